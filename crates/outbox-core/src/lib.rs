@@ -1,1 +1,52 @@
-//! Core.
+//! The core of the outbox router: route table, strategy traits, plans and their invariants.
+//!
+//! A client builds a [`RouteTable`] from kind:10002 relay lists, loads a strategy by name from
+//! TOML into a [`Router`], and asks it for a [`Plan`]: which relay to ask about which follows,
+//! with every follow no routed relay covers (the residual) asked of the reader's own relays.
+//!
+//! ```
+//! use outbox_core::{RouteTable, RouteTableBuilder, UrlPolicy, Selection, Plan};
+//! # let reader = nostr::key::Keys::generate().public_key();
+//! // No relay lists known yet: the plan asks the reader's relays about everyone.
+//! let table = RouteTable::without_lists(UrlPolicy::default(), [reader], ["wss://home.example"]);
+//! let plan = Plan::from_selection(&table, "none", Selection::default());
+//! assert_eq!(plan.residual().len(), 1);
+//! let filters = plan.to_filters(&table, &[nostr::event::Kind::TextNote], None);
+//! assert_eq!(filters.len(), 1);
+//! ```
+//!
+//! This crate does no IO. Strategies live in their own crates and register themselves with
+//! [`register_strategy!`]; the runtime, simulator and CLI are separate crates.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod ids;
+pub mod invariants;
+pub mod plan;
+pub mod registry;
+pub mod route_table;
+pub mod router;
+pub mod scorer;
+pub mod selector;
+pub mod stats;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+pub mod url_policy;
+
+pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+pub use ids::{AuthorId, RelayId};
+pub use invariants::{check_plan, Limits, Violation};
+pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use registry::{ScorerDescriptor, StrategyDescriptor};
+pub use route_table::{DropReport, RawRelayList, RouteTable, RouteTableBuilder};
+pub use router::Router;
+pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
+pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
+pub use stats::{DeliveryStats, RelayStats};
+pub use url_policy::{DropReason, UrlPolicy};
+
+/// Re-exported so strategy crates can register without naming `inventory` themselves.
+pub use inventory;
+/// Re-exported for strategy crates' configs (`#[typetag::serde]` needs the crate by name too).
+pub use typetag;

@@ -1,0 +1,562 @@
+//! The route table: who writes where, as interned ids and a compact adjacency.
+//!
+//! Built from kind:10002 relay lists (NIP-65), either as signed `nostr::Event`s or as raw tag
+//! arrays from a world file. The newest list per author wins. Every entry passes through a
+//! [`UrlPolicy`]; what is dropped is counted in a [`DropReport`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use nostr::event::{Event, Kind};
+use nostr::key::PublicKey;
+use nostr::nips::nip65::RelayMetadata;
+use serde::Serialize;
+
+use crate::ids::{AuthorId, RelayId};
+use crate::url_policy::{DropReason, UrlPolicy};
+
+/// One relay list before validation: an author, its timestamp and the raw tags.
+#[derive(Clone, Debug)]
+pub struct RawRelayList {
+    /// The list's author.
+    pub author: PublicKey,
+    /// The list's `created_at` (unix seconds); the newest list per author wins.
+    pub created_at: u64,
+    /// The raw tags; only `r` tags are read.
+    pub tags: Vec<Vec<String>>,
+}
+
+/// What the route table did not use, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DropReport {
+    /// Entries dropped, by reason.
+    pub by_reason: BTreeMap<DropReason, u64>,
+    /// A few examples per reason (raw value, truncated), for `--explain`.
+    pub examples: BTreeMap<DropReason, Vec<String>>,
+    /// Lists replaced by a newer list of the same author.
+    pub superseded_lists: u64,
+    /// Lists from authors the reader does not follow.
+    pub lists_not_followed: u64,
+    /// Events given to the builder that are not kind:10002 or fail verification.
+    pub rejected_events: u64,
+    /// Entries marked `read` only (kept out of routing, not an error).
+    pub read_only_entries: u64,
+}
+
+impl DropReport {
+    const EXAMPLES_PER_REASON: usize = 3;
+
+    fn drop(&mut self, reason: DropReason, raw: &str) {
+        *self.by_reason.entry(reason).or_default() += 1;
+        let examples = self.examples.entry(reason).or_default();
+        if examples.len() < Self::EXAMPLES_PER_REASON {
+            let mut shown: String = raw.chars().take(60).collect();
+            if raw.chars().count() > 60 {
+                shown.push('…');
+            }
+            examples.push(shown);
+        }
+    }
+
+    /// Total entries dropped.
+    pub fn total_dropped(&self) -> u64 {
+        self.by_reason.values().sum()
+    }
+}
+
+/// Collects follows, the reader's relays and relay lists, then builds a [`RouteTable`].
+#[derive(Debug)]
+pub struct RouteTableBuilder {
+    policy: UrlPolicy,
+    follows: Vec<PublicKey>,
+    follow_index: HashMap<PublicKey, AuthorId>,
+    reader_relays: Vec<String>,
+    newest: HashMap<AuthorId, RawRelayList>,
+    report: DropReport,
+}
+
+impl RouteTableBuilder {
+    /// A builder that filters entries with `policy`.
+    pub fn new(policy: UrlPolicy) -> Self {
+        Self {
+            policy,
+            follows: Vec::new(),
+            follow_index: HashMap::new(),
+            reader_relays: Vec::new(),
+            newest: HashMap::new(),
+            report: DropReport::default(),
+        }
+    }
+
+    /// Adds followed authors (duplicates are ignored). Only follows are ever routed.
+    pub fn follows(mut self, follows: impl IntoIterator<Item = PublicKey>) -> Self {
+        for pk in follows {
+            self.add_follow(pk);
+        }
+        self
+    }
+
+    /// Adds one followed author.
+    pub fn add_follow(&mut self, pk: PublicKey) -> AuthorId {
+        if let Some(&id) = self.follow_index.get(&pk) {
+            return id;
+        }
+        let id = AuthorId(self.follows.len() as u32);
+        self.follows.push(pk);
+        self.follow_index.insert(pk, id);
+        id
+    }
+
+    /// Adds the reader's own relays (the pool asked about the residual). Unacceptable URLs are
+    /// dropped and counted like list entries.
+    pub fn reader_relays<S: AsRef<str>>(mut self, relays: impl IntoIterator<Item = S>) -> Self {
+        for raw in relays {
+            let raw = raw.as_ref();
+            match self.policy.canonicalize(raw) {
+                Ok(url) if !self.reader_relays.contains(&url) => self.reader_relays.push(url),
+                Ok(_) => self.report.drop(DropReason::Duplicate, raw),
+                Err(reason) => self.report.drop(reason, raw),
+            }
+        }
+        self
+    }
+
+    /// Adds a kind:10002 event. Other kinds and events whose signature does not verify are
+    /// counted as rejected.
+    pub fn add_event(&mut self, event: &Event) {
+        if event.kind != Kind::RelayList || event.verify().is_err() {
+            self.report.rejected_events += 1;
+            tracing::debug!(id = %event.id, kind = %event.kind, "rejected relay-list event");
+            return;
+        }
+        let tags = event.tags.iter().map(|t| t.as_slice().to_vec()).collect();
+        self.add_list(RawRelayList {
+            author: event.pubkey,
+            created_at: event.created_at.as_secs(),
+            tags,
+        });
+    }
+
+    /// Adds a raw relay list. The newest list per author wins; on equal timestamps the first
+    /// one seen is kept, so the outcome does not depend on arrival order of duplicates.
+    pub fn add_list(&mut self, list: RawRelayList) {
+        let Some(&author) = self.follow_index.get(&list.author) else {
+            self.report.lists_not_followed += 1;
+            return;
+        };
+        match self.newest.get(&author) {
+            Some(current) if current.created_at >= list.created_at => {
+                self.report.superseded_lists += 1;
+            }
+            Some(_) => {
+                self.report.superseded_lists += 1;
+                self.newest.insert(author, list);
+            }
+            None => {
+                self.newest.insert(author, list);
+            }
+        }
+    }
+
+    /// Validates every kept list and builds the table.
+    pub fn build(self) -> RouteTable {
+        let RouteTableBuilder {
+            policy,
+            follows,
+            follow_index,
+            reader_relays,
+            newest,
+            mut report,
+        } = self;
+        let mut relays = RelayInterner::default();
+        let reader: Vec<RelayId> = reader_relays.iter().map(|u| relays.intern(u)).collect();
+
+        let mut write_offsets = Vec::with_capacity(follows.len() + 1);
+        let mut write_targets = Vec::new();
+        let mut has_list = vec![false; follows.len()];
+        write_offsets.push(0u32);
+        let mut seen = Vec::new();
+        for (index, flag) in has_list.iter_mut().enumerate() {
+            if let Some(list) = newest.get(&AuthorId(index as u32)) {
+                *flag = true;
+                seen.clear();
+                let mut kept = 0usize;
+                for tag in &list.tags {
+                    let Some(entry) = parse_r_tag(tag, &mut report) else {
+                        continue;
+                    };
+                    if !entry.write {
+                        report.read_only_entries += 1;
+                        continue;
+                    }
+                    match policy.canonicalize(entry.url) {
+                        Err(reason) => report.drop(reason, entry.url),
+                        Ok(url) => {
+                            let id = relays.intern(&url);
+                            if seen.contains(&id) {
+                                report.drop(DropReason::Duplicate, entry.url);
+                            } else if kept >= policy.max_write_relays {
+                                report.drop(DropReason::OverListCap, entry.url);
+                            } else {
+                                seen.push(id);
+                                write_targets.push(id);
+                                kept += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            write_offsets.push(write_targets.len() as u32);
+        }
+
+        let relay_count = relays.urls.len();
+        let (reader_offsets, reader_targets) = invert(&write_offsets, &write_targets, relay_count);
+        let mut is_reader = vec![false; relay_count];
+        for r in &reader {
+            is_reader[r.index()] = true;
+        }
+        RouteTable {
+            follows,
+            follow_index,
+            relay_urls: relays.urls,
+            relay_index: relays.index,
+            reader_relays: reader,
+            is_reader_relay: is_reader,
+            has_list,
+            write_offsets,
+            write_targets,
+            relay_offsets: reader_offsets,
+            relay_targets: reader_targets,
+            report,
+        }
+    }
+}
+
+struct RTag<'a> {
+    url: &'a str,
+    write: bool,
+}
+
+/// Reads one tag as a NIP-65 `r` tag; `None` for other tags (malformed `r` tags are counted).
+fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a>> {
+    if tag.first().map(String::as_str) != Some("r") {
+        return None;
+    }
+    let Some(url) = tag.get(1) else {
+        report.drop(DropReason::MalformedTag, "r");
+        return None;
+    };
+    let write = match tag.get(2).map(String::as_str) {
+        None | Some("") => true,
+        Some(marker) => match marker.parse::<RelayMetadata>() {
+            Ok(RelayMetadata::Write) => true,
+            Ok(RelayMetadata::Read) => false,
+            Err(_) => {
+                report.drop(DropReason::BadMarker, marker);
+                return None;
+            }
+        },
+    };
+    Some(RTag { url, write })
+}
+
+#[derive(Default)]
+struct RelayInterner {
+    urls: Vec<String>,
+    index: HashMap<String, RelayId>,
+}
+
+impl RelayInterner {
+    fn intern(&mut self, url: &str) -> RelayId {
+        if let Some(&id) = self.index.get(url) {
+            return id;
+        }
+        let id = RelayId(self.urls.len() as u32);
+        self.urls.push(url.to_string());
+        self.index.insert(url.to_string(), id);
+        id
+    }
+}
+
+/// Turns author→relays adjacency (CSR) into relay→authors adjacency (CSR).
+fn invert(offsets: &[u32], targets: &[RelayId], relay_count: usize) -> (Vec<u32>, Vec<AuthorId>) {
+    let mut counts = vec![0u32; relay_count + 1];
+    for r in targets {
+        counts[r.index() + 1] += 1;
+    }
+    for i in 1..counts.len() {
+        counts[i] += counts[i - 1];
+    }
+    let mut fill = counts.clone();
+    let mut out = vec![AuthorId(0); targets.len()];
+    for author in 0..offsets.len().saturating_sub(1) {
+        for r in &targets[offsets[author] as usize..offsets[author + 1] as usize] {
+            let slot = &mut fill[r.index()];
+            out[*slot as usize] = AuthorId(author as u32);
+            *slot += 1;
+        }
+    }
+    (counts, out)
+}
+
+/// Follows, relays and who writes where, interned.
+///
+/// Authors are exactly the reader's follows (ids `0..follow_count()`); relays are every relay of
+/// a kept list plus the reader's own relays. Adjacency is stored both ways in compressed form;
+/// each author's write relays keep their list order.
+#[derive(Clone, Debug)]
+pub struct RouteTable {
+    follows: Vec<PublicKey>,
+    follow_index: HashMap<PublicKey, AuthorId>,
+    relay_urls: Vec<String>,
+    relay_index: HashMap<String, RelayId>,
+    reader_relays: Vec<RelayId>,
+    is_reader_relay: Vec<bool>,
+    has_list: Vec<bool>,
+    write_offsets: Vec<u32>,
+    write_targets: Vec<RelayId>,
+    relay_offsets: Vec<u32>,
+    relay_targets: Vec<AuthorId>,
+    report: DropReport,
+}
+
+impl RouteTable {
+    /// A table with follows and reader relays but no relay lists yet (the first plan of a
+    /// session happens before any list is known).
+    pub fn without_lists<S: AsRef<str>>(
+        policy: UrlPolicy,
+        follows: impl IntoIterator<Item = PublicKey>,
+        reader_relays: impl IntoIterator<Item = S>,
+    ) -> Self {
+        RouteTableBuilder::new(policy)
+            .follows(follows)
+            .reader_relays(reader_relays)
+            .build()
+    }
+
+    /// Number of follows (authors are `AuthorId(0..n)`).
+    pub fn follow_count(&self) -> usize {
+        self.follows.len()
+    }
+
+    /// Number of interned relays (relays are `RelayId(0..n)`).
+    pub fn relay_count(&self) -> usize {
+        self.relay_urls.len()
+    }
+
+    /// Every follow id.
+    pub fn authors(&self) -> impl ExactSizeIterator<Item = AuthorId> + '_ {
+        (0..self.follows.len() as u32).map(AuthorId)
+    }
+
+    /// Every relay id.
+    pub fn relays(&self) -> impl ExactSizeIterator<Item = RelayId> + '_ {
+        (0..self.relay_urls.len() as u32).map(RelayId)
+    }
+
+    /// The public key of a follow.
+    pub fn pubkey(&self, author: AuthorId) -> &PublicKey {
+        &self.follows[author.index()]
+    }
+
+    /// Every follow's public key, indexed by [`AuthorId`].
+    pub fn pubkeys(&self) -> &[PublicKey] {
+        &self.follows
+    }
+
+    /// The id of a follow, if followed.
+    pub fn author_id(&self, pk: &PublicKey) -> Option<AuthorId> {
+        self.follow_index.get(pk).copied()
+    }
+
+    /// The canonical URL of a relay.
+    pub fn url(&self, relay: RelayId) -> &str {
+        &self.relay_urls[relay.index()]
+    }
+
+    /// The id of a canonical relay URL, if the table knows it.
+    pub fn relay_id(&self, canonical_url: &str) -> Option<RelayId> {
+        self.relay_index.get(canonical_url).copied()
+    }
+
+    /// The reader's own relays.
+    pub fn reader_relays(&self) -> &[RelayId] {
+        &self.reader_relays
+    }
+
+    /// Whether `relay` is one of the reader's own relays.
+    pub fn is_reader_relay(&self, relay: RelayId) -> bool {
+        self.is_reader_relay[relay.index()]
+    }
+
+    /// Whether a relay list was kept for this follow (possibly with no usable write relay).
+    pub fn has_list(&self, author: AuthorId) -> bool {
+        self.has_list[author.index()]
+    }
+
+    /// The follow's usable write relays, in list order.
+    pub fn write_relays(&self, author: AuthorId) -> &[RelayId] {
+        let i = author.index();
+        &self.write_targets[self.write_offsets[i] as usize..self.write_offsets[i + 1] as usize]
+    }
+
+    /// The follows who write to `relay`, in id order.
+    pub fn writers(&self, relay: RelayId) -> &[AuthorId] {
+        let i = relay.index();
+        &self.relay_targets[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
+    }
+
+    /// How many follows write to `relay`.
+    pub fn popularity(&self, relay: RelayId) -> u32 {
+        let i = relay.index();
+        self.relay_offsets[i + 1] - self.relay_offsets[i]
+    }
+
+    /// Whether `author` lists `relay` as a write relay.
+    pub fn writes_to(&self, author: AuthorId, relay: RelayId) -> bool {
+        self.write_relays(author).contains(&relay)
+    }
+
+    /// Total author→write-relay edges.
+    pub fn edge_count(&self) -> usize {
+        self.write_targets.len()
+    }
+
+    /// What the builder dropped, and why.
+    pub fn drop_report(&self) -> &DropReport {
+        &self.report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::key::{Keys, SecretKey};
+
+    fn key(n: u8) -> PublicKey {
+        let mut sk = [0u8; 32];
+        sk[31] = n.max(1);
+        sk[0] = 1;
+        Keys::new(SecretKey::from_slice(&sk).unwrap()).public_key()
+    }
+
+    fn r(url: &str) -> Vec<String> {
+        vec!["r".into(), url.into()]
+    }
+
+    fn rm(url: &str, marker: &str) -> Vec<String> {
+        vec!["r".into(), url.into(), marker.into()]
+    }
+
+    #[test]
+    fn newest_list_wins_and_markers_are_read() {
+        let a = key(1);
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows([a]);
+        b.add_list(RawRelayList {
+            author: a,
+            created_at: 10,
+            tags: vec![r("wss://old.example")],
+        });
+        b.add_list(RawRelayList {
+            author: a,
+            created_at: 20,
+            tags: vec![
+                r("wss://both.example"),
+                rm("wss://w.example/", "write"),
+                rm("wss://read.example", "read"),
+            ],
+        });
+        b.add_list(RawRelayList {
+            author: a,
+            created_at: 5,
+            tags: vec![r("wss://older.example")],
+        });
+        let t = b.build();
+        let urls: Vec<_> = t
+            .write_relays(AuthorId(0))
+            .iter()
+            .map(|&r| t.url(r))
+            .collect();
+        assert_eq!(urls, ["wss://both.example", "wss://w.example"]);
+        assert_eq!(t.drop_report().superseded_lists, 2);
+        assert_eq!(t.drop_report().read_only_entries, 1);
+        assert_eq!(t.popularity(t.relay_id("wss://w.example").unwrap()), 1);
+        assert!(t.relay_id("wss://old.example").is_none());
+    }
+
+    #[test]
+    fn hostile_lists_are_dropped_with_counts() {
+        let a = key(2);
+        let mut tags: Vec<Vec<String>> = (0..1000)
+            .map(|i| r(&format!("wss://relay{i}.example")))
+            .collect();
+        tags.insert(0, r("ws://127.0.0.1:7777"));
+        tags.insert(0, r("http://web.example"));
+        tags.insert(0, r(&format!("wss://{}.example", "x".repeat(5000))));
+        tags.insert(0, r("\u{0}\u{fffd}wss://\u{7f}junk"));
+        tags.insert(0, rm("wss://ok.example", "sometimes"));
+        tags.insert(0, vec!["r".into()]);
+        tags.insert(0, r("wss://relay0.example/"));
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows([a]);
+        b.add_list(RawRelayList {
+            author: a,
+            created_at: 1,
+            tags,
+        });
+        let t = b.build();
+        let rep = t.drop_report();
+        assert_eq!(
+            t.write_relays(AuthorId(0)).len(),
+            UrlPolicy::default().max_write_relays
+        );
+        assert_eq!(rep.by_reason[&DropReason::Localhost], 1);
+        assert_eq!(rep.by_reason[&DropReason::NotWebSocket], 1);
+        assert_eq!(rep.by_reason[&DropReason::TooLong], 1);
+        assert_eq!(rep.by_reason[&DropReason::Unparsable], 1);
+        assert_eq!(rep.by_reason[&DropReason::BadMarker], 1);
+        assert_eq!(rep.by_reason[&DropReason::MalformedTag], 1);
+        assert_eq!(rep.by_reason[&DropReason::Duplicate], 1);
+        assert_eq!(rep.by_reason[&DropReason::OverListCap], 1000 - 12);
+        // Interning only kept what was considered, not the junk.
+        assert!(t.relay_id("wss://relay0.example").is_some());
+    }
+
+    #[test]
+    fn lists_of_non_follows_are_ignored() {
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows([key(1)]);
+        b.add_list(RawRelayList {
+            author: key(9),
+            created_at: 1,
+            tags: vec![r("wss://x.example")],
+        });
+        let t = b.build();
+        assert_eq!(t.drop_report().lists_not_followed, 1);
+        assert_eq!(t.edge_count(), 0);
+        assert!(!t.has_list(AuthorId(0)));
+    }
+
+    #[test]
+    fn adjacency_is_consistent_both_ways() {
+        let keys: Vec<_> = (1..=5).map(key).collect();
+        let mut b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows(keys.iter().copied())
+            .reader_relays(["wss://home.example"]);
+        for (i, k) in keys.iter().enumerate() {
+            let tags = (0..=i).map(|j| r(&format!("wss://r{j}.example"))).collect();
+            b.add_list(RawRelayList {
+                author: *k,
+                created_at: 1,
+                tags,
+            });
+        }
+        let t = b.build();
+        assert!(t.is_reader_relay(t.relay_id("wss://home.example").unwrap()));
+        for a in t.authors() {
+            for &rel in t.write_relays(a) {
+                assert!(t.writers(rel).contains(&a));
+            }
+        }
+        let r0 = t.relay_id("wss://r0.example").unwrap();
+        assert_eq!(t.popularity(r0), 5);
+        assert_eq!(t.edge_count(), 15);
+    }
+}

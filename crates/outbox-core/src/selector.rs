@@ -1,0 +1,68 @@
+//! Which relays to ask about whom: the [`Selector`] trait and its input and output.
+
+use std::fmt::Debug;
+
+use rand::RngCore;
+
+use crate::config::ConfigIssue;
+use crate::ids::{AuthorId, RelayId};
+use crate::route_table::RouteTable;
+use crate::stats::DeliveryStats;
+
+/// Everything a selector may look at in one planning run.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInput<'a> {
+    /// Who writes where.
+    pub table: &'a RouteTable,
+    /// The most routed relays the selection may use.
+    pub max_connections: usize,
+    /// What was learned about relays so far (uniform priors when nothing is known).
+    pub stats: &'a DeliveryStats,
+    /// The present, in unix seconds (for decaying what was learned).
+    pub now: u64,
+}
+
+/// One routed relay and the follows it is asked about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    /// The relay.
+    pub relay: RelayId,
+    /// The follows asked of it; each must write there.
+    pub authors: Vec<AuthorId>,
+}
+
+/// A selector's answer: routed relays and who is asked of each. Follows that no assignment
+/// names become the residual of the plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The routed relays, in the order the selector chose them.
+    pub assignments: Vec<Assignment>,
+}
+
+/// Turns a route table, a budget and (usually) a scorer into a [`Selection`].
+///
+/// Synchronous and object-safe. Randomness comes only from the `rng` passed in, so a
+/// (seed, input) pair always gives the same selection. Selectors may keep state across runs
+/// (hysteresis does); `&mut self` allows it.
+pub trait Selector: Debug + Send {
+    /// The registered name of the strategy (for traces, reports and plan files).
+    fn name(&self) -> &str;
+
+    /// The most routed relays any one follow may be assigned, if the selector promises a cap.
+    fn per_author_cap(&self) -> Option<usize>;
+
+    /// Chooses routed relays and their authors.
+    fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection;
+}
+
+/// Builds a [`Selector`]; picked by `type` in the `[strategy]` table of a router config.
+#[typetag::serde(tag = "type")]
+pub trait StrategyConfig: Debug + Send + Sync {
+    /// Checks parameters; every problem names its key relative to the strategy table.
+    fn validate(&self) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+
+    /// The runtime strategy.
+    fn build(&self) -> Box<dyn Selector>;
+}

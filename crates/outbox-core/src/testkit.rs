@@ -1,0 +1,271 @@
+//! The conformance suite every registered strategy must pass, and helpers to build test worlds.
+//!
+//! Enabled by the `testkit` feature. A test that iterates every registered descriptor and calls
+//! [`check_strategy`] puts each new strategy crate under the suite automatically.
+
+use std::fmt;
+
+use nostr::key::{Keys, PublicKey, SecretKey};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{ConfigIssue, RouterConfig};
+use crate::invariants::check_plan;
+use crate::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
+use crate::router::Router;
+use crate::selector::StrategyConfig;
+use crate::stats::DeliveryStats;
+use crate::url_policy::UrlPolicy;
+
+/// A deterministic public key for test number `n` (different `n`, different key).
+pub fn test_key(n: u64) -> PublicKey {
+    let mut rng = ChaCha8Rng::seed_from_u64(n ^ 0x6f75_7462_6f78);
+    loop {
+        let bytes: [u8; 32] = rng.random();
+        if let Ok(sk) = SecretKey::from_slice(&bytes) {
+            return Keys::new(sk).public_key();
+        }
+    }
+}
+
+/// The shape of a random test world.
+#[derive(Clone, Copy, Debug)]
+pub struct WorldShape {
+    /// Followed authors.
+    pub follows: usize,
+    /// Distinct relays that lists draw from.
+    pub relays: usize,
+    /// Share of follows that publish a list, in `[0, 1]`.
+    pub list_share: f64,
+    /// Most write relays in one list.
+    pub max_write_relays: usize,
+    /// The reader's own relays.
+    pub reader_relays: usize,
+}
+
+impl WorldShape {
+    /// A small world: 40 follows over 25 relays, a quarter without lists, two reader relays.
+    pub fn small() -> Self {
+        Self {
+            follows: 40,
+            relays: 25,
+            list_share: 0.75,
+            max_write_relays: 5,
+            reader_relays: 2,
+        }
+    }
+}
+
+/// A random route table of `shape`, deterministic for `seed`. Relay popularity is skewed
+/// (low-numbered relays are picked far more often) as on the real network; some reader relays
+/// also appear in lists.
+pub fn random_table(shape: WorldShape, seed: u64) -> RouteTable {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let follows: Vec<PublicKey> = (0..shape.follows)
+        .map(|i| test_key(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)))
+        .collect();
+    let reader: Vec<String> = (0..shape.reader_relays)
+        .map(|i| format!("wss://r{i}.relay.test"))
+        .collect();
+    let mut builder = RouteTableBuilder::new(UrlPolicy::default())
+        .follows(follows.iter().copied())
+        .reader_relays(&reader);
+    for pk in &follows {
+        if !rng.random_bool(shape.list_share.clamp(0.0, 1.0)) {
+            continue;
+        }
+        let n = rng.random_range(0..=shape.max_write_relays);
+        let tags = (0..n)
+            .map(|_| {
+                // Squaring a uniform draw skews choices toward low-numbered (hub) relays.
+                let u: f64 = rng.random();
+                let r = ((u * u) * shape.relays as f64) as usize;
+                let marker = match rng.random_range(0..10) {
+                    0 => Some("read"),
+                    1 => Some("write"),
+                    _ => None,
+                };
+                let mut tag = vec!["r".to_string(), format!("wss://r{r}.relay.test")];
+                tag.extend(marker.map(str::to_string));
+                tag
+            })
+            .collect();
+        builder.add_list(RawRelayList {
+            author: *pk,
+            created_at: 1,
+            tags,
+        });
+    }
+    builder.build()
+}
+
+/// One way a strategy failed the suite.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// The check that failed.
+    pub check: String,
+    /// What happened.
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.check, self.detail)
+    }
+}
+
+/// Runs the conformance suite on a strategy config: plan invariants over random worlds and
+/// budgets, determinism for a seed, and no panic on degenerate inputs (no follows, no lists,
+/// budget 0, one relay, no reader relays). Returns every failure; empty means conformant.
+pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    let issues: Vec<ConfigIssue> = config.validate();
+    if !issues.is_empty() {
+        failures.push(Failure {
+            check: "validate".into(),
+            detail: format!("{issues:?}"),
+        });
+        return failures;
+    }
+    let mut fail = |check: &str, detail: String| {
+        failures.push(Failure {
+            check: check.to_string(),
+            detail,
+        })
+    };
+
+    // Invariants over random worlds and budgets, with a few learned-looking stats.
+    for world_seed in 0..12u64 {
+        let mut shape = WorldShape::small();
+        shape.follows = 10 + (world_seed as usize * 7) % 50;
+        shape.relays = 3 + (world_seed as usize * 5) % 30;
+        let table = random_table(shape, world_seed);
+        let stats = skewed_stats(&table, world_seed);
+        for budget in [0usize, 1, 3, 8, 40] {
+            let mut router = Router::new(config.build(), budget);
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let plan = router.plan_with(&table, &stats, 1_000_000, world_seed);
+                check_plan(&plan, &table, router.limits())
+            }));
+            match outcome {
+                Err(_) => fail(
+                    "invariants",
+                    format!("panicked on world {world_seed} budget {budget}"),
+                ),
+                Ok(v) if !v.is_empty() => fail(
+                    "invariants",
+                    format!("world {world_seed} budget {budget}: {v:?}"),
+                ),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    // Determinism: two fresh routers, same seed, same input → same plan.
+    let table = random_table(WorldShape::small(), 99);
+    let stats = skewed_stats(&table, 99);
+    let a = Router::new(config.build(), 6).plan_with(&table, &stats, 5, 42);
+    let b = Router::new(config.build(), 6).plan_with(&table, &stats, 5, 42);
+    if a != b {
+        fail(
+            "determinism",
+            "same seed and input gave different plans".into(),
+        );
+    }
+
+    // Degenerate inputs must not panic.
+    let degenerate: Vec<(&str, RouteTable)> = vec![
+        (
+            "no follows",
+            RouteTable::without_lists(UrlPolicy::default(), [], ["wss://home.test"]),
+        ),
+        (
+            "no lists",
+            RouteTable::without_lists(
+                UrlPolicy::default(),
+                (0..5).map(test_key),
+                ["wss://home.test"],
+            ),
+        ),
+        ("one relay", one_relay_table()),
+        (
+            "no reader relays",
+            random_table(
+                WorldShape {
+                    reader_relays: 0,
+                    ..WorldShape::small()
+                },
+                7,
+            ),
+        ),
+    ];
+    for (name, table) in degenerate {
+        for budget in [0usize, 1, 20] {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut router = Router::new(config.build(), budget);
+                let plan = router.plan_with(&table, &DeliveryStats::new(), 0, 1);
+                if table.reader_relays().is_empty() {
+                    Vec::new()
+                } else {
+                    check_plan(&plan, &table, router.limits())
+                }
+            }));
+            match result {
+                Err(_) => fail("degenerate", format!("{name}, budget {budget}: panicked")),
+                Ok(v) if !v.is_empty() => {
+                    fail("degenerate", format!("{name}, budget {budget}: {v:?}"))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    failures
+}
+
+/// Parses a full router config and runs [`check_strategy`] on its strategy.
+pub fn check_config_toml(text: &str) -> Vec<Failure> {
+    match RouterConfig::from_toml(text) {
+        Ok(config) => check_strategy(config.strategy.as_ref()),
+        Err(err) => vec![Failure {
+            check: "config".into(),
+            detail: err.to_string(),
+        }],
+    }
+}
+
+fn one_relay_table() -> RouteTable {
+    let follows: Vec<PublicKey> = (0..4).map(|i| test_key(500 + i)).collect();
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows(follows.iter().copied())
+        .reader_relays(["wss://home.test"]);
+    for pk in &follows {
+        b.add_list(RawRelayList {
+            author: *pk,
+            created_at: 1,
+            tags: vec![vec!["r".into(), "wss://only.test".into()]],
+        });
+    }
+    b.build()
+}
+
+/// Stats where a third of the relays look reliable, a third unreliable, the rest unknown.
+fn skewed_stats(table: &RouteTable, seed: u64) -> DeliveryStats {
+    let mut stats = DeliveryStats::new();
+    for relay in table.relays() {
+        let (alpha, beta) = match (relay.0 as u64 + seed) % 3 {
+            0 => (9.0, 2.0),
+            1 => (2.0, 9.0),
+            _ => continue,
+        };
+        stats.set(
+            table.url(relay),
+            crate::stats::RelayStats {
+                alpha,
+                beta,
+                latency_ms: Some(100.0 + relay.0 as f64),
+                updated_at: 0,
+            },
+        );
+    }
+    stats
+}

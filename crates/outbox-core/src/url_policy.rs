@@ -1,0 +1,301 @@
+//! Which relay URLs a route table accepts, and how they are normalised.
+//!
+//! Relay lists are written by anyone. A hostile or sloppy list can point a client at its own
+//! router, at an intranet host, or at thousands of relays. The policy turns every raw URL into a
+//! canonical one or a [`DropReason`] that is counted and can be explained to the user.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use nostr::types::url::{Host, RelayUrl};
+use serde::{Deserialize, Serialize};
+
+/// What a route table accepts. Every restriction can be lifted (tests need loopback relays).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UrlPolicy {
+    /// Accept `localhost` and loopback addresses.
+    pub allow_loopback: bool,
+    /// Accept private, link-local, unique-local and other non-global addresses.
+    pub allow_private: bool,
+    /// Accept public IP literals (relays are normally named by domain).
+    pub allow_ip_literals: bool,
+    /// Accept `.onion` hosts (only reachable through Tor).
+    pub allow_onion: bool,
+    /// Longest accepted URL, in bytes.
+    pub max_url_len: usize,
+    /// Longest accepted list: only the first this many write relays of a list are kept.
+    pub max_write_relays: usize,
+}
+
+impl Default for UrlPolicy {
+    fn default() -> Self {
+        Self {
+            allow_loopback: false,
+            allow_private: false,
+            allow_ip_literals: false,
+            allow_onion: false,
+            max_url_len: 256,
+            max_write_relays: 12,
+        }
+    }
+}
+
+impl UrlPolicy {
+    /// A policy for tests and local development: loopback relays are accepted.
+    pub fn allow_local() -> Self {
+        Self {
+            allow_loopback: true,
+            ..Self::default()
+        }
+    }
+
+    /// Normalises `raw` into a canonical relay URL (`wss://host[:port][/path]`, lower-case host,
+    /// no trailing slash, no fragment), or says why it is not acceptable.
+    pub fn canonicalize(&self, raw: &str) -> Result<String, DropReason> {
+        let trimmed = raw.trim();
+        if trimmed.len() > self.max_url_len {
+            return Err(DropReason::TooLong);
+        }
+        if trimmed.is_empty() || trimmed.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(DropReason::Unparsable);
+        }
+        let scheme_end = trimmed.find("://").ok_or(DropReason::Unparsable)?;
+        let scheme = trimmed[..scheme_end].to_ascii_lowercase();
+        if scheme != "ws" && scheme != "wss" {
+            return Err(DropReason::NotWebSocket);
+        }
+        let url = RelayUrl::parse(trimmed).map_err(|_| DropReason::Unparsable)?;
+        match url.host() {
+            None => return Err(DropReason::Unparsable),
+            Some(Host::Domain(domain)) => self.check_domain(domain)?,
+            Some(Host::Ipv4(ip)) => self.check_ip(IpAddr::V4(ip))?,
+            Some(Host::Ipv6(ip)) => self.check_ip(IpAddr::V6(ip))?,
+        }
+        let mut canonical = url.as_str_without_trailing_slash().to_string();
+        if let Some(hash) = canonical.find('#') {
+            canonical.truncate(hash);
+            canonical.truncate(canonical.trim_end_matches('/').len());
+        }
+        Ok(canonical)
+    }
+
+    fn check_domain(&self, domain: &str) -> Result<(), DropReason> {
+        let domain = domain.trim_end_matches('.');
+        if domain.is_empty() || !domain.contains('.') && domain != "localhost" {
+            // A single-label name resolves only inside someone's network.
+            return if self.allow_private {
+                Ok(())
+            } else {
+                Err(DropReason::PrivateAddress)
+            };
+        }
+        if domain == "localhost" || domain.ends_with(".localhost") {
+            return if self.allow_loopback {
+                Ok(())
+            } else {
+                Err(DropReason::Localhost)
+            };
+        }
+        if domain.ends_with(".onion") {
+            return if self.allow_onion {
+                Ok(())
+            } else {
+                Err(DropReason::Onion)
+            };
+        }
+        if (domain.ends_with(".local") || domain.ends_with(".internal") || domain.ends_with(".lan"))
+            && !self.allow_private
+        {
+            return Err(DropReason::PrivateAddress);
+        }
+        Ok(())
+    }
+
+    fn check_ip(&self, ip: IpAddr) -> Result<(), DropReason> {
+        if ip.is_loopback() {
+            return if self.allow_loopback {
+                Ok(())
+            } else {
+                Err(DropReason::Localhost)
+            };
+        }
+        if !is_global(ip) {
+            return if self.allow_private {
+                Ok(())
+            } else {
+                Err(DropReason::PrivateAddress)
+            };
+        }
+        if self.allow_ip_literals {
+            Ok(())
+        } else {
+            Err(DropReason::IpLiteral)
+        }
+    }
+}
+
+/// Whether an address is routable on the public internet (a conservative approximation of the
+/// unstable `IpAddr::is_global`).
+fn is_global(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_global_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_global_v4(v4);
+            }
+            is_global_v6(v6)
+        }
+    }
+}
+
+fn is_global_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    !(ip.is_private()
+        || ip.is_loopback()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_multicast()
+        || a == 0
+        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+        || (a == 198 && (b == 18 || b == 19)) // benchmarking
+        || a >= 240)
+}
+
+fn is_global_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || (first & 0xfe00) == 0xfc00 // unique local
+        || (first & 0xffc0) == 0xfe80 // link local
+        || first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
+}
+
+/// Why a relay-list entry was not used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// Not a `ws://` or `wss://` URL.
+    NotWebSocket,
+    /// Not a URL at all.
+    Unparsable,
+    /// Longer than [`UrlPolicy::max_url_len`].
+    TooLong,
+    /// `localhost` or a loopback address.
+    Localhost,
+    /// A private, link-local or otherwise non-public address or name.
+    PrivateAddress,
+    /// A public IP literal.
+    IpLiteral,
+    /// A `.onion` host.
+    Onion,
+    /// The same relay appeared earlier in the same list.
+    Duplicate,
+    /// Beyond [`UrlPolicy::max_write_relays`] write relays in one list.
+    OverListCap,
+    /// A marker other than `read` or `write`.
+    BadMarker,
+    /// A tag that is not a well-formed `r` tag.
+    MalformedTag,
+}
+
+impl DropReason {
+    /// Every reason, in report order.
+    pub const ALL: [DropReason; 11] = [
+        DropReason::NotWebSocket,
+        DropReason::Unparsable,
+        DropReason::TooLong,
+        DropReason::Localhost,
+        DropReason::PrivateAddress,
+        DropReason::IpLiteral,
+        DropReason::Onion,
+        DropReason::Duplicate,
+        DropReason::OverListCap,
+        DropReason::BadMarker,
+        DropReason::MalformedTag,
+    ];
+
+    /// A short human explanation.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DropReason::NotWebSocket => "not a ws:// or wss:// url",
+            DropReason::Unparsable => "not a parsable url",
+            DropReason::TooLong => "url longer than the policy allows",
+            DropReason::Localhost => "localhost or loopback address",
+            DropReason::PrivateAddress => "private, link-local or intranet address",
+            DropReason::IpLiteral => "ip literal instead of a domain",
+            DropReason::Onion => ".onion host",
+            DropReason::Duplicate => "duplicate within one list",
+            DropReason::OverListCap => "list longer than the per-list cap",
+            DropReason::BadMarker => "marker is neither read nor write",
+            DropReason::MalformedTag => "malformed r tag",
+        }
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(raw: &str) -> Result<String, DropReason> {
+        UrlPolicy::default().canonicalize(raw)
+    }
+
+    #[test]
+    fn normalises_case_slash_and_default_port() {
+        assert_eq!(
+            canon("WSS://Relay.Example.COM/").unwrap(),
+            "wss://relay.example.com"
+        );
+        assert_eq!(
+            canon("wss://relay.example.com:443").unwrap(),
+            "wss://relay.example.com"
+        );
+        assert_eq!(
+            canon("  ws://r.example:7777/path/ ").unwrap(),
+            "ws://r.example:7777/path"
+        );
+        assert_eq!(canon("wss://r.example/#frag").unwrap(), "wss://r.example");
+    }
+
+    #[test]
+    fn rejects_hostile_and_useless_urls() {
+        assert_eq!(canon("https://r.example"), Err(DropReason::NotWebSocket));
+        assert_eq!(canon("ws://127.0.0.1:7777"), Err(DropReason::Localhost));
+        assert_eq!(canon("ws://localhost"), Err(DropReason::Localhost));
+        assert_eq!(canon("ws://[::1]:80"), Err(DropReason::Localhost));
+        assert_eq!(canon("wss://192.168.1.4"), Err(DropReason::PrivateAddress));
+        assert_eq!(canon("wss://169.254.0.9"), Err(DropReason::PrivateAddress));
+        assert_eq!(canon("wss://[fe80::1]"), Err(DropReason::PrivateAddress));
+        assert_eq!(canon("wss://router"), Err(DropReason::PrivateAddress));
+        assert_eq!(canon("wss://8.8.8.8"), Err(DropReason::IpLiteral));
+        assert_eq!(canon("wss://abc.onion"), Err(DropReason::Onion));
+        assert_eq!(canon("garbage"), Err(DropReason::Unparsable));
+        assert_eq!(canon("wss://"), Err(DropReason::Unparsable));
+        assert_eq!(canon("wss://a b.example"), Err(DropReason::Unparsable));
+        let long = format!("wss://{}.example", "a".repeat(5000));
+        assert_eq!(canon(&long), Err(DropReason::TooLong));
+    }
+
+    #[test]
+    fn allow_local_accepts_loopback_only() {
+        let p = UrlPolicy::allow_local();
+        assert_eq!(
+            p.canonicalize("ws://127.0.0.1:7777/").unwrap(),
+            "ws://127.0.0.1:7777"
+        );
+        assert_eq!(
+            p.canonicalize("wss://10.0.0.1"),
+            Err(DropReason::PrivateAddress)
+        );
+    }
+}
