@@ -1,1 +1,236 @@
-//! Greedy.
+//! Greedy set cover: repeatedly connect to the relay that serves the most follows still short of
+//! their coverage target, until the connection budget is spent.
+//!
+//! Each follow wants `coverage_target` routed relays (default 2) and is assigned to at most that
+//! many. Gains are evaluated lazily: a max-heap holds possibly stale scores, and since a relay's
+//! gain only shrinks as others are chosen, a popped entry that was scored in the current round
+//! is the true best. Scores come from a [`Scorer`] (default: coverage), computed once per
+//! evaluation and never inside a comparator; ties break by URL so plans are deterministic.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use outbox_core::config::ConfigIssue;
+use outbox_core::scorer::CoverageScorer;
+use outbox_core::{
+    Assignment, AuthorId, PlanInput, RelayId, RelayView, Scorer, ScorerConfig, Selection, Selector,
+    StrategyConfig,
+};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+/// The default per-author coverage target.
+pub const DEFAULT_COVERAGE_TARGET: usize = 2;
+
+/// `[strategy] type = "greedy"`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GreedyConfig {
+    /// Routed relays wanted per follow (also the per-author cap).
+    #[serde(default = "default_coverage_target")]
+    pub coverage_target: usize,
+    /// How relays are scored; coverage when absent.
+    #[serde(default)]
+    pub scorer: Option<Box<dyn ScorerConfig>>,
+}
+
+fn default_coverage_target() -> usize {
+    DEFAULT_COVERAGE_TARGET
+}
+
+impl Default for GreedyConfig {
+    fn default() -> Self {
+        Self {
+            coverage_target: DEFAULT_COVERAGE_TARGET,
+            scorer: None,
+        }
+    }
+}
+
+#[typetag::serde(name = "greedy")]
+impl StrategyConfig for GreedyConfig {
+    fn validate(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if !(1..=64).contains(&self.coverage_target) {
+            issues.push(ConfigIssue::new(
+                "coverage_target",
+                format!("must be between 1 and 64, got {}", self.coverage_target),
+            ));
+        }
+        if let Some(scorer) = &self.scorer {
+            issues.extend(scorer.validate().into_iter().map(|i| i.under("scorer")));
+        }
+        issues
+    }
+
+    fn build(&self) -> Box<dyn Selector> {
+        let scorer = match &self.scorer {
+            Some(config) => config.build(),
+            None => Box::new(CoverageScorer),
+        };
+        Box::new(Greedy::new(self.coverage_target, scorer))
+    }
+}
+
+outbox_core::register_strategy! {
+    name: "greedy",
+    summary: "set cover: most uncovered follows first, per-author coverage target, lazy gains",
+    example: "type = \"greedy\"\ncoverage_target = 2\n",
+}
+
+/// The greedy selector.
+#[derive(Debug)]
+pub struct Greedy {
+    coverage_target: usize,
+    scorer: Box<dyn Scorer>,
+    name: String,
+}
+
+impl Greedy {
+    /// Greedy with a coverage target and a scorer.
+    pub fn new(coverage_target: usize, scorer: Box<dyn Scorer>) -> Self {
+        let name = match scorer.name() {
+            "coverage" => "greedy".to_string(),
+            other => format!("greedy+{other}"),
+        };
+        Self {
+            coverage_target: coverage_target.max(1),
+            scorer,
+            name,
+        }
+    }
+}
+
+/// A heap entry: a relay's score as of `round` (number of relays chosen when it was scored).
+struct Candidate {
+    score: f64,
+    url_rank: u32,
+    relay: RelayId,
+    round: usize,
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Candidate {}
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Candidate {
+    /// Higher score first; on equal scores the smaller URL wins.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.url_rank.cmp(&self.url_rank))
+    }
+}
+
+impl Selector for Greedy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn per_author_cap(&self) -> Option<usize> {
+        Some(self.coverage_target)
+    }
+
+    fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
+        let table = input.table;
+        self.scorer.prepare(input, rng);
+        if input.max_connections == 0 {
+            return Selection::default();
+        }
+        let url_rank = url_ranks(table);
+        let mut need: Vec<u32> = table
+            .authors()
+            .map(|a| table.write_relays(a).len().min(self.coverage_target) as u32)
+            .collect();
+
+        let mut heap = BinaryHeap::with_capacity(table.relay_count());
+        for relay in table.relays() {
+            let popularity = table.popularity(relay);
+            if popularity == 0 {
+                continue;
+            }
+            let view = RelayView {
+                relay,
+                url: table.url(relay),
+                popularity,
+                coverage: popularity,
+            };
+            let score = self.scorer.score(view, rng);
+            if score > 0.0 {
+                heap.push(Candidate {
+                    score,
+                    url_rank: url_rank[relay.index()],
+                    relay,
+                    round: 0,
+                });
+            }
+        }
+
+        let mut assignments: Vec<Assignment> = Vec::new();
+        while assignments.len() < input.max_connections {
+            let Some(top) = heap.pop() else { break };
+            let round = assignments.len();
+            if top.round != round {
+                // Stale: re-score with the current gain and put it back.
+                let coverage = table
+                    .writers(top.relay)
+                    .iter()
+                    .filter(|a| need[a.index()] > 0)
+                    .count() as u32;
+                if coverage == 0 {
+                    continue;
+                }
+                let view = RelayView {
+                    relay: top.relay,
+                    url: table.url(top.relay),
+                    popularity: table.popularity(top.relay),
+                    coverage,
+                };
+                let score = self.scorer.score(view, rng);
+                if score > 0.0 {
+                    heap.push(Candidate {
+                        score,
+                        round,
+                        ..top
+                    });
+                }
+                continue;
+            }
+            let authors: Vec<AuthorId> = table
+                .writers(top.relay)
+                .iter()
+                .copied()
+                .filter(|a| need[a.index()] > 0)
+                .collect();
+            if authors.is_empty() {
+                continue;
+            }
+            for a in &authors {
+                need[a.index()] -= 1;
+            }
+            assignments.push(Assignment {
+                relay: top.relay,
+                authors,
+            });
+        }
+        Selection { assignments }
+    }
+}
+
+/// Each relay's position in URL order, so ties compare integers instead of strings.
+fn url_ranks(table: &outbox_core::RouteTable) -> Vec<u32> {
+    let mut order: Vec<RelayId> = table.relays().collect();
+    order.sort_unstable_by(|a, b| table.url(*a).cmp(table.url(*b)));
+    let mut rank = vec![0u32; order.len()];
+    for (i, r) in order.iter().enumerate() {
+        rank[r.index()] = i as u32;
+    }
+    rank
+}
