@@ -263,7 +263,7 @@ fn skewed_stats(table: &RouteTable, seed: u64) -> DeliveryStats {
                 alpha,
                 beta,
                 latency_ms: Some(100.0 + relay.0 as f64),
-                updated_at: 0,
+                ..Default::default()
             },
         );
     }
