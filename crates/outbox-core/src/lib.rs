@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod diff;
 pub mod ids;
 pub mod invariants;
 pub mod plan;
@@ -35,6 +36,7 @@ pub mod testkit;
 pub mod url_policy;
 
 pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
