@@ -45,9 +45,14 @@ pub use route_table::{DropReport, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::Router;
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
-pub use stats::{DeliveryStats, RelayStats};
+pub use stats::{
+    Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, RelayStats, StatsStore, StatsStoreError,
+};
 pub use url_policy::{DropReason, UrlPolicy};
 
+/// Re-exported so strategy crates name the RNG type of [`Selector::select`] without depending
+/// on `rand` themselves.
+pub use rand::RngCore;
 /// Re-exported so strategy crates can register without naming `inventory` themselves.
 pub use inventory;
 /// Re-exported for strategy crates' configs (`#[typetag::serde]` needs the crate by name too).

@@ -1,16 +1,53 @@
-//! Learned delivery statistics: a Beta(α, β) prior and a latency estimate per relay.
+//! Learned delivery statistics: a Beta(α, β) prior and a latency estimate per relay, plus the
+//! [`StatsStore`] trait that persists them across runs.
 //!
-//! What a client can observe after EOSE, and what [`DeliveryStats::record_delivery`] is fed:
-//! for the authors a relay was asked about, `expected` is how many of them *some* asked relay
-//! (this one or another asked about the same author in the same run) returned at least one event
-//! for, and `delivered` is how many of those this relay returned events for. No oracle knowledge:
-//! an author nobody returned anything for says nothing about any relay. A relay that could not be
-//! reached or refused the REQ is recorded with [`DeliveryStats::record_failure`].
+//! # What a client can observe, and what it records
 //!
-//! Every value decays toward the uniform prior, `x ← 1 + (x − 1) · d^hours`, on read and on
-//! write, so old evidence fades and a relay that changed gets a fresh look.
+//! Nothing here uses oracle knowledge (which relay *stores* which event). After a relay sends
+//! EOSE for the REQ of one planning run, a client knows only:
+//!
+//! 1. the authors it asked that relay about (the relay's filter in the plan), and
+//! 2. for each of those authors, whether the relay returned at least one event, and
+//! 3. the same two facts for every *other* relay it asked in that run.
+//!
+//! From these, [`DeliveryStats::record_delivery`] is fed, per asked relay `r`:
+//!
+//! - `expected`: the number of authors in `r`'s filter for whom **some** relay asked in this run
+//!   (`r` itself or another relay whose filter also named that author, routed or residual)
+//!   returned at least one event. An author nobody returned anything for is not counted: the
+//!   client cannot tell "the author was silent" from "every relay failed", so it says nothing
+//!   about any relay.
+//! - `delivered`: the number of those `expected` authors for whom `r` itself returned at least one
+//!   event. Values above `expected` are clamped.
+//!
+//! One call counts as **one trial** split by the delivered share `delivered / expected`: α grows
+//! by the share and β by its complement, so a relay asked about many authors does not drown one
+//! asked about few. A call with `expected == 0` only counts the ask. A relay that could not be
+//! reached, timed out before EOSE or refused the REQ (CLOSED, auth-required) is recorded with
+//! [`DeliveryStats::record_failure`] instead: one full failed trial. A latency (REQ sent to EOSE,
+//! in milliseconds) goes to [`DeliveryStats::record_latency`].
+//!
+//! # Decay
+//!
+//! Evidence fades toward the uniform prior, `x ← 1 + (x − 1) · d^elapsed`, for both α and β.
+//! `elapsed` is hours since the last update in [`Decay::Hourly`] mode (the default, d = 0.95)
+//! or sessions since the last update in [`Decay::PerSession`] mode (for simulations where every
+//! session happens at the same clock time; the caller marks sessions with
+//! [`DeliveryStats::begin_session`]). Decay is applied on read ([`DeliveryStats::get_at`]) and
+//! before every write, so a relay that was not seen for a week never snaps back to the week-old
+//! prior when it is updated again.
+//!
+//! # Corrupt values
+//!
+//! Stats come from files and from callers; either can hold NaN, ±∞, negative or absurdly large
+//! numbers. Such a relay reads as the uniform prior (and is reset to it by
+//! [`DeliveryStats::sanitize`] and [`DeliveryStats::set`]), with a `tracing` warning, so it
+//! re-enters learning instead of poisoning selection.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -20,8 +57,51 @@ pub const DEFAULT_HOURLY_DECAY: f64 = 0.95;
 /// Largest α or β kept; beyond it a value is treated as corrupt.
 pub const MAX_PARAM: f64 = 1.0e6;
 
+/// Largest latency estimate kept (about 2.8 hours); beyond it a value is treated as corrupt.
+pub const MAX_LATENCY_MS: f64 = 1.0e7;
+
 /// Weight of the newest sample in the latency moving average.
 const LATENCY_EWMA_WEIGHT: f64 = 0.3;
+
+/// How learned evidence fades toward the uniform prior.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Decay {
+    /// `x ← 1 + (x − 1) · factor^hours` by wall-clock hours since the last update.
+    Hourly {
+        /// Per-hour factor in `[0, 1]`; 1 never forgets, 0 forgets at once.
+        factor: f64,
+    },
+    /// `x ← 1 + (x − 1) · factor^sessions` by sessions since the last update (see
+    /// [`DeliveryStats::begin_session`]); the clock is ignored.
+    PerSession {
+        /// Per-session factor in `[0, 1]`.
+        factor: f64,
+    },
+}
+
+impl Default for Decay {
+    fn default() -> Self {
+        Decay::Hourly {
+            factor: DEFAULT_HOURLY_DECAY,
+        }
+    }
+}
+
+impl Decay {
+    /// The factor of either mode.
+    pub fn factor(&self) -> f64 {
+        match *self {
+            Decay::Hourly { factor } | Decay::PerSession { factor } => factor,
+        }
+    }
+
+    /// Whether the factor is a usable number in `[0, 1]`.
+    pub fn is_sane(&self) -> bool {
+        let f = self.factor();
+        f.is_finite() && (0.0..=1.0).contains(&f)
+    }
+}
 
 /// What is known about one relay's delivery.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +115,8 @@ pub struct RelayStats {
     pub latency_ms: Option<f64>,
     /// Unix seconds of the last update.
     pub updated_at: u64,
+    /// The session number of the last update (see [`DeliveryStats::begin_session`]).
+    pub session: u64,
     /// Times the relay was asked.
     pub asked: u64,
     /// Times it could not be reached or refused.
@@ -49,6 +131,7 @@ impl Default for RelayStats {
             beta: 1.0,
             latency_ms: None,
             updated_at: 0,
+            session: 0,
             asked: 0,
             failures: 0,
         }
@@ -61,47 +144,88 @@ impl RelayStats {
         self.alpha / (self.alpha + self.beta)
     }
 
+    /// Whether nothing has been learned: exactly the uniform prior Beta(1, 1).
+    pub fn is_uniform(&self) -> bool {
+        self.alpha == 1.0 && self.beta == 1.0
+    }
+
     /// Whether the values are usable (finite, α and β in `[1, MAX_PARAM]`, latency finite and
-    /// non-negative).
+    /// in `[0, MAX_LATENCY_MS]`).
     pub fn is_sane(&self) -> bool {
         let param_ok = |x: f64| x.is_finite() && (1.0..=MAX_PARAM).contains(&x);
         param_ok(self.alpha)
             && param_ok(self.beta)
             && self
                 .latency_ms
-                .is_none_or(|l| l.is_finite() && (0.0..=1.0e7).contains(&l))
+                .is_none_or(|l| l.is_finite() && (0.0..=MAX_LATENCY_MS).contains(&l))
+    }
+
+    /// The uniform prior that replaces these stats when they are corrupt; when and how often the
+    /// relay was asked are kept (they are integers and cannot be absurd in the same way).
+    fn reset(&self) -> Self {
+        Self {
+            updated_at: self.updated_at,
+            session: self.session,
+            asked: self.asked,
+            failures: self.failures,
+            ..Self::default()
+        }
     }
 
     /// These stats decayed from `updated_at` to `now` with hourly factor `decay`.
     pub fn decayed(&self, now: u64, decay: f64) -> Self {
         let hours = now.saturating_sub(self.updated_at) as f64 / 3600.0;
-        if hours <= 0.0 || decay >= 1.0 {
+        let mut out = self.shrunk(decay, hours);
+        out.updated_at = out.updated_at.max(now);
+        out
+    }
+
+    /// These stats decayed to `now` and session `session` under `decay`.
+    pub fn decayed_by(&self, decay: Decay, now: u64, session: u64) -> Self {
+        let mut out = match decay {
+            Decay::Hourly { factor } => {
+                self.shrunk(factor, now.saturating_sub(self.updated_at) as f64 / 3600.0)
+            }
+            Decay::PerSession { factor } => {
+                self.shrunk(factor, session.saturating_sub(self.session) as f64)
+            }
+        };
+        out.updated_at = out.updated_at.max(now);
+        out.session = out.session.max(session);
+        out
+    }
+
+    /// α and β pulled toward 1 by `factor^elapsed`.
+    fn shrunk(&self, factor: f64, elapsed: f64) -> Self {
+        if elapsed <= 0.0 || factor >= 1.0 || !factor.is_finite() {
             return *self;
         }
-        let f = decay.clamp(0.0, 1.0).powf(hours);
+        let f = factor.clamp(0.0, 1.0).powf(elapsed);
         Self {
             alpha: 1.0 + (self.alpha - 1.0) * f,
             beta: 1.0 + (self.beta - 1.0) * f,
-            updated_at: now,
             ..*self
         }
     }
 }
 
 /// Per-relay delivery statistics keyed by canonical relay URL.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DeliveryStats {
     relays: HashMap<String, RelayStats>,
-    /// Hourly decay factor toward the uniform prior (1.0 = never forget).
-    pub hourly_decay: f64,
+    /// How evidence fades toward the uniform prior.
+    pub decay: Decay,
+    /// The current session number (see [`DeliveryStats::begin_session`]).
+    session: u64,
 }
 
 impl Default for DeliveryStats {
     fn default() -> Self {
         Self {
             relays: HashMap::new(),
-            hourly_decay: DEFAULT_HOURLY_DECAY,
+            decay: Decay::default(),
+            session: 0,
         }
     }
 }
@@ -112,14 +236,49 @@ impl DeliveryStats {
         Self::default()
     }
 
-    /// The stats for a relay decayed to `now`, or the uniform prior when nothing (or nothing
-    /// sane) is known.
+    /// No history, with the given decay.
+    pub fn with_decay(decay: Decay) -> Self {
+        Self {
+            decay,
+            ..Self::default()
+        }
+    }
+
+    /// Marks the start of a new session and returns its number. In [`Decay::PerSession`] mode
+    /// every relay's evidence fades by one factor per session it was not updated in; in hourly
+    /// mode the counter is only bookkeeping.
+    pub fn begin_session(&mut self) -> u64 {
+        self.session = self.session.saturating_add(1);
+        self.session
+    }
+
+    /// The current session number (0 before the first [`begin_session`](Self::begin_session)).
+    pub fn session(&self) -> u64 {
+        self.session
+    }
+
+    /// Sets the session counter (for stores restoring a saved state).
+    pub fn set_session(&mut self, session: u64) {
+        self.session = session;
+    }
+
+    /// The decay actually applied: the configured one, or the default if it is corrupt.
+    fn effective_decay(&self) -> Decay {
+        if self.decay.is_sane() {
+            self.decay
+        } else {
+            Decay::default()
+        }
+    }
+
+    /// The stats for a relay decayed to `now` (and the current session), or the uniform prior
+    /// when nothing (or nothing sane) is known.
     pub fn get_at(&self, url: &str, now: u64) -> RelayStats {
         match self.relays.get(url) {
-            Some(s) if s.is_sane() => s.decayed(now, self.hourly_decay),
-            Some(_) => {
-                tracing::warn!(url, "corrupt relay stats read as the uniform prior");
-                RelayStats::default()
+            Some(s) if s.is_sane() => s.decayed_by(self.effective_decay(), now, self.session),
+            Some(s) => {
+                tracing::warn!(url, stats = ?s, "corrupt relay stats read as the uniform prior");
+                s.reset()
             }
             None => RelayStats::default(),
         }
@@ -136,22 +295,45 @@ impl DeliveryStats {
         let stats = if stats.is_sane() {
             stats
         } else {
-            tracing::warn!(url, "corrupt relay stats replaced by the uniform prior");
-            RelayStats {
-                updated_at: stats.updated_at,
-                ..RelayStats::default()
-            }
+            tracing::warn!(url, stats = ?stats, "corrupt relay stats replaced by the uniform prior");
+            stats.reset()
         };
         self.relays.insert(url, stats);
     }
 
-    /// Records what a relay returned after EOSE (see the module docs for what `delivered` and
-    /// `expected` mean). One run counts as one trial, split by the delivered share, so a relay
-    /// asked about many authors does not drown one asked about few.
-    pub fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
+    /// Resets every corrupt relay (and a corrupt decay setting) to the uniform prior, with a
+    /// warning for each; returns how many values were replaced. Stores call this after loading.
+    pub fn sanitize(&mut self) -> usize {
+        let mut fixed = 0;
+        if !self.decay.is_sane() {
+            tracing::warn!(decay = ?self.decay, "corrupt decay setting replaced by the default");
+            self.decay = Decay::default();
+            fixed += 1;
+        }
+        for (url, s) in self.relays.iter_mut() {
+            if !s.is_sane() {
+                tracing::warn!(url, stats = ?s, "corrupt relay stats reset to the uniform prior");
+                *s = s.reset();
+                fixed += 1;
+            }
+        }
+        fixed
+    }
+
+    /// The decayed stats of `url`, stamped with the present, ready to be updated.
+    fn entry_at(&self, url: &str, now: u64) -> RelayStats {
         let mut s = self.get_at(url, now);
-        s.asked += 1;
         s.updated_at = now;
+        s.session = self.session;
+        s
+    }
+
+    /// Records what a relay returned after EOSE (see the module docs for exactly what
+    /// `delivered` and `expected` mean). One run counts as one trial, split by the delivered
+    /// share, so a relay asked about many authors does not drown one asked about few.
+    pub fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
+        let mut s = self.entry_at(url, now);
+        s.asked = s.asked.saturating_add(1);
         if expected > 0 {
             let share = f64::from(delivered.min(expected)) / f64::from(expected);
             s.alpha = (s.alpha + share).min(MAX_PARAM);
@@ -162,26 +344,25 @@ impl DeliveryStats {
 
     /// Records that a relay could not be reached, timed out or refused the REQ.
     pub fn record_failure(&mut self, url: &str, now: u64) {
-        let mut s = self.get_at(url, now);
-        s.asked += 1;
-        s.failures += 1;
-        s.updated_at = now;
+        let mut s = self.entry_at(url, now);
+        s.asked = s.asked.saturating_add(1);
+        s.failures = s.failures.saturating_add(1);
         s.beta = (s.beta + 1.0).min(MAX_PARAM);
         self.relays.insert(url.to_string(), s);
     }
 
-    /// Folds a measured latency into the relay's moving average.
+    /// Folds a measured latency into the relay's moving average; NaN, infinite, negative or
+    /// absurdly large samples are ignored with a trace event.
     pub fn record_latency(&mut self, url: &str, latency_ms: f64, now: u64) {
-        if !latency_ms.is_finite() || latency_ms < 0.0 {
+        if !latency_ms.is_finite() || !(0.0..=MAX_LATENCY_MS).contains(&latency_ms) {
             tracing::debug!(url, latency_ms, "ignoring absurd latency sample");
             return;
         }
-        let mut s = self.get_at(url, now);
+        let mut s = self.entry_at(url, now);
         s.latency_ms = Some(match s.latency_ms {
             Some(old) => old + LATENCY_EWMA_WEIGHT * (latency_ms - old),
             None => latency_ms,
         });
-        s.updated_at = now;
         self.relays.insert(url.to_string(), s);
     }
 
@@ -198,6 +379,153 @@ impl DeliveryStats {
     /// Every relay with recorded stats (stored values, undecayed).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RelayStats)> {
         self.relays.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// Why a store could not load or save at all. Unreadable *content* is not an error (see
+/// [`LoadWarning`]): only failures the caller may want to act on, such as a permission problem.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsStoreError {
+    /// Reading, writing, syncing or renaming a file failed.
+    #[error("stats store io on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The stats could not be encoded.
+    #[error("cannot encode stats: {0}")]
+    Encode(String),
+}
+
+/// Something a store noticed while loading and worked around; the stats it returned are usable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadWarning {
+    /// The stored data could not be read at all (truncated, garbage, wrong shape).
+    Unreadable {
+        /// Where it was.
+        path: PathBuf,
+        /// What the parser said.
+        reason: String,
+        /// Where the unreadable file was moved so it is not overwritten, if it was moved.
+        moved_to: Option<PathBuf>,
+    },
+    /// The stats came from the backup of the last good save instead.
+    FromBackup {
+        /// The backup file used.
+        path: PathBuf,
+    },
+    /// Some relay entries could not be read and start fresh.
+    DroppedEntries {
+        /// The relay URLs (or keys) dropped.
+        urls: Vec<String>,
+    },
+    /// Some values were absurd and were reset to the uniform prior.
+    Sanitised {
+        /// How many values were reset.
+        count: usize,
+    },
+    /// The data was written by a newer format version; fields this version does not know were
+    /// ignored.
+    NewerVersion {
+        /// The version found.
+        found: u32,
+        /// The newest version this build writes.
+        supported: u32,
+    },
+}
+
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadWarning::Unreadable {
+                path,
+                reason,
+                moved_to,
+            } => {
+                write!(f, "{} is unreadable ({reason})", path.display())?;
+                if let Some(to) = moved_to {
+                    write!(f, "; moved aside to {}", to.display())?;
+                }
+                Ok(())
+            }
+            LoadWarning::FromBackup { path } => {
+                write!(f, "stats restored from backup {}", path.display())
+            }
+            LoadWarning::DroppedEntries { urls } => {
+                write!(f, "{} unreadable relay entries start fresh", urls.len())
+            }
+            LoadWarning::Sanitised { count } => {
+                write!(f, "{count} absurd values reset to the uniform prior")
+            }
+            LoadWarning::NewerVersion { found, supported } => write!(
+                f,
+                "stats written by format version {found}, this build knows {supported}"
+            ),
+        }
+    }
+}
+
+/// What [`StatsStore::load`] returns: usable stats and what was worked around to get them.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// The stats (fresh where nothing readable was stored).
+    pub stats: DeliveryStats,
+    /// Problems noticed and worked around, each also reported through `tracing`.
+    pub warnings: Vec<LoadWarning>,
+}
+
+/// Persists [`DeliveryStats`] across runs.
+///
+/// Synchronous and object-safe; implementations are shared across threads (`&self`, `Sync`).
+/// Contract: `load` never fails because stored *content* is bad — it returns fresh stats for
+/// whatever is unreadable plus a [`LoadWarning`] — and `save` never replaces readable stored
+/// data with something unreadable. Errors are reserved for the medium itself failing.
+pub trait StatsStore: Send + Sync + fmt::Debug {
+    /// The stored stats, or fresh ones when nothing is stored yet.
+    fn load(&self) -> Result<Loaded, StatsStoreError>;
+
+    /// Stores `stats`, replacing what was stored.
+    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError>;
+}
+
+/// A store that keeps the stats in memory (tests, and clients that persist elsewhere).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    saved: Mutex<Option<DeliveryStats>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl StatsStore for MemoryStore {
+    fn load(&self) -> Result<Loaded, StatsStoreError> {
+        // A poisoned lock only means another thread panicked mid-save of a plain clone; the
+        // value inside is still a whole `DeliveryStats`.
+        let saved = self
+            .saved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut stats = saved.unwrap_or_default();
+        let count = stats.sanitize();
+        let warnings = if count > 0 {
+            vec![LoadWarning::Sanitised { count }]
+        } else {
+            Vec::new()
+        };
+        Ok(Loaded { stats, warnings })
+    }
+
+    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        let copy = stats.clone();
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+        Ok(())
     }
 }
 
@@ -218,17 +546,62 @@ mod tests {
         let later = s.get_at("wss://good.example", 5 + 48 * 3600);
         assert!((later.mean() - 0.5).abs() < good.mean() - 0.5);
         assert!(later.alpha > 1.0);
+        // Decay on write: an update after two days starts from the decayed prior.
+        s.record_delivery("wss://good.example", 0, 0, 5 + 48 * 3600);
+        let stored = s.get("wss://good.example");
+        assert!((stored.alpha - later.alpha).abs() < 1e-9, "{stored:?} {later:?}");
+    }
+
+    #[test]
+    fn hourly_decay_follows_the_formula() {
+        let mut s = DeliveryStats::new();
+        s.set(
+            "wss://a.example",
+            RelayStats {
+                alpha: 11.0,
+                beta: 3.0,
+                ..RelayStats::default()
+            },
+        );
+        let r = s.get_at("wss://a.example", 10 * 3600);
+        let f = DEFAULT_HOURLY_DECAY.powi(10);
+        assert!((r.alpha - (1.0 + 10.0 * f)).abs() < 1e-9);
+        assert!((r.beta - (1.0 + 2.0 * f)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn per_session_decay_ignores_the_clock() {
+        let mut s = DeliveryStats::with_decay(Decay::PerSession { factor: 0.5 });
+        s.begin_session();
+        for _ in 0..4 {
+            s.record_delivery("wss://a.example", 1, 1, 100);
+        }
+        let now = s.get_at("wss://a.example", 100);
+        // Three of the four updates were decayed 0 sessions: α = 5 exactly.
+        assert!((now.alpha - 5.0).abs() < 1e-9, "{now:?}");
+        // A day later, same session: no decay at all.
+        assert_eq!(s.get_at("wss://a.example", 100 + 86_400).alpha, now.alpha);
+        s.begin_session();
+        s.begin_session();
+        let later = s.get_at("wss://a.example", 100);
+        assert!((later.alpha - (1.0 + 4.0 * 0.25)).abs() < 1e-9, "{later:?}");
     }
 
     #[test]
     fn corrupt_values_read_as_uniform() {
         let mut s = DeliveryStats::new();
-        let bad = RelayStats {
-            alpha: f64::NAN,
-            ..RelayStats::default()
-        };
-        s.relays.insert("wss://x.example".into(), bad);
-        assert_eq!(s.get_at("wss://x.example", 0), RelayStats::default());
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -3.0, 0.5, 1e300] {
+            s.relays.insert(
+                "wss://x.example".into(),
+                RelayStats {
+                    alpha: bad,
+                    asked: 7,
+                    ..RelayStats::default()
+                },
+            );
+            let read = s.get_at("wss://x.example", 0);
+            assert!(read.is_uniform() && read.asked == 7, "{bad}: {read:?}");
+        }
         s.set(
             "wss://y.example",
             RelayStats {
@@ -237,5 +610,74 @@ mod tests {
             },
         );
         assert!(s.get("wss://y.example").is_sane());
+        s.set(
+            "wss://z.example",
+            RelayStats {
+                latency_ms: Some(f64::NAN),
+                ..RelayStats::default()
+            },
+        );
+        assert_eq!(s.get("wss://z.example").latency_ms, None);
+    }
+
+    #[test]
+    fn sanitize_resets_relays_and_decay_and_counts_them() {
+        let mut s = DeliveryStats::with_decay(Decay::Hourly { factor: f64::NAN });
+        s.relays.insert(
+            "wss://x.example".into(),
+            RelayStats {
+                beta: f64::INFINITY,
+                ..RelayStats::default()
+            },
+        );
+        s.record_delivery("wss://ok.example", 1, 2, 0);
+        assert_eq!(s.sanitize(), 2);
+        assert_eq!(s.decay, Decay::default());
+        assert!(s.get("wss://x.example").is_uniform());
+        assert!(!s.get("wss://ok.example").is_uniform());
+        assert_eq!(s.sanitize(), 0);
+    }
+
+    #[test]
+    fn recording_on_corrupt_stats_relearns_from_uniform() {
+        let mut s = DeliveryStats::new();
+        s.relays.insert(
+            "wss://x.example".into(),
+            RelayStats {
+                alpha: f64::NAN,
+                ..RelayStats::default()
+            },
+        );
+        s.record_delivery("wss://x.example", 1, 1, 10);
+        let r = s.get("wss://x.example");
+        assert!(r.is_sane());
+        assert!((r.alpha - 2.0).abs() < 1e-9 && (r.beta - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn absurd_latency_samples_are_ignored() {
+        let mut s = DeliveryStats::new();
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 1e12] {
+            s.record_latency("wss://a.example", bad, 0);
+        }
+        assert!(s.is_empty());
+        s.record_latency("wss://a.example", 100.0, 0);
+        s.record_latency("wss://a.example", 200.0, 0);
+        let l = s.get("wss://a.example").latency_ms.unwrap();
+        assert!((l - 130.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn memory_store_round_trips() {
+        let store = MemoryStore::new();
+        assert!(store.load().unwrap().stats.is_empty());
+        let mut s = DeliveryStats::new();
+        s.record_delivery("wss://a.example", 3, 4, 9);
+        store.save(&s).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.stats, s);
+        assert!(loaded.warnings.is_empty());
+        let dynamic: &dyn StatsStore = &store;
+        assert_eq!(dynamic.load().unwrap().stats.len(), 1);
     }
 }
