@@ -1,12 +1,55 @@
 //! `cargo xtask <task>`: maintainer tasks for this workspace.
+//!
+//! - `audit`: build, then the static lock-order audit and the strategy
+//!   registry audit.
+//! - `snapshots`: insta snapshot tests in check mode, plus pending and
+//!   unreferenced snapshot files.
+//! - `ci`: fmt, clippy, tests, audit, snapshots, stopping at the first
+//!   failure. `.ci/run` calls this.
 
-fn main() -> anyhow::Result<()> {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        Some("ci") => anyhow::bail!("ci: not available yet"),
-        _ => {
-            eprintln!("usage: cargo xtask <ci>");
-            Ok(())
+mod audit;
+mod ci;
+mod snapshots;
+mod util;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Maintainer tasks for the outbox workspace"
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build the workspace, then run the lock-order and strategy-registry audits.
+    Audit,
+    /// Run the insta snapshot tests in check mode and look for stray snapshot files.
+    Snapshots,
+    /// Everything CI runs: fmt, clippy, tests, audit, snapshots.
+    Ci,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = util::workspace_root();
+    let result = match cli.task {
+        Task::Audit => audit::run(&root),
+        Task::Snapshots => snapshots::run(&root, snapshots::Mode::RunTests),
+        Task::Ci => ci::run(&root),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }
