@@ -12,6 +12,7 @@
 use std::fmt;
 
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::registry;
 use crate::selector::StrategyConfig;
@@ -187,7 +188,13 @@ pub fn parse_strategy(
             return None;
         }
     }
-    let config = deserialize_at::<Box<dyn StrategyConfig>>(value, key, issues)?;
+    let config = match Box::<dyn StrategyConfig>::deserialize(value.clone()) {
+        Ok(config) => config,
+        Err(err) => {
+            issues.extend(locate_errors(table, key, &err.to_string()));
+            return None;
+        }
+    };
     let own: Vec<ConfigIssue> = config
         .validate()
         .into_iter()
@@ -223,6 +230,63 @@ pub fn deserialize_at<T: DeserializeOwned>(
     }
 }
 
+/// Finds which keys of a strategy table a deserialisation error is about.
+///
+/// Strategy configs are trait objects picked by their `type` tag; the tag dispatch buffers the
+/// table, so serde cannot report the path of a bad value. Configs are tiny, so each key is
+/// probed instead: a key is to blame when leaving it out changes the error. Each blamed key is
+/// then deserialised alone (other blamed keys left out) to get its own message, so several bad
+/// keys are all reported at once.
+fn locate_errors(table: &toml::Table, key: &str, original: &str) -> Vec<ConfigIssue> {
+    let attempt = |without: &[&str]| -> Option<String> {
+        let mut t = table.clone();
+        for k in without {
+            t.remove(*k);
+        }
+        Box::<dyn StrategyConfig>::deserialize(toml::Value::Table(t))
+            .err()
+            .map(|e| e.to_string())
+    };
+    // Errors surface one at a time, so probe again with the blamed keys left out until the
+    // rest deserialises (or nothing more can be blamed).
+    let mut blamed: Vec<&str> = Vec::new();
+    let mut current = original.to_string();
+    loop {
+        let fresh: Vec<&str> = table
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "type" && !blamed.contains(k))
+            .filter(|k| {
+                let mut without = blamed.clone();
+                without.push(k);
+                attempt(&without).as_deref() != Some(current.as_str())
+            })
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        blamed.extend(fresh);
+        match attempt(&blamed) {
+            Some(next) if !next.starts_with("missing field") => current = next,
+            _ => break,
+        }
+    }
+    if blamed.is_empty() {
+        return vec![ConfigIssue::new(key, original)];
+    }
+    blamed
+        .iter()
+        .map(|k| {
+            let others: Vec<&str> = blamed.iter().copied().filter(|o| o != k).collect();
+            let message = match attempt(&others) {
+                Some(m) if !m.starts_with("missing field") => m,
+                _ => original.to_string(),
+            };
+            ConfigIssue::new(format!("{key}.{k}"), message)
+        })
+        .collect()
+}
+
 fn strategy_names() -> String {
     let names: Vec<_> = registry::strategies().iter().map(|d| d.name).collect();
     if names.is_empty() {
@@ -241,5 +305,88 @@ fn describe(value: &toml::Value) -> String {
         toml::Value::Datetime(d) => format!("datetime {d}"),
         toml::Value::Array(_) => "an array".to_string(),
         toml::Value::Table(_) => "a table".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selector::Selector;
+    use serde::Serialize;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ProbeConfig {
+        #[serde(default)]
+        width: u32,
+        #[serde(default)]
+        depth: u32,
+    }
+
+    #[typetag::serde(name = "config_probe")]
+    impl StrategyConfig for ProbeConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            if self.depth > 10 {
+                vec![ConfigIssue::new("depth", "must be at most 10")]
+            } else {
+                Vec::new()
+            }
+        }
+        fn build(&self) -> Box<dyn Selector> {
+            unimplemented!("never built in these tests")
+        }
+    }
+
+    crate::register_strategy! {
+        name: "config_probe",
+        summary: "a strategy that exists only in the config tests",
+        example: "type = \"config_probe\"\n",
+    }
+
+    fn issues(text: &str) -> Vec<String> {
+        RouterConfig::from_toml(text)
+            .unwrap_err()
+            .issues
+            .into_iter()
+            .map(|i| i.key)
+            .collect()
+    }
+
+    #[test]
+    fn every_problem_is_collected_and_names_its_key() {
+        let keys = issues(
+            "max_connections = -1\nbudget = 3\n[strategy]\ntype = \"config_probe\"\nwidth = \"wide\"\ndepth = true\n",
+        );
+        assert_eq!(
+            keys,
+            [
+                "budget",
+                "max_connections",
+                "strategy.depth",
+                "strategy.width"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_strategy_and_unknown_field_are_named() {
+        assert_eq!(issues("[strategy]\ntype = \"nope\"\n"), ["strategy.type"]);
+        assert_eq!(
+            issues("[strategy]\ntype = \"config_probe\"\nwdith = 2\n"),
+            ["strategy.wdith"]
+        );
+        assert_eq!(issues("max_connections = 3\n"), ["strategy"]);
+        assert_eq!(
+            issues("[strategy]\ntype = \"config_probe\"\ndepth = 11\n"),
+            ["strategy.depth"]
+        );
+    }
+
+    #[test]
+    fn a_valid_config_parses() {
+        let c =
+            RouterConfig::from_toml("max_connections = 7\n[strategy]\ntype = \"config_probe\"\n")
+                .unwrap();
+        assert_eq!(c.max_connections, 7);
     }
 }

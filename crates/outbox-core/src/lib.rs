@@ -50,10 +50,10 @@ pub use stats::{
 };
 pub use url_policy::{DropReason, UrlPolicy};
 
+/// Re-exported so strategy crates can register without naming `inventory` themselves.
+pub use inventory;
 /// Re-exported so strategy crates name the RNG type of [`Selector::select`] without depending
 /// on `rand` themselves.
 pub use rand::RngCore;
-/// Re-exported so strategy crates can register without naming `inventory` themselves.
-pub use inventory;
 /// Re-exported for strategy crates' configs (`#[typetag::serde]` needs the crate by name too).
 pub use typetag;

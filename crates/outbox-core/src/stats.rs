@@ -507,11 +507,7 @@ impl StatsStore for MemoryStore {
     fn load(&self) -> Result<Loaded, StatsStoreError> {
         // A poisoned lock only means another thread panicked mid-save of a plain clone; the
         // value inside is still a whole `DeliveryStats`.
-        let saved = self
-            .saved
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut stats = saved.unwrap_or_default();
         let count = stats.sanitize();
         let warnings = if count > 0 {
@@ -549,7 +545,10 @@ mod tests {
         // Decay on write: an update after two days starts from the decayed prior.
         s.record_delivery("wss://good.example", 0, 0, 5 + 48 * 3600);
         let stored = s.get("wss://good.example");
-        assert!((stored.alpha - later.alpha).abs() < 1e-9, "{stored:?} {later:?}");
+        assert!(
+            (stored.alpha - later.alpha).abs() < 1e-9,
+            "{stored:?} {later:?}"
+        );
     }
 
     #[test]

@@ -1,0 +1,98 @@
+//! How an outside author adds a strategy: a crate that depends only on `outbox-core`, defines a
+//! config type, registers it, and is picked by name from TOML.
+//!
+//! `most_popular_first` asks each follow of their single most popular write relay (most popular
+//! among the reader's follows), then keeps the relays serving the most follows up to the budget.
+
+use outbox_core::config::ConfigIssue;
+use outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector, StrategyConfig};
+use serde::{Deserialize, Serialize};
+
+/// `[strategy] type = "most_popular_first"`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MostPopularFirstConfig {
+    /// Skip relays that fewer than this many follows write to.
+    #[serde(default)]
+    pub min_popularity: u32,
+}
+
+#[typetag::serde(name = "most_popular_first")]
+impl StrategyConfig for MostPopularFirstConfig {
+    fn validate(&self) -> Vec<ConfigIssue> {
+        if self.min_popularity > 1_000_000 {
+            vec![ConfigIssue::new("min_popularity", "absurdly large")]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn build(&self) -> Box<dyn Selector> {
+        Box::new(MostPopularFirst {
+            min_popularity: self.min_popularity,
+        })
+    }
+}
+
+outbox_core::register_strategy! {
+    name: "most_popular_first",
+    summary: "example third-party strategy: each follow's most popular write relay",
+    example: "type = \"most_popular_first\"\nmin_popularity = 1\n",
+}
+
+/// The selector built from [`MostPopularFirstConfig`].
+#[derive(Debug)]
+pub struct MostPopularFirst {
+    min_popularity: u32,
+}
+
+impl Selector for MostPopularFirst {
+    fn name(&self) -> &str {
+        "most_popular_first"
+    }
+
+    fn per_author_cap(&self) -> Option<usize> {
+        Some(1)
+    }
+
+    fn select(&mut self, input: &PlanInput<'_>, _rng: &mut dyn outbox_core::RngCore) -> Selection {
+        let table = input.table;
+        let mut per_relay: Vec<Vec<outbox_core::AuthorId>> = vec![Vec::new(); table.relay_count()];
+        for author in table.authors() {
+            let best = table
+                .write_relays(author)
+                .iter()
+                .copied()
+                .filter(|&r| table.popularity(r) >= self.min_popularity)
+                .max_by(|&a, &b| {
+                    table
+                        .popularity(a)
+                        .cmp(&table.popularity(b))
+                        .then_with(|| table.url(b).cmp(table.url(a)))
+                });
+            if let Some(relay) = best {
+                per_relay[relay.index()].push(author);
+            }
+        }
+        let mut relays: Vec<RelayId> = table
+            .relays()
+            .filter(|r| !per_relay[r.index()].is_empty())
+            .collect();
+        relays.sort_by(|&a, &b| {
+            per_relay[b.index()]
+                .len()
+                .cmp(&per_relay[a.index()].len())
+                .then_with(|| table.url(a).cmp(table.url(b)))
+        });
+        relays.truncate(input.max_connections);
+        Selection {
+            assignments: relays
+                .into_iter()
+                .map(|relay| Assignment {
+                    relay,
+                    authors: std::mem::take(&mut per_relay[relay.index()]),
+                })
+                .collect(),
+        }
+    }
+}

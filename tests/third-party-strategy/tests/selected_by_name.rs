@@ -1,0 +1,41 @@
+//! The outside strategy is picked by name from TOML, without touching the project's crates.
+
+use outbox_core::testkit::{check_config_toml, random_table, WorldShape};
+use outbox_core::{check_plan, registry, Router};
+
+// Linking the crate is what registers its strategy.
+use third_party_strategy as _;
+
+const CONFIG: &str = "max_connections = 3\n[strategy]\ntype = \"most_popular_first\"\n";
+
+#[test]
+fn registered_and_listed() {
+    let d = registry::strategy("most_popular_first").expect("registered by linking the crate");
+    assert!(d.summary.contains("third-party"));
+}
+
+#[test]
+fn selected_from_toml_and_plans_soundly() {
+    let mut router = Router::from_toml(CONFIG).expect("config parses");
+    assert_eq!(router.strategy(), "most_popular_first");
+    let table = random_table(WorldShape::small(), 11);
+    let plan = router.plan(&table, 0);
+    assert_eq!(plan.routed().len(), 3);
+    assert!(!plan.residual().is_empty());
+    assert!(check_plan(&plan, &table, router.limits()).is_empty());
+}
+
+#[test]
+fn bad_parameters_name_the_key() {
+    let err =
+        Router::from_toml("[strategy]\ntype = \"most_popular_first\"\nmin_popularity = \"high\"\n")
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("strategy.min_popularity"), "{err}");
+}
+
+#[test]
+fn passes_the_conformance_suite() {
+    let failures = check_config_toml(CONFIG);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
