@@ -1,1 +1,43 @@
-fn main() {}
+//! `outbox`: plan relay routes, list strategies, and measure them.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod strategies;
+
+/// The outbox relay router: which relays to ask, and about whom.
+#[derive(Debug, Parser)]
+#[command(name = "outbox", version, about)]
+struct Cli {
+    /// Log filter (e.g. `info`, `outbox_core=debug`); also read from RUST_LOG.
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the registered strategies and scorers.
+    Strategies(strategies::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
+        .with_writer(std::io::stderr)
+        .init();
+    outbox_strategies::link();
+    let result = match cli.command {
+        Command::Strategies(args) => strategies::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

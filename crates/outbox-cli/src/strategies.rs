@@ -1,0 +1,136 @@
+//! `outbox strategies`: what can be picked by name, with examples, and a self-check.
+
+use std::process::ExitCode;
+
+use outbox_core::registry;
+use outbox_core::testkit::check_config_toml;
+
+/// Options of `outbox strategies`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print an example config for each strategy and scorer.
+    #[arg(long)]
+    examples: bool,
+    /// Check every registration: unique snake_case names, examples that parse and build, and
+    /// the conformance suite on each built strategy. Exits non-zero on any failure.
+    #[arg(long)]
+    check: bool,
+}
+
+/// Wraps a `[strategy]` table body into a full router config.
+pub fn router_config(strategy_body: &str) -> String {
+    format!("max_connections = 20\n\n[strategy]\n{strategy_body}")
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let strategies = registry::strategies();
+    let scorers = registry::scorers();
+    if args.check {
+        return Ok(check(&strategies, &scorers));
+    }
+    let width = strategies
+        .iter()
+        .map(|d| d.name.len())
+        .chain(scorers.iter().map(|d| d.name.len()))
+        .max()
+        .unwrap_or(0);
+    println!("strategies (pick with [strategy] type = \"...\"):");
+    for d in &strategies {
+        println!("  {:width$}  {}", d.name, d.summary);
+        if args.examples {
+            println!("\n{}\n", indent(&router_config(d.example)));
+        }
+    }
+    println!("\nscorers (pick with [strategy.scorer] type = \"...\" where a strategy takes one):");
+    for d in &scorers {
+        println!("  {:width$}  {}", d.name, d.summary);
+        if args.examples {
+            println!(
+                "\n{}\n",
+                indent(&format!("[strategy.scorer]\n{}", d.example))
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(
+    strategies: &[&'static registry::StrategyDescriptor],
+    scorers: &[&'static registry::ScorerDescriptor],
+) -> ExitCode {
+    let mut problems = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for name in strategies
+        .iter()
+        .map(|d| d.name)
+        .chain(scorers.iter().map(|d| d.name))
+    {
+        if !registry::is_snake_case(name) {
+            problems.push(format!("`{name}`: name is not snake_case"));
+        }
+        if names.contains(&name) {
+            problems.push(format!("`{name}`: registered twice"));
+        }
+        names.push(name);
+    }
+    for d in strategies {
+        let declared = example_type(d.example);
+        if declared.as_deref() != Some(d.name) {
+            problems.push(format!(
+                "`{}`: example declares type {declared:?}, not the descriptor's name",
+                d.name
+            ));
+        }
+        for failure in check_config_toml(&router_config(d.example)) {
+            problems.push(format!("`{}`: {failure}", d.name));
+        }
+        println!("checked strategy {}", d.name);
+    }
+    // Scorers are checked inside the first strategy that takes one (greedy, when linked).
+    if registry::strategy("greedy").is_some() {
+        for d in scorers {
+            let config = router_config(&format!(
+                "type = \"greedy\"\n\n[strategy.scorer]\n{}",
+                d.example
+            ));
+            for failure in check_config_toml(&config) {
+                problems.push(format!("scorer `{}`: {failure}", d.name));
+            }
+            println!("checked scorer {}", d.name);
+        }
+    } else if !scorers.is_empty() {
+        problems.push("scorers cannot be checked: no `greedy` strategy is linked".into());
+    }
+    if problems.is_empty() {
+        println!(
+            "registry ok: {} strategies, {} scorers",
+            strategies.len(),
+            scorers.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for p in &problems {
+            eprintln!("registry: {p}");
+        }
+        eprintln!("registry check failed: {} problem(s)", problems.len());
+        ExitCode::FAILURE
+    }
+}
+
+fn example_type(example: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(example).ok()?;
+    table.get("type")?.as_str().map(str::to_string)
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("    {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
