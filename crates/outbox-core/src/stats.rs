@@ -210,7 +210,7 @@ impl RelayStats {
 }
 
 /// Per-relay delivery statistics keyed by canonical relay URL.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DeliveryStats {
     relays: HashMap<String, RelayStats>,
@@ -218,16 +218,6 @@ pub struct DeliveryStats {
     pub decay: Decay,
     /// The current session number (see [`DeliveryStats::begin_session`]).
     session: u64,
-}
-
-impl Default for DeliveryStats {
-    fn default() -> Self {
-        Self {
-            relays: HashMap::new(),
-            decay: Decay::default(),
-            session: 0,
-        }
-    }
 }
 
 impl DeliveryStats {
