@@ -384,6 +384,6 @@ mod tests {
         };
         v.visit_file(&file);
         let names: Vec<&str> = v.found.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["other", "greedy"]);
+        assert_eq!(names, ["greedy", "other"]);
     }
 }

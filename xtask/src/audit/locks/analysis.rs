@@ -280,7 +280,7 @@ fn unseen_calls(
             let Callee::Unresolved { kind, what, method } = &c.callee else {
                 continue;
             };
-            if !(runs_under_lock || !c.held.is_empty()) {
+            if !runs_under_lock && c.held.is_empty() {
                 continue;
             }
             if let Some(m) = method {

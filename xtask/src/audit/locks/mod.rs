@@ -84,8 +84,8 @@ pub struct Config {
     pub ranks: BTreeMap<String, i64>,
     /// Extra type names (last path segment) that behave like a mutex.
     pub extra_lock_types: Vec<String>,
-    /// Field or variable names to treat as locks when their type is not
-    /// visible (for example a field of a type defined outside the workspace).
+    /// Field or variable names to treat as locks whatever their declared
+    /// type (for lock types the audit cannot recognise from a declaration).
     pub extra_lock_names: Vec<String>,
 }
 

@@ -76,12 +76,27 @@ pub(crate) struct Program {
     pub traits: HashSet<String>,
     pub extra_lock_types: Vec<String>,
     pub unseen: Vec<Unseen>,
+    /// Per file: the crate directory it belongs to (the path before its
+    /// `src/`, `tests/`, `benches/` or `examples/` component), so that an
+    /// unqualified call prefers a function from the same crate.
+    pub crate_of: Vec<String>,
+}
+
+/// The crate directory part of a workspace-relative path.
+fn crate_key(display: &str) -> String {
+    let parts: Vec<&str> = display.split('/').collect();
+    let end = parts
+        .iter()
+        .position(|p| matches!(*p, "src" | "tests" | "benches" | "examples"))
+        .unwrap_or(parts.len().saturating_sub(1));
+    parts[..end].join("/")
 }
 
 impl Program {
     pub fn build(files: &[SourceFile], parsed: &[Option<syn::File>], cfg: &Config) -> Self {
         let mut prog = Program {
             extra_lock_types: cfg.extra_lock_types.clone(),
+            crate_of: files.iter().map(|f| crate_key(&f.display)).collect(),
             ..Program::default()
         };
         for (idx, file) in parsed.iter().enumerate() {

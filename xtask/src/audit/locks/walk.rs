@@ -176,7 +176,6 @@ impl Val {
 #[derive(Clone)]
 struct Guard {
     lock: String,
-    reentrant: bool,
     line: usize,
     /// Position of the acquiring method name, to find the guard again when
     /// the enclosing `let` binds it.
@@ -356,7 +355,6 @@ impl Walker<'_> {
         });
         self.held.push(Guard {
             lock: name,
-            reentrant,
             line,
             key: key_of(span),
             frame: self.frames.len() - 1,
@@ -435,6 +433,14 @@ impl Walker<'_> {
             syn::Member::Named(id) => id.to_string(),
             syn::Member::Unnamed(i) => i.index.to_string(),
         };
+        // Configured names win: they exist for lock types the audit cannot
+        // recognise from the declaration.
+        if self.cfg.extra_lock_names.contains(&field) {
+            return Val::Lock {
+                name: field,
+                reentrant: false,
+            };
+        }
         if let Val::Named(t) = self.expr_val(base) {
             if let Some(fields) = self.prog.structs.get(&t) {
                 return match fields.get(&field) {
@@ -457,12 +463,6 @@ impl Walker<'_> {
                 reentrant,
             };
         }
-        if self.cfg.extra_lock_names.contains(&field) {
-            return Val::Lock {
-                name: field,
-                reentrant: false,
-            };
-        }
         Val::Unknown
     }
 
@@ -471,6 +471,12 @@ impl Walker<'_> {
             Expr::Path(p) if p.qself.is_none() => {
                 let segs = path_segments(&p.path);
                 let last = segs.last().cloned().unwrap_or_default();
+                if segs.len() == 1 && self.cfg.extra_lock_names.contains(&last) {
+                    return Val::Lock {
+                        name: last,
+                        reentrant: false,
+                    };
+                }
                 if segs.len() == 1 {
                     if last == "self" {
                         return self.self_ty.clone().map_or(Val::Unknown, Val::Named);
@@ -481,12 +487,6 @@ impl Walker<'_> {
                 }
                 if let Some(ty) = self.prog.statics.get(&last) {
                     return Val::from_shape(self.prog.shape(ty, self.self_ty.as_deref()), &last);
-                }
-                if segs.len() == 1 && self.cfg.extra_lock_names.contains(&last) {
-                    return Val::Lock {
-                        name: last,
-                        reentrant: false,
-                    };
                 }
                 Val::Unknown
             }
@@ -624,16 +624,28 @@ impl Walker<'_> {
         }
     }
 
+    /// Candidates for an unqualified call: the same file's, else the same
+    /// crate's, else every function of that name (resolution is by name).
     fn same_file_first(&self, ids: &[usize]) -> Vec<usize> {
+        let file_of = |i: usize| self.prog.fns[i].file;
         let local: Vec<usize> = ids
             .iter()
             .copied()
-            .filter(|&i| self.prog.fns[i].file == self.file)
+            .filter(|&i| file_of(i) == self.file)
             .collect();
-        if local.is_empty() {
+        if !local.is_empty() {
+            return local;
+        }
+        let krate = &self.prog.crate_of[self.file];
+        let same_crate: Vec<usize> = ids
+            .iter()
+            .copied()
+            .filter(|&i| &self.prog.crate_of[file_of(i)] == krate)
+            .collect();
+        if same_crate.is_empty() {
             ids.to_vec()
         } else {
-            local
+            same_crate
         }
     }
 
