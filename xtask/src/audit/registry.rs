@@ -12,7 +12,6 @@ use std::path::Path;
 use std::process::Output;
 
 use anyhow::Context as _;
-use syn::parse::Parser;
 use syn::visit::Visit;
 
 use crate::util;
@@ -119,10 +118,10 @@ fn static_checks(root: &Path) -> anyhow::Result<Vec<String>> {
                 ));
             }
         }
-        let found = descriptor_names(root, &c.dir)?;
+        let found = descriptor_names(root, &c.dir, &mut problems)?;
         if found.is_empty() {
             problems.push(format!(
-                "{}: no strategy descriptor found (looked for `name: \"..\"` in `inventory::submit!` or a `*Descriptor {{ .. }}` literal)",
+                "{}: no descriptor found (looked for `name: \"..\"` in `register_strategy!`, `register_scorer!`, `inventory::submit!` or a `*Descriptor {{ .. }}` literal)",
                 c.dir
             ));
         }
@@ -131,15 +130,13 @@ fn static_checks(root: &Path) -> anyhow::Result<Vec<String>> {
         }
     }
     for (name, places) in &names {
-        if !is_snake_case(name) {
-            problems.push(format!(
-                "strategy name \"{name}\" is not snake_case ({})",
-                places.join(", ")
-            ));
+        let bare = name.split('"').nth(1).unwrap_or(name);
+        if !is_snake_case(bare) {
+            problems.push(format!("{name} is not snake_case ({})", places.join(", ")));
         }
         if places.len() > 1 {
             problems.push(format!(
-                "strategy name \"{name}\" is registered {} times ({})",
+                "{name} is registered {} times ({})",
                 places.len(),
                 places.join(", ")
             ));
@@ -190,9 +187,13 @@ impl<'ast> Visit<'ast> for CrateRefs {
     }
 }
 
-/// `name: "..."` literals of strategy descriptors in one strategy crate,
-/// with their locations.
-fn descriptor_names(root: &Path, dir: &str) -> anyhow::Result<Vec<(String, String)>> {
+/// Descriptor names (`strategy "x"` / `scorer "x"`) registered by one
+/// strategy crate, with their locations.
+fn descriptor_names(
+    root: &Path,
+    dir: &str,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<Vec<(String, String)>> {
     let src = root.join(dir).join("src");
     let files = util::walk_files(root, &src, &[], &|p| {
         p.extension().is_some_and(|e| e == "rs")
@@ -201,14 +202,17 @@ fn descriptor_names(root: &Path, dir: &str) -> anyhow::Result<Vec<(String, Strin
     for path in files {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let Ok(file) = syn::parse_file(&text) else {
-            // The build step already passed, so this is syntax `syn` does not
-            // know yet; say so rather than skip silently.
-            out.push((
-                format!("<unparsed file {}>", util::relative(root, &path)),
-                util::relative(root, &path),
-            ));
-            continue;
+        let file = match syn::parse_file(&text) {
+            Ok(file) => file,
+            Err(e) => {
+                // The build step already passed, so this is syntax `syn` does
+                // not know yet; say so rather than skip silently.
+                problems.push(format!(
+                    "{}: cannot parse to look for descriptors: {e}",
+                    util::relative(root, &path)
+                ));
+                continue;
+            }
         };
         let mut v = Descriptors {
             file: util::relative(root, &path),
@@ -227,31 +231,49 @@ struct Descriptors {
     found: Vec<(String, String)>,
 }
 
+/// Which registry a descriptor belongs to: names must be unique per kind
+/// (a strategy and a scorer live in different config tables).
+fn kind_of(type_or_macro: &str) -> &'static str {
+    if type_or_macro.contains("Scorer") || type_or_macro.contains("scorer") {
+        "scorer"
+    } else {
+        "strategy"
+    }
+}
+
 impl Descriptors {
-    fn struct_name(&mut self, s: &syn::ExprStruct, in_submit: bool) {
-        let is_descriptor = s
-            .path
-            .segments
-            .last()
-            .is_some_and(|seg| seg.ident.to_string().ends_with("Descriptor"));
-        if !(is_descriptor || in_submit) {
-            return;
-        }
-        for field in &s.fields {
-            let syn::Member::Named(id) = &field.member else {
-                continue;
-            };
-            if id != "name" {
-                continue;
-            }
-            if let syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(lit),
-                ..
-            }) = &field.expr
-            {
-                let line = lit.span().start().line;
-                self.found
-                    .push((lit.value(), format!("{}:{line}", self.file)));
+    fn push(&mut self, kind: &str, lit: &syn::LitStr) {
+        let line = lit.span().start().line;
+        self.found.push((
+            format!("{kind} \"{}\"", lit.value()),
+            format!("{}:{line}", self.file),
+        ));
+    }
+
+    /// `name: "..."` pairs anywhere in a token stream (the registration
+    /// macros take `name: "..", summary: ..` and `submit!` takes a struct
+    /// literal; both contain the same token pattern).
+    fn scan_tokens(&mut self, kind: &str, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tree) in trees.iter().enumerate() {
+            match tree {
+                TokenTree::Group(g) => self.scan_tokens(kind, g.stream()),
+                TokenTree::Ident(id) if id == "name" => {
+                    let colon =
+                        matches!(trees.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+                    let not_path = !matches!(trees.get(i + 2), Some(TokenTree::Punct(_)));
+                    if let (true, true, Some(TokenTree::Literal(lit))) =
+                        (colon, not_path, trees.get(i + 2))
+                    {
+                        if let Ok(lit) =
+                            syn::parse2::<syn::LitStr>(TokenTree::Literal(lit.clone()).into())
+                        {
+                            self.push(kind, &lit);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -259,35 +281,46 @@ impl Descriptors {
 
 impl<'ast> Visit<'ast> for Descriptors {
     fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
-        self.struct_name(s, false);
+        if let Some(seg) = s.path.segments.last() {
+            let ty = seg.ident.to_string();
+            if ty.ends_with("Descriptor") {
+                let kind = kind_of(&ty);
+                for field in &s.fields {
+                    let is_name = matches!(&field.member, syn::Member::Named(id) if id == "name");
+                    if let (
+                        true,
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(lit),
+                            ..
+                        }),
+                    ) = (is_name, &field.expr)
+                    {
+                        self.push(kind, lit);
+                    }
+                }
+            }
+        }
         syn::visit::visit_expr_struct(self, s);
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        let is_submit = m.path.segments.last().is_some_and(|s| s.ident == "submit");
-        if !is_submit {
+        let Some(last) = m.path.segments.last() else {
             return;
-        }
-        let parser = syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
-        if let Ok(exprs) = parser.parse2(m.tokens.clone()) {
-            let mut inner = SubmitStructs { outer: self };
-            for e in &exprs {
-                inner.visit_expr(e);
+        };
+        let name = last.ident.to_string();
+        let kind = match name.as_str() {
+            "register_strategy" | "register_scorer" => kind_of(&name),
+            "submit" => {
+                let text = m.tokens.to_string();
+                kind_of(
+                    text.split_whitespace()
+                        .find(|w| w.ends_with("Descriptor"))
+                        .unwrap_or(""),
+                )
             }
-        }
-    }
-}
-
-/// Inside `submit!`, any struct literal with a `name` field counts, whatever
-/// its type is called.
-struct SubmitStructs<'a> {
-    outer: &'a mut Descriptors,
-}
-
-impl<'ast> Visit<'ast> for SubmitStructs<'_> {
-    fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
-        self.outer.struct_name(s, true);
-        syn::visit::visit_expr_struct(self, s);
+            _ => return,
+        };
+        self.scan_tokens(kind, m.tokens.clone());
     }
 }
 
@@ -371,10 +404,16 @@ mod tests {
     #[test]
     fn finds_descriptor_names() {
         let src = r#"
-            inventory::submit! {
-                StrategyDescriptor { name: "greedy", build: build }
+            outbox_core::register_strategy! {
+                name: "greedy",
+                summary: "set cover",
+                example: "type = \"greedy\"",
             }
-            const D: StrategyDescriptor = StrategyDescriptor { name: "other", build: b };
+            outbox_core::register_scorer! { name: "uniform", summary: "s", example: "e" }
+            inventory::submit! {
+                StrategyDescriptor { name: "submitted", summary: "", example: "" }
+            }
+            const D: ScorerDescriptor = ScorerDescriptor { name: "constant", summary: "", example: "" };
             fn unrelated() { let p = Person { name: "bob" }; }
         "#;
         let file = syn::parse_file(src).unwrap();
@@ -384,6 +423,14 @@ mod tests {
         };
         v.visit_file(&file);
         let names: Vec<&str> = v.found.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["greedy", "other"]);
+        assert_eq!(
+            names,
+            [
+                "strategy \"greedy\"",
+                "scorer \"uniform\"",
+                "strategy \"submitted\"",
+                "scorer \"constant\""
+            ]
+        );
     }
 }
