@@ -1,0 +1,177 @@
+//! Runtime knobs: timeouts, backoff, the penalty policy and frame limits.
+
+use std::time::Duration;
+
+use nostr::event::Kind;
+use nostr::types::Timestamp;
+use rand::Rng;
+
+/// How a feed behaves on the wire. The defaults suit the public network; tests shorten every
+/// timeout so that faults resolve in well under a second.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Longest wait for TCP + TLS + WebSocket handshake.
+    pub connect_timeout: Duration,
+    /// Longest wait from a REQ to its EOSE before the attempt counts as failed.
+    pub eose_timeout: Duration,
+    /// Delays between reconnect attempts.
+    pub backoff: Backoff,
+    /// When a relay is set aside.
+    pub penalty: PenaltyPolicy,
+    /// Text frames longer than this are dropped (with a trace event) without being parsed.
+    pub max_message_bytes: usize,
+    /// Frames above this kill the connection inside the WebSocket layer (memory guard).
+    pub hard_frame_limit: usize,
+    /// Unparseable or oversized frames tolerated per connection before it counts as a failure.
+    pub max_bad_frames: u32,
+    /// Verify event ids and signatures (turning this off trusts relays blindly).
+    pub verify_signatures: bool,
+    /// Event kinds of the feed.
+    pub kinds: Vec<Kind>,
+    /// Only events at or after this time.
+    pub since: Option<Timestamp>,
+    /// Stop once every slot sent EOSE or was set aside, instead of following new notes.
+    pub once: bool,
+    /// Fetch the follows' kind:10002 lists from the reader's relays and re-plan as they arrive.
+    pub discover_lists: bool,
+    /// Quiet time after the last new relay list before re-planning (lists arrive in bursts).
+    pub replan_debounce: Duration,
+    /// How often learned stats are written to the store (they are also written at shutdown).
+    pub stats_flush_interval: Duration,
+    /// Seed for planning and jitter: the same seed and input give the same plan.
+    pub seed: u64,
+    /// Event ids remembered for de-duplication.
+    pub dedup_capacity: usize,
+    /// Capacity of the output channel (the consumer must drain it).
+    pub channel_capacity: usize,
+    /// Longest wait for slot tasks to finish after being told to close.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            eose_timeout: Duration::from_secs(15),
+            backoff: Backoff::default(),
+            penalty: PenaltyPolicy::default(),
+            max_message_bytes: 256 * 1024,
+            hard_frame_limit: 4 * 1024 * 1024,
+            max_bad_frames: 3,
+            verify_signatures: true,
+            kinds: vec![Kind::TextNote],
+            since: None,
+            once: false,
+            discover_lists: true,
+            replan_debounce: Duration::from_millis(500),
+            stats_flush_interval: Duration::from_secs(60),
+            seed: 0,
+            dedup_capacity: 200_000,
+            channel_capacity: 1024,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Every timeout scaled down for tests on 127.0.0.1 (connect 500 ms, EOSE 700 ms, backoff
+    /// from 20 ms, debounce 50 ms).
+    pub fn fast_for_tests() -> Self {
+        Self {
+            connect_timeout: Duration::from_millis(500),
+            eose_timeout: Duration::from_millis(700),
+            backoff: Backoff {
+                initial: Duration::from_millis(20),
+                max: Duration::from_millis(200),
+                factor: 2.0,
+            },
+            replan_debounce: Duration::from_millis(50),
+            shutdown_grace: Duration::from_millis(500),
+            ..Self::default()
+        }
+    }
+}
+
+/// Exponential backoff with "equal jitter": attempt `n` waits a uniform time in
+/// `[d/2, d]` with `d = min(max, initial · factor^n)`. Jitter keeps many clients (or many slots
+/// of one client) from reconnecting to a recovering relay in lock step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// Delay before the first retry.
+    pub initial: Duration,
+    /// Longest delay.
+    pub max: Duration,
+    /// Growth per attempt.
+    pub factor: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(120),
+            factor: 2.0,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (0-based), jittered with `rng`.
+    pub fn delay(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
+        let factor = if self.factor.is_finite() && self.factor >= 1.0 {
+            self.factor
+        } else {
+            1.0
+        };
+        let base = self.initial.as_secs_f64() * factor.powi(attempt.min(64) as i32);
+        let capped = base.min(self.max.as_secs_f64()).max(0.0);
+        let jittered = capped / 2.0 + rng.random_range(0.0..=capped / 2.0);
+        Duration::from_secs_f64(jittered)
+    }
+}
+
+/// When a relay goes into the penalty box.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PenaltyPolicy {
+    /// Consecutive failures (connect errors, timeouts, drops, refusals) that set a relay aside.
+    pub strikes: u32,
+    /// How long a relay stays set aside.
+    pub duration: Duration,
+}
+
+impl Default for PenaltyPolicy {
+    fn default() -> Self {
+        Self {
+            strikes: 3,
+            duration: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            factor: 2.0,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for attempt in 0..10u32 {
+            let d = b.delay(attempt, &mut rng);
+            let full = (0.1 * 2f64.powi(attempt as i32)).min(1.0);
+            assert!(d.as_secs_f64() >= full / 2.0 - 1e-9, "{attempt}: {d:?}");
+            assert!(d.as_secs_f64() <= full + 1e-9, "{attempt}: {d:?}");
+        }
+        let draws: Vec<_> = (0..8).map(|_| b.delay(5, &mut rng)).collect();
+        assert!(
+            draws.windows(2).any(|w| w[0] != w[1]),
+            "no jitter: {draws:?}"
+        );
+    }
+}

@@ -1,0 +1,843 @@
+//! The coordinator: the one task that owns the relay lists, route table, slots, stats and
+//! penalty box. Slots report to it; it plans, applies diffs, learns and emits the feed.
+//!
+//! Channels, and why they never deadlock: commands to slots are unbounded (they are few, one per
+//! plan change), so the coordinator never waits on a slot; reports from slots are bounded, so a
+//! flooding relay is slowed down by the coordinator and the consumer, not buffered without end.
+//! During shutdown the coordinator keeps draining reports while it waits for the slots to end.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nostr::event::{Event, EventId, Kind};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use outbox_core::{DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, Slots};
+use outbox_core::{StatsStore, UrlPolicy};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::config::RuntimeConfig;
+use crate::penalty::PenaltyBox;
+use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
+use crate::{
+    relay_list_from_event, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome,
+    Status,
+};
+
+/// Reports buffered from all slots before slots wait (backpressure on flooding relays).
+const REPORT_CAPACITY: usize = 1024;
+
+pub(crate) fn spawn(
+    input: FeedInput,
+    config: RuntimeConfig,
+    stats: DeliveryStats,
+) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+    install_crypto_provider();
+    let (out_tx, out_rx) = mpsc::channel(config.channel_capacity.max(1));
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let coordinator = Coordinator::new(input, config, stats, out_tx);
+    let task = tokio::spawn(coordinator.run(control_rx));
+    (
+        FeedHandle {
+            control: control_tx,
+            task,
+        },
+        out_rx,
+    )
+}
+
+/// rustls needs one process-wide crypto provider for `wss://`; installing twice is harmless.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Progress {
+    Pending,
+    Eose,
+}
+
+#[derive(Debug)]
+struct FeedSub {
+    authors: HashSet<PublicKey>,
+    generation: u64,
+    progress: Progress,
+    /// Authors this relay returned at least one event for, for the current generation.
+    returned: HashSet<PublicKey>,
+    recorded: bool,
+}
+
+#[derive(Debug)]
+struct Live {
+    tx: mpsc::UnboundedSender<SlotCommand>,
+    feed: Option<FeedSub>,
+    lists: Option<Progress>,
+}
+
+impl Live {
+    fn send(&self, cmd: SlotCommand) {
+        // A slot that already ended has nothing to close; ignoring is correct.
+        let _ = self.tx.send(cmd);
+    }
+}
+
+/// Remembers recent event ids, forgetting the oldest beyond a capacity.
+#[derive(Debug)]
+struct Dedup {
+    set: HashSet<EventId>,
+    order: VecDeque<EventId>,
+    capacity: usize,
+}
+
+impl Dedup {
+    fn new(capacity: usize) -> Self {
+        Self {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// True the first time an id is seen.
+    fn insert(&mut self, id: EventId) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    events: u64,
+    first_event: Option<Duration>,
+    full_eose: Option<Duration>,
+    plans: u64,
+    dropped: BTreeMap<FrameDrop, u64>,
+    relays: BTreeMap<String, RelayOutcome>,
+    penalised: BTreeSet<String>,
+}
+
+struct Coordinator {
+    cfg: Arc<RuntimeConfig>,
+    policy: UrlPolicy,
+    router: Router,
+    follows: Vec<PublicKey>,
+    follow_set: HashSet<PublicKey>,
+    reader_relays: Vec<String>,
+    lists: HashMap<PublicKey, RawRelayList>,
+    lists_changed: bool,
+    slots: Slots,
+    stats: DeliveryStats,
+    store: Arc<dyn StatsStore>,
+    penalties: PenaltyBox,
+    live: BTreeMap<String, Live>,
+    tasks: JoinSet<()>,
+    reports_tx: mpsc::Sender<SlotReport>,
+    reports: mpsc::Receiver<SlotReport>,
+    out: mpsc::Sender<FeedEvent>,
+    seen: Dedup,
+    replan_at: Option<Instant>,
+    started: Instant,
+    tally: Tally,
+}
+
+impl Coordinator {
+    fn new(
+        input: FeedInput,
+        cfg: RuntimeConfig,
+        mut stats: DeliveryStats,
+        out: mpsc::Sender<FeedEvent>,
+    ) -> Self {
+        let FeedInput {
+            router,
+            policy,
+            follows,
+            reader_relays,
+            relay_lists,
+            store,
+            penalties,
+        } = input;
+        let mut canonical_readers = Vec::new();
+        for raw in &reader_relays {
+            match policy.canonicalize(raw) {
+                Ok(url) if !canonical_readers.contains(&url) => canonical_readers.push(url),
+                Ok(_) => {}
+                Err(reason) => warn!(url = %raw, %reason, "reader relay not usable"),
+            }
+        }
+        stats.begin_session();
+        let (reports_tx, reports) = mpsc::channel(REPORT_CAPACITY);
+        let mut me = Self {
+            seen: Dedup::new(cfg.dedup_capacity),
+            cfg: Arc::new(cfg),
+            policy,
+            router,
+            follow_set: follows.iter().copied().collect(),
+            follows,
+            reader_relays: canonical_readers,
+            lists: HashMap::new(),
+            lists_changed: false,
+            slots: Slots::new(),
+            stats,
+            store,
+            penalties,
+            live: BTreeMap::new(),
+            tasks: JoinSet::new(),
+            reports_tx,
+            reports,
+            out,
+            replan_at: None,
+            started: Instant::now(),
+            tally: Tally::default(),
+        };
+        for list in relay_lists {
+            me.add_list(list);
+        }
+        me
+    }
+
+    async fn emit(&mut self, event: FeedEvent) {
+        // A consumer that went away does not stop the feed (stats are still learned).
+        let _ = self.out.send(event).await;
+    }
+
+    async fn status(&mut self, status: Status) {
+        self.emit(FeedEvent::Status(status)).await;
+    }
+
+    fn add_list(&mut self, list: RawRelayList) -> bool {
+        if !self.follow_set.contains(&list.author) {
+            return false;
+        }
+        match self.lists.get(&list.author) {
+            Some(current) if current.created_at >= list.created_at => false,
+            _ => {
+                self.lists.insert(list.author, list);
+                self.lists_changed = true;
+                true
+            }
+        }
+    }
+
+    fn schedule_replan(&mut self, after: Duration) {
+        let at = Instant::now() + after;
+        self.replan_at = Some(self.replan_at.map_or(at, |t| t.min(at)));
+    }
+
+    /// The route table from the known lists, leaving out relays in the penalty box.
+    fn build_table(&self, now: u64) -> RouteTable {
+        let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
+        let readers = self
+            .reader_relays
+            .iter()
+            .filter(|u| !penalised.contains(u.as_str()));
+        let mut builder = RouteTableBuilder::new(self.policy.clone())
+            .follows(self.follows.iter().copied())
+            .reader_relays(readers);
+        for list in self.lists.values() {
+            if penalised.is_empty() {
+                builder.add_list(list.clone());
+                continue;
+            }
+            let tags = list
+                .tags
+                .iter()
+                .filter(|tag| {
+                    let is_r = tag.first().map(String::as_str) == Some("r");
+                    let url = tag
+                        .get(1)
+                        .and_then(|raw| self.policy.canonicalize(raw).ok());
+                    !(is_r && url.is_some_and(|u| penalised.contains(u.as_str())))
+                })
+                .cloned()
+                .collect();
+            builder.add_list(RawRelayList {
+                author: list.author,
+                created_at: list.created_at,
+                tags,
+            });
+        }
+        builder.build()
+    }
+
+    fn feed_filter(&self, authors: &[PublicKey]) -> Filter {
+        let mut filter = Filter::new()
+            .authors(authors.iter().copied())
+            .kinds(self.cfg.kinds.iter().copied());
+        if let Some(since) = self.cfg.since {
+            filter = filter.since(since);
+        }
+        filter
+    }
+
+    fn lists_filter(&self) -> Filter {
+        Filter::new()
+            .authors(self.follows.iter().copied())
+            .kind(Kind::RelayList)
+    }
+
+    /// The live slot for `url`, spawning its task if needed.
+    fn ensure_live(&mut self, url: &str) -> &mut Live {
+        if !self.live.contains_key(url) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
+            self.tasks.spawn(run_slot(
+                Arc::from(url),
+                self.cfg.clone(),
+                rx,
+                self.reports_tx.clone(),
+                seed,
+            ));
+            self.live.insert(
+                url.to_string(),
+                Live {
+                    tx,
+                    feed: None,
+                    lists: None,
+                },
+            );
+        }
+        self.live.get_mut(url).expect("inserted above")
+    }
+
+    fn close_live_if_idle(&mut self, url: &str) {
+        let idle = self
+            .live
+            .get(url)
+            .is_some_and(|l| l.feed.is_none() && l.lists.is_none());
+        if idle {
+            if let Some(live) = self.live.remove(url) {
+                live.send(SlotCommand::Shutdown);
+            }
+        }
+    }
+
+    /// Starts the relay-list lookup on every usable reader relay.
+    fn start_discovery(&mut self) {
+        if !self.cfg.discover_lists || self.follows.is_empty() {
+            return;
+        }
+        let now = unix_now();
+        let filter = self.lists_filter();
+        let readers: Vec<String> = self
+            .reader_relays
+            .iter()
+            .filter(|u| !self.penalties.is_penalised(u, now))
+            .cloned()
+            .collect();
+        for url in readers {
+            let live = self.ensure_live(&url);
+            live.lists = Some(Progress::Pending);
+            live.send(SlotCommand::Req {
+                sub: SubKind::Lists,
+                filter: Box::new(filter.clone()),
+                generation: 1,
+            });
+        }
+    }
+
+    /// Plans from the current lists and stats, applies the diff to the slots, and says so.
+    async fn replan(&mut self) {
+        self.replan_at = None;
+        self.lists_changed = false;
+        let now = unix_now();
+        self.penalties.expire(now);
+        let table = self.build_table(now);
+        let plan = self
+            .router
+            .plan_with(&table, &self.stats, now, self.cfg.seed);
+        let diff = self.slots.apply(&plan, &table);
+        self.tally.plans += 1;
+        info!(
+            plan = self.tally.plans,
+            strategy = plan.strategy(),
+            lists = self.lists.len(),
+            dial = diff.dial.len(),
+            replace = diff.replace.len(),
+            close = diff.close.len(),
+            unchanged = diff.unchanged.len(),
+            "applying plan"
+        );
+        for url in &diff.close {
+            if let Some(live) = self.live.get_mut(url) {
+                live.feed = None;
+                live.send(SlotCommand::Close { sub: SubKind::Feed });
+            }
+            self.close_live_if_idle(url);
+        }
+        for url in diff.dial.iter().chain(&diff.replace) {
+            let Some(slot) = self.slots.get(url) else {
+                continue;
+            };
+            let (authors, generation) = (slot.authors.clone(), slot.generation);
+            let filter = self.feed_filter(&authors);
+            let outcome = self.tally.relays.entry(url.clone()).or_default();
+            outcome.reqs += 1;
+            outcome.authors = authors.len();
+            let live = self.ensure_live(url);
+            live.feed = Some(FeedSub {
+                authors: authors.into_iter().collect(),
+                generation,
+                progress: Progress::Pending,
+                returned: HashSet::new(),
+                recorded: false,
+            });
+            live.send(SlotCommand::Req {
+                sub: SubKind::Feed,
+                filter: Box::new(filter),
+                generation,
+            });
+        }
+        self.status(Status::Planned {
+            plan: self.tally.plans,
+            strategy: plan.strategy().to_string(),
+            connections: self.slots.len(),
+            relay_lists: self.lists.len(),
+            dial: diff.dial.len(),
+            replace: diff.replace.len(),
+            close: diff.close.len(),
+            unchanged: diff.unchanged.len(),
+        })
+        .await;
+    }
+
+    /// Every slot of the current plan answered or was set aside, every lookup finished, and no
+    /// re-plan is pending.
+    fn settled(&self) -> bool {
+        self.replan_at.is_none()
+            && self.live.values().all(|l| {
+                l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose)
+                    && l.lists.is_none_or(|p| p == Progress::Eose)
+            })
+    }
+
+    /// Records delivery for every relay that answered and has not been recorded since its
+    /// filter last changed: `expected` counts the relay's authors that any relay returned
+    /// something for, `delivered` those this relay returned something for.
+    fn record_round(&mut self) {
+        let now = unix_now();
+        let any_returned: HashSet<PublicKey> = self
+            .live
+            .values()
+            .filter_map(|l| l.feed.as_ref())
+            .flat_map(|f| f.returned.iter().copied())
+            .collect();
+        for (url, live) in &mut self.live {
+            let Some(feed) = live.feed.as_mut() else {
+                continue;
+            };
+            if feed.progress != Progress::Eose || feed.recorded {
+                continue;
+            }
+            let expected = feed
+                .authors
+                .iter()
+                .filter(|a| any_returned.contains(a))
+                .count();
+            let delivered = feed
+                .returned
+                .iter()
+                .filter(|a| feed.authors.contains(a))
+                .count();
+            debug!(relay = %url, delivered, expected, "recording delivery");
+            self.stats.record_delivery(
+                url,
+                u32::try_from(delivered).unwrap_or(u32::MAX),
+                u32::try_from(expected).unwrap_or(u32::MAX),
+                now,
+            );
+            feed.recorded = true;
+        }
+    }
+
+    async fn save_stats(&mut self) -> Option<String> {
+        let store = self.store.clone();
+        let snapshot = self.stats.clone();
+        match tokio::task::spawn_blocking(move || store.save(&snapshot)).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => {
+                warn!(error = %e, "saving stats failed");
+                Some(e.to_string())
+            }
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    async fn penalise(&mut self, url: &str, until: u64, reason: String) {
+        warn!(relay = %url, until, %reason, "relay set aside");
+        self.tally.penalised.insert(url.to_string());
+        if let Some(live) = self.live.remove(url) {
+            live.send(SlotCommand::Shutdown);
+        }
+        // Its authors move elsewhere: re-plan now, not after the debounce.
+        self.schedule_replan(Duration::ZERO);
+        self.status(Status::Penalised {
+            relay: url.to_string(),
+            until,
+            reason,
+        })
+        .await;
+    }
+
+    async fn on_report(&mut self, report: SlotReport) {
+        let url: &str = &report.url;
+        if !self.live.contains_key(url) {
+            // A slot being shut down may still report; it no longer counts.
+            return;
+        }
+        match report.kind {
+            ReportKind::Connected { handshake } => {
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .connections += 1;
+                self.status(Status::Connected {
+                    relay: url.to_string(),
+                    handshake,
+                })
+                .await;
+            }
+            ReportKind::Event { sub, event } => self.on_event(url, sub, event).await,
+            ReportKind::Eose {
+                sub: SubKind::Feed,
+                generation,
+                elapsed,
+            } => {
+                let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) else {
+                    return;
+                };
+                if feed.generation != generation {
+                    return;
+                }
+                feed.progress = Progress::Eose;
+                self.stats
+                    .record_latency(url, elapsed.as_secs_f64() * 1000.0, unix_now());
+                self.penalties.succeed(url);
+                self.status(Status::Eose {
+                    relay: url.to_string(),
+                    generation,
+                    elapsed,
+                })
+                .await;
+            }
+            ReportKind::Eose {
+                sub: SubKind::Lists,
+                ..
+            } => {
+                let once = self.cfg.once;
+                if let Some(live) = self.live.get_mut(url) {
+                    if once {
+                        live.lists = None;
+                        live.send(SlotCommand::Close {
+                            sub: SubKind::Lists,
+                        });
+                    } else {
+                        live.lists = Some(Progress::Eose);
+                    }
+                }
+                self.penalties.succeed(url);
+                self.close_live_if_idle(url);
+                let lookups_done = self
+                    .live
+                    .values()
+                    .all(|l| l.lists.is_none_or(|p| p == Progress::Eose));
+                if lookups_done && self.lists_changed {
+                    self.schedule_replan(Duration::ZERO);
+                }
+                self.status(Status::ListsEose {
+                    relay: url.to_string(),
+                })
+                .await;
+            }
+            ReportKind::Refused { sub, message } => {
+                let now = unix_now();
+                self.stats.record_failure(url, now);
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .failures += 1;
+                self.status(Status::Refused {
+                    relay: url.to_string(),
+                    reason: message.clone(),
+                })
+                .await;
+                let until = self
+                    .penalties
+                    .penalise(url, &message, now, &self.cfg.penalty);
+                debug!(relay = %url, sub = sub.id(), "refused");
+                self.penalise(url, until, message).await;
+            }
+            ReportKind::Dropped { reason } => {
+                *self.tally.dropped.entry(reason).or_default() += 1;
+                self.status(Status::Dropped {
+                    relay: url.to_string(),
+                    reason,
+                })
+                .await;
+            }
+            ReportKind::Failed { failure } => {
+                let now = unix_now();
+                let reason = failure.to_string();
+                self.stats.record_failure(url, now);
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .failures += 1;
+                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
+                    // The slot re-sends the REQ after reconnecting; wait for that EOSE.
+                    feed.progress = Progress::Pending;
+                    feed.returned.clear();
+                    feed.recorded = false;
+                }
+                let penalised = self.penalties.strike(url, &reason, now, &self.cfg.penalty);
+                let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
+                self.status(Status::Failed {
+                    relay: url.to_string(),
+                    reason: reason.clone(),
+                    strikes,
+                })
+                .await;
+                if let Some(until) = penalised {
+                    self.penalise(url, until, reason).await;
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, url: &str, sub: SubKind, event: Box<Event>) {
+        match sub {
+            SubKind::Lists => {
+                // The slot verified it (when configured); only the kind is checked here.
+                if let Some(list) = relay_list_from_event(&event, false) {
+                    if self.add_list(list) {
+                        debug!(author = %event.pubkey, "new relay list");
+                        self.schedule_replan(self.cfg.replan_debounce);
+                    }
+                }
+            }
+            SubKind::Feed => {
+                if !self.follow_set.contains(&event.pubkey) {
+                    return;
+                }
+                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
+                    if feed.authors.contains(&event.pubkey) {
+                        feed.returned.insert(event.pubkey);
+                    }
+                }
+                if !self.seen.insert(event.id) {
+                    return;
+                }
+                self.tally.events += 1;
+                self.tally
+                    .first_event
+                    .get_or_insert_with(|| self.started.elapsed());
+                self.tally.relays.entry(url.to_string()).or_default().events += 1;
+                self.emit(FeedEvent::Note {
+                    event,
+                    relay: url.to_string(),
+                })
+                .await;
+            }
+        }
+    }
+
+    async fn on_control(&mut self, control: Control) -> bool {
+        match control {
+            Control::AddLists(lists) => {
+                let mut changed = false;
+                for list in lists {
+                    changed |= self.add_list(list);
+                }
+                if changed {
+                    self.schedule_replan(self.cfg.replan_debounce);
+                }
+                true
+            }
+            Control::SetFollows(follows) => {
+                self.follow_set = follows.iter().copied().collect();
+                self.follows = follows;
+                let follow_set = &self.follow_set;
+                self.lists.retain(|pk, _| follow_set.contains(pk));
+                if self.cfg.discover_lists && !self.cfg.once {
+                    self.start_discovery();
+                }
+                self.schedule_replan(Duration::ZERO);
+                true
+            }
+            Control::Shutdown => false,
+        }
+    }
+
+    async fn run(mut self, mut control: mpsc::UnboundedReceiver<Control>) -> FeedSummary {
+        // The first subscription goes out now, whatever is known: with no lists, everyone is
+        // the residual on the reader's relays.
+        self.replan().await;
+        self.start_discovery();
+        let mut flush = tokio::time::interval(self.cfg.stats_flush_interval);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        flush.tick().await;
+        let mut control_open = true;
+        loop {
+            if self.settled() {
+                self.record_round();
+                if self.tally.full_eose.is_none() {
+                    self.tally.full_eose = Some(self.started.elapsed());
+                    self.status(Status::Settled).await;
+                }
+                if self.cfg.once {
+                    break;
+                }
+            }
+            let replan_at = self.replan_at;
+            tokio::select! {
+                report = self.reports.recv() => {
+                    // The coordinator holds a sender, so the channel never closes here.
+                    if let Some(report) = report {
+                        self.on_report(report).await;
+                    }
+                }
+                cmd = control.recv(), if control_open => match cmd {
+                    Some(cmd) => {
+                        if !self.on_control(cmd).await {
+                            break;
+                        }
+                    }
+                    // Handle dropped without `shutdown`: keep going until done (once) or
+                    // forever; only an explicit shutdown stops a live feed.
+                    None => control_open = false,
+                },
+                _ = tokio::time::sleep_until(replan_at.unwrap_or_else(Instant::now)), if replan_at.is_some() => {
+                    self.replan().await;
+                }
+                _ = flush.tick() => {
+                    let _ = self.save_stats().await;
+                }
+                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                    if let Err(e) = joined {
+                        if e.is_panic() {
+                            warn!(error = %e, "a slot task panicked");
+                        }
+                    }
+                }
+            }
+        }
+        self.finish().await
+    }
+
+    async fn finish(mut self) -> FeedSummary {
+        // Relays that answered but were not recorded yet (a live feed stopped mid-round).
+        self.record_round();
+        let follows = self.follows.len();
+        let mut covered: HashSet<PublicKey> = HashSet::new();
+        let mut answered = 0usize;
+        for (url, live) in &self.live {
+            if let Some(feed) = &live.feed {
+                if feed.progress == Progress::Eose {
+                    covered.extend(feed.authors.iter().copied());
+                    answered += 1;
+                    self.tally.relays.entry(url.clone()).or_default().answered = true;
+                }
+            }
+        }
+        for live in self.live.values() {
+            live.send(SlotCommand::Shutdown);
+        }
+        self.live.clear();
+        let grace = self.cfg.shutdown_grace + self.cfg.shutdown_grace;
+        let deadline = Instant::now() + grace;
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                joined = self.tasks.join_next() => {
+                    if joined.is_none() {
+                        break;
+                    }
+                }
+                // Slots may be waiting to report; keep draining so they can see the shutdown.
+                _ = self.reports.recv() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    warn!(left = self.tasks.len(), "slots did not close in time; aborting them");
+                    self.tasks.abort_all();
+                    while self.tasks.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+        let stats_error = self.save_stats().await;
+        let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
+        let summary = FeedSummary {
+            events: self.tally.events,
+            follows,
+            authors_covered: covered.len(),
+            relays_asked,
+            relays_answered: answered,
+            relays_failed: relays_asked.saturating_sub(answered),
+            penalised: self.tally.penalised.iter().cloned().collect(),
+            relay_lists: self.lists.len(),
+            plans: self.tally.plans,
+            time_to_first_event: self.tally.first_event,
+            time_to_full_eose: self.tally.full_eose,
+            elapsed: self.started.elapsed(),
+            dropped: self.tally.dropped,
+            relays: self.tally.relays,
+            stats: self.stats,
+            penalties: self.penalties,
+            stats_error,
+        };
+        info!(
+            events = summary.events,
+            asked = summary.relays_asked,
+            answered = summary.relays_answered,
+            covered = summary.authors_covered,
+            "feed ended"
+        );
+        summary
+    }
+}
+
+/// A small stable hash for per-slot jitter seeds (not for security).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_forgets_the_oldest_beyond_capacity() {
+        let mut d = Dedup::new(2);
+        let id = |n: u8| EventId::from_byte_array([n; 32]);
+        assert!(d.insert(id(1)));
+        assert!(!d.insert(id(1)));
+        assert!(d.insert(id(2)));
+        assert!(d.insert(id(3)));
+        assert!(d.insert(id(1)), "oldest id was forgotten");
+        assert!(!d.insert(id(3)));
+    }
+}

@@ -1,0 +1,352 @@
+//! The live runtime: a feed from real relays, routed by an outbox strategy.
+//!
+//! A client hands [`start`] its follows, its own relays, whatever kind:10002 relay lists it
+//! already has, a [`Router`] (a strategy from config) and a [`StatsStore`]. It gets back a
+//! [`FeedHandle`] and a channel of [`FeedEvent`]s: verified, de-duplicated notes and status
+//! events (connected, EOSE, failed, set aside, re-planned).
+//!
+//! # How it works
+//!
+//! - **One coordinator task owns all state**: the relay lists, the route table, the plan's
+//!   [`Slots`](outbox_core::Slots), the learned stats and the penalty box. Everything else talks
+//!   to it with messages; there are no locks in this crate.
+//! - **One task per relay** (a slot) owns that relay's WebSocket. It sends REQ/CLOSE when told,
+//!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
+//!   or floods only ever blocks its own task.
+//! - **The first REQ goes out before any relay list is known**: with lists missing, the plan
+//!   asks the reader's relays about everyone (the residual). Those relays are also asked for the
+//!   follows' kind:10002 lists; when lists arrive (debounced) the coordinator re-plans and
+//!   applies the [`PlanDiff`](outbox_core::PlanDiff): new relays are dialled, dropped ones closed,
+//!   changed filters replaced in place (REQ again under the same subscription id), and the rest
+//!   left alone.
+//! - **Faults**: connect and EOSE timeouts, reconnects with exponential backoff and jitter, a
+//!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
+//!   `blocked:`); a relay set aside is left out of the next plan, so its authors move to other
+//!   relays or the residual and stay covered.
+//! - **Learning**: once every slot of a plan has answered or been set aside, each relay that sent
+//!   EOSE is recorded with [`DeliveryStats::record_delivery`] (what it returned against what any
+//!   relay returned for the same authors), exactly as the simulator does; failures go to
+//!   [`DeliveryStats::record_failure`]. Stats are saved on a timer and at shutdown.
+//!
+//! ```no_run
+//! # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
+//! use outbox_runtime::{start, FeedEvent, FeedInput, RuntimeConfig};
+//! let input = FeedInput::new(router, follows, ["wss://relay.example"]);
+//! let config = RuntimeConfig { once: true, ..RuntimeConfig::default() };
+//! let (handle, mut events) = start(input, config).await;
+//! while let Some(event) = events.recv().await {
+//!     if let FeedEvent::Note { event, .. } = event {
+//!         println!("{}", event.content);
+//!     }
+//! }
+//! let summary = handle.wait().await;
+//! println!("{} events from {} relays", summary.events, summary.relays_answered);
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod config;
+mod coordinator;
+pub mod penalty;
+pub mod slot;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::event::{Event, Kind};
+use nostr::key::PublicKey;
+use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore, UrlPolicy};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
+pub use penalty::{PenaltyBox, PenaltyEntry};
+pub use slot::{Failure, FrameDrop, SubKind};
+pub use store::JsonFileStore;
+
+/// Everything a feed starts from.
+#[derive(Debug)]
+pub struct FeedInput {
+    /// The strategy and its budget.
+    pub router: Router,
+    /// Which relay URLs are acceptable (loopback only for tests).
+    pub policy: UrlPolicy,
+    /// The reader's follows.
+    pub follows: Vec<PublicKey>,
+    /// The reader's own relays: the residual pool and where relay lists are looked up.
+    pub reader_relays: Vec<String>,
+    /// Relay lists already known (more are discovered live when enabled).
+    pub relay_lists: Vec<RawRelayList>,
+    /// Where learned stats are loaded from and saved to.
+    pub store: Arc<dyn StatsStore>,
+    /// Relays already set aside (e.g. loaded from the last run).
+    pub penalties: PenaltyBox,
+}
+
+impl FeedInput {
+    /// An input with no relay lists yet, the default URL policy, and stats kept in memory.
+    pub fn new<S: AsRef<str>>(
+        router: Router,
+        follows: Vec<PublicKey>,
+        reader_relays: impl IntoIterator<Item = S>,
+    ) -> Self {
+        Self {
+            router,
+            policy: UrlPolicy::default(),
+            follows,
+            reader_relays: reader_relays
+                .into_iter()
+                .map(|s| s.as_ref().to_string())
+                .collect(),
+            relay_lists: Vec::new(),
+            store: Arc::new(MemoryStore::new()),
+            penalties: PenaltyBox::new(),
+        }
+    }
+
+    /// Adds a signed kind:10002 event; returns false (and keeps nothing) when it is another kind
+    /// or does not verify.
+    pub fn add_relay_list_event(&mut self, event: &Event) -> bool {
+        match relay_list_from_event(event, true) {
+            Some(list) => {
+                self.relay_lists.push(list);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A kind:10002 event as a raw relay list; `None` for other kinds or (when `verify`) events
+/// that do not verify.
+pub fn relay_list_from_event(event: &Event, verify: bool) -> Option<RawRelayList> {
+    if event.kind != Kind::RelayList || (verify && event.verify().is_err()) {
+        return None;
+    }
+    Some(RawRelayList {
+        author: event.pubkey,
+        created_at: event.created_at.as_secs(),
+        tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+    })
+}
+
+/// What the feed channel carries.
+#[derive(Clone, Debug)]
+pub enum FeedEvent {
+    /// A verified note of a follow, the first time any relay delivered it.
+    Note {
+        /// The note.
+        event: Box<Event>,
+        /// The relay that delivered it first.
+        relay: String,
+    },
+    /// Something happened to a relay or the plan.
+    Status(Status),
+}
+
+/// Status events, for display and for tests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    /// A plan was made and applied.
+    Planned {
+        /// 1 for the first plan of the feed.
+        plan: u64,
+        /// The strategy's name.
+        strategy: String,
+        /// Connections the plan asks.
+        connections: usize,
+        /// Relay lists known when planning.
+        relay_lists: usize,
+        /// Relays newly dialled.
+        dial: usize,
+        /// Relays whose filter was replaced in place.
+        replace: usize,
+        /// Relays closed.
+        close: usize,
+        /// Relays left alone.
+        unchanged: usize,
+    },
+    /// A slot's WebSocket is open.
+    Connected {
+        /// Canonical relay URL.
+        relay: String,
+        /// Time for TCP, TLS and the WebSocket handshake.
+        handshake: Duration,
+    },
+    /// A relay sent EOSE for the current feed filter.
+    Eose {
+        /// Canonical relay URL.
+        relay: String,
+        /// The filter's generation.
+        generation: u64,
+        /// Time from REQ to EOSE.
+        elapsed: Duration,
+    },
+    /// A relay sent EOSE for the relay-list lookup.
+    ListsEose {
+        /// Canonical relay URL.
+        relay: String,
+    },
+    /// An attempt on a relay failed; the slot retries after a backoff unless set aside.
+    Failed {
+        /// Canonical relay URL.
+        relay: String,
+        /// What went wrong.
+        reason: String,
+        /// Consecutive failures so far.
+        strikes: u32,
+    },
+    /// A relay refused a subscription in a way retrying cannot fix.
+    Refused {
+        /// Canonical relay URL.
+        relay: String,
+        /// The CLOSED message.
+        reason: String,
+    },
+    /// A relay was set aside; its authors are re-planned.
+    Penalised {
+        /// Canonical relay URL.
+        relay: String,
+        /// Unix seconds until which it stays set aside.
+        until: u64,
+        /// The last failure.
+        reason: String,
+    },
+    /// A frame was dropped.
+    Dropped {
+        /// Canonical relay URL.
+        relay: String,
+        /// Why.
+        reason: FrameDrop,
+    },
+    /// Every slot of the current plan has answered or been set aside.
+    Settled,
+}
+
+/// What a relay did during the feed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RelayOutcome {
+    /// Authors in its last feed filter.
+    pub authors: usize,
+    /// Feed REQs sent to it (first REQs and in-place replacements).
+    pub reqs: u64,
+    /// Notes it delivered first.
+    pub events: u64,
+    /// Whether its last feed filter reached EOSE.
+    pub answered: bool,
+    /// Failed attempts.
+    pub failures: u32,
+    /// Successful connections.
+    pub connections: u32,
+}
+
+/// The outcome of a feed, returned when it ends.
+#[derive(Clone, Debug)]
+pub struct FeedSummary {
+    /// Distinct notes delivered.
+    pub events: u64,
+    /// Follows.
+    pub follows: usize,
+    /// Follows named in the filter of a relay whose last feed REQ reached EOSE.
+    pub authors_covered: usize,
+    /// Relays sent a feed REQ.
+    pub relays_asked: usize,
+    /// Relays whose last feed REQ reached EOSE.
+    pub relays_answered: usize,
+    /// Relays asked that did not answer (set aside, or still failing at the end).
+    pub relays_failed: usize,
+    /// Relays set aside during the feed.
+    pub penalised: Vec<String>,
+    /// Relay lists known at the end.
+    pub relay_lists: usize,
+    /// Plans made.
+    pub plans: u64,
+    /// From start to the first note.
+    pub time_to_first_event: Option<Duration>,
+    /// From start to the first moment every slot had answered or been set aside.
+    pub time_to_full_eose: Option<Duration>,
+    /// From start to the end.
+    pub elapsed: Duration,
+    /// Frames dropped, by reason.
+    pub dropped: BTreeMap<FrameDrop, u64>,
+    /// Per relay, by canonical URL.
+    pub relays: BTreeMap<String, RelayOutcome>,
+    /// The learned stats at the end (also saved to the store).
+    pub stats: DeliveryStats,
+    /// The penalty box at the end (persist it to remember set-aside relays).
+    pub penalties: PenaltyBox,
+    /// Why saving the stats failed, if it did.
+    pub stats_error: Option<String>,
+}
+
+#[derive(Debug)]
+enum Control {
+    AddLists(Vec<RawRelayList>),
+    SetFollows(Vec<PublicKey>),
+    Shutdown,
+}
+
+/// Controls a running feed.
+#[derive(Debug)]
+pub struct FeedHandle {
+    control: mpsc::UnboundedSender<Control>,
+    task: JoinHandle<FeedSummary>,
+}
+
+impl FeedHandle {
+    /// Adds relay lists learned elsewhere; the feed re-plans (debounced) and applies the diff.
+    pub fn add_relay_lists(&self, lists: Vec<RawRelayList>) {
+        let _ = self.control.send(Control::AddLists(lists));
+    }
+
+    /// Replaces the follow list; the feed re-plans.
+    pub fn set_follows(&self, follows: Vec<PublicKey>) {
+        let _ = self.control.send(Control::SetFollows(follows));
+    }
+
+    /// Closes every slot, saves the stats and returns the summary.
+    pub async fn shutdown(self) -> FeedSummary {
+        let _ = self.control.send(Control::Shutdown);
+        self.wait().await
+    }
+
+    /// Waits for the feed to end by itself (`once` mode) and returns the summary.
+    pub async fn wait(self) -> FeedSummary {
+        let FeedHandle { control, task } = self;
+        let summary = task.await;
+        drop(control);
+        match summary {
+            Ok(summary) => summary,
+            // The coordinator does not panic on bad input; a panic here is a bug, surfaced.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("feed task cancelled: {e}"),
+        }
+    }
+}
+
+/// Starts a feed: loads the stats, makes the first plan (before any list is known, unless lists
+/// were given) and dials its slots. Drain the returned channel; the feed waits for it.
+///
+/// A store that cannot be read (the medium failing, not bad content, which stores repair) is
+/// logged and the feed starts with fresh stats: a feed is more useful than an error.
+pub async fn start(
+    input: FeedInput,
+    config: RuntimeConfig,
+) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+    let store = input.store.clone();
+    let stats = match tokio::task::spawn_blocking(move || store.load()).await {
+        Ok(Ok(loaded)) => loaded.stats,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "stats store unreadable; starting with fresh stats");
+            DeliveryStats::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "stats load task failed; starting with fresh stats");
+            DeliveryStats::new()
+        }
+    };
+    coordinator::spawn(input, config, stats)
+}
