@@ -1,0 +1,525 @@
+//! The benchmark suite: every registered strategy and the named combinations, on generated
+//! worlds, through the session loop, aggregated over seeds.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+use serde::Serialize;
+
+use crate::generate::{generate, Profile};
+use crate::score::{PlanScore, SimWorld, Window};
+use crate::session::{median, run_oracle, run_sessions, LoopConfig};
+
+/// The label of the oracle row.
+pub const ORACLE: &str = "oracle";
+
+/// Combinations that are config, not code: (label, full router config without
+/// `max_connections`). Run when their strategies and scorers are registered.
+pub const COMBINATIONS: &[(&str, &str)] = &[
+    (
+        "stochastic+thompson",
+        "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+    ),
+    (
+        "fd+thompson",
+        "[strategy]\ntype = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+    ),
+    (
+        "greedy+fixed_thompson",
+        "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"fixed_thompson\"\n",
+    ),
+];
+
+/// One row of the suite: a label and a router config (TOML, without `max_connections`: the
+/// bench sets the budget).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SuiteEntry {
+    /// Row label.
+    pub label: String,
+    /// Router config TOML.
+    pub toml: String,
+}
+
+/// The suite, defined in one place: every registered strategy with its example config, then
+/// [`COMBINATIONS`].
+pub fn default_suite() -> Vec<SuiteEntry> {
+    let mut suite: Vec<SuiteEntry> = registry::strategies()
+        .into_iter()
+        .map(|d| SuiteEntry {
+            label: d.name.to_string(),
+            toml: format!("[strategy]\n{}", d.example),
+        })
+        .collect();
+    suite.extend(COMBINATIONS.iter().map(|(label, toml)| SuiteEntry {
+        label: (*label).to_string(),
+        toml: (*toml).to_string(),
+    }));
+    suite
+}
+
+/// A suite entry that cannot run here, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// Row label.
+    pub label: String,
+    /// Why (usually: a strategy or scorer it names is not registered yet).
+    pub reason: String,
+}
+
+/// Parses every entry; entries whose config does not parse (typically a strategy or scorer
+/// that is not registered yet) are skipped with the reason.
+pub fn resolve(suite: &[SuiteEntry]) -> (Vec<(String, RouterConfig)>, Vec<Skipped>) {
+    let mut ready = Vec::new();
+    let mut skipped = Vec::new();
+    for e in suite {
+        match RouterConfig::from_toml(&e.toml) {
+            Ok(c) => ready.push((e.label.clone(), c)),
+            Err(err) => {
+                let reason = err
+                    .issues
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                skipped.push(Skipped {
+                    label: e.label.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+    (ready, skipped)
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchConfig {
+    /// World sizes.
+    pub profiles: Vec<Profile>,
+    /// World seeds (one world per profile and seed).
+    pub seeds: Vec<u64>,
+    /// Sessions per strategy.
+    pub sessions: u32,
+    /// Windows scored.
+    pub windows: Vec<Window>,
+    /// Routed-relay budget of every strategy and the oracle.
+    pub budget: usize,
+    /// Only these labels (all when `None`).
+    pub only: Option<Vec<String>>,
+    /// Include the oracle row.
+    pub oracle: bool,
+    /// Clock step between sessions, for the decay of learned stats.
+    pub session_interval_secs: u64,
+    /// Extra timed planning runs per strategy and world.
+    pub timing_repeats: usize,
+    /// Worker threads (0 = one per core).
+    pub threads: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            profiles: vec![Profile::Small, Profile::Medium, Profile::Large],
+            seeds: vec![1, 2],
+            sessions: 5,
+            windows: Window::ALL.to_vec(),
+            budget: DEFAULT_MAX_CONNECTIONS,
+            only: None,
+            oracle: true,
+            session_interval_secs: LoopConfig::default().session_interval_secs,
+            timing_repeats: LoopConfig::default().timing_repeats,
+            threads: 0,
+        }
+    }
+}
+
+/// Progress of a running bench.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// The number of (strategy, world) runs ahead.
+    Start {
+        /// Total runs.
+        total: usize,
+    },
+    /// One run finished.
+    Done {
+        /// Its label.
+        label: String,
+        /// Its world.
+        world: String,
+    },
+}
+
+/// One strategy on one world, every session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunRecord {
+    /// Row label.
+    pub label: String,
+    /// World profile.
+    pub profile: Profile,
+    /// World seed.
+    pub seed: u64,
+    /// Median planning time, µs.
+    pub plan_us: f64,
+    /// Per session.
+    pub sessions: Vec<PlanScore>,
+}
+
+/// A mean with its standard error over `n` samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct MeanSe {
+    /// The mean.
+    pub mean: f64,
+    /// Standard error of the mean (0 for one sample).
+    pub se: f64,
+    /// Samples.
+    pub n: usize,
+}
+
+impl MeanSe {
+    /// Mean and standard error of `xs`.
+    pub fn of(xs: &[f64]) -> Self {
+        let n = xs.len();
+        if n == 0 {
+            return Self::default();
+        }
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let se = if n < 2 {
+            0.0
+        } else {
+            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            (var / n as f64).sqrt()
+        };
+        Self { mean, se, n }
+    }
+}
+
+/// Declared and total recall of one window for a row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RowWindow {
+    /// The window.
+    pub window: Window,
+    /// Declared recall in the first session.
+    pub first: MeanSe,
+    /// Declared recall in the last session.
+    pub last: MeanSe,
+    /// Total recall in the last session.
+    pub total_last: MeanSe,
+}
+
+/// One strategy's aggregate over worlds (profiles × seeds), last session unless noted.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// Label.
+    pub label: String,
+    /// Per window.
+    pub windows: Vec<RowWindow>,
+    /// Connections.
+    pub connections: MeanSe,
+    /// Disclosure.
+    pub disclosure: MeanSe,
+    /// Orphans before the residual.
+    pub orphans: MeanSe,
+    /// Author coverage.
+    pub author_coverage: MeanSe,
+    /// Relay load concentration.
+    pub load_concentration: MeanSe,
+    /// Median over worlds of the median planning time, µs.
+    pub plan_us: f64,
+}
+
+impl Row {
+    /// The row's window aggregate.
+    pub fn window(&self, w: Window) -> Option<&RowWindow> {
+        self.windows.iter().find(|x| x.window == w)
+    }
+}
+
+/// A finished bench.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// What ran.
+    pub config: BenchConfig,
+    /// Suite entries that did not run.
+    pub skipped: Vec<Skipped>,
+    /// Rows over every world, sorted by 1-year recall (best first), oracle last.
+    pub rows: Vec<Row>,
+    /// Rows per profile, same order.
+    pub rows_by_profile: BTreeMap<String, Vec<Row>>,
+    /// Every run.
+    pub runs: Vec<RunRecord>,
+}
+
+/// Runs the bench. Worlds are generated once each and shared by every strategy; work is spread
+/// over `cfg.threads` threads by world.
+pub fn run_bench(
+    cfg: &BenchConfig,
+    suite: &[SuiteEntry],
+    progress: &(dyn Fn(Progress) + Sync),
+) -> BenchReport {
+    let (ready, mut skipped) = resolve(suite);
+    let ready: Vec<(String, RouterConfig)> = match &cfg.only {
+        None => ready,
+        Some(only) => {
+            for want in only {
+                if want != ORACLE && !ready.iter().any(|(l, _)| l == want) {
+                    if !skipped.iter().any(|s| &s.label == want) {
+                        skipped.push(Skipped {
+                            label: want.clone(),
+                            reason: "not in the suite".into(),
+                        });
+                    }
+                }
+            }
+            skipped.retain(|s| only.contains(&s.label));
+            ready
+                .into_iter()
+                .filter(|(l, _)| only.contains(l))
+                .collect()
+        }
+    };
+    for s in &skipped {
+        tracing::warn!(label = %s.label, reason = %s.reason, "skipping suite entry");
+    }
+    let oracle = cfg.oracle;
+    let mut jobs: Vec<(Profile, u64)> = cfg
+        .profiles
+        .iter()
+        .flat_map(|&p| cfg.seeds.iter().map(move |&s| (p, s)))
+        .collect();
+    // Biggest worlds first, so the slowest job does not start last.
+    jobs.sort_by_key(|&(p, s)| (std::cmp::Reverse(p), s));
+    let per_world = ready.len() + usize::from(oracle);
+    progress(Progress::Start {
+        total: jobs.len() * per_world,
+    });
+
+    let threads = if cfg.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cfg.threads
+    }
+    .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let runs = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(profile, seed)) = jobs.get(i) else {
+                    break;
+                };
+                let mut world = generate(profile, seed);
+                if world.sessions < cfg.sessions {
+                    world = crate::generate::generate_with(
+                        &crate::generate::WorldModel {
+                            sessions: cfg.sessions,
+                            ..crate::generate::WorldModel::for_profile(profile)
+                        },
+                        &format!("{profile}/seed-{seed}"),
+                        seed,
+                    )
+                    .expect("generated worlds are well-formed");
+                }
+                let name = world.name.clone();
+                let sim = SimWorld::new(world);
+                let loop_cfg = LoopConfig {
+                    sessions: cfg.sessions,
+                    windows: cfg.windows.clone(),
+                    session_interval_secs: cfg.session_interval_secs,
+                    seed,
+                    timing_repeats: cfg.timing_repeats,
+                };
+                let mut local = Vec::new();
+                for (label, config) in &ready {
+                    let mut router = Router::new(config.strategy.build(), cfg.budget);
+                    let run = run_sessions(&sim, &mut router, &loop_cfg, |_, _, _| {});
+                    local.push(RunRecord {
+                        label: label.clone(),
+                        profile,
+                        seed,
+                        plan_us: run.plan_us_median,
+                        sessions: run.sessions.into_iter().map(|s| s.score).collect(),
+                    });
+                    progress(Progress::Done {
+                        label: label.clone(),
+                        world: name.clone(),
+                    });
+                }
+                if oracle {
+                    let outcomes = run_oracle(&sim, &loop_cfg, cfg.budget);
+                    let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
+                    local.push(RunRecord {
+                        label: ORACLE.to_string(),
+                        profile,
+                        seed,
+                        plan_us: median(&mut times),
+                        sessions: outcomes.into_iter().map(|o| o.score).collect(),
+                    });
+                    progress(Progress::Done {
+                        label: ORACLE.to_string(),
+                        world: name.clone(),
+                    });
+                }
+                runs.lock()
+                    .expect("no worker panics while holding the lock")
+                    .extend(local);
+            });
+        }
+    });
+    let mut runs = runs.into_inner().expect("workers are done");
+    runs.sort_by(|a, b| {
+        (a.profile, a.seed, a.label.as_str()).cmp(&(b.profile, b.seed, b.label.as_str()))
+    });
+    let rows = aggregate(&runs, &cfg.windows, |_| true);
+    let rows_by_profile = cfg
+        .profiles
+        .iter()
+        .map(|&p| {
+            (
+                p.name().to_string(),
+                aggregate(&runs, &cfg.windows, |r| r.profile == p),
+            )
+        })
+        .collect();
+    BenchReport {
+        config: cfg.clone(),
+        skipped,
+        rows,
+        rows_by_profile,
+        runs,
+    }
+}
+
+/// The window rows are sorted by: 1 year when scored, else the longest scored.
+fn sort_window(windows: &[Window]) -> Option<Window> {
+    if windows.contains(&Window::Y1) {
+        Some(Window::Y1)
+    } else {
+        windows.iter().max().copied()
+    }
+}
+
+fn aggregate(
+    runs: &[RunRecord],
+    windows: &[Window],
+    keep: impl Fn(&RunRecord) -> bool,
+) -> Vec<Row> {
+    let mut labels: Vec<&str> = runs
+        .iter()
+        .filter(|r| keep(r))
+        .map(|r| r.label.as_str())
+        .collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let mut rows: Vec<Row> = labels
+        .into_iter()
+        .map(|label| {
+            let mine: Vec<&RunRecord> = runs
+                .iter()
+                .filter(|r| keep(r) && r.label == label)
+                .collect();
+            let last = |f: &dyn Fn(&PlanScore) -> f64| -> MeanSe {
+                MeanSe::of(
+                    &mine
+                        .iter()
+                        .filter_map(|r| r.sessions.last())
+                        .map(f)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let first = |f: &dyn Fn(&PlanScore) -> f64| -> MeanSe {
+                MeanSe::of(
+                    &mine
+                        .iter()
+                        .filter_map(|r| r.sessions.first())
+                        .map(f)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let mut windows_sorted = windows.to_vec();
+            windows_sorted.sort();
+            windows_sorted.dedup();
+            let windows = windows_sorted
+                .iter()
+                .map(|&w| {
+                    let decl = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.declared_recall);
+                    let total = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.total_recall);
+                    RowWindow {
+                        window: w,
+                        first: first(&decl),
+                        last: last(&decl),
+                        total_last: last(&total),
+                    }
+                })
+                .collect();
+            let mut times: Vec<f64> = mine.iter().map(|r| r.plan_us).collect();
+            Row {
+                label: label.to_string(),
+                windows,
+                connections: last(&|s| s.connections as f64),
+                disclosure: last(&|s| s.disclosure as f64),
+                orphans: last(&|s| s.orphans.unwrap_or(0) as f64),
+                author_coverage: last(&|s| s.author_coverage),
+                load_concentration: last(&|s| s.load_concentration),
+                plan_us: median(&mut times),
+            }
+        })
+        .collect();
+    let key = sort_window(windows);
+    rows.sort_by(|a, b| {
+        let oracle = (a.label == ORACLE).cmp(&(b.label == ORACLE));
+        let recall = |r: &Row| key.and_then(|w| r.window(w)).map_or(0.0, |x| x.last.mean);
+        oracle
+            .then_with(|| recall(b).total_cmp(&recall(a)))
+            .then_with(|| a.label.cmp(&b.label))
+    });
+    rows
+}
+
+impl BenchReport {
+    /// Mean declared recall per session for `window`, per label (over every world): the data of
+    /// the recall-by-session chart.
+    pub fn series(&self, window: Window) -> Vec<(String, Vec<f64>)> {
+        self.rows
+            .iter()
+            .map(|row| {
+                let mine: Vec<&RunRecord> =
+                    self.runs.iter().filter(|r| r.label == row.label).collect();
+                let sessions = mine.iter().map(|r| r.sessions.len()).max().unwrap_or(0);
+                let values = (0..sessions)
+                    .map(|s| {
+                        let xs: Vec<f64> = mine
+                            .iter()
+                            .filter_map(|r| r.sessions.get(s))
+                            .filter_map(|p| p.window(window))
+                            .map(|w| w.declared_recall)
+                            .collect();
+                        MeanSe::of(&xs).mean
+                    })
+                    .collect();
+                (row.label.clone(), values)
+            })
+            .collect()
+    }
+
+    /// The report with every timing set to zero (timings vary from run to run; snapshots and
+    /// comparisons use this).
+    pub fn without_timings(&self) -> Self {
+        let mut r = self.clone();
+        for row in r
+            .rows
+            .iter_mut()
+            .chain(r.rows_by_profile.values_mut().flatten())
+        {
+            row.plan_us = 0.0;
+        }
+        for run in &mut r.runs {
+            run.plan_us = 0.0;
+        }
+        r.config.threads = 0;
+        r
+    }
+}

@@ -1,0 +1,35 @@
+//! The simulator and benchmark: synthetic relay worlds calibrated to the published
+//! measurements, the session loop (plan → fetch → learn), scoring exactly as `formats.md`
+//! defines it, an oracle ceiling, and the benchmark suite.
+//!
+//! ```
+//! use outbox_sim::{generate, Profile, SimWorld, LoopConfig, run_sessions};
+//! outbox_strategies::link();
+//! let sim = SimWorld::new(generate(Profile::Small, 7));
+//! let mut router = outbox_core::Router::from_toml("[strategy]\ntype = \"greedy\"\n").unwrap();
+//! let run = run_sessions(&sim, &mut router, &LoopConfig::default(), |_, _, _| {});
+//! assert_eq!(run.sessions.len(), 5);
+//! ```
+//!
+//! What a strategy learns from is only what its own REQs returned: [`Observation`] per session,
+//! of which only [`outbox_core::DeliveryStats`] is fed today.
+
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod generate;
+pub mod score;
+pub mod session;
+pub mod world;
+
+pub use bench::{
+    default_suite, run_bench, BenchConfig, BenchReport, MeanSe, Progress, Row, RunRecord, Skipped,
+    SuiteEntry, COMBINATIONS, ORACLE,
+};
+pub use generate::{generate, generate_with, world_stats, Profile, Span, WorldModel, WorldStats};
+pub use score::{
+    observe, score, Ask, Asks, AuthorReturn, Observation, PlanScore, RelayObservation, ScoreError,
+    SimWorld, Window, WindowScore,
+};
+pub use session::{oracle_asks, run_oracle, run_sessions, LoopConfig, SessionOutcome, StrategyRun};
+pub use world::{World, WorldError, WorldEvent, WorldRelay, WorldRelayList, WORLD_FORMAT};

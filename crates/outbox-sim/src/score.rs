@@ -1,0 +1,490 @@
+//! Scoring a plan against a world, exactly as `formats.md` defines it, and simulating what each
+//! REQ returns.
+
+use std::fmt;
+
+use nostr::key::PublicKey;
+use outbox_core::{DeliveryStats, Plan, PlanFile, RouteTable, UrlPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::world::World;
+
+const DAY: u64 = 86_400;
+
+/// A time window reports are computed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Window {
+    /// 7 days (604,800 s).
+    #[serde(rename = "7d")]
+    D7,
+    /// 1 year (31,536,000 s).
+    #[serde(rename = "1yr")]
+    Y1,
+    /// 3 years (94,608,000 s).
+    #[serde(rename = "3yr")]
+    Y3,
+}
+
+impl Window {
+    /// Every window, shortest first.
+    pub const ALL: [Window; 3] = [Window::D7, Window::Y1, Window::Y3];
+
+    /// The window's length in seconds.
+    pub fn secs(self) -> u64 {
+        match self {
+            Window::D7 => 7 * DAY,
+            Window::Y1 => 365 * DAY,
+            Window::Y3 => 3 * 365 * DAY,
+        }
+    }
+
+    /// The short label (`7d`, `1yr`, `3yr`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Window::D7 => "7d",
+            Window::Y1 => "1yr",
+            Window::Y3 => "3yr",
+        }
+    }
+}
+
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl std::str::FromStr for Window {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Window::ALL
+            .into_iter()
+            .find(|w| w.label() == s)
+            .ok_or_else(|| format!("unknown window {s:?} (7d, 1yr, 3yr)"))
+    }
+}
+
+/// A world prepared for scoring: the client's route table and each follow's declared write
+/// relays as world relay ids.
+#[derive(Debug)]
+pub struct SimWorld {
+    /// The world.
+    pub world: World,
+    /// The route table a client builds from the world's lists (`AuthorId(i)` is follow `i`).
+    pub table: RouteTable,
+    /// Per follow, the declared write relays (newest list, no marker counts as write) that
+    /// exist in the world, as world relay ids.
+    declared: Vec<Vec<u32>>,
+    /// Per route-table relay, its world relay id (`None`: not in the world, never answers).
+    table_to_world: Vec<Option<u32>>,
+}
+
+impl SimWorld {
+    /// Prepares a world with the default URL policy.
+    pub fn new(world: World) -> Self {
+        Self::with_policy(world, &UrlPolicy::default())
+    }
+
+    /// Prepares a world; lists go through `policy` exactly as live. Declared write relays are
+    /// read with the same policy but without its list-length cap (the cap is a client choice,
+    /// not what the author declared).
+    pub fn with_policy(world: World, policy: &UrlPolicy) -> Self {
+        let table = world.route_table(policy);
+        let uncapped = UrlPolicy {
+            max_write_relays: usize::MAX,
+            ..policy.clone()
+        };
+        let full = world.route_table(&uncapped);
+        let declared = full
+            .authors()
+            .map(|a| {
+                full.write_relays(a)
+                    .iter()
+                    .filter_map(|&r| world.relay_id(full.url(r)))
+                    .collect()
+            })
+            .collect();
+        let table_to_world = table
+            .relays()
+            .map(|r| world.relay_id(table.url(r)))
+            .collect();
+        Self {
+            world,
+            table,
+            declared,
+            table_to_world,
+        }
+    }
+
+    /// A follow's declared write relays that exist in the world.
+    pub fn declared(&self, author: u32) -> &[u32] {
+        &self.declared[author as usize]
+    }
+}
+
+/// One connection of a plan in world terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ask {
+    /// The relay URL as planned.
+    pub url: String,
+    /// The world relay, if the URL is one (otherwise it never answers).
+    pub relay: Option<u32>,
+    /// Follows named in the filter (indices into [`World::follows`]), sorted.
+    pub authors: Vec<u32>,
+}
+
+/// A plan in world terms: what every metric is computed from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// One entry per connection.
+    pub entries: Vec<Ask>,
+    /// Follows no routed relay covered before the residual, when known (plans made here).
+    pub orphans: Option<usize>,
+    /// Authors named in a plan file that are not follows (ignored for recall, counted in
+    /// disclosure).
+    pub foreign_authors: usize,
+}
+
+/// A plan file that cannot be scored against a world.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    /// An author is not a valid public key.
+    #[error("plan: field `relays[{entry}].authors[{index}]`: not a hex public key")]
+    BadAuthor {
+        /// Entry index.
+        entry: usize,
+        /// Author index.
+        index: usize,
+    },
+}
+
+impl Asks {
+    /// The asks of a plan made from `sim.table`.
+    pub fn from_plan(sim: &SimWorld, plan: &Plan) -> Self {
+        let entries = plan
+            .entries(&sim.table)
+            .into_iter()
+            .map(|e| Ask {
+                url: sim.table.url(e.relay).to_string(),
+                relay: sim.table_to_world[e.relay.index()],
+                authors: e.authors.iter().map(|a| a.0).collect(),
+            })
+            .collect();
+        Self {
+            entries,
+            orphans: Some(plan.residual().len()),
+            foreign_authors: 0,
+        }
+    }
+
+    /// The asks of an `outbox-plan/1` file. URLs are looked up as given, then canonicalised.
+    pub fn from_plan_file(sim: &SimWorld, file: &PlanFile) -> Result<Self, ScoreError> {
+        let policy = UrlPolicy::default();
+        let mut foreign = 0;
+        let mut entries = Vec::with_capacity(file.relays.len());
+        for (i, e) in file.relays.iter().enumerate() {
+            let relay = sim.world.relay_id(&e.url).or_else(|| {
+                policy
+                    .canonicalize(&e.url)
+                    .ok()
+                    .and_then(|c| sim.world.relay_id(&c))
+            });
+            let mut authors = Vec::with_capacity(e.authors.len());
+            for (j, hex) in e.authors.iter().enumerate() {
+                let pk = PublicKey::from_hex(hex)
+                    .map_err(|_| ScoreError::BadAuthor { entry: i, index: j })?;
+                match sim.table.author_id(&pk) {
+                    Some(a) => authors.push(a.0),
+                    None => foreign += 1,
+                }
+            }
+            authors.sort_unstable();
+            authors.dedup();
+            entries.push(Ask {
+                url: e.url.clone(),
+                relay,
+                authors,
+            });
+        }
+        Ok(Self {
+            entries,
+            orphans: None,
+            foreign_authors: foreign,
+        })
+    }
+
+    /// Per follow, the world relays asked about it that answer in `session`.
+    fn asked_up(&self, world: &World, session: u32) -> Vec<Vec<u32>> {
+        let mut out = vec![Vec::new(); world.follows.len()];
+        for e in &self.entries {
+            let Some(r) = e.relay else { continue };
+            if !world.is_up(r, session) {
+                continue;
+            }
+            for &a in &e.authors {
+                if let Some(v) = out.get_mut(a as usize) {
+                    v.push(r);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Recall in one window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowScore {
+    /// The window.
+    pub window: Window,
+    /// Events some relay would return in this session (the total-recall denominator).
+    pub available: u64,
+    /// Events some declared write relay would return (the declared-recall denominator).
+    pub declared_available: u64,
+    /// Fetched events.
+    pub fetched: u64,
+    /// Fetched events among `declared_available`.
+    pub declared_fetched: u64,
+    /// `declared_fetched / declared_available` (1 when nothing was available).
+    pub declared_recall: f64,
+    /// `fetched / available` (1 when nothing was available).
+    pub total_recall: f64,
+}
+
+/// Every metric of one plan in one session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanScore {
+    /// The session.
+    pub session: u32,
+    /// Plan entries (connections opened, the reader's relays included).
+    pub connections: usize,
+    /// Sum of author-list lengths over all entries.
+    pub disclosure: usize,
+    /// Share of follows in at least one filter.
+    pub author_coverage: f64,
+    /// Follows no routed relay covered, before the residual (when known).
+    pub orphans: Option<usize>,
+    /// The largest entry's author count divided by the disclosure: how much of what the
+    /// relays learn goes to one relay.
+    pub load_concentration: f64,
+    /// Recall per window.
+    pub windows: Vec<WindowScore>,
+}
+
+impl PlanScore {
+    /// The score for one window, if computed.
+    pub fn window(&self, w: Window) -> Option<&WindowScore> {
+        self.windows.iter().find(|s| s.window == w)
+    }
+}
+
+fn ratio(n: u64, d: u64) -> f64 {
+    if d == 0 {
+        1.0
+    } else {
+        n as f64 / d as f64
+    }
+}
+
+/// Scores `asks` in `session` for each window (definitions in `formats.md`).
+///
+/// An event counts as fetched when some relay asked about its author stores it and answers in
+/// the session. Declared recall's numerator counts only fetched events inside its denominator
+/// (events some declared write relay would return), so it never exceeds 1.
+pub fn score(sim: &SimWorld, asks: &Asks, session: u32, windows: &[Window]) -> PlanScore {
+    let world = &sim.world;
+    let mut windows: Vec<Window> = windows.to_vec();
+    windows.sort();
+    windows.dedup();
+    let longest = windows.last().map(|w| w.secs()).unwrap_or(0);
+    let since_of: Vec<u64> = windows
+        .iter()
+        .map(|w| world.now.saturating_sub(w.secs()))
+        .collect();
+    let mut counts = vec![[0u64; 4]; windows.len()];
+    let asked_up = asks.asked_up(world, session);
+    let mut declared_up = Vec::new();
+    for (a, asked) in asked_up.iter().enumerate() {
+        let a = a as u32;
+        declared_up.clear();
+        declared_up.extend(
+            sim.declared(a)
+                .iter()
+                .copied()
+                .filter(|&r| world.is_up(r, session)),
+        );
+        for e in world.author_events_since(a, world.now.saturating_sub(longest)) {
+            let on = world.event_relays(e);
+            if !on.iter().any(|&r| world.is_up(r, session)) {
+                continue;
+            }
+            let declared = on.iter().any(|r| declared_up.contains(r));
+            let fetched = on.iter().any(|r| asked.contains(r));
+            for (i, &since) in since_of.iter().enumerate() {
+                if e.created_at >= since {
+                    let c = &mut counts[i];
+                    c[0] += 1;
+                    c[1] += u64::from(declared);
+                    c[2] += u64::from(fetched);
+                    c[3] += u64::from(declared && fetched);
+                }
+            }
+        }
+    }
+    let disclosure: usize =
+        asks.entries.iter().map(|e| e.authors.len()).sum::<usize>() + asks.foreign_authors;
+    let mut covered = vec![false; world.follows.len()];
+    for e in &asks.entries {
+        for &a in &e.authors {
+            covered[a as usize] = true;
+        }
+    }
+    let largest = asks
+        .entries
+        .iter()
+        .map(|e| e.authors.len())
+        .max()
+        .unwrap_or(0);
+    PlanScore {
+        session,
+        connections: asks.entries.len(),
+        disclosure,
+        author_coverage: ratio(
+            covered.iter().filter(|&&c| c).count() as u64,
+            covered.len() as u64,
+        ),
+        orphans: asks.orphans,
+        load_concentration: if disclosure == 0 {
+            0.0
+        } else {
+            largest as f64 / disclosure as f64
+        },
+        windows: windows
+            .iter()
+            .zip(&counts)
+            .map(|(&window, c)| WindowScore {
+                window,
+                available: c[0],
+                declared_available: c[1],
+                fetched: c[2],
+                declared_fetched: c[3],
+                declared_recall: ratio(c[3], c[1]),
+                total_recall: ratio(c[2], c[0]),
+            })
+            .collect(),
+    }
+}
+
+/// What one author's events from one relay looked like.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuthorReturn {
+    /// The follow.
+    pub author: u32,
+    /// Events returned.
+    pub events: u32,
+    /// `created_at` of the newest event returned.
+    pub newest: u64,
+    /// `created_at` of the oldest event returned.
+    pub oldest: u64,
+}
+
+/// What one asked relay did in one session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RelayObservation {
+    /// The relay URL as planned.
+    pub url: String,
+    /// Whether it answered (connected and served the REQ).
+    pub up: bool,
+    /// The follows it was asked about.
+    pub asked: Vec<u32>,
+    /// The follows it returned at least one event for, with what it returned.
+    pub returned: Vec<AuthorReturn>,
+}
+
+/// Everything a client could observe from one session's REQs: per asked relay, whether it
+/// answered and what it returned per author (counts and time depth).
+///
+/// Only [`DeliveryStats`] is fed from it today ([`Observation::record`]); the per-author time
+/// depth (`newest`/`oldest`) is here so a strategy that learns per relay *and* per time depth can
+/// consume it later without changing the loop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// The session.
+    pub session: u32,
+    /// The `since` of every REQ.
+    pub since: u64,
+    /// One entry per plan connection.
+    pub relays: Vec<RelayObservation>,
+}
+
+/// Simulates the REQs of `asks` in `session`: relay `r` asked about `A` with `since` returns the
+/// events of `A` stored on `r` with `created_at >= since`, if `r` answers in the session.
+pub fn observe(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Observation {
+    let world = &sim.world;
+    let relays = asks
+        .entries
+        .iter()
+        .map(|e| {
+            let up = e.relay.is_some_and(|r| world.is_up(r, session));
+            let mut returned = Vec::new();
+            if let (true, Some(r)) = (up, e.relay) {
+                for &a in &e.authors {
+                    let mut got: Option<AuthorReturn> = None;
+                    for ev in world.author_events_since(a, since) {
+                        if world.event_relays(ev).binary_search(&r).is_err() {
+                            continue;
+                        }
+                        let g = got.get_or_insert(AuthorReturn {
+                            author: a,
+                            events: 0,
+                            newest: ev.created_at,
+                            oldest: ev.created_at,
+                        });
+                        g.events += 1;
+                        g.newest = g.newest.max(ev.created_at);
+                        g.oldest = g.oldest.min(ev.created_at);
+                    }
+                    returned.extend(got);
+                }
+            }
+            RelayObservation {
+                url: e.url.clone(),
+                up,
+                asked: e.authors.clone(),
+                returned,
+            }
+        })
+        .collect();
+    Observation {
+        session,
+        since,
+        relays,
+    }
+}
+
+impl Observation {
+    /// Feeds the observation into delivery statistics as a live client would after EOSE: a relay
+    /// that did not answer is a failure; for one that did, `expected` is how many of its asked
+    /// authors *some* asked relay returned events for, and `delivered` how many of those it
+    /// returned events for (the definition in `outbox_core::stats`).
+    pub fn record(&self, stats: &mut DeliveryStats, now: u64) {
+        let mut any: Vec<u32> = self
+            .relays
+            .iter()
+            .flat_map(|r| r.returned.iter().map(|x| x.author))
+            .collect();
+        any.sort_unstable();
+        any.dedup();
+        for r in &self.relays {
+            if !r.up {
+                stats.record_failure(&r.url, now);
+                continue;
+            }
+            let expected = r
+                .asked
+                .iter()
+                .filter(|a| any.binary_search(a).is_ok())
+                .count() as u32;
+            stats.record_delivery(&r.url, r.returned.len() as u32, expected, now);
+        }
+    }
+}

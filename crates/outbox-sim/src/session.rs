@@ -1,0 +1,273 @@
+//! The session loop (plan → fetch → learn) and the oracle.
+//!
+//! For session `s`: the router plans with what it learned so far; the plan's REQs are simulated
+//! against the world for session `s` with the widest window asked; the strategy observes only
+//! what its own REQs returned ([`Observation`]); that observation is fed into
+//! [`DeliveryStats`] with `record_delivery`/`record_failure`, the calls the live runtime makes
+//! after EOSE. Stateless strategies ignore the stats; learning ones keep them across sessions.
+
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use outbox_core::{DeliveryStats, Plan, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::score::{observe, score, Ask, Asks, Observation, PlanScore, SimWorld, Window};
+
+/// How the loop runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopConfig {
+    /// Sessions to run (past the world's last session, every relay is down).
+    pub sessions: u32,
+    /// Windows to score.
+    pub windows: Vec<Window>,
+    /// How far the clock moves between sessions, for decaying learned stats. Events are always
+    /// evaluated at the world's `now`.
+    pub session_interval_secs: u64,
+    /// Base seed; session `s` plans with [`LoopConfig::seed_for`]`(s)`.
+    pub seed: u64,
+    /// Extra timed planning runs after the loop (with the final stats), for the median.
+    pub timing_repeats: usize,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            sessions: 5,
+            windows: Window::ALL.to_vec(),
+            session_interval_secs: 86_400,
+            seed: 0,
+            timing_repeats: 3,
+        }
+    }
+}
+
+impl LoopConfig {
+    /// The planning seed of session `s`.
+    pub fn seed_for(&self, s: u32) -> u64 {
+        self.seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(u64::from(s).wrapping_mul(0x2545_f491_4f6c_dd1d))
+    }
+
+    /// The widest window asked (what every simulated REQ's `since` is set from).
+    pub fn widest(&self) -> u64 {
+        self.windows.iter().map(|w| w.secs()).max().unwrap_or(0)
+    }
+}
+
+/// One session of one strategy.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionOutcome {
+    /// Every metric of the session's plan.
+    pub score: PlanScore,
+    /// Planning time of this session's plan, µs.
+    pub plan_us: f64,
+}
+
+/// One strategy's run over all sessions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StrategyRun {
+    /// The strategy's name as the router reports it.
+    pub strategy: String,
+    /// Per session.
+    pub sessions: Vec<SessionOutcome>,
+    /// Median planning time over every timed run, µs.
+    pub plan_us_median: f64,
+    /// The learned stats at the end.
+    #[serde(skip)]
+    pub stats: DeliveryStats,
+}
+
+/// Runs the session loop for one router on one world. `on_session` sees each session's plan
+/// and observation (to write plan files, or to feed a richer learner).
+pub fn run_sessions(
+    sim: &SimWorld,
+    router: &mut Router,
+    cfg: &LoopConfig,
+    mut on_session: impl FnMut(u32, &Plan, &Observation),
+) -> StrategyRun {
+    let mut stats = DeliveryStats::new();
+    let mut times = Vec::with_capacity(cfg.sessions as usize + cfg.timing_repeats);
+    let mut sessions = Vec::with_capacity(cfg.sessions as usize);
+    let since = sim.world.now.saturating_sub(cfg.widest());
+    let span = tracing::debug_span!("sessions", strategy = router.strategy());
+    let _guard = span.enter();
+    for s in 0..cfg.sessions {
+        let now = sim.world.now + u64::from(s) * cfg.session_interval_secs;
+        let started = Instant::now();
+        let plan = router.plan_with(&sim.table, &stats, now, cfg.seed_for(s));
+        let plan_us = started.elapsed().as_secs_f64() * 1e6;
+        times.push(plan_us);
+        let asks = Asks::from_plan(sim, &plan);
+        let observation = observe(sim, &asks, s, since);
+        observation.record(&mut stats, now);
+        on_session(s, &plan, &observation);
+        let score = score(sim, &asks, s, &cfg.windows);
+        tracing::debug!(
+            session = s,
+            connections = score.connections,
+            "session scored"
+        );
+        sessions.push(SessionOutcome { score, plan_us });
+    }
+    let now = sim.world.now + u64::from(cfg.sessions) * cfg.session_interval_secs;
+    for i in 0..cfg.timing_repeats {
+        let started = Instant::now();
+        let plan = router.plan_with(
+            &sim.table,
+            &stats,
+            now,
+            cfg.seed_for(cfg.sessions + i as u32),
+        );
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(plan);
+    }
+    StrategyRun {
+        strategy: router.strategy().to_string(),
+        sessions,
+        plan_us_median: median(&mut times),
+        stats,
+    }
+}
+
+/// The median of `xs` (0 when empty).
+pub fn median(xs: &mut [f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// The omniscient selection for `session`: knowing every event's relays and which relays are up,
+/// greedily pick up to `budget` relays by how many not-yet-covered events of `window` they would
+/// return (weighted set cover, lazy gains), ask each chosen relay about every follow it holds
+/// such events for, and put every follow left out on the reader's relays (the residual). Any
+/// relay of the world may be chosen, listed or not: it is the ceiling of what any router could
+/// fetch with this many connections.
+pub fn oracle_asks(sim: &SimWorld, session: u32, budget: usize, window: Window) -> Asks {
+    let world = &sim.world;
+    let since = world.now.saturating_sub(window.secs());
+    // Fetchable events of the window, and per relay the events it would return.
+    let mut per_relay: Vec<Vec<u32>> = vec![Vec::new(); world.relays().len()];
+    let mut event_author: Vec<u32> = Vec::new();
+    for a in 0..world.follows.len() as u32 {
+        for e in world.author_events_since(a, since) {
+            let id = event_author.len() as u32;
+            let mut any = false;
+            for &r in world.event_relays(e) {
+                if world.is_up(r, session) {
+                    per_relay[r as usize].push(id);
+                    any = true;
+                }
+            }
+            if any {
+                event_author.push(a);
+            }
+        }
+    }
+    let reader: Vec<u32> = sim
+        .table
+        .reader_relays()
+        .iter()
+        .filter_map(|&r| world.relay_id(sim.table.url(r)))
+        .collect();
+    let mut covered = vec![false; event_author.len()];
+    let mut heap: BinaryHeap<(usize, std::cmp::Reverse<u32>, usize)> = per_relay
+        .iter()
+        .enumerate()
+        .filter(|(_, evs)| !evs.is_empty())
+        .map(|(r, evs)| (evs.len(), std::cmp::Reverse(r as u32), 0))
+        .collect();
+    let mut chosen: Vec<u32> = Vec::new();
+    while chosen.len() < budget {
+        let Some((gain, rr, round)) = heap.pop() else {
+            break;
+        };
+        let r = rr.0;
+        if round != chosen.len() {
+            let fresh = per_relay[r as usize]
+                .iter()
+                .filter(|&&e| !covered[e as usize])
+                .count();
+            if fresh > 0 {
+                heap.push((fresh, rr, chosen.len()));
+            }
+            continue;
+        }
+        if gain == 0 {
+            break;
+        }
+        for &e in &per_relay[r as usize] {
+            covered[e as usize] = true;
+        }
+        chosen.push(r);
+    }
+    let mut entries: Vec<Ask> = chosen
+        .iter()
+        .map(|&r| {
+            let mut authors: Vec<u32> = per_relay[r as usize]
+                .iter()
+                .map(|&e| event_author[e as usize])
+                .collect();
+            authors.sort_unstable();
+            authors.dedup();
+            Ask {
+                url: world.relays()[r as usize].url.clone(),
+                relay: Some(r),
+                authors,
+            }
+        })
+        .collect();
+    let mut routed = vec![false; world.follows.len()];
+    for e in &entries {
+        for &a in &e.authors {
+            routed[a as usize] = true;
+        }
+    }
+    let residual: Vec<u32> = (0..world.follows.len() as u32)
+        .filter(|&a| !routed[a as usize])
+        .collect();
+    if !residual.is_empty() {
+        for &r in &reader {
+            match entries.iter_mut().find(|e| e.relay == Some(r)) {
+                Some(e) => {
+                    e.authors.extend_from_slice(&residual);
+                    e.authors.sort_unstable();
+                    e.authors.dedup();
+                }
+                None => entries.push(Ask {
+                    url: world.relays()[r as usize].url.clone(),
+                    relay: Some(r),
+                    authors: residual.clone(),
+                }),
+            }
+        }
+    }
+    Asks {
+        entries,
+        orphans: Some(residual.len()),
+        foreign_authors: 0,
+    }
+}
+
+/// Scores the oracle in every session.
+pub fn run_oracle(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {
+    (0..cfg.sessions)
+        .map(|s| {
+            let started = Instant::now();
+            let asks = oracle_asks(sim, s, budget, Window::Y1);
+            let plan_us = started.elapsed().as_secs_f64() * 1e6;
+            SessionOutcome {
+                score: score(sim, &asks, s, &cfg.windows),
+                plan_us,
+            }
+        })
+        .collect()
+}

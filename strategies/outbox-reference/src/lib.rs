@@ -1,0 +1,192 @@
+//! Reference strategies: what other clients do, reproduced so every claim is a measured row
+//! beside its peers.
+//!
+//! - `direct`: ask every declared write relay about its writers. With a connection budget, keep
+//!   the relays with the most writers among the follows (the published study's "every declared
+//!   relay, cut to 20").
+//! - `ndk_priority`: NDK-like. Per follow, up to `per_author` (default 2) relays, preferring
+//!   relays already chosen for earlier follows, then the most popular; new relays are opened
+//!   only while the budget allows.
+//!
+//! Both are deterministic and use no randomness; ties break by URL.
+
+use outbox_core::config::ConfigIssue;
+use outbox_core::{
+    Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector, StrategyConfig,
+};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+/// NDK's relays per author.
+pub const DEFAULT_NDK_PER_AUTHOR: usize = 2;
+
+/// `[strategy] type = "direct"`: every declared write relay, cut to the budget by popularity.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectConfig {}
+
+#[typetag::serde(name = "direct")]
+impl StrategyConfig for DirectConfig {
+    fn build(&self) -> Box<dyn Selector> {
+        Box::new(Direct)
+    }
+}
+
+outbox_core::register_strategy! {
+    name: "direct",
+    summary: "every declared write relay; with a budget, the relays with the most writers first",
+    example: "type = \"direct\"\n",
+}
+
+/// The direct-mapping selector.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Direct;
+
+impl Selector for Direct {
+    fn name(&self) -> &str {
+        "direct"
+    }
+
+    fn per_author_cap(&self) -> Option<usize> {
+        None
+    }
+
+    fn select(&mut self, input: &PlanInput<'_>, _rng: &mut dyn RngCore) -> Selection {
+        let table = input.table;
+        let assignments = by_popularity(table)
+            .into_iter()
+            .take(input.max_connections)
+            .map(|relay| Assignment {
+                relay,
+                authors: table.writers(relay).to_vec(),
+            })
+            .collect();
+        Selection { assignments }
+    }
+}
+
+/// Relays with at least one writer, most writers first, ties by URL.
+fn by_popularity(table: &RouteTable) -> Vec<RelayId> {
+    let mut relays: Vec<RelayId> = table
+        .relays()
+        .filter(|&r| table.popularity(r) > 0)
+        .collect();
+    relays.sort_by(|&a, &b| {
+        table
+            .popularity(b)
+            .cmp(&table.popularity(a))
+            .then_with(|| table.url(a).cmp(table.url(b)))
+    });
+    relays
+}
+
+/// `[strategy] type = "ndk_priority"`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NdkPriorityConfig {
+    /// Relays per follow (also the per-author cap).
+    #[serde(default = "default_ndk_per_author")]
+    pub per_author: usize,
+}
+
+fn default_ndk_per_author() -> usize {
+    DEFAULT_NDK_PER_AUTHOR
+}
+
+impl Default for NdkPriorityConfig {
+    fn default() -> Self {
+        Self {
+            per_author: DEFAULT_NDK_PER_AUTHOR,
+        }
+    }
+}
+
+#[typetag::serde(name = "ndk_priority")]
+impl StrategyConfig for NdkPriorityConfig {
+    fn validate(&self) -> Vec<ConfigIssue> {
+        if (1..=64).contains(&self.per_author) {
+            Vec::new()
+        } else {
+            vec![ConfigIssue::new(
+                "per_author",
+                format!("must be between 1 and 64, got {}", self.per_author),
+            )]
+        }
+    }
+
+    fn build(&self) -> Box<dyn Selector> {
+        Box::new(NdkPriority {
+            per_author: self.per_author.max(1),
+        })
+    }
+}
+
+outbox_core::register_strategy! {
+    name: "ndk_priority",
+    summary: "per follow up to N relays (NDK): already chosen relays first, then the most popular",
+    example: "type = \"ndk_priority\"\nper_author = 2\n",
+}
+
+/// The NDK-like selector.
+#[derive(Clone, Copy, Debug)]
+pub struct NdkPriority {
+    per_author: usize,
+}
+
+impl Selector for NdkPriority {
+    fn name(&self) -> &str {
+        "ndk_priority"
+    }
+
+    fn per_author_cap(&self) -> Option<usize> {
+        Some(self.per_author)
+    }
+
+    fn select(&mut self, input: &PlanInput<'_>, _rng: &mut dyn RngCore) -> Selection {
+        let table = input.table;
+        // Global preference order: popularity, then URL.
+        let order = by_popularity(table);
+        let mut rank = vec![u32::MAX; table.relay_count()];
+        for (i, r) in order.iter().enumerate() {
+            rank[r.index()] = i as u32;
+        }
+        // Slot of each chosen relay in `assignments`.
+        let mut slot: Vec<Option<usize>> = vec![None; table.relay_count()];
+        let mut assignments: Vec<Assignment> = Vec::new();
+        let mut candidates: Vec<RelayId> = Vec::new();
+        for author in table.authors() {
+            candidates.clear();
+            candidates.extend_from_slice(table.write_relays(author));
+            // Already chosen relays first (in the order they were chosen), then by popularity.
+            candidates
+                .sort_by_key(|r| (slot[r.index()].is_none(), slot[r.index()], rank[r.index()]));
+            let mut taken = 0;
+            for &relay in &candidates {
+                if taken == self.per_author {
+                    break;
+                }
+                let index = match slot[relay.index()] {
+                    Some(i) => i,
+                    None if assignments.len() < input.max_connections => {
+                        assignments.push(Assignment {
+                            relay,
+                            authors: Vec::new(),
+                        });
+                        slot[relay.index()] = Some(assignments.len() - 1);
+                        assignments.len() - 1
+                    }
+                    None => continue,
+                };
+                push_author(&mut assignments[index], author);
+                taken += 1;
+            }
+        }
+        Selection { assignments }
+    }
+}
+
+fn push_author(a: &mut Assignment, author: AuthorId) {
+    if a.authors.last() != Some(&author) {
+        a.authors.push(author);
+    }
+}
