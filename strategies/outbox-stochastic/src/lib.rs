@@ -18,7 +18,7 @@ mod stochastic;
 mod uniform;
 
 pub use filter_decomposition::{FilterDecomposition, FilterDecompositionConfig};
-pub use stochastic::{Stochastic, StochasticConfig};
+pub use stochastic::{popularity_weight, Stochastic, StochasticConfig};
 pub use uniform::{UniformScorer, UniformScorerConfig};
 
 /// The default number of relays each follow keeps.
