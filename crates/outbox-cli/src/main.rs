@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod plan;
 mod strategies;
 
 /// The outbox relay router: which relays to ask, and about whom.
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// List the registered strategies and scorers.
     Strategies(strategies::Args),
+    /// Plan which relays to ask about which follows, for a world file.
+    Plan(plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     outbox_strategies::link();
     let result = match cli.command {
         Command::Strategies(args) => strategies::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(code) => code,

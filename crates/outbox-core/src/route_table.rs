@@ -53,7 +53,9 @@ impl DropReport {
             if raw.chars().count() > 60 {
                 shown.push('…');
             }
-            examples.push(shown);
+            if !examples.contains(&shown) {
+                examples.push(shown);
+            }
         }
     }
 
