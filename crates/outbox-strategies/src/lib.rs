@@ -6,11 +6,13 @@
 //! the list.
 
 pub use outbox_greedy;
+pub use outbox_hysteresis;
 pub use outbox_reference;
 
 /// Forces the registrations of every built-in strategy into the final binary. Call once before
 /// looking strategies up by name (cheap; does nothing at run time).
 pub fn link() {
     let _ = std::hint::black_box(outbox_greedy::DEFAULT_COVERAGE_TARGET);
+    let _ = std::hint::black_box(outbox_hysteresis::DEFAULT_MARGIN);
     let _ = std::hint::black_box(outbox_reference::DEFAULT_NDK_PER_AUTHOR);
 }

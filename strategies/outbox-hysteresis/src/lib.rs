@@ -119,7 +119,7 @@ impl StrategyConfig for HysteresisConfig {
 outbox_core::register_strategy! {
     name: "hysteresis",
     summary: "wraps another strategy: keeps incumbents unless a challenger wins by a margin for a settle window",
-    example: "type = \"hysteresis\"\nmargin = 1.25\nsettle = \"30s\"\n[inner]\ntype = \"greedy\"\n",
+    example: "type = \"hysteresis\"\nmargin = 1.25\nsettle = \"30s\"\ninner = { type = \"greedy\" }\n",
 }
 
 /// One relay of the incumbent selection, in table-independent form.

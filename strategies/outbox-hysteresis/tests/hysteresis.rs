@@ -148,6 +148,16 @@ fn passes_the_conformance_suite() {
 }
 
 #[test]
+fn the_registered_example_is_a_conformant_strategy_table() {
+    let d = outbox_core::registry::strategy("hysteresis").expect("registered");
+    let failures = outbox_core::testkit::check_config_toml(&format!(
+        "max_connections = 20\n[strategy]\n{}",
+        d.example
+    ));
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
 fn config_parses_and_validates_with_prefixed_keys() {
     let good = "max_connections = 8\n[strategy]\ntype = \"hysteresis\"\nmargin = 1.5\nsettle = \"45s\"\n[strategy.inner]\ntype = \"greedy\"\ncoverage_target = 3\n";
     let config = RouterConfig::from_toml(good).expect("valid config");
