@@ -215,3 +215,45 @@ fn workspace_scan_skips_fixtures() {
         .any(|f| f.display.starts_with("xtask/fixtures/")));
     assert!(!files.iter().any(|f| f.display.starts_with("target/")));
 }
+
+#[test]
+fn locks_returned_by_workspace_functions_are_followed() {
+    let src = r#"
+        use std::sync::{Arc, Mutex};
+        struct S { inner: Mutex<u32> }
+        fn collector() -> Arc<Mutex<Vec<u32>>> { Arc::new(Mutex::new(Vec::new())) }
+        impl S {
+            fn inner(&self) -> &Mutex<u32> { &self.inner }
+            fn f(&self) {
+                let out = collector();
+                let _a = out.lock().unwrap();
+                let _b = self.inner().lock().unwrap();
+            }
+        }
+    "#;
+    let r = inline(src, &ranked(&[("collector()", 1), ("S::inner()", 2)]));
+    let locks: Vec<&str> = r.locks.iter().map(String::as_str).collect();
+    assert_eq!(locks, ["S::inner()", "collector()"]);
+    assert_eq!(findings(&r), Vec::<String>::new());
+}
+
+#[test]
+fn if_let_guard_lives_through_else() {
+    let src = r#"
+        use std::sync::Mutex;
+        static A: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        fn other() { A.lock().unwrap(); }
+        fn held_in_else() {
+            if let Some(_x) = A.lock().unwrap().first() { } else { other(); }
+        }
+        fn failed_try_holds_nothing() {
+            if let Ok(_g) = A.try_lock() { } else { other(); }
+            let Ok(_g) = A.try_lock() else { other(); return; };
+        }
+    "#;
+    let r = inline(src, &Config::default());
+    assert_eq!(
+        findings(&r),
+        ["self-deadlock at inline.rs:6: `held_in_else` takes non-reentrant `A` again while holding it: taken at line 6, then `other` takes it again at inline.rs:4"]
+    );
+}

@@ -246,6 +246,21 @@ fn guard_source(e: &Expr) -> Option<(usize, usize)> {
     }
 }
 
+/// Whether the guard source of `e` is a `try_*` acquisition, which yields no
+/// guard when it fails.
+fn is_try_acquire(e: &Expr) -> bool {
+    match e {
+        Expr::Paren(p) => is_try_acquire(&p.expr),
+        Expr::MethodCall(m) if m.args.is_empty() && m.method.to_string().starts_with("try_") => {
+            true
+        }
+        Expr::MethodCall(m) if GUARD_PRESERVING.contains(&m.method.to_string().as_str()) => {
+            is_try_acquire(&m.receiver)
+        }
+        _ => false,
+    }
+}
+
 fn path_segments(p: &syn::Path) -> Vec<String> {
     p.segments.iter().map(|s| s.ident.to_string()).collect()
 }
@@ -546,13 +561,31 @@ impl Walker<'_> {
         }
     }
 
+    /// Value of `function(..)` for a workspace free function, from its
+    /// declared return type (so `let out = collector();` returning
+    /// `Arc<Mutex<_>>` is a lock, named `collector()`).
+    fn free_fn_val(&self, name: &str) -> Val {
+        let Some(ids) = self.prog.free_by_name.get(name) else {
+            return Val::Unknown;
+        };
+        let Some(&id) = self.same_file_first(ids).first() else {
+            return Val::Unknown;
+        };
+        match &self.prog.fns[id].sig.output {
+            syn::ReturnType::Type(_, ty) => {
+                Val::from_shape(self.prog.return_shape(ty, None), &format!("{name}()"))
+            }
+            syn::ReturnType::Default => Val::Unknown,
+        }
+    }
+
     fn call_val(&self, c: &syn::ExprCall) -> Val {
         let Expr::Path(p) = &*c.func else {
             return Val::Unknown;
         };
         let segs = path_segments(&p.path);
         if segs.len() < 2 {
-            return Val::Unknown;
+            return self.free_fn_val(&segs[0]);
         }
         let last = segs[segs.len() - 1].as_str();
         let qual = segs[segs.len() - 2].as_str();
@@ -822,7 +855,15 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             }
             if let Some((_, diverge)) = &init.diverge {
                 let diverge: &Expr = diverge;
-                self.branch(|w| w.visit_expr(diverge));
+                // `let Ok(g) = m.try_lock() else {..}` runs the else block
+                // when the lock was not taken.
+                let failed_try = guard_source(&init.expr).filter(|_| is_try_acquire(&init.expr));
+                self.branch(|w| {
+                    if let Some(key) = failed_try {
+                        w.held.retain(|g| g.key != key);
+                    }
+                    w.visit_expr(diverge);
+                });
             }
         }
         if let Some(n) = &name {
@@ -903,7 +944,15 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             self.visit_let_scrutinee(&l.pat, &l.expr);
             self.branch(|w| w.visit_block(&i.then_branch));
             if let Some((_, e)) = &i.else_branch {
-                self.branch(|w| w.visit_expr(e));
+                // `if let Ok(g) = m.try_lock() {..} else {..}`: the else
+                // branch runs when the lock was *not* taken.
+                let failed_try = guard_source(&l.expr).filter(|_| is_try_acquire(&l.expr));
+                self.branch(|w| {
+                    if let Some(key) = failed_try {
+                        w.held.retain(|g| g.key != key);
+                    }
+                    w.visit_expr(e);
+                });
             }
             self.pop_frame();
         } else {
