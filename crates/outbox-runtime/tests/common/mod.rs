@@ -211,17 +211,17 @@ impl FaultServer {
                                 return;
                             }
                             Fault::Garbage => {
-                                let _ = ws.send(Message::text("not json at all")).await;
-                                let _ = ws.send(Message::text(r#"["EVENT"]"#)).await;
-                                let _ = ws.send(Message::binary(vec![0u8, 1, 2])).await;
-                                let huge = format!(r#"["NOTICE","{}"]"#, "x".repeat(300_000));
-                                let _ = ws.send(Message::text(huge)).await;
                                 if let Some(e) = events.first() {
                                     let mut forged = serde_json::to_value(e).unwrap();
                                     forged["content"] = "forged".into();
                                     let frame = format!(r#"["EVENT","{sub}",{forged}]"#);
                                     let _ = ws.send(Message::text(frame)).await;
                                 }
+                                let _ = ws.send(Message::text("not json at all")).await;
+                                let huge = format!(r#"["NOTICE","{}"]"#, "x".repeat(300_000));
+                                let _ = ws.send(Message::text(huge)).await;
+                                let _ = ws.send(Message::text(r#"["EVENT"]"#)).await;
+                                let _ = ws.send(Message::binary(vec![0u8, 1, 2])).await;
                             }
                         }
                     }
