@@ -253,4 +253,51 @@ mod tests {
         assert!(has_snapshot_assert("assert_snapshot!(\"n\", x)"));
         assert!(!has_snapshot_assert("assert_eq!(a, b)"));
     }
+
+    #[test]
+    fn file_checks_find_pending_and_unreferenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("c/Cargo.toml", "[package]\nname = \"c\"\n");
+        write(
+            "c/tests/a.rs",
+            "#[test]\nfn auto_named() { insta::assert_snapshot!(1); }\n\
+             #[test]\nfn t() { insta::assert_json_snapshot!(\"kept\", 2); }\n",
+        );
+        let snap = |source: &str| format!("---\nsource: {source}\nexpression: x\n---\n1\n");
+        write("c/tests/snapshots/a__kept.snap", &snap("c/tests/a.rs"));
+        write("c/tests/snapshots/a__auto_named.snap", &snap("tests/a.rs"));
+        write(
+            "c/tests/snapshots/a__auto_named-2.snap",
+            &snap("tests/a.rs"),
+        );
+        write("c/tests/snapshots/a__gone.snap", &snap("c/tests/a.rs"));
+        write("c/tests/snapshots/b__x.snap", &snap("c/tests/b.rs"));
+        write("c/tests/snapshots/a__kept.snap.new", &snap("c/tests/a.rs"));
+
+        let pending: Vec<String> = pending_files(root)
+            .unwrap()
+            .iter()
+            .map(|p| util::relative(root, p))
+            .collect();
+        assert_eq!(pending, ["c/tests/snapshots/a__kept.snap.new"]);
+        let unreferenced: Vec<String> = unreferenced_snapshots(root)
+            .unwrap()
+            .iter()
+            .map(|(p, why)| format!("{}: {why}", util::relative(root, p)))
+            .collect();
+        assert_eq!(
+            unreferenced,
+            [
+                "c/tests/snapshots/a__gone.snap: source `c/tests/a.rs` names no snapshot or test function `gone`",
+                "c/tests/snapshots/b__x.snap: source `c/tests/b.rs` does not exist",
+            ]
+        );
+        assert!(!run(root, Mode::FilesOnly).unwrap());
+    }
 }
