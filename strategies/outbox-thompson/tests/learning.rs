@@ -42,7 +42,7 @@ fn world() -> RouteTable {
         .reader_relays(["wss://home.example"]);
     for a in 0..FOLLOWS {
         let z = |k: u64| ZS[((a * 3 + k * (1 + a % 5)) % 8) as usize];
-        let mut relays = vec![X, Y, z(0), z(1), z(2)];
+        let mut relays = [X, Y, z(0), z(1), z(2)];
         // Rotate list order so no relay is favoured by position (a repeated Z is dropped as a
         // duplicate by the route table).
         relays.rotate_left((a % 5) as usize);
