@@ -87,6 +87,10 @@ impl fmt::Display for ConfigError {
 pub struct RouterConfig {
     /// Routed relays allowed per plan (the reader's own relays are not counted).
     pub max_connections: usize,
+    /// How many of the reader's relays carry the residual (`pool = 4`); all of them when
+    /// absent. A separate count from the routed budget, since a client with its own relays
+    /// sizes the two independently.
+    pub pool: Option<usize>,
     /// Which relay-list entries are accepted.
     pub url_policy: UrlPolicy,
     /// The strategy, as picked by `[strategy] type = "..."`.
@@ -104,10 +108,13 @@ impl RouterConfig {
         })?;
         let mut issues = Vec::new();
         for key in table.keys() {
-            if !matches!(key.as_str(), "max_connections" | "url_policy" | "strategy") {
+            if !matches!(
+                key.as_str(),
+                "max_connections" | "pool" | "url_policy" | "strategy"
+            ) {
                 issues.push(ConfigIssue::new(
                     key.as_str(),
-                    "unknown key (expected max_connections, url_policy, strategy)",
+                    "unknown key (expected max_connections, pool, url_policy, strategy)",
                 ));
             }
         }
@@ -118,6 +125,18 @@ impl RouterConfig {
                 issues.push(ConfigIssue::new(
                     "max_connections",
                     format!("expected a non-negative integer, found {}", describe(other)),
+                ));
+                None
+            }
+        };
+        // Zero would leave the residual with nobody to ask: rejected rather than clamped.
+        let pool = match table.get("pool") {
+            None => Some(None),
+            Some(toml::Value::Integer(n)) if *n >= 1 => Some(Some(*n as usize)),
+            Some(other) => {
+                issues.push(ConfigIssue::new(
+                    "pool",
+                    format!("expected a positive integer, found {}", describe(other)),
                 ));
                 None
             }
@@ -136,10 +155,13 @@ impl RouterConfig {
             }
             Some(value) => parse_strategy(value, "strategy", &mut issues),
         };
-        match (max_connections, url_policy, strategy) {
-            (Some(max_connections), Some(url_policy), Some(strategy)) if issues.is_empty() => {
+        match (max_connections, pool, url_policy, strategy) {
+            (Some(max_connections), Some(pool), Some(url_policy), Some(strategy))
+                if issues.is_empty() =>
+            {
                 Ok(Self {
                     max_connections,
+                    pool,
                     url_policy,
                     strategy,
                 })
@@ -388,5 +410,26 @@ mod tests {
             RouterConfig::from_toml("max_connections = 7\n[strategy]\ntype = \"config_probe\"\n")
                 .unwrap();
         assert_eq!(c.max_connections, 7);
+        assert_eq!(
+            c.pool, None,
+            "all reader relays carry the residual by default"
+        );
+    }
+
+    #[test]
+    fn pool_is_a_positive_count_separate_from_the_budget() {
+        let c = RouterConfig::from_toml(
+            "max_connections = 8\npool = 4\n[strategy]\ntype = \"config_probe\"\n",
+        )
+        .unwrap();
+        assert_eq!((c.max_connections, c.pool), (8, Some(4)));
+        assert_eq!(
+            issues("pool = 0\n[strategy]\ntype = \"config_probe\"\n"),
+            ["pool"]
+        );
+        assert_eq!(
+            issues("pool = \"all\"\n[strategy]\ntype = \"config_probe\"\n"),
+            ["pool"]
+        );
     }
 }

@@ -79,6 +79,14 @@ impl Plan {
         }
     }
 
+    /// The same plan with the residual carried by at most `limit` of the reader's relays: the
+    /// first ones in the reader's order, and never fewer than one while there is a residual
+    /// (the residual must be asked of someone). The routed budget is a separate count.
+    pub fn with_pool_limit(mut self, limit: usize) -> Self {
+        self.pool.truncate(limit.max(1));
+        self
+    }
+
     /// The strategy that made the plan.
     pub fn strategy(&self) -> &str {
         &self.strategy
@@ -289,4 +297,26 @@ impl PlanFile {
 
 fn truncate(s: &str) -> String {
     s.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::url_policy::UrlPolicy;
+    use nostr::key::Keys;
+
+    #[test]
+    fn pool_limit_keeps_the_first_reader_relays_and_never_fewer_than_one() {
+        let follows: Vec<PublicKey> = (0..3).map(|_| Keys::generate().public_key()).collect();
+        let homes = ["wss://h1.example", "wss://h2.example", "wss://h3.example"];
+        let table = RouteTable::without_lists(UrlPolicy::default(), follows, homes);
+        let plan = Plan::from_selection(&table, "none", Selection::default());
+        assert_eq!(plan.pool().len(), 3);
+        let two = plan.clone().with_pool_limit(2);
+        let urls: Vec<&str> = two.pool().iter().map(|&r| table.url(r)).collect();
+        assert_eq!(urls, ["wss://h1.example", "wss://h2.example"]);
+        assert_eq!(two.connections(&table), 2);
+        assert_eq!(plan.clone().with_pool_limit(0).pool().len(), 1);
+        assert_eq!(plan.with_pool_limit(10).pool().len(), 3);
+    }
 }

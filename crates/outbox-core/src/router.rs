@@ -15,6 +15,7 @@ use crate::stats::DeliveryStats;
 pub struct Router {
     selector: Box<dyn Selector>,
     max_connections: usize,
+    pool: Option<usize>,
 }
 
 impl Router {
@@ -23,12 +24,20 @@ impl Router {
         Self {
             selector,
             max_connections,
+            pool: None,
         }
+    }
+
+    /// The same router with the residual carried by at most `pool` of the reader's relays (the
+    /// first ones, in the reader's order; at least one); `None` means all of them.
+    pub fn with_pool(mut self, pool: Option<usize>) -> Self {
+        self.pool = pool;
+        self
     }
 
     /// A router from a parsed config.
     pub fn from_config(config: &RouterConfig) -> Self {
-        Self::new(config.strategy.build(), config.max_connections)
+        Self::new(config.strategy.build(), config.max_connections).with_pool(config.pool)
     }
 
     /// A router from TOML (see [`RouterConfig`]).
@@ -44,6 +53,11 @@ impl Router {
     /// The routed-relay budget.
     pub fn max_connections(&self) -> usize {
         self.max_connections
+    }
+
+    /// How many reader relays may carry the residual (`None`: all of them).
+    pub fn pool(&self) -> Option<usize> {
+        self.pool
     }
 
     /// The limits plans from this router must respect.
@@ -77,7 +91,10 @@ impl Router {
         };
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let selection = self.selector.select(&input, &mut rng);
-        let plan = Plan::from_selection(table, self.selector.name(), selection);
+        let mut plan = Plan::from_selection(table, self.selector.name(), selection);
+        if let Some(pool) = self.pool {
+            plan = plan.with_pool_limit(pool);
+        }
         if cfg!(debug_assertions) && !table.reader_relays().is_empty() {
             let violations = check_plan(&plan, table, self.limits());
             assert!(
