@@ -24,6 +24,9 @@ const SKIP_DIRS: &[&str] = &["xtask/fixtures"];
 /// How many entries of each "not seen" category to print before summarising.
 const UNSEEN_SHOWN: usize = 8;
 
+/// How many lock-taking functions to list.
+const TAKERS_SHOWN: usize = 40;
+
 pub fn run(root: &Path) -> anyhow::Result<bool> {
     println!("== audit: build ==");
     let mut build = util::cargo(root);
@@ -84,6 +87,18 @@ fn print_lock_report(report: &Report, cfg: &Config, files: usize) {
     } else {
         let names: Vec<&str> = report.locks.iter().map(String::as_str).collect();
         println!("locks seen: {}", names.join(", "));
+    }
+    if !report.takers.is_empty() {
+        println!(
+            "functions that take a lock, directly or through calls ({}):",
+            report.takers.len()
+        );
+        for (name, at, locks) in report.takers.iter().take(TAKERS_SHOWN) {
+            println!("      {at}: `{name}` takes {}", locks.join(", "));
+        }
+        if report.takers.len() > TAKERS_SHOWN {
+            println!("      ... and {} more", report.takers.len() - TAKERS_SHOWN);
+        }
     }
     if cfg.ranks.is_empty() {
         println!("rank table {RANKS_FILE}: empty (no lock is ranked yet)");

@@ -232,6 +232,19 @@ pub(crate) fn analyze(
             .count(),
         locks,
         stale_ranks,
+        takers: prog
+            .fns
+            .iter()
+            .zip(&reach)
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(f, r)| {
+                (
+                    f.display.clone(),
+                    Loc::new(&files[f.file].display, f.line),
+                    r.keys().cloned().collect(),
+                )
+            })
+            .collect(),
     }
 }
 

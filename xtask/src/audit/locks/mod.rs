@@ -313,6 +313,9 @@ pub struct Report {
     pub functions: usize,
     /// Functions that take a lock directly.
     pub lock_takers: usize,
+    /// Every workspace function that takes a lock, directly or through the
+    /// functions it calls: where it is defined, and the locks.
+    pub takers: Vec<(String, Loc, Vec<String>)>,
     /// Rank-table entries that name no lock seen in the sources.
     pub stale_ranks: Vec<String>,
 }

@@ -53,6 +53,19 @@ fn hold_and_call_is_flagged() {
         ]
     );
     assert!(r.unseen.is_empty(), "{:?}", r.unseen);
+    let takers: Vec<String> = r
+        .takers
+        .iter()
+        .map(|(f, at, locks)| format!("{f} {at} {}", locks.join(",")))
+        .collect();
+    assert_eq!(
+        takers,
+        [
+            "take_b fixtures/hold_and_call.rs:7 B",
+            "hold_a_call_b fixtures/hold_and_call.rs:11 A,B",
+            "match_scrutinee_holds fixtures/hold_and_call.rs:17 A,B",
+        ]
+    );
 }
 
 #[test]
