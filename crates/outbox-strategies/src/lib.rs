@@ -8,6 +8,8 @@
 pub use outbox_greedy;
 pub use outbox_hysteresis;
 pub use outbox_reference;
+pub use outbox_stochastic;
+pub use outbox_thompson;
 
 /// Forces the registrations of every built-in strategy into the final binary. Call once before
 /// looking strategies up by name (cheap; does nothing at run time).
@@ -15,4 +17,6 @@ pub fn link() {
     let _ = std::hint::black_box(outbox_greedy::DEFAULT_COVERAGE_TARGET);
     let _ = std::hint::black_box(outbox_hysteresis::DEFAULT_MARGIN);
     let _ = std::hint::black_box(outbox_reference::DEFAULT_NDK_PER_AUTHOR);
+    let _ = std::hint::black_box(outbox_stochastic::DEFAULT_PER_AUTHOR);
+    let _ = std::hint::black_box(outbox_thompson::sample_beta as fn(_, _, _) -> _);
 }

@@ -65,7 +65,7 @@ impl StrategyConfig for PerAuthorConfig {
 outbox_core::register_strategy! {
     name: "per_author",
     summary: "per follow, top N relays by score (thompson by default), for bounded lookups",
-    example: "type = \"per_author\"\nper_author = 2\n[scorer]\ntype = \"thompson\"\npopularity_weight = true\n",
+    example: "type = \"per_author\"\nper_author = 2\nscorer = { type = \"thompson\", popularity_weight = true }\n",
 }
 
 /// The per-author top-N selector.
