@@ -49,7 +49,7 @@ pub fn default_suite() -> Vec<SuiteEntry> {
         .into_iter()
         .map(|d| SuiteEntry {
             label: d.name.to_string(),
-            toml: format!("[strategy]\n{}", d.example),
+            toml: wrap_strategy(d.example),
         })
         .collect();
     suite.extend(COMBINATIONS.iter().map(|(label, toml)| SuiteEntry {
@@ -57,6 +57,20 @@ pub fn default_suite() -> Vec<SuiteEntry> {
         toml: (*toml).to_string(),
     }));
     suite
+}
+
+/// Turns a `[strategy]` table body (which may hold sub-tables such as `[inner]`) into a full
+/// router config.
+fn wrap_strategy(body: &str) -> String {
+    match body.parse::<toml::Table>() {
+        Ok(table) => {
+            let mut root = toml::Table::new();
+            root.insert("strategy".into(), toml::Value::Table(table));
+            toml::to_string(&root).unwrap_or_else(|_| format!("[strategy]\n{body}"))
+        }
+        // Left as is: resolving it reports the parse error under the entry's label.
+        Err(_) => format!("[strategy]\n{body}"),
+    }
 }
 
 /// A suite entry that cannot run here, and why.

@@ -118,8 +118,8 @@ pub struct WorldModel {
     pub no_list_share: Span,
     /// Hubs: a few relays found in a third to half of all lists.
     pub hubs: usize,
-    /// Chance that a list includes the most popular hub; hub `i` gets this times
-    /// `hub_decay^i`.
+    /// Chance that a list includes the most popular hub; hub `i` is included independently
+    /// with this times `hub_decay^i` (a few hubs in a third to half of all lists).
     pub top_hub_share: f64,
     /// Popularity decay from one hub to the next.
     pub hub_decay: f64,
@@ -129,11 +129,9 @@ pub struct WorldModel {
     pub follows_per_mid_relay: usize,
     /// Zipf exponent of mid-relay popularity.
     pub mid_zipf: f64,
-    /// Share of write slots that go to mid relays (the rest not taken by hubs go to the tail:
-    /// relays found in one list each).
+    /// Share of the write slots not taken by hubs that go to mid relays; the rest go to the
+    /// tail (relays found in one list each).
     pub mid_slot_share: f64,
-    /// Share of write slots that go to hubs.
-    pub hub_slot_share: f64,
     /// Weights of list lengths 2, 3, …, 8 write relays.
     pub write_count_weights: Vec<f64>,
     /// Share of lists that are far longer (12–40 entries).
@@ -150,8 +148,11 @@ pub struct WorldModel {
     pub paid_hubs: usize,
     /// Chance that a mid relay is alive.
     pub mid_alive: f64,
-    /// Chance that a tail relay is alive (overall only ~35–60% of listed relays are).
+    /// Chance that a tail relay of an ordinary list is alive (people's own small relays).
     pub tail_alive: f64,
+    /// Chance that a tail relay of a far longer list is alive: such lists collect relays
+    /// that died long ago, which is most of why only ~35–60% of distinct listed relays live.
+    pub long_list_tail_alive: f64,
     /// Chance that a live non-hub relay is paid, auth-gated or refuses reads (~4% overall).
     pub paid_share: f64,
     /// Per-session answer probability of live hubs.
@@ -173,8 +174,11 @@ pub struct WorldModel {
     pub hub_retention_days: Span,
     /// Share of mid relays that prune; the rest keep everything.
     pub mid_prune_share: f64,
-    /// Mid relay retention in days when they prune (6–24 months).
+    /// Mid relay retention in days when they prune (6–24 months): the most popular mid relay
+    /// keeps about `lo` days, the least popular about `hi` (busier relays prune harder).
     pub mid_retention_days: Span,
+    /// Noise on the popularity-to-retention mapping, as a share of the mid-relay count.
+    pub mid_retention_noise: f64,
     /// Chance that an (author, relay) pair silently fails every write (rate limits, web of
     /// trust filters, spam rules).
     pub write_failure_share: f64,
@@ -198,36 +202,37 @@ impl Default for WorldModel {
             follows: Profile::Medium.follows(),
             sessions: 5,
             no_list_share: Span::new(0.20, 0.44),
-            hubs: 10,
-            top_hub_share: 0.5,
-            hub_decay: 0.84,
+            hubs: 16,
+            top_hub_share: 0.45,
+            hub_decay: 0.82,
             mid_relays_base: 20,
             follows_per_mid_relay: 12,
             mid_zipf: 1.0,
-            mid_slot_share: 0.4,
-            hub_slot_share: 0.38,
-            write_count_weights: vec![0.24, 0.24, 0.18, 0.12, 0.09, 0.07, 0.06],
-            long_list_share: 0.04,
+            mid_slot_share: 0.35,
+            write_count_weights: vec![0.14, 0.18, 0.2, 0.17, 0.13, 0.1, 0.08],
+            long_list_share: 0.06,
             read_entry_share: 0.3,
             messy_url_share: 0.12,
             garbage_entry_share: 0.06,
-            dead_hubs: 2,
+            dead_hubs: 3,
             paid_hubs: 1,
-            mid_alive: 0.65,
-            tail_alive: 0.35,
+            mid_alive: 0.75,
+            tail_alive: 0.7,
+            long_list_tail_alive: 0.1,
             paid_share: 0.04,
-            hub_reliability: Span::new(0.85, 0.99),
+            hub_reliability: Span::new(0.9, 0.99),
             relay_reliability: Span::new(0.55, 0.97),
             rate_median_per_day: 0.06,
             rate_sigma: 1.5,
             rate_cap_per_day: 8.0,
             history_days: 3 * 365 + 60,
             quit_share: 0.35,
-            hub_retention_days: Span::new(21.0, 100.0),
-            mid_prune_share: 0.6,
+            hub_retention_days: Span::new(10.0, 45.0),
+            mid_prune_share: 1.0,
             mid_retention_days: Span::new(180.0, 730.0),
-            write_failure_share: 0.1,
-            event_drop_share: 0.03,
+            mid_retention_noise: 0.3,
+            write_failure_share: 0.15,
+            event_drop_share: 0.02,
             moved_share: 0.3,
             moved_keep_share: 0.4,
             broadcast_share: 0.25,
@@ -311,8 +316,14 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     for i in 0..mid_count {
         let alive = rng.random_bool(model.mid_alive.clamp(0.0, 1.0));
         let prunes = rng.random_bool(model.mid_prune_share.clamp(0.0, 1.0));
+        // Busier relays prune harder: retention grows with popularity rank, with noise.
+        let span = model.mid_retention_days;
+        let position = ((i as f64
+            + rng.random::<f64>() * mid_count as f64 * model.mid_retention_noise)
+            / mid_count.max(1) as f64)
+            .clamp(0.0, 1.0);
         let retention =
-            prunes.then(|| (model.mid_retention_days.draw(&mut rng) * DAY as f64) as u64);
+            prunes.then(|| ((span.lo + (span.hi - span.lo) * position) * DAY as f64) as u64);
         relays.push(Relay {
             url: format!("wss://mid{i}.nostr.example"),
             tier: Tier::Mid,
@@ -348,20 +359,30 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
 
     for (author_index, author) in follows.iter().enumerate() {
         // Where the author writes now (relay indices), in list order.
-        let n_write = if rng.random_bool(model.long_list_share.clamp(0.0, 1.0)) {
+        let long_list = rng.random_bool(model.long_list_share.clamp(0.0, 1.0));
+        let tail_alive = if long_list {
+            model.long_list_tail_alive
+        } else {
+            model.tail_alive
+        };
+        let n_write = if long_list {
             rng.random_range(12..=40)
         } else {
             2 + Weighted::new(&model.write_count_weights).sample(&mut rng)
         };
         let mut current: Vec<usize> = Vec::with_capacity(n_write);
+        // Hubs first, each independently, then mid and tail relays; shuffled into list order.
+        for (h, w) in hub_weights.iter().enumerate() {
+            if current.len() < n_write && rng.random_bool((model.top_hub_share * w).clamp(0.0, 1.0))
+            {
+                current.push(h);
+            }
+        }
         let pick = |rng: &mut ChaCha8Rng, relays: &mut Vec<Relay>| -> usize {
-            let u: f64 = rng.random();
-            if u < model.hub_slot_share {
-                hub_pick.sample(rng)
-            } else if u < model.hub_slot_share + model.mid_slot_share {
+            if rng.random_bool(model.mid_slot_share.clamp(0.0, 1.0)) {
                 mid_start + mid_pick.sample(rng)
             } else {
-                let alive = rng.random_bool(model.tail_alive.clamp(0.0, 1.0));
+                let alive = rng.random_bool(tail_alive.clamp(0.0, 1.0));
                 let paid = alive && rng.random_bool(model.paid_share.clamp(0.0, 1.0));
                 let reliability = model.relay_reliability.draw(rng);
                 let i = relays.len();
@@ -384,6 +405,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
                 current.push(r);
             }
         }
+        current.shuffle(&mut rng);
         let has_list = !rng.random_bool(no_list_share);
 
         // Authors who moved: an older write set, partly shared with the current one.

@@ -22,7 +22,9 @@ pub struct LoopConfig {
     /// Windows to score.
     pub windows: Vec<Window>,
     /// How far the clock moves between sessions, for decaying learned stats. Events are always
-    /// evaluated at the world's `now`.
+    /// evaluated at the world's `now`. Default one hour: the published study ran its sessions
+    /// back to back, and with the core's default decay (0.95 per hour) a one-day gap forgets
+    /// about 70% of what a session taught.
     pub session_interval_secs: u64,
     /// Base seed; session `s` plans with [`LoopConfig::seed_for`]`(s)`.
     pub seed: u64,
@@ -35,7 +37,7 @@ impl Default for LoopConfig {
         Self {
             sessions: 5,
             windows: Window::ALL.to_vec(),
-            session_interval_secs: 86_400,
+            session_interval_secs: 3_600,
             seed: 0,
             timing_repeats: 3,
         }
