@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod churn;
 mod plan;
 mod strategies;
 
@@ -24,6 +25,8 @@ enum Command {
     Strategies(strategies::Args),
     /// Plan which relays to ask about which follows, for a world file.
     Plan(plan::Args),
+    /// Replay a churn scenario: plain re-planning vs hysteresis, per strategy.
+    Churn(churn::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Strategies(args) => strategies::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Churn(args) => churn::run(args),
     };
     match result {
         Ok(code) => code,

@@ -345,7 +345,10 @@ pub fn compare(
     reports
 }
 
-/// The reports as an aligned text table, one row per strategy.
+/// The reports as an aligned text table, one row per strategy: connections of the first plan,
+/// then dials, closes, in-place replacements and their sum after it, dials of the flapping
+/// relay, the tick the improvement relay was dialled, uncovered follow-ticks, violations and
+/// the recall proxy.
 pub struct ReportTable<'a>(pub &'a [ChurnReport]);
 
 impl fmt::Display for ReportTable<'_> {
@@ -359,8 +362,9 @@ impl fmt::Display for ReportTable<'_> {
             .max(8);
         writeln!(
             f,
-            "{:<width$}  {:>5} {:>5} {:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>7}",
+            "{:<width$}  {:>4} {:>5} {:>5} {:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>7}",
             "strategy",
+            "init",
             "dials",
             "close",
             "in-pl.",
@@ -377,8 +381,9 @@ impl fmt::Display for ReportTable<'_> {
                 .map_or("-".to_string(), |t| format!("t{t}"));
             writeln!(
                 f,
-                "{:<width$}  {:>5} {:>5} {:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>7.3}",
+                "{:<width$}  {:>4} {:>5} {:>5} {:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>7.3}",
                 r.label,
+                r.initial,
                 r.dials,
                 r.closes,
                 r.replacements,
