@@ -25,8 +25,9 @@ pub enum Mode {
 
 pub fn run(root: &Path, mode: Mode) -> anyhow::Result<bool> {
     let mut ok = true;
-    if mode == Mode::RunTests {
-        ok &= run_tests(root)?;
+    if mode == Mode::RunTests && !run_tests(root)? {
+        ok = false;
+        println!("the test run failed (see above; a snapshot mismatch shows as a failing assert_*snapshot!)");
     }
     let pending = pending_files(root)?;
     if !pending.is_empty() {
