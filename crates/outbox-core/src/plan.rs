@@ -55,16 +55,19 @@ impl Plan {
                     *c = true;
                 }
             }
-            match routed.iter_mut().find(|r| r.relay == a.relay) {
-                Some(existing) => {
-                    existing.authors.extend(a.authors);
-                    existing.authors.sort_unstable();
-                    existing.authors.dedup();
-                }
-                None => routed.push(a),
-            }
+            routed.push(a);
         }
-        routed.sort_by(|x, y| table.url(x.relay).cmp(table.url(y.relay)));
+        routed.sort_by_key(|a| table.url_rank(a.relay));
+        // A selector that named one relay twice gets one merged filter.
+        routed.dedup_by(|later, first| {
+            if later.relay != first.relay {
+                return false;
+            }
+            first.authors.append(&mut later.authors);
+            first.authors.sort_unstable();
+            first.authors.dedup();
+            true
+        });
         let residual: Vec<AuthorId> = table.authors().filter(|a| !covered[a.index()]).collect();
         let pool = if residual.is_empty() {
             Vec::new()

@@ -212,6 +212,12 @@ impl RouteTableBuilder {
 
         let relay_count = relays.urls.len();
         let (reader_offsets, reader_targets) = invert(&write_offsets, &write_targets, relay_count);
+        let mut by_url: Vec<u32> = (0..relay_count as u32).collect();
+        by_url.sort_unstable_by(|&a, &b| relays.urls[a as usize].cmp(&relays.urls[b as usize]));
+        let mut url_rank = vec![0u32; relay_count];
+        for (rank, &relay) in by_url.iter().enumerate() {
+            url_rank[relay as usize] = rank as u32;
+        }
         let mut is_reader = vec![false; relay_count];
         for r in &reader {
             is_reader[r.index()] = true;
@@ -223,6 +229,7 @@ impl RouteTableBuilder {
             relay_index: relays.index,
             reader_relays: reader,
             is_reader_relay: is_reader,
+            url_rank,
             has_list,
             write_offsets,
             write_targets,
@@ -313,6 +320,7 @@ pub struct RouteTable {
     relay_index: HashMap<String, RelayId>,
     reader_relays: Vec<RelayId>,
     is_reader_relay: Vec<bool>,
+    url_rank: Vec<u32>,
     has_list: Vec<bool>,
     write_offsets: Vec<u32>,
     write_targets: Vec<RelayId>,
@@ -373,6 +381,12 @@ impl RouteTable {
     /// The canonical URL of a relay.
     pub fn url(&self, relay: RelayId) -> &str {
         &self.relay_urls[relay.index()]
+    }
+
+    /// The relay's position among all relays sorted by URL: the deterministic tie-breaker,
+    /// precomputed so strategies compare integers instead of strings.
+    pub fn url_rank(&self, relay: RelayId) -> u32 {
+        self.url_rank[relay.index()]
     }
 
     /// The id of a canonical relay URL, if the table knows it.

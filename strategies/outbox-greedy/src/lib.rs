@@ -13,8 +13,8 @@ use std::collections::BinaryHeap;
 use outbox_core::config::ConfigIssue;
 use outbox_core::scorer::CoverageScorer;
 use outbox_core::{
-    Assignment, AuthorId, PlanInput, RelayId, RelayView, Scorer, ScorerConfig, Selection, Selector,
-    StrategyConfig,
+    Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
+    Selection, Selector, StrategyConfig,
 };
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -129,6 +129,17 @@ impl Ord for Candidate {
     }
 }
 
+impl Greedy {
+    fn view<'t>(&self, table: &'t RouteTable, relay: RelayId, coverage: u32) -> RelayView<'t> {
+        RelayView {
+            relay,
+            url: table.url(relay),
+            popularity: table.popularity(relay),
+            coverage,
+        }
+    }
+}
+
 impl Selector for Greedy {
     fn name(&self) -> &str {
         &self.name
@@ -144,29 +155,25 @@ impl Selector for Greedy {
         if input.max_connections == 0 {
             return Selection::default();
         }
-        let url_rank = url_ranks(table);
         let mut need: Vec<u32> = table
             .authors()
             .map(|a| table.write_relays(a).len().min(self.coverage_target) as u32)
             .collect();
+        // gain[r] = writers of r still short of their target, kept current as needs drop, so
+        // re-scoring a stale candidate is O(1).
+        let mut gain: Vec<u32> = table.relays().map(|r| table.popularity(r)).collect();
 
         let mut heap = BinaryHeap::with_capacity(table.relay_count());
         for relay in table.relays() {
-            let popularity = table.popularity(relay);
-            if popularity == 0 {
+            let coverage = gain[relay.index()];
+            if coverage == 0 {
                 continue;
             }
-            let view = RelayView {
-                relay,
-                url: table.url(relay),
-                popularity,
-                coverage: popularity,
-            };
-            let score = self.scorer.score(view, rng);
+            let score = self.scorer.score(self.view(table, relay, coverage), rng);
             if score > 0.0 {
                 heap.push(Candidate {
                     score,
-                    url_rank: url_rank[relay.index()],
+                    url_rank: table.url_rank(relay),
                     relay,
                     round: 0,
                 });
@@ -177,23 +184,15 @@ impl Selector for Greedy {
         while assignments.len() < input.max_connections {
             let Some(top) = heap.pop() else { break };
             let round = assignments.len();
+            let coverage = gain[top.relay.index()];
+            if coverage == 0 {
+                continue;
+            }
             if top.round != round {
                 // Stale: re-score with the current gain and put it back.
-                let coverage = table
-                    .writers(top.relay)
-                    .iter()
-                    .filter(|a| need[a.index()] > 0)
-                    .count() as u32;
-                if coverage == 0 {
-                    continue;
-                }
-                let view = RelayView {
-                    relay: top.relay,
-                    url: table.url(top.relay),
-                    popularity: table.popularity(top.relay),
-                    coverage,
-                };
-                let score = self.scorer.score(view, rng);
+                let score = self
+                    .scorer
+                    .score(self.view(table, top.relay, coverage), rng);
                 if score > 0.0 {
                     heap.push(Candidate {
                         score,
@@ -209,11 +208,16 @@ impl Selector for Greedy {
                 .copied()
                 .filter(|a| need[a.index()] > 0)
                 .collect();
-            if authors.is_empty() {
-                continue;
-            }
+            // This relay cannot serve anyone again.
+            gain[top.relay.index()] = 0;
             for a in &authors {
                 need[a.index()] -= 1;
+                if need[a.index()] == 0 {
+                    for r in table.write_relays(*a) {
+                        // Chosen relays are already at 0 and stay there.
+                        gain[r.index()] = gain[r.index()].saturating_sub(1);
+                    }
+                }
             }
             assignments.push(Assignment {
                 relay: top.relay,
@@ -222,15 +226,4 @@ impl Selector for Greedy {
         }
         Selection { assignments }
     }
-}
-
-/// Each relay's position in URL order, so ties compare integers instead of strings.
-fn url_ranks(table: &outbox_core::RouteTable) -> Vec<u32> {
-    let mut order: Vec<RelayId> = table.relays().collect();
-    order.sort_unstable_by(|a, b| table.url(*a).cmp(table.url(*b)));
-    let mut rank = vec![0u32; order.len()];
-    for (i, r) in order.iter().enumerate() {
-        rank[r.index()] = i as u32;
-    }
-    rank
 }
