@@ -68,7 +68,7 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
     let started = Instant::now();
     let (handle, rx) = start(input, config).await;
     let out = drain(rx);
-    let summary = run_once(handle, bound).await;
+    let summary = run_once(handle, &out, bound).await;
     let took = started.elapsed();
 
     let expected_penalised: BTreeSet<String> = [
@@ -172,8 +172,8 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
         ..RuntimeConfig::fast_for_tests()
     };
     let (handle, rx) = start(input, config).await;
-    let _out = drain(rx);
-    let summary = run_once(handle, Duration::from_secs(10)).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     assert_eq!(
         good.counter.connections(),
         0,

@@ -89,7 +89,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
     };
     let (handle, rx) = start(input, config).await;
     let out = drain(rx);
-    let summary = run_once(handle, Duration::from_secs(20)).await;
+    let summary = run_once(handle, &out, Duration::from_secs(20)).await;
 
     let fetched: BTreeSet<EventId> = out.lock().unwrap().notes.keys().copied().collect();
     assert_eq!(fetched, predicted, "fetched exactly the predicted notes");
@@ -151,7 +151,7 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
     };
     let (handle, rx) = start(input, config).await;
     let out = drain(rx);
-    let summary = run_once(handle, Duration::from_secs(20)).await;
+    let summary = run_once(handle, &out, Duration::from_secs(20)).await;
     let collected = out.lock().unwrap();
 
     // The first plan knew no list and asked the reader's relay about everyone.

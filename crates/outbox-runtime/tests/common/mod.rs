@@ -319,6 +319,8 @@ pub fn table(follows: &[PublicKey], readers: &[&str], lists: &[RawRelayList]) ->
 pub struct Collected {
     pub notes: BTreeMap<EventId, (Event, String)>,
     pub statuses: Vec<Status>,
+    /// The feed channel closed: the coordinator ended and everything it sent is here.
+    pub closed: bool,
 }
 
 /// Drains the feed channel into shared storage, so a test can look while the feed runs.
@@ -335,6 +337,7 @@ pub fn drain(mut rx: mpsc::Receiver<FeedEvent>) -> Arc<Mutex<Collected>> {
                 FeedEvent::Status(s) => c.statuses.push(s),
             }
         }
+        sink.lock().unwrap().closed = true;
     });
     out
 }
@@ -357,11 +360,21 @@ pub async fn wait_for(
     }
 }
 
-/// Runs a `--once` feed to the end, bounded by `within`.
-pub async fn run_once(handle: FeedHandle, within: Duration) -> FeedSummary {
-    tokio::time::timeout(within, handle.wait())
+/// Runs a `--once` feed to the end, bounded by `within`, and waits until everything it sent
+/// has been collected.
+pub async fn run_once(
+    handle: FeedHandle,
+    collected: &Arc<Mutex<Collected>>,
+    within: Duration,
+) -> FeedSummary {
+    let summary = tokio::time::timeout(within, handle.wait())
         .await
-        .expect("the feed completes within its timeouts")
+        .expect("the feed completes within its timeouts");
+    assert!(
+        wait_for(collected, Duration::from_secs(5), |c| c.closed).await,
+        "the feed channel closes when the feed ends"
+    );
+    summary
 }
 
 /// A router from TOML with every built-in strategy linked.

@@ -1,0 +1,275 @@
+//! A live feed: a changed relay list replaces one relay's filter in place (REQ again on the same
+//! socket) and leaves every other socket alone; learned stats persist and change the next plan.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use outbox_core::config::ConfigIssue;
+use outbox_core::{
+    DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, StatsStore, UrlPolicy,
+};
+use outbox_runtime::{start, FeedInput, JsonFileStore, RuntimeConfig, Status};
+use serde::{Deserialize, Serialize};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() {
+    let reader = RealRelay::start().await;
+    let a = RealRelay::start().await;
+    let b = RealRelay::start().await;
+    let c = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=4).map(keys).collect();
+    let lists = [
+        relay_list(&f[0], now - 100, &[(&a.url, None)]),
+        relay_list(&f[1], now - 100, &[(&a.url, None), (&b.url, None)]),
+        relay_list(&f[2], now - 100, &[(&b.url, None), (&c.url, None)]),
+        relay_list(&f[3], now - 100, &[(&c.url, None)]),
+    ];
+    let mut world = World::default();
+    world.put(note(&f[0], now - 50, "f0 on a"), &[&a]).await;
+    let only_on_b = note(&f[0], now - 60, "f0 only on b");
+    world.put(only_on_b.clone(), &[&b]).await;
+    world
+        .put(note(&f[2], now - 50, "f2 on b, c"), &[&b, &c])
+        .await;
+    let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
+
+    // Every author gets all of its relays (target 2, budget 3): no residual.
+    let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
+    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    for l in &lists {
+        input.add_relay_list_event(l);
+    }
+    let config = RuntimeConfig {
+        once: false,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c
+            .statuses
+            .contains(&Status::Settled))
+        .await
+    );
+    assert!(!out.lock().unwrap().notes.contains_key(&only_on_b.id));
+    let before: HashMap<String, (usize, usize)> = [&reader, &a, &b, &c]
+        .iter()
+        .map(|r| {
+            (
+                r.url.clone(),
+                (r.counter.feed_reqs(), r.counter.connections()),
+            )
+        })
+        .collect();
+    assert_eq!(before[&reader.url], (0, 0), "no residual, reader not asked");
+    for r in [&a, &b, &c] {
+        assert_eq!(before[&r.url], (1, 1), "{}", r.url);
+    }
+
+    // f0 now also writes to b: only b's filter changes.
+    handle.add_relay_lists(vec![raw(&relay_list(
+        &f[0],
+        now - 10,
+        &[(&a.url, None), (&b.url, None)],
+    ))]);
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c
+            .notes
+            .contains_key(&only_on_b.id))
+        .await,
+        "the replaced filter on b fetched f0's note"
+    );
+    let planned: Vec<Status> = out
+        .lock()
+        .unwrap()
+        .statuses
+        .iter()
+        .filter(|s| matches!(s, Status::Planned { plan: 2, .. }))
+        .cloned()
+        .collect();
+    assert!(
+        matches!(
+            planned.as_slice(),
+            [Status::Planned {
+                dial: 0,
+                replace: 1,
+                close: 0,
+                unchanged: 2,
+                ..
+            }]
+        ),
+        "{planned:?}"
+    );
+    // Let any stray traffic arrive before counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(b.counter.feed_reqs(), 2, "b: one more REQ");
+    assert_eq!(b.counter.connections(), 1, "b: on the same socket");
+    for r in [&a, &c, &reader] {
+        assert_eq!(
+            (r.counter.feed_reqs(), r.counter.connections()),
+            before[&r.url],
+            "{} was touched",
+            r.url
+        );
+    }
+    // The replaced REQ names the new author.
+    let reqs = b.counter.reqs();
+    assert_eq!(reqs.last().unwrap().authors, 3);
+    assert_eq!(reqs[0].peer, reqs.last().unwrap().peer);
+    let eoses: Vec<u64> = out
+        .lock()
+        .unwrap()
+        .statuses
+        .iter()
+        .filter_map(|s| match s {
+            Status::Eose {
+                relay, generation, ..
+            } if relay == &b.url => Some(*generation),
+            _ => None,
+        })
+        .collect();
+    assert!(eoses.contains(&2), "generation 2 reached EOSE: {eoses:?}");
+
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    assert_eq!(summary.plans, 2);
+    assert_eq!(summary.relays_answered, 3);
+}
+
+/// Scores a relay by the follows it would serve times its learned delivery mean: a
+/// deterministic stand-in for a learning strategy, registered from this test.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeanScorerConfig {}
+
+#[typetag::serde(name = "test_delivery_mean")]
+impl ScorerConfig for MeanScorerConfig {
+    fn validate(&self) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+
+    fn build(&self) -> Box<dyn Scorer> {
+        Box::new(MeanScorer::default())
+    }
+}
+
+#[derive(Debug, Default)]
+struct MeanScorer {
+    means: HashMap<String, f64>,
+}
+
+impl Scorer for MeanScorer {
+    fn name(&self) -> &str {
+        "test_delivery_mean"
+    }
+
+    fn prepare(&mut self, input: &PlanInput<'_>, _rng: &mut dyn rand::RngCore) {
+        self.means = input
+            .table
+            .relays()
+            .map(|r| {
+                let url = input.table.url(r).to_string();
+                let mean = input.stats.get_at(&url, input.now).mean();
+                (url, mean)
+            })
+            .collect();
+    }
+
+    fn score(&mut self, relay: RelayView<'_>, _rng: &mut dyn rand::RngCore) -> f64 {
+        f64::from(relay.coverage) * self.means.get(relay.url).copied().unwrap_or(0.5)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
+    let reader = RealRelay::start().await;
+    let x = RealRelay::start().await; // listed by everyone, holds nothing
+    let y = RealRelay::start().await;
+    let z = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=5).map(keys).collect();
+    let mut lists = Vec::new();
+    for k in &f[..4] {
+        lists.push(relay_list(
+            k,
+            now - 100,
+            &[(&x.url, None), (&y.url, None), (&z.url, None)],
+        ));
+    }
+    // One more author only on x makes x the first pick while nothing is known.
+    lists.push(relay_list(&f[4], now - 100, &[(&x.url, None)]));
+    let mut world = World::default();
+    for k in &f[..4] {
+        world.put(note(k, now - 50, "on y and z"), &[&y, &z]).await;
+    }
+    let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
+    let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n\
+                [strategy.scorer]\ntype = \"test_delivery_mean\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+
+    let run = |lists: Vec<nostr::event::Event>| {
+        let follows = follows.clone();
+        let reader_url = reader.url.clone();
+        let path = path.clone();
+        async move {
+            let mut input = FeedInput::new(router(toml), follows, [reader_url]);
+            input.policy = UrlPolicy::allow_local();
+            input.store = Arc::new(JsonFileStore::new(path));
+            for l in &lists {
+                input.add_relay_list_event(l);
+            }
+            let config = RuntimeConfig {
+                once: true,
+                discover_lists: false,
+                ..RuntimeConfig::fast_for_tests()
+            };
+            let (handle, rx) = start(input, config).await;
+            let out = drain(rx);
+            run_once(handle, &out, Duration::from_secs(10)).await
+        }
+    };
+
+    let first = run(lists.clone()).await;
+    let asked_first: Vec<&String> = first.relays.keys().collect();
+    assert!(first.relays.contains_key(&x.url), "{asked_first:?}");
+    assert!(path.exists(), "stats saved at the end of the run");
+    let on_disk = JsonFileStore::new(&path).load().unwrap().stats;
+    let xs = on_disk.get(&x.url);
+    assert!(
+        xs.beta > xs.alpha,
+        "x delivered nothing it was expected to: {xs:?}"
+    );
+    let other = if first.relays.contains_key(&y.url) {
+        &y
+    } else {
+        &z
+    };
+    let os = on_disk.get(&other.url);
+    assert!(
+        os.alpha > os.beta,
+        "{} delivered everything: {os:?}",
+        other.url
+    );
+
+    let second = run(lists).await;
+    assert!(
+        !second.relays.contains_key(&x.url),
+        "learned stats moved the plan off x: {:?}",
+        second.relays.keys().collect::<Vec<_>>()
+    );
+    assert!(second.relays.contains_key(&y.url) && second.relays.contains_key(&z.url));
+    assert_eq!(second.authors_covered, follows.len());
+    // The second run's stats build on the first's.
+    let after = JsonFileStore::new(&path).load().unwrap().stats;
+    assert!(after.get(&other.url).asked > os.asked);
+    let _ = DeliveryStats::new();
+}
