@@ -4,9 +4,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod chart;
 mod churn;
 mod plan;
 mod strategies;
+mod world;
 
 /// The outbox relay router: which relays to ask, and about whom.
 #[derive(Debug, Parser)]
@@ -27,6 +30,10 @@ enum Command {
     Plan(plan::Args),
     /// Replay a churn scenario: plain re-planning vs hysteresis, per strategy.
     Churn(churn::Args),
+    /// Run strategies side by side on generated worlds (or one strategy on a world file).
+    Bench(bench::Args),
+    /// Generate world files and show their headline facts.
+    World(world::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +47,8 @@ fn main() -> ExitCode {
         Command::Strategies(args) => strategies::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Churn(args) => churn::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::World(args) => world::run(args),
     };
     match result {
         Ok(code) => code,

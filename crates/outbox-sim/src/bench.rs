@@ -94,7 +94,7 @@ pub fn resolve(suite: &[SuiteEntry]) -> (Vec<(String, RouterConfig)>, Vec<Skippe
                 let reason = err
                     .issues
                     .iter()
-                    .map(|i| i.to_string())
+                    .map(|i| i.to_string().trim().to_string())
                     .collect::<Vec<_>>()
                     .join("; ");
                 skipped.push(Skipped {
@@ -295,7 +295,7 @@ pub fn run_bench(
         }
     };
     for s in &skipped {
-        tracing::warn!(label = %s.label, reason = %s.reason, "skipping suite entry");
+        tracing::info!(label = %s.label, reason = %s.reason, "skipping suite entry");
     }
     let oracle = cfg.oracle;
     let mut jobs: Vec<(Profile, u64)> = cfg

@@ -1,0 +1,267 @@
+//! `outbox bench`: every registered strategy side by side on generated worlds, or one strategy
+//! on one world file with its plans written out.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use outbox_core::{Router, RouterConfig};
+use outbox_sim::{
+    default_suite, run_bench, run_sessions, BenchConfig, BenchReport, LoopConfig, MeanSe, Profile,
+    Progress, SimWorld, Window, World,
+};
+
+/// Options of `outbox bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only these suite rows (comma-separated labels, e.g. `greedy,direct`); the oracle row is
+    /// always added.
+    #[arg(long, value_delimiter = ',')]
+    strategies: Option<Vec<String>>,
+    /// World profiles (comma-separated: small, medium, large, huge).
+    #[arg(long, value_delimiter = ',', default_value = "small,medium,large")]
+    profiles: Vec<Profile>,
+    /// Number of world seeds per profile (seeds 1..=N).
+    #[arg(long, default_value_t = 2)]
+    seeds: u64,
+    /// Sessions per strategy (plan → fetch → learn).
+    #[arg(long, default_value_t = 5)]
+    sessions: u32,
+    /// Windows to score (comma-separated: 7d, 1yr, 3yr).
+    #[arg(long, value_delimiter = ',', default_value = "7d,1yr,3yr")]
+    windows: Vec<Window>,
+    /// Routed-relay budget (max connections) for every strategy and the oracle.
+    #[arg(long)]
+    budget: Option<usize>,
+    /// Clock step between sessions, in seconds (decay of learned stats).
+    #[arg(long)]
+    interval: Option<u64>,
+    /// Write the full report (every run, every session) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw declared 1-year recall by session per strategy as SVG here.
+    #[arg(long)]
+    chart: Option<PathBuf>,
+    /// Run one strategy on this world file instead of the suite (needs --config).
+    #[arg(long, requires = "config")]
+    world: Option<PathBuf>,
+    /// Router config (TOML) for --world.
+    #[arg(long, requires = "world")]
+    config: Option<PathBuf>,
+    /// With --world: write each session's plan as DIR/session-<s>.json (outbox-plan/1).
+    #[arg(long, requires = "world")]
+    plans_out: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(world) = &args.world {
+        let config = args.config.as_deref().context("--world needs --config")?;
+        return run_one(&args, world, config);
+    }
+    if args.seeds == 0 || args.sessions == 0 || args.profiles.is_empty() || args.windows.is_empty()
+    {
+        bail!("--seeds, --sessions, --profiles and --windows must not be empty or zero");
+    }
+    let mut cfg = BenchConfig {
+        profiles: args.profiles.clone(),
+        seeds: (1..=args.seeds).collect(),
+        sessions: args.sessions,
+        windows: args.windows.clone(),
+        only: args.strategies.clone(),
+        ..BenchConfig::default()
+    };
+    if let Some(b) = args.budget {
+        cfg.budget = b;
+    }
+    if let Some(i) = args.interval {
+        cfg.session_interval_secs = i;
+    }
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}")
+            .expect("the template is valid"),
+    );
+    let started = Instant::now();
+    let report = run_bench(&cfg, &default_suite(), &|p| match p {
+        Progress::Start { total } => bar.set_length(total as u64),
+        Progress::Done { label, world } => {
+            bar.set_message(format!("{label} on {world}"));
+            bar.inc(1);
+        }
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed();
+    for s in &report.skipped {
+        eprintln!("skipped {}: {}", s.label, s.reason);
+    }
+    println!("{}", render_table(&report));
+    println!(
+        "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
+         session, mean ± SE over worlds; `1yr s1` is the first session. {:.1}s",
+        report.config.profiles.len() * report.config.seeds.len(),
+        report
+            .config
+            .profiles
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join("+"),
+        report.config.seeds.len(),
+        report.config.sessions,
+        report.config.budget,
+        elapsed.as_secs_f64()
+    );
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.chart {
+        let window = if cfg.windows.contains(&Window::Y1) {
+            Window::Y1
+        } else {
+            cfg.windows[0]
+        };
+        crate::chart::draw(path, &report.series(window), window)
+            .with_context(|| format!("drawing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pct(m: &MeanSe) -> String {
+    if m.n > 1 {
+        format!("{:.1} ±{:.1}", m.mean * 100.0, m.se * 100.0)
+    } else {
+        format!("{:.1}", m.mean * 100.0)
+    }
+}
+
+/// The side-by-side table: strategies as rows (sorted by 1-year recall), oracle last.
+pub fn render_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let windows = &report.config.windows;
+    let mut header = vec!["strategy".to_string()];
+    for w in windows {
+        if *w == Window::Y1 {
+            header.push("1yr s1".to_string());
+        }
+        header.push(format!("{w}"));
+    }
+    if windows.contains(&Window::Y1) {
+        header.push("1yr total".to_string());
+    }
+    header.extend(
+        ["conns", "disclosure", "orphans", "top relay", "plan µs"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    table.set_header(header);
+    for row in &report.rows {
+        let mut cells = vec![Cell::new(&row.label)];
+        for w in windows {
+            let Some(rw) = row.window(*w) else { continue };
+            if *w == Window::Y1 {
+                cells.push(Cell::new(pct(&rw.first)).set_alignment(CellAlignment::Right));
+            }
+            cells.push(Cell::new(pct(&rw.last)).set_alignment(CellAlignment::Right));
+        }
+        if let Some(rw) = row.window(Window::Y1) {
+            cells.push(Cell::new(pct(&rw.total_last)).set_alignment(CellAlignment::Right));
+        }
+        for text in [
+            format!("{:.1}", row.connections.mean),
+            format!("{:.0}", row.disclosure.mean),
+            format!("{:.0}", row.orphans.mean),
+            format!("{:.0}%", row.load_concentration.mean * 100.0),
+            format!("{:.0}", row.plan_us),
+        ] {
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        table.add_row(cells);
+    }
+    table
+}
+
+/// One strategy on one world file, every session, plans written out.
+fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(config_path)
+        .with_context(|| format!("reading config {}", config_path.display()))?;
+    let config = RouterConfig::from_toml(&text)
+        .with_context(|| format!("in config {}", config_path.display()))?;
+    let world = World::read_path(world_path)
+        .with_context(|| format!("reading world {}", world_path.display()))?;
+    let sessions = if args.sessions == 5 {
+        world.sessions.max(1)
+    } else {
+        args.sessions
+    };
+    let sim = SimWorld::with_policy(world, &config.url_policy);
+    let budget = args.budget.unwrap_or(config.max_connections);
+    let mut router = Router::new(config.strategy.build(), budget);
+    if let Some(dir) = &args.plans_out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let cfg = LoopConfig {
+        sessions,
+        windows: args.windows.clone(),
+        session_interval_secs: args
+            .interval
+            .unwrap_or(LoopConfig::default().session_interval_secs),
+        seed: 0,
+        ..LoopConfig::default()
+    };
+    let mut write_error = None;
+    let run = run_sessions(&sim, &mut router, &cfg, |s, plan, _| {
+        let Some(dir) = &args.plans_out else { return };
+        let path = dir.join(format!("session-{s}.json"));
+        let json = plan.to_file(&sim.table, s).to_json() + "\n";
+        if let Err(e) = std::fs::write(&path, json) {
+            write_error.get_or_insert((path, e));
+        }
+    });
+    if let Some((path, e)) = write_error {
+        bail!("writing {}: {e}", path.display());
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["session".to_string()];
+    header.extend(cfg.windows.iter().map(|w| format!("{w} declared")));
+    header.extend(cfg.windows.iter().map(|w| format!("{w} total")));
+    header.extend(["conns", "disclosure", "orphans", "plan µs"].map(String::from));
+    table.set_header(header);
+    for (s, o) in run.sessions.iter().enumerate() {
+        let mut cells = vec![s.to_string()];
+        cells.extend(
+            o.score
+                .windows
+                .iter()
+                .map(|w| format!("{:.1}", w.declared_recall * 100.0)),
+        );
+        cells.extend(
+            o.score
+                .windows
+                .iter()
+                .map(|w| format!("{:.1}", w.total_recall * 100.0)),
+        );
+        cells.push(o.score.connections.to_string());
+        cells.push(o.score.disclosure.to_string());
+        cells.push(o.score.orphans.unwrap_or(0).to_string());
+        cells.push(format!("{:.0}", o.plan_us));
+        table.add_row(cells);
+    }
+    println!("{}: {} on {}", run.strategy, sessions, sim.world.name);
+    println!("{table}");
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&run).context("serialising the run")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
