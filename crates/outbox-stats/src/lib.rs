@@ -1,0 +1,380 @@
+//! The embedded default [`StatsStore`]: delivery statistics in one versioned JSON file.
+//!
+//! # Format (`outbox-stats`, version 1)
+//!
+//! ```json
+//! {
+//!   "format": "outbox-stats",
+//!   "version": 1,
+//!   "saved_at": 1767225600,
+//!   "decay": {"mode": "hourly", "factor": 0.95},
+//!   "session": 4,
+//!   "relays": {
+//!     "wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
+//!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0}
+//!   }
+//! }
+//! ```
+//!
+//! Compatibility: every field is optional on read (a missing one takes its default, so files
+//! of older versions load); unknown fields are ignored (files of newer versions load, with a
+//! [`LoadWarning::NewerVersion`]). A value of the wrong type (`null`, a string where a number
+//! belongs) reads as corrupt and is reset to the uniform prior; a relay entry that is not an
+//! object is dropped. Only what is unreadable starts fresh.
+//!
+//! # Safety of the file
+//!
+//! - Writes are atomic: a temporary file in the same directory is written, fsynced and renamed
+//!   over the target, then the directory is fsynced. A crash leaves either the old or the new
+//!   file, never a mix; concurrent writers each replace the file whole (the last one wins).
+//! - Before a save replaces the file, the current file is checked: if it parses, it is kept as
+//!   `<name>.bak` (hard link, or copy where links are not supported); if it does not, it is
+//!   moved aside as `<name>.corrupt-<unix seconds>` instead of being overwritten.
+//! - A load that finds an unreadable file moves it aside the same way, reports it (tracing and a
+//!   returned [`LoadWarning`]), and falls back to the `.bak` if that is readable, otherwise to
+//!   fresh stats. Nothing here panics on bad content.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use outbox_core::stats::{Decay, LoadWarning, Loaded, StatsStore, StatsStoreError};
+use outbox_core::{DeliveryStats, RelayStats};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The `format` tag of stats files.
+pub const STATS_FORMAT: &str = "outbox-stats";
+
+/// The format version this build writes (and the newest it fully understands).
+pub const STATS_VERSION: u32 = 1;
+
+/// Delivery statistics in a JSON file (see the crate docs for format and guarantees).
+#[derive(Debug)]
+pub struct FileStore {
+    path: PathBuf,
+    /// Serialises this store's own saves, so threads sharing one store do not race on the
+    /// backup step. Never held while calling out of this module.
+    write_lock: Mutex<()>,
+}
+
+/// What one file held, parsed leniently.
+struct Parsed {
+    stats: DeliveryStats,
+    warnings: Vec<LoadWarning>,
+}
+
+#[derive(Serialize)]
+struct FileOut<'a> {
+    format: &'static str,
+    version: u32,
+    saved_at: u64,
+    decay: Decay,
+    session: u64,
+    relays: BTreeMap<&'a str, RelayStats>,
+}
+
+impl FileStore {
+    /// A store at `path` (created on the first save; its directory must exist).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            write_lock: Mutex::new(()),
+        }
+    }
+
+    /// The stats file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where the last good file is kept.
+    pub fn backup_path(&self) -> PathBuf {
+        sibling(&self.path, ".bak")
+    }
+
+    fn dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+
+    /// Moves an unreadable file aside; returns where it went.
+    fn move_aside(&self, path: &Path) -> Option<PathBuf> {
+        let secs = now_secs();
+        for n in 0..1000u32 {
+            let suffix = if n == 0 {
+                format!(".corrupt-{secs}")
+            } else {
+                format!(".corrupt-{secs}-{n}")
+            };
+            let target = sibling(path, &suffix);
+            if target.exists() {
+                continue;
+            }
+            return match fs::rename(path, &target) {
+                Ok(()) => {
+                    tracing::warn!(from = %path.display(), to = %target.display(), "unreadable stats file moved aside");
+                    Some(target)
+                }
+                Err(err) => {
+                    tracing::warn!(path = %path.display(), %err, "could not move unreadable stats file aside");
+                    None
+                }
+            };
+        }
+        None
+    }
+
+    /// Keeps the current file as the backup (it parsed), atomically.
+    fn backup(&self) -> io::Result<()> {
+        let bak = self.backup_path();
+        let tmp = tempfile::Builder::new()
+            .prefix(".outbox-stats-bak")
+            .tempfile_in(self.dir())?
+            .into_temp_path();
+        // The temp path exists; a hard link needs a free name.
+        fs::remove_file(&tmp)?;
+        if fs::hard_link(&self.path, &tmp).is_err() {
+            fs::copy(&self.path, &tmp)?;
+        }
+        fs::rename(&tmp, &bak)?;
+        // `tmp` no longer exists; dropping the TempPath ignores that.
+        Ok(())
+    }
+}
+
+impl StatsStore for FileStore {
+    fn load(&self) -> Result<Loaded, StatsStoreError> {
+        let mut warnings = Vec::new();
+        match read(&self.path)? {
+            None => return Ok(Loaded::default()),
+            Some(bytes) => match parse(&bytes) {
+                Ok(parsed) => {
+                    return Ok(finish(parsed, warnings));
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %self.path.display(), %reason, "stats file is unreadable");
+                    let moved_to = self.move_aside(&self.path);
+                    warnings.push(LoadWarning::Unreadable {
+                        path: self.path.clone(),
+                        reason,
+                        moved_to,
+                    });
+                }
+            },
+        }
+        let bak = self.backup_path();
+        if let Some(bytes) = read(&bak)? {
+            match parse(&bytes) {
+                Ok(parsed) => {
+                    tracing::warn!(path = %bak.display(), "stats restored from the last good backup");
+                    warnings.push(LoadWarning::FromBackup { path: bak });
+                    return Ok(finish(parsed, warnings));
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %bak.display(), %reason, "stats backup is unreadable too");
+                    warnings.push(LoadWarning::Unreadable {
+                        path: bak,
+                        reason,
+                        moved_to: None,
+                    });
+                }
+            }
+        }
+        Ok(Loaded {
+            stats: DeliveryStats::new(),
+            warnings,
+        })
+    }
+
+    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        let mut clean = stats.clone();
+        clean.sanitize();
+        let out = FileOut {
+            format: STATS_FORMAT,
+            version: STATS_VERSION,
+            saved_at: now_secs(),
+            decay: clean.decay,
+            session: clean.session(),
+            relays: clean.iter().map(|(url, s)| (url, *s)).collect(),
+        };
+        let mut bytes =
+            serde_json::to_vec_pretty(&out).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
+        bytes.push(b'\n');
+
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StatsStoreError::Io { path, source }
+        };
+        // Never replace unreadable data: keep a good file as the backup, set a bad one aside.
+        if let Some(current) = read(&self.path)? {
+            if parse(&current).is_ok() {
+                if let Err(err) = self.backup() {
+                    tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
+                }
+            } else {
+                self.move_aside(&self.path);
+            }
+        }
+        let dir = self.dir();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".outbox-stats")
+            .tempfile_in(&dir)
+            .map_err(io_err(&dir))?;
+        tmp.write_all(&bytes).map_err(io_err(tmp.path()))?;
+        tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
+        tmp.persist(&self.path).map_err(|e| StatsStoreError::Io {
+            path: self.path.clone(),
+            source: e.error,
+        })?;
+        sync_dir(&dir).map_err(io_err(&dir))?;
+        Ok(())
+    }
+}
+
+/// Sanitises and attaches the warnings of a parsed file.
+fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
+    warnings.append(&mut parsed.warnings);
+    let count = parsed.stats.sanitize();
+    if count > 0 {
+        warnings.push(LoadWarning::Sanitised { count });
+    }
+    Loaded {
+        stats: parsed.stats,
+        warnings,
+    }
+}
+
+/// The file's bytes, or `None` if it does not exist.
+fn read(path: &Path) -> Result<Option<Vec<u8>>, StatsStoreError> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StatsStoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Parses a stats file leniently; `Err` only when nothing at all can be read.
+fn parse(bytes: &[u8]) -> Result<Parsed, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let Value::Object(top) = value else {
+        return Err("not a json object".into());
+    };
+    match top.get("format") {
+        None => {}
+        Some(Value::String(f)) if f == STATS_FORMAT => {}
+        Some(other) => return Err(format!("format is {other}, expected \"{STATS_FORMAT}\"")),
+    }
+    let mut warnings = Vec::new();
+    if let Some(found) = top.get("version").and_then(Value::as_u64) {
+        if found > u64::from(STATS_VERSION) {
+            warnings.push(LoadWarning::NewerVersion {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+                supported: STATS_VERSION,
+            });
+        }
+    }
+    let decay = match top.get("decay") {
+        None => Decay::default(),
+        Some(v) => serde_json::from_value::<Decay>(v.clone()).unwrap_or_else(|err| {
+            tracing::warn!(%err, "unreadable decay setting; using the default");
+            warnings.push(LoadWarning::Sanitised { count: 1 });
+            Decay::default()
+        }),
+    };
+    let mut stats = DeliveryStats::with_decay(decay);
+    stats.set_session(top.get("session").and_then(Value::as_u64).unwrap_or(0));
+    let mut dropped = Vec::new();
+    let mut insane = 0usize;
+    match top.get("relays") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(relays)) => {
+            for (url, entry) in relays {
+                match entry {
+                    Value::Object(fields) => {
+                        let relay = relay_from(fields);
+                        // `set` resets an absurd entry to the uniform prior with a trace event.
+                        insane += usize::from(!relay.is_sane());
+                        stats.set(url.clone(), relay);
+                    }
+                    _ => dropped.push(url.clone()),
+                }
+            }
+        }
+        Some(_) => return Err("`relays` is not an object".into()),
+    }
+    if insane > 0 {
+        warnings.push(LoadWarning::Sanitised { count: insane });
+    }
+    if !dropped.is_empty() {
+        tracing::warn!(
+            count = dropped.len(),
+            "unreadable relay entries start fresh"
+        );
+        warnings.push(LoadWarning::DroppedEntries { urls: dropped });
+    }
+    Ok(Parsed { stats, warnings })
+}
+
+/// One relay's stats from its JSON fields: a missing field takes its default, a present field
+/// of the wrong type reads as NaN (α, β, latency) so sanitising resets it, or 0 (counters).
+fn relay_from(fields: &Map<String, Value>) -> RelayStats {
+    let d = RelayStats::default();
+    let float = |key: &str, default: f64| match fields.get(key) {
+        None => default,
+        Some(v) => v.as_f64().unwrap_or(f64::NAN),
+    };
+    let int =
+        |key: &str, default: u64| fields.get(key).map_or(default, |v| v.as_u64().unwrap_or(0));
+    RelayStats {
+        alpha: float("alpha", d.alpha),
+        beta: float("beta", d.beta),
+        latency_ms: match fields.get("latency_ms") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_f64().unwrap_or(f64::NAN)),
+        },
+        updated_at: int("updated_at", d.updated_at),
+        session: int("session", d.session),
+        asked: int("asked", d.asked),
+        failures: int("failures", d.failures),
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Makes a rename durable: fsync the directory holding the file (a no-op where directories
+/// cannot be opened, as on Windows).
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        fs::File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}

@@ -1,0 +1,290 @@
+//! The file store: round trips, torn writes, garbage, concurrent writers, old and new versions,
+//! absurd values.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use outbox_core::stats::{Decay, LoadWarning, StatsStore};
+use outbox_core::DeliveryStats;
+use outbox_stats::{FileStore, STATS_VERSION};
+
+fn sample(n: u32) -> DeliveryStats {
+    let mut s = DeliveryStats::with_decay(Decay::PerSession { factor: 0.9 });
+    s.begin_session();
+    for i in 0..n {
+        let url = format!("wss://r{i}.example");
+        s.record_delivery(&url, i % 4, 3, 1_000 + u64::from(i));
+        s.record_latency(&url, 50.0 + f64::from(i), 1_000);
+    }
+    s.record_failure("wss://down.example", 2_000);
+    s
+}
+
+fn corrupt_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".corrupt-"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn round_trip_is_exact_and_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    let fresh = store.load().unwrap();
+    assert!(fresh.stats.is_empty() && fresh.warnings.is_empty());
+    let s = sample(20);
+    store.save(&s).unwrap();
+    let loaded = store.load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.stats, s);
+    let text = fs::read_to_string(store.path()).unwrap();
+    assert!(text.contains("\"format\": \"outbox-stats\""));
+    assert!(text.contains(&format!("\"version\": {STATS_VERSION}")));
+    // Only the stats file (no backup yet, no temp files left behind).
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn torn_write_is_reported_moved_aside_and_the_backup_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    let old = sample(5);
+    store.save(&old).unwrap();
+    let new = sample(9);
+    store.save(&new).unwrap();
+    assert!(
+        store.backup_path().exists(),
+        "the previous good file is kept"
+    );
+    // Tear the file in half, as a crash of a non-atomic writer would.
+    let bytes = fs::read(store.path()).unwrap();
+    fs::write(store.path(), &bytes[..bytes.len() / 2]).unwrap();
+
+    let loaded = store.load().unwrap();
+    assert!(
+        matches!(
+            &loaded.warnings[0],
+            LoadWarning::Unreadable {
+                moved_to: Some(_),
+                ..
+            }
+        ),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(matches!(
+        &loaded.warnings[1],
+        LoadWarning::FromBackup { .. }
+    ));
+    assert_eq!(loaded.stats, old, "the last good save before the torn one");
+    // The torn bytes were kept for inspection, not destroyed.
+    let aside = corrupt_files(dir.path());
+    assert_eq!(aside.len(), 1);
+    assert_eq!(
+        fs::read(dir.path().join(&aside[0])).unwrap(),
+        &bytes[..bytes.len() / 2]
+    );
+}
+
+#[test]
+fn garbage_without_backup_gives_fresh_stats_and_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let garbage: Vec<u8> = (0..500u32).map(|i| (i * 37 % 251) as u8).collect();
+    fs::write(&path, &garbage).unwrap();
+    let store = FileStore::new(&path);
+    let loaded = store.load().unwrap();
+    assert!(loaded.stats.is_empty());
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    for w in &loaded.warnings {
+        assert!(!w.to_string().is_empty());
+    }
+    assert_eq!(corrupt_files(dir.path()).len(), 1);
+
+    // A save over garbage that appeared since (another program wrote it) moves it aside too.
+    fs::write(&path, b"{\"relays\": [1, 2").unwrap();
+    store.save(&sample(3)).unwrap();
+    assert_eq!(corrupt_files(dir.path()).len(), 2);
+    assert!(
+        !store.backup_path().exists(),
+        "garbage is never kept as the good backup"
+    );
+    assert_eq!(store.load().unwrap().stats, sample(3));
+    // Valid JSON of the wrong shape is unreadable too.
+    fs::write(&path, b"[1, 2, 3]").unwrap();
+    assert!(matches!(
+        store.load().unwrap().warnings[0],
+        LoadWarning::Unreadable { .. }
+    ));
+}
+
+#[test]
+fn concurrent_writers_from_two_threads_leave_a_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let shared = Arc::new(FileStore::new(&path));
+    let versions: Vec<DeliveryStats> = (0..2).map(|t| sample(10 + t * 5)).collect();
+    let handles: Vec<_> = (0..2)
+        .map(|t| {
+            // One thread shares a store, the other uses its own instance on the same path.
+            let store = if t == 0 {
+                shared.clone()
+            } else {
+                Arc::new(FileStore::new(&path))
+            };
+            let mine = versions[t].clone();
+            std::thread::spawn(move || {
+                for _ in 0..40 {
+                    store.save(&mine).unwrap();
+                    let seen = store.load().unwrap();
+                    assert!(seen.warnings.is_empty(), "{:?}", seen.warnings);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let last = shared.load().unwrap();
+    assert!(last.warnings.is_empty());
+    assert!(
+        versions.contains(&last.stats),
+        "the file is one writer's whole save"
+    );
+    assert!(corrupt_files(dir.path()).is_empty());
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".outbox-stats"))
+        .collect();
+    assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
+}
+
+#[test]
+fn a_file_from_an_older_version_loads_with_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    // No format, version, decay or session; relays missing latency, session, counters.
+    fs::write(
+        &path,
+        r#"{"relays": {"wss://old.example": {"alpha": 4.0, "beta": 2.0, "updated_at": 10},
+                        "wss://bare.example": {}}}"#,
+    )
+    .unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let s = loaded.stats;
+    assert_eq!(s.decay, Decay::default());
+    assert_eq!(s.session(), 0);
+    let old = s.get("wss://old.example");
+    assert_eq!(
+        (old.alpha, old.beta, old.latency_ms, old.asked),
+        (4.0, 2.0, None, 0)
+    );
+    assert!(s.get("wss://bare.example").is_uniform());
+}
+
+#[test]
+fn a_file_from_a_newer_version_loads_what_it_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    fs::write(
+        &path,
+        r#"{"format": "outbox-stats", "version": 7, "per_depth": {"x": 1},
+            "decay": {"mode": "hourly", "factor": 0.9},
+            "relays": {"wss://a.example": {"alpha": 2.0, "beta": 3.0, "depth_alpha": [1, 2]}}}"#,
+    )
+    .unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    assert_eq!(
+        loaded.warnings,
+        vec![LoadWarning::NewerVersion {
+            found: 7,
+            supported: STATS_VERSION
+        }]
+    );
+    assert_eq!(loaded.stats.decay, Decay::Hourly { factor: 0.9 });
+    assert_eq!(loaded.stats.get("wss://a.example").beta, 3.0);
+}
+
+#[test]
+fn absurd_values_are_sanitised_and_unreadable_entries_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    // serde_json writes NaN and ±inf as null; hand-edited files may hold anything.
+    fs::write(
+        &path,
+        r#"{"decay": {"mode": "per_session", "factor": 7.5},
+            "relays": {
+              "wss://nan.example": {"alpha": null, "beta": 2.0, "asked": 3},
+              "wss://neg.example": {"alpha": -5.0},
+              "wss://huge.example": {"beta": 1e300},
+              "wss://lat.example": {"alpha": 2.0, "latency_ms": -40},
+              "wss://str.example": {"alpha": "lots"},
+              "wss://junk.example": "not an object",
+              "wss://ok.example": {"alpha": 3.0, "beta": 1.5}
+            }}"#,
+    )
+    .unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    let s = &loaded.stats;
+    for url in ["nan", "neg", "huge", "lat", "str"] {
+        let r = s.get(&format!("wss://{url}.example"));
+        assert!(
+            r.is_sane() && r.is_uniform() && r.latency_ms.is_none(),
+            "{url}: {r:?}"
+        );
+    }
+    assert_eq!(
+        s.get("wss://nan.example").asked,
+        3,
+        "counters survive a reset"
+    );
+    assert_eq!(s.get("wss://ok.example").alpha, 3.0);
+    assert_eq!(s.decay, Decay::default());
+    assert!(
+        loaded
+            .warnings
+            .contains(&LoadWarning::Sanitised { count: 5 }),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(
+        loaded
+            .warnings
+            .contains(&LoadWarning::Sanitised { count: 1 }),
+        "decay: {:?}",
+        loaded.warnings
+    );
+    assert!(loaded.warnings.contains(&LoadWarning::DroppedEntries {
+        urls: vec!["wss://junk.example".into()]
+    }));
+    // Saving writes only sane values.
+    let store = FileStore::new(&path);
+    store.save(s).unwrap();
+    let again = store.load().unwrap();
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+}
+
+#[test]
+fn store_is_object_safe_and_saves_sanitised_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Box<dyn StatsStore> = Box::new(FileStore::new(dir.path().join("s.json")));
+    let s = sample(2);
+    store.save(&s).unwrap();
+    assert_eq!(store.load().unwrap().stats, s);
+}
+
+#[test]
+fn a_missing_directory_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("no/such/dir/stats.json"));
+    assert!(store.load().unwrap().stats.is_empty());
+    let err = store.save(&sample(1)).unwrap_err();
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+}
