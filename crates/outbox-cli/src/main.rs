@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod chart;
 mod churn;
+mod feed;
 mod plan;
 mod strategies;
 mod world;
@@ -30,6 +31,8 @@ enum Command {
     Plan(plan::Args),
     /// Replay a churn scenario: plain re-planning vs hysteresis, per strategy.
     Churn(churn::Args),
+    /// A live feed from real relays, routed by a strategy (`--once` for one pass and a summary).
+    Feed(feed::Args),
     /// Run strategies side by side on generated worlds (or one strategy on a world file).
     Bench(bench::Args),
     /// Generate world files and show their headline facts.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Strategies(args) => strategies::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Churn(args) => churn::run(args),
+        Command::Feed(args) => feed::run(args),
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
     };

@@ -51,7 +51,7 @@ pub(crate) fn spawn(
 }
 
 /// rustls needs one process-wide crypto provider for `wss://`; installing twice is harmless.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 

@@ -49,6 +49,7 @@
 pub mod config;
 mod coordinator;
 pub mod penalty;
+pub mod query;
 pub mod slot;
 pub mod store;
 
@@ -64,6 +65,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
 pub use penalty::{PenaltyBox, PenaltyEntry};
+pub use query::fetch_events;
 pub use slot::{Failure, FrameDrop, SubKind};
 pub use store::JsonFileStore;
 
@@ -307,7 +309,14 @@ impl FeedHandle {
         let _ = self.control.send(Control::SetFollows(follows));
     }
 
-    /// Closes every slot, saves the stats and returns the summary.
+    /// Asks the feed to end (every slot closed, stats saved) without waiting; keep draining
+    /// the channel until it closes, then [`wait`](Self::wait) for the summary.
+    pub fn request_shutdown(&self) {
+        let _ = self.control.send(Control::Shutdown);
+    }
+
+    /// Closes every slot, saves the stats and returns the summary. The channel must still be
+    /// drained (or dropped) meanwhile, as the feed may be waiting to deliver.
     pub async fn shutdown(self) -> FeedSummary {
         let _ = self.control.send(Control::Shutdown);
         self.wait().await
