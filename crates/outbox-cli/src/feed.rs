@@ -13,8 +13,7 @@ use nostr::types::Timestamp;
 use outbox_core::{Router, RouterConfig};
 use outbox_runtime::store::{load_json, save_json};
 use outbox_runtime::{
-    fetch_events, FeedEvent, FeedInput, FeedSummary, JsonFileStore, PenaltyBox, RuntimeConfig,
-    Status,
+    fetch_events, FeedEvent, FeedInput, FeedSummary, PenaltyBox, RuntimeConfig, Status,
 };
 
 /// The strategy used when no `--config` is given.
@@ -169,7 +168,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = policy;
     if let Some(path) = &args.stats {
-        input.store = Arc::new(JsonFileStore::new(path));
+        input.store = Arc::new(outbox_stats::FileStore::new(path));
         let (penalties, warnings) = load_json::<PenaltyBox>(&penalties_path(path))?;
         for w in warnings {
             eprintln!("warning: {w}");

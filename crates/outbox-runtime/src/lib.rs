@@ -67,7 +67,6 @@ pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
 pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use query::fetch_events;
 pub use slot::{Failure, FrameDrop, SubKind};
-pub use store::JsonFileStore;
 
 /// Everything a feed starts from.
 #[derive(Debug)]

@@ -1,52 +1,18 @@
-//! A minimal JSON file store for [`DeliveryStats`] (and the penalty box beside it).
+//! Plain JSON files for the runtime's own state (the penalty box).
 //!
-//! The fuller store (backups, versioned format) lives in its own crate; this one keeps the
-//! runtime and the CLI usable on their own. Writes are atomic: a temporary file in the same
-//! directory is written, synced and renamed over the old one, so a crash never leaves half a
-//! file. Unreadable content is moved aside and reported as a [`LoadWarning`], never an error.
+//! Learned stats go through a [`StatsStore`](outbox_core::StatsStore) (the `outbox-stats`
+//! crate's file store, with backups and a versioned format); the penalty box is simpler state
+//! kept beside it. Writes are atomic: a temporary file in the same directory is written, synced
+//! and renamed over the old one, so a crash never leaves half a file. Unreadable content is
+//! moved aside and reported as a [`LoadWarning`], never an error.
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use outbox_core::{DeliveryStats, LoadWarning, Loaded, StatsStore, StatsStoreError};
+use outbox_core::{LoadWarning, StatsStoreError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-
-/// Stats as pretty JSON in one file.
-#[derive(Clone, Debug)]
-pub struct JsonFileStore {
-    path: PathBuf,
-}
-
-impl JsonFileStore {
-    /// A store at `path` (created on first save).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
-    }
-
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl StatsStore for JsonFileStore {
-    fn load(&self) -> Result<Loaded, StatsStoreError> {
-        let (stats, mut warnings) = load_json::<DeliveryStats>(&self.path)?;
-        let mut stats = stats.unwrap_or_default();
-        let count = stats.sanitize();
-        if count > 0 {
-            warnings.push(LoadWarning::Sanitised { count });
-        }
-        Ok(Loaded { stats, warnings })
-    }
-
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        save_json(&self.path, stats)
-    }
-}
-
 /// Reads a JSON file. A missing file is `None`; an unreadable one is moved aside to
 /// `<file>.corrupt` and reported as a warning.
 pub fn load_json<T: DeserializeOwned>(
@@ -100,28 +66,30 @@ pub fn save_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StatsStoreE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PenaltyBox;
 
     #[test]
     fn round_trips_and_survives_garbage() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("stats.json");
-        let store = JsonFileStore::new(&path);
-        assert!(store.load().unwrap().stats.is_empty());
-        let mut stats = DeliveryStats::new();
-        stats.record_delivery("wss://a.example", 3, 4, 100);
-        store.save(&stats).unwrap();
-        let back = store.load().unwrap();
-        assert_eq!(
-            back.stats.get("wss://a.example"),
-            stats.get("wss://a.example")
+        let path = dir.path().join("penalties.json");
+        assert!(load_json::<PenaltyBox>(&path).unwrap().0.is_none());
+        let mut b = PenaltyBox::new();
+        b.penalise(
+            "wss://a.example",
+            "auth-required: x",
+            10,
+            &Default::default(),
         );
-        assert!(back.warnings.is_empty());
+        save_json(&path, &b).unwrap();
+        let (back, warnings) = load_json::<PenaltyBox>(&path).unwrap();
+        assert_eq!(back, Some(b));
+        assert!(warnings.is_empty());
 
         fs::write(&path, b"{not json").unwrap();
-        let loaded = store.load().unwrap();
-        assert!(loaded.stats.is_empty());
+        let (back, warnings) = load_json::<PenaltyBox>(&path).unwrap();
+        assert!(back.is_none());
         assert!(matches!(
-            loaded.warnings[0],
+            warnings[0],
             LoadWarning::Unreadable {
                 moved_to: Some(_),
                 ..

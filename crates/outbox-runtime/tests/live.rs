@@ -12,7 +12,8 @@ use outbox_core::config::ConfigIssue;
 use outbox_core::{
     DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, StatsStore, UrlPolicy,
 };
-use outbox_runtime::{start, FeedInput, JsonFileStore, RuntimeConfig, Status};
+use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
+use outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +224,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
         async move {
             let mut input = FeedInput::new(router(toml), follows, [reader_url]);
             input.policy = UrlPolicy::allow_local();
-            input.store = Arc::new(JsonFileStore::new(path));
+            input.store = Arc::new(FileStore::new(path));
             for l in &lists {
                 input.add_relay_list_event(l);
             }
@@ -242,7 +243,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     let asked_first: Vec<&String> = first.relays.keys().collect();
     assert!(first.relays.contains_key(&x.url), "{asked_first:?}");
     assert!(path.exists(), "stats saved at the end of the run");
-    let on_disk = JsonFileStore::new(&path).load().unwrap().stats;
+    let on_disk = FileStore::new(&path).load().unwrap().stats;
     let xs = on_disk.get(&x.url);
     assert!(
         xs.beta > xs.alpha,
@@ -269,7 +270,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     assert!(second.relays.contains_key(&y.url) && second.relays.contains_key(&z.url));
     assert_eq!(second.authors_covered, follows.len());
     // The second run's stats build on the first's.
-    let after = JsonFileStore::new(&path).load().unwrap().stats;
+    let after = FileStore::new(&path).load().unwrap().stats;
     assert!(after.get(&other.url).asked > os.asked);
     let _ = DeliveryStats::new();
 }
