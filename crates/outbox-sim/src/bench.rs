@@ -278,13 +278,14 @@ pub fn run_bench(
         None => ready,
         Some(only) => {
             for want in only {
-                if want != ORACLE && !ready.iter().any(|(l, _)| l == want) {
-                    if !skipped.iter().any(|s| &s.label == want) {
-                        skipped.push(Skipped {
-                            label: want.clone(),
-                            reason: "not in the suite".into(),
-                        });
-                    }
+                if want != ORACLE
+                    && !ready.iter().any(|(l, _)| l == want)
+                    && !skipped.iter().any(|s| &s.label == want)
+                {
+                    skipped.push(Skipped {
+                        label: want.clone(),
+                        reason: "not in the suite".into(),
+                    });
                 }
             }
             skipped.retain(|s| only.contains(&s.label));

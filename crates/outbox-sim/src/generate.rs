@@ -179,9 +179,10 @@ pub struct WorldModel {
     pub mid_retention_days: Span,
     /// Noise on the popularity-to-retention mapping, as a share of the mid-relay count.
     pub mid_retention_noise: f64,
-    /// Chance that an (author, relay) pair silently fails every write (rate limits, web of
-    /// trust filters, spam rules).
-    pub write_failure_share: f64,
+    /// Per relay, the chance that an (author, relay) pair silently fails every write (rate
+    /// limits, web-of-trust filters, spam rules); drawn once per relay, so some relays are far
+    /// lossier than others.
+    pub write_failure_share: Span,
     /// Chance that one write to one relay is lost.
     pub event_drop_share: f64,
     /// Share of authors who moved relays: notes before the move sit on relays missing from
@@ -231,7 +232,7 @@ impl Default for WorldModel {
             mid_prune_share: 1.0,
             mid_retention_days: Span::new(180.0, 730.0),
             mid_retention_noise: 0.3,
-            write_failure_share: 0.15,
+            write_failure_share: Span::new(0.0, 0.3),
             event_drop_share: 0.02,
             moved_share: 0.3,
             moved_keep_share: 0.4,
@@ -267,6 +268,8 @@ struct Relay {
     reliability: f64,
     /// Seconds of history kept; `None` keeps everything.
     retention: Option<u64>,
+    /// Chance that this relay silently drops every write of a given author.
+    write_failure: f64,
 }
 
 /// Generates the world for `profile` and `seed` with the default model.
@@ -309,6 +312,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
             paid,
             reliability: model.hub_reliability.draw(&mut rng),
             retention: Some((model.hub_retention_days.draw(&mut rng) * DAY as f64) as u64),
+            write_failure: model.write_failure_share.draw(&mut rng),
         });
     }
     let mid_count = model.mid_relays_base + model.follows / model.follows_per_mid_relay.max(1);
@@ -323,7 +327,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
             / mid_count.max(1) as f64)
             .clamp(0.0, 1.0);
         let retention =
-            prunes.then(|| ((span.lo + (span.hi - span.lo) * position) * DAY as f64) as u64);
+            prunes.then_some(((span.lo + (span.hi - span.lo) * position) * DAY as f64) as u64);
         relays.push(Relay {
             url: format!("wss://mid{i}.nostr.example"),
             tier: Tier::Mid,
@@ -331,6 +335,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
             paid: alive && rng.random_bool(model.paid_share.clamp(0.0, 1.0)),
             reliability: model.relay_reliability.draw(&mut rng),
             retention,
+            write_failure: model.write_failure_share.draw(&mut rng),
         });
     }
     let hub_weights: Vec<f64> = (0..model.hubs)
@@ -385,6 +390,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
                 let alive = rng.random_bool(tail_alive.clamp(0.0, 1.0));
                 let paid = alive && rng.random_bool(model.paid_share.clamp(0.0, 1.0));
                 let reliability = model.relay_reliability.draw(rng);
+                let write_failure = model.write_failure_share.draw(rng);
                 let i = relays.len();
                 relays.push(Relay {
                     url: format!("wss://t{i}.tail.example"),
@@ -393,6 +399,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
                     paid,
                     reliability,
                     retention: None,
+                    write_failure,
                 });
                 i
             }
@@ -451,7 +458,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
             .iter()
             .chain(old.iter())
             .copied()
-            .filter(|_| rng.random_bool(model.write_failure_share.clamp(0.0, 1.0)))
+            .filter(|&r| rng.random_bool(relays[r].write_failure.clamp(0.0, 1.0)))
             .collect();
         let mut t = active_from as f64;
         let mean_gap = DAY as f64 / per_day.max(1e-9);

@@ -97,6 +97,7 @@ pub fn run_sessions(
     let _guard = span.enter();
     for s in 0..cfg.sessions {
         let now = sim.world.now + u64::from(s) * cfg.session_interval_secs;
+        stats.begin_session();
         let started = Instant::now();
         let plan = router.plan_with(&sim.table, &stats, now, cfg.seed_for(s));
         let plan_us = started.elapsed().as_secs_f64() * 1e6;

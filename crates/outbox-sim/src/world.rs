@@ -523,7 +523,7 @@ impl RawWorld {
             .map(|(i, r)| (r.url.clone(), i as u32))
             .collect();
 
-        events.sort_by(|a, b| (a.author, a.created_at, a.id).cmp(&(b.author, b.created_at, b.id)));
+        events.sort_by_key(|e| (e.author, e.created_at, e.id));
         let mut new_on = Vec::with_capacity(on.len());
         let mut scratch = Vec::new();
         for e in &mut events {
