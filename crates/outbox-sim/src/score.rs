@@ -4,6 +4,7 @@
 use std::fmt;
 
 use nostr::key::PublicKey;
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, Plan, PlanFile, RouteTable, UrlPolicy};
 use serde::{Deserialize, Serialize};
 
@@ -403,9 +404,8 @@ pub struct RelayObservation {
 /// Everything a client could observe from one session's REQs: per asked relay, whether it
 /// answered and what it returned per author (counts and time depth).
 ///
-/// Only [`DeliveryStats`] is fed from it today ([`Observation::record`]); the per-author time
-/// depth (`newest`/`oldest`) is here so a strategy that learns per relay *and* per time depth can
-/// consume it later without changing the loop.
+/// [`DeliveryStats`] is fed from it ([`Observation::record`]) with exactly what a live client
+/// reports; the per-author time depth (`newest`/`oldest`) is kept for diagnostics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Observation {
     /// The session.
@@ -462,29 +462,36 @@ pub fn observe(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Observa
 }
 
 impl Observation {
-    /// Feeds the observation into delivery statistics as a live client would after EOSE: a relay
-    /// that did not answer is a failure; for one that did, `expected` is how many of its asked
-    /// authors *some* asked relay returned events for, and `delivered` how many of those it
-    /// returned events for (the definition in `outbox_core::stats`).
-    pub fn record(&self, stats: &mut DeliveryStats, now: u64) {
-        let mut any: Vec<u32> = self
-            .relays
-            .iter()
-            .flat_map(|r| r.returned.iter().map(|x| x.author))
-            .collect();
-        any.sort_unstable();
-        any.dedup();
-        for r in &self.relays {
-            if !r.up {
-                stats.record_failure(&r.url, now);
-                continue;
-            }
-            let expected = r
-                .asked
+    /// What a live client would report after every asked relay sent EOSE or failed: per asked
+    /// relay, whether it answered and how many events it returned for each asked author.
+    pub fn round_report(&self, sim: &SimWorld) -> RoundReport {
+        RoundReport {
+            relays: self
+                .relays
                 .iter()
-                .filter(|a| any.binary_search(a).is_ok())
-                .count() as u32;
-            stats.record_delivery(&r.url, r.returned.len() as u32, expected, now);
+                .map(|r| RelayRound {
+                    url: r.url.clone(),
+                    answered: r.up,
+                    authors: r
+                        .asked
+                        .iter()
+                        .map(|&a| AuthorRound {
+                            author: sim.world.follows[a as usize],
+                            events: r
+                                .returned
+                                .iter()
+                                .find(|x| x.author == a)
+                                .map_or(0, |x| x.events),
+                        })
+                        .collect(),
+                })
+                .collect(),
         }
+    }
+
+    /// Feeds the observation into delivery statistics through the same call the live runtime
+    /// makes ([`DeliveryStats::record_round`]).
+    pub fn record(&self, sim: &SimWorld, stats: &mut DeliveryStats, now: u64) {
+        stats.record_round(&self.round_report(sim), now);
     }
 }

@@ -104,7 +104,7 @@ pub fn run_sessions(
         times.push(plan_us);
         let asks = Asks::from_plan(sim, &plan);
         let observation = observe(sim, &asks, s, since);
-        observation.record(&mut stats, now);
+        observation.record(sim, &mut stats, now);
         on_session(s, &plan, &observation);
         let score = score(sim, &asks, s, &cfg.windows);
         tracing::debug!(

@@ -162,7 +162,7 @@ fn observation_feeds_delivery_stats_as_defined() {
     assert_eq!(b.returned[0].newest, NOW - DAY);
     assert!(!obs.relays[2].up, "c is not in the world: never answers");
     let mut stats = DeliveryStats::with_decay(Decay::Hourly { factor: 1.0 });
-    obs.record(&mut stats, NOW);
+    obs.record(&sim, &mut stats, NOW);
     // b: asked Alice and Bob, both returned by someone, b returned both → share 1.
     let sb = stats.get("wss://b.example");
     assert_eq!((sb.alpha, sb.beta), (2.0, 1.0));

@@ -45,11 +45,14 @@
 //! re-enters learning instead of poisoning selection.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::path::PathBuf;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+
+mod round;
+mod store;
+
+pub use round::{AuthorRound, RelayRound, RoundReport};
+pub use store::{LoadWarning, Loaded, MemoryStore, StatsStore, StatsStoreError};
 
 /// The default hourly decay factor toward the uniform prior.
 pub const DEFAULT_HOURLY_DECAY: f64 = 0.95;
@@ -121,6 +124,15 @@ pub struct RelayStats {
     pub asked: u64,
     /// Times it could not be reached or refused.
     pub failures: u64,
+    /// Beta α of *liveness*: 1 + runs in which the relay answered (see [`RoundReport`]).
+    pub live_alpha: f64,
+    /// Beta β of liveness: 1 + runs in which it could not be reached or refused.
+    pub live_beta: f64,
+    /// Beta α of *completeness*: 1 + the event-weighted share it returned, per answered run, of
+    /// what the best relay asked about the same authors returned. Pruning relays score low.
+    pub kept_alpha: f64,
+    /// Beta β of completeness.
+    pub kept_beta: f64,
 }
 
 impl Default for RelayStats {
@@ -134,6 +146,10 @@ impl Default for RelayStats {
             session: 0,
             asked: 0,
             failures: 0,
+            live_alpha: 1.0,
+            live_beta: 1.0,
+            kept_alpha: 1.0,
+            kept_beta: 1.0,
         }
     }
 }
@@ -149,12 +165,26 @@ impl RelayStats {
         self.alpha == 1.0 && self.beta == 1.0
     }
 
+    /// Posterior mean of liveness: how likely the relay answers a run.
+    pub fn live_mean(&self) -> f64 {
+        self.live_alpha / (self.live_alpha + self.live_beta)
+    }
+
+    /// Posterior mean of completeness: the share of the asked authors' notes it returns.
+    pub fn kept_mean(&self) -> f64 {
+        self.kept_alpha / (self.kept_alpha + self.kept_beta)
+    }
+
     /// Whether the values are usable (finite, α and β in `[1, MAX_PARAM]`, latency finite and
     /// in `[0, MAX_LATENCY_MS]`).
     pub fn is_sane(&self) -> bool {
         let param_ok = |x: f64| x.is_finite() && (1.0..=MAX_PARAM).contains(&x);
         param_ok(self.alpha)
             && param_ok(self.beta)
+            && param_ok(self.live_alpha)
+            && param_ok(self.live_beta)
+            && param_ok(self.kept_alpha)
+            && param_ok(self.kept_beta)
             && self
                 .latency_ms
                 .is_none_or(|l| l.is_finite() && (0.0..=MAX_LATENCY_MS).contains(&l))
@@ -201,9 +231,14 @@ impl RelayStats {
             return *self;
         }
         let f = factor.clamp(0.0, 1.0).powf(elapsed);
+        let pull = |x: f64| 1.0 + (x - 1.0) * f;
         Self {
-            alpha: 1.0 + (self.alpha - 1.0) * f,
-            beta: 1.0 + (self.beta - 1.0) * f,
+            alpha: pull(self.alpha),
+            beta: pull(self.beta),
+            live_alpha: pull(self.live_alpha),
+            live_beta: pull(self.live_beta),
+            kept_alpha: pull(self.kept_alpha),
+            kept_beta: pull(self.kept_beta),
             ..*self
         }
     }
@@ -218,6 +253,8 @@ pub struct DeliveryStats {
     pub decay: Decay,
     /// The current session number (see [`DeliveryStats::begin_session`]).
     session: u64,
+    /// What was learned per followed author (hex public key), see [`AuthorStats`].
+    authors: HashMap<String, AuthorStats>,
 }
 
 impl DeliveryStats {
@@ -307,7 +344,15 @@ impl DeliveryStats {
                 fixed += 1;
             }
         }
-        fixed
+        let before = self.authors.len();
+        self.authors.retain(|hex, a| {
+            let sane = a.is_sane();
+            if !sane {
+                tracing::warn!(author = hex, "corrupt author stats dropped");
+            }
+            sane
+        });
+        fixed + (before - self.authors.len())
     }
 
     /// The decayed stats of `url`, stamped with the present, ready to be updated.
@@ -370,148 +415,66 @@ impl DeliveryStats {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RelayStats)> {
         self.relays.iter().map(|(k, v)| (k.as_str(), v))
     }
-}
 
-/// Why a store could not load or save at all. Unreadable *content* is not an error (see
-/// [`LoadWarning`]): only failures the caller may want to act on, such as a permission problem.
-#[derive(Debug, thiserror::Error)]
-pub enum StatsStoreError {
-    /// Reading, writing, syncing or renaming a file failed.
-    #[error("stats store io on {path}: {source}")]
-    Io {
-        /// The file or directory involved.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The stats could not be encoded.
-    #[error("cannot encode stats: {0}")]
-    Encode(String),
-}
+    /// What was learned about one author (hex public key), if anything.
+    pub fn author(&self, hex: &str) -> Option<&AuthorStats> {
+        self.authors.get(hex)
+    }
 
-/// Something a store noticed while loading and worked around; the stats it returned are usable.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LoadWarning {
-    /// The stored data could not be read at all (truncated, garbage, wrong shape).
-    Unreadable {
-        /// Where it was.
-        path: PathBuf,
-        /// What the parser said.
-        reason: String,
-        /// Where the unreadable file was moved so it is not overwritten, if it was moved.
-        moved_to: Option<PathBuf>,
-    },
-    /// The stats came from the backup of the last good save instead.
-    FromBackup {
-        /// The backup file used.
-        path: PathBuf,
-    },
-    /// Some relay entries could not be read and start fresh.
-    DroppedEntries {
-        /// The relay URLs (or keys) dropped.
-        urls: Vec<String>,
-    },
-    /// Some values were absurd and were reset to the uniform prior.
-    Sanitised {
-        /// How many values were reset.
-        count: usize,
-    },
-    /// The data was written by a newer format version; fields this version does not know were
-    /// ignored.
-    NewerVersion {
-        /// The version found.
-        found: u32,
-        /// The newest version this build writes.
-        supported: u32,
-    },
-}
-
-impl fmt::Display for LoadWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadWarning::Unreadable {
-                path,
-                reason,
-                moved_to,
-            } => {
-                write!(f, "{} is unreadable ({reason})", path.display())?;
-                if let Some(to) = moved_to {
-                    write!(f, "; moved aside to {}", to.display())?;
-                }
-                Ok(())
-            }
-            LoadWarning::FromBackup { path } => {
-                write!(f, "stats restored from backup {}", path.display())
-            }
-            LoadWarning::DroppedEntries { urls } => {
-                write!(f, "{} unreadable relay entries start fresh", urls.len())
-            }
-            LoadWarning::Sanitised { count } => {
-                write!(f, "{count} absurd values reset to the uniform prior")
-            }
-            LoadWarning::NewerVersion { found, supported } => write!(
-                f,
-                "stats written by format version {found}, this build knows {supported}"
-            ),
+    /// Replaces what is known about one author; corrupt values are dropped with a warning.
+    pub fn set_author(&mut self, hex: impl Into<String>, stats: AuthorStats) {
+        let hex = hex.into();
+        if stats.is_sane() {
+            self.authors.insert(hex, stats);
+        } else {
+            tracing::warn!(author = hex, "corrupt author stats dropped");
+            self.authors.remove(&hex);
         }
     }
-}
 
-/// What [`StatsStore::load`] returns: usable stats and what was worked around to get them.
-#[derive(Clone, Debug, Default)]
-pub struct Loaded {
-    /// The stats (fresh where nothing readable was stored).
-    pub stats: DeliveryStats,
-    /// Problems noticed and worked around, each also reported through `tracing`.
-    pub warnings: Vec<LoadWarning>,
-}
-
-/// Persists [`DeliveryStats`] across runs.
-///
-/// Synchronous and object-safe; implementations are shared across threads (`&self`, `Sync`).
-/// Contract: `load` never fails because stored *content* is bad — it returns fresh stats for
-/// whatever is unreadable plus a [`LoadWarning`] — and `save` never replaces readable stored
-/// data with something unreadable. Errors are reserved for the medium itself failing.
-pub trait StatsStore: Send + Sync + fmt::Debug {
-    /// The stored stats, or fresh ones when nothing is stored yet.
-    fn load(&self) -> Result<Loaded, StatsStoreError>;
-
-    /// Stores `stats`, replacing what was stored.
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError>;
-}
-
-/// A store that keeps the stats in memory (tests, and clients that persist elsewhere).
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    saved: Mutex<Option<DeliveryStats>>,
-}
-
-impl MemoryStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
+    /// Every author with recorded stats.
+    pub fn authors(&self) -> impl Iterator<Item = (&str, &AuthorStats)> {
+        self.authors.iter().map(|(k, v)| (k.as_str(), v))
     }
 }
 
-impl StatsStore for MemoryStore {
-    fn load(&self) -> Result<Loaded, StatsStoreError> {
-        // A poisoned lock only means another thread panicked mid-save of a plain clone; the
-        // value inside is still a whole `DeliveryStats`.
-        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut stats = saved.unwrap_or_default();
-        let count = stats.sanitize();
-        let warnings = if count > 0 {
-            vec![LoadWarning::Sanitised { count }]
-        } else {
-            Vec::new()
-        };
-        Ok(Loaded { stats, warnings })
-    }
+/// What was learned about one followed author from what relays returned.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuthorStats {
+    /// Notes seen per run in the REQ window: the most any asked relay returned, remembered with
+    /// a slow fade so a run in which only a pruning relay answered does not erase it.
+    pub volume: f64,
+    /// Unix seconds of the last update.
+    pub updated_at: u64,
+    /// Per relay (canonical URL) asked about this author: the event-weighted share it returned
+    /// of what the best relay returned, as (hits, misses). Catches writes that silently fail on
+    /// one relay for one author.
+    pub relays: HashMap<String, PairStats>,
+}
 
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let copy = stats.clone();
-        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
-        Ok(())
+/// Evidence about one (relay, author) pair: fractional hits and misses over answered runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PairStats {
+    /// Share of the author's notes the relay returned, summed over runs.
+    pub hits: f64,
+    /// One minus that share, summed over runs.
+    pub misses: f64,
+}
+
+impl PairStats {
+    /// Posterior mean under a Beta(1, 1) prior.
+    pub fn mean(&self) -> f64 {
+        (1.0 + self.hits) / (2.0 + self.hits + self.misses)
+    }
+}
+
+impl AuthorStats {
+    /// Whether every number is finite, non-negative and not absurd.
+    pub fn is_sane(&self) -> bool {
+        let ok = |x: f64| x.is_finite() && (0.0..=MAX_PARAM).contains(&x);
+        ok(self.volume) && self.relays.values().all(|p| ok(p.hits) && ok(p.misses))
     }
 }
 

@@ -1,0 +1,189 @@
+//! One planning run's outcome, as a client observes it, and how it is learned from.
+//!
+//! Both the live runtime (after every asked relay sent EOSE or failed) and the simulator (after
+//! simulating a plan's REQs) build a [`RoundReport`] and call
+//! [`DeliveryStats::record_round`]: one code path for everything learned from delivery.
+
+use std::collections::HashMap;
+
+use nostr::key::PublicKey;
+
+use super::{AuthorStats, DeliveryStats, PairStats, MAX_PARAM};
+
+/// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
+const VOLUME_FADE: f64 = 0.8;
+
+/// What every relay asked in one run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoundReport {
+    /// One entry per asked relay.
+    pub relays: Vec<RelayRound>,
+}
+
+/// What one asked relay did in a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayRound {
+    /// Canonical relay URL.
+    pub url: String,
+    /// Whether it answered (EOSE). `false`: unreachable, timed out or refused.
+    pub answered: bool,
+    /// Every author the relay was asked about, with what it returned for each (zero events
+    /// when it returned nothing for that author).
+    pub authors: Vec<AuthorRound>,
+}
+
+/// What one relay returned for one author in a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AuthorRound {
+    /// The author.
+    pub author: PublicKey,
+    /// Distinct events returned for the author.
+    pub events: u32,
+}
+
+impl DeliveryStats {
+    /// Learns from one run. For every asked relay:
+    ///
+    /// - not answered: [`record_failure`](Self::record_failure), and one failed liveness trial;
+    /// - answered: one liveness success; [`record_delivery`](Self::record_delivery) with the
+    ///   author counts defined in the module docs; and one *completeness* trial split by the
+    ///   event-weighted share `Σ events(relay, a) / Σ best(a)` over its authors `a` with
+    ///   `best(a) > 0`, where `best(a)` is the most events any answering relay returned for `a`
+    ///   in this run. Per (relay, author) the same share is added to that pair's hits.
+    ///
+    /// Per author, the remembered volume becomes `max(best(a), fade · previous)`. Nothing here
+    /// knows where events are stored; it only compares relays asked about the same authors.
+    pub fn record_round(&mut self, report: &RoundReport, now: u64) {
+        let mut best: HashMap<PublicKey, u32> = HashMap::new();
+        for relay in report.relays.iter().filter(|r| r.answered) {
+            for a in &relay.authors {
+                let b = best.entry(a.author).or_default();
+                *b = (*b).max(a.events);
+            }
+        }
+        for relay in &report.relays {
+            if !relay.answered {
+                self.record_failure(&relay.url, now);
+                let mut s = self.entry_at(&relay.url, now);
+                s.live_beta = (s.live_beta + 1.0).min(MAX_PARAM);
+                self.relays.insert(relay.url.clone(), s);
+                continue;
+            }
+            let mut expected = 0u32;
+            let mut delivered = 0u32;
+            let mut got = 0u64;
+            let mut wanted = 0u64;
+            for a in &relay.authors {
+                let b = best.get(&a.author).copied().unwrap_or(0);
+                if b == 0 {
+                    continue;
+                }
+                expected += 1;
+                delivered += u32::from(a.events > 0);
+                got += u64::from(a.events.min(b));
+                wanted += u64::from(b);
+                let share = f64::from(a.events.min(b)) / f64::from(b);
+                let author = self.authors.entry(a.author.to_hex()).or_default();
+                let pair = author.relays.entry(relay.url.clone()).or_default();
+                pair.hits = (pair.hits + share).min(MAX_PARAM);
+                pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
+            }
+            self.record_delivery(&relay.url, delivered, expected, now);
+            let mut s = self.entry_at(&relay.url, now);
+            s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
+            if wanted > 0 {
+                let share = got as f64 / wanted as f64;
+                s.kept_alpha = (s.kept_alpha + share).min(MAX_PARAM);
+                s.kept_beta = (s.kept_beta + 1.0 - share).min(MAX_PARAM);
+            }
+            self.relays.insert(relay.url.clone(), s);
+        }
+        for (author, b) in best {
+            let entry = self
+                .authors
+                .entry(author.to_hex())
+                .or_insert_with(|| AuthorStats {
+                    relays: HashMap::new(),
+                    ..AuthorStats::default()
+                });
+            entry.volume = f64::from(b).max(entry.volume * VOLUME_FADE).min(MAX_PARAM);
+            entry.updated_at = now;
+        }
+    }
+
+    /// What was learned about `author` on `relay` (uniform when nothing is known).
+    pub fn pair(&self, author_hex: &str, relay: &str) -> PairStats {
+        self.authors
+            .get(author_hex)
+            .and_then(|a| a.relays.get(relay))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::key::{Keys, SecretKey};
+
+    fn key(n: u8) -> PublicKey {
+        let mut sk = [3u8; 32];
+        sk[31] = n;
+        Keys::new(SecretKey::from_slice(&sk).unwrap()).public_key()
+    }
+
+    fn relay(url: &str, answered: bool, authors: &[(u8, u32)]) -> RelayRound {
+        RelayRound {
+            url: url.into(),
+            answered,
+            authors: authors
+                .iter()
+                .map(|&(k, events)| AuthorRound {
+                    author: key(k),
+                    events,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn pruning_relays_lose_completeness_and_dead_ones_liveness() {
+        let mut stats = DeliveryStats::new();
+        for t in 0..4 {
+            let report = RoundReport {
+                relays: vec![
+                    relay("wss://deep.example", true, &[(1, 40), (2, 10)]),
+                    relay("wss://prunes.example", true, &[(1, 4), (2, 1), (3, 0)]),
+                    relay("wss://dead.example", false, &[(3, 0)]),
+                ],
+            };
+            stats.record_round(&report, t);
+        }
+        let deep = stats.get_at("wss://deep.example", 4);
+        let prunes = stats.get_at("wss://prunes.example", 4);
+        let dead = stats.get_at("wss://dead.example", 4);
+        assert!(deep.kept_mean() > 0.8, "{deep:?}");
+        assert!(prunes.kept_mean() < 0.3, "{prunes:?}");
+        // Both answered every run and returned something for every author anyone had notes of.
+        assert!(prunes.mean() > 0.8 && deep.mean() > 0.8);
+        assert!(dead.live_mean() < 0.2 && deep.live_mean() > 0.8);
+        // Author 3: nobody returned anything, so nothing was learned about the pair.
+        assert_eq!(
+            stats.pair(&key(3).to_hex(), "wss://prunes.example"),
+            PairStats::default()
+        );
+        assert!(stats.pair(&key(1).to_hex(), "wss://prunes.example").mean() < 0.3);
+        assert_eq!(stats.author(&key(1).to_hex()).unwrap().volume, 40.0);
+    }
+
+    #[test]
+    fn volume_fades_slowly_when_later_runs_see_less() {
+        let mut stats = DeliveryStats::new();
+        let run = |events| RoundReport {
+            relays: vec![relay("wss://a.example", true, &[(1, events)])],
+        };
+        stats.record_round(&run(50), 0);
+        stats.record_round(&run(5), 1);
+        assert_eq!(stats.author(&key(1).to_hex()).unwrap().volume, 40.0);
+    }
+}
