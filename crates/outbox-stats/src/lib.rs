@@ -346,6 +346,10 @@ fn relay_from(fields: &Map<String, Value>) -> RelayStats {
         session: int("session", d.session),
         asked: int("asked", d.asked),
         failures: int("failures", d.failures),
+        live_alpha: float("live_alpha", d.live_alpha),
+        live_beta: float("live_beta", d.live_beta),
+        kept_alpha: float("kept_alpha", d.kept_alpha),
+        kept_beta: float("kept_beta", d.kept_beta),
     }
 }
 
