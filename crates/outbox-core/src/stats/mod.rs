@@ -46,6 +46,7 @@
 
 use std::collections::HashMap;
 
+use nostr::key::PublicKey;
 use serde::{Deserialize, Serialize};
 
 mod round;
@@ -253,8 +254,8 @@ pub struct DeliveryStats {
     pub decay: Decay,
     /// The current session number (see [`DeliveryStats::begin_session`]).
     session: u64,
-    /// What was learned per followed author (hex public key), see [`AuthorStats`].
-    authors: HashMap<String, AuthorStats>,
+    /// What was learned per followed author, see [`AuthorStats`].
+    authors: HashMap<PublicKey, AuthorStats>,
 }
 
 impl DeliveryStats {
@@ -345,10 +346,10 @@ impl DeliveryStats {
             }
         }
         let before = self.authors.len();
-        self.authors.retain(|hex, a| {
+        self.authors.retain(|author, a| {
             let sane = a.is_sane();
             if !sane {
-                tracing::warn!(author = hex, "corrupt author stats dropped");
+                tracing::warn!(author = %author, "corrupt author stats dropped");
             }
             sane
         });
@@ -416,25 +417,24 @@ impl DeliveryStats {
         self.relays.iter().map(|(k, v)| (k.as_str(), v))
     }
 
-    /// What was learned about one author (hex public key), if anything.
-    pub fn author(&self, hex: &str) -> Option<&AuthorStats> {
-        self.authors.get(hex)
+    /// What was learned about one author, if anything.
+    pub fn author(&self, author: &PublicKey) -> Option<&AuthorStats> {
+        self.authors.get(author)
     }
 
     /// Replaces what is known about one author; corrupt values are dropped with a warning.
-    pub fn set_author(&mut self, hex: impl Into<String>, stats: AuthorStats) {
-        let hex = hex.into();
+    pub fn set_author(&mut self, author: PublicKey, stats: AuthorStats) {
         if stats.is_sane() {
-            self.authors.insert(hex, stats);
+            self.authors.insert(author, stats);
         } else {
-            tracing::warn!(author = hex, "corrupt author stats dropped");
-            self.authors.remove(&hex);
+            tracing::warn!(author = %author, "corrupt author stats dropped");
+            self.authors.remove(&author);
         }
     }
 
     /// Every author with recorded stats.
-    pub fn authors(&self) -> impl Iterator<Item = (&str, &AuthorStats)> {
-        self.authors.iter().map(|(k, v)| (k.as_str(), v))
+    pub fn authors(&self) -> impl Iterator<Item = (&PublicKey, &AuthorStats)> {
+        self.authors.iter()
     }
 }
 

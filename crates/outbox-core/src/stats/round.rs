@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use nostr::key::PublicKey;
 
-use super::{AuthorStats, DeliveryStats, PairStats, MAX_PARAM};
+use super::{DeliveryStats, PairStats, MAX_PARAM};
 
 /// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
 const VOLUME_FADE: f64 = 0.8;
@@ -83,7 +83,7 @@ impl DeliveryStats {
                 got += u64::from(a.events.min(b));
                 wanted += u64::from(b);
                 let share = f64::from(a.events.min(b)) / f64::from(b);
-                let author = self.authors.entry(a.author.to_hex()).or_default();
+                let author = self.authors.entry(a.author).or_default();
                 let pair = author.relays.entry(relay.url.clone()).or_default();
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
                 pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
@@ -99,22 +99,16 @@ impl DeliveryStats {
             self.relays.insert(relay.url.clone(), s);
         }
         for (author, b) in best {
-            let entry = self
-                .authors
-                .entry(author.to_hex())
-                .or_insert_with(|| AuthorStats {
-                    relays: HashMap::new(),
-                    ..AuthorStats::default()
-                });
+            let entry = self.authors.entry(author).or_default();
             entry.volume = f64::from(b).max(entry.volume * VOLUME_FADE).min(MAX_PARAM);
             entry.updated_at = now;
         }
     }
 
     /// What was learned about `author` on `relay` (uniform when nothing is known).
-    pub fn pair(&self, author_hex: &str, relay: &str) -> PairStats {
+    pub fn pair(&self, author: &PublicKey, relay: &str) -> PairStats {
         self.authors
-            .get(author_hex)
+            .get(author)
             .and_then(|a| a.relays.get(relay))
             .copied()
             .unwrap_or_default()
@@ -169,11 +163,11 @@ mod tests {
         assert!(dead.live_mean() < 0.2 && deep.live_mean() > 0.8);
         // Author 3: nobody returned anything, so nothing was learned about the pair.
         assert_eq!(
-            stats.pair(&key(3).to_hex(), "wss://prunes.example"),
+            stats.pair(&key(3), "wss://prunes.example"),
             PairStats::default()
         );
-        assert!(stats.pair(&key(1).to_hex(), "wss://prunes.example").mean() < 0.3);
-        assert_eq!(stats.author(&key(1).to_hex()).unwrap().volume, 40.0);
+        assert!(stats.pair(&key(1), "wss://prunes.example").mean() < 0.3);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 40.0);
     }
 
     #[test]
@@ -184,6 +178,6 @@ mod tests {
         };
         stats.record_round(&run(50), 0);
         stats.record_round(&run(5), 1);
-        assert_eq!(stats.author(&key(1).to_hex()).unwrap().volume, 40.0);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 40.0);
     }
 }
