@@ -1,26 +1,45 @@
 //! The embedded default [`StatsStore`]: delivery statistics in one versioned JSON file.
 //!
-//! # Format (`outbox-stats`, version 1)
+//! # Format (`outbox-stats`, version 2)
 //!
 //! ```json
 //! {
 //!   "format": "outbox-stats",
-//!   "version": 1,
+//!   "version": 2,
 //!   "saved_at": 1767225600,
 //!   "decay": {"mode": "hourly", "factor": 0.95},
 //!   "session": 4,
 //!   "relays": {
 //!     "wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
-//!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0}
+//!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0,
+//!                         "live_alpha": 5.0, "live_beta": 1.0,
+//!                         "kept_alpha": 3.1, "kept_beta": 2.9}
+//!   },
+//!   "authors": {
+//!     "3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d": {
+//!       "volume": 12.0, "updated_at": 1767225000,
+//!       "relays": {"wss://a.example": {"hits": 2.6, "misses": 0.4}}
+//!     }
 //!   }
 //! }
 //! ```
 //!
+//! `relays` holds one [`RelayStats`] per canonical relay URL: the delivery prior (`alpha`,
+//! `beta`), liveness (`live_alpha`, `live_beta`: runs answered against runs failed) and
+//! event-weighted completeness (`kept_alpha`, `kept_beta`). `authors` (version 2) holds one
+//! [`AuthorStats`] per followed author, keyed by hex public key: the remembered
+//! notes-per-run `volume` and, per relay asked about the author, the fractional `hits` and
+//! `misses` of what it returned. Both are learned by
+//! [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round).
+//!
 //! Compatibility: every field is optional on read (a missing one takes its default, so files
-//! of older versions load); unknown fields are ignored (files of newer versions load, with a
-//! [`LoadWarning::NewerVersion`]). A value of the wrong type (`null`, a string where a number
-//! belongs) reads as corrupt and is reset to the uniform prior; a relay entry that is not an
-//! object is dropped. Only what is unreadable starts fresh.
+//! of older versions load: a version 1 file has no `authors` and loads with none); unknown
+//! fields are ignored (files of newer versions load, with a [`LoadWarning::NewerVersion`]). A
+//! value of the wrong type (`null`, a string where a number belongs) reads as corrupt: a relay
+//! is reset to the uniform prior, an author (anything wrong in its entry, pairs included) is
+//! dropped and relearned. A relay or author entry that is not an object, or an author key that
+//! is not a hex public key, is dropped with a [`LoadWarning::DroppedEntries`]. Only
+//! what is unreadable starts fresh.
 //!
 //! # Safety of the file
 //!
@@ -41,7 +60,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use outbox_core::stats::{Decay, LoadWarning, Loaded, StatsStore, StatsStoreError};
+use nostr::key::PublicKey;
+use outbox_core::stats::{
+    AuthorStats, Decay, LoadWarning, Loaded, PairStats, StatsStore, StatsStoreError,
+};
 use outbox_core::{DeliveryStats, RelayStats};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -50,7 +72,7 @@ use serde_json::{Map, Value};
 pub const STATS_FORMAT: &str = "outbox-stats";
 
 /// The format version this build writes (and the newest it fully understands).
-pub const STATS_VERSION: u32 = 1;
+pub const STATS_VERSION: u32 = 2;
 
 /// Delivery statistics in a JSON file (see the crate docs for format and guarantees).
 #[derive(Debug)]
@@ -75,6 +97,25 @@ struct FileOut<'a> {
     decay: Decay,
     session: u64,
     relays: BTreeMap<&'a str, RelayStats>,
+    authors: BTreeMap<String, AuthorOut<'a>>,
+}
+
+/// One author as written: relays sorted, so equal stats give byte-equal files.
+#[derive(Serialize)]
+struct AuthorOut<'a> {
+    volume: f64,
+    updated_at: u64,
+    relays: BTreeMap<&'a str, PairStats>,
+}
+
+impl<'a> From<&'a AuthorStats> for AuthorOut<'a> {
+    fn from(a: &'a AuthorStats) -> Self {
+        Self {
+            volume: a.volume,
+            updated_at: a.updated_at,
+            relays: a.relays.iter().map(|(url, p)| (url.as_str(), *p)).collect(),
+        }
+    }
 }
 
 impl FileStore {
@@ -202,6 +243,10 @@ impl StatsStore for FileStore {
             decay: clean.decay,
             session: clean.session(),
             relays: clean.iter().map(|(url, s)| (url, *s)).collect(),
+            authors: clean
+                .authors()
+                .map(|(author, a)| (author.to_hex(), AuthorOut::from(a)))
+                .collect(),
         };
         let mut bytes =
             serde_json::to_vec_pretty(&out).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
@@ -312,6 +357,30 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         }
         Some(_) => return Err("`relays` is not an object".into()),
     }
+    let mut dropped_authors = Vec::new();
+    match top.get("authors") {
+        // Version 1 files have none.
+        None | Some(Value::Null) => {}
+        Some(Value::Object(authors)) => {
+            for (hex, entry) in authors {
+                // A key that is not a public key could never match a follow: dropped.
+                match (entry, PublicKey::from_hex(hex)) {
+                    (Value::Object(fields), Ok(author)) => {
+                        let stats_of = author_from(fields);
+                        // `set_author` drops an absurd entry with a trace event.
+                        insane += usize::from(!stats_of.is_sane());
+                        stats.set_author(author, stats_of);
+                    }
+                    _ => dropped_authors.push(hex.clone()),
+                }
+            }
+        }
+        Some(_) => {
+            // Per-author data only refines planning; losing it is better than losing relays.
+            tracing::warn!("`authors` is not an object; per-author stats start fresh");
+            dropped_authors.push("authors".into());
+        }
+    }
     if insane > 0 {
         warnings.push(LoadWarning::Sanitised { count: insane });
     }
@@ -322,6 +391,15 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         );
         warnings.push(LoadWarning::DroppedEntries { urls: dropped });
     }
+    if !dropped_authors.is_empty() {
+        tracing::warn!(
+            count = dropped_authors.len(),
+            "unreadable author entries start fresh"
+        );
+        warnings.push(LoadWarning::DroppedEntries {
+            urls: dropped_authors,
+        });
+    }
     Ok(Parsed { stats, warnings })
 }
 
@@ -329,10 +407,7 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
 /// of the wrong type reads as NaN (α, β, latency) so sanitising resets it, or 0 (counters).
 fn relay_from(fields: &Map<String, Value>) -> RelayStats {
     let d = RelayStats::default();
-    let float = |key: &str, default: f64| match fields.get(key) {
-        None => default,
-        Some(v) => v.as_f64().unwrap_or(f64::NAN),
-    };
+    let float = |key: &str, default: f64| float_field(fields, key, default);
     let int =
         |key: &str, default: u64| fields.get(key).map_or(default, |v| v.as_u64().unwrap_or(0));
     RelayStats {
@@ -350,6 +425,50 @@ fn relay_from(fields: &Map<String, Value>) -> RelayStats {
         live_beta: float("live_beta", d.live_beta),
         kept_alpha: float("kept_alpha", d.kept_alpha),
         kept_beta: float("kept_beta", d.kept_beta),
+    }
+}
+
+/// A JSON number as `f64`; a missing field is `default`, a present one of the wrong type NaN
+/// (so the entry reads as corrupt instead of silently taking a made-up value).
+fn float_field(fields: &Map<String, Value>, key: &str, default: f64) -> f64 {
+    match fields.get(key) {
+        None => default,
+        Some(v) => v.as_f64().unwrap_or(f64::NAN),
+    }
+}
+
+/// One author's stats from its JSON fields (same rules as [`relay_from`]). A `relays` value or
+/// pair entry of the wrong type makes the whole author corrupt, so it is dropped and relearned.
+fn author_from(fields: &Map<String, Value>) -> AuthorStats {
+    let d = AuthorStats::default();
+    let mut volume = float_field(fields, "volume", d.volume);
+    let updated_at = fields
+        .get("updated_at")
+        .map_or(d.updated_at, |v| v.as_u64().unwrap_or(0));
+    let mut relays = std::collections::HashMap::new();
+    match fields.get("relays") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(pairs)) => {
+            for (url, pair) in pairs {
+                let pair = match pair {
+                    Value::Object(p) => PairStats {
+                        hits: float_field(p, "hits", 0.0),
+                        misses: float_field(p, "misses", 0.0),
+                    },
+                    _ => PairStats {
+                        hits: f64::NAN,
+                        misses: f64::NAN,
+                    },
+                };
+                relays.insert(url.clone(), pair);
+            }
+        }
+        Some(_) => volume = f64::NAN,
+    }
+    AuthorStats {
+        volume,
+        updated_at,
+        relays,
     }
 }
 

@@ -5,9 +5,46 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use outbox_core::stats::{Decay, LoadWarning, StatsStore};
+use nostr::key::{Keys, PublicKey, SecretKey};
+use outbox_core::stats::{AuthorRound, Decay, LoadWarning, RelayRound, RoundReport, StatsStore};
 use outbox_core::DeliveryStats;
 use outbox_stats::{FileStore, STATS_VERSION};
+
+fn key(n: u8) -> PublicKey {
+    let mut sk = [7u8; 32];
+    sk[31] = n;
+    Keys::new(SecretKey::from_slice(&sk).unwrap()).public_key()
+}
+
+/// Stats learned from whole runs: relays with liveness and completeness, authors with volume
+/// and per-relay pairs.
+fn learned() -> DeliveryStats {
+    let mut s = sample(3);
+    let relay = |url: &str, answered, authors: &[(u8, u32)]| RelayRound {
+        url: url.into(),
+        answered,
+        authors: authors
+            .iter()
+            .map(|&(k, events)| AuthorRound {
+                author: key(k),
+                events,
+            })
+            .collect(),
+    };
+    for t in 0..3 {
+        s.record_round(
+            &RoundReport {
+                relays: vec![
+                    relay("wss://deep.example", true, &[(1, 30), (2, 7)]),
+                    relay("wss://prunes.example", true, &[(1, 3), (2, 1), (3, 0)]),
+                    relay("wss://gone.example", false, &[(3, 0)]),
+                ],
+            },
+            3_000 + t,
+        );
+    }
+    s
+}
 
 fn sample(n: u32) -> DeliveryStats {
     let mut s = DeliveryStats::with_decay(Decay::PerSession { factor: 0.9 });
@@ -47,6 +84,135 @@ fn round_trip_is_exact_and_versioned() {
     assert!(text.contains(&format!("\"version\": {STATS_VERSION}")));
     // Only the stats file (no backup yet, no temp files left behind).
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn learned_authors_and_run_priors_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    let s = learned();
+    assert_eq!(s.authors().count(), 3, "every asked author has a volume");
+    assert_eq!(s.author(&key(1)).unwrap().volume, 30.0);
+    let prunes = s.get("wss://prunes.example");
+    assert!(prunes.kept_alpha != 1.0 && prunes.live_alpha != 1.0);
+    store.save(&s).unwrap();
+    let loaded = store.load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.stats, s, "authors, pairs and run priors are exact");
+    let text = fs::read_to_string(store.path()).unwrap();
+    for field in [
+        "\"live_alpha\"",
+        "\"live_beta\"",
+        "\"kept_alpha\"",
+        "\"kept_beta\"",
+        "\"authors\"",
+        "\"volume\"",
+        "\"hits\"",
+        "\"misses\"",
+    ] {
+        assert!(text.contains(field), "{field} not written");
+    }
+    assert!(text.contains(&key(1).to_hex()));
+    // Saving again writes the same bytes (sorted keys, no hash-map order).
+    store.save(&loaded.stats).unwrap();
+    let again = fs::read_to_string(store.path()).unwrap();
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| !l.contains("saved_at"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(&again), strip(&text));
+}
+
+#[test]
+fn a_version_1_file_loads_with_no_authors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    fs::write(
+        &path,
+        r#"{"format": "outbox-stats", "version": 1, "saved_at": 5, "session": 2,
+            "decay": {"mode": "hourly", "factor": 0.95},
+            "relays": {"wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
+                       "updated_at": 4, "session": 2, "asked": 5, "failures": 0}}}"#,
+    )
+    .unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let s = loaded.stats;
+    assert_eq!(s.authors().count(), 0);
+    assert_eq!(s.session(), 2);
+    let a = s.get("wss://a.example");
+    assert_eq!((a.alpha, a.beta, a.asked), (3.5, 1.2, 5));
+    // Run priors a version 1 file never had start uniform.
+    assert_eq!(
+        (a.live_alpha, a.live_beta, a.kept_alpha, a.kept_beta),
+        (1.0, 1.0, 1.0, 1.0)
+    );
+}
+
+#[test]
+fn corrupt_author_entries_are_dropped_and_the_rest_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let k = |n| key(n).to_hex();
+    let text = format!(
+        r#"{{"format": "outbox-stats", "version": 2,
+            "relays": {{"wss://a.example": {{"alpha": 2.0, "kept_alpha": 4.0, "kept_beta": "x"}}}},
+            "authors": {{
+              "{ok}": {{"volume": 12.0, "updated_at": 9, "future": [1],
+                        "relays": {{"wss://a.example": {{"hits": 2.5, "misses": 0.5}}}}}},
+              "{bare}": {{}},
+              "{str_volume}": {{"volume": "lots"}},
+              "{neg}": {{"volume": -1.0}},
+              "{null_hits}": {{"relays": {{"wss://a.example": {{"hits": null}}}}}},
+              "{pair_junk}": {{"relays": {{"wss://a.example": 3}}}},
+              "{relays_junk}": {{"relays": [1, 2]}},
+              "{not_object}": 17,
+              "npub-not-hex": {{"volume": 1.0}}
+            }}}}"#,
+        ok = k(1),
+        bare = k(2),
+        str_volume = k(3),
+        neg = k(4),
+        null_hits = k(5),
+        pair_junk = k(6),
+        relays_junk = k(7),
+        not_object = k(8),
+    );
+    fs::write(&path, text).unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    let s = &loaded.stats;
+    let ok = s.author(&key(1)).expect("the good author loads");
+    assert_eq!((ok.volume, ok.updated_at), (12.0, 9));
+    assert_eq!(s.pair(&key(1), "wss://a.example").hits, 2.5);
+    assert!(s.author(&key(2)).is_some(), "missing fields take defaults");
+    for n in 3..=8 {
+        assert!(s.author(&key(n)).is_none(), "author {n} should be dropped");
+    }
+    assert_eq!(s.authors().count(), 2);
+    // The relays load alongside; the wrong-typed kept_beta makes that relay corrupt (reset).
+    assert!(s.get("wss://a.example").is_uniform());
+    assert!(
+        loaded
+            .warnings
+            .contains(&LoadWarning::Sanitised { count: 6 }),
+        "one relay and five authors: {:?}",
+        loaded.warnings
+    );
+    assert!(
+        loaded.warnings.contains(&LoadWarning::DroppedEntries {
+            urls: vec![k(8), "npub-not-hex".into()]
+        }),
+        "{:?}",
+        loaded.warnings
+    );
+    // What loaded saves and reloads cleanly.
+    let store = FileStore::new(&path);
+    store.save(s).unwrap();
+    let again = store.load().unwrap();
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    assert_eq!(&again.stats, s);
 }
 
 #[test]
