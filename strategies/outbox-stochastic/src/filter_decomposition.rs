@@ -1,25 +1,37 @@
-//! `filter_decomposition`: per follow, the first N write relays in list order (rust-nostr).
+//! `filter_decomposition`: per follow, the first N write relays in list order (rust-nostr), or,
+//! with a scorer, the top N by the scorer's per-relay draw.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{PlanInput, Selection, Selector, StrategyConfig};
-use rand::RngCore;
+use outbox_core::{Scorer, ScorerConfig, Selector, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::{default_per_author, per_author, validate_per_author, DEFAULT_PER_AUTHOR};
+use crate::per_author::{
+    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
+};
 
 /// `[strategy] type = "filter_decomposition"`.
+///
+/// Without `[strategy.scorer]` this is rust-nostr's rule: list order, no randomness. With one,
+/// each follow's write relays are ranked by the scorer's draw for each relay (one draw per
+/// relay per run, no popularity weight) instead of list order. That is how the published
+/// "filter decomposition + Thompson" row works: filter decomposition's per-author fan-out with
+/// a learned ranking (`[strategy.scorer] type = "thompson"`).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterDecompositionConfig {
-    /// Relays each follow keeps, from the front of its list (also the per-author cap).
+    /// Relays each follow keeps, from the front of its ranking (also the per-author cap).
     #[serde(default = "default_per_author")]
     pub per_author: usize,
+    /// Ranks each list by this scorer's draws instead of list order; list order when absent.
+    #[serde(default)]
+    pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
 impl Default for FilterDecompositionConfig {
     fn default() -> Self {
         Self {
             per_author: DEFAULT_PER_AUTHOR,
+            scorer: None,
         }
     }
 }
@@ -27,53 +39,36 @@ impl Default for FilterDecompositionConfig {
 #[typetag::serde(name = "filter_decomposition")]
 impl StrategyConfig for FilterDecompositionConfig {
     fn validate(&self) -> Vec<ConfigIssue> {
-        validate_per_author(self.per_author).into_iter().collect()
+        validate_config(self.per_author, self.scorer.as_deref())
     }
 
     fn build(&self) -> Box<dyn Selector> {
-        Box::new(FilterDecomposition::new(self.per_author))
+        Box::new(FilterDecomposition::from_config(
+            self.per_author,
+            self.scorer.as_deref(),
+        ))
     }
 }
 
 outbox_core::register_strategy! {
     name: "filter_decomposition",
-    summary: "per follow, the first N write relays in list order (rust-nostr)",
+    summary: "per follow, the first N write relays in list order (rust-nostr), or top N by an optional scorer",
     example: "type = \"filter_decomposition\"\nper_author = 3\n",
 }
 
-/// The filter-decomposition selector. Uses no randomness and no learned stats.
+/// rust-nostr's rule: list order unless a scorer is given, never a popularity weight.
 #[derive(Debug)]
-pub struct FilterDecomposition {
-    per_author: usize,
-}
+pub enum FilterDecompositionKind {}
 
-impl FilterDecomposition {
-    /// Keeps the first `per_author` relays of each list.
-    pub fn new(per_author: usize) -> Self {
-        Self {
-            per_author: per_author.max(1),
-        }
+impl PerAuthorKind for FilterDecompositionKind {
+    const NAME: &'static str = "filter_decomposition";
+    const POPULARITY_WEIGHT: bool = false;
+
+    fn default_scorer() -> Option<Box<dyn Scorer>> {
+        None
     }
 }
 
-impl Selector for FilterDecomposition {
-    fn name(&self) -> &str {
-        "filter_decomposition"
-    }
-
-    fn per_author_cap(&self) -> Option<usize> {
-        Some(self.per_author)
-    }
-
-    fn select(&mut self, input: &PlanInput<'_>, _rng: &mut dyn RngCore) -> Selection {
-        let table = input.table;
-        let url_rank = per_author::url_ranks(table);
-        per_author::select(
-            table,
-            self.per_author,
-            input.max_connections,
-            &url_rank,
-            |author, out| out.extend_from_slice(table.write_relays(author)),
-        )
-    }
-}
+/// The filter-decomposition selector. Without a scorer it uses no randomness and no learned
+/// stats; with one it is named `filter_decomposition+<scorer>`.
+pub type FilterDecomposition = PerAuthorSelector<FilterDecompositionKind>;

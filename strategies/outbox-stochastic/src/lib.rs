@@ -6,10 +6,12 @@
 //!   default; `thompson` from `outbox-thompson` swaps in a learned Beta draw), and each follow
 //!   keeps its top N relays.
 //! - `filter_decomposition` (rust-nostr's choice): each follow keeps the first N write relays of
-//!   its list, in list order.
+//!   its list, in list order; with an optional scorer (e.g. `thompson`), the top N by the
+//!   scorer's draw instead.
 //!
-//! Both share [`per_author::select`], which applies the connection budget the same way: see its
-//! docs for the trimming rule.
+//! Both are one generic selector, [`PerAuthorSelector`], told apart by a [`PerAuthorKind`]
+//! marker (`outbox-thompson`'s `per_author` is a third); all apply the connection budget the
+//! same way: see [`per_author::select`] for the trimming rule.
 
 pub mod per_author;
 
@@ -17,26 +19,12 @@ mod filter_decomposition;
 mod stochastic;
 mod uniform;
 
-pub use filter_decomposition::{FilterDecomposition, FilterDecompositionConfig};
-pub use stochastic::{popularity_weight, Stochastic, StochasticConfig};
+pub use filter_decomposition::{
+    FilterDecomposition, FilterDecompositionConfig, FilterDecompositionKind,
+};
+pub use per_author::{
+    default_per_author, popularity_weight, validate_per_author, PerAuthorKind, PerAuthorSelector,
+    DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
+};
+pub use stochastic::{Stochastic, StochasticConfig, StochasticKind};
 pub use uniform::{UniformScorer, UniformScorerConfig};
-
-/// The default number of relays each follow keeps.
-pub const DEFAULT_PER_AUTHOR: usize = 3;
-
-/// The largest `per_author` a config may ask for (lists are capped well below this anyway).
-pub const MAX_PER_AUTHOR: usize = 64;
-
-pub(crate) fn default_per_author() -> usize {
-    DEFAULT_PER_AUTHOR
-}
-
-/// Checks a `per_author` value, naming the key.
-pub fn validate_per_author(n: usize) -> Option<outbox_core::ConfigIssue> {
-    (!(1..=MAX_PER_AUTHOR).contains(&n)).then(|| {
-        outbox_core::ConfigIssue::new(
-            "per_author",
-            format!("must be between 1 and {MAX_PER_AUTHOR}, got {n}"),
-        )
-    })
-}

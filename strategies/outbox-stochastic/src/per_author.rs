@@ -1,28 +1,182 @@
-//! The selection shared by per-author strategies: rank, pick top N per follow, fit the budget.
+//! The machinery shared by per-author strategies: one generic selector ([`PerAuthorSelector`]),
+//! the ranking by per-relay score, the budget rule ([`select`]) and the config checks.
+//!
+//! `stochastic`, `filter_decomposition` and `outbox-thompson`'s `per_author` differ only in
+//! their name, their default scorer (none means list order) and whether draws are multiplied by
+//! the popularity weight; each is a [`PerAuthorKind`] marker, so they cannot drift apart.
 
-use outbox_core::{Assignment, AuthorId, RelayId, RouteTable, Selection};
+use std::marker::PhantomData;
 
-/// Each relay's position in URL order, so ties compare integers instead of strings.
-pub fn url_ranks(table: &RouteTable) -> Vec<u32> {
-    let mut order: Vec<RelayId> = table.relays().collect();
-    order.sort_unstable_by(|a, b| table.url(*a).cmp(table.url(*b)));
-    let mut rank = vec![0u32; order.len()];
-    for (i, r) in order.iter().enumerate() {
-        rank[r.index()] = i as u32;
+use outbox_core::config::ConfigIssue;
+use outbox_core::{
+    Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
+    Selection, Selector,
+};
+use rand::RngCore;
+
+/// The default number of relays each follow keeps.
+pub const DEFAULT_PER_AUTHOR: usize = 3;
+
+/// The largest `per_author` a config may ask for (lists are capped well below this anyway).
+pub const MAX_PER_AUTHOR: usize = 64;
+
+/// [`DEFAULT_PER_AUTHOR`] as a function, for `#[serde(default = ...)]` on `per_author` keys.
+pub fn default_per_author() -> usize {
+    DEFAULT_PER_AUTHOR
+}
+
+/// Checks a `per_author` value, naming the key.
+pub fn validate_per_author(n: usize) -> Option<ConfigIssue> {
+    (!(1..=MAX_PER_AUTHOR).contains(&n)).then(|| {
+        ConfigIssue::new(
+            "per_author",
+            format!("must be between 1 and {MAX_PER_AUTHOR}, got {n}"),
+        )
+    })
+}
+
+/// Checks the two keys every per-author config has: `per_author` and the optional
+/// `[strategy.scorer]` table (its issues are named under `scorer`).
+pub fn validate_config(per_author: usize, scorer: Option<&dyn ScorerConfig>) -> Vec<ConfigIssue> {
+    let mut issues: Vec<ConfigIssue> = validate_per_author(per_author).into_iter().collect();
+    if let Some(scorer) = scorer {
+        issues.extend(scorer.validate().into_iter().map(|i| i.under("scorer")));
     }
-    rank
+    issues
+}
+
+/// Welshman's popularity weight `1 + ln popularity` (0 for a relay nobody writes to).
+pub fn popularity_weight(popularity: u32) -> f64 {
+    if popularity == 0 {
+        0.0
+    } else {
+        1.0 + f64::from(popularity).ln()
+    }
+}
+
+/// What sets one per-author strategy apart from another. Implemented by zero-sized markers;
+/// the selector for a kind is [`PerAuthorSelector<Kind>`].
+pub trait PerAuthorKind: std::fmt::Debug + 'static {
+    /// The strategy's registered name; also the selector's name when it runs with its default
+    /// scorer (any other scorer is appended: `stochastic+thompson`).
+    const NAME: &'static str;
+
+    /// Whether each draw is multiplied by [`popularity_weight`] (welshman's rule), so popular
+    /// relays are favoured on top of whatever the scorer says.
+    const POPULARITY_WEIGHT: bool;
+
+    /// The scorer used when the config names none; `None` ranks each list in its own order.
+    fn default_scorer() -> Option<Box<dyn Scorer>>;
+}
+
+/// A per-author selector: every follow keeps its top `per_author` write relays, then the
+/// budget is applied by [`select`].
+///
+/// With a scorer, every relay someone writes to is scored exactly once per run (in relay-id
+/// order, `coverage = 1` since a pick serves one follow, times the popularity weight if the
+/// kind asks for it) and each follow ranks its write relays by that score, ties by URL.
+/// Without one, each follow takes its list in list order and no randomness is used.
+#[derive(Debug)]
+pub struct PerAuthorSelector<K> {
+    per_author: usize,
+    scorer: Option<Box<dyn Scorer>>,
+    name: String,
+    /// The run's score per relay id, reused across runs to avoid reallocating.
+    scores: Vec<f64>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: PerAuthorKind> PerAuthorSelector<K> {
+    /// Keeps `per_author` relays per follow (at least 1), ranked by `scorer`, or by the kind's
+    /// default scorer when `None`.
+    pub fn new(per_author: usize, scorer: Option<Box<dyn Scorer>>) -> Self {
+        let default = K::default_scorer();
+        let name = match (&scorer, &default) {
+            (Some(s), Some(d)) if s.name() == d.name() => K::NAME.to_string(),
+            (Some(s), _) => format!("{}+{}", K::NAME, s.name()),
+            (None, _) => K::NAME.to_string(),
+        };
+        Self {
+            per_author: per_author.max(1),
+            scorer: scorer.or(default),
+            name,
+            scores: Vec::new(),
+            kind: PhantomData,
+        }
+    }
+
+    /// The selector a config with these keys describes.
+    pub fn from_config(per_author: usize, scorer: Option<&dyn ScorerConfig>) -> Self {
+        Self::new(per_author, scorer.map(|c| c.build()))
+    }
+}
+
+impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn per_author_cap(&self) -> Option<usize> {
+        Some(self.per_author)
+    }
+
+    fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
+        let _span = tracing::debug_span!("select", strategy = %self.name).entered();
+        let table = input.table;
+        let Some(scorer) = self.scorer.as_mut() else {
+            return select(
+                table,
+                self.per_author,
+                input.max_connections,
+                |author, out| out.extend_from_slice(table.write_relays(author)),
+            );
+        };
+        scorer.prepare(input, rng);
+        // One draw per relay per run, in relay-id order, before any ranking: the same seed
+        // gives the same draws whatever the lists look like.
+        self.scores.clear();
+        self.scores.resize(table.relay_count(), 0.0);
+        for relay in table.relays() {
+            let popularity = table.popularity(relay);
+            if popularity == 0 {
+                continue;
+            }
+            let view = RelayView {
+                relay,
+                url: table.url(relay),
+                popularity,
+                coverage: 1,
+            };
+            let weight = if K::POPULARITY_WEIGHT {
+                popularity_weight(popularity)
+            } else {
+                1.0
+            };
+            self.scores[relay.index()] = weight * scorer.score(view, rng);
+        }
+        let scores = &self.scores;
+        select(
+            table,
+            self.per_author,
+            input.max_connections,
+            |author, out| {
+                out.extend_from_slice(table.write_relays(author));
+                rank_by_score(out, scores, table);
+            },
+        )
+    }
 }
 
 /// Ranks `relays` in place by precomputed `scores` (indexed by relay id), best first, ties by
 /// URL; relays scoring `0` or less (or NaN) are removed. Scores are read, never computed, inside
 /// the comparator.
-pub fn rank_by_score(relays: &mut Vec<RelayId>, scores: &[f64], url_rank: &[u32]) {
+pub fn rank_by_score(relays: &mut Vec<RelayId>, scores: &[f64], table: &RouteTable) {
     let score = |r: &RelayId| scores.get(r.index()).copied().unwrap_or(0.0);
     relays.retain(|r| score(r) > 0.0);
     relays.sort_unstable_by(|a, b| {
         score(b)
             .total_cmp(&score(a))
-            .then_with(|| url_rank[a.index()].cmp(&url_rank[b.index()]))
+            .then_with(|| table.url_rank(*a).cmp(&table.url_rank(*b)))
     });
 }
 
@@ -44,7 +198,6 @@ pub fn select(
     table: &RouteTable,
     n: usize,
     budget: usize,
-    url_rank: &[u32],
     mut ranked: impl FnMut(AuthorId, &mut Vec<RelayId>),
 ) -> Selection {
     if n == 0 || budget == 0 || table.relay_count() == 0 {
@@ -71,7 +224,7 @@ pub fn select(
     used.sort_unstable_by(|a, b| {
         picks[b.index()]
             .cmp(&picks[a.index()])
-            .then_with(|| url_rank[a.index()].cmp(&url_rank[b.index()]))
+            .then_with(|| table.url_rank(*a).cmp(&table.url_rank(*b)))
     });
     if used.len() > budget {
         tracing::debug!(

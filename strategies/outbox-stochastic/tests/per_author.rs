@@ -156,7 +156,7 @@ impl Scorer for Counting {
 fn stochastic_draws_once_per_relay_per_run() {
     let t = random_table(WorldShape::small(), 11);
     let calls = Arc::new(AtomicUsize::new(0));
-    let mut s = Stochastic::new(3, Box::new(Counting(calls.clone())));
+    let mut s = Stochastic::new(3, Some(Box::new(Counting(calls.clone()))));
     assert_eq!(s.name(), "stochastic+counting");
     let stats = DeliveryStats::new();
     let input = PlanInput {

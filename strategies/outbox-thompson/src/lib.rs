@@ -18,5 +18,5 @@ mod per_author;
 mod scorer;
 
 pub use beta::{sample_beta, BetaError};
-pub use per_author::{PerAuthor, PerAuthorConfig};
+pub use per_author::{PerAuthor, PerAuthorConfig, PerAuthorThompsonKind};
 pub use scorer::{FixedThompson, FixedThompsonConfig, Thompson, ThompsonConfig, ThompsonOptions};

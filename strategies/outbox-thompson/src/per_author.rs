@@ -1,11 +1,9 @@
 //! `per_author`: per follow, the top N relays by score, for bounded lookups.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{
-    PlanInput, RelayView, Scorer, ScorerConfig, Selection, Selector, StrategyConfig,
-};
-use outbox_stochastic::{per_author, validate_per_author, DEFAULT_PER_AUTHOR};
-use rand::RngCore;
+use outbox_core::{Scorer, ScorerConfig, Selector, StrategyConfig};
+use outbox_stochastic::per_author::validate_config;
+use outbox_stochastic::{default_per_author, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR};
 use serde::{Deserialize, Serialize};
 
 use crate::scorer::{Thompson, ThompsonOptions};
@@ -29,10 +27,6 @@ pub struct PerAuthorConfig {
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
-fn default_per_author() -> usize {
-    DEFAULT_PER_AUTHOR
-}
-
 impl Default for PerAuthorConfig {
     fn default() -> Self {
         Self {
@@ -45,20 +39,14 @@ impl Default for PerAuthorConfig {
 #[typetag::serde(name = "per_author")]
 impl StrategyConfig for PerAuthorConfig {
     fn validate(&self) -> Vec<ConfigIssue> {
-        let mut issues: Vec<ConfigIssue> =
-            validate_per_author(self.per_author).into_iter().collect();
-        if let Some(scorer) = &self.scorer {
-            issues.extend(scorer.validate().into_iter().map(|i| i.under("scorer")));
-        }
-        issues
+        validate_config(self.per_author, self.scorer.as_deref())
     }
 
     fn build(&self) -> Box<dyn Selector> {
-        let scorer = match &self.scorer {
-            Some(config) => config.build(),
-            None => Box::new(Thompson::new(ThompsonOptions::default())),
-        };
-        Box::new(PerAuthor::new(self.per_author, scorer))
+        Box::new(PerAuthor::from_config(
+            self.per_author,
+            self.scorer.as_deref(),
+        ))
     }
 }
 
@@ -68,71 +56,20 @@ outbox_core::register_strategy! {
     example: "type = \"per_author\"\nper_author = 2\nscorer = { type = \"thompson\", popularity_weight = true }\n",
 }
 
-/// The per-author top-N selector.
+/// Plain scores (no popularity weight of its own: the `thompson` scorer's `popularity_weight`
+/// option adds it), `thompson` with default options by default.
 #[derive(Debug)]
-pub struct PerAuthor {
-    per_author: usize,
-    scorer: Box<dyn Scorer>,
-    name: String,
-    scores: Vec<f64>,
-}
+pub enum PerAuthorThompsonKind {}
 
-impl PerAuthor {
-    /// Keeps `per_author` relays per follow, ranked by `scorer`.
-    pub fn new(per_author: usize, scorer: Box<dyn Scorer>) -> Self {
-        let name = match scorer.name() {
-            "thompson" => "per_author".to_string(),
-            other => format!("per_author+{other}"),
-        };
-        Self {
-            per_author: per_author.max(1),
-            scorer,
-            name,
-            scores: Vec::new(),
-        }
+impl PerAuthorKind for PerAuthorThompsonKind {
+    const NAME: &'static str = "per_author";
+    const POPULARITY_WEIGHT: bool = false;
+
+    fn default_scorer() -> Option<Box<dyn Scorer>> {
+        Some(Box::new(Thompson::new(ThompsonOptions::default())))
     }
 }
 
-impl Selector for PerAuthor {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn per_author_cap(&self) -> Option<usize> {
-        Some(self.per_author)
-    }
-
-    fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
-        let _span = tracing::debug_span!("select", strategy = %self.name).entered();
-        let table = input.table;
-        self.scorer.prepare(input, rng);
-        // One score per relay per run (coverage 1: a pick serves one follow), before ranking.
-        self.scores.clear();
-        self.scores.resize(table.relay_count(), 0.0);
-        for relay in table.relays() {
-            let popularity = table.popularity(relay);
-            if popularity == 0 {
-                continue;
-            }
-            let view = RelayView {
-                relay,
-                url: table.url(relay),
-                popularity,
-                coverage: 1,
-            };
-            self.scores[relay.index()] = self.scorer.score(view, rng);
-        }
-        let url_rank = per_author::url_ranks(table);
-        let scores = &self.scores;
-        per_author::select(
-            table,
-            self.per_author,
-            input.max_connections,
-            &url_rank,
-            |author, out| {
-                out.extend_from_slice(table.write_relays(author));
-                per_author::rank_by_score(out, scores, &url_rank);
-            },
-        )
-    }
-}
+/// The per-author top-N selector: `PerAuthor::new(n, None)` ranks by a default `thompson`
+/// scorer.
+pub type PerAuthor = PerAuthorSelector<PerAuthorThompsonKind>;
