@@ -168,3 +168,20 @@ fn fixed_thompson_inside_greedy_learns_too() {
     assert!(xn < x0, "X should fall: {x0} -> {xn}");
     assert!(yn > 0.7, "Y should dominate: {yn}");
 }
+
+#[test]
+fn filter_decomposition_with_thompson_learns_the_ranking() {
+    let learned = run(
+        "max_connections = 20\n[strategy]\ntype = \"filter_decomposition\"\nper_author = 2\n[strategy.scorer]\ntype = \"thompson\"\n",
+    );
+    let control =
+        run("max_connections = 20\n[strategy]\ntype = \"filter_decomposition\"\nper_author = 2\n");
+    print("filter_decomposition+thompson", &learned);
+    print("filter_decomposition (control)", &control);
+    let (x0, y0) = learned[0];
+    let (xn, yn) = learned[SESSIONS - 1];
+    assert!(xn < x0 / 2.0, "X should fall: {x0} -> {xn}");
+    assert!(yn > y0 + 0.3, "Y should rise: {y0} -> {yn}");
+    // List order never learns.
+    assert_eq!(control[0], control[SESSIONS - 1]);
+}

@@ -37,16 +37,21 @@ fn learned(t: &RouteTable) -> DeliveryStats {
     stats
 }
 
+/// A planning input over `t` with `stats`, budget 5, at time 0.
+fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
+    PlanInput {
+        table: t,
+        max_connections: 5,
+        stats,
+        now: 0,
+    }
+}
+
 #[test]
 fn fixed_thompson_is_stable_within_a_run_and_scales_with_coverage() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
-    let input = PlanInput {
-        table: &t,
-        max_connections: 5,
-        stats: &stats,
-        now: 0,
-    };
+    let input = input(&t, &stats);
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let mut s = FixedThompson::new(ThompsonOptions::default());
     assert!(s.is_stable());
@@ -74,12 +79,7 @@ fn fixed_thompson_is_stable_within_a_run_and_scales_with_coverage() {
 fn fixed_thompson_differs_across_seeds_and_repeats_for_a_seed() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
-    let input = PlanInput {
-        table: &t,
-        max_connections: 5,
-        stats: &stats,
-        now: 0,
-    };
+    let input = input(&t, &stats);
     let run = |seed: u64| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut s = FixedThompson::new(ThompsonOptions::default());
@@ -96,12 +96,7 @@ fn fixed_thompson_differs_across_seeds_and_repeats_for_a_seed() {
 fn fixed_thompson_draws_lazily_and_caches_relays_first_seen_mid_run() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
-    let input = PlanInput {
-        table: &t,
-        max_connections: 5,
-        stats: &stats,
-        now: 0,
-    };
+    let input = input(&t, &stats);
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let mut s = FixedThompson::new(ThompsonOptions::default());
     s.prepare(&input, &mut rng);
@@ -155,12 +150,7 @@ fn options_popularity_weight_and_latency_discount() {
             ..RelayStats::default()
         },
     );
-    let input = PlanInput {
-        table: &t,
-        max_connections: 5,
-        stats: &stats,
-        now: 0,
-    };
+    let input = input(&t, &stats);
     let score = |options: ThompsonOptions| {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let mut s = FixedThompson::new(options);
@@ -199,6 +189,11 @@ fn every_combination_is_config_and_conformant() {
         ("per_author", "fixed_thompson", "per_author+fixed_thompson"),
         ("per_author", "uniform", "per_author+uniform"),
         ("per_author", "coverage", "per_author+coverage"),
+        (
+            "filter_decomposition",
+            "thompson",
+            "filter_decomposition+thompson",
+        ),
     ];
     for (strategy, scorer, name) in combos {
         let toml = format!(
@@ -252,5 +247,39 @@ fn per_author_respects_the_budget_and_a_large_budget_leaves_it_unbounded() {
         if want > 0 {
             assert_eq!(routed, want, "{a}: every follow gets its own top 2");
         }
+    }
+}
+
+/// `stochastic`, `per_author` and `filter_decomposition` are one selector: with the same
+/// weighting and the same draws they must give the same plans.
+#[test]
+fn per_author_kinds_plan_alike_given_the_same_scores() {
+    let t = random_table(WorldShape::small(), 13);
+    let stats = learned(&t);
+    let plan = |strategy: &str, seed: u64, stats: &DeliveryStats| {
+        Router::from_toml(&format!("max_connections = 8\n[strategy]\n{strategy}"))
+            .unwrap()
+            .plan_with(&t, stats, 0, seed)
+    };
+    let fd = "type = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\n";
+    let per_author = "type = \"per_author\"\n";
+    let weighted =
+        "type = \"per_author\"\n[strategy.scorer]\ntype = \"thompson\"\npopularity_weight = true\n";
+    let stochastic = "type = \"stochastic\"\n";
+    for seed in 0..5 {
+        // Learned stats: the same unweighted Thompson draws, whatever the strategy's name.
+        assert_eq!(
+            plan(fd, seed, &stats).routed(),
+            plan(per_author, seed, &stats).routed(),
+            "seed {seed}"
+        );
+        // Cold start: a Beta(1, 1) draw is the uniform draw, so the scorer's popularity weight
+        // reproduces stochastic's built-in one.
+        let cold = DeliveryStats::new();
+        assert_eq!(
+            plan(weighted, seed, &cold).routed(),
+            plan(stochastic, seed, &cold).routed(),
+            "seed {seed}"
+        );
     }
 }
