@@ -7,6 +7,7 @@
 
 pub use outbox_greedy;
 pub use outbox_hysteresis;
+pub use outbox_recall;
 pub use outbox_reference;
 pub use outbox_stochastic;
 pub use outbox_thompson;
@@ -16,6 +17,7 @@ pub use outbox_thompson;
 pub fn link() {
     let _ = std::hint::black_box(outbox_greedy::DEFAULT_COVERAGE_TARGET);
     let _ = std::hint::black_box(outbox_hysteresis::DEFAULT_MARGIN);
+    let _ = std::hint::black_box(outbox_recall::RecallConfig::default);
     let _ = std::hint::black_box(outbox_reference::DEFAULT_NDK_PER_AUTHOR);
     let _ = std::hint::black_box(outbox_stochastic::DEFAULT_PER_AUTHOR);
     let _ = std::hint::black_box(outbox_thompson::sample_beta as fn(_, _, _) -> _);

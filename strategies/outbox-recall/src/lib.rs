@@ -1,0 +1,112 @@
+//! `recall`: connect to the relays most likely to return the follows' notes, old ones included.
+//!
+//! Clients that pick relays by popularity (greedy set cover) or by a per-author coin flip
+//! (stochastic) find most of last week's notes but a fraction of last year's: popular hubs
+//! prune old notes, many listed relays are dead, and writes silently fail on some relays. This
+//! strategy plans with what the reader's own past runs showed (see
+//! `outbox_core::stats::RoundReport`), and nothing else:
+//!
+//! - **liveness** per relay: did it answer the runs it was asked in;
+//! - **completeness** per relay: of the notes the best relay returned for the same authors,
+//!   what share did this one return; relays that prune score low for deep windows;
+//! - **per (relay, author)** shares, where a pair was observed: a relay that drops one author's
+//!   writes is not trusted for that author;
+//! - **volume** per author: how many notes the author had in the window, so prolific authors'
+//!   best relays are worth more than silent authors' ones.
+//!
+//! The chance that relay `r` delivers author `a`'s notes is `q(r, a) = live(r) · kept(r, a)`;
+//! the value of a set of relays is `Σ_a w(a) · (1 − Π (1 − q(r, a)))` over each author's best
+//! `per_author` relays in the set, maximised greedily under the connection budget with lazy
+//! gains. A disclosure budget (on average `disclosure` relays per listed follow) then drops the
+//! (follow, relay) pairs that add least, so prolific follows get more relays than silent ones. Every relay prior is a Thompson draw (once per relay per run), so relays that were
+//! never tried keep getting tried until the evidence says otherwise. Each follow is asked of
+//! its best `per_author` chosen relays; follows no chosen relay serves go to the residual.
+//!
+//! Each ingredient can be switched off in config, which is how the ablation is measured.
+
+mod model;
+mod select;
+
+use outbox_core::config::ConfigIssue;
+use outbox_core::{Selector, StrategyConfig};
+use serde::{Deserialize, Serialize};
+
+pub use model::Model;
+pub use select::Recall;
+
+/// `[strategy] type = "recall"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecallConfig {
+    /// Most routed relays per follow (the per-author cap).
+    pub per_author: usize,
+    /// Average routed relays per listed follow, over the whole plan: how widely the follow list
+    /// is disclosed. Prolific follows may get up to `per_author` relays, silent ones fewer; the
+    /// (follow, relay) pairs worth least are dropped until the average holds.
+    pub disclosure: f64,
+    /// Thompson draws from the learned priors; `false` plans with posterior means (no
+    /// exploration).
+    pub explore: bool,
+    /// Weigh relays by learned liveness.
+    pub liveness: bool,
+    /// Weigh relays by learned completeness (history kept, writes accepted).
+    pub completeness: bool,
+    /// Use per-(relay, author) evidence where there is some.
+    pub pairs: bool,
+    /// Weigh follows by their learned note volume.
+    pub volume: bool,
+    /// The weight of a follow seen to have no notes in the window, as a share of the average
+    /// follow's (they must stay covered, but cost little to leave to the residual).
+    pub silent_weight: f64,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        Self {
+            per_author: 3,
+            disclosure: 1.6,
+            explore: true,
+            liveness: true,
+            completeness: true,
+            pairs: true,
+            volume: true,
+            silent_weight: 0.05,
+        }
+    }
+}
+
+#[typetag::serde(name = "recall")]
+impl StrategyConfig for RecallConfig {
+    fn validate(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if !(1..=16).contains(&self.per_author) {
+            issues.push(ConfigIssue::new(
+                "per_author",
+                format!("must be between 1 and 16, got {}", self.per_author),
+            ));
+        }
+        if !(self.disclosure.is_finite() && (0.5..=16.0).contains(&self.disclosure)) {
+            issues.push(ConfigIssue::new(
+                "disclosure",
+                format!("must be in [0.5, 16], got {}", self.disclosure),
+            ));
+        }
+        if !(self.silent_weight.is_finite() && (0.0..=1.0).contains(&self.silent_weight)) {
+            issues.push(ConfigIssue::new(
+                "silent_weight",
+                format!("must be in [0, 1], got {}", self.silent_weight),
+            ));
+        }
+        issues
+    }
+
+    fn build(&self) -> Box<dyn Selector> {
+        Box::new(Recall::new(self.clone()))
+    }
+}
+
+outbox_core::register_strategy! {
+    name: "recall",
+    summary: "learned weighted coverage: liveness, completeness and volume from past runs, Thompson-explored",
+    example: "type = \"recall\"\nper_author = 3\ndisclosure = 1.6\n",
+}

@@ -1,0 +1,130 @@
+//! What one planning run believes: per relay and per (relay, author) delivery chances, and per
+//! author a weight, drawn or averaged from the learned stats.
+
+use outbox_core::{AuthorId, DeliveryStats, PlanInput, RelayId, RouteTable};
+use outbox_thompson::sample_beta;
+use rand::RngCore;
+
+use crate::RecallConfig;
+
+/// Evidence below this many (fractional) observations leaves a pair to the relay-wide prior.
+const MIN_PAIR_EVIDENCE: f64 = 0.5;
+
+/// One run's beliefs, indexed by route-table ids. Rebuilt every run (tables change between
+/// runs); allocation is reused.
+#[derive(Debug, Default)]
+pub struct Model {
+    /// Per author, the offset of its first write relay in `q`.
+    offsets: Vec<u32>,
+    /// Per (author, write relay) in list order: chance the relay returns the author's notes.
+    q: Vec<f64>,
+    /// Per author: how much its notes are worth.
+    weight: Vec<f64>,
+}
+
+impl Model {
+    /// Builds the beliefs for `input`. Draws come from `rng` in relay-id order, once per relay.
+    pub fn build(&mut self, input: &PlanInput<'_>, config: &RecallConfig, rng: &mut dyn RngCore) {
+        let table = input.table;
+        let stats = input.stats;
+        let (live, kept) = relay_beliefs(table, stats, input.now, config, rng);
+
+        self.offsets.clear();
+        self.q.clear();
+        self.offsets.reserve(table.follow_count() + 1);
+        for author in table.authors() {
+            self.offsets.push(self.q.len() as u32);
+            let learned = config
+                .pairs
+                .then(|| stats.author(table.pubkey(author)))
+                .flatten();
+            for &relay in table.write_relays(author) {
+                let share = learned
+                    .and_then(|a| a.relays.get(table.url(relay)))
+                    .filter(|p| p.hits + p.misses >= MIN_PAIR_EVIDENCE)
+                    .map_or(kept[relay.index()], |p| p.mean());
+                self.q.push(live[relay.index()] * share);
+            }
+        }
+        self.offsets.push(self.q.len() as u32);
+        self.weigh_authors(table, stats, config);
+    }
+
+    fn weigh_authors(&mut self, table: &RouteTable, stats: &DeliveryStats, config: &RecallConfig) {
+        self.weight.clear();
+        if !config.volume {
+            self.weight.resize(table.follow_count(), 1.0);
+            return;
+        }
+        let known: Vec<Option<f64>> = table
+            .authors()
+            .map(|a| stats.author(table.pubkey(a)).map(|s| s.volume))
+            .collect();
+        let (sum, n) = known
+            .iter()
+            .flatten()
+            .filter(|v| **v > 0.0)
+            .fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+        let average = if n == 0 { 1.0 } else { sum / n as f64 };
+        self.weight.extend(known.into_iter().map(|v| match v {
+            Some(v) if v > 0.0 => v,
+            Some(_) => config.silent_weight * average,
+            None => average,
+        }));
+    }
+
+    /// The chance that `relay` returns `author`'s notes (0 if the author does not write there).
+    pub fn q(&self, table: &RouteTable, author: AuthorId, relay: RelayId) -> f64 {
+        let start = self.offsets[author.index()] as usize;
+        table
+            .write_relays(author)
+            .iter()
+            .position(|&r| r == relay)
+            .map_or(0.0, |i| self.q[start + i])
+    }
+
+    /// How much `author`'s notes are worth.
+    pub fn weight(&self, author: AuthorId) -> f64 {
+        self.weight[author.index()]
+    }
+}
+
+/// Per relay: liveness and completeness, drawn (exploring) or averaged, or 1 when switched off.
+fn relay_beliefs(
+    table: &RouteTable,
+    stats: &DeliveryStats,
+    now: u64,
+    config: &RecallConfig,
+    rng: &mut dyn RngCore,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut live = vec![1.0; table.relay_count()];
+    let mut kept = vec![1.0; table.relay_count()];
+    for relay in table.relays() {
+        if table.popularity(relay) == 0 {
+            continue;
+        }
+        let s = stats.get_at(table.url(relay), now);
+        if config.liveness {
+            live[relay.index()] = belief(s.live_alpha, s.live_beta, config.explore, rng);
+        }
+        if config.completeness {
+            kept[relay.index()] = belief(s.kept_alpha, s.kept_beta, config.explore, rng);
+        }
+    }
+    (live, kept)
+}
+
+/// A Thompson draw from Beta(α, β), or its mean when not exploring. Parameters the sampler
+/// rejects (stats are sanitised, so this means a bug upstream) read as the uniform prior.
+fn belief(alpha: f64, beta: f64, explore: bool, rng: &mut dyn RngCore) -> f64 {
+    if !explore {
+        return alpha / (alpha + beta);
+    }
+    match sample_beta(alpha, beta, rng) {
+        Ok(x) => x,
+        Err(err) => {
+            tracing::debug!(%err, "invalid prior; drawing from the uniform one");
+            sample_beta(1.0, 1.0, rng).unwrap_or(0.5)
+        }
+    }
+}

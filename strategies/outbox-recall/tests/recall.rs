@@ -1,0 +1,212 @@
+//! The recall strategy: conformance, config errors, and that what it learns moves its plans.
+
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
+use outbox_core::testkit::{check_strategy, test_key};
+use outbox_core::{
+    check_plan, DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy,
+};
+use outbox_recall::RecallConfig;
+
+fn table(lists: &[(u64, &[&str])]) -> RouteTable {
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows(lists.iter().map(|(k, _)| test_key(*k)))
+        .reader_relays(["wss://home.example"]);
+    for (k, relays) in lists {
+        b.add_list(RawRelayList {
+            author: test_key(*k),
+            created_at: 1,
+            tags: relays
+                .iter()
+                .map(|r| vec!["r".to_string(), r.to_string()])
+                .collect(),
+        });
+    }
+    b.build()
+}
+
+fn router(budget: usize, extra: &str) -> Router {
+    Router::from_toml(&format!(
+        "max_connections = {budget}\n[strategy]\ntype = \"recall\"\n{extra}"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn passes_the_conformance_suite() {
+    let failures = check_strategy(&RecallConfig::default());
+    assert!(failures.is_empty(), "{failures:#?}");
+    let no_exploration = RecallConfig {
+        explore: false,
+        ..RecallConfig::default()
+    };
+    assert!(check_strategy(&no_exploration).is_empty());
+}
+
+#[test]
+fn bad_parameters_name_their_keys() {
+    let err = Router::from_toml(
+        "[strategy]\ntype = \"recall\"\nper_author = 0\ndisclosure = -1.0\nsilent_weight = 2.0\n",
+    )
+    .unwrap_err();
+    let keys: Vec<_> = err.issues.iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "strategy.per_author",
+            "strategy.disclosure",
+            "strategy.silent_weight"
+        ]
+    );
+}
+
+/// Every follow writes to a hub that keeps only recent notes and to one of two small relays:
+/// `deep.example` keeps everything, `other` is either dead or keeps as little as the hub.
+fn world(other: &str) -> RouteTable {
+    let hub = "wss://hub.example";
+    let deep = "wss://deep.example";
+    let lists: Vec<(u64, Vec<&str>)> = (0..12)
+        .map(|i| (i, vec![hub, if i % 2 == 0 { deep } else { other }]))
+        .collect();
+    let lists: Vec<(u64, &[&str])> = lists.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    table(&lists)
+}
+
+/// What a client would observe asking these relays: the hub and the shallow relay return 2 notes
+/// per follow, the deep relay 20, the dead relay never answers.
+fn observe(t: &RouteTable, plan: &outbox_core::Plan) -> RoundReport {
+    RoundReport {
+        relays: plan
+            .entries(t)
+            .into_iter()
+            .map(|e| {
+                let url = t.url(e.relay).to_string();
+                let per_author = match url.as_str() {
+                    "wss://deep.example" => 20,
+                    "wss://hub.example" | "wss://home.example" | "wss://shallow.example" => 2,
+                    _ => 0,
+                };
+                RelayRound {
+                    answered: url != "wss://dead.example",
+                    authors: e
+                        .authors
+                        .iter()
+                        .map(|&a| AuthorRound {
+                            author: *t.pubkey(a),
+                            events: per_author,
+                        })
+                        .collect(),
+                    url,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Picks of (deep, other, hub) with budget 2 over six sessions, summed over trials, for the
+/// first three sessions and the last three.
+fn learned_picks(other: &str, config: &str) -> [[u32; 3]; 2] {
+    let t = world(other);
+    let ids = ["wss://deep.example", other, "wss://hub.example"].map(|u| t.relay_id(u).unwrap());
+    let mut picks = [[0u32; 3]; 2];
+    for trial in 0..40u64 {
+        let mut stats = DeliveryStats::new();
+        // Two connections for three relays: completeness is learned by comparing relays asked
+        // about the same follows, so the plan must be able to ask two at once.
+        let mut r = router(2, config);
+        for session in 0..6u64 {
+            let plan = r.plan_with(&t, &stats, session * 3600, trial * 100 + session);
+            assert!(check_plan(&plan, &t, r.limits()).is_empty());
+            let phase = usize::from(session >= 3);
+            for a in plan.routed() {
+                let slot = ids.iter().position(|&x| x == a.relay).unwrap();
+                picks[phase][slot] += 1;
+            }
+            stats.record_round(&observe(&t, &plan), session * 3600);
+        }
+    }
+    eprintln!(
+        "{other}: picks (deep, other, hub): sessions 0-2 {:?}, 3-5 {:?}",
+        picks[0], picks[1]
+    );
+    picks
+}
+
+#[test]
+fn learning_drops_a_dead_relay() {
+    let [before, after] = learned_picks("wss://dead.example", "");
+    assert!(after[1] < before[1], "dead relay chosen less once learned");
+    assert!(after[0] > after[1] * 4, "the deep relay beats the dead one");
+}
+
+#[test]
+fn learned_completeness_picks_the_relay_that_keeps_history() {
+    // Two relays serving the same follows, equally alive; one returned far less than the other
+    // when both were asked. The URL order favours the shallow one on a tie.
+    let shallow = "wss://a-shallow.example";
+    let deep = "wss://z-deep.example";
+    let both = [shallow, deep];
+    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &both[..])).collect();
+    let t = table(&lists);
+    let mut stats = DeliveryStats::new();
+    for run in 0..5 {
+        let report = RoundReport {
+            relays: [(shallow, 2), (deep, 20)]
+                .iter()
+                .map(|&(url, events)| RelayRound {
+                    url: url.into(),
+                    answered: true,
+                    authors: (0..4)
+                        .map(|i| AuthorRound {
+                            author: test_key(i),
+                            events,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        stats.record_round(&report, run);
+    }
+    let pick = |config: &str| {
+        let plan = router(1, config).plan_with(&t, &stats, 5, 0);
+        t.url(plan.routed()[0].relay).to_string()
+    };
+    assert_eq!(pick("explore = false\n"), deep);
+    assert_eq!(
+        pick("explore = false\ncompleteness = false\npairs = false\n"),
+        shallow
+    );
+}
+
+#[test]
+fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget() {
+    // Six follows, each on three relays; follow 0 is prolific, the others were seen silent.
+    let relays = ["wss://a.example", "wss://b.example", "wss://c.example"];
+    let lists: Vec<(u64, &[&str])> = (0..6).map(|i| (i, &relays[..])).collect();
+    let t = table(&lists);
+    let mut stats = DeliveryStats::new();
+    let report = RoundReport {
+        relays: relays
+            .iter()
+            .map(|url| RelayRound {
+                url: url.to_string(),
+                answered: true,
+                authors: (0..6)
+                    .map(|i| AuthorRound {
+                        author: test_key(i),
+                        events: if i == 0 { 50 } else { 0 },
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    stats.record_round(&report, 0);
+    let mut r = router(3, "explore = false\nper_author = 3\ndisclosure = 1.5\n");
+    let plan = r.plan_with(&t, &stats, 0, 1);
+    let asked: Vec<usize> = t.authors().map(|a| plan.asked(a).len()).collect();
+    assert_eq!(
+        asked[0], 3,
+        "the prolific follow keeps all three: {asked:?}"
+    );
+    assert!(asked.iter().sum::<usize>() <= 9, "1.5 × 6 listed follows");
+    assert!(asked[1..].iter().all(|&n| n >= 1), "everyone keeps a relay");
+}
