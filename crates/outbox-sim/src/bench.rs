@@ -22,6 +22,8 @@ pub const COMBINATIONS: &[(&str, &str)] = &[
         "stochastic+thompson",
         "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
     ),
+    // Filter decomposition's per-author fan-out with each list ranked by Thompson draws
+    // instead of list order: the published "filter decomposition + Thompson" row.
     (
         "fd+thompson",
         "[strategy]\ntype = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\n",
