@@ -5,6 +5,32 @@
 //! plan change), so the coordinator never waits on a slot; reports from slots are bounded, so a
 //! flooding relay is slowed down by the coordinator and the consumer, not buffered without end.
 //! During shutdown the coordinator keeps draining reports while it waits for the slots to end.
+//!
+//! # Learning: one place
+//!
+//! Everything learned from delivery goes through `Coordinator::record_round`, which builds a
+//! [`RoundReport`] and calls [`DeliveryStats::record_round`] — the call the simulator makes.
+//! Report handlers only take notes: an EOSE marks the relay's feed answered (its latency is
+//! recorded at once), an event adds its id to the relay's per-author set, and a failure or
+//! refusal marks the relay down. None of them touches the delivery priors, so a failure is
+//! counted exactly once, in the round that follows it.
+//!
+//! A *round* is every relay whose current filter (generation) answered and was not learned from
+//! yet, plus every relay that failed since the last round:
+//!
+//! - a relay set aside (refused, or too many strikes) is in the next round as not answered,
+//!   with the authors it was asked about;
+//! - a relay that failed before its EOSE and then answered after reconnecting counts as
+//!   answered (the run got its events; the strike stays in the penalty box);
+//! - a relay that fails after its answer was learned is in the next round as not answered, and
+//!   its answer after reconnecting (the same filter again) is not learned twice;
+//! - a relay still waiting for EOSE when the feed ends counts as not answered if it failed
+//!   since its REQ, and is left out otherwise (the run stopped, the relay did not fail);
+//! - a lookup-only relay (kind:10002 lists, no feed) that fails is in the round with no authors:
+//!   only its liveness and failure count learn from it.
+//!
+//! A round compares relays of that round only: in a `--once` run that is the whole plan; after
+//! a later re-plan in a live feed, the relays whose filters changed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -13,6 +39,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, Slots};
 use outbox_core::{StatsStore, UrlPolicy};
 use tokio::sync::mpsc;
@@ -73,9 +100,41 @@ struct FeedSub {
     authors: HashSet<PublicKey>,
     generation: u64,
     progress: Progress,
-    /// Authors this relay returned at least one event for, for the current generation.
-    returned: HashSet<PublicKey>,
+    /// Distinct event ids this relay returned per asked author for the current generation, up
+    /// to its EOSE: what it had stored. Notes arriving live after EOSE say nothing about how
+    /// complete a relay is, so they are not counted.
+    returned: HashMap<PublicKey, HashSet<EventId>>,
+    /// This generation's answer was learned (or its failure queued), so it is not learned again.
     recorded: bool,
+    /// The relay failed since this generation's REQ and has not answered since.
+    failed: bool,
+}
+
+impl FeedSub {
+    fn new(authors: HashSet<PublicKey>, generation: u64) -> Self {
+        Self {
+            authors,
+            generation,
+            progress: Progress::Pending,
+            returned: HashMap::new(),
+            recorded: false,
+            failed: false,
+        }
+    }
+
+    /// What this relay returned, per asked author, for a [`RoundReport`].
+    fn author_rounds(&self) -> Vec<AuthorRound> {
+        self.authors
+            .iter()
+            .map(|a| AuthorRound {
+                author: *a,
+                events: self
+                    .returned
+                    .get(a)
+                    .map_or(0, |ids| u32::try_from(ids.len()).unwrap_or(u32::MAX)),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug)]
@@ -148,6 +207,9 @@ struct Coordinator {
     stats: DeliveryStats,
     store: Arc<dyn StatsStore>,
     penalties: PenaltyBox,
+    /// Relays that failed since the last recorded round, with the authors they were asked
+    /// about: the next round records them as not answered (see the module docs).
+    down: BTreeMap<String, Vec<PublicKey>>,
     live: BTreeMap<String, Live>,
     tasks: JoinSet<()>,
     reports_tx: mpsc::Sender<SlotReport>,
@@ -199,6 +261,7 @@ impl Coordinator {
             stats,
             store,
             penalties,
+            down: BTreeMap::new(),
             live: BTreeMap::new(),
             tasks: JoinSet::new(),
             reports_tx,
@@ -377,9 +440,12 @@ impl Coordinator {
             "applying plan"
         );
         for url in &diff.close {
-            if let Some(live) = self.live.get_mut(url) {
-                live.feed = None;
+            let old = self.live.get_mut(url).and_then(|live| {
                 live.send(SlotCommand::Close { sub: SubKind::Feed });
+                live.feed.take()
+            });
+            if let Some(old) = old {
+                self.retire_feed(url, old);
             }
             self.close_live_if_idle(url);
         }
@@ -393,18 +459,17 @@ impl Coordinator {
             outcome.reqs += 1;
             outcome.authors = authors.len();
             let live = self.ensure_live(url);
-            live.feed = Some(FeedSub {
-                authors: authors.into_iter().collect(),
-                generation,
-                progress: Progress::Pending,
-                returned: HashSet::new(),
-                recorded: false,
-            });
+            let old = live
+                .feed
+                .replace(FeedSub::new(authors.into_iter().collect(), generation));
             live.send(SlotCommand::Req {
                 sub: SubKind::Feed,
                 filter: Box::new(filter),
                 generation,
             });
+            if let Some(old) = old {
+                self.retire_feed(url, old);
+            }
         }
         self.status(Status::Planned {
             plan: self.tally.plans,
@@ -429,43 +494,72 @@ impl Coordinator {
             })
     }
 
-    /// Records delivery for every relay that answered and has not been recorded since its
-    /// filter last changed: `expected` counts the relay's authors that any relay returned
-    /// something for, `delivered` those this relay returned something for.
-    fn record_round(&mut self) {
-        let now = unix_now();
-        let any_returned: HashSet<PublicKey> = self
-            .live
-            .values()
-            .filter_map(|l| l.feed.as_ref())
-            .flat_map(|f| f.returned.iter().copied())
-            .collect();
+    /// A feed subscription that is closed or replaced: if it failed and never answered, that
+    /// failure goes into the next round (an answer that was not learned yet is dropped with
+    /// it, as the filter it answered is gone).
+    fn retire_feed(&mut self, url: &str, feed: FeedSub) {
+        if feed.failed && !feed.recorded {
+            self.down
+                .entry(url.to_string())
+                .or_insert_with(|| feed.authors.into_iter().collect());
+        }
+    }
+
+    /// Learns from one round (see the module docs for what a round is): every relay whose
+    /// current filter answered and was not learned from yet, and every relay that failed since
+    /// the last round, go into one [`RoundReport`] for [`DeliveryStats::record_round`]. When
+    /// `ending`, relays still waiting that failed since their REQ count as not answered.
+    fn record_round(&mut self, ending: bool) {
+        let mut report = RoundReport::default();
         for (url, live) in &mut self.live {
             let Some(feed) = live.feed.as_mut() else {
                 continue;
             };
-            if feed.progress != Progress::Eose || feed.recorded {
+            if feed.recorded {
                 continue;
             }
-            let expected = feed
-                .authors
-                .iter()
-                .filter(|a| any_returned.contains(a))
-                .count();
-            let delivered = feed
-                .returned
-                .iter()
-                .filter(|a| feed.authors.contains(a))
-                .count();
-            debug!(relay = %url, delivered, expected, "recording delivery");
-            self.stats.record_delivery(
-                url,
-                u32::try_from(delivered).unwrap_or(u32::MAX),
-                u32::try_from(expected).unwrap_or(u32::MAX),
-                now,
-            );
-            feed.recorded = true;
+            match feed.progress {
+                Progress::Eose => {
+                    feed.recorded = true;
+                    report.relays.push(RelayRound {
+                        url: url.clone(),
+                        answered: true,
+                        authors: feed.author_rounds(),
+                    });
+                }
+                Progress::Pending if ending && feed.failed => {
+                    feed.recorded = true;
+                    self.down
+                        .entry(url.clone())
+                        .or_insert_with(|| feed.authors.iter().copied().collect());
+                }
+                Progress::Pending => {}
+            }
         }
+        for (url, authors) in std::mem::take(&mut self.down) {
+            report.relays.push(RelayRound {
+                url,
+                answered: false,
+                authors: authors
+                    .into_iter()
+                    .map(|author| AuthorRound { author, events: 0 })
+                    .collect(),
+            });
+        }
+        if report.relays.is_empty() {
+            return;
+        }
+        for relay in &report.relays {
+            let events: u64 = relay.authors.iter().map(|a| u64::from(a.events)).sum();
+            debug!(
+                relay = %relay.url,
+                answered = relay.answered,
+                authors = relay.authors.len(),
+                events,
+                "learning from the round"
+            );
+        }
+        self.stats.record_round(&report, unix_now());
     }
 
     async fn save_stats(&mut self) -> Option<String> {
@@ -486,6 +580,12 @@ impl Coordinator {
         self.tally.penalised.insert(url.to_string());
         if let Some(live) = self.live.remove(url) {
             live.send(SlotCommand::Shutdown);
+            // Set aside is a failure of this run, whatever the relay answered before.
+            let authors = live
+                .feed
+                .map(|f| f.authors.into_iter().collect())
+                .unwrap_or_default();
+            self.down.entry(url.to_string()).or_insert(authors);
         }
         // Its authors move elsewhere: re-plan now, not after the debounce.
         self.schedule_replan(Duration::ZERO);
@@ -529,6 +629,7 @@ impl Coordinator {
                     return;
                 }
                 feed.progress = Progress::Eose;
+                feed.failed = false;
                 self.stats
                     .record_latency(url, elapsed.as_secs_f64() * 1000.0, unix_now());
                 self.penalties.succeed(url);
@@ -569,8 +670,8 @@ impl Coordinator {
                 .await;
             }
             ReportKind::Refused { sub, message } => {
+                // Learned as a failure through `penalise` (the relay goes down for the round).
                 let now = unix_now();
-                self.stats.record_failure(url, now);
                 self.tally
                     .relays
                     .entry(url.to_string())
@@ -598,17 +699,30 @@ impl Coordinator {
             ReportKind::Failed { failure } => {
                 let now = unix_now();
                 let reason = failure.to_string();
-                self.stats.record_failure(url, now);
                 self.tally
                     .relays
                     .entry(url.to_string())
                     .or_default()
                     .failures += 1;
-                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
-                    // The slot re-sends the REQ after reconnecting; wait for that EOSE.
-                    feed.progress = Progress::Pending;
-                    feed.returned.clear();
-                    feed.recorded = false;
+                match self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
+                    Some(feed) => {
+                        if feed.recorded {
+                            // Its answer to this filter was learned; the failure is news.
+                            self.down
+                                .entry(url.to_string())
+                                .or_insert_with(|| feed.authors.iter().copied().collect());
+                        } else {
+                            feed.failed = true;
+                        }
+                        // The slot re-sends the REQ after reconnecting; wait for that EOSE and
+                        // count what the new connection returns.
+                        feed.progress = Progress::Pending;
+                        feed.returned.clear();
+                    }
+                    // A lookup-only relay: its liveness still learns.
+                    None => {
+                        self.down.entry(url.to_string()).or_default();
+                    }
                 }
                 let penalised = self.penalties.strike(url, &reason, now, &self.cfg.penalty);
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
@@ -641,8 +755,13 @@ impl Coordinator {
                     return;
                 }
                 if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
-                    if feed.authors.contains(&event.pubkey) {
-                        feed.returned.insert(event.pubkey);
+                    // Counted per relay before de-duplication: every relay that returned a
+                    // note gets credit for it, not only the fastest.
+                    if feed.progress == Progress::Pending && feed.authors.contains(&event.pubkey) {
+                        feed.returned
+                            .entry(event.pubkey)
+                            .or_default()
+                            .insert(event.id);
                     }
                 }
                 if !self.seen.insert(event.id) {
@@ -700,7 +819,7 @@ impl Coordinator {
         let mut control_open = true;
         loop {
             if self.settled() {
-                self.record_round();
+                self.record_round(false);
                 if self.tally.full_eose.is_none() {
                     self.tally.full_eose = Some(self.started.elapsed());
                     self.status(Status::Settled).await;
@@ -746,8 +865,9 @@ impl Coordinator {
     }
 
     async fn finish(mut self) -> FeedSummary {
-        // Relays that answered but were not recorded yet (a live feed stopped mid-round).
-        self.record_round();
+        // Relays that answered but were not recorded yet (a live feed stopped mid-round), and
+        // relays that failed and never answered.
+        self.record_round(true);
         let follows = self.follows.len();
         let mut covered: HashSet<PublicKey> = HashSet::new();
         let mut answered = 0usize;

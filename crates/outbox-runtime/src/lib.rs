@@ -23,10 +23,13 @@
 //!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
 //!   `blocked:`); a relay set aside is left out of the next plan, so its authors move to other
 //!   relays or the residual and stay covered.
-//! - **Learning**: once every slot of a plan has answered or been set aside, each relay that sent
-//!   EOSE is recorded with [`DeliveryStats::record_delivery`] (what it returned against what any
-//!   relay returned for the same authors), exactly as the simulator does; failures go to
-//!   [`DeliveryStats::record_failure`]. Stats are saved on a timer and at shutdown.
+//! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
+//!   builds one [`RoundReport`](outbox_core::stats::RoundReport) — per asked relay, whether it
+//!   answered and how many distinct events it returned for each author it was asked about — and
+//!   calls [`DeliveryStats::record_round`], the same call the simulator makes. Relays that failed
+//!   or were set aside are in that report as not answered; that is the only place a failure is
+//!   learned, so none is counted twice. EOSE latency goes to
+//!   [`DeliveryStats::record_latency`] as it arrives. Stats are saved on a timer and at shutdown.
 //!
 //! ```no_run
 //! # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {

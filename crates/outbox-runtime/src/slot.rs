@@ -1,7 +1,7 @@
 //! One slot: one task, one WebSocket to one relay, at most one subscription per purpose.
 //!
 //! A slot owns its socket and nothing else. It is told what to do by the coordinator
-//! ([`SlotCommand`]) and reports what happened ([`SlotReport`]); it never touches the route
+//! (`SlotCommand`) and reports what happened (`SlotReport`); it never touches the route
 //! table, the stats or another slot, so a relay that stalls, floods or lies can only ever
 //! stall its own task. It reconnects on its own with exponential backoff and jitter; deciding
 //! that a relay has failed too often is the coordinator's business.

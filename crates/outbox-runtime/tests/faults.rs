@@ -125,10 +125,18 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
         .count();
     assert_eq!(refusals, 1);
 
-    // Failures were learned.
+    // Failures were learned once per relay and run, however many attempts failed: through
+    // the run report, not also when each failure or refusal arrived.
     for url in &expected_penalised {
         let s = summary.stats.get(url);
-        assert!(s.failures >= 1 && s.beta > s.alpha, "{url}: {s:?}");
+        assert_eq!((s.asked, s.failures), (1, 1), "{url}: {s:?}");
+        assert_eq!((s.alpha, s.beta), (1.0, 2.0), "{url}: {s:?}");
+        assert_eq!((s.live_alpha, s.live_beta), (1.0, 2.0), "{url}: {s:?}");
+    }
+    // The relays that answered were learned as answered.
+    for url in [&good.url, &reader.url] {
+        let s = summary.stats.get(url);
+        assert!(s.failures == 0 && s.live_alpha > 1.0, "{url}: {s:?}");
     }
     assert!(summary
         .penalties
@@ -192,4 +200,100 @@ async fn world_note(reader: &RealRelay, good: &RealRelay, f: &[nostr::key::Keys]
         good.store(&n).await;
         reader.store(&n).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_down() {
+    let reader = RealRelay::start().await;
+    let a = RealRelay::start().await;
+    let b = RealRelay::start().await;
+    let now = now();
+    let f = [keys(1), keys(2)];
+    let lists = [
+        relay_list(&f[0], now - 10, &[(&a.url, None)]),
+        relay_list(&f[1], now - 10, &[(&b.url, None)]),
+    ];
+    let mut world = World::default();
+    world
+        .put(note(&f[0], now - 5, "on a"), &[&a, &reader])
+        .await;
+    world
+        .put(note(&f[1], now - 5, "on b"), &[&b, &reader])
+        .await;
+    let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(
+        router("max_connections = 5\n[strategy]\ntype = \"greedy\"\n"),
+        follows,
+        [&reader.url],
+    );
+    input.policy = UrlPolicy::allow_local();
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let config = RuntimeConfig {
+        once: false,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let settled = |c: &common::Collected| {
+        c.statuses
+            .iter()
+            .filter(|s| matches!(s, Status::Settled))
+            .count()
+    };
+    assert!(wait_for(&out, Duration::from_secs(5), |c| settled(c) == 1).await);
+    // b goes away for good: the slot fails, retries, and b is set aside after three strikes.
+    b.shutdown();
+    let b_url = b.url.clone();
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c.statuses.iter().any(
+            |s| matches!(s, Status::Penalised { relay, .. } if relay == &b_url)
+        ))
+        .await,
+        "b set aside"
+    );
+    let strikes = out
+        .lock()
+        .unwrap()
+        .statuses
+        .iter()
+        .filter(|s| matches!(s, Status::Failed { relay, .. } if relay == &b_url))
+        .count();
+    assert!(strikes >= 2, "several failed attempts: {strikes}");
+    // f[1] moves to the reader's relay; once that answered the round with b down is learned.
+    assert!(
+        wait_for(&out, Duration::from_secs(5), |c| answered_after_set_aside(
+            c, &b_url
+        ))
+        .await,
+        "f[1] re-planned onto the reader's relay, which answered"
+    );
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    let s = summary.stats.get(&b.url);
+    // One answered run (everything asked for), then one failed run — not one per attempt.
+    assert_eq!((s.asked, s.failures), (2, 1), "{s:?}");
+    assert_eq!((s.live_alpha, s.live_beta), (2.0, 2.0), "{s:?}");
+    assert!(
+        (s.alpha - 2.0).abs() < 1e-3 && (s.beta - 2.0).abs() < 1e-3,
+        "{s:?}"
+    );
+    let a_stats = summary.stats.get(&a.url);
+    assert_eq!((a_stats.asked, a_stats.failures), (1, 0), "{a_stats:?}");
+}
+
+/// Whether some relay sent EOSE after `relay` was set aside (the re-plan was answered).
+fn answered_after_set_aside(c: &common::Collected, relay: &str) -> bool {
+    let penalised_at = c
+        .statuses
+        .iter()
+        .position(|s| matches!(s, Status::Penalised { relay: r, .. } if r == relay));
+    penalised_at.is_some_and(|at| {
+        c.statuses[at..]
+            .iter()
+            .any(|s| matches!(s, Status::Eose { .. }))
+    })
 }

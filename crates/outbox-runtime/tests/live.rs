@@ -1,5 +1,6 @@
 //! A live feed: a changed relay list replaces one relay's filter in place (REQ again on the same
-//! socket) and leaves every other socket alone; learned stats persist and change the next plan.
+//! socket) and leaves every other socket alone; learned stats (relay priors and per-author data)
+//! persist and change the next plan.
 
 mod common;
 
@@ -145,8 +146,9 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
     assert_eq!(summary.relays_answered, 3);
 }
 
-/// Scores a relay by the follows it would serve times its learned delivery mean: a
-/// deterministic stand-in for a learning strategy, registered from this test.
+/// Scores a relay by the follows it would serve times its learned delivery mean and its learned
+/// completeness (both learned from the run report): a deterministic stand-in for a learning
+/// strategy, registered from this test.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MeanScorerConfig {}
@@ -178,7 +180,8 @@ impl Scorer for MeanScorer {
             .relays()
             .map(|r| {
                 let url = input.table.url(r).to_string();
-                let mean = input.stats.get_at(&url, input.now).mean();
+                let stats = input.stats.get_at(&url, input.now);
+                let mean = stats.mean() * stats.kept_mean();
                 (url, mean)
             })
             .collect();
@@ -192,7 +195,7 @@ impl Scorer for MeanScorer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     let reader = RealRelay::start().await;
-    let x = RealRelay::start().await; // listed by everyone, holds nothing
+    let x = RealRelay::start().await; // listed by everyone, holds one note of f[0] only
     let y = RealRelay::start().await;
     let z = RealRelay::start().await;
     let now = now();
@@ -207,9 +210,19 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     }
     // One more author only on x makes x the first pick while nothing is known.
     lists.push(relay_list(&f[4], now - 100, &[(&x.url, None)]));
+    // Three notes per author on y and z; x kept only the newest of f[0] (a pruning relay).
     let mut world = World::default();
-    for k in &f[..4] {
-        world.put(note(k, now - 50, "on y and z"), &[&y, &z]).await;
+    for (i, k) in f[..4].iter().enumerate() {
+        for n in 0..3u64 {
+            let kept = if i == 0 && n == 0 {
+                vec![&x, &y, &z]
+            } else {
+                vec![&y, &z]
+            };
+            world
+                .put(note(k, now - 50 - n, &format!("on y and z {n}")), &kept)
+                .await;
+        }
     }
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n\
@@ -260,6 +273,22 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
         "{} delivered everything: {os:?}",
         other.url
     );
+    // Learned through the run report: both answered; x returned 1 of the 12 notes the other
+    // relay returned for the same authors, so its event-weighted completeness is low.
+    assert_eq!((xs.live_alpha, xs.live_beta), (2.0, 1.0), "{xs:?}");
+    assert_eq!((os.live_alpha, os.live_beta), (2.0, 1.0), "{os:?}");
+    assert!(
+        (xs.kept_alpha - (1.0 + 1.0 / 12.0)).abs() < 1e-9,
+        "distinct events counted: {xs:?}"
+    );
+    assert_eq!(os.kept_alpha, 2.0, "{os:?}");
+    // Per author: the volume is the most notes any relay returned; per pair the share of it.
+    let f0 = f[0].public_key();
+    assert_eq!(on_disk.author(&f0).map(|a| a.volume), Some(3.0));
+    let x_f0 = on_disk.pair(&f0, &x.url);
+    assert!((x_f0.hits - 1.0 / 3.0).abs() < 1e-9, "{x_f0:?}");
+    assert_eq!(on_disk.pair(&f[1].public_key(), &x.url).misses, 1.0);
+    assert_eq!(on_disk.pair(&f0, &other.url).hits, 1.0);
 
     let second = run(lists).await;
     assert!(
