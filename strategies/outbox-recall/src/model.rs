@@ -20,6 +20,9 @@ pub struct Model {
     q: Vec<f64>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
+    /// The same chances in relay order, parallel to `RouteTable::writers(relay)`.
+    relay_offsets: Vec<u32>,
+    relay_q: Vec<f64>,
 }
 
 impl Model {
@@ -47,7 +50,28 @@ impl Model {
             }
         }
         self.offsets.push(self.q.len() as u32);
+        self.index_by_relay(table);
         self.weigh_authors(table, stats, config);
+    }
+
+    /// Lays the chances out relay by relay, so gains are computed without searching lists.
+    fn index_by_relay(&mut self, table: &RouteTable) {
+        self.relay_offsets.clear();
+        self.relay_q.clear();
+        for relay in table.relays() {
+            self.relay_offsets.push(self.relay_q.len() as u32);
+            for &a in table.writers(relay) {
+                let q = self.q(table, a, relay);
+                self.relay_q.push(q);
+            }
+        }
+        self.relay_offsets.push(self.relay_q.len() as u32);
+    }
+
+    /// The chances of `relay`'s writers, parallel to `RouteTable::writers(relay)`.
+    pub fn writer_q(&self, relay: RelayId) -> &[f64] {
+        let i = relay.index();
+        &self.relay_q[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
     }
 
     fn weigh_authors(&mut self, table: &RouteTable, stats: &DeliveryStats, config: &RecallConfig) {

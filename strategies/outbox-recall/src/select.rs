@@ -95,10 +95,8 @@ impl Recall {
         table
             .writers(relay)
             .iter()
-            .map(|&a| {
-                let q = self.model.q(table, a, relay);
-                self.model.weight(a) * held[a.index()].gain(q, cap)
-            })
+            .zip(self.model.writer_q(relay))
+            .map(|(&a, &q)| self.model.weight(a) * held[a.index()].gain(q, cap))
             .sum()
     }
 }
@@ -198,8 +196,11 @@ impl Selector for Recall {
                 }
                 continue;
             }
-            for &a in table.writers(top.relay) {
-                let q = self.model.q(table, a, top.relay);
+            for (&a, &q) in table
+                .writers(top.relay)
+                .iter()
+                .zip(self.model.writer_q(top.relay))
+            {
                 let h = &mut held[a.index()];
                 if h.gain(q, cap) <= 0.0 {
                     continue;
