@@ -53,9 +53,9 @@ fn urls(t: &RouteTable, plan: &outbox_core::Plan, author: u64) -> Vec<String> {
     v
 }
 
-#[test]
-fn filter_decomposition_takes_the_first_n_in_list_order() {
-    let t = table(
+/// Author 0 lists d, c, b, a (reverse URL order); author 1 lists c, d.
+fn dcba_table() -> RouteTable {
+    table(
         2,
         vec![
             list(
@@ -67,13 +67,18 @@ fn filter_decomposition_takes_the_first_n_in_list_order() {
                     "wss://a.example",
                 ],
             ),
-            list(1, &["wss://a.example", "wss://b.example"]),
+            list(1, &["wss://c.example", "wss://d.example"]),
         ],
-    );
+    )
+}
+
+#[test]
+fn filter_decomposition_takes_the_first_n_in_list_order() {
+    let t = dcba_table();
     let mut r = router(20, "type = \"filter_decomposition\"\nper_author = 2\n");
     let plan = r.plan(&t, 0);
     assert_eq!(urls(&t, &plan, 0), ["wss://c.example", "wss://d.example"]);
-    assert_eq!(urls(&t, &plan, 1), ["wss://a.example", "wss://b.example"]);
+    assert_eq!(urls(&t, &plan, 1), ["wss://c.example", "wss://d.example"]);
     assert_eq!(plan, r.plan(&t, 99), "no randomness");
 }
 
@@ -95,21 +100,7 @@ impl Scorer for ByUrl {
 
 #[test]
 fn filter_decomposition_with_a_scorer_ranks_by_its_draws_instead_of_list_order() {
-    let t = table(
-        2,
-        vec![
-            list(
-                0,
-                &[
-                    "wss://d.example",
-                    "wss://c.example",
-                    "wss://b.example",
-                    "wss://a.example",
-                ],
-            ),
-            list(1, &["wss://c.example", "wss://d.example"]),
-        ],
-    );
+    let t = dcba_table();
     let scorer = ByUrl(&[
         ("wss://a.example", 4.0),
         ("wss://b.example", 3.0),
