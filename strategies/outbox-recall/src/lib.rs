@@ -55,6 +55,12 @@ pub struct RecallConfig {
     pub pairs: bool,
     /// Weigh follows by their learned note volume.
     pub volume: bool,
+    /// Start relays never asked from what asked relays of similar popularity did, instead of
+    /// the uniform prior.
+    pub pooled_priors: bool,
+    /// Extra pseudo-successes in the completeness prior of relays never asked: optimism that
+    /// keeps untried relays in the running (0 = uniform prior).
+    pub optimism: f64,
     /// The weight of a follow seen to have no notes in the window, as a share of the average
     /// follow's (they must stay covered, but cost little to leave to the residual).
     pub silent_weight: f64,
@@ -70,6 +76,8 @@ impl Default for RecallConfig {
             completeness: true,
             pairs: true,
             volume: true,
+            pooled_priors: false,
+            optimism: 0.0,
             silent_weight: 0.05,
         }
     }
@@ -89,6 +97,12 @@ impl StrategyConfig for RecallConfig {
             issues.push(ConfigIssue::new(
                 "disclosure",
                 format!("must be in [0.5, 16], got {}", self.disclosure),
+            ));
+        }
+        if !(self.optimism.is_finite() && (0.0..=100.0).contains(&self.optimism)) {
+            issues.push(ConfigIssue::new(
+                "optimism",
+                format!("must be in [0, 100], got {}", self.optimism),
             ));
         }
         if !(self.silent_weight.is_finite() && (0.0..=1.0).contains(&self.silent_weight)) {

@@ -1,7 +1,7 @@
 //! What one planning run believes: per relay and per (relay, author) delivery chances, and per
 //! author a weight, drawn or averaged from the learned stats.
 
-use outbox_core::{AuthorId, DeliveryStats, PlanInput, RelayId, RouteTable};
+use outbox_core::{AuthorId, DeliveryStats, PlanInput, RelayId, RelayStats, RouteTable};
 use outbox_thompson::sample_beta;
 use rand::RngCore;
 
@@ -113,7 +113,29 @@ impl Model {
     }
 }
 
+/// Popularity buckets for pooled priors: 1 follow, 2–3, 4–15, 16+.
+const BUCKETS: usize = 4;
+
+fn bucket(popularity: u32) -> usize {
+    match popularity {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=15 => 2,
+        _ => 3,
+    }
+}
+
+/// Strength (pseudo-observations) of a pooled prior: enough to start an untried relay near what
+/// similar relays did, weak enough that its own first answer dominates.
+const POOLED_STRENGTH: f64 = 2.0;
+
 /// Per relay: liveness and completeness, drawn (exploring) or averaged, or 1 when switched off.
+///
+/// A relay never asked starts from what relays of similar popularity did (a pooled prior over
+/// the relays that were asked: how often they answered, how complete they were), or from the
+/// uniform prior when nothing similar was asked yet. On the real network a relay in one list is
+/// usually someone's own small relay (often dead, complete when alive), a relay in hundreds of
+/// lists a hub (alive, pruning); the pooled prior lets the first session's answers say so.
 fn relay_beliefs(
     table: &RouteTable,
     stats: &DeliveryStats,
@@ -121,21 +143,63 @@ fn relay_beliefs(
     config: &RecallConfig,
     rng: &mut dyn RngCore,
 ) -> (Vec<f64>, Vec<f64>) {
+    let learned: Vec<Option<RelayStats>> = table
+        .relays()
+        .map(|r| {
+            (table.popularity(r) > 0)
+                .then(|| stats.get_at(table.url(r), now))
+                .filter(|s| s.asked > 0)
+        })
+        .collect();
+    let pooled = if config.pooled_priors {
+        pooled_priors(table, &learned)
+    } else {
+        [None; BUCKETS]
+    };
     let mut live = vec![1.0; table.relay_count()];
     let mut kept = vec![1.0; table.relay_count()];
     for relay in table.relays() {
         if table.popularity(relay) == 0 {
             continue;
         }
-        let s = stats.get_at(table.url(relay), now);
+        let (live_ab, kept_ab) = match &learned[relay.index()] {
+            Some(s) => ((s.live_alpha, s.live_beta), (s.kept_alpha, s.kept_beta)),
+            None => pooled[bucket(table.popularity(relay))]
+                .unwrap_or(((1.0, 1.0), (1.0 + config.optimism, 1.0))),
+        };
         if config.liveness {
-            live[relay.index()] = belief(s.live_alpha, s.live_beta, config.explore, rng);
+            live[relay.index()] = belief(live_ab.0, live_ab.1, config.explore, rng);
         }
         if config.completeness {
-            kept[relay.index()] = belief(s.kept_alpha, s.kept_beta, config.explore, rng);
+            kept[relay.index()] = belief(kept_ab.0, kept_ab.1, config.explore, rng);
         }
     }
     (live, kept)
+}
+
+type Prior = ((f64, f64), (f64, f64));
+
+/// Per popularity bucket, Beta priors for liveness and completeness with the mean of the asked
+/// relays' posterior means and [`POOLED_STRENGTH`] pseudo-observations.
+fn pooled_priors(table: &RouteTable, learned: &[Option<RelayStats>]) -> [Option<Prior>; BUCKETS] {
+    let mut sums = [(0.0f64, 0.0f64, 0usize); BUCKETS];
+    for relay in table.relays() {
+        if let Some(s) = &learned[relay.index()] {
+            let b = &mut sums[bucket(table.popularity(relay))];
+            b.0 += s.live_mean();
+            b.1 += s.kept_mean();
+            b.2 += 1;
+        }
+    }
+    sums.map(|(live, kept, n)| {
+        (n > 0).then(|| {
+            let beta_of = |mean: f64| {
+                let m = (mean / n as f64).clamp(0.02, 0.98);
+                (1.0 + POOLED_STRENGTH * m, 1.0 + POOLED_STRENGTH * (1.0 - m))
+            };
+            (beta_of(live), beta_of(kept))
+        })
+    })
 }
 
 /// A Thompson draw from Beta(α, β), or its mean when not exploring. Parameters the sampler

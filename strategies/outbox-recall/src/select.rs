@@ -26,39 +26,87 @@ impl Recall {
     }
 }
 
-/// Per author: the chances of the relays it is currently assigned (at most `per_author`).
-#[derive(Clone, Debug, Default)]
+/// Per author: the relays it is currently assigned (at most `per_author`) with their chances,
+/// and the two numbers every gain needs, kept current so a gain costs O(1).
+#[derive(Clone, Debug)]
 struct Held {
-    q: Vec<f64>,
+    relays: Vec<(f64, RelayId)>,
+    /// Chance that none of the held relays delivers: Π (1 − q).
+    miss: f64,
+    /// The smallest held chance (meaningful when `relays` is not empty).
+    weakest: f64,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Self {
+            relays: Vec::new(),
+            miss: 1.0,
+            weakest: 0.0,
+        }
+    }
 }
 
 impl Held {
-    /// Chance that none of the held relays delivers.
-    fn miss(&self) -> f64 {
-        self.q.iter().map(|q| 1.0 - q).product()
-    }
-
     /// Expected gain (in delivery probability) of holding a relay with chance `q`, replacing the
     /// weakest held relay when full.
     fn gain(&self, q: f64, cap: usize) -> f64 {
-        if self.q.len() < cap {
-            return q * self.miss();
+        if self.relays.len() < cap {
+            return q * self.miss;
         }
-        let (weakest, &min) = match self.q.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)) {
-            Some(x) => x,
-            None => return 0.0,
-        };
-        if q <= min {
+        if q <= self.weakest {
             return 0.0;
         }
-        let others: f64 = self
-            .q
+        let others = if self.weakest < 1.0 {
+            self.miss / (1.0 - self.weakest)
+        } else {
+            self.product_without_weakest()
+        };
+        others * (q - self.weakest)
+    }
+
+    fn product_without_weakest(&self) -> f64 {
+        let i = self.weakest_index();
+        self.relays
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i != weakest)
-            .map(|(_, q)| 1.0 - q)
-            .product();
-        others * (q - min)
+            .filter(|(j, _)| *j != i)
+            .map(|(_, (q, _))| 1.0 - q)
+            .product()
+    }
+
+    fn weakest_index(&self) -> usize {
+        self.relays
+            .iter()
+            .enumerate()
+            .min_by(|x, y| x.1 .0.total_cmp(&y.1 .0))
+            .map_or(0, |(i, _)| i)
+    }
+
+    /// Holds `relay`, letting go of the weakest held relay when full.
+    fn hold(&mut self, q: f64, relay: RelayId, cap: usize) {
+        if self.relays.len() >= cap {
+            self.drop_weakest();
+        }
+        self.relays.push((q, relay));
+        self.refresh();
+    }
+
+    fn drop_weakest(&mut self) {
+        if !self.relays.is_empty() {
+            let i = self.weakest_index();
+            self.relays.swap_remove(i);
+            self.refresh();
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.miss = self.relays.iter().map(|(q, _)| 1.0 - q).product();
+        self.weakest = self
+            .relays
+            .iter()
+            .map(|(q, _)| *q)
+            .fold(f64::INFINITY, f64::min);
     }
 }
 
@@ -104,27 +152,22 @@ impl Recall {
 impl Recall {
     /// Drops the (follow, relay) pairs worth least until the plan names at most
     /// `disclosure × listed follows` pairs. A follow always keeps its best relay.
-    fn trim_to_disclosure(
-        &self,
-        table: &RouteTable,
-        held: &mut [Held],
-        held_relays: &mut [Vec<RelayId>],
-    ) {
+    fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
         let listed = table
             .authors()
             .filter(|&a| !table.write_relays(a).is_empty())
             .count();
         let allowed = (self.config.disclosure * listed as f64).floor() as usize;
-        let total: usize = held_relays.iter().map(Vec::len).sum();
+        let total: usize = held.iter().map(|h| h.relays.len()).sum();
         if total <= allowed {
             return;
         }
-        // The value of a follow's weakest held relay: what losing it costs.
+        // What losing each relay beyond a follow's best costs, removing weakest-first: the i-th
+        // (i ≥ 1, strongest first) costs w · q_i · Π_{j<i} (1 − q_j).
         let mut extras: Vec<(f64, usize)> = Vec::new();
         for (a, h) in held.iter().enumerate() {
-            let mut qs = h.q.clone();
+            let mut qs: Vec<f64> = h.relays.iter().map(|(q, _)| *q).collect();
             qs.sort_by(|x, y| y.total_cmp(x));
-            // Removing relays weakest-first: the i-th (i ≥ 1) costs q_i · Π_{j<i} (1 − q_j).
             let mut miss = 1.0 - qs.first().copied().unwrap_or(0.0);
             for &q in qs.iter().skip(1) {
                 extras.push((self.model.weight(AuthorId(a as u32)) * q * miss, a));
@@ -132,22 +175,8 @@ impl Recall {
             }
         }
         extras.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        let mut drop_count = vec![0usize; held.len()];
         for &(_, a) in extras.iter().take(total - allowed) {
-            drop_count[a] += 1;
-        }
-        for (a, n) in drop_count.into_iter().enumerate() {
-            for _ in 0..n {
-                let h = &mut held[a];
-                let weakest =
-                    h.q.iter()
-                        .enumerate()
-                        .min_by(|x, y| x.1.total_cmp(y.1))
-                        .map(|(i, _)| i)
-                        .expect("only follows holding extra relays lose one");
-                h.q.swap_remove(weakest);
-                held_relays[a].swap_remove(weakest);
-            }
+            held[a].drop_weakest();
         }
     }
 }
@@ -170,8 +199,6 @@ impl Selector for Recall {
         }
         let cap = self.config.per_author;
         let mut held = vec![Held::default(); table.follow_count()];
-        // Per author, the relays held, parallel to `held[a].q`.
-        let mut held_relays: Vec<Vec<RelayId>> = vec![Vec::new(); table.follow_count()];
 
         let mut heap: BinaryHeap<Candidate> = table
             .relays()
@@ -202,33 +229,20 @@ impl Selector for Recall {
                 .zip(self.model.writer_q(top.relay))
             {
                 let h = &mut held[a.index()];
-                if h.gain(q, cap) <= 0.0 {
-                    continue;
+                if h.gain(q, cap) > 0.0 {
+                    h.hold(q, top.relay, cap);
                 }
-                let relays = &mut held_relays[a.index()];
-                if h.q.len() >= cap {
-                    let weakest =
-                        h.q.iter()
-                            .enumerate()
-                            .min_by(|x, y| x.1.total_cmp(y.1))
-                            .map(|(i, _)| i)
-                            .expect("a full hold is not empty");
-                    h.q.swap_remove(weakest);
-                    relays.swap_remove(weakest);
-                }
-                h.q.push(q);
-                relays.push(top.relay);
             }
             chosen.push(top.relay);
         }
 
-        self.trim_to_disclosure(table, &mut held, &mut held_relays);
+        self.trim_to_disclosure(table, &mut held);
 
         // Each follow is asked of the chosen relays it holds; a chosen relay that lost every
         // follow to better ones is not connected to.
         let mut per_relay: Vec<Vec<AuthorId>> = vec![Vec::new(); table.relay_count()];
-        for (a, relays) in held_relays.iter().enumerate() {
-            for r in relays {
+        for (a, h) in held.iter().enumerate() {
+            for (_, r) in &h.relays {
                 per_relay[r.index()].push(AuthorId(a as u32));
             }
         }
