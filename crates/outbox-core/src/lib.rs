@@ -46,7 +46,8 @@ pub use router::Router;
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
 pub use stats::{
-    Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, RelayStats, StatsStore, StatsStoreError,
+    AuthorStats, Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, PairStats, RelayStats,
+    RoundReport, StatsStore, StatsStoreError,
 };
 pub use url_policy::{DropReason, UrlPolicy};
 

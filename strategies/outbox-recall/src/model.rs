@@ -1,7 +1,9 @@
 //! What one planning run believes: per relay and per (relay, author) delivery chances, and per
 //! author a weight, drawn or averaged from the learned stats.
 
-use outbox_core::{AuthorId, DeliveryStats, PlanInput, RelayId, RelayStats, RouteTable};
+use outbox_core::{
+    AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RelayStats, RouteTable,
+};
 use outbox_thompson::sample_beta;
 use rand::RngCore;
 
@@ -35,23 +37,34 @@ impl Model {
         self.offsets.clear();
         self.q.clear();
         self.offsets.reserve(table.follow_count() + 1);
+        // One lookup per follow serves both its pair evidence and its volume.
+        let learned: Vec<Option<&AuthorStats>> = table
+            .authors()
+            .map(|a| stats.author(table.pubkey(a)))
+            .collect();
         for author in table.authors() {
             self.offsets.push(self.q.len() as u32);
-            let learned = config
-                .pairs
-                .then(|| stats.author(table.pubkey(author)))
-                .flatten();
+            let start = self.q.len();
             for &relay in table.write_relays(author) {
-                let share = learned
-                    .and_then(|a| a.relays.get(table.url(relay)))
-                    .filter(|p| p.hits + p.misses >= MIN_PAIR_EVIDENCE)
-                    .map_or(kept[relay.index()], |p| p.mean());
-                self.q.push(live[relay.index()] * share);
+                self.q.push(live[relay.index()] * kept[relay.index()]);
+            }
+            // Pair evidence replaces the relay-wide completeness where there is enough of it.
+            // An author has evidence for a handful of relays; matching URLs beats hashing each.
+            if let Some(a) = learned[author.index()].filter(|_| config.pairs) {
+                for (url, pair) in &a.relays {
+                    if pair.hits + pair.misses < MIN_PAIR_EVIDENCE {
+                        continue;
+                    }
+                    let relays = table.write_relays(author);
+                    if let Some(i) = relays.iter().position(|&r| table.url(r) == url) {
+                        self.q[start + i] = live[relays[i].index()] * pair.mean();
+                    }
+                }
             }
         }
         self.offsets.push(self.q.len() as u32);
         self.index_by_relay(table);
-        self.weigh_authors(table, stats, config);
+        self.weigh_authors(&learned, config);
     }
 
     /// Lays the chances out relay by relay, so gains are computed without searching lists.
@@ -74,24 +87,21 @@ impl Model {
         &self.relay_q[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
     }
 
-    fn weigh_authors(&mut self, table: &RouteTable, stats: &DeliveryStats, config: &RecallConfig) {
+    fn weigh_authors(&mut self, learned: &[Option<&AuthorStats>], config: &RecallConfig) {
         self.weight.clear();
         if !config.volume {
-            self.weight.resize(table.follow_count(), 1.0);
+            self.weight.resize(learned.len(), 1.0);
             return;
         }
-        let known: Vec<Option<f64>> = table
-            .authors()
-            .map(|a| stats.author(table.pubkey(a)).map(|s| s.volume))
-            .collect();
-        let (sum, n) = known
+        let (sum, n) = learned
             .iter()
             .flatten()
-            .filter(|v| **v > 0.0)
+            .map(|s| s.volume)
+            .filter(|v| *v > 0.0)
             .fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
         let average = if n == 0 { 1.0 } else { sum / n as f64 };
-        self.weight.extend(known.into_iter().map(|v| match v {
-            Some(v) if v > 0.0 => v,
+        self.weight.extend(learned.iter().map(|s| match s {
+            Some(s) if s.volume > 0.0 => s.volume,
             Some(_) => config.silent_weight * average,
             None => average,
         }));
