@@ -3,7 +3,10 @@
 //!
 //! `cargo run --release -p outbox-sim --example ablation [profiles...] [--seeds 1,2,3]`
 
-use outbox_sim::{run_bench, BenchConfig, Profile, SuiteEntry, Window};
+use outbox_sim::{
+    generate, run_bench, run_oracle_within, BenchConfig, LoopConfig, OracleScope, Profile,
+    SimWorld, SuiteEntry, Window,
+};
 
 const VARIANTS: &[(&str, &str)] = &[
     ("recall", ""),
@@ -66,4 +69,33 @@ fn main() {
             row.label, d7, y1a, y1, y3, row.disclosure.mean, row.plan_us
         );
     }
+    // The ceiling for a router that may only ask relays about follows who list them: the
+    // oracle restricted to declared write relays, over the same worlds.
+    let loop_cfg = LoopConfig {
+        sessions: cfg.sessions,
+        session_interval_secs: cfg.session_interval_secs,
+        ..LoopConfig::default()
+    };
+    let mut last = Vec::new();
+    for &profile in &cfg.profiles {
+        for &seed in &cfg.seeds {
+            let sim = SimWorld::new(generate(profile, seed));
+            let runs = run_oracle_within(&sim, &loop_cfg, cfg.budget, OracleScope::DeclaredOnly);
+            let recall = |w: Window| {
+                runs.last()
+                    .and_then(|r| r.score.window(w))
+                    .map_or(0.0, |x| x.declared_recall)
+            };
+            last.push([recall(Window::D7), recall(Window::Y1), recall(Window::Y3)]);
+        }
+    }
+    let mean = |i: usize| last.iter().map(|x| x[i]).sum::<f64>() / last.len().max(1) as f64 * 100.0;
+    println!(
+        "{:<20} {:>6.1} {:>6} → {:>5.1} {:>6.1}",
+        "oracle, lists only",
+        mean(0),
+        "",
+        mean(1),
+        mean(2)
+    );
 }

@@ -31,5 +31,8 @@ pub use score::{
     observe, score, Ask, Asks, AuthorReturn, Observation, PlanScore, RelayObservation, ScoreError,
     SimWorld, Window, WindowScore,
 };
-pub use session::{oracle_asks, run_oracle, run_sessions, LoopConfig, SessionOutcome, StrategyRun};
+pub use session::{
+    oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions, LoopConfig,
+    OracleScope, SessionOutcome, StrategyRun,
+};
 pub use world::{World, WorldError, WorldEvent, WorldRelay, WorldRelayList, WORLD_FORMAT};

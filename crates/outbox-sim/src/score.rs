@@ -81,6 +81,13 @@ pub struct SimWorld {
 }
 
 impl SimWorld {
+    /// Whether world relay `relay` is one of follow `author`'s declared write relays.
+    pub fn is_declared(&self, author: u32, relay: u32) -> bool {
+        self.declared
+            .get(author as usize)
+            .is_some_and(|d| d.contains(&relay))
+    }
+
     /// Prepares a world with the default URL policy.
     pub fn new(world: World) -> Self {
         Self::with_policy(world, &UrlPolicy::default())

@@ -155,6 +155,27 @@ pub fn median(xs: &mut [f64]) -> f64 {
 /// relay of the world may be chosen, listed or not: it is the ceiling of what any router could
 /// fetch with this many connections.
 pub fn oracle_asks(sim: &SimWorld, session: u32, budget: usize, window: Window) -> Asks {
+    oracle_asks_within(sim, session, budget, window, OracleScope::AnyRelay)
+}
+
+/// Which relays an oracle may ask about an author.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OracleScope {
+    /// Any relay of the world that holds the author's notes: the ceiling of any router.
+    AnyRelay,
+    /// Only the author's declared write relays: the ceiling of an outbox-model router, which
+    /// may only ask a relay about follows who list it.
+    DeclaredOnly,
+}
+
+/// [`oracle_asks`] restricted to `scope`.
+pub fn oracle_asks_within(
+    sim: &SimWorld,
+    session: u32,
+    budget: usize,
+    window: Window,
+    scope: OracleScope,
+) -> Asks {
     let world = &sim.world;
     let since = world.now.saturating_sub(window.secs());
     // Fetchable events of the window, and per relay the events it would return.
@@ -165,7 +186,8 @@ pub fn oracle_asks(sim: &SimWorld, session: u32, budget: usize, window: Window) 
             let id = event_author.len() as u32;
             let mut any = false;
             for &r in world.event_relays(e) {
-                if world.is_up(r, session) {
+                let allowed = scope == OracleScope::AnyRelay || sim.is_declared(a, r);
+                if allowed && world.is_up(r, session) {
                     per_relay[r as usize].push(id);
                     any = true;
                 }
@@ -262,10 +284,20 @@ pub fn oracle_asks(sim: &SimWorld, session: u32, budget: usize, window: Window) 
 
 /// Scores the oracle in every session.
 pub fn run_oracle(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {
+    run_oracle_within(sim, cfg, budget, OracleScope::AnyRelay)
+}
+
+/// Scores the oracle restricted to `scope` in every session.
+pub fn run_oracle_within(
+    sim: &SimWorld,
+    cfg: &LoopConfig,
+    budget: usize,
+    scope: OracleScope,
+) -> Vec<SessionOutcome> {
     (0..cfg.sessions)
         .map(|s| {
             let started = Instant::now();
-            let asks = oracle_asks(sim, s, budget, Window::Y1);
+            let asks = oracle_asks_within(sim, s, budget, Window::Y1, scope);
             let plan_us = started.elapsed().as_secs_f64() * 1e6;
             SessionOutcome {
                 score: score(sim, &asks, s, &cfg.windows),
