@@ -1,9 +1,7 @@
 //! What one planning run believes: per relay and per (relay, author) delivery chances, and per
 //! author a weight, drawn or averaged from the learned stats.
 
-use outbox_core::{
-    AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RelayStats, RouteTable,
-};
+use outbox_core::{AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RouteTable};
 use outbox_thompson::sample_beta;
 use rand::RngCore;
 
@@ -25,6 +23,11 @@ pub struct Model {
     /// The same chances in relay order, parallel to `RouteTable::writers(relay)`.
     relay_offsets: Vec<u32>,
     relay_q: Vec<f64>,
+    /// Scratch, kept between runs so large buffers are not mapped afresh every plan: per relay,
+    /// the learned (live α, live β, kept α, kept β) if the relay was ever asked.
+    learned: Vec<Option<[f64; 4]>>,
+    live: Vec<f64>,
+    kept: Vec<f64>,
 }
 
 impl Model {
@@ -32,7 +35,11 @@ impl Model {
     pub fn build(&mut self, input: &PlanInput<'_>, config: &RecallConfig, rng: &mut dyn RngCore) {
         let table = input.table;
         let stats = input.stats;
-        let (live, kept) = relay_beliefs(table, stats, input.now, config, rng);
+        self.relay_beliefs(table, stats, input.now, config, rng);
+        let (live, kept) = (
+            std::mem::take(&mut self.live),
+            std::mem::take(&mut self.kept),
+        );
 
         self.offsets.clear();
         self.q.clear();
@@ -63,6 +70,8 @@ impl Model {
             }
         }
         self.offsets.push(self.q.len() as u32);
+        self.live = live;
+        self.kept = kept;
         self.index_by_relay(table);
         self.weigh_authors(&learned, config);
     }
@@ -146,68 +155,78 @@ const POOLED_STRENGTH: f64 = 2.0;
 /// uniform prior when nothing similar was asked yet. On the real network a relay in one list is
 /// usually someone's own small relay (often dead, complete when alive), a relay in hundreds of
 /// lists a hub (alive, pruning); the pooled prior lets the first session's answers say so.
-fn relay_beliefs(
-    table: &RouteTable,
-    stats: &DeliveryStats,
-    now: u64,
-    config: &RecallConfig,
-    rng: &mut dyn RngCore,
-) -> (Vec<f64>, Vec<f64>) {
-    let learned: Vec<Option<RelayStats>> = table
-        .relays()
-        .map(|r| {
+impl Model {
+    fn relay_beliefs(
+        &mut self,
+        table: &RouteTable,
+        stats: &DeliveryStats,
+        now: u64,
+        config: &RecallConfig,
+        rng: &mut dyn RngCore,
+    ) {
+        self.learned.clear();
+        self.learned.extend(table.relays().map(|r| {
             (table.popularity(r) > 0)
                 .then(|| stats.get_at(table.url(r), now))
                 .filter(|s| s.asked > 0)
-        })
-        .collect();
-    let pooled = if config.pooled_priors {
-        pooled_priors(table, &learned)
-    } else {
-        [None; BUCKETS]
-    };
-    let mut live = vec![1.0; table.relay_count()];
-    let mut kept = vec![1.0; table.relay_count()];
-    for relay in table.relays() {
-        if table.popularity(relay) == 0 {
-            continue;
-        }
-        let (live_ab, kept_ab) = match &learned[relay.index()] {
-            Some(s) => ((s.live_alpha, s.live_beta), (s.kept_alpha, s.kept_beta)),
-            None => pooled[bucket(table.popularity(relay))]
-                .unwrap_or(((1.0, 1.0), (1.0 + config.optimism, 1.0))),
+                .map(|s| [s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta])
+        }));
+        let pooled = if config.pooled_priors {
+            pooled_priors(table, &self.learned)
+        } else {
+            [None; BUCKETS]
         };
-        if config.liveness {
-            live[relay.index()] = belief(live_ab.0, live_ab.1, config.explore, rng);
-        }
-        if config.completeness {
-            kept[relay.index()] = belief(kept_ab.0, kept_ab.1, config.explore, rng);
+        self.live.clear();
+        self.live.resize(table.relay_count(), 1.0);
+        self.kept.clear();
+        self.kept.resize(table.relay_count(), 1.0);
+        for relay in table.relays() {
+            if table.popularity(relay) == 0 {
+                continue;
+            }
+            let [la, lb, ka, kb] = match self.learned[relay.index()] {
+                Some(ab) => ab,
+                None => pooled[bucket(table.popularity(relay))].unwrap_or([
+                    1.0,
+                    1.0,
+                    1.0 + config.optimism,
+                    1.0,
+                ]),
+            };
+            if config.liveness {
+                self.live[relay.index()] = belief(la, lb, config.explore, rng);
+            }
+            if config.completeness {
+                self.kept[relay.index()] = belief(ka, kb, config.explore, rng);
+            }
         }
     }
-    (live, kept)
 }
 
-type Prior = ((f64, f64), (f64, f64));
+type Prior = [f64; 4];
 
 /// Per popularity bucket, Beta priors for liveness and completeness with the mean of the asked
 /// relays' posterior means and [`POOLED_STRENGTH`] pseudo-observations.
-fn pooled_priors(table: &RouteTable, learned: &[Option<RelayStats>]) -> [Option<Prior>; BUCKETS] {
+fn pooled_priors(table: &RouteTable, learned: &[Option<[f64; 4]>]) -> [Option<Prior>; BUCKETS] {
     let mut sums = [(0.0f64, 0.0f64, 0usize); BUCKETS];
     for relay in table.relays() {
-        if let Some(s) = &learned[relay.index()] {
+        if let Some([la, lb, ka, kb]) = learned[relay.index()] {
             let b = &mut sums[bucket(table.popularity(relay))];
-            b.0 += s.live_mean();
-            b.1 += s.kept_mean();
+            b.0 += la / (la + lb);
+            b.1 += ka / (ka + kb);
             b.2 += 1;
         }
     }
     sums.map(|(live, kept, n)| {
         (n > 0).then(|| {
-            let beta_of = |mean: f64| {
-                let m = (mean / n as f64).clamp(0.02, 0.98);
-                (1.0 + POOLED_STRENGTH * m, 1.0 + POOLED_STRENGTH * (1.0 - m))
-            };
-            (beta_of(live), beta_of(kept))
+            let m = |sum: f64| (sum / n as f64).clamp(0.02, 0.98);
+            let (l, k) = (m(live), m(kept));
+            [
+                1.0 + POOLED_STRENGTH * l,
+                1.0 + POOLED_STRENGTH * (1.0 - l),
+                1.0 + POOLED_STRENGTH * k,
+                1.0 + POOLED_STRENGTH * (1.0 - k),
+            ]
         })
     })
 }

@@ -14,6 +14,10 @@ use crate::RecallConfig;
 pub struct Recall {
     config: RecallConfig,
     model: Model,
+    /// Per follow, kept between runs (large buffers mapped afresh each plan cost more than the
+    /// planning itself).
+    held: Vec<Held>,
+    heap: BinaryHeap<Candidate>,
 }
 
 impl Recall {
@@ -22,6 +26,8 @@ impl Recall {
         Self {
             config,
             model: Model::default(),
+            held: Vec::new(),
+            heap: BinaryHeap::new(),
         }
     }
 }
@@ -100,6 +106,11 @@ impl Held {
         }
     }
 
+    fn clear(&mut self) {
+        self.relays.clear();
+        self.refresh();
+    }
+
     fn refresh(&mut self) {
         self.miss = self.relays.iter().map(|(q, _)| 1.0 - q).product();
         self.weakest = self
@@ -110,6 +121,7 @@ impl Held {
     }
 }
 
+#[derive(Debug)]
 struct Candidate {
     gain: f64,
     url_rank: u32,
@@ -198,19 +210,24 @@ impl Selector for Recall {
             return Selection::default();
         }
         let cap = self.config.per_author;
-        let mut held = vec![Held::default(); table.follow_count()];
+        let mut held = std::mem::take(&mut self.held);
+        held.iter_mut().for_each(Held::clear);
+        held.resize(table.follow_count(), Held::default());
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
 
-        let mut heap: BinaryHeap<Candidate> = table
-            .relays()
-            .filter(|&r| table.popularity(r) > 0)
-            .map(|relay| Candidate {
-                gain: self.relay_gain(table, relay, &held),
-                url_rank: table.url_rank(relay),
-                relay,
-                round: 0,
-            })
-            .filter(|c| c.gain > 0.0)
-            .collect();
+        heap.extend(
+            table
+                .relays()
+                .filter(|&r| table.popularity(r) > 0)
+                .map(|relay| Candidate {
+                    gain: self.relay_gain(table, relay, &held),
+                    url_rank: table.url_rank(relay),
+                    relay,
+                    round: 0,
+                })
+                .filter(|c| c.gain > 0.0),
+        );
 
         let mut chosen: Vec<RelayId> = Vec::new();
         while chosen.len() < input.max_connections {
@@ -246,7 +263,7 @@ impl Selector for Recall {
                 per_relay[r.index()].push(AuthorId(a as u32));
             }
         }
-        Selection {
+        let selection = Selection {
             assignments: chosen
                 .into_iter()
                 .map(|relay| Assignment {
@@ -255,6 +272,9 @@ impl Selector for Recall {
                 })
                 .filter(|a| !a.authors.is_empty())
                 .collect(),
-        }
+        };
+        self.held = held;
+        self.heap = heap;
+        selection
     }
 }
