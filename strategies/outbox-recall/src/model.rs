@@ -164,13 +164,20 @@ impl Model {
         config: &RecallConfig,
         rng: &mut dyn RngCore,
     ) {
+        // Walk the relays with recorded stats (the few ever asked) rather than hash every
+        // relay of the table.
         self.learned.clear();
-        self.learned.extend(table.relays().map(|r| {
-            (table.popularity(r) > 0)
-                .then(|| stats.get_at(table.url(r), now))
-                .filter(|s| s.asked > 0)
-                .map(|s| [s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta])
-        }));
+        self.learned.resize(table.relay_count(), None);
+        for (url, _) in stats.iter() {
+            let Some(relay) = table.relay_id(url) else {
+                continue;
+            };
+            let s = stats.get_at(url, now);
+            if table.popularity(relay) > 0 && s.asked > 0 {
+                self.learned[relay.index()] =
+                    Some([s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta]);
+            }
+        }
         let pooled = if config.pooled_priors {
             pooled_priors(table, &self.learned)
         } else {
