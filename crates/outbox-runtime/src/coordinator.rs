@@ -29,8 +29,12 @@
 //! - a lookup-only relay (kind:10002 lists, no feed) that fails is in the round with no authors:
 //!   only its liveness and failure count learn from it.
 //!
-//! A round compares relays of that round only: in a `--once` run that is the whole plan; after
-//! a later re-plan in a live feed, the relays whose filters changed.
+//! A round records the relays of that round only: in a `--once` run that is the whole plan;
+//! after a later re-plan in a live feed, the relays whose filters changed. It compares them
+//! with more: every live feed whose current filter answered and was learned from in an earlier
+//! round goes in as compare-only (its counts set what the most any relay returned per author
+//! is, nothing is recorded for it again), so a relay alone in a later round is measured
+//! against the relays that already answered for its authors instead of against nobody.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -508,14 +512,25 @@ impl Coordinator {
     /// Learns from one round (see the module docs for what a round is): every relay whose
     /// current filter answered and was not learned from yet, and every relay that failed since
     /// the last round, go into one [`RoundReport`] for [`DeliveryStats::record_round`]. When
-    /// `ending`, relays still waiting that failed since their REQ count as not answered.
+    /// `ending`, relays still waiting that failed since their REQ count as not answered. Feeds
+    /// learned from earlier whose current answer stands join as compare-only.
     fn record_round(&mut self, ending: bool) {
         let mut report = RoundReport::default();
+        let mut yardsticks = Vec::new();
         for (url, live) in &mut self.live {
             let Some(feed) = live.feed.as_mut() else {
                 continue;
             };
             if feed.recorded {
+                // Its answer to the current filter was learned; still valid to compare with.
+                if feed.progress == Progress::Eose {
+                    yardsticks.push(RelayRound {
+                        url: url.clone(),
+                        answered: true,
+                        authors: feed.author_rounds(),
+                        compare_only: true,
+                    });
+                }
                 continue;
             }
             match feed.progress {
@@ -525,6 +540,7 @@ impl Coordinator {
                         url: url.clone(),
                         answered: true,
                         authors: feed.author_rounds(),
+                        compare_only: false,
                     });
                 }
                 Progress::Pending if ending && feed.failed => {
@@ -544,16 +560,19 @@ impl Coordinator {
                     .into_iter()
                     .map(|author| AuthorRound { author, events: 0 })
                     .collect(),
+                compare_only: false,
             });
         }
         if report.relays.is_empty() {
             return;
         }
+        report.relays.extend(yardsticks);
         for relay in &report.relays {
             let events: u64 = relay.authors.iter().map(|a| u64::from(a.events)).sum();
             debug!(
                 relay = %relay.url,
                 answered = relay.answered,
+                compare_only = relay.compare_only,
                 authors = relay.authors.len(),
                 events,
                 "learning from the round"

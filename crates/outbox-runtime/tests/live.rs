@@ -303,3 +303,78 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     assert!(after.get(&other.url).asked > os.asked);
     let _ = DeliveryStats::new();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_before() {
+    let reader = RealRelay::start().await;
+    let deep = RealRelay::start().await;
+    let shallow = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=2).map(keys).collect();
+    // Ten notes of f[0] on deep; shallow kept only the newest.
+    let mut world = World::default();
+    for n in 0..10u64 {
+        let on: Vec<&RealRelay> = if n == 0 {
+            vec![&deep, &shallow]
+        } else {
+            vec![&deep]
+        };
+        world
+            .put(note(&f[0], now - 50 - n, &format!("f0 {n}")), &on)
+            .await;
+    }
+    world
+        .put(note(&f[1], now - 50, "f1 on deep"), &[&deep])
+        .await;
+    let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
+    let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
+    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    input.add_relay_list_event(&relay_list(&f[0], now - 100, &[(&deep.url, None)]));
+    input.add_relay_list_event(&relay_list(&f[1], now - 100, &[(&deep.url, None)]));
+    let config = RuntimeConfig {
+        once: false,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c
+            .statuses
+            .contains(&Status::Settled))
+        .await
+    );
+
+    // f0 now also writes to shallow: the re-plan dials it and leaves deep's filter alone, so
+    // the round that learns from shallow holds shallow only.
+    handle.add_relay_lists(vec![raw(&relay_list(
+        &f[0],
+        now - 10,
+        &[(&deep.url, None), (&shallow.url, None)],
+    ))]);
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c.statuses.iter().any(
+            |s| matches!(s, Status::Eose { relay, .. } if relay == &shallow.url)
+        ))
+        .await,
+        "shallow was asked and answered"
+    );
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    assert_eq!(summary.plans, 2);
+    assert_eq!(
+        deep.counter.feed_reqs(),
+        1,
+        "deep's filter was not replaced"
+    );
+    let s = summary.stats.get(&shallow.url);
+    let d = summary.stats.get(&deep.url);
+    // Shallow returned 1 of the 10 notes deep answered for f0: compared with deep, not alone.
+    assert!(s.kept_mean() < 0.5, "{s:?}");
+    assert!((s.kept_alpha - 1.1).abs() < 1e-9, "{s:?}");
+    // Deep was learned from once, in the first round.
+    assert_eq!((d.live_alpha, d.kept_alpha), (2.0, 2.0), "{d:?}");
+    assert!(summary.stats.pair(&f[0].public_key(), &shallow.url).mean() < 0.5);
+}

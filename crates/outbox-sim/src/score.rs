@@ -491,6 +491,7 @@ impl Observation {
                                 .map_or(0, |x| x.events),
                         })
                         .collect(),
+                    compare_only: false,
                 })
                 .collect(),
         }

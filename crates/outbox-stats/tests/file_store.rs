@@ -30,6 +30,7 @@ fn learned() -> DeliveryStats {
                 events,
             })
             .collect(),
+        compare_only: false,
     };
     for t in 0..3 {
         s.record_round(

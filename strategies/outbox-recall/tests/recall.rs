@@ -96,6 +96,7 @@ fn observe(t: &RouteTable, plan: &outbox_core::Plan) -> RoundReport {
                         })
                         .collect(),
                     url,
+                    compare_only: false,
                 }
             })
             .collect(),
@@ -161,6 +162,7 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
                             events,
                         })
                         .collect(),
+                    compare_only: false,
                 })
                 .collect(),
         };
@@ -196,6 +198,7 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
                         events: if i == 0 { 50 } else { 0 },
                     })
                     .collect(),
+                compare_only: false,
             })
             .collect(),
     };

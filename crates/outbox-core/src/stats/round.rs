@@ -4,7 +4,7 @@
 //! simulating a plan's REQs) build a [`RoundReport`] and call
 //! [`DeliveryStats::record_round`]: one code path for everything learned from delivery.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use nostr::key::PublicKey;
 
@@ -30,6 +30,12 @@ pub struct RelayRound {
     /// Every author the relay was asked about, with what it returned for each (zero events
     /// when it returned nothing for that author).
     pub authors: Vec<AuthorRound>,
+    /// Only a yardstick: the relay's counts inform `best(a)` but nothing is recorded for it
+    /// (no liveness, delivery, completeness or pair update). For a relay already learned from
+    /// in an earlier round whose current answer is still valid: a later round that asks only
+    /// a few relays (a live feed after a re-plan) is then still compared with it, instead of
+    /// a relay alone in its round looking complete because it is compared with nobody.
+    pub compare_only: bool,
 }
 
 /// What one relay returned for one author in a run.
@@ -49,10 +55,14 @@ impl DeliveryStats {
     ///   author counts defined in the module docs; and one *completeness* trial split by the
     ///   event-weighted share `Σ events(relay, a) / Σ best(a)` over its authors `a` with
     ///   `best(a) > 0`, where `best(a)` is the most events any answering relay returned for `a`
-    ///   in this run. Per (relay, author) the same share is added to that pair's hits.
+    ///   in this run, counting [`compare_only`](RelayRound::compare_only) relays. Per
+    ///   (relay, author) the same share is added to that pair's hits.
     ///
-    /// Per author, the remembered volume becomes `max(best(a), fade · previous)`. Nothing here
-    /// knows where events are stored; it only compares relays asked about the same authors.
+    /// Compare-only relays are not recorded at all. Per author asked of an answering relay that
+    /// is recorded, the remembered volume becomes `max(best(a), fade · previous)`; authors only
+    /// compare-only relays were asked about keep their volume (that answer was learned already).
+    /// Nothing here knows where events are stored; it only compares relays asked about the same
+    /// authors.
     pub fn record_round(&mut self, report: &RoundReport, now: u64) {
         let mut best: HashMap<PublicKey, u32> = HashMap::new();
         for relay in report.relays.iter().filter(|r| r.answered) {
@@ -61,7 +71,13 @@ impl DeliveryStats {
                 *b = (*b).max(a.events);
             }
         }
-        for relay in &report.relays {
+        let seen: HashSet<PublicKey> = report
+            .relays
+            .iter()
+            .filter(|r| r.answered && !r.compare_only)
+            .flat_map(|r| r.authors.iter().map(|a| a.author))
+            .collect();
+        for relay in report.relays.iter().filter(|r| !r.compare_only) {
             if !relay.answered {
                 self.record_failure(&relay.url, now);
                 let mut s = self.entry_at(&relay.url, now);
@@ -99,6 +115,9 @@ impl DeliveryStats {
             self.relays.insert(relay.url.clone(), s);
         }
         for (author, b) in best {
+            if !seen.contains(&author) {
+                continue;
+            }
             let entry = self.authors.entry(author).or_default();
             entry.volume = f64::from(b).max(entry.volume * VOLUME_FADE).min(MAX_PARAM);
             entry.updated_at = now;
@@ -137,6 +156,14 @@ mod tests {
                     events,
                 })
                 .collect(),
+            compare_only: false,
+        }
+    }
+
+    fn compare_only(url: &str, authors: &[(u8, u32)]) -> RelayRound {
+        RelayRound {
+            compare_only: true,
+            ..relay(url, true, authors)
         }
     }
 
@@ -179,5 +206,44 @@ mod tests {
         stats.record_round(&run(50), 0);
         stats.record_round(&run(5), 1);
         assert_eq!(stats.author(&key(1)).unwrap().volume, 40.0);
+    }
+
+    #[test]
+    fn a_relay_alone_in_a_round_is_compared_with_compare_only_relays() {
+        let mut stats = DeliveryStats::new();
+        let deep = relay("wss://deep.example", true, &[(1, 40), (2, 10)]);
+        stats.record_round(
+            &RoundReport {
+                relays: vec![deep.clone()],
+            },
+            0,
+        );
+        let deep_before = stats.get("wss://deep.example");
+        let pair_before = stats.pair(&key(1), "wss://deep.example");
+        let alone = |stats: &mut DeliveryStats, with_deep: bool, t| {
+            let mut relays = vec![relay("wss://shallow.example", true, &[(1, 4), (2, 1)])];
+            if with_deep {
+                relays.push(compare_only("wss://deep.example", &[(1, 40), (2, 10)]));
+            }
+            stats.record_round(&RoundReport { relays }, t);
+        };
+        for t in 1..4 {
+            alone(&mut stats, true, t);
+        }
+        let shallow = stats.get_at("wss://shallow.example", 4);
+        assert!(shallow.kept_mean() < 0.3, "{shallow:?}");
+        assert!(stats.pair(&key(1), "wss://shallow.example").mean() < 0.3);
+        // Nothing was recorded for the compare-only relay, and the volume it already taught
+        // did not fade because the shallow relay saw less.
+        assert_eq!(stats.get("wss://deep.example"), deep_before);
+        assert_eq!(stats.pair(&key(1), "wss://deep.example"), pair_before);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 40.0);
+
+        // Without the yardstick the same relay alone looks complete.
+        let mut fresh = DeliveryStats::new();
+        for t in 1..4 {
+            alone(&mut fresh, false, t);
+        }
+        assert!(fresh.get_at("wss://shallow.example", 4).kept_mean() > 0.7);
     }
 }
