@@ -24,6 +24,7 @@ pub mod config;
 pub mod diff;
 pub mod ids;
 pub mod invariants;
+pub mod lazy;
 pub mod plan;
 pub mod registry;
 pub mod route_table;
@@ -39,6 +40,7 @@ pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS
 pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
+pub use lazy::LazyCandidate;
 pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, RawRelayList, RouteTable, RouteTableBuilder};

@@ -28,6 +28,30 @@ pub fn test_key(n: u64) -> PublicKey {
     }
 }
 
+/// A relay list by follow `test_key(author)` naming `relays`, without markers (read and write).
+pub fn relay_list(author: u64, relays: &[&str]) -> RawRelayList {
+    RawRelayList {
+        author: test_key(author),
+        created_at: 1,
+        tags: relays
+            .iter()
+            .map(|r| vec!["r".to_string(), r.to_string()])
+            .collect(),
+    }
+}
+
+/// A route table following `test_key(0..follows)`, with the reader relay `wss://home.example`
+/// and `lists`.
+pub fn table_with_lists(follows: u64, lists: impl IntoIterator<Item = RawRelayList>) -> RouteTable {
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows((0..follows).map(test_key))
+        .reader_relays(["wss://home.example"]);
+    for list in lists {
+        b.add_list(list);
+    }
+    b.build()
+}
+
 /// The shape of a random test world.
 #[derive(Clone, Copy, Debug)]
 pub struct WorldShape {

@@ -7,14 +7,13 @@
 //! is the true best. Scores come from a [`Scorer`] (default: coverage), computed once per
 //! evaluation and never inside a comparator; ties break by URL so plans are deterministic.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use outbox_core::config::ConfigIssue;
 use outbox_core::scorer::CoverageScorer;
 use outbox_core::{
-    Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
-    Selection, Selector, StrategyConfig,
+    Assignment, AuthorId, LazyCandidate, PlanInput, RelayId, RelayView, RouteTable, Scorer,
+    ScorerConfig, Selection, Selector, StrategyConfig,
 };
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -101,34 +100,6 @@ impl Greedy {
     }
 }
 
-/// A heap entry: a relay's score as of `round` (number of relays chosen when it was scored).
-struct Candidate {
-    score: f64,
-    url_rank: u32,
-    relay: RelayId,
-    round: usize,
-}
-
-impl PartialEq for Candidate {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Candidate {}
-impl PartialOrd for Candidate {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Candidate {
-    /// Higher score first; on equal scores the smaller URL wins.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .total_cmp(&other.score)
-            .then_with(|| other.url_rank.cmp(&self.url_rank))
-    }
-}
-
 impl Greedy {
     fn view<'t>(&self, table: &'t RouteTable, relay: RelayId, coverage: u32) -> RelayView<'t> {
         RelayView {
@@ -171,8 +142,8 @@ impl Selector for Greedy {
             }
             let score = self.scorer.score(self.view(table, relay, coverage), rng);
             if score > 0.0 {
-                heap.push(Candidate {
-                    score,
+                heap.push(LazyCandidate {
+                    value: score,
                     url_rank: table.url_rank(relay),
                     relay,
                     round: 0,
@@ -194,8 +165,8 @@ impl Selector for Greedy {
                     .scorer
                     .score(self.view(table, top.relay, coverage), rng);
                 if score > 0.0 {
-                    heap.push(Candidate {
-                        score,
+                    heap.push(LazyCandidate {
+                        value: score,
                         round,
                         ..top
                     });

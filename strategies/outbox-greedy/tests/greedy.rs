@@ -1,32 +1,11 @@
 //! Greedy plans: residual, per-author cap, determinism, invariants over random tables.
 
 use outbox_core::testkit::{check_strategy, random_table, test_key, WorldShape};
-use outbox_core::{
-    check_plan, AuthorId, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy,
-};
+use outbox_core::{check_plan, AuthorId, RouteTable, Router, UrlPolicy};
 use outbox_greedy::GreedyConfig;
 use proptest::prelude::*;
 
-fn list(author: u64, relays: &[&str]) -> RawRelayList {
-    RawRelayList {
-        author: test_key(author),
-        created_at: 1,
-        tags: relays
-            .iter()
-            .map(|r| vec!["r".to_string(), r.to_string()])
-            .collect(),
-    }
-}
-
-fn table(follows: u64, lists: Vec<RawRelayList>) -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..follows).map(test_key))
-        .reader_relays(["wss://home.example"]);
-    for l in lists {
-        b.add_list(l);
-    }
-    b.build()
-}
+use outbox_core::testkit::{relay_list as list, table_with_lists as table};
 
 fn greedy(budget: usize) -> Router {
     Router::from_toml(&format!(
@@ -46,7 +25,7 @@ fn residual_covers_follows_the_budget_leaves_out() {
             list(a, &[first, second])
         })
         .chain([list(10, &[])])
-        .collect();
+        .collect::<Vec<_>>();
     // Author 11 has no list at all.
     let t = table(12, lists);
     let mut router = greedy(4);

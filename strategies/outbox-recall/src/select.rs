@@ -1,9 +1,10 @@
 //! Greedy maximisation of expected notes fetched, under the connection budget.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector};
+use outbox_core::{
+    Assignment, AuthorId, LazyCandidate, PlanInput, RelayId, RouteTable, Selection, Selector,
+};
 use rand::RngCore;
 
 use crate::model::Model;
@@ -17,7 +18,7 @@ pub struct Recall {
     /// Per follow, kept between runs (large buffers mapped afresh each plan cost more than the
     /// planning itself).
     held: Vec<Held>,
-    heap: BinaryHeap<Candidate>,
+    heap: BinaryHeap<LazyCandidate>,
 }
 
 impl Recall {
@@ -121,34 +122,6 @@ impl Held {
     }
 }
 
-#[derive(Debug)]
-struct Candidate {
-    gain: f64,
-    url_rank: u32,
-    relay: RelayId,
-    round: usize,
-}
-
-impl PartialEq for Candidate {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Candidate {}
-impl PartialOrd for Candidate {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Candidate {
-    /// Larger gain first; ties go to the smaller URL.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.gain
-            .total_cmp(&other.gain)
-            .then_with(|| other.url_rank.cmp(&self.url_rank))
-    }
-}
-
 impl Recall {
     fn relay_gain(&self, table: &RouteTable, relay: RelayId, held: &[Held]) -> f64 {
         let cap = self.config.per_author;
@@ -220,13 +193,13 @@ impl Selector for Recall {
             table
                 .relays()
                 .filter(|&r| table.popularity(r) > 0)
-                .map(|relay| Candidate {
-                    gain: self.relay_gain(table, relay, &held),
+                .map(|relay| LazyCandidate {
+                    value: self.relay_gain(table, relay, &held),
                     url_rank: table.url_rank(relay),
                     relay,
                     round: 0,
                 })
-                .filter(|c| c.gain > 0.0),
+                .filter(|c| c.value > 0.0),
         );
 
         let mut chosen: Vec<RelayId> = Vec::new();
@@ -236,7 +209,11 @@ impl Selector for Recall {
             if top.round != round {
                 let gain = self.relay_gain(table, top.relay, &held);
                 if gain > 0.0 {
-                    heap.push(Candidate { gain, round, ..top });
+                    heap.push(LazyCandidate {
+                        value: gain,
+                        round,
+                        ..top
+                    });
                 }
                 continue;
             }

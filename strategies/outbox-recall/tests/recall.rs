@@ -1,27 +1,16 @@
 //! The recall strategy: conformance, config errors, and that what it learns moves its plans.
 
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use outbox_core::testkit::{check_strategy, test_key};
-use outbox_core::{
-    check_plan, DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy,
-};
+use outbox_core::testkit::{check_strategy, relay_list, table_with_lists, test_key};
+use outbox_core::{check_plan, DeliveryStats, RouteTable, Router};
 use outbox_recall::RecallConfig;
 
+/// Follows are `test_key(0..n)`, one list each.
 fn table(lists: &[(u64, &[&str])]) -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows(lists.iter().map(|(k, _)| test_key(*k)))
-        .reader_relays(["wss://home.example"]);
-    for (k, relays) in lists {
-        b.add_list(RawRelayList {
-            author: test_key(*k),
-            created_at: 1,
-            tags: relays
-                .iter()
-                .map(|r| vec!["r".to_string(), r.to_string()])
-                .collect(),
-        });
-    }
-    b.build()
+    table_with_lists(
+        lists.len() as u64,
+        lists.iter().map(|(k, relays)| relay_list(*k, relays)),
+    )
 }
 
 fn router(budget: usize, extra: &str) -> Router {

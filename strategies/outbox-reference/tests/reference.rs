@@ -1,7 +1,7 @@
 //! The reference strategies: behaviour on hand-made tables and the conformance suite.
 
-use outbox_core::testkit::{check_config_toml, test_key};
-use outbox_core::{AuthorId, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy};
+use outbox_core::testkit::{check_config_toml, relay_list, table_with_lists};
+use outbox_core::{AuthorId, RouteTable, Router};
 
 /// Names the crate so the linker keeps its registrations.
 fn link() {
@@ -9,20 +9,11 @@ fn link() {
 }
 
 fn table(lists: &[&[&str]]) -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..lists.len() as u64).map(test_key))
-        .reader_relays(["wss://home.example"]);
-    for (i, relays) in lists.iter().enumerate() {
-        b.add_list(RawRelayList {
-            author: test_key(i as u64),
-            created_at: 1,
-            tags: relays
-                .iter()
-                .map(|r| vec!["r".to_string(), r.to_string()])
-                .collect(),
-        });
-    }
-    b.build()
+    let lists = lists
+        .iter()
+        .enumerate()
+        .map(|(i, r)| relay_list(i as u64, r));
+    table_with_lists(lists.len() as u64, lists)
 }
 
 fn urls(t: &RouteTable, plan: &outbox_core::Plan) -> Vec<(String, Vec<u32>)> {

@@ -3,10 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use outbox_core::testkit::{check_config_toml, check_strategy, random_table, test_key, WorldShape};
+use outbox_core::testkit::{check_config_toml, check_strategy, random_table, WorldShape};
 use outbox_core::{
-    check_plan, AuthorId, DeliveryStats, PlanInput, RawRelayList, RelayView, RouteTable,
-    RouteTableBuilder, Router, Scorer, Selector, UrlPolicy,
+    check_plan, AuthorId, DeliveryStats, PlanInput, RelayView, RouteTable, Router, Scorer, Selector,
 };
 use outbox_stochastic::{
     FilterDecomposition, FilterDecompositionConfig, Stochastic, StochasticConfig,
@@ -14,26 +13,7 @@ use outbox_stochastic::{
 use proptest::prelude::*;
 use rand::{RngCore, SeedableRng};
 
-fn list(author: u64, relays: &[&str]) -> RawRelayList {
-    RawRelayList {
-        author: test_key(author),
-        created_at: 1,
-        tags: relays
-            .iter()
-            .map(|r| vec!["r".to_string(), r.to_string()])
-            .collect(),
-    }
-}
-
-fn table(follows: u64, lists: Vec<RawRelayList>) -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..follows).map(test_key))
-        .reader_relays(["wss://home.example"]);
-    for l in lists {
-        b.add_list(l);
-    }
-    b.build()
-}
+use outbox_core::testkit::{relay_list as list, table_with_lists as table};
 
 fn router(budget: usize, strategy: &str) -> Router {
     Router::from_toml(&format!(
