@@ -161,3 +161,253 @@ pub fn check_plan(plan: &Plan, table: &RouteTable, limits: Limits) -> Vec<Violat
     }
     violations
 }
+
+#[cfg(test)]
+mod tests {
+    //! One deliberately broken plan per [`Violation`] kind: each must be reported, alone, so a
+    //! check that is removed or weakened fails here. Kinds a selector can produce go through
+    //! [`Router::try_plan_with`](crate::Router::try_plan_with) with a broken selector; the rest
+    //! ([`Plan::from_selection`] normalises them away) are built raw.
+
+    use std::mem::discriminant;
+
+    use nostr::key::{Keys, PublicKey, SecretKey};
+    use rand::RngCore;
+
+    use super::*;
+    use crate::route_table::{RawRelayList, RouteTableBuilder};
+    use crate::selector::{Assignment, PlanInput, Selection, Selector};
+    use crate::stats::DeliveryStats;
+    use crate::url_policy::UrlPolicy;
+    use crate::Router;
+
+    fn key(n: u8) -> PublicKey {
+        Keys::new(SecretKey::from_slice(&[n.max(1); 32]).expect("valid key")).public_key()
+    }
+
+    /// Follows 1..=3; 1 and 2 write to a and b, 3 has no list; reader relay home (if `reader`).
+    fn table(reader: bool) -> RouteTable {
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows([key(1), key(2), key(3)]);
+        if reader {
+            b = b.reader_relays(["wss://home.example"]);
+        }
+        for n in [1, 2] {
+            b.add_list(RawRelayList {
+                author: key(n),
+                created_at: 1,
+                tags: ["wss://a.example", "wss://b.example"]
+                    .iter()
+                    .map(|u| vec!["r".to_string(), u.to_string()])
+                    .collect(),
+            });
+        }
+        b.build()
+    }
+
+    fn ids(t: &RouteTable) -> (AuthorId, AuthorId, AuthorId, RelayId, RelayId, RelayId) {
+        let a = |n| t.author_id(&key(n)).expect("follow");
+        let r = |u| t.relay_id(u).expect("relay");
+        (
+            a(1),
+            a(2),
+            a(3),
+            r("wss://a.example"),
+            r("wss://b.example"),
+            // Absent from a table without reader relays.
+            t.relay_id("wss://home.example").unwrap_or(RelayId(u32::MAX)),
+        )
+    }
+
+    const LIMITS: Limits = Limits {
+        max_connections: 2,
+        per_author_cap: Some(1),
+    };
+
+    /// A selector that returns one fixed selection, whatever it is asked.
+    #[derive(Debug)]
+    struct Fixed(Selection);
+
+    impl Selector for Fixed {
+        fn name(&self) -> &str {
+            "fixed"
+        }
+        fn per_author_cap(&self) -> Option<usize> {
+            LIMITS.per_author_cap
+        }
+        fn select(&mut self, _: &PlanInput<'_>, _: &mut dyn RngCore) -> Selection {
+            self.0.clone()
+        }
+    }
+
+    fn assign(relay: RelayId, authors: &[AuthorId]) -> Assignment {
+        Assignment {
+            relay,
+            authors: authors.to_vec(),
+        }
+    }
+
+    /// Plans `assignments` through a router and returns what the router rejected it for.
+    fn through_router(table: &RouteTable, assignments: Vec<Assignment>) -> Vec<Violation> {
+        let mut router = Router::new(Box::new(Fixed(Selection { assignments })), 2);
+        match router.try_plan_with(table, &DeliveryStats::new(), 0, 0) {
+            Ok(_) => Vec::new(),
+            Err(broken) => broken.violations,
+        }
+    }
+
+    fn assert_only(violations: &[Violation], expected: &Violation) {
+        assert!(
+            !violations.is_empty(),
+            "expected {expected:?}, the plan was accepted"
+        );
+        assert!(
+            violations
+                .iter()
+                .all(|v| discriminant(v) == discriminant(expected)),
+            "expected only {expected:?}, got {violations:?}"
+        );
+        assert!(violations.contains(expected), "{violations:?}");
+    }
+
+    #[test]
+    fn a_sound_plan_passes() {
+        let t = table(true);
+        let (f1, f2, _, a, _, _) = ids(&t);
+        assert_eq!(through_router(&t, vec![assign(a, &[f1, f2])]), vec![]);
+    }
+
+    #[test]
+    fn uncovered_when_nobody_carries_the_residual() {
+        let t = table(false);
+        let (f1, f2, f3, a, _, _) = ids(&t);
+        let v = through_router(&t, vec![assign(a, &[f1, f2])]);
+        assert_only(&v, &Violation::Uncovered(f3));
+    }
+
+    #[test]
+    fn over_budget() {
+        let t = table(true);
+        let (f1, f2, _, a, b, _) = ids(&t);
+        let mut router = Router::new(
+            Box::new(Fixed(Selection {
+                assignments: vec![assign(a, &[f1]), assign(b, &[f2])],
+            })),
+            1,
+        );
+        let v = router
+            .try_plan_with(&t, &DeliveryStats::new(), 0, 0)
+            .expect_err("two relays on a budget of one");
+        assert_only(&v.violations, &Violation::OverBudget { routed: 2, max: 1 });
+    }
+
+    #[test]
+    fn over_author_cap() {
+        let t = table(true);
+        let (f1, f2, _, a, b, _) = ids(&t);
+        let v = through_router(&t, vec![assign(a, &[f1, f2]), assign(b, &[f1])]);
+        assert_only(
+            &v,
+            &Violation::OverAuthorCap {
+                author: f1,
+                count: 2,
+                cap: 1,
+            },
+        );
+    }
+
+    #[test]
+    fn not_a_follow() {
+        let t = table(true);
+        let (f1, f2, _, a, _, _) = ids(&t);
+        let stranger = AuthorId(99);
+        let v = through_router(&t, vec![assign(a, &[f1, f2, stranger])]);
+        assert_only(&v, &Violation::NotAFollow(stranger));
+    }
+
+    #[test]
+    fn unknown_relay() {
+        let t = table(true);
+        let (f1, f2, _, a, _, _) = ids(&t);
+        let nowhere = RelayId(77);
+        let v = through_router(&t, vec![assign(a, &[f1]), assign(nowhere, &[f2])]);
+        // The follow routed only to a relay that does not exist is asked of nobody.
+        assert!(v.contains(&Violation::UnknownRelay(nowhere)), "{v:?}");
+        assert!(
+            v.iter()
+                .all(|x| matches!(x, Violation::UnknownRelay(_) | Violation::Uncovered(_))),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn not_a_write_relay() {
+        let t = table(true);
+        let (f1, f2, f3, a, _, _) = ids(&t);
+        let v = through_router(&t, vec![assign(a, &[f1, f2, f3])]);
+        assert_only(
+            &v,
+            &Violation::NotAWriteRelay {
+                relay: a,
+                author: f3,
+            },
+        );
+    }
+
+    #[test]
+    fn empty_filter() {
+        let t = table(true);
+        let (f1, f2, f3, a, b, home) = ids(&t);
+        let plan = Plan::raw(
+            vec![assign(a, &[f1, f2]), assign(b, &[])],
+            vec![f3],
+            vec![home],
+        );
+        assert_only(&check_plan(&plan, &t, LIMITS), &Violation::EmptyFilter(b));
+    }
+
+    #[test]
+    fn duplicate_relay() {
+        let t = table(true);
+        let (f1, f2, f3, a, _, home) = ids(&t);
+        let plan = Plan::raw(
+            vec![assign(a, &[f1]), assign(a, &[f2])],
+            vec![f3],
+            vec![home],
+        );
+        assert_only(&check_plan(&plan, &t, LIMITS), &Violation::DuplicateRelay(a));
+    }
+
+    #[test]
+    fn pool_not_reader_relay() {
+        let t = table(true);
+        let (f1, f2, f3, a, b, _) = ids(&t);
+        let plan = Plan::raw(vec![assign(a, &[f1, f2])], vec![f3], vec![b]);
+        assert_only(
+            &check_plan(&plan, &t, LIMITS),
+            &Violation::PoolNotReaderRelay(b),
+        );
+    }
+
+    #[test]
+    fn a_residual_without_a_pool_is_uncovered() {
+        let t = table(true);
+        let (f1, f2, f3, a, _, _) = ids(&t);
+        let plan = Plan::raw(vec![assign(a, &[f1, f2])], vec![f3], vec![]);
+        assert_only(&check_plan(&plan, &t, LIMITS), &Violation::Uncovered(f3));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "breaks 1 invariant")]
+    fn plan_with_panics_on_a_broken_plan_in_debug_builds() {
+        let t = table(false);
+        let (f1, f2, _, a, _, _) = ids(&t);
+        let mut router = Router::new(
+            Box::new(Fixed(Selection {
+                assignments: vec![assign(a, &[f1, f2])],
+            })),
+            2,
+        );
+        router.plan_with(&t, &DeliveryStats::new(), 0, 0);
+    }
+}

@@ -46,7 +46,7 @@ pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, RawRelayList, RouteTable, RouteTableBuilder};
-pub use router::Router;
+pub use router::{session_seed, BrokenPlan, Router};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
 pub use stats::{

@@ -90,6 +90,18 @@ impl Plan {
         self
     }
 
+    /// A plan exactly as given, skipping the normalisation of
+    /// [`from_selection`](Self::from_selection): for tests of the invariant checker only.
+    #[cfg(test)]
+    pub(crate) fn raw(routed: Vec<Assignment>, residual: Vec<AuthorId>, pool: Vec<RelayId>) -> Self {
+        Self {
+            strategy: "raw".to_string(),
+            routed,
+            residual,
+            pool,
+        }
+    }
+
     /// The strategy that made the plan.
     pub fn strategy(&self) -> &str {
         &self.strategy

@@ -385,8 +385,10 @@ impl RouteTable {
 
     /// The relay's position among all relays sorted by URL: the deterministic tie-breaker,
     /// precomputed so strategies compare integers instead of strings.
+    /// An id the table did not issue ranks last (a broken selection must not panic here; the
+    /// invariant check reports it).
     pub fn url_rank(&self, relay: RelayId) -> u32 {
-        self.url_rank[relay.index()]
+        self.url_rank.get(relay.index()).copied().unwrap_or(u32::MAX)
     }
 
     /// The id of a canonical relay URL, if the table knows it.

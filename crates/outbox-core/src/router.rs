@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::{ConfigError, RouterConfig};
-use crate::invariants::{check_plan, Limits};
+use crate::invariants::{check_plan, Limits, Violation};
 use crate::plan::Plan;
 use crate::route_table::RouteTable;
 use crate::selector::{PlanInput, Selector};
@@ -74,8 +74,10 @@ impl Router {
     }
 
     /// Plans with learned `stats` at time `now`; the same (seed, input) always gives the same
-    /// plan. In debug builds every invariant is checked and a violation panics, since it is a
-    /// bug in the strategy.
+    /// plan. Every invariant is checked; in debug builds a violation panics, since it is a bug
+    /// (in the strategy, or a table with nobody to carry the residual). Release builds return
+    /// the plan as made: callers that send plans to relays use
+    /// [`try_plan_with`](Self::try_plan_with) and never apply a broken one.
     pub fn plan_with(
         &mut self,
         table: &RouteTable,
@@ -83,6 +85,26 @@ impl Router {
         now: u64,
         seed: u64,
     ) -> Plan {
+        match self.try_plan_with(table, stats, now, seed) {
+            Ok(plan) => plan,
+            Err(broken) => {
+                if cfg!(debug_assertions) {
+                    panic!("{broken}");
+                }
+                broken.plan
+            }
+        }
+    }
+
+    /// Like [`plan_with`](Self::plan_with), but a plan that breaks an invariant is returned as
+    /// an error with every violation, in every build, and never panics.
+    pub fn try_plan_with(
+        &mut self,
+        table: &RouteTable,
+        stats: &DeliveryStats,
+        now: u64,
+        seed: u64,
+    ) -> Result<Plan, BrokenPlan> {
         let input = PlanInput {
             table,
             max_connections: self.max_connections,
@@ -95,15 +117,16 @@ impl Router {
         if let Some(pool) = self.pool {
             plan = plan.with_pool_limit(pool);
         }
-        if cfg!(debug_assertions) && !table.reader_relays().is_empty() {
-            let violations = check_plan(&plan, table, self.limits());
-            assert!(
-                violations.is_empty(),
-                "strategy `{}` broke plan invariants: {violations:?}",
-                self.selector.name()
-            );
+        let violations = check_plan(&plan, table, self.limits());
+        if violations.is_empty() {
+            Ok(plan)
+        } else {
+            Err(BrokenPlan {
+                strategy: self.selector.name().to_string(),
+                violations,
+                plan,
+            })
         }
-        plan
     }
 
     /// The selector, for strategies with extra state to inspect.
@@ -111,3 +134,43 @@ impl Router {
         self.selector.as_mut()
     }
 }
+
+/// The planning seed of session number `session` (0-based) from a base seed: every session
+/// draws differently, and the same (base, session) always draws the same. The runtime plans
+/// with `session_seed(base, runs so far)` from its persisted stats, so exploration continues
+/// across runs; the simulator's session loop uses the same function.
+pub fn session_seed(base: u64, session: u64) -> u64 {
+    base.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(session.wrapping_mul(0x2545_f491_4f6c_dd1d))
+}
+
+/// A plan that broke its invariants: never to be sent to relays.
+#[derive(Clone, Debug)]
+pub struct BrokenPlan {
+    /// The strategy that made it.
+    pub strategy: String,
+    /// Every violation found.
+    pub violations: Vec<Violation>,
+    /// The plan itself, for diagnosis.
+    pub plan: Plan,
+}
+
+impl std::fmt::Display for BrokenPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "strategy `{}` made a plan that breaks {} invariant(s)",
+            self.strategy,
+            self.violations.len()
+        )?;
+        for v in self.violations.iter().take(5) {
+            write!(f, "; {v}")?;
+        }
+        if self.violations.len() > 5 {
+            write!(f, "; …")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BrokenPlan {}
