@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod delivered;
 pub mod generate;
 pub mod score;
 pub mod session;

@@ -1,0 +1,125 @@
+//! Scoring a set of *delivered* events (what a live client actually received) with the same
+//! definitions [`score`](crate::score()) applies to a plan, so live and simulated recall are
+//! comparable number for number.
+
+use crate::score::{SimWorld, Window, WindowScore};
+
+/// Scores the world events marked in `delivered` (indexed like [`World::events`]) in `session`.
+///
+/// An event counts as fetched when it was delivered and some relay would return it in the
+/// session (a delivered event no up relay stores cannot happen in a faithful replay; it is
+/// ignored rather than inflating recall). Declared recall's numerator counts only fetched
+/// events some declared write relay of the author would return, exactly as in
+/// [`score`](crate::score()). A `delivered` shorter than the world's events reads the missing
+/// tail as not delivered.
+///
+/// [`World::events`]: crate::World::events
+pub fn score_delivered(
+    sim: &SimWorld,
+    delivered: &[bool],
+    session: u32,
+    windows: &[Window],
+) -> Vec<WindowScore> {
+    let world = &sim.world;
+    let mut windows: Vec<Window> = windows.to_vec();
+    windows.sort();
+    windows.dedup();
+    let since_of: Vec<u64> = windows
+        .iter()
+        .map(|w| world.now.saturating_sub(w.secs()))
+        .collect();
+    let mut counts = vec![[0u64; 4]; windows.len()];
+    let mut index = 0usize;
+    let mut declared_up: Vec<u32> = Vec::new();
+    for a in 0..world.follows.len() as u32 {
+        declared_up.clear();
+        declared_up.extend(
+            sim.declared(a)
+                .iter()
+                .copied()
+                .filter(|&r| world.is_up(r, session)),
+        );
+        for e in world.author_events(a) {
+            let got = delivered.get(index).copied().unwrap_or(false);
+            index += 1;
+            let on = world.event_relays(e);
+            if !on.iter().any(|&r| world.is_up(r, session)) {
+                continue;
+            }
+            let declared = on.iter().any(|r| declared_up.contains(r));
+            for (i, &since) in since_of.iter().enumerate() {
+                if e.created_at >= since {
+                    let c = &mut counts[i];
+                    c[0] += 1;
+                    c[1] += u64::from(declared);
+                    c[2] += u64::from(got);
+                    c[3] += u64::from(declared && got);
+                }
+            }
+        }
+    }
+    let ratio = |n: u64, d: u64| if d == 0 { 1.0 } else { n as f64 / d as f64 };
+    windows
+        .iter()
+        .zip(&counts)
+        .map(|(&window, c)| WindowScore {
+            window,
+            available: c[0],
+            declared_available: c[1],
+            fetched: c[2],
+            declared_fetched: c[3],
+            declared_recall: ratio(c[3], c[1]),
+            total_recall: ratio(c[2], c[0]),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::{observe, score, Asks};
+    use crate::{generate, Profile};
+
+    /// Delivering exactly what a plan's simulated REQs return scores exactly like the plan.
+    #[test]
+    fn delivering_what_a_plan_fetches_scores_like_the_plan() {
+        outbox_strategies::link();
+        let sim = SimWorld::new(generate(Profile::Small, 3));
+        let mut router =
+            outbox_core::Router::from_toml("[strategy]\ntype = \"greedy\"\n").expect("config");
+        let plan = router.plan(&sim.table, 1);
+        let asks = Asks::from_plan(&sim, &plan);
+        let world = &sim.world;
+        for session in 0..world.sessions {
+            let since = world.now.saturating_sub(Window::Y3.secs());
+            let obs = observe(&sim, &asks, session, since);
+            let mut delivered = vec![false; world.events().len()];
+            let mut index = 0usize;
+            for a in 0..world.follows.len() as u32 {
+                for e in world.author_events(a) {
+                    let asked = obs.relays.iter().any(|r| {
+                        r.up && r.asked.contains(&a)
+                            && world
+                                .relay_id(&r.url)
+                                .is_some_and(|id| world.event_relays(e).contains(&id))
+                    });
+                    delivered[index] = asked && e.created_at >= since;
+                    index += 1;
+                }
+            }
+            let want = score(&sim, &asks, session, &Window::ALL);
+            let got = score_delivered(&sim, &delivered, session, &Window::ALL);
+            assert_eq!(want.windows, got, "session {session}");
+        }
+    }
+
+    #[test]
+    fn nothing_delivered_is_zero_recall_and_short_input_is_fine() {
+        let sim = SimWorld::new(generate(Profile::Small, 4));
+        let got = score_delivered(&sim, &[], 0, &[Window::Y1]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].fetched, 0);
+        assert!(got[0].declared_available > 0);
+        assert_eq!(got[0].declared_recall, 0.0);
+    }
+}
