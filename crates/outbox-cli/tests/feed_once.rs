@@ -155,3 +155,138 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
     }
     assert!(dir.path().join("stats.json.penalties.json").exists());
 }
+
+/// A reader relay holding `notes` notes of one follow (no relay lists), and a follows file.
+async fn one_follow(dir: &std::path::Path, notes: u64) -> (Relay, std::path::PathBuf) {
+    let reader = Relay::start().await;
+    let k = key(7);
+    let now = Timestamp::now().as_secs();
+    for n in 0..notes {
+        let note = EventBuilder::new(Kind::TextNote, format!("note {n}"))
+            .custom_created_at(Timestamp::from(now - 60 - n))
+            .finalize(&k)
+            .unwrap();
+        reader.store(&note).await;
+    }
+    let follows = dir.join("follows.txt");
+    std::fs::write(&follows, k.public_key().to_hex()).unwrap();
+    (reader, follows)
+}
+
+/// `outbox feed` against one local reader relay, short timeouts, with `extra` arguments.
+fn feed(reader: &Relay, follows: &std::path::Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["feed", "--allow-local", "--since", "7d", "--relays", &reader.url])
+        .arg("--follows")
+        .arg(follows)
+        .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
+        .args(extra);
+    cmd
+}
+
+fn seed_of(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.split("(seed ").nth(1))
+        .map(|s| s.trim_end_matches(')').to_string())
+        .unwrap_or_else(|| panic!("no seed in:\n{stderr}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_feed_uses_recall_keeps_its_state_and_draws_anew_each_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, follows) = one_follow(dir.path(), 5).await;
+    let data = dir.path().join("data");
+    let run = |extra: &'static [&'static str], data: std::path::PathBuf| {
+        let mut cmd = feed(&reader, &follows, extra);
+        cmd.env("OUTBOX_DATA_DIR", data);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let mut seeds = Vec::new();
+    for _ in 0..2 {
+        let out = run(&["--once", "--verbose"], data.clone()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("(recall)"), "the default strategy:\n{stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+        seeds.push(seed_of(&stderr));
+    }
+    assert_ne!(seeds[0], seeds[1], "two runs planned with one seed");
+    for kept in ["stats.json", "stats.json.penalties.json", "stats.json.lists.json"] {
+        assert!(data.join(kept).exists(), "{kept} kept in the data directory");
+    }
+    let saved = std::fs::read_to_string(data.join("stats.json")).unwrap();
+    assert!(saved.contains(&reader.url), "the reader relay was learned");
+
+    let untouched = dir.path().join("untouched");
+    let out = run(&["--once", "--no-stats"], untouched.clone())
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!untouched.exists(), "--no-stats keeps nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // Far more than a pipe buffer holds, so the feed is still writing when the reader leaves.
+    let (reader, follows) = one_follow(dir.path(), 3000).await;
+    let stats = dir.path().join("stats.json");
+    let mut cmd = feed(&reader, &follows, &["--once"]);
+    cmd.arg("--stats").arg(&stats);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        lines.read_line(&mut first).unwrap();
+        assert!(first.contains("note"), "{first}");
+        drop(lines); // like `| head -1`
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(stderr.contains("events:"), "the summary is printed:\n{stderr}");
+    assert!(stats.exists(), "stats saved");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_a_live_feed_like_ctrl_c() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, follows) = one_follow(dir.path(), 3).await;
+    let stats = dir.path().join("stats.json");
+    let mut cmd = feed(&reader, &follows, &[]);
+    cmd.arg("--stats").arg(&stats);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        lines.read_line(&mut first).unwrap();
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let mut rest = String::new();
+        while lines.read_line(&mut rest).unwrap_or(0) > 0 {}
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(stderr.contains("events:"), "{stderr}");
+    assert!(stats.exists(), "stats saved on SIGTERM");
+}

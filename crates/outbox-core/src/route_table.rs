@@ -9,13 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use nostr::event::{Event, Kind};
 use nostr::key::PublicKey;
 use nostr::nips::nip65::RelayMetadata;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ids::{AuthorId, RelayId};
 use crate::url_policy::{DropReason, UrlPolicy};
 
-/// One relay list before validation: an author, its timestamp and the raw tags.
-#[derive(Clone, Debug)]
+/// One relay list before validation: an author, its timestamp and the raw tags. Serialisable,
+/// so a client can keep the lists it fetched and plan routed from the next run's first REQ.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawRelayList {
     /// The list's author.
     pub author: PublicKey,

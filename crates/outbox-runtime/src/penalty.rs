@@ -4,8 +4,9 @@
 //! and a timeout on every plan. After [`PenaltyPolicy::strikes`] consecutive failures (or one
 //! definitive refusal such as `auth-required:`) it is set aside until a deadline; plans built
 //! while it is set aside leave it out, so its authors move to other relays or the residual.
-//! A successful EOSE clears the strikes. The box is plain data and can be persisted beside the
-//! stats so the next run remembers.
+//! The first set-aside is short and each one in a row lasts longer
+//! ([`PenaltyPolicy::length`]); a successful EOSE clears the strikes and the escalation. The box
+//! is plain data and can be persisted beside the stats so the next run remembers.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,8 @@ pub struct PenaltyEntry {
     pub until: Option<u64>,
     /// The last failure, for explanations.
     pub last_reason: String,
+    /// Set-asides in a row without a success in between (how long the next one lasts).
+    pub times: u32,
 }
 
 /// Relays with recent failures, keyed by canonical URL.
@@ -50,7 +53,9 @@ impl PenaltyBox {
         entry.strikes = entry.strikes.saturating_add(1);
         entry.last_reason = reason.chars().take(200).collect();
         if entry.strikes >= policy.strikes.max(1) {
-            let until = now.saturating_add(policy.duration.as_secs());
+            let until = now.saturating_add(policy.length(entry.times).as_secs());
+            entry.times = entry.times.saturating_add(1);
+            entry.strikes = 0;
             entry.until = Some(until);
             Some(until)
         } else {
@@ -58,20 +63,24 @@ impl PenaltyBox {
         }
     }
 
-    /// Sets a relay aside at once (a refusal that retrying cannot fix); returns the deadline.
+    /// Sets a relay aside at once for the full duration (a refusal that retrying cannot fix);
+    /// returns the deadline.
     pub fn penalise(&mut self, url: &str, reason: &str, now: u64, policy: &PenaltyPolicy) -> u64 {
         let entry = self.relays.entry(url.to_string()).or_default();
-        entry.strikes = entry.strikes.max(policy.strikes.max(1));
+        entry.strikes = 0;
+        entry.times = entry.times.saturating_add(1);
         entry.last_reason = reason.chars().take(200).collect();
         let until = now.saturating_add(policy.duration.as_secs());
         entry.until = Some(until);
         until
     }
 
-    /// A success: the relay's strikes are forgotten (a deadline already set still holds).
+    /// A success: the relay's strikes and escalation are forgotten (a deadline already set
+    /// still holds).
     pub fn succeed(&mut self, url: &str) {
         if let Some(entry) = self.relays.get_mut(url) {
             entry.strikes = 0;
+            entry.times = 0;
             if entry.until.is_none() {
                 self.relays.remove(url);
             }
@@ -99,15 +108,22 @@ impl PenaltyBox {
         self.relays.get(url)
     }
 
-    /// Drops entries whose deadline passed and that have no strikes left to remember.
-    pub fn expire(&mut self, now: u64) {
+    /// Lifts set-asides whose deadline passed. The escalation is remembered (the next
+    /// set-aside in a row lasts longer) until the relay succeeds, or until it has been quiet for
+    /// the longest set-aside after its deadline, when the entry is dropped.
+    pub fn expire(&mut self, now: u64, policy: &PenaltyPolicy) {
+        let forget = policy.duration.as_secs();
         self.relays.retain(|_, e| match e.until {
             Some(until) if until <= now => {
+                if now.saturating_sub(until) >= forget || e.times == 0 {
+                    return false;
+                }
                 e.until = None;
                 e.strikes = 0;
-                false
+                true
             }
-            _ => true,
+            Some(_) => true,
+            None => e.strikes > 0 || e.times > 0,
         });
     }
 }
@@ -118,9 +134,11 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn three_strikes_set_aside_until_the_deadline_and_success_resets() {
+    fn three_strikes_set_aside_briefly_then_longer_and_success_resets() {
         let policy = PenaltyPolicy {
             strikes: 3,
+            initial: Duration::from_secs(60),
+            growth: 4,
             duration: Duration::from_secs(3600),
         };
         let mut b = PenaltyBox::new();
@@ -129,18 +147,45 @@ mod tests {
         assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), None);
         assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), None);
         assert!(!b.is_penalised("wss://a.example", 10));
-        assert_eq!(
-            b.strike("wss://a.example", "timeout", 10, &policy),
-            Some(3610)
-        );
-        assert!(b.is_penalised("wss://a.example", 3609));
-        assert!(!b.is_penalised("wss://a.example", 3610));
+        // A blip: one minute, not hours.
+        assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), Some(70));
+        assert!(b.is_penalised("wss://a.example", 69));
+        assert!(!b.is_penalised("wss://a.example", 70));
         assert_eq!(b.penalised(20).collect::<Vec<_>>(), ["wss://a.example"]);
-        b.expire(4000);
+        // Failing again right after: four minutes, then sixteen, then the cap.
+        b.expire(70, &policy);
+        for _ in 0..3 {
+            b.strike("wss://a.example", "timeout", 100, &policy);
+        }
+        assert_eq!(b.get("wss://a.example").and_then(|e| e.until), Some(340));
+        b.expire(340, &policy);
+        for _ in 0..3 {
+            b.strike("wss://a.example", "timeout", 400, &policy);
+        }
+        assert_eq!(b.get("wss://a.example").and_then(|e| e.until), Some(1360));
+        // A success ends the escalation.
+        b.expire(1360, &policy);
+        b.succeed("wss://a.example");
+        assert!(b.get("wss://a.example").is_none());
+        for _ in 0..3 {
+            b.strike("wss://a.example", "timeout", 2000, &policy);
+        }
+        assert_eq!(b.get("wss://a.example").and_then(|e| e.until), Some(2060));
+        // Quiet for the longest set-aside after the deadline: forgotten.
+        b.expire(2060 + 3600, &policy);
         assert!(b.get("wss://a.example").is_none());
 
         let until = b.penalise("wss://b.example", "auth-required: x", 5, &policy);
         assert_eq!(until, 3605);
         assert!(b.is_penalised("wss://b.example", 6));
+    }
+
+    #[test]
+    fn old_files_without_escalation_load() {
+        let b: PenaltyBox = serde_json::from_str(
+            r#"{"relays":{"wss://a.example":{"strikes":2,"until":null,"last_reason":"x"}}}"#,
+        )
+        .expect("loads");
+        assert_eq!(b.get("wss://a.example").map(|e| e.times), Some(0));
     }
 }

@@ -7,27 +7,43 @@
 //! moved aside and reported as a [`LoadWarning`], never an error.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use outbox_core::{LoadWarning, StatsStoreError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+/// The largest state file read (a bound on memory, whatever the path points at).
+pub const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Reads a JSON file. A missing file is `None`; an unreadable one is moved aside to
-/// `<file>.corrupt` and reported as a warning.
+/// `<file>.corrupt` and reported as a warning. Anything that is not a regular file (a FIFO, a
+/// device) or is larger than [`MAX_STATE_BYTES`] is an error, never read.
 pub fn load_json<T: DeserializeOwned>(
     path: &Path,
 ) -> Result<(Option<T>, Vec<LoadWarning>), StatsStoreError> {
-    let text = match fs::read(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
-        Err(source) => {
-            return Err(StatsStoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+    let io = |source| StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source,
     };
+    // Looked at before opening: opening a FIFO would block until someone writes to it.
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(io(std::io::Error::other("not a regular file")));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
+        Err(source) => return Err(io(source)),
+    }
+    let mut text = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut text))
+        .map_err(io)?;
+    if text.len() as u64 > MAX_STATE_BYTES {
+        return Err(io(std::io::Error::other(format!(
+            "larger than {MAX_STATE_BYTES} bytes"
+        ))));
+    }
     match serde_json::from_slice::<T>(&text) {
         Ok(value) => Ok((Some(value), Vec::new())),
         Err(e) => {
@@ -67,6 +83,19 @@ pub fn save_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StatsStoreE
 mod tests {
     use super::*;
     use crate::PenaltyBox;
+
+    #[test]
+    #[cfg(unix)]
+    fn devices_and_fifos_are_refused_without_reading() {
+        // `/dev/zero` would be read forever; a FIFO would block the open.
+        assert!(load_json::<PenaltyBox>(Path::new("/dev/zero")).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            assert!(load_json::<PenaltyBox>(&fifo).is_err());
+        }
+    }
 
     #[test]
     fn round_trips_and_survives_garbage() {
