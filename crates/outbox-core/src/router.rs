@@ -91,7 +91,7 @@ impl Router {
                 if cfg!(debug_assertions) {
                     panic!("{broken}");
                 }
-                broken.plan
+                *broken.plan
             }
         }
     }
@@ -124,7 +124,7 @@ impl Router {
             Err(BrokenPlan {
                 strategy: self.selector.name().to_string(),
                 violations,
-                plan,
+                plan: Box::new(plan),
             })
         }
     }
@@ -152,7 +152,7 @@ pub struct BrokenPlan {
     /// Every violation found.
     pub violations: Vec<Violation>,
     /// The plan itself, for diagnosis.
-    pub plan: Plan,
+    pub plan: Box<Plan>,
 }
 
 impl std::fmt::Display for BrokenPlan {
