@@ -6,6 +6,8 @@ use nostr::event::Kind;
 use nostr::types::Timestamp;
 use rand::Rng;
 
+use crate::limits::LimitsConfig;
+
 /// How a feed behaves on the wire. The defaults suit the public network; tests shorten every
 /// timeout so that faults resolve in well under a second.
 #[derive(Clone, Debug)]
@@ -46,6 +48,8 @@ pub struct RuntimeConfig {
     pub channel_capacity: usize,
     /// Longest wait for slot tasks to finish after being told to close.
     pub shutdown_grace: Duration,
+    /// Paging, author chunks, subscription limits and NIP-11 documents.
+    pub limits: LimitsConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -69,13 +73,14 @@ impl Default for RuntimeConfig {
             dedup_capacity: 200_000,
             channel_capacity: 1024,
             shutdown_grace: Duration::from_secs(2),
+            limits: LimitsConfig::default(),
         }
     }
 }
 
 impl RuntimeConfig {
     /// Every timeout scaled down for tests on 127.0.0.1 (connect 500 ms, EOSE 700 ms, backoff
-    /// from 20 ms, debounce 50 ms).
+    /// from 20 ms, debounce 50 ms), and no NIP-11 requests (test relays serve no HTTP).
     pub fn fast_for_tests() -> Self {
         Self {
             connect_timeout: Duration::from_millis(500),
@@ -87,6 +92,7 @@ impl RuntimeConfig {
             },
             replan_debounce: Duration::from_millis(50),
             shutdown_grace: Duration::from_millis(500),
+            limits: LimitsConfig::fast_for_tests(),
             ..Self::default()
         }
     }

@@ -53,6 +53,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::RuntimeConfig;
 use crate::penalty::PenaltyBox;
+use crate::nip11::Nip11Cache;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::{
     relay_list_from_event, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome,
@@ -112,6 +113,11 @@ struct FeedSub {
     recorded: bool,
     /// The relay failed since this generation's REQ and has not answered since.
     failed: bool,
+    /// Its paging ended complete on every chunk. A fetch cut off by the page budget says
+    /// nothing about older notes the relay may hold, so it is learned compare-only: its counts
+    /// still set what the other relays are measured against (they are a lower bound of what it
+    /// holds), but its own completeness is not judged from them.
+    complete: bool,
 }
 
 impl FeedSub {
@@ -123,6 +129,7 @@ impl FeedSub {
             returned: HashMap::new(),
             recorded: false,
             failed: false,
+            complete: true,
         }
     }
 
@@ -223,6 +230,8 @@ struct Coordinator {
     replan_at: Option<Instant>,
     started: Instant,
     tally: Tally,
+    /// Relay documents (NIP-11), shared by every slot.
+    nip11: Arc<Nip11Cache>,
 }
 
 impl Coordinator {
@@ -274,6 +283,7 @@ impl Coordinator {
             replan_at: None,
             started: Instant::now(),
             tally: Tally::default(),
+            nip11: Arc::new(Nip11Cache::new()),
         };
         for list in relay_lists {
             me.add_list(list);
@@ -369,6 +379,7 @@ impl Coordinator {
             self.tasks.spawn(run_slot(
                 Arc::from(url),
                 self.cfg.clone(),
+                self.nip11.clone(),
                 rx,
                 self.reports_tx.clone(),
                 seed,
@@ -540,7 +551,8 @@ impl Coordinator {
                         url: url.clone(),
                         answered: true,
                         authors: feed.author_rounds(),
-                        compare_only: false,
+                        // A fetch cut off by the page budget is only a yardstick.
+                        compare_only: !feed.complete,
                     });
                 }
                 Progress::Pending if ending && feed.failed => {
@@ -640,7 +652,14 @@ impl Coordinator {
                 sub: SubKind::Feed,
                 generation,
                 elapsed,
+                latency,
+                pages,
+                received,
+                complete,
             } => {
+                let outcome = self.tally.relays.entry(url.to_string()).or_default();
+                outcome.pages += pages;
+                outcome.received += received;
                 let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) else {
                     return;
                 };
@@ -649,8 +668,10 @@ impl Coordinator {
                 }
                 feed.progress = Progress::Eose;
                 feed.failed = false;
+                feed.complete = complete;
+                outcome.complete = complete;
                 self.stats
-                    .record_latency(url, elapsed.as_secs_f64() * 1000.0, unix_now());
+                    .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
                 self.penalties.succeed(url);
                 self.status(Status::Eose {
                     relay: url.to_string(),
@@ -661,8 +682,14 @@ impl Coordinator {
             }
             ReportKind::Eose {
                 sub: SubKind::Lists,
+                pages,
                 ..
             } => {
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .lookup_pages += pages;
                 let once = self.cfg.once;
                 if let Some(live) = self.live.get_mut(url) {
                     if once {
@@ -924,6 +951,10 @@ impl Coordinator {
         }
         let stats_error = self.save_stats().await;
         let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
+        let relays = self.tally.relays.values();
+        let round_trips = relays.clone().map(|r| r.pages + r.lookup_pages).sum();
+        let events_received = relays.clone().map(|r| r.received).sum();
+        let relays_incomplete = relays.filter(|r| r.answered && !r.complete).count();
         let summary = FeedSummary {
             events: self.tally.events,
             follows,
@@ -937,6 +968,9 @@ impl Coordinator {
             time_to_first_event: self.tally.first_event,
             time_to_full_eose: self.tally.full_eose,
             elapsed: self.started.elapsed(),
+            round_trips,
+            events_received,
+            relays_incomplete,
             dropped: self.tally.dropped,
             relays: self.tally.relays,
             stats: self.stats,

@@ -9,15 +9,19 @@
 //!
 //! - **One coordinator task owns all state**: the relay lists, the route table, the plan's
 //!   [`Slots`](outbox_core::Slots), the learned stats and the penalty box. Everything else talks
-//!   to it with messages; there are no locks in this crate.
+//!   to it with messages. The one lock in this crate is the leaf behind the shared cache of
+//!   relay documents ([`Nip11Cache`]), never held across an `.await`.
 //! - **One task per relay** (a slot) owns that relay's WebSocket. It sends REQ/CLOSE when told,
 //!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
 //!   or floods only ever blocks its own task.
+//! - **Paging**: relays cap each REQ, so a slot splits its filter into author chunks that fit
+//!   the relay's limits (its NIP-11 document, else defaults) and pages each backwards until the
+//!   window is complete or the page budget runs out ([`slot`], `outbox_core::paging`).
 //! - **The first REQ goes out before any relay list is known**: with lists missing, the plan
 //!   asks the reader's relays about everyone (the residual). Those relays are also asked for the
 //!   follows' kind:10002 lists; when lists arrive (debounced) the coordinator re-plans and
 //!   applies the [`PlanDiff`](outbox_core::PlanDiff): new relays are dialled, dropped ones closed,
-//!   changed filters replaced in place (REQ again under the same subscription id), and the rest
+//!   changed filters replaced in place (paged again on the open socket), and the rest
 //!   left alone.
 //! - **Faults**: connect and EOSE timeouts, reconnects with exponential backoff and jitter, a
 //!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
@@ -51,6 +55,8 @@
 
 pub mod config;
 mod coordinator;
+pub mod limits;
+pub mod nip11;
 pub mod penalty;
 pub mod query;
 pub mod slot;
@@ -67,6 +73,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
+pub use limits::{LimitsConfig, Nip11Config};
+pub use nip11::Nip11Cache;
 pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use query::fetch_events;
 pub use slot::{Failure, FrameDrop, SubKind};
@@ -245,6 +253,16 @@ pub struct RelayOutcome {
     pub failures: u32,
     /// Successful connections.
     pub connections: u32,
+    /// Feed REQs sent: every page of every author chunk, as reported at each EOSE.
+    pub pages: u64,
+    /// Relay-list lookup REQs sent, counted the same way.
+    pub lookup_pages: u64,
+    /// Feed events received, page-edge repeats and notes other relays delivered first
+    /// included: what the relay made us transfer.
+    pub received: u64,
+    /// Its last answered feed filter was fetched completely (no chunk was cut off by the page
+    /// budget).
+    pub complete: bool,
 }
 
 /// The outcome of a feed, returned when it ends.
@@ -274,6 +292,13 @@ pub struct FeedSummary {
     pub time_to_full_eose: Option<Duration>,
     /// From start to the end.
     pub elapsed: Duration,
+    /// REQs sent to fetch the feed and the relay lists (pages of every chunk on every relay).
+    pub round_trips: u64,
+    /// Feed events received from all relays, duplicates included (the transfer behind
+    /// [`events`](Self::events)).
+    pub events_received: u64,
+    /// Relays whose last answered feed filter was cut off by the page budget.
+    pub relays_incomplete: usize,
     /// Frames dropped, by reason.
     pub dropped: BTreeMap<FrameDrop, u64>,
     /// Per relay, by canonical URL.

@@ -1,0 +1,319 @@
+//! Relay information documents (NIP-11): what a relay publishes about its limits.
+//!
+//! A document is fetched over HTTP(S) from the relay's own URL (`ws` → `http`, `wss` →
+//! `https`) with `Accept: application/nostr+json`, read up to a bound, and parsed leniently:
+//! only `limitation.{max_limit, max_filters, max_subscriptions, max_message_length,
+//! auth_required, payment_required}` are read, and a field of the wrong type or out of range is
+//! ignored. A relay without a document is paged with conservative defaults.
+//!
+//! [`Nip11Cache`] keeps one answer per relay URL for a while (failures for less) and is shared
+//! by every slot of a feed. Its map is behind a `std::sync::Mutex` that is a leaf: taken for a
+//! lookup or an insert, never across an `.await`, never while another lock is held.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use outbox_core::paging::RelayLimits;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::limits::Nip11Config;
+
+/// Relays remembered at most; beyond this, expired entries go, then everything.
+const MAX_ENTRIES: usize = 4096;
+
+/// Largest `max_limit` believed (a bigger one is treated as unpublished).
+const MAX_LIMIT: u64 = 1_000_000;
+/// Largest `max_filters` / `max_subscriptions` believed.
+const MAX_COUNT: u64 = 100_000;
+/// Shortest `max_message_length` believed: no REQ with one author fits in less.
+const MIN_MESSAGE: u64 = 512;
+/// Largest `max_message_length` believed.
+const MAX_MESSAGE: u64 = 1 << 30;
+
+/// The HTTP(S) URL of a relay's document; `None` for URLs that are not `ws://` or `wss://`.
+pub fn http_url(relay: &str) -> Option<String> {
+    let (scheme, rest) = relay.split_once("://")?;
+    let http = match scheme.to_ascii_lowercase().as_str() {
+        "ws" => "http",
+        "wss" => "https",
+        _ => return None,
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    Some(format!("{http}://{rest}"))
+}
+
+/// The limits a document publishes. `None` when the body is not a JSON object (no document);
+/// a document without a usable `limitation` gives the defaults.
+pub fn parse_limits(body: &[u8]) -> Option<RelayLimits> {
+    let doc: Value = serde_json::from_slice(body).ok()?;
+    let doc = doc.as_object()?;
+    let mut limits = RelayLimits::default();
+    let Some(lim) = doc.get("limitation").and_then(Value::as_object) else {
+        return Some(limits);
+    };
+    let count = |key: &str, min: u64, max: u64| -> Option<u32> {
+        let v = lim.get(key)?;
+        let n = match v.as_u64() {
+            Some(n) => n,
+            // Integral floats (`500.0`) are accepted; anything else is not a count.
+            None => {
+                let f = v.as_f64()?;
+                if !(f.is_finite() && f.fract() == 0.0 && f >= 0.0 && f <= max as f64) {
+                    return None;
+                }
+                f as u64
+            }
+        };
+        // 0 is how some relays say "no limit".
+        if n == 0 || n < min || n > max {
+            return None;
+        }
+        u32::try_from(n).ok()
+    };
+    limits.max_limit = count("max_limit", 1, MAX_LIMIT);
+    limits.max_filters = count("max_filters", 1, MAX_COUNT);
+    limits.max_subscriptions = count("max_subscriptions", 1, MAX_COUNT);
+    limits.max_message_length = count("max_message_length", MIN_MESSAGE, MAX_MESSAGE);
+    let flag = |key: &str| lim.get(key).and_then(Value::as_bool).unwrap_or(false);
+    limits.auth_required = flag("auth_required");
+    limits.payment_required = flag("payment_required");
+    Some(limits)
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    /// `None`: the last fetch failed.
+    limits: Option<RelayLimits>,
+    expires: Instant,
+}
+
+/// Relay documents by relay URL, fetched on demand and kept for a while.
+#[derive(Debug, Default)]
+pub struct Nip11Cache {
+    client: OnceLock<Option<reqwest::Client>>,
+    /// Leaf lock: taken briefly, never across `.await`, never with another lock held.
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+impl Nip11Cache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The remembered answer for `relay` if still fresh: `Some(None)` for a recent failure.
+    pub fn cached(&self, relay: &str) -> Option<Option<RelayLimits>> {
+        let now = Instant::now();
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(relay)
+            .filter(|e| e.expires > now)
+            .map(|e| e.limits.clone())
+    }
+
+    fn remember(&self, relay: &str, limits: Option<RelayLimits>, ttl: Duration) {
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES && !entries.contains_key(relay) {
+            entries.retain(|_, e| e.expires > now);
+            if entries.len() >= MAX_ENTRIES {
+                entries.clear();
+            }
+        }
+        entries.insert(
+            relay.to_string(),
+            Entry {
+                limits,
+                expires: now + ttl,
+            },
+        );
+    }
+
+    fn client(&self) -> Option<&reqwest::Client> {
+        self.client
+            .get_or_init(|| {
+                crate::coordinator::install_crypto_provider();
+                match reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::limited(3))
+                    .build()
+                {
+                    Ok(client) => Some(client),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no HTTP client; relay documents are not fetched");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// The limits `relay` publishes: cached, or fetched now (and cached). `None` when it has no
+    /// usable document or fetching is disabled.
+    pub async fn limits(&self, relay: &str, cfg: &Nip11Config) -> Option<RelayLimits> {
+        if !cfg.enabled {
+            return None;
+        }
+        if let Some(known) = self.cached(relay) {
+            return known;
+        }
+        let fetched = match tokio::time::timeout(cfg.timeout, self.fetch(relay, cfg)).await {
+            Ok(Ok(limits)) => Some(limits),
+            Ok(Err(why)) => {
+                debug!(%relay, %why, "no relay document");
+                None
+            }
+            Err(_) => {
+                debug!(%relay, "relay document timed out");
+                None
+            }
+        };
+        let ttl = if fetched.is_some() {
+            cfg.ttl
+        } else {
+            cfg.failure_ttl
+        };
+        self.remember(relay, fetched.clone(), ttl);
+        fetched
+    }
+
+    async fn fetch(&self, relay: &str, cfg: &Nip11Config) -> Result<RelayLimits, String> {
+        let url = http_url(relay).ok_or("not a ws:// or wss:// URL")?;
+        let client = self.client().ok_or("no HTTP client")?;
+        let mut response = client
+            .get(&url)
+            .header(reqwest::header::ACCEPT, "application/nostr+json")
+            .timeout(cfg.timeout)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        if response
+            .content_length()
+            .is_some_and(|n| n > cfg.max_bytes as u64)
+        {
+            return Err("document too large".into());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+            if body.len() + chunk.len() > cfg.max_bytes {
+                return Err("document too large".into());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        parse_limits(&body).ok_or_else(|| "not a JSON object".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Option<RelayLimits> {
+        parse_limits(s.as_bytes())
+    }
+
+    #[test]
+    fn urls_map_to_http() {
+        assert_eq!(
+            http_url("wss://relay.example/path").as_deref(),
+            Some("https://relay.example/path")
+        );
+        assert_eq!(
+            http_url("ws://127.0.0.1:7000").as_deref(),
+            Some("http://127.0.0.1:7000")
+        );
+        assert_eq!(http_url("https://relay.example"), None);
+        assert_eq!(http_url("wss://"), None);
+        assert_eq!(http_url("garbage"), None);
+    }
+
+    #[test]
+    fn a_full_document_is_read() {
+        let doc = r#"{"name":"r","limitation":{"max_limit":500,"max_filters":10,
+            "max_subscriptions":20,"max_message_length":131072,"auth_required":true,
+            "payment_required":false,"max_event_tags":100}}"#;
+        assert_eq!(
+            parse(doc),
+            Some(RelayLimits {
+                max_limit: Some(500),
+                max_filters: Some(10),
+                max_subscriptions: Some(20),
+                max_message_length: Some(131_072),
+                auth_required: true,
+                payment_required: false,
+            })
+        );
+    }
+
+    #[test]
+    fn hostile_documents_never_panic_and_bad_fields_are_ignored() {
+        // Not a document at all.
+        for body in ["", "null", "[1,2]", "\"x\"", "{", "42", "\u{0}\u{1}"] {
+            assert_eq!(parse(body), None, "{body:?}");
+        }
+        assert_eq!(parse_limits(&[0xff, 0xfe, 0x00]), None);
+        // A document without usable limits: defaults.
+        for body in [
+            "{}",
+            r#"{"limitation":null}"#,
+            r#"{"limitation":[500]}"#,
+            r#"{"limitation":"none"}"#,
+        ] {
+            assert_eq!(parse(body), Some(RelayLimits::default()), "{body}");
+        }
+        // Wrong types, negative, zero, fractional, huge: each field ignored on its own.
+        let doc = r#"{"limitation":{"max_limit":-5,"max_filters":"10","max_subscriptions":2.5,
+            "max_message_length":1e300,"auth_required":"yes","payment_required":1}}"#;
+        assert_eq!(parse(doc), Some(RelayLimits::default()));
+        let doc = r#"{"limitation":{"max_limit":18446744073709551615,"max_filters":0,
+            "max_subscriptions":99999999999,"max_message_length":10}}"#;
+        assert_eq!(parse(doc), Some(RelayLimits::default()));
+        let doc = r#"{"limitation":{"max_limit":300.0,"max_message_length":65536,
+            "max_filters":{"a":1}}}"#;
+        let l = parse(doc).unwrap();
+        assert_eq!(
+            (l.max_limit, l.max_message_length, l.max_filters),
+            (Some(300), Some(65_536), None)
+        );
+        // Deep nesting hits serde_json's recursion limit: an error, not a stack overflow.
+        let deep = format!(
+            r#"{{"limitation":{}1{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(parse(&deep), None);
+        // Duplicate keys: one of them wins, nothing breaks.
+        assert!(parse(r#"{"limitation":{"max_limit":5,"max_limit":7}}"#).is_some());
+    }
+
+    #[tokio::test]
+    async fn answers_are_cached_and_failures_too() {
+        let cache = Nip11Cache::new();
+        let cfg = Nip11Config {
+            timeout: Duration::from_millis(300),
+            ..Nip11Config::default()
+        };
+        // Nothing listens on port 1: a failure, remembered.
+        assert_eq!(cache.limits("ws://127.0.0.1:1", &cfg).await, None);
+        assert_eq!(cache.cached("ws://127.0.0.1:1"), Some(None));
+        // Not a relay URL: a failure without a request.
+        assert_eq!(cache.limits("ftp://x", &cfg).await, None);
+        let off = Nip11Config {
+            enabled: false,
+            ..cfg
+        };
+        assert_eq!(cache.limits("ws://127.0.0.1:2", &off).await, None);
+        assert_eq!(
+            cache.cached("ws://127.0.0.1:2"),
+            None,
+            "disabled asks nothing"
+        );
+    }
+}
