@@ -7,7 +7,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nostr::types::url::{Host, RelayUrl};
+use nostr::types::url::{Host, RelayUrl, Url};
 use serde::{Deserialize, Serialize};
 
 /// What a route table accepts. Every restriction can be lifted (tests need loopback relays).
@@ -51,7 +51,11 @@ impl UrlPolicy {
     }
 
     /// Normalises `raw` into a canonical relay URL (`wss://host[:port][/path]`, lower-case host,
-    /// no trailing slash, no fragment), or says why it is not acceptable.
+    /// no trailing slash), or says why it is not acceptable.
+    ///
+    /// Credentials, a query or a fragment make two spellings of one relay look like two relays
+    /// (and credentials would be sent to whoever reads the plan), and port 0 cannot be dialled:
+    /// such URLs are dropped rather than repaired.
     pub fn canonicalize(&self, raw: &str) -> Result<String, DropReason> {
         let trimmed = raw.trim();
         if trimmed.len() > self.max_url_len {
@@ -66,18 +70,23 @@ impl UrlPolicy {
             return Err(DropReason::NotWebSocket);
         }
         let url = RelayUrl::parse(trimmed).map_err(|_| DropReason::Unparsable)?;
+        let parts: &Url = (&url).into();
+        if !parts.username().is_empty() || parts.password().is_some() {
+            return Err(DropReason::Credentials);
+        }
+        if parts.query().is_some() || parts.fragment().is_some() {
+            return Err(DropReason::QueryOrFragment);
+        }
+        if parts.port() == Some(0) {
+            return Err(DropReason::PortZero);
+        }
         match url.host() {
             None => return Err(DropReason::Unparsable),
             Some(Host::Domain(domain)) => self.check_domain(domain)?,
             Some(Host::Ipv4(ip)) => self.check_ip(IpAddr::V4(ip))?,
             Some(Host::Ipv6(ip)) => self.check_ip(IpAddr::V6(ip))?,
         }
-        let mut canonical = url.as_str_without_trailing_slash().to_string();
-        if let Some(hash) = canonical.find('#') {
-            canonical.truncate(hash);
-            canonical.truncate(canonical.trim_end_matches('/').len());
-        }
-        Ok(canonical)
+        Ok(url.as_str_without_trailing_slash().to_string())
     }
 
     fn check_domain(&self, domain: &str) -> Result<(), DropReason> {
@@ -182,6 +191,12 @@ pub enum DropReason {
     NotWebSocket,
     /// Not a URL at all.
     Unparsable,
+    /// A `user:pass@` part (credentials have no place in a public relay list).
+    Credentials,
+    /// A `?query` or `#fragment` (the same relay spelled another way, or a tracking tag).
+    QueryOrFragment,
+    /// Port 0, which cannot be connected to.
+    PortZero,
     /// Longer than [`UrlPolicy::max_url_len`].
     TooLong,
     /// `localhost` or a loopback address.
@@ -204,9 +219,12 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in report order.
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::NotWebSocket,
         DropReason::Unparsable,
+        DropReason::Credentials,
+        DropReason::QueryOrFragment,
+        DropReason::PortZero,
         DropReason::TooLong,
         DropReason::Localhost,
         DropReason::PrivateAddress,
@@ -223,6 +241,9 @@ impl DropReason {
         match self {
             DropReason::NotWebSocket => "not a ws:// or wss:// url",
             DropReason::Unparsable => "not a parsable url",
+            DropReason::Credentials => "url with user:password credentials",
+            DropReason::QueryOrFragment => "url with a query string or fragment",
+            DropReason::PortZero => "url with port 0",
             DropReason::TooLong => "url longer than the policy allows",
             DropReason::Localhost => "localhost or loopback address",
             DropReason::PrivateAddress => "private, link-local or intranet address",
@@ -264,7 +285,68 @@ mod tests {
             canon("  ws://r.example:7777/path/ ").unwrap(),
             "ws://r.example:7777/path"
         );
-        assert_eq!(canon("wss://r.example/#frag").unwrap(), "wss://r.example");
+    }
+
+    #[test]
+    fn credentials_query_fragment_and_port_zero_are_dropped() {
+        let drops = [
+            ("wss://user:pass@r.example", DropReason::Credentials),
+            ("wss://user@r.example", DropReason::Credentials),
+            ("wss://:secret@r.example/", DropReason::Credentials),
+            ("wss://r.example/?token=abc", DropReason::QueryOrFragment),
+            ("wss://r.example?", DropReason::QueryOrFragment),
+            ("wss://r.example/#frag", DropReason::QueryOrFragment),
+            ("wss://r.example/path#", DropReason::QueryOrFragment),
+            ("wss://r.example:0", DropReason::PortZero),
+            ("ws://r.example:0/path", DropReason::PortZero),
+        ];
+        for (raw, reason) in drops {
+            assert_eq!(canon(raw), Err(reason), "{raw}");
+        }
+        // The same relays written plainly are kept.
+        assert_eq!(
+            canon("wss://r.example:1/path").unwrap(),
+            "wss://r.example:1/path"
+        );
+    }
+
+    #[test]
+    fn new_reasons_are_counted_in_the_drop_report() {
+        use crate::route_table::{RawRelayList, RouteTableBuilder};
+        let author = nostr::key::Keys::generate().public_key();
+        let tags = [
+            "wss://u:p@r.example",
+            "wss://r.example/?x=1",
+            "wss://r.example/#x",
+            "wss://r.example:0",
+            "wss://r.example",
+        ]
+        .iter()
+        .map(|u| vec!["r".to_string(), u.to_string()])
+        .collect();
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows([author]);
+        b.add_list(RawRelayList {
+            author,
+            created_at: 1,
+            tags,
+        });
+        let t = b.build();
+        let by = &t.drop_report().by_reason;
+        assert_eq!(by.get(&DropReason::Credentials), Some(&1));
+        assert_eq!(by.get(&DropReason::QueryOrFragment), Some(&2));
+        assert_eq!(by.get(&DropReason::PortZero), Some(&1));
+        assert_eq!(t.relay_count(), 1);
+    }
+
+    #[test]
+    fn every_reason_is_listed_once_in_order_and_described() {
+        let mut sorted = DropReason::ALL.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, DropReason::ALL);
+        for reason in DropReason::ALL {
+            assert!(!reason.describe().is_empty());
+        }
     }
 
     #[test]
