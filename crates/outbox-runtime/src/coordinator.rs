@@ -52,8 +52,8 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::config::RuntimeConfig;
-use crate::penalty::PenaltyBox;
 use crate::nip11::Nip11Cache;
+use crate::penalty::PenaltyBox;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::{
     relay_list_from_event, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome,

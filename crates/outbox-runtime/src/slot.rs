@@ -1008,6 +1008,13 @@ impl Slot {
                 chunk.seen = HashSet::new();
             }
         }
+        if page.first && !keep_live && !self.cfg.once {
+            warn!(
+                sub = kind.id(),
+                chunk = index,
+                "subscription limit reached: this chunk's authors are not followed live"
+            );
+        }
         if !(page.first && keep_live) {
             self.close_sub(ws, n).await?;
         }
