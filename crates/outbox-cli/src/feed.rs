@@ -1,5 +1,6 @@
 //! `outbox feed`: a live feed from real relays, routed by a strategy.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,14 +11,17 @@ use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use outbox_core::{Router, RouterConfig};
+use outbox_core::{RawRelayList, Router, RouterConfig};
 use outbox_runtime::store::{load_json, save_json};
 use outbox_runtime::{
-    fetch_events, FeedEvent, FeedInput, FeedSummary, PenaltyBox, RuntimeConfig, Status,
+    fetch_events, Carriers, FeedEvent, FeedInput, FeedSummary, PenaltyBox, RuntimeConfig, Status,
 };
 
-/// The strategy used when no `--config` is given.
-const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
+/// The strategy used when no `--config` is given: the best one measured (README, Results).
+const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
+
+/// Most relay lists kept between runs (a reader follows at most ~10k people).
+const MAX_KEPT_LISTS: usize = 50_000;
 
 /// Options of `outbox feed`.
 #[derive(Debug, clap::Args)]
@@ -36,9 +40,24 @@ pub struct Args {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Learned relay stats (JSON); read at start, written on a timer and at the end. The
-    /// penalty box is kept beside it (`FILE.penalties.json`).
+    /// relays set aside and the relay lists are kept beside it (`FILE.penalties.json`,
+    /// `FILE.lists.json`). Default: `stats.json` in the data directory.
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Keep nothing between runs (every run starts from scratch and explores anew).
+    #[arg(long, conflicts_with = "stats")]
+    no_stats: bool,
+    /// Where stats, set-aside relays and relay lists are kept by default (default: the
+    /// platform's data directory, e.g. `~/.local/share/outbox`).
+    #[arg(long, env = "OUTBOX_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Carry the follows no routed relay covers when none of `--relays` is usable.
+    #[arg(long, value_delimiter = ',')]
+    fallback_relays: Vec<String>,
+    /// With `--once`: stop this long after the first relay finished instead of waiting for
+    /// the slowest (e.g. `2s`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    eose_race: Option<Duration>,
     /// Only notes newer than this (e.g. `7d`, `12h`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "7d")]
     since: Duration,
@@ -54,9 +73,10 @@ pub struct Args {
     /// Longest wait from REQ to EOSE.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
     eose_timeout: Duration,
-    /// Seed for planning and reconnect jitter.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Base seed for planning and reconnect jitter. Each run draws anew from it and the
+    /// runs counted in the stats; without kept stats and without this, a random one.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Do not verify event signatures (trust relays).
     #[arg(long)]
     no_verify: bool,
@@ -76,10 +96,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(feed(args))
 }
 
-fn penalties_path(stats: &Path) -> PathBuf {
+/// A file kept beside the stats file: `STATS.<suffix>`.
+fn beside(stats: &Path, suffix: &str) -> PathBuf {
     let mut name = stats.as_os_str().to_owned();
-    name.push(".penalties.json");
+    name.push(".");
+    name.push(suffix);
     PathBuf::from(name)
+}
+
+fn penalties_path(stats: &Path) -> PathBuf {
+    beside(stats, "penalties.json")
+}
+
+fn lists_path(stats: &Path) -> PathBuf {
+    beside(stats, "lists.json")
+}
+
+/// Where learned state is kept this run: `--stats`, else the data directory; none with
+/// `--no-stats`.
+fn stats_path(args: &Args) -> anyhow::Result<Option<PathBuf>> {
+    if args.no_stats {
+        return Ok(None);
+    }
+    if let Some(path) = &args.stats {
+        return Ok(Some(path.clone()));
+    }
+    let dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => directories::ProjectDirs::from("", "", "outbox")
+            .context("no home directory to keep stats in: give --stats FILE or --no-stats")?
+            .data_dir()
+            .to_path_buf(),
+    };
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating the data directory {}", dir.display()))?;
+    Ok(Some(dir.join("stats.json")))
 }
 
 fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
@@ -126,13 +177,22 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             Err(reason) => bail!("relay {raw:?} not usable: {reason} (--allow-local for loopback)"),
         }
     }
+    let stats_path = stats_path(&args)?;
+    // With kept stats the run counter varies the draws; without, only a random base can.
+    let seed = match (args.seed, &stats_path) {
+        (Some(seed), _) => seed,
+        (None, Some(_)) => 0,
+        (None, None) => rand::random(),
+    };
     let runtime_config = RuntimeConfig {
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
         verify_signatures: !args.no_verify,
         since: Some(Timestamp::now() - args.since.as_secs()),
         once: args.once,
-        seed: args.seed,
+        seed,
+        fallback_relays: args.fallback_relays.clone(),
+        eose_race: args.eose_race,
         ..RuntimeConfig::default()
     };
 
@@ -167,24 +227,32 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let router = Router::from_config(&config);
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = policy;
-    if let Some(path) = &args.stats {
+    if let Some(path) = &stats_path {
         input.store = Arc::new(outbox_stats::FileStore::new(path));
         let (penalties, warnings) = load_json::<PenaltyBox>(&penalties_path(path))?;
         for w in warnings {
             eprintln!("warning: {w}");
         }
         input.penalties = penalties.unwrap_or_default();
+        let (lists, warnings) = load_json::<Vec<RawRelayList>>(&lists_path(path))?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let mut lists = lists.unwrap_or_default();
+        lists.truncate(MAX_KEPT_LISTS);
+        input.relay_lists = lists;
     }
 
     let (handle, mut events) = outbox_runtime::start(input, runtime_config).await;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let mut stop = Stop::new()?;
     let mut stopping = false;
+    let mut printing = true;
     loop {
         let event = tokio::select! {
             event = events.recv() => event,
-            _ = &mut ctrl_c, if !stopping => {
+            why = stop.next(), if !stopping => {
                 // Keep draining: the feed closes its slots, saves the stats, then the channel.
+                tracing::info!(signal = why, "stopping");
                 stopping = true;
                 handle.request_shutdown();
                 continue;
@@ -192,33 +260,120 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         };
         let Some(event) = event else { break };
         match event {
-            FeedEvent::Note { event, relay } => {
-                if args.json {
-                    println!("{}", serde_json::to_string(&event)?);
-                } else {
-                    let content: String = event.content.chars().take(280).collect();
-                    println!(
-                        "{} {} [{}] {}",
-                        event.created_at,
-                        &event.pubkey.to_hex()[..12],
-                        relay,
-                        content.replace('\n', " ")
-                    );
+            FeedEvent::Note { event, relay } if printing => {
+                if let Err(e) = print_note(&event, &relay, args.json) {
+                    // A closed stdout (`| head`) ends the feed like Ctrl-C: stats are saved.
+                    tracing::info!(error = %e, "stdout closed; stopping");
+                    printing = false;
+                    if !stopping {
+                        stopping = true;
+                        handle.request_shutdown();
+                    }
                 }
             }
-            FeedEvent::Status(status) if args.verbose => eprintln!("{}", describe(&status)),
+            FeedEvent::Note { .. } => {}
+            FeedEvent::Status(status) if args.verbose => {
+                let _ = writeln!(std::io::stderr(), "{}", describe(&status));
+            }
             FeedEvent::Status(_) => {}
         }
     }
     let summary = handle.wait().await;
-    if let Some(path) = &args.stats {
+    if let Some(path) = &stats_path {
         save_json(&penalties_path(path), &summary.penalties)?;
+        save_json(&lists_path(path), &summary.lists)?;
     }
     print_summary(&summary);
     if let Some(e) = &summary.stats_error {
-        eprintln!("warning: stats not saved: {e}");
+        let _ = writeln!(std::io::stderr(), "warning: stats not saved: {e}");
+    }
+    if summary.uncovered > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: {} of {} follows were asked of no relay: none of --relays, \
+             --fallback-relays or the follows' listed relays was usable",
+            summary.uncovered,
+            summary.follows
+        );
+        return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes one note to stdout; an error means stdout is gone.
+fn print_note(event: &nostr::event::Event, relay: &str, json: bool) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let line = serde_json::to_string(event).map_err(std::io::Error::other)?;
+        writeln!(out, "{line}")?;
+    } else {
+        let content: String = event.content.chars().take(280).collect();
+        writeln!(
+            out,
+            "{} {} [{}] {}",
+            event.created_at,
+            &event.pubkey.to_hex()[..12],
+            escape(relay),
+            escape(&content)
+        )?;
+    }
+    out.flush()
+}
+
+/// Text from the network made safe for a terminal: control characters (escape sequences,
+/// newlines, bidi overrides) are shown escaped instead of acting on the terminal.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What ends a feed early: Ctrl-C (SIGINT), and on Unix SIGTERM (what service managers send)
+/// and SIGHUP (a closed terminal). Each saves the stats like a normal end.
+struct Stop {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+                hup: signal(SignalKind::hangup()).context("listening for SIGHUP")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for the next stop signal; returns its name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.hup.recv() => "SIGHUP",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
 }
 
 fn describe(status: &Status) -> String {
@@ -252,11 +407,18 @@ fn describe(status: &Status) -> String {
             relay,
             reason,
             strikes,
-        } => format!("failed {relay}: {reason} (strike {strikes})"),
-        Status::Refused { relay, reason } => format!("refused by {relay}: {reason}"),
-        Status::Penalised { relay, reason, .. } => format!("set aside {relay}: {reason}"),
+        } => format!("failed {relay}: {} (strike {strikes})", escape(reason)),
+        Status::Refused { relay, reason } => format!("refused by {relay}: {}", escape(reason)),
+        Status::Penalised { relay, reason, .. } => {
+            format!("set aside {relay}: {}", escape(reason))
+        }
         Status::Dropped { relay, reason } => format!("dropped a frame from {relay}: {reason:?}"),
         Status::Settled => "every relay answered or was set aside".to_string(),
+        Status::Carriers { carriers, relays } => format!(
+            "no reader relay usable; the residual goes to {carriers:?} relays: {}",
+            relays.join(", ")
+        ),
+        Status::PlanRejected { reason } => format!("plan rejected, the last good one stays: {reason}"),
     }
 }
 
@@ -265,17 +427,35 @@ fn ms(d: Option<Duration>) -> String {
 }
 
 fn print_summary(s: &FeedSummary) {
-    eprintln!("events:              {}", s.events);
-    eprintln!(
-        "relays:              {} asked, {} answered, {} failed",
-        s.relays_asked, s.relays_answered, s.relays_failed
-    );
-    eprintln!("authors covered:     {}/{}", s.authors_covered, s.follows);
-    eprintln!("relay lists:         {}", s.relay_lists);
-    eprintln!("plans:               {}", s.plans);
-    eprintln!("time to first event: {}", ms(s.time_to_first_event));
-    eprintln!("time to full EOSE:   {}", ms(s.time_to_full_eose));
+    let mut lines = vec![
+        format!("events:              {}", s.events),
+        format!(
+            "relays:              {} asked, {} answered, {} failed",
+            s.relays_asked, s.relays_answered, s.relays_failed
+        ),
+        format!("authors covered:     {}/{}", s.authors_covered, s.follows),
+        format!("relay lists:         {}", s.relay_lists),
+        format!("plans:               {} (seed {:#x})", s.plans, s.seed),
+        format!("time to first event: {}", ms(s.time_to_first_event)),
+        format!("time to 90% events:  {}", ms(s.time_to_90_percent)),
+        format!(
+            "time to full EOSE:   {}{}",
+            ms(s.time_to_full_eose),
+            if s.raced { " (EOSE race: stopped early)" } else { "" }
+        ),
+    ];
+    if s.carriers != Carriers::Reader {
+        lines.push(format!("residual carried by: {:?} relays", s.carriers));
+    }
+    if s.plans_rejected > 0 {
+        lines.push(format!("plans rejected:      {}", s.plans_rejected));
+    }
     if !s.penalised.is_empty() {
-        eprintln!("set aside:           {}", s.penalised.join(", "));
+        lines.push(format!("set aside:           {}", s.penalised.join(", ")));
+    }
+    let mut err = std::io::stderr().lock();
+    for line in lines {
+        // Nothing useful to do if stderr is gone.
+        let _ = writeln!(err, "{line}");
     }
 }

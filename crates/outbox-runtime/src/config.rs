@@ -40,8 +40,21 @@ pub struct RuntimeConfig {
     pub replan_debounce: Duration,
     /// How often learned stats are written to the store (they are also written at shutdown).
     pub stats_flush_interval: Duration,
-    /// Seed for planning and jitter: the same seed and input give the same plan.
+    /// Base seed for planning and jitter. Each run plans with
+    /// [`session_seed`](outbox_core::session_seed)`(seed, runs so far)` from the persisted
+    /// stats, so exploration continues across runs; the same base, stats and input give the
+    /// same plan.
     pub seed: u64,
+    /// Carry the residual when no reader relay is usable (none given, all set aside, all
+    /// refusing): canonical or raw relay URLs, tried in order.
+    pub fallback_relays: Vec<String>,
+    /// When neither reader nor fallback relays are usable, this many of the best-known live
+    /// relays from the follows' lists carry the residual.
+    pub routed_carriers: usize,
+    /// With `once`: stop this long after the first relay finished, without waiting for
+    /// stragglers (they are left out of learning, not counted as failures). A continuing feed
+    /// keeps every subscription open regardless.
+    pub eose_race: Option<Duration>,
     /// Event ids remembered for de-duplication.
     pub dedup_capacity: usize,
     /// Capacity of the output channel (the consumer must drain it).
@@ -70,6 +83,9 @@ impl Default for RuntimeConfig {
             replan_debounce: Duration::from_millis(500),
             stats_flush_interval: Duration::from_secs(60),
             seed: 0,
+            fallback_relays: Vec::new(),
+            routed_carriers: 2,
+            eose_race: None,
             dedup_capacity: 200_000,
             channel_capacity: 1024,
             shutdown_grace: Duration::from_secs(2),
@@ -136,12 +152,22 @@ impl Backoff {
     }
 }
 
-/// When a relay goes into the penalty box.
+/// When a relay is set aside, and for how long.
+///
+/// The first set-aside is short ([`initial`](Self::initial)): a relay that blinked for a second
+/// must not vanish from the plans for hours. Each set-aside that follows without a success in
+/// between lasts [`growth`](Self::growth) times longer, up to [`duration`](Self::duration). A
+/// definitive refusal (`auth-required:`, `restricted:`, `blocked:`) does not heal by waiting
+/// and is set aside for the full `duration` at once.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PenaltyPolicy {
     /// Consecutive failures (connect errors, timeouts, drops, refusals) that set a relay aside.
     pub strikes: u32,
-    /// How long a relay stays set aside.
+    /// The first set-aside's length.
+    pub initial: Duration,
+    /// Each later set-aside without a success in between lasts this many times longer.
+    pub growth: u32,
+    /// The longest set-aside, and the length of one for a definitive refusal.
     pub duration: Duration,
 }
 
@@ -149,8 +175,20 @@ impl Default for PenaltyPolicy {
     fn default() -> Self {
         Self {
             strikes: 3,
+            initial: Duration::from_secs(60),
+            growth: 4,
             duration: Duration::from_secs(6 * 3600),
         }
+    }
+}
+
+impl PenaltyPolicy {
+    /// The length of set-aside number `times` (0-based) in a row.
+    pub fn length(&self, times: u32) -> Duration {
+        let max = self.duration;
+        let factor = u64::from(self.growth.max(1)).saturating_pow(times.min(64));
+        let secs = self.initial.as_secs().max(1).saturating_mul(factor);
+        Duration::from_secs(secs).min(max)
     }
 }
 
@@ -179,5 +217,19 @@ mod tests {
             draws.windows(2).any(|w| w[0] != w[1]),
             "no jitter: {draws:?}"
         );
+    }
+
+    #[test]
+    fn set_asides_start_short_and_grow_to_the_cap() {
+        let p = PenaltyPolicy::default();
+        let mins: Vec<u64> = (0..6).map(|n| p.length(n).as_secs() / 60).collect();
+        assert_eq!(mins, [1, 4, 16, 64, 256, 360]);
+        assert_eq!(p.length(u32::MAX), p.duration);
+        let zero = PenaltyPolicy {
+            initial: Duration::ZERO,
+            growth: 0,
+            ..p
+        };
+        assert_eq!(zero.length(3), Duration::from_secs(1));
     }
 }

@@ -45,7 +45,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, Slots};
-use outbox_core::{StatsStore, UrlPolicy};
+use outbox_core::{StatsStore, UrlPolicy, Violation};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -200,7 +200,16 @@ struct Tally {
     first_event: Option<Duration>,
     full_eose: Option<Duration>,
     plans: u64,
+    /// Plans that broke an invariant and were not applied.
+    rejected: u64,
+    /// Follows in no filter of the applied plan (only when no plan could be applied).
+    uncovered: usize,
+    /// When each new note arrived, until the first settle (for time to 90%).
+    arrivals: Vec<Duration>,
+    to_90: Option<Duration>,
     dropped: BTreeMap<FrameDrop, u64>,
+    /// A `once` run stopped at the end of its EOSE race.
+    raced: bool,
     relays: BTreeMap<String, RelayOutcome>,
     penalised: BTreeSet<String>,
 }
@@ -230,8 +239,31 @@ struct Coordinator {
     replan_at: Option<Instant>,
     started: Instant,
     tally: Tally,
+    /// Who carried the residual in the last plan.
+    carriers: Carriers,
+    /// The canonical fallback relays (see [`RuntimeConfig::fallback_relays`]).
+    fallback_relays: Vec<String>,
+    /// This run's planning seed.
+    plan_seed: u64,
+    /// With `once` and an EOSE race: when to stop waiting for stragglers.
+    race_at: Option<Instant>,
     /// Relay documents (NIP-11), shared by every slot.
     nip11: Arc<Nip11Cache>,
+}
+
+/// Who carries the residual (the follows no routed relay covers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Carriers {
+    /// The reader's own relays.
+    Reader,
+    /// The configured fallback relays: no reader relay was usable.
+    Fallback,
+    /// The best-known live relays of the follows' lists: neither reader nor fallback relays
+    /// were usable.
+    Routed,
+    /// No relay at all: the residual follows are asked of nobody.
+    Nobody,
 }
 
 impl Coordinator {
@@ -258,7 +290,16 @@ impl Coordinator {
                 Err(reason) => warn!(url = %raw, %reason, "reader relay not usable"),
             }
         }
-        stats.begin_session();
+        let mut fallback_relays = Vec::new();
+        for raw in &cfg.fallback_relays {
+            match policy.canonicalize(raw) {
+                Ok(url) if !fallback_relays.contains(&url) => fallback_relays.push(url),
+                Ok(_) => {}
+                Err(reason) => warn!(url = %raw, %reason, "fallback relay not usable"),
+            }
+        }
+        let session = stats.begin_session();
+        let plan_seed = outbox_core::session_seed(cfg.seed, session.saturating_sub(1));
         let (reports_tx, reports) = mpsc::channel(REPORT_CAPACITY);
         let mut me = Self {
             seen: Dedup::new(cfg.dedup_capacity),
@@ -283,6 +324,10 @@ impl Coordinator {
             replan_at: None,
             started: Instant::now(),
             tally: Tally::default(),
+            carriers: Carriers::Reader,
+            fallback_relays,
+            plan_seed,
+            race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
         };
         for list in relay_lists {
@@ -319,16 +364,74 @@ impl Coordinator {
         self.replan_at = Some(self.replan_at.map_or(at, |t| t.min(at)));
     }
 
-    /// The route table from the known lists, leaving out relays in the penalty box.
-    fn build_table(&self, now: u64) -> RouteTable {
+    /// Who carries the residual: the usable reader relays; else the usable fallback relays;
+    /// else the best-known live relays of the follows' lists (learned liveness first, then how
+    /// many lists name them). Empty only when no relay at all is usable.
+    fn carriers(&self, now: u64, penalised: &HashSet<&str>) -> (Vec<String>, Carriers) {
+        let usable = |urls: &[String]| -> Vec<String> {
+            urls.iter()
+                .filter(|u| !penalised.contains(u.as_str()))
+                .cloned()
+                .collect()
+        };
+        let readers = usable(&self.reader_relays);
+        if !readers.is_empty() {
+            return (readers, Carriers::Reader);
+        }
+        let fallback = usable(&self.fallback_relays);
+        if !fallback.is_empty() {
+            return (fallback, Carriers::Fallback);
+        }
+        let mut named: HashMap<String, u32> = HashMap::new();
+        for list in self.lists.values() {
+            for tag in &list.tags {
+                if tag.first().map(String::as_str) != Some("r") {
+                    continue;
+                }
+                let Some(url) = tag.get(1).and_then(|raw| self.policy.canonicalize(raw).ok())
+                else {
+                    continue;
+                };
+                if !penalised.contains(url.as_str()) {
+                    *named.entry(url).or_default() += 1;
+                }
+            }
+        }
+        let mut ranked: Vec<(String, u32)> = named.into_iter().collect();
+        let liveness = |url: &str| {
+            let stats = self.stats.get_at(url, now);
+            if stats.asked > 0 {
+                stats.live_mean()
+            } else {
+                0.0
+            }
+        };
+        ranked.sort_by(|(a, na), (b, nb)| {
+            liveness(b)
+                .total_cmp(&liveness(a))
+                .then(nb.cmp(na))
+                .then(a.cmp(b))
+        });
+        let routed: Vec<String> = ranked
+            .into_iter()
+            .take(self.cfg.routed_carriers.max(1))
+            .map(|(url, _)| url)
+            .collect();
+        if routed.is_empty() {
+            (routed, Carriers::Nobody)
+        } else {
+            (routed, Carriers::Routed)
+        }
+    }
+
+    /// The route table from the known lists, leaving out relays in the penalty box, with the
+    /// residual's carriers as its reader relays.
+    fn build_table(&self, now: u64) -> (RouteTable, Carriers) {
         let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
-        let readers = self
-            .reader_relays
-            .iter()
-            .filter(|u| !penalised.contains(u.as_str()));
+        let (readers, carriers) = self.carriers(now, &penalised);
         let mut builder = RouteTableBuilder::new(self.policy.clone())
             .follows(self.follows.iter().copied())
-            .reader_relays(readers);
+            .reader_relays(&readers);
         for list in self.lists.values() {
             if penalised.is_empty() {
                 builder.add_list(list.clone());
@@ -352,7 +455,7 @@ impl Coordinator {
                 tags,
             });
         }
-        builder.build()
+        (builder.build(), carriers)
     }
 
     fn feed_filter(&self, authors: &[PublicKey]) -> Filter {
@@ -415,12 +518,17 @@ impl Coordinator {
         }
         let now = unix_now();
         let filter = self.lists_filter();
-        let readers: Vec<String> = self
-            .reader_relays
-            .iter()
-            .filter(|u| !self.penalties.is_penalised(u, now))
-            .cloned()
-            .collect();
+        let usable = |urls: &[String]| -> Vec<String> {
+            urls.iter()
+                .filter(|u| !self.penalties.is_penalised(u, now))
+                .cloned()
+                .collect()
+        };
+        // Lists are looked up where the residual goes: the reader's relays, else the fallback.
+        let mut readers = usable(&self.reader_relays);
+        if readers.is_empty() {
+            readers = usable(&self.fallback_relays);
+        }
         for url in readers {
             let live = self.ensure_live(&url);
             live.lists = Some(Progress::Pending);
@@ -437,11 +545,51 @@ impl Coordinator {
         self.replan_at = None;
         self.lists_changed = false;
         let now = unix_now();
-        self.penalties.expire(now);
-        let table = self.build_table(now);
-        let plan = self
+        self.penalties.expire(now, &self.cfg.penalty);
+        let (table, carriers) = self.build_table(now);
+        if carriers != self.carriers {
+            self.carriers = carriers;
+            if carriers != Carriers::Reader {
+                let relays = table
+                    .reader_relays()
+                    .iter()
+                    .map(|r| table.url(*r).to_string())
+                    .collect::<Vec<_>>();
+                warn!(?carriers, ?relays, "no reader relay is usable; the residual moves");
+                self.status(Status::Carriers { carriers, relays }).await;
+            }
+        }
+        let plan = match self
             .router
-            .plan_with(&table, &self.stats, now, self.cfg.seed);
+            .try_plan_with(&table, &self.stats, now, self.plan_seed)
+        {
+            Ok(plan) => plan,
+            Err(broken) => {
+                // Nobody to ask is the network's doing; any other violation is a bug in the
+                // strategy. Either way the plan is never applied: the last good one stays.
+                let environmental = carriers == Carriers::Nobody
+                    && broken
+                        .violations
+                        .iter()
+                        .all(|v| matches!(v, Violation::Uncovered(_)));
+                if !environmental && cfg!(debug_assertions) {
+                    panic!("{broken}");
+                }
+                warn!(error = %broken, "plan rejected; keeping the last good plan");
+                self.tally.rejected += 1;
+                self.tally.uncovered = broken
+                    .violations
+                    .iter()
+                    .filter(|v| matches!(v, Violation::Uncovered(_)))
+                    .count();
+                self.status(Status::PlanRejected {
+                    reason: broken.to_string(),
+                })
+                .await;
+                return;
+            }
+        };
+        self.tally.uncovered = 0;
         let diff = self.slots.apply(&plan, &table);
         self.tally.plans += 1;
         info!(
@@ -670,6 +818,11 @@ impl Coordinator {
                 feed.failed = false;
                 feed.complete = complete;
                 outcome.complete = complete;
+                if self.cfg.once && self.race_at.is_none() {
+                    if let Some(race) = self.cfg.eose_race {
+                        self.race_at = Some(Instant::now() + race);
+                    }
+                }
                 self.stats
                     .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
                 self.penalties.succeed(url);
@@ -814,9 +967,12 @@ impl Coordinator {
                     return;
                 }
                 self.tally.events += 1;
-                self.tally
-                    .first_event
-                    .get_or_insert_with(|| self.started.elapsed());
+                let at = self.started.elapsed();
+                self.tally.first_event.get_or_insert(at);
+                if self.tally.full_eose.is_none() {
+                    // Bounded: only the stored history before the first settle is timed.
+                    self.tally.arrivals.push(at);
+                }
                 self.tally.relays.entry(url.to_string()).or_default().events += 1;
                 self.emit(FeedEvent::Note {
                     event,
@@ -868,6 +1024,7 @@ impl Coordinator {
                 self.record_round(false);
                 if self.tally.full_eose.is_none() {
                     self.tally.full_eose = Some(self.started.elapsed());
+                    self.note_time_to_90();
                     self.status(Status::Settled).await;
                 }
                 if self.cfg.once {
@@ -875,7 +1032,16 @@ impl Coordinator {
                 }
             }
             let replan_at = self.replan_at;
+            let race_at = self.race_at;
             tokio::select! {
+                _ = tokio::time::sleep_until(race_at.unwrap_or_else(Instant::now)), if race_at.is_some() && self.tally.full_eose.is_none() => {
+                    // The EOSE race is over: learn from who answered, stop waiting for the rest.
+                    debug!("EOSE race over; not waiting for the remaining relays");
+                    self.record_round(false);
+                    self.tally.raced = true;
+                    self.note_time_to_90();
+                    break;
+                }
                 report = self.reports.recv() => {
                     // The coordinator holds a sender, so the channel never closes here.
                     if let Some(report) = report {
@@ -910,10 +1076,22 @@ impl Coordinator {
         self.finish().await
     }
 
+    /// Time to 90% of the notes that arrived before the run settled (or raced, or ended).
+    fn note_time_to_90(&mut self) {
+        if self.tally.to_90.is_some() || self.tally.arrivals.is_empty() {
+            return;
+        }
+        let n = self.tally.arrivals.len();
+        let index = (n * 9).div_ceil(10).saturating_sub(1);
+        self.tally.to_90 = self.tally.arrivals.get(index).copied();
+        self.tally.arrivals = Vec::new();
+    }
+
     async fn finish(mut self) -> FeedSummary {
         // Relays that answered but were not recorded yet (a live feed stopped mid-round), and
         // relays that failed and never answered.
         self.record_round(true);
+        self.note_time_to_90();
         let follows = self.follows.len();
         let mut covered: HashSet<PublicKey> = HashSet::new();
         let mut answered = 0usize;
@@ -966,7 +1144,14 @@ impl Coordinator {
             relay_lists: self.lists.len(),
             plans: self.tally.plans,
             time_to_first_event: self.tally.first_event,
+            time_to_90_percent: self.tally.to_90,
             time_to_full_eose: self.tally.full_eose,
+            raced: self.tally.raced,
+            seed: self.plan_seed,
+            carriers: self.carriers,
+            uncovered: self.tally.uncovered,
+            plans_rejected: self.tally.rejected,
+            lists: self.lists.values().cloned().collect(),
             elapsed: self.started.elapsed(),
             round_trips,
             events_received,

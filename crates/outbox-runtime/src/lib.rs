@@ -73,6 +73,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
+pub use coordinator::Carriers;
 pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
 pub use penalty::{PenaltyBox, PenaltyEntry};
@@ -236,6 +237,18 @@ pub enum Status {
     },
     /// Every slot of the current plan has answered or been set aside.
     Settled,
+    /// No reader relay is usable: the residual is carried by others (or by nobody).
+    Carriers {
+        /// Who carries it now.
+        carriers: Carriers,
+        /// The relays carrying it.
+        relays: Vec<String>,
+    },
+    /// A plan broke an invariant and was not applied; the last good plan stays.
+    PlanRejected {
+        /// The violations.
+        reason: String,
+    },
 }
 
 /// What a relay did during the feed.
@@ -288,8 +301,23 @@ pub struct FeedSummary {
     pub plans: u64,
     /// From start to the first note.
     pub time_to_first_event: Option<Duration>,
+    /// From start until 90% of the notes that arrived before the plan settled had arrived.
+    pub time_to_90_percent: Option<Duration>,
     /// From start to the first moment every slot had answered or been set aside.
     pub time_to_full_eose: Option<Duration>,
+    /// The run stopped at the end of its EOSE race, before every relay answered.
+    pub raced: bool,
+    /// The planning seed of this run (see [`RuntimeConfig::seed`]).
+    pub seed: u64,
+    /// Who carried the residual in the last plan.
+    pub carriers: Carriers,
+    /// Follows asked of no relay because no plan could be applied (0 when every follow was
+    /// asked somewhere).
+    pub uncovered: usize,
+    /// Plans that broke an invariant and were not applied.
+    pub plans_rejected: u64,
+    /// The relay lists known at the end (persist them so the next run plans routed at once).
+    pub lists: Vec<RawRelayList>,
     /// From start to the end.
     pub elapsed: Duration,
     /// REQs sent to fetch the feed and the relay lists (pages of every chunk on every relay).
