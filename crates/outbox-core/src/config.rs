@@ -9,6 +9,7 @@
 //!
 //! Parsing collects every problem it can find, each naming its key, before failing.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::de::DeserializeOwned;
@@ -252,61 +253,170 @@ pub fn deserialize_at<T: DeserializeOwned>(
     }
 }
 
-/// Finds which keys of a strategy table a deserialisation error is about.
-///
-/// Strategy configs are trait objects picked by their `type` tag; the tag dispatch buffers the
-/// table, so serde cannot report the path of a bad value. Configs are tiny, so each key is
-/// probed instead: a key is to blame when leaving it out changes the error. Each blamed key is
-/// then deserialised alone (other blamed keys left out) to get its own message, so several bad
-/// keys are all reported at once.
-fn locate_errors(table: &toml::Table, key: &str, original: &str) -> Vec<ConfigIssue> {
-    let attempt = |without: &[&str]| -> Option<String> {
-        let mut t = table.clone();
-        for k in without {
-            t.remove(*k);
-        }
+/// Keys named one by one in a report; the rest are counted in one "and N more" issue.
+const MAX_NAMED_KEYS: usize = 20;
+
+/// Deserialisations spent probing keys for one strategy table. Probing one key costs one
+/// deserialisation of the whole table, so an unbounded search over a table with thousands of
+/// bad keys would never finish.
+const MAX_PROBES: usize = 64;
+
+/// Deserialises a strategy table with some keys left out, counting the attempts.
+struct Prober<'a> {
+    table: &'a toml::Table,
+    probes: usize,
+}
+
+impl Prober<'_> {
+    /// The error of the table without `without`, or `None` if it deserialises.
+    fn attempt(&mut self, without: &BTreeSet<&str>) -> Option<String> {
+        self.probes += 1;
+        let t: toml::Table = self
+            .table
+            .iter()
+            .filter(|(k, _)| !without.contains(k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Box::<dyn StrategyConfig>::deserialize(toml::Value::Table(t))
             .err()
             .map(|e| e.to_string())
-    };
-    // Errors surface one at a time, so probe again with the blamed keys left out until the
-    // rest deserialises (or nothing more can be blamed).
-    let mut blamed: Vec<&str> = Vec::new();
-    let mut current = original.to_string();
-    loop {
-        let fresh: Vec<&str> = table
-            .keys()
-            .map(String::as_str)
-            .filter(|k| *k != "type" && !blamed.contains(k))
-            .filter(|k| {
-                let mut without = blamed.clone();
-                without.push(k);
-                attempt(&without).as_deref() != Some(current.as_str())
-            })
-            .collect();
-        if fresh.is_empty() {
+    }
+}
+
+/// Finds which keys of a strategy table a deserialisation error is about.
+///
+/// Strategy configs are trait objects picked by their `type` tag; the tag dispatch buffers the
+/// table, so serde cannot report the path of a bad value. Unknown keys are found in one pass
+/// from serde's own message (it names the fields it expects); any other bad key is found by
+/// probing: a key is to blame when leaving it out changes the error, and it is then
+/// deserialised without the other blamed keys to get its own message. Probing is bounded by
+/// [`MAX_PROBES`] and the report by [`MAX_NAMED_KEYS`].
+fn locate_errors(table: &toml::Table, key: &str, original: &str) -> Vec<ConfigIssue> {
+    locate_errors_counted(table, key, original).0
+}
+
+/// [`locate_errors`], also returning how many deserialisations it spent.
+fn locate_errors_counted(
+    table: &toml::Table,
+    key: &str,
+    original: &str,
+) -> (Vec<ConfigIssue>, usize) {
+    let mut prober = Prober { table, probes: 0 };
+    // Blamed key → its own message, when already known.
+    let mut blamed: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    let mut current = Some(original.to_string());
+
+    // 1. Unknown keys, all at once. The message may come from a nested table whose unknown
+    //    field shares a name with a key here, so the guess is kept only if leaving those keys
+    //    out changes the error without making a required key go missing.
+    if let Some((name, tail)) = unknown_field(table, original) {
+        let unknown: Vec<&str> = match expected_fields(tail) {
+            Some(expected) => table
+                .keys()
+                .map(String::as_str)
+                .filter(|k| *k != "type" && !expected.contains(k))
+                .collect(),
+            None => vec![name],
+        };
+        let set: BTreeSet<&str> = unknown.iter().copied().collect();
+        let next = prober.attempt(&set);
+        let made_missing = next.as_deref().is_some_and(|m| {
+            unknown
+                .iter()
+                .any(|u| m.starts_with(&format!("missing field `{u}`")))
+        });
+        if set.contains(name) && next.as_deref() != Some(original) && !made_missing {
+            for u in unknown {
+                blamed.insert(u, Some(format!("unknown field `{u}`{tail}")));
+            }
+            current = next;
+        }
+    }
+
+    // 2. Whatever is still wrong, by probing. Errors surface one at a time, so probe again
+    //    with the blamed keys left out until the rest deserialises (or nothing more can be
+    //    blamed, or the budget is spent).
+    'rounds: while let Some(error) = current.take() {
+        if error.starts_with("missing field") {
             break;
         }
-        blamed.extend(fresh);
-        match attempt(&blamed) {
-            Some(next) if !next.starts_with("missing field") => current = next,
-            _ => break,
+        let left_out: BTreeSet<&str> = blamed.keys().copied().collect();
+        let mut fresh = Vec::new();
+        for k in table.keys().map(String::as_str) {
+            if k == "type" || left_out.contains(k) {
+                continue;
+            }
+            if prober.probes >= MAX_PROBES {
+                blamed.extend(fresh.into_iter().map(|k| (k, None)));
+                break 'rounds;
+            }
+            let mut without = left_out.clone();
+            without.insert(k);
+            if prober.attempt(&without).as_deref() != Some(error.as_str()) {
+                fresh.push(k);
+            }
         }
+        if fresh.is_empty() || prober.probes >= MAX_PROBES {
+            blamed.extend(fresh.into_iter().map(|k| (k, None)));
+            break;
+        }
+        blamed.extend(fresh.into_iter().map(|k| (k, None)));
+        current = prober.attempt(&blamed.keys().copied().collect());
     }
+
     if blamed.is_empty() {
-        return vec![ConfigIssue::new(key, original)];
+        return (vec![ConfigIssue::new(key, original)], prober.probes);
     }
-    blamed
-        .iter()
-        .map(|k| {
-            let others: Vec<&str> = blamed.iter().copied().filter(|o| o != k).collect();
-            let message = match attempt(&others) {
-                Some(m) if !m.starts_with("missing field") => m,
-                _ => original.to_string(),
-            };
-            ConfigIssue::new(format!("{key}.{k}"), message)
-        })
-        .collect()
+    // 3. Each named key's own message: the error with only it left in.
+    let all: BTreeSet<&str> = blamed.keys().copied().collect();
+    let mut issues = Vec::with_capacity(MAX_NAMED_KEYS + 1);
+    for (k, message) in blamed.iter().take(MAX_NAMED_KEYS) {
+        let message = match message {
+            Some(m) => m.clone(),
+            None if prober.probes < MAX_PROBES => {
+                let mut others = all.clone();
+                others.remove(k);
+                match prober.attempt(&others) {
+                    Some(m) if !m.starts_with("missing field") => m,
+                    _ => original.to_string(),
+                }
+            }
+            None => original.to_string(),
+        };
+        issues.push(ConfigIssue::new(format!("{key}.{k}"), message));
+    }
+    if blamed.len() > MAX_NAMED_KEYS {
+        issues.push(ConfigIssue::new(
+            key,
+            format!(
+                "and {} more bad keys, not listed",
+                blamed.len() - MAX_NAMED_KEYS
+            ),
+        ));
+    }
+    (issues, prober.probes)
+}
+
+/// For serde's "unknown field `x`, expected ..." about a key of `table`: the key and the rest
+/// of the message.
+fn unknown_field<'t, 'm>(table: &'t toml::Table, message: &'m str) -> Option<(&'t str, &'m str)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    // Keys may hold backticks themselves, so match against the real keys.
+    table.keys().find_map(|k| {
+        let tail = rest.strip_prefix(k.as_str())?.strip_prefix('`')?;
+        Some((k.as_str(), tail))
+    })
+}
+
+/// The field names in the tail of serde's unknown-field message (", expected `a` or `b`",
+/// ", expected one of `a`, `b`, `c`", ", there are no fields"); `None` if it has another form.
+fn expected_fields(tail: &str) -> Option<Vec<&str>> {
+    if tail == ", there are no fields" {
+        return Some(Vec::new());
+    }
+    let list = tail.strip_prefix(", expected ")?;
+    let names: Vec<&str> = list.split('`').skip(1).step_by(2).collect();
+    (!names.is_empty()).then_some(names)
 }
 
 fn strategy_names() -> String {
@@ -401,6 +511,51 @@ mod tests {
         assert_eq!(
             issues("[strategy]\ntype = \"config_probe\"\ndepth = 11\n"),
             ["strategy.depth"]
+        );
+    }
+
+    #[test]
+    fn thousands_of_unknown_keys_are_found_in_a_few_deserialisations() {
+        let mut text = String::from("[strategy]\ntype = \"config_probe\"\nwidth = 1\n");
+        for i in 0..3000 {
+            text.push_str(&format!("k{i:04} = {i}\n"));
+        }
+        let issues = RouterConfig::from_toml(&text).unwrap_err().issues;
+        assert_eq!(issues.len(), MAX_NAMED_KEYS + 1);
+        assert_eq!(issues[0].key, "strategy.k0000");
+        assert!(
+            issues[0]
+                .message
+                .starts_with("unknown field `k0000`, expected"),
+            "{}",
+            issues[0].message
+        );
+        assert_eq!(issues[MAX_NAMED_KEYS - 1].key, "strategy.k0019");
+        let last = &issues[MAX_NAMED_KEYS];
+        assert_eq!(last.key, "strategy");
+        assert_eq!(last.message, "and 2980 more bad keys, not listed");
+
+        let value: toml::Value = toml::from_str::<toml::Table>(&text).unwrap()["strategy"].clone();
+        let table = value.as_table().unwrap();
+        let original = Box::<dyn StrategyConfig>::deserialize(value.clone())
+            .unwrap_err()
+            .to_string();
+        let (_, probes) = locate_errors_counted(table, "strategy", &original);
+        assert!(probes <= 2, "{probes} deserialisations");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_reported_together() {
+        let err = RouterConfig::from_toml(
+            "[strategy]\ntype = \"config_probe\"\nwdith = 2\ndepth = true\nzz = 1\n",
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = err.issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys, ["strategy.depth", "strategy.wdith", "strategy.zz"]);
+        assert!(err.issues[0].message.contains("boolean"), "{err}");
+        assert!(
+            err.issues[2].message.starts_with("unknown field `zz`"),
+            "{err}"
         );
     }
 
