@@ -418,7 +418,9 @@ fn describe(status: &Status) -> String {
             "no reader relay usable; the residual goes to {carriers:?} relays: {}",
             relays.join(", ")
         ),
-        Status::PlanRejected { reason } => format!("plan rejected, the last good one stays: {reason}"),
+        Status::PlanRejected { reason } => {
+            format!("plan rejected, the last good one stays: {reason}")
+        }
     }
 }
 
@@ -436,16 +438,30 @@ fn print_summary(s: &FeedSummary) {
         format!("authors covered:     {}/{}", s.authors_covered, s.follows),
         format!("relay lists:         {}", s.relay_lists),
         format!("plans:               {} (seed {:#x})", s.plans, s.seed),
+        format!(
+            "transfer:            {} REQ pages, {} events received",
+            s.round_trips, s.events_received
+        ),
         format!("time to first event: {}", ms(s.time_to_first_event)),
         format!("time to 90% events:  {}", ms(s.time_to_90_percent)),
         format!(
             "time to full EOSE:   {}{}",
             ms(s.time_to_full_eose),
-            if s.raced { " (EOSE race: stopped early)" } else { "" }
+            if s.raced {
+                " (EOSE race: stopped early)"
+            } else {
+                ""
+            }
         ),
     ];
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));
+    }
+    if s.relays_incomplete > 0 {
+        lines.push(format!(
+            "incomplete:          {} relays hit the page budget (older notes may remain)",
+            s.relays_incomplete
+        ));
     }
     if s.plans_rejected > 0 {
         lines.push(format!("plans rejected:      {}", s.plans_rejected));

@@ -27,11 +27,7 @@ async fn run(input: FeedInput, config: RuntimeConfig) -> (FeedSummary, Vec<Statu
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let collected = out.lock().unwrap();
-    (
-        summary,
-        collected.statuses.clone(),
-        collected.notes.len(),
-    )
+    (summary, collected.statuses.clone(), collected.notes.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +56,7 @@ async fn a_dead_reader_relay_hands_the_residual_to_the_fallback() {
     assert_eq!(summary.uncovered, 0);
     assert!(statuses.iter().any(|s| matches!(
         s,
-        Status::Carriers { carriers: Carriers::Fallback, relays } if relays == &[fallback.url.clone()]
+        Status::Carriers { carriers: Carriers::Fallback, relays } if relays.as_slice() == std::slice::from_ref(&fallback.url)
     )));
     // One blip is a short set-aside, not hours.
     let until = summary
@@ -90,7 +86,10 @@ async fn with_no_reader_or_fallback_relay_a_list_relay_carries_the_residual() {
     let (summary, _, notes) = run(input, config()).await;
 
     assert_eq!(summary.carriers, Carriers::Routed, "{summary:#?}");
-    assert_eq!(notes, 2, "the follow without a list was asked of the list relay");
+    assert_eq!(
+        notes, 2,
+        "the follow without a list was asked of the list relay"
+    );
     assert_eq!(summary.uncovered, 0);
 }
 
@@ -106,9 +105,9 @@ async fn with_nobody_to_ask_the_run_says_so_and_does_not_panic() {
     assert_eq!(summary.carriers, Carriers::Nobody);
     assert_eq!(summary.uncovered, 2, "{summary:#?}");
     assert!(summary.plans_rejected >= 1);
-    assert!(statuses
-        .iter()
-        .any(|s| matches!(s, Status::PlanRejected { reason } if reason.contains("is in no filter"))));
+    assert!(statuses.iter().any(
+        |s| matches!(s, Status::PlanRejected { reason } if reason.contains("is in no filter"))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
