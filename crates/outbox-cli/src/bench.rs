@@ -46,8 +46,9 @@ pub struct Args {
     /// Draw declared 1-year recall by session per strategy as SVG here.
     #[arg(long)]
     chart: Option<PathBuf>,
-    /// Run one strategy on this world file instead of the suite (needs --config).
-    #[arg(long, requires = "config")]
+    /// Run one strategy on this world file instead of the suite (needs --config), or with
+    /// --live the world to load into local relays.
+    #[arg(long)]
     world: Option<PathBuf>,
     /// Router config (TOML) for --world.
     #[arg(long, requires = "world")]
@@ -55,9 +56,30 @@ pub struct Args {
     /// With --world: write each session's plan as DIR/session-<s>.json (outbox-plan/1).
     #[arg(long, requires = "world")]
     plans_out: Option<PathBuf>,
+    /// Run the real runtime against local relays loaded with a world (--world, or the small
+    /// profile) beside the simulator's numbers (--strategies, default greedy,recall).
+    #[arg(long, conflicts_with_all = ["config", "plans_out"])]
+    live: bool,
+    /// With --live: the world's seed when generated, and the base planning seed.
+    #[arg(long, requires = "live", default_value_t = 1)]
+    seed: u64,
+    /// With --live: one plan per session, as the simulator models a session (no relay set
+    /// aside and re-planned around within a session).
+    #[arg(long, requires = "live")]
+    one_plan: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.live {
+        return crate::live::run(crate::live::Options {
+            world: args.world,
+            strategies: args.strategies,
+            sessions: args.sessions,
+            seed: args.seed,
+            budget: args.budget,
+            one_plan: args.one_plan,
+        });
+    }
     if let Some(world) = &args.world {
         let config = args.config.as_deref().context("--world needs --config")?;
         return run_one(&args, world, config);

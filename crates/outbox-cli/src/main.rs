@@ -8,6 +8,7 @@ mod bench;
 mod chart;
 mod churn;
 mod feed;
+mod live;
 mod plan;
 mod strategies;
 mod world;

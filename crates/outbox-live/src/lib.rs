@@ -1,0 +1,533 @@
+//! The live bench: the real runtime against real local relays that hold exactly what a
+//! simulated world stores, with the simulator's numbers for the same strategy and world beside
+//! it. A recall measured only in the simulator is a hypothesis about the feed; this checks it.
+//!
+//! For each session `s` of the world and each strategy:
+//!
+//! 1. **Relays.** Every world relay that is up in `s` listens on `127.0.0.1` at a port fixed for
+//!    the whole bench (nostr-relay-builder `LocalRelay`, in-memory database loaded once with the
+//!    events the world stores there; `on` lists already include retention and lost writes). Relays
+//!    down in `s`, dead relays and URLs that are not relays of the world do not listen: their
+//!    connections are refused at once. Each relay caps a filter at the world's `max_limit` for
+//!    it (no cap: [`UNCAPPED`]).
+//! 2. **Keys.** Authors are re-keyed and every world event is one signed note whose content
+//!    names the world event, `created_at` moved by `real now − world.now` ([`rekey`]).
+//! 3. **Runtime.** The same path as `outbox feed --once`: [`outbox_runtime::start`], `since` one
+//!    year back, relay lists given up front (no discovery, as the simulator has them), stats in
+//!    an `outbox-stats` file store carried between sessions, the same base seed as the
+//!    simulator's session loop (the runtime plans with `session_seed(seed, runs so far)`, the
+//!    loop with `session_seed(seed, s)`). The penalty box starts empty every session: the
+//!    simulator has none, and a relay set aside in one session would otherwise be left out of
+//!    the next plan, measuring the penalty box instead of the routing.
+//! 4. **Scoring.** Delivered notes map back to world events and are scored with the
+//!    simulator's definitions ([`outbox_sim::delivered::score_delivered`]). Beside them: the
+//!    simulator's own [`run_sessions`] for the strategy, and the simulator's score of the plan the
+//!    runtime really sent (read from the relays' query hooks), which separates delivery (live vs
+//!    that score) from learning divergence (that score vs the simulator's).
+//!
+//! The simulator runs with no clock step between sessions (live sessions run seconds apart, so
+//! learned stats barely decay between them either) and with the one-year window only (the
+//! widest window asked sets what both learn from).
+
+#![warn(missing_docs)]
+
+pub mod fleet;
+pub mod rekey;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nostr::types::Timestamp;
+use outbox_core::{Router, RouterConfig, UrlPolicy};
+use outbox_runtime::{FeedEvent, FeedInput, PenaltyBox, RuntimeConfig};
+use outbox_sim::delivered::score_delivered;
+use outbox_sim::{
+    run_sessions, score, Ask, Asks, LoopConfig, SimWorld, Window, WindowScore, World,
+};
+use tokio::sync::mpsc;
+
+use crate::fleet::{free_port_range, FleetRelay, SeenFilter};
+use crate::rekey::{event_index, rekey, sign_events, Rekeyed};
+
+/// One strategy to run live and simulated.
+#[derive(Debug)]
+pub struct LiveStrategy {
+    /// The label shown in reports.
+    pub label: String,
+    /// The router config (strategy and budget).
+    pub config: RouterConfig,
+}
+
+impl LiveStrategy {
+    /// A strategy from TOML, labelled.
+    pub fn from_toml(label: &str, toml: &str) -> Result<Self, outbox_core::ConfigError> {
+        Ok(Self {
+            label: label.to_string(),
+            config: RouterConfig::from_toml(toml)?,
+        })
+    }
+}
+
+/// How the live bench runs.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// Sessions (at most the world's).
+    pub sessions: u32,
+    /// Base planning seed, shared with the simulator's session loop.
+    pub seed: u64,
+    /// Timeouts and the rest of the runtime's knobs; `once`, `since`, `seed` and list
+    /// discovery are set by the bench.
+    pub runtime: RuntimeConfig,
+    /// Where to look for a free port range first.
+    pub port_hint: u16,
+    /// Threads for signing.
+    pub threads: usize,
+    /// Run sessions the way the simulator models them: one plan per session. No relay is set
+    /// aside within a session (so nothing is re-planned around it), and the session ends
+    /// [`ONE_PLAN_RACE`] after the first relay answered; relays that never answered count as
+    /// failed, as the simulator records a relay that is down. Off, the runtime runs as
+    /// `outbox feed --once` does and re-plans around relays it sets aside.
+    pub one_plan: bool,
+}
+
+/// The per-filter limit of a relay the world gives no cap: more than any world stores.
+pub const UNCAPPED: usize = 100_000_000;
+
+/// How long a one-plan session waits for the rest after the first relay answered: loaded local
+/// relays answer in milliseconds, so this only bounds the wait for relays that are down.
+pub const ONE_PLAN_RACE: Duration = Duration::from_secs(2);
+
+impl Default for LiveConfig {
+    /// Timeouts for relays on 127.0.0.1: a refused connection fails at once and a loaded
+    /// relay answers in milliseconds, so connect 1 s and EOSE 10 s leave room for a shared,
+    /// busy machine without slowing down failures (those are refusals, not timeouts).
+    fn default() -> Self {
+        let mut runtime = RuntimeConfig::fast_for_tests();
+        runtime.connect_timeout = Duration::from_secs(1);
+        runtime.eose_timeout = Duration::from_secs(10);
+        Self {
+            sessions: 5,
+            seed: 0,
+            runtime,
+            port_hint: 21_000,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            one_plan: false,
+        }
+    }
+}
+
+/// What the bench reports as it goes.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// Notes signed and relays loaded.
+    Prepared {
+        /// Notes signed.
+        events: usize,
+        /// Relays loaded (those that exist in the world).
+        relays: usize,
+        /// Time spent signing and loading.
+        took: Duration,
+    },
+    /// One strategy's session is done.
+    Session {
+        /// The strategy's label.
+        label: &'a str,
+        /// The result.
+        result: &'a SessionResult,
+    },
+}
+
+/// One strategy in one session.
+#[derive(Clone, Debug)]
+pub struct SessionResult {
+    /// The session.
+    pub session: u32,
+    /// Declared and total recall of what the runtime delivered (1-year window).
+    pub live: WindowScore,
+    /// The simulator's own session loop for the same strategy and world.
+    pub simulated: WindowScore,
+    /// The simulator's score of what the runtime asked, as the relays saw it: per relay, every
+    /// author named in a kind:1 filter. With one plan per session that is exactly the plan; when
+    /// the runtime re-plans within a session it joins every plan's asks, an upper bound on what
+    /// those plans fetch (an answer cut short by a re-plan is credited).
+    pub live_plan: WindowScore,
+    /// The runtime sent exactly the simulator's plan (same relays, same authors).
+    pub same_plan: bool,
+    /// REQs the relays received (every page and chunk).
+    pub reqs: u64,
+    /// Round trips the runtime reports (feed pages and lookups).
+    pub round_trips: u64,
+    /// Events received, duplicates included, as the runtime reports.
+    pub events_received: u64,
+    /// Distinct notes delivered.
+    pub notes: u64,
+    /// Kind:1 filters that matched more events than their limit (full pages: with paging the
+    /// runtime asks for the next page; without, those events were lost).
+    pub capped: usize,
+    /// Relays the runtime set aside during the session.
+    pub set_aside: usize,
+    /// Plans the runtime made (more than one when a relay was set aside and re-planned).
+    pub plans: u64,
+    /// The planning seed the runtime reports; equal to the simulator's for the session.
+    pub seed_matches: bool,
+    /// Wall time of the session.
+    pub elapsed: Duration,
+}
+
+/// One strategy over every session.
+#[derive(Clone, Debug)]
+pub struct StrategyResult {
+    /// The label.
+    pub label: String,
+    /// The strategy's name as the router reports it.
+    pub strategy: String,
+    /// Per session.
+    pub sessions: Vec<SessionResult>,
+}
+
+/// The whole bench.
+#[derive(Clone, Debug)]
+pub struct LiveReport {
+    /// The world's name.
+    pub world: String,
+    /// Follows.
+    pub follows: usize,
+    /// World events (one signed note each).
+    pub events: usize,
+    /// Relays that exist in the world (each a local relay).
+    pub relays: usize,
+    /// Distinct URLs mapped (relays and URLs that only appear in lists, the latter never
+    /// listening).
+    pub urls: usize,
+    /// Relays with a per-filter cap.
+    pub capped_relays: usize,
+    /// Sessions ran with one plan each ([`LiveConfig::one_plan`]).
+    pub one_plan: bool,
+    /// Signing and loading.
+    pub prepare: Duration,
+    /// Per strategy.
+    pub strategies: Vec<StrategyResult>,
+    /// Whole run.
+    pub elapsed: Duration,
+}
+
+/// A live bench that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// No strategies, or zero sessions.
+    #[error("nothing to run: {0}")]
+    Empty(&'static str),
+    /// Re-keying failed.
+    #[error(transparent)]
+    Rekey(#[from] rekey::RekeyError),
+    /// No free port range.
+    #[error("no {0} free consecutive ports on 127.0.0.1")]
+    Ports(usize),
+    /// A relay could not start or be loaded.
+    #[error(transparent)]
+    Fleet(#[from] fleet::FleetError),
+    /// The temporary stats directory.
+    #[error("stats directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn unix_now() -> u64 {
+    Timestamp::now().as_secs()
+}
+
+/// Runs every strategy live and simulated on `world` and reports both side by side.
+pub async fn run_live(
+    world: World,
+    strategies: &[LiveStrategy],
+    cfg: &LiveConfig,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<LiveReport, LiveError> {
+    let started = Instant::now();
+    if strategies.is_empty() {
+        return Err(LiveError::Empty("no strategies"));
+    }
+    let sessions = cfg.sessions.min(world.sessions);
+    if sessions == 0 {
+        return Err(LiveError::Empty("no sessions"));
+    }
+    // One URL policy for the world (the first strategy's): lists are read through it live and
+    // simulated alike.
+    let policy = strategies[0].config.url_policy.clone();
+    let live_policy = UrlPolicy {
+        allow_loopback: true,
+        ..policy.clone()
+    };
+    let sim = SimWorld::with_policy(world, &policy);
+    let world = &sim.world;
+
+    // Ports, keys, notes, relays.
+    let prepare_started = Instant::now();
+    let url_count = count_urls(world, &policy);
+    let base = free_port_range(url_count, cfg.port_hint).ok_or(LiveError::Ports(url_count))?;
+    let rekeyed = rekey(world, &policy, base, unix_now())?;
+    // Signing blocks this task for a moment on its own threads; nothing else runs yet.
+    let notes = sign_events(world, &rekeyed.keys, rekeyed.shift, cfg.threads);
+    let mut fleet: Vec<FleetRelay> = world
+        .relays()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.exists)
+        .filter_map(|(i, r)| {
+            let port = rekeyed.port_of(world, i as u32)?;
+            let cap = r.max_limit.map_or(UNCAPPED, |m| (m as usize).max(1));
+            Some(FleetRelay::new(i as u32, port, cap))
+        })
+        .collect();
+    let slot_of: HashMap<u32, usize> = fleet
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.relay, i))
+        .collect();
+    for (e, note) in world.events().iter().zip(&notes) {
+        for r in world.event_relays(e) {
+            if let Some(&i) = slot_of.get(r) {
+                fleet[i].store(note).await?;
+            }
+        }
+    }
+    drop(notes);
+    let prepare = prepare_started.elapsed();
+    progress(Progress::Prepared {
+        events: world.events().len(),
+        relays: fleet.len(),
+        took: prepare,
+    });
+
+    // The simulator's own runs, and the plans it made per session (to compare with live).
+    let loop_cfg = LoopConfig {
+        sessions,
+        windows: vec![Window::Y1],
+        session_interval_secs: 0,
+        seed: cfg.seed,
+        timing_repeats: 0,
+    };
+    let mut simulated: Vec<(String, Vec<WindowScore>, Vec<Asks>)> = Vec::new();
+    for st in strategies {
+        let mut router = Router::from_config(&st.config);
+        let mut plans = Vec::new();
+        let run = run_sessions(&sim, &mut router, &loop_cfg, |_, plan, _| {
+            plans.push(Asks::from_plan(&sim, plan));
+        });
+        let scores = run
+            .sessions
+            .iter()
+            .map(|o| o.score.window(Window::Y1).cloned().expect("1yr scored"))
+            .collect();
+        simulated.push((run.strategy, scores, plans));
+    }
+
+    // Live.
+    let dir = tempfile::tempdir()?;
+    let since_world = world.now.saturating_sub(Window::Y1.secs());
+    let since_live = (since_world as i64 + rekeyed.shift).max(0) as u64;
+    let mut results: Vec<StrategyResult> = strategies
+        .iter()
+        .zip(&simulated)
+        .map(|(st, (name, _, _))| StrategyResult {
+            label: st.label.clone(),
+            strategy: name.clone(),
+            sessions: Vec::new(),
+        })
+        .collect();
+    for s in 0..sessions {
+        for f in fleet.iter_mut() {
+            if world.is_up(f.relay, s) {
+                f.start().await?;
+            } else {
+                f.stop().await;
+            }
+        }
+        for (i, st) in strategies.iter().enumerate() {
+            for f in &fleet {
+                f.log.take();
+            }
+            let session_started = Instant::now();
+            let store = Arc::new(outbox_stats::FileStore::new(
+                dir.path().join(format!("strategy-{i}.json")),
+            ));
+            let mut input = FeedInput::new(
+                Router::from_config(&st.config),
+                rekeyed.follows.clone(),
+                &rekeyed.reader_relays,
+            );
+            input.policy = live_policy.clone();
+            input.relay_lists = rekeyed.relay_lists.clone();
+            input.store = store;
+            input.penalties = PenaltyBox::new();
+            let mut runtime = cfg.runtime.clone();
+            runtime.once = true;
+            runtime.discover_lists = false;
+            runtime.since = Some(Timestamp::from(since_live));
+            runtime.seed = cfg.seed;
+            if cfg.one_plan {
+                runtime.penalty.strikes = u32::MAX;
+                runtime.eose_race = Some(ONE_PLAN_RACE);
+            }
+            let (handle, rx) = outbox_runtime::start(input, runtime).await;
+            let delivered = collect(rx, &rekeyed, world.events().len()).await;
+            let summary = handle.wait().await;
+            let live = score_delivered(&sim, &delivered, s, &[Window::Y1]).remove(0);
+            let seen: Vec<(u32, Vec<SeenFilter>)> =
+                fleet.iter().map(|f| (f.relay, f.log.take())).collect();
+            let asks = asks_from_seen(world, &rekeyed, &seen);
+            let live_plan = score(&sim, &asks, s, &[Window::Y1])
+                .window(Window::Y1)
+                .cloned()
+                .expect("1yr scored");
+            let (_, sim_scores, sim_plans) = &simulated[i];
+            let result = SessionResult {
+                session: s,
+                live,
+                simulated: sim_scores[s as usize].clone(),
+                live_plan,
+                same_plan: same_asks(&asks, &sim_plans[s as usize], world, s),
+                reqs: seen
+                    .iter()
+                    .map(|(_, f)| f.iter().filter(|f| f.kinds == [1]).count() as u64)
+                    .sum(),
+                round_trips: summary.round_trips,
+                events_received: summary.events_received,
+                notes: summary.events,
+                capped: capped_filters(world, &rekeyed, &seen),
+                set_aside: summary.penalised.len(),
+                plans: summary.plans,
+                seed_matches: summary.seed == loop_cfg.seed_for(s),
+                elapsed: session_started.elapsed(),
+            };
+            progress(Progress::Session {
+                label: &st.label,
+                result: &result,
+            });
+            results[i].sessions.push(result);
+        }
+    }
+    for f in fleet.iter_mut() {
+        f.stop().await;
+    }
+    Ok(LiveReport {
+        world: world.name.clone(),
+        follows: world.follows.len(),
+        events: world.events().len(),
+        relays: fleet.len(),
+        urls: rekeyed.urls.len(),
+        capped_relays: world
+            .relays()
+            .iter()
+            .filter(|r| r.exists && r.max_limit.is_some())
+            .count(),
+        one_plan: cfg.one_plan,
+        prepare,
+        strategies: results,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn count_urls(world: &World, policy: &UrlPolicy) -> usize {
+    // Re-keying with any base gives the count; ports are checked afterwards.
+    rekey::rekey(world, policy, 10_000, world.now).map_or(0, |r| r.urls.len())
+}
+
+/// Drains the feed channel: which world events were delivered (notes that name a world event
+/// and come from that event's re-keyed author; anything else is ignored).
+async fn collect(mut rx: mpsc::Receiver<FeedEvent>, rekeyed: &Rekeyed, events: usize) -> Vec<bool> {
+    let mut delivered = vec![false; events];
+    while let Some(ev) = rx.recv().await {
+        let FeedEvent::Note { event, .. } = ev else {
+            continue;
+        };
+        let Some(i) = event_index(&event.content).filter(|&i| i < events) else {
+            continue;
+        };
+        if rekeyed.follow_of.contains_key(&event.pubkey) {
+            delivered[i] = true;
+        }
+    }
+    delivered
+}
+
+/// The plan the runtime sent, as the relays saw it: per relay, every author named in a kind:1
+/// filter (pages and chunks joined).
+fn asks_from_seen(world: &World, rekeyed: &Rekeyed, seen: &[(u32, Vec<SeenFilter>)]) -> Asks {
+    let mut entries = Vec::new();
+    for (relay, filters) in seen {
+        let mut authors: Vec<u32> = filters
+            .iter()
+            .filter(|f| f.kinds == [1])
+            .flat_map(|f| f.authors.iter())
+            .filter_map(|pk| {
+                let pk = nostr::key::PublicKey::from_slice(pk).ok()?;
+                rekeyed.follow_of.get(&pk).copied()
+            })
+            .collect();
+        if authors.is_empty() {
+            continue;
+        }
+        authors.sort_unstable();
+        authors.dedup();
+        entries.push(Ask {
+            url: world.relays()[*relay as usize].url.clone(),
+            relay: Some(*relay),
+            authors,
+        });
+    }
+    Asks {
+        entries,
+        orphans: None,
+        foreign_authors: 0,
+    }
+}
+
+/// Whether the runtime asked every relay that answers in `session` about exactly the authors
+/// the simulator's plan asked it about (relays that do not answer cannot be seen live).
+fn same_asks(live: &Asks, sim: &Asks, world: &World, session: u32) -> bool {
+    let answering = |asks: &Asks| -> BTreeMap<u32, Vec<u32>> {
+        asks.entries
+            .iter()
+            .filter_map(|e| {
+                let r = e.relay?;
+                world
+                    .is_up(r, session)
+                    .then(|| (r, e.authors.clone()))
+                    .filter(|(_, a)| !a.is_empty())
+            })
+            .collect()
+    };
+    answering(live) == answering(sim)
+}
+
+/// Kind:1 filters for which the relay held more matching events than its cap.
+fn capped_filters(world: &World, rekeyed: &Rekeyed, seen: &[(u32, Vec<SeenFilter>)]) -> usize {
+    let mut capped = 0;
+    for (relay, filters) in seen {
+        for f in filters.iter().filter(|f| f.kinds == [1]) {
+            let limit = f.limit.unwrap_or(UNCAPPED);
+            let mut matching = 0usize;
+            for pk in &f.authors {
+                let Some(a) = nostr::key::PublicKey::from_slice(pk)
+                    .ok()
+                    .and_then(|pk| rekeyed.follow_of.get(&pk).copied())
+                else {
+                    continue;
+                };
+                let since = f.since.map(|t| (t as i64 - rekeyed.shift).max(0) as u64);
+                let until = f.until.map(|t| (t as i64 - rekeyed.shift).max(0) as u64);
+                matching += world
+                    .author_events_since(a, since.unwrap_or(0))
+                    .iter()
+                    .filter(|e| until.is_none_or(|u| e.created_at <= u))
+                    .filter(|e| world.event_relays(e).contains(relay))
+                    .count();
+            }
+            if matching > limit {
+                capped += 1;
+            }
+        }
+    }
+    capped
+}

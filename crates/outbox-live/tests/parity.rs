@@ -1,0 +1,105 @@
+//! Live and simulated recall on one fixed small world: the real runtime against local relays
+//! holding exactly what the world stores, beside the simulator's session loop.
+
+use outbox_live::{run_live, LiveConfig, LiveReport, LiveStrategy, Progress};
+use outbox_sim::{generate, Profile};
+
+/// Percentage points allowed between live and simulated declared recall (1-year window).
+const BOUND: f64 = 3.0;
+
+fn strategies() -> Vec<LiveStrategy> {
+    outbox_strategies::link();
+    ["greedy", "recall"]
+        .iter()
+        .map(|name| {
+            let toml = format!("max_connections = 20\n[strategy]\ntype = \"{name}\"\n");
+            LiveStrategy::from_toml(name, &toml).expect("a registered strategy")
+        })
+        .collect()
+}
+
+async fn bench(one_plan: bool, port_hint: u16) -> LiveReport {
+    let cfg = LiveConfig {
+        one_plan,
+        port_hint,
+        ..LiveConfig::default()
+    };
+    run_live(generate(Profile::Small, 1), &strategies(), &cfg, |p| {
+        if let Progress::Session { label, result: r } = p {
+            eprintln!(
+                "{label} s{}: live {:.1} simulated {:.1} live plan {:.1} (plans {}, set aside {})",
+                r.session,
+                r.live.declared_recall * 100.0,
+                r.simulated.declared_recall * 100.0,
+                r.live_plan.declared_recall * 100.0,
+                r.plans,
+                r.set_aside
+            );
+        }
+    })
+    .await
+    .expect("the live bench runs")
+}
+
+/// Every session of every strategy: `|a − b| ≤ BOUND`, naming both numbers when not.
+fn assert_close(
+    report: &LiveReport,
+    what: &str,
+    pick: impl Fn(&outbox_live::SessionResult) -> (f64, f64),
+) {
+    let mut failures = Vec::new();
+    for st in &report.strategies {
+        for r in &st.sessions {
+            let (live, other) = pick(r);
+            let (live, other) = (live * 100.0, other * 100.0);
+            if (live - other).abs() > BOUND {
+                failures.push(format!(
+                    "session {} strategy {}: live {live:.1}% vs {what} {other:.1}%",
+                    r.session, st.label
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "live and {what} declared 1-year recall differ by more than {BOUND} points:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// With one plan per session (the simulator's model of a session), the runtime sends exactly
+/// the simulator's plans, learns the same from them, and its recall is the simulator's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_plan_sessions_match_the_simulator() {
+    let report = bench(true, 21_000).await;
+    assert_close(&report, "simulated", |r| {
+        (r.live.declared_recall, r.simulated.declared_recall)
+    });
+    for st in &report.strategies {
+        for r in &st.sessions {
+            assert!(
+                r.seed_matches,
+                "session {} strategy {}: planning seed",
+                r.session, st.label
+            );
+            assert!(
+                r.same_plan,
+                "session {} strategy {}: plan differs",
+                r.session, st.label
+            );
+        }
+    }
+}
+
+/// As `outbox feed --once` runs, live recall against the simulator's session loop. Fails
+/// today: the runtime sets aside relays that refuse and re-plans their follows within the
+/// session, which the simulator's one-plan session does not model, so live recall is higher
+/// (by 3 to 65 points on this world). Run with `--ignored` to see the gap per session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the simulator does not model re-planning around relays set aside within a session"]
+async fn feed_once_matches_the_simulator() {
+    let report = bench(false, 26_000).await;
+    assert_close(&report, "simulated", |r| {
+        (r.live.declared_recall, r.simulated.declared_recall)
+    });
+}
