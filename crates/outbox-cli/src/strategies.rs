@@ -86,20 +86,35 @@ fn check(
         }
         println!("checked strategy {}", d.name);
     }
-    // Scorers are checked inside the first strategy that takes one (greedy, when linked).
-    if registry::strategy("greedy").is_some() {
-        for d in scorers {
-            let config = router_config(&format!(
-                "type = \"greedy\"\n\n[strategy.scorer]\n{}",
-                d.example
-            ));
-            for failure in check_config_toml(&config) {
-                problems.push(format!("scorer `{}`: {failure}", d.name));
-            }
-            println!("checked scorer {}", d.name);
+    // Scorers are checked inside the first strategy that accepts them: greedy takes only
+    // stable scorers, stochastic takes any.
+    let hosts: Vec<&str> = ["greedy", "stochastic"]
+        .into_iter()
+        .filter(|h| registry::strategy(h).is_some())
+        .collect();
+    if hosts.is_empty() && !scorers.is_empty() {
+        problems.push(
+            "scorers cannot be checked: no `greedy` or `stochastic` strategy is linked".into(),
+        );
+    }
+    for d in scorers.iter().filter(|_| !hosts.is_empty()) {
+        let configs: Vec<String> = hosts
+            .iter()
+            .map(|h| {
+                router_config(&format!(
+                    "type = \"{h}\"\n\n[strategy.scorer]\n{}",
+                    d.example
+                ))
+            })
+            .collect();
+        let config = configs
+            .iter()
+            .find(|c| outbox_core::RouterConfig::from_toml(c).is_ok())
+            .unwrap_or(&configs[0]);
+        for failure in check_config_toml(config) {
+            problems.push(format!("scorer `{}`: {failure}", d.name));
         }
-    } else if !scorers.is_empty() {
-        problems.push("scorers cannot be checked: no `greedy` strategy is linked".into());
+        println!("checked scorer {}", d.name);
     }
     if problems.is_empty() {
         println!(

@@ -27,7 +27,8 @@ pub struct RelayView<'a> {
 /// Scorers are synchronous and object-safe. Selectors call [`Scorer::prepare`] once per planning
 /// run, then [`Scorer::score`] as often as they need. A scorer whose score for a relay can change
 /// between calls with the same `coverage` (a fresh random draw per call) must say so in
-/// [`Scorer::is_stable`], so lazy selectors know that their cached scores are only estimates.
+/// [`Scorer::is_stable`]: lazy selectors refuse such a scorer when their config is validated,
+/// since a cached score no longer bounds the next one.
 pub trait Scorer: Debug + Send {
     /// The registered name (for traces and reports).
     fn name(&self) -> &str;

@@ -6,6 +6,7 @@
 //! gain only shrinks as others are chosen, a popped entry that was scored in the current round
 //! is the true best. Scores come from a [`Scorer`] (default: coverage), computed once per
 //! evaluation and never inside a comparator; ties break by URL so plans are deterministic.
+//! Only stable scorers ([`Scorer::is_stable`]) are accepted: a cached score must bound the next.
 
 use std::collections::BinaryHeap;
 
@@ -28,7 +29,7 @@ pub struct GreedyConfig {
     /// Routed relays wanted per follow (also the per-author cap).
     #[serde(default = "default_coverage_target")]
     pub coverage_target: usize,
-    /// How relays are scored; coverage when absent.
+    /// How relays are scored; coverage when absent. Must be stable ([`Scorer::is_stable`]).
     #[serde(default)]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
@@ -57,7 +58,24 @@ impl StrategyConfig for GreedyConfig {
             ));
         }
         if let Some(scorer) = &self.scorer {
-            issues.extend(scorer.validate().into_iter().map(|i| i.under("scorer")));
+            let own = scorer.validate();
+            if own.is_empty() {
+                // Lazy evaluation trusts a cached score to be an upper bound of the next one; a
+                // score redrawn on every call breaks that, so the relay picked is arbitrary.
+                let built = scorer.build();
+                if !built.is_stable() {
+                    issues.push(ConfigIssue::new(
+                        "scorer",
+                        format!(
+                            "scorer `{}` gives a new score on every call, which greedy's lazy \
+                             evaluation cannot use; use a stable scorer such as \
+                             `fixed_thompson` (one draw per relay per run)",
+                            built.name()
+                        ),
+                    ));
+                }
+            }
+            issues.extend(own.into_iter().map(|i| i.under("scorer")));
         }
         issues
     }

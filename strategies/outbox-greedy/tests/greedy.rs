@@ -134,6 +134,54 @@ fn passes_the_conformance_suite() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// A scorer that redraws on every call, as `thompson` and `uniform` do.
+#[derive(Debug)]
+struct Redraw;
+
+impl outbox_core::Scorer for Redraw {
+    fn name(&self) -> &str {
+        "redraw_probe"
+    }
+    fn score(
+        &mut self,
+        relay: outbox_core::RelayView<'_>,
+        rng: &mut dyn outbox_core::RngCore,
+    ) -> f64 {
+        f64::from(rng.next_u32() % 100) * f64::from(relay.coverage)
+    }
+    fn is_stable(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedrawConfig {}
+
+#[typetag::serde(name = "redraw_probe")]
+impl outbox_core::ScorerConfig for RedrawConfig {
+    fn build(&self) -> Box<dyn outbox_core::Scorer> {
+        Box::new(Redraw)
+    }
+}
+
+#[test]
+fn an_unstable_scorer_is_rejected_naming_the_key_and_a_stable_alternative() {
+    let err = outbox_core::RouterConfig::from_toml(
+        "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"redraw_probe\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.issues.len(), 1, "{err}");
+    assert_eq!(err.issues[0].key, "strategy.scorer");
+    assert!(err.issues[0].message.contains("redraw_probe"), "{err}");
+    assert!(err.issues[0].message.contains("fixed_thompson"), "{err}");
+    // The stable default still passes.
+    assert!(outbox_core::RouterConfig::from_toml(
+        "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"coverage\"\n"
+    )
+    .is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]

@@ -1,9 +1,9 @@
 //! Thompson sampling: relays scored by a draw from their learned Beta(α, β) delivery prior.
 //!
 //! - `thompson` scorer: a fresh Beta draw per call (for per-author selectors, which score each
-//!   relay once per run). Cold start, Beta(1, 1), *is* `U(0,1)`: it draws exactly as the
-//!   `uniform` scorer does, so `stochastic + thompson` with no history plans exactly like
-//!   `stochastic`.
+//!   relay once per run; greedy refuses it, as its lazy evaluation needs a stable score). Cold
+//!   start, Beta(1, 1), *is* `U(0,1)`: it draws exactly as the `uniform` scorer does, so
+//!   `stochastic + thompson` with no history plans exactly like `stochastic`.
 //! - `fixed_thompson` scorer: one draw per relay per planning run, cached, so greedy's repeated
 //!   re-evaluation sees a stable, coverage-monotone score (`is_stable() == true`).
 //! - `per_author` selector: per follow, the top N relays by score, for bounded lookups.
