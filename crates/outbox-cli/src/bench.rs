@@ -127,7 +127,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("{}", render_table(&report));
     println!(
         "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
-         session, mean ± SE over worlds; `1yr s1` is the first session. {:.1}s",
+         session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
+         events = events returned (duplicates included) fetching that window in the last \
+         session, relays capping each REQ, mean over worlds. {:.1}s",
         report.config.profiles.len() * report.config.seeds.len(),
         report
             .config
@@ -180,6 +182,12 @@ pub fn render_table(report: &BenchReport) -> Table {
     if windows.contains(&Window::Y1) {
         header.push("1yr total".to_string());
     }
+    // Cost of fetching one window (1 year when scored): REQ pages and events returned.
+    let cost_window = outbox_sim::bench::sort_window(windows);
+    if let Some(w) = cost_window {
+        header.push(format!("{w} REQs"));
+        header.push(format!("{w} events"));
+    }
     header.extend(
         ["conns", "disclosure", "orphans", "top relay", "plan µs"]
             .iter()
@@ -197,6 +205,15 @@ pub fn render_table(report: &BenchReport) -> Table {
         }
         if let Some(rw) = row.window(Window::Y1) {
             cells.push(Cell::new(pct(&rw.total_last)).set_alignment(CellAlignment::Right));
+        }
+        if let Some(rw) = cost_window.and_then(|w| row.window(w)) {
+            cells.push(
+                Cell::new(format!("{:.0}", rw.round_trips.mean))
+                    .set_alignment(CellAlignment::Right),
+            );
+            cells.push(
+                Cell::new(format!("{:.0}", rw.events.mean)).set_alignment(CellAlignment::Right),
+            );
         }
         for text in [
             format!("{:.1}", row.connections.mean),
@@ -231,9 +248,13 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     if let Some(dir) = &args.plans_out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
+    // Sorted as scores list them, so the columns line up.
+    let mut windows = args.windows.clone();
+    windows.sort();
+    windows.dedup();
     let cfg = LoopConfig {
         sessions,
-        windows: args.windows.clone(),
+        windows,
         session_interval_secs: args
             .interval
             .unwrap_or(LoopConfig::default().session_interval_secs),
@@ -257,6 +278,8 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     let mut header = vec!["session".to_string()];
     header.extend(cfg.windows.iter().map(|w| format!("{w} declared")));
     header.extend(cfg.windows.iter().map(|w| format!("{w} total")));
+    header.extend(cfg.windows.iter().map(|w| format!("{w} REQs")));
+    header.extend(cfg.windows.iter().map(|w| format!("{w} events")));
     header.extend(["conns", "disclosure", "orphans", "plan µs"].map(String::from));
     table.set_header(header);
     for (s, o) in run.sessions.iter().enumerate() {
@@ -273,6 +296,8 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
                 .iter()
                 .map(|w| format!("{:.1}", w.total_recall * 100.0)),
         );
+        cells.extend(o.score.cost.iter().map(|c| c.cost.round_trips.to_string()));
+        cells.extend(o.score.cost.iter().map(|c| c.cost.events.to_string()));
         cells.push(o.score.connections.to_string());
         cells.push(o.score.disclosure.to_string());
         cells.push(o.score.orphans.unwrap_or(0).to_string());

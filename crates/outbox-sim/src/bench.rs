@@ -223,6 +223,10 @@ pub struct RowWindow {
     pub last: MeanSe,
     /// Total recall in the last session.
     pub total_last: MeanSe,
+    /// REQ pages sent to fetch the window in the last session.
+    pub round_trips: MeanSe,
+    /// Events the relays returned for the window in the last session (duplicates included).
+    pub events: MeanSe,
 }
 
 /// One strategy's aggregate over worlds (profiles × seeds), last session unless noted.
@@ -410,8 +414,9 @@ pub fn run_bench(
     }
 }
 
-/// The window rows are sorted by: 1 year when scored, else the longest scored.
-fn sort_window(windows: &[Window]) -> Option<Window> {
+/// The window rows are sorted by (and the bench table's costs are shown for): 1 year when
+/// scored, else the longest scored.
+pub fn sort_window(windows: &[Window]) -> Option<Window> {
     if windows.contains(&Window::Y1) {
         Some(Window::Y1)
     } else {
@@ -464,11 +469,16 @@ fn aggregate(
                 .map(|&w| {
                     let decl = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.declared_recall);
                     let total = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.total_recall);
+                    let trips =
+                        move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.round_trips as f64);
+                    let events = move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.events as f64);
                     RowWindow {
                         window: w,
                         first: first(&decl),
                         last: last(&decl),
                         total_last: last(&total),
+                        round_trips: last(&trips),
+                        events: last(&events),
                     }
                 })
                 .collect();

@@ -195,7 +195,40 @@ pub struct WorldModel {
     pub broadcast_share: f64,
     /// The reader's own relays: the top hubs that are alive, this many.
     pub reader_relays: usize,
+    /// Per-REQ caps (events per filter, the world's `max_limit`) and the share of relays with
+    /// each; a `None` cap is no cap. strfry, which most public relays run, returns at most 500
+    /// events per filter by default (`maxFilterLimit`); other implementations and operators
+    /// publish caps from 100 to 5,000 (NIP-11 `limitation.max_limit`), and a few cap nothing.
+    /// The shares are an estimate, not a measurement. Drawn per existing relay from its own
+    /// random stream, so the rest of a world does not depend on them.
+    pub relay_caps: Vec<CapShare>,
 }
+
+/// One per-REQ cap and the share of relays that have it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapShare {
+    /// Events per filter; `None` is no cap.
+    pub max_limit: Option<u32>,
+    /// Relative share of relays (weights need not sum to 1).
+    pub share: f64,
+}
+
+impl CapShare {
+    const fn new(max_limit: Option<u32>, share: f64) -> Self {
+        Self { max_limit, share }
+    }
+}
+
+/// The default cap mix: most relays at strfry's 500, some lower or higher, a few uncapped.
+pub const DEFAULT_RELAY_CAPS: [CapShare; 7] = [
+    CapShare::new(Some(500), 0.62),
+    CapShare::new(Some(100), 0.04),
+    CapShare::new(Some(250), 0.06),
+    CapShare::new(Some(1_000), 0.10),
+    CapShare::new(Some(2_000), 0.06),
+    CapShare::new(Some(5_000), 0.06),
+    CapShare::new(None, 0.06),
+];
 
 impl Default for WorldModel {
     fn default() -> Self {
@@ -238,6 +271,7 @@ impl Default for WorldModel {
             moved_keep_share: 0.4,
             broadcast_share: 0.25,
             reader_relays: 3,
+            relay_caps: DEFAULT_RELAY_CAPS.to_vec(),
         }
     }
 }
@@ -526,7 +560,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         })
         .collect();
 
-    World::from_parts(WorldParts {
+    let mut world = World::from_parts(WorldParts {
         name: name.to_string(),
         now,
         sessions,
@@ -536,7 +570,31 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         relay_lists,
         relays: world_relays,
         events,
-    })
+    })?;
+    assign_caps(model, seed, &mut world);
+    Ok(world)
+}
+
+/// Draws each existing relay's cap from [`WorldModel::relay_caps`], in URL order, from a
+/// stream of its own (adding caps left every other part of a world as it was).
+fn assign_caps(model: &WorldModel, seed: u64, world: &mut World) {
+    let weights: Vec<f64> = model.relay_caps.iter().map(|c| c.share).collect();
+    let pick = Weighted::new(&weights);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6361_7073_0000 ^ (model.follows as u64) << 40);
+    let urls: Vec<String> = world
+        .relays()
+        .iter()
+        .filter(|r| r.exists)
+        .map(|r| r.url.clone())
+        .collect();
+    for url in urls {
+        let cap = model
+            .relay_caps
+            .get(pick.sample(&mut rng))
+            .and_then(|c| c.max_limit)
+            .filter(|&m| m > 0);
+        world.set_max_limit(&url, cap);
+    }
 }
 
 /// The raw `r` tags of a list: the write relays in order (some spelled messily, some marked

@@ -1,6 +1,7 @@
 //! The simulator and benchmark: synthetic relay worlds calibrated to the published
-//! measurements, the session loop (plan → fetch → learn), scoring exactly as `formats.md`
-//! defines it, an oracle ceiling, and the benchmark suite.
+//! measurements, the session loop (plan → fetch → learn), scoring exactly as `docs/formats.md`
+//! defines it (REQs capped per relay and paged as the runtime pages), an oracle ceiling, and the
+//! benchmark suite.
 //!
 //! ```
 //! use outbox_sim::{generate, Profile, SimWorld, LoopConfig, run_sessions};
@@ -18,6 +19,7 @@
 
 pub mod bench;
 pub mod delivered;
+pub mod fetch;
 pub mod generate;
 pub mod score;
 pub mod session;
@@ -27,10 +29,14 @@ pub use bench::{
     default_suite, run_bench, BenchConfig, BenchReport, MeanSe, Progress, Row, RunRecord, Skipped,
     SuiteEntry, COMBINATIONS, ORACLE,
 };
-pub use generate::{generate, generate_with, world_stats, Profile, Span, WorldModel, WorldStats};
+pub use fetch::{fetch, FetchCost, Fetched, RelayFetch, WindowCost};
+pub use generate::{
+    generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
+    DEFAULT_RELAY_CAPS,
+};
 pub use score::{
-    observe, score, Ask, Asks, AuthorReturn, Observation, PlanScore, RelayObservation, ScoreError,
-    SimWorld, Window, WindowScore,
+    observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
+    RelayObservation, ScoreError, SimWorld, Window, WindowScore,
 };
 pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions, LoopConfig,

@@ -1,5 +1,5 @@
-//! Scoring a plan against a world, exactly as `formats.md` defines it, and simulating what each
-//! REQ returns.
+//! Scoring a plan against a world, exactly as `docs/formats.md` defines it, from what its paged
+//! REQs return ([`crate::fetch`]).
 
 use std::fmt;
 
@@ -8,6 +8,7 @@ use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, Plan, PlanFile, RouteTable, UrlPolicy};
 use serde::{Deserialize, Serialize};
 
+use crate::fetch::{fetch, FetchCost, Fetched, WindowCost};
 use crate::world::World;
 
 const DAY: u64 = 86_400;
@@ -78,6 +79,11 @@ pub struct SimWorld {
     declared: Vec<Vec<u32>>,
     /// Per route-table relay, its world relay id (`None`: not in the world, never answers).
     table_to_world: Vec<Option<u32>>,
+    /// Per world relay, the events it stores as (`created_at`, event index), newest first and
+    /// by id within a second: the order a relay answers in, sorted once.
+    relay_events: Vec<Vec<(u64, u32)>>,
+    /// Per follow, its rank in public-key order (the order a REQ filter lists authors in).
+    key_rank: Vec<u32>,
 }
 
 impl SimWorld {
@@ -116,12 +122,51 @@ impl SimWorld {
             .relays()
             .map(|r| world.relay_id(table.url(r)))
             .collect();
+        let mut relay_events: Vec<Vec<(u64, u32)>> = vec![Vec::new(); world.relays().len()];
+        for (i, e) in world.events().iter().enumerate() {
+            for &r in world.event_relays(e) {
+                if world.relays()[r as usize].exists {
+                    relay_events[r as usize].push((e.created_at, i as u32));
+                }
+            }
+        }
+        let events = world.events();
+        for list in &mut relay_events {
+            list.sort_unstable_by(|a, b| {
+                b.0.cmp(&a.0)
+                    .then_with(|| events[a.1 as usize].id.cmp(&events[b.1 as usize].id))
+            });
+        }
+        let mut by_key: Vec<u32> = (0..world.follows.len() as u32).collect();
+        by_key.sort_unstable_by_key(|&a| world.follows[a as usize]);
+        let mut key_rank = vec![0u32; by_key.len()];
+        for (rank, &a) in by_key.iter().enumerate() {
+            key_rank[a as usize] = rank as u32;
+        }
         Self {
             world,
             table,
             declared,
             table_to_world,
+            relay_events,
+            key_rank,
         }
+    }
+
+    /// The events world relay `relay` stores, as (`created_at`, index into
+    /// [`World::events`]), newest first and by id ascending within a second.
+    pub fn relay_events(&self, relay: u32) -> &[(u64, u32)] {
+        self.relay_events
+            .get(relay as usize)
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    /// A follow's rank in public-key order (how a REQ filter orders its authors).
+    pub fn key_rank(&self, author: u32) -> u32 {
+        self.key_rank
+            .get(author as usize)
+            .copied()
+            .unwrap_or(u32::MAX)
     }
 
     /// A follow's declared write relays that exist in the world.
@@ -220,23 +265,6 @@ impl Asks {
             foreign_authors: foreign,
         })
     }
-
-    /// Per follow, the world relays asked about it that answer in `session`.
-    fn asked_up(&self, world: &World, session: u32) -> Vec<Vec<u32>> {
-        let mut out = vec![Vec::new(); world.follows.len()];
-        for e in &self.entries {
-            let Some(r) = e.relay else { continue };
-            if !world.is_up(r, session) {
-                continue;
-            }
-            for &a in &e.authors {
-                if let Some(v) = out.get_mut(a as usize) {
-                    v.push(r);
-                }
-            }
-        }
-        out
-    }
 }
 
 /// Recall in one window.
@@ -276,12 +304,19 @@ pub struct PlanScore {
     pub load_concentration: f64,
     /// Recall per window.
     pub windows: Vec<WindowScore>,
+    /// What fetching each window cost (each window is its own paged fetch).
+    pub cost: Vec<WindowCost>,
 }
 
 impl PlanScore {
     /// The score for one window, if computed.
     pub fn window(&self, w: Window) -> Option<&WindowScore> {
         self.windows.iter().find(|s| s.window == w)
+    }
+
+    /// What fetching one window cost, if computed.
+    pub fn cost(&self, w: Window) -> Option<&FetchCost> {
+        self.cost.iter().find(|c| c.window == w).map(|c| &c.cost)
     }
 }
 
@@ -293,48 +328,104 @@ fn ratio(n: u64, d: u64) -> f64 {
     }
 }
 
-/// Scores `asks` in `session` for each window (definitions in `formats.md`).
+/// Scores `asks` in `session` for each window (definitions in `docs/formats.md`).
 ///
-/// An event counts as fetched when some relay asked about its author stores it and answers in
-/// the session. Declared recall's numerator counts only fetched events inside its denominator
-/// (events some declared write relay would return), so it never exceeds 1.
+/// Each window is fetched as the runtime would ([`fetch`]): every page of every author chunk
+/// on every asked relay that answers. An event counts as fetched when some page returned it.
+/// Declared recall's numerator counts only fetched events inside its denominator (events some
+/// declared write relay would return), so it never exceeds 1.
 pub fn score(sim: &SimWorld, asks: &Asks, session: u32, windows: &[Window]) -> PlanScore {
-    let world = &sim.world;
-    let mut windows: Vec<Window> = windows.to_vec();
+    let windows = sorted_windows(windows);
+    let fetched: Vec<Fetched> = windows
+        .iter()
+        .map(|w| fetch(sim, asks, session, since_of(sim, *w), false))
+        .collect();
+    score_fetched(sim, asks, session, &windows, &fetched)
+}
+
+/// Scores `asks` and observes what its REQs returned with `since`, fetching each window once
+/// (the observation reuses the window that starts at `since`, if any).
+pub fn score_and_observe(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    windows: &[Window],
+    since: u64,
+) -> (PlanScore, Observation) {
+    let windows = sorted_windows(windows);
+    let mut observed = None;
+    let fetched: Vec<Fetched> = windows
+        .iter()
+        .map(|w| {
+            let start = since_of(sim, *w);
+            let reuse = observed.is_none() && start == since;
+            let f = fetch(sim, asks, session, start, reuse);
+            if reuse {
+                observed = Some(observation_of(asks, session, &f));
+            }
+            f
+        })
+        .collect();
+    let observation = observed
+        .unwrap_or_else(|| observation_of(asks, session, &fetch(sim, asks, session, since, true)));
+    (
+        score_fetched(sim, asks, session, &windows, &fetched),
+        observation,
+    )
+}
+
+fn sorted_windows(windows: &[Window]) -> Vec<Window> {
+    let mut windows = windows.to_vec();
     windows.sort();
     windows.dedup();
-    let longest = windows.last().map(|w| w.secs()).unwrap_or(0);
-    let since_of: Vec<u64> = windows
-        .iter()
-        .map(|w| world.now.saturating_sub(w.secs()))
-        .collect();
+    windows
+}
+
+fn since_of(sim: &SimWorld, w: Window) -> u64 {
+    sim.world.now.saturating_sub(w.secs())
+}
+
+/// Every metric of `asks` from one fetch per window (`fetched[i]` is `windows[i]`'s).
+fn score_fetched(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    windows: &[Window],
+    fetched: &[Fetched],
+) -> PlanScore {
+    let world = &sim.world;
+    let since_of: Vec<u64> = windows.iter().map(|&w| since_of(sim, w)).collect();
+    let earliest = since_of.iter().copied().min().unwrap_or(u64::MAX);
     let mut counts = vec![[0u64; 4]; windows.len()];
-    let asked_up = asks.asked_up(world, session);
     let mut declared_up = Vec::new();
-    for (a, asked) in asked_up.iter().enumerate() {
-        let a = a as u32;
-        declared_up.clear();
-        declared_up.extend(
-            sim.declared(a)
-                .iter()
-                .copied()
-                .filter(|&r| world.is_up(r, session)),
-        );
-        for e in world.author_events_since(a, world.now.saturating_sub(longest)) {
-            let on = world.event_relays(e);
-            if !on.iter().any(|&r| world.is_up(r, session)) {
-                continue;
-            }
-            let declared = on.iter().any(|r| declared_up.contains(r));
-            let fetched = on.iter().any(|r| asked.contains(r));
-            for (i, &since) in since_of.iter().enumerate() {
-                if e.created_at >= since {
-                    let c = &mut counts[i];
-                    c[0] += 1;
-                    c[1] += u64::from(declared);
-                    c[2] += u64::from(fetched);
-                    c[3] += u64::from(declared && fetched);
-                }
+    let mut author = u32::MAX;
+    for (i, e) in world.events().iter().enumerate() {
+        if e.created_at < earliest {
+            continue;
+        }
+        if e.author != author {
+            author = e.author;
+            declared_up.clear();
+            declared_up.extend(
+                sim.declared(author)
+                    .iter()
+                    .copied()
+                    .filter(|&r| world.is_up(r, session)),
+            );
+        }
+        let on = world.event_relays(e);
+        if !on.iter().any(|&r| world.is_up(r, session)) {
+            continue;
+        }
+        let declared = on.iter().any(|r| declared_up.contains(r));
+        for (w, &since) in since_of.iter().enumerate() {
+            if e.created_at >= since {
+                let got = fetched[w].delivered[i];
+                let c = &mut counts[w];
+                c[0] += 1;
+                c[1] += u64::from(declared);
+                c[2] += u64::from(got);
+                c[3] += u64::from(declared && got);
             }
         }
     }
@@ -343,7 +434,9 @@ pub fn score(sim: &SimWorld, asks: &Asks, session: u32, windows: &[Window]) -> P
     let mut covered = vec![false; world.follows.len()];
     for e in &asks.entries {
         for &a in &e.authors {
-            covered[a as usize] = true;
+            if let Some(c) = covered.get_mut(a as usize) {
+                *c = true;
+            }
         }
     }
     let largest = asks
@@ -379,6 +472,14 @@ pub fn score(sim: &SimWorld, asks: &Asks, session: u32, windows: &[Window]) -> P
                 total_recall: ratio(c[2], c[0]),
             })
             .collect(),
+        cost: windows
+            .iter()
+            .zip(fetched)
+            .map(|(&window, f)| WindowCost {
+                window,
+                cost: f.cost.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -404,8 +505,11 @@ pub struct RelayObservation {
     pub up: bool,
     /// The follows it was asked about.
     pub asked: Vec<u32>,
-    /// The follows it returned at least one event for, with what it returned.
+    /// The follows it returned at least one event for, with what it returned (distinct
+    /// events over all pages), sorted by follow.
     pub returned: Vec<AuthorReturn>,
+    /// What its pages cost.
+    pub cost: FetchCost,
 }
 
 /// Everything a client could observe from one session's REQs: per asked relay, whether it
@@ -423,47 +527,28 @@ pub struct Observation {
     pub relays: Vec<RelayObservation>,
 }
 
-/// Simulates the REQs of `asks` in `session`: relay `r` asked about `A` with `since` returns the
-/// events of `A` stored on `r` with `created_at >= since`, if `r` answers in the session.
+/// Simulates the REQs of `asks` in `session` with `since`, paged as the runtime pages
+/// ([`fetch`]): what each asked relay returned per author over all its pages.
 pub fn observe(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Observation {
-    let world = &sim.world;
+    observation_of(asks, session, &fetch(sim, asks, session, since, true))
+}
+
+fn observation_of(asks: &Asks, session: u32, fetched: &Fetched) -> Observation {
     let relays = asks
         .entries
         .iter()
-        .map(|e| {
-            let up = e.relay.is_some_and(|r| world.is_up(r, session));
-            let mut returned = Vec::new();
-            if let (true, Some(r)) = (up, e.relay) {
-                for &a in &e.authors {
-                    let mut got: Option<AuthorReturn> = None;
-                    for ev in world.author_events_since(a, since) {
-                        if world.event_relays(ev).binary_search(&r).is_err() {
-                            continue;
-                        }
-                        let g = got.get_or_insert(AuthorReturn {
-                            author: a,
-                            events: 0,
-                            newest: ev.created_at,
-                            oldest: ev.created_at,
-                        });
-                        g.events += 1;
-                        g.newest = g.newest.max(ev.created_at);
-                        g.oldest = g.oldest.min(ev.created_at);
-                    }
-                    returned.extend(got);
-                }
-            }
-            RelayObservation {
-                url: e.url.clone(),
-                up,
-                asked: e.authors.clone(),
-                returned,
-            }
+        .zip(&fetched.relays)
+        .map(|(e, f)| RelayObservation {
+            url: e.url.clone(),
+            up: f.up,
+            asked: e.authors.clone(),
+            returned: f.returned.clone(),
+            cost: f.cost.clone(),
         })
         .collect();
     Observation {
         session,
-        since,
+        since: fetched.since,
         relays,
     }
 }

@@ -1,10 +1,11 @@
 //! The session loop (plan → fetch → learn) and the oracle.
 //!
 //! For session `s`: the router plans with what it learned so far; the plan's REQs are simulated
-//! against the world for session `s` with the widest window asked; the strategy observes only
-//! what its own REQs returned ([`Observation`]); that observation is fed into
-//! [`DeliveryStats`] with `record_delivery`/`record_failure`, the calls the live runtime makes
-//! after EOSE. Stateless strategies ignore the stats; learning ones keep them across sessions.
+//! against the world for session `s`, paged as the runtime pages ([`crate::fetch`]), once per
+//! scored window; the strategy observes only what its own REQs returned with the widest window
+//! ([`Observation`]); that observation is fed into [`DeliveryStats`] through
+//! `record_round`, the call the live runtime makes after EOSE. Stateless strategies ignore the
+//! stats; learning ones keep them across sessions.
 
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -12,7 +13,7 @@ use std::time::Instant;
 use outbox_core::{DeliveryStats, Plan, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::score::{observe, score, Ask, Asks, Observation, PlanScore, SimWorld, Window};
+use crate::score::{score, score_and_observe, Ask, Asks, Observation, PlanScore, SimWorld, Window};
 
 /// How the loop runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,10 +104,9 @@ pub fn run_sessions(
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
         let asks = Asks::from_plan(sim, &plan);
-        let observation = observe(sim, &asks, s, since);
+        let (score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
         observation.record(sim, &mut stats, now);
         on_session(s, &plan, &observation);
-        let score = score(sim, &asks, s, &cfg.windows);
         tracing::debug!(
             session = s,
             connections = score.connections,

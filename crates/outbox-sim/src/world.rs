@@ -68,6 +68,8 @@ pub struct WorldRelay {
     pub exists: bool,
     /// Whether it answers in each session (all false when it does not exist).
     pub up: Vec<bool>,
+    /// Most events it returns per filter of one REQ (`relays[url].max_limit`); `None`: no cap.
+    pub max_limit: Option<u32>,
 }
 
 /// One kind:1 note and the relays that serve it.
@@ -157,7 +159,7 @@ impl World {
             .ok_or_else(|| WorldError::invalid("reader.pubkey", "missing"))?;
         let mut b = Interner::default();
         for (url, up) in parts.relays {
-            b.add_relay(url, up);
+            b.add_relay(url, up, None);
         }
         let mut events = Vec::with_capacity(parts.events.len());
         let mut on = Vec::new();
@@ -273,7 +275,11 @@ impl World {
                 r.up.iter()
                     .map(|&u| if u { "true" } else { "false" })
                     .collect();
-            writeln!(w, "    {}: {{\"up\": [{}]}}{sep}", q(&r.url), up.join(", "))?;
+            write!(w, "    {}: {{\"up\": [{}]", q(&r.url), up.join(", "))?;
+            if let Some(max) = r.max_limit {
+                write!(w, ", \"max_limit\": {max}")?;
+            }
+            writeln!(w, "}}{sep}")?;
         }
         writeln!(w, "  }},")?;
         writeln!(w, "  \"events\": [")?;
@@ -316,6 +322,21 @@ impl World {
     /// Every relay (existing ones first, sorted by URL).
     pub fn relays(&self) -> &[WorldRelay] {
         &self.relays
+    }
+
+    /// Sets the per-REQ cap of an existing relay (`None`: no cap). Returns false, changing
+    /// nothing, when `url` is not a key of `relays` or the cap is 0 (a relay that returns
+    /// nothing is a relay that is down).
+    pub fn set_max_limit(&mut self, url: &str, max_limit: Option<u32>) -> bool {
+        let Some(&id) = self.relay_index.get(url) else {
+            return false;
+        };
+        let relay = &mut self.relays[id as usize];
+        if !relay.exists || max_limit == Some(0) {
+            return false;
+        }
+        relay.max_limit = max_limit;
+        true
     }
 
     /// The id of a relay URL, exactly as keyed.
@@ -425,18 +446,20 @@ impl Interner {
             url: url.to_string(),
             exists: false,
             up: Vec::new(),
+            max_limit: None,
         });
         self.index.insert(url.to_string(), id);
         id
     }
 
     /// Adds a key of `relays`; returns false if it was already a key.
-    fn add_relay(&mut self, url: String, up: Vec<bool>) -> bool {
+    fn add_relay(&mut self, url: String, up: Vec<bool>, max_limit: Option<u32>) -> bool {
         let id = self.relay_id(&url) as usize;
         let r = &mut self.relays[id];
         let fresh = !r.exists;
         r.exists = true;
         r.up = up;
+        r.max_limit = max_limit;
         fresh
     }
 }
@@ -794,6 +817,57 @@ struct RelayListRaw {
 #[derive(Deserialize)]
 struct RelayRaw {
     up: Vec<bool>,
+    #[serde(default, deserialize_with = "de_max_limit")]
+    max_limit: Option<u32>,
+}
+
+/// `max_limit`: absent or `null` is no cap; a positive integer is a cap (beyond `u32`, the
+/// largest cap: a huge cap is still a cap); zero, negative, fractional or non-numbers are errors.
+fn de_max_limit<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = Option<u32>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a positive whole number of events per filter (leave it out for no cap)")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Option<u32>, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
+            if v == 0 {
+                return Err(E::custom(
+                    "is 0: a cap must be at least 1 (leave it out for no cap)",
+                ));
+            }
+            Ok(Some(u32::try_from(v).unwrap_or(u32::MAX)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => Err(E::custom(format!(
+                    "is {v}: a cap must be a positive whole number (leave it out for no cap)"
+                ))),
+            }
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<u32>, E> {
+            // Integers too long for u64 arrive as floats.
+            if v.is_finite() && v >= 1.0 && v.fract() == 0.0 {
+                Ok(Some(if v >= u32::MAX as f64 {
+                    u32::MAX
+                } else {
+                    v as u32
+                }))
+            } else {
+                Err(E::custom(format!(
+                    "is {v}: a cap must be a positive whole number (leave it out for no cap)"
+                )))
+            }
+        }
+    }
+    d.deserialize_any(V)
 }
 
 struct RelaysSeed<'a>(&'a mut Interner);
@@ -816,7 +890,7 @@ impl<'de> Visitor<'de> for RelaysSeed<'_> {
             if url.is_empty() {
                 return Err(de::Error::custom("empty relay url"));
             }
-            if !self.0.add_relay(url.clone(), relay.up) {
+            if !self.0.add_relay(url.clone(), relay.up, relay.max_limit) {
                 return Err(de::Error::custom(format!("relay {url:?} listed twice")));
             }
         }

@@ -125,3 +125,73 @@ fn malformed_worlds_name_the_field() {
     assert!(World::from_json(&full[..full.len() / 2]).is_err());
     assert!(World::from_json("").is_err());
 }
+
+#[test]
+fn relay_caps_round_trip_and_absent_means_no_cap() {
+    let relays = r#"{"wss://a.example": {"up": [true, true], "max_limit": 250},
+        "wss://b.example": {"up": [true, false]},
+        "wss://c.example": {"up": [true, true], "max_limit": null}}"#;
+    let w = World::from_json(&world_json("[]", relays, "")).unwrap();
+    let cap = |url: &str| w.relays()[w.relay_id(url).unwrap() as usize].max_limit;
+    assert_eq!(cap("wss://a.example"), Some(250));
+    assert_eq!(cap("wss://b.example"), None, "absent: no cap");
+    assert_eq!(cap("wss://c.example"), None, "null: no cap");
+    let json = w.to_json();
+    assert!(json.contains(r#""max_limit": 250"#), "{json}");
+    assert_eq!(
+        json.matches("max_limit").count(),
+        1,
+        "no cap is not written"
+    );
+    assert_eq!(World::from_json(&json).unwrap(), w);
+}
+
+#[test]
+fn huge_caps_are_big_caps() {
+    for value in ["4294967296", "99999999999999999999999999", "1e30"] {
+        let relays =
+            format!(r#"{{"wss://a.example": {{"up": [true, true], "max_limit": {value}}}}}"#);
+        let w = World::from_json(&world_json("[]", &relays, "")).expect(value);
+        assert_eq!(w.relays()[0].max_limit, Some(u32::MAX), "{value}");
+    }
+}
+
+#[test]
+fn a_bad_cap_names_the_field() {
+    for value in ["-1", "0", "1.5", r#""500""#, "true", "[500]", "-1e3"] {
+        let relays =
+            format!(r#"{{"wss://a.example": {{"up": [true, true], "max_limit": {value}}}}}"#);
+        let err = World::from_json(&world_json("[]", &relays, "")).expect_err(value);
+        let message = err.to_string();
+        assert_eq!(
+            field_of(err),
+            "relays.wss://a.example.max_limit",
+            "{value}: {message}"
+        );
+    }
+}
+
+#[test]
+fn generated_worlds_cap_most_relays_at_500() {
+    let world = generate(Profile::Medium, 2);
+    let caps: Vec<Option<u32>> = world
+        .relays()
+        .iter()
+        .filter(|r| r.exists)
+        .map(|r| r.max_limit)
+        .collect();
+    let count = |c: Option<u32>| caps.iter().filter(|&&x| x == c).count();
+    assert!(
+        count(Some(500)) * 2 > caps.len(),
+        "most at strfry's default"
+    );
+    assert!(count(None) > 0, "a few uncapped");
+    assert!(caps.iter().flatten().any(|&c| c < 500));
+    assert!(caps.iter().flatten().any(|&c| c > 500));
+    assert!(caps.iter().flatten().all(|&c| (100..=5_000).contains(&c)));
+    assert!(world
+        .relays()
+        .iter()
+        .filter(|r| !r.exists)
+        .all(|r| r.max_limit.is_none()));
+}
