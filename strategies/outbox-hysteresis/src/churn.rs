@@ -132,7 +132,8 @@ pub fn scenario(shape: ChurnShape, seed: u64) -> Scenario {
     let flappers: Vec<usize> = pick(&mut rng, &listed, shape.flap_authors);
 
     let start = 1_767_225_600u64;
-    let mut ticks = Vec::with_capacity(shape.ticks);
+    // Bounded: `ticks` comes from the command line, and growing is cheap next to planning.
+    let mut ticks = Vec::with_capacity(shape.ticks.min(4096));
     for t in 0..shape.ticks {
         if t > 0 {
             for _ in 0..shape.changes_per_tick {
@@ -177,12 +178,13 @@ pub fn scenario(shape: ChurnShape, seed: u64) -> Scenario {
             }
             builder.add_list(RawRelayList {
                 author: follows[i],
-                created_at: start + t as u64,
+                created_at: start.saturating_add(t as u64),
                 tags,
             });
         }
         ticks.push(Tick {
-            now: start + t as u64 * shape.tick_secs,
+            // Saturating: a huge `tick_secs` stops the clock at the end of time, never wraps.
+            now: start.saturating_add((t as u64).saturating_mul(shape.tick_secs)),
             table: builder.build(),
         });
     }

@@ -146,12 +146,12 @@ pub struct Hysteresis {
 
 impl Hysteresis {
     /// Wraps `inner` with a `margin` (values below 1 are treated as 1) and a `settle` window
-    /// (rounded up to whole seconds).
+    /// (rounded up to whole seconds, at most `u64::MAX`).
     pub fn new(inner: Box<dyn Selector>, margin: f64, settle: Duration) -> Self {
-        let mut settle_secs = settle.as_secs();
-        if settle.subsec_nanos() > 0 {
-            settle_secs += 1;
-        }
+        // Saturating: the longest window means "never", not a wrap to zero.
+        let settle_secs = settle
+            .as_secs()
+            .saturating_add(u64::from(settle.subsec_nanos() > 0));
         let name = format!("hysteresis+{}", inner.name());
         Self {
             inner,

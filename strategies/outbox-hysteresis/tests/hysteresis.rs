@@ -296,6 +296,60 @@ fn a_permanent_improvement_is_applied_exactly_once_after_the_window() {
     assert_eq!(closed, ["wss://b.example", HOME]);
 }
 
+#[test]
+fn the_longest_settle_window_never_settles_instead_of_wrapping_to_zero() {
+    for settle in [
+        "18446744073709551615s",
+        "18446744073709551615s 1ns",
+        "18446744073709551615s 999999999ns",
+    ] {
+        let toml = format!(
+            "[strategy]\ntype = \"hysteresis\"\nsettle = \"{settle}\"\n[strategy.inner]\ntype = \"greedy\"\ncoverage_target = 1\n"
+        );
+        let config = RouterConfig::from_toml(&toml).unwrap_or_else(|e| panic!("{settle}: {e}"));
+        let mut h = config.strategy.build();
+        let mut slots = Slots::new();
+        for t in 0..30u64 {
+            let now = 1_000 + 5 * t;
+            let table = improvement_world(t >= 4).table();
+            let (plan, _) = tick(h.as_mut(), &mut slots, &table, 2, now);
+            assert_eq!(
+                routed_urls(&plan, &table),
+                ["wss://a.example", "wss://b.example"],
+                "{settle} at {now}"
+            );
+        }
+    }
+    // Built directly, too.
+    let inner = Greedy::new(1, Box::new(outbox_core::CoverageScorer));
+    let mut h = Hysteresis::new(Box::new(inner), 1.25, Duration::MAX);
+    let mut slots = Slots::new();
+    for t in 0..30u64 {
+        let table = improvement_world(t >= 4).table();
+        tick(&mut h, &mut slots, &table, 2, 1_000 + 5 * t);
+    }
+    assert!(h
+        .incumbent()
+        .iter()
+        .all(|held| held.url != "wss://n.example"));
+}
+
+#[test]
+fn a_churn_scenario_with_the_longest_tick_keeps_time_monotone() {
+    let shape = ChurnShape {
+        follows: 20,
+        relays: 8,
+        ticks: 4,
+        tick_secs: u64::MAX,
+        improvement_tick: 2,
+        ..ChurnShape::default()
+    };
+    let scenario = churn::scenario(shape, 3);
+    let times: Vec<u64> = scenario.ticks.iter().map(|t| t.now).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(times[3], u64::MAX);
+}
+
 /// A: 0..5, B: 5..13 (8 follows); with the challenger, M: 5..14 (9 follows, < 1.25 × 8).
 fn margin_world(challenger: bool) -> World {
     let mut w = World::new(20);
