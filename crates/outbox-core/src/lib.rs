@@ -24,6 +24,7 @@ pub mod config;
 pub mod diff;
 pub mod ids;
 pub mod invariants;
+pub mod keys;
 pub mod lazy;
 pub mod paging;
 pub mod plan;
@@ -41,6 +42,7 @@ pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS
 pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
+pub use keys::{parse_public_key, public_key_from_hex, KeyError};
 pub use lazy::LazyCandidate;
 pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};

@@ -38,7 +38,7 @@
 //! value of the wrong type (`null`, a string where a number belongs) reads as corrupt: a relay
 //! is reset to the uniform prior, an author (anything wrong in its entry, pairs included) is
 //! dropped and relearned. A relay or author entry that is not an object, or an author key that
-//! is not a hex public key, is dropped with a [`LoadWarning::DroppedEntries`]. Only
+//! is not a hex public key, is dropped with a [`LoadWarning::DroppedEntries`] (so is a key that is not a point on the curve). Only
 //! what is unreadable starts fresh.
 //!
 //! # Safety of the file
@@ -60,11 +60,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nostr::key::PublicKey;
 use outbox_core::stats::{
     AuthorStats, Decay, LoadWarning, Loaded, PairStats, StatsStore, StatsStoreError,
 };
-use outbox_core::{DeliveryStats, RelayStats};
+use outbox_core::{public_key_from_hex, DeliveryStats, RelayStats};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -363,8 +362,9 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         None | Some(Value::Null) => {}
         Some(Value::Object(authors)) => {
             for (hex, entry) in authors {
-                // A key that is not a public key could never match a follow: dropped.
-                match (entry, PublicKey::from_hex(hex)) {
+                // A key that is not a public key (or not on the curve) could never match a
+                // follow: dropped.
+                match (entry, public_key_from_hex(hex)) {
                     (Value::Object(fields), Ok(author)) => {
                         let stats_of = author_from(fields);
                         // `set_author` drops an absurd entry with a trace event.

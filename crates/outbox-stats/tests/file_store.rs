@@ -217,6 +217,27 @@ fn corrupt_author_entries_are_dropped_and_the_rest_loads() {
 }
 
 #[test]
+fn an_author_key_off_the_curve_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    // x = 5 decodes as 32 bytes but is on no secp256k1 point: no follow can have it.
+    let off = format!("{:064x}", 5);
+    let text = format!(
+        r#"{{"format": "outbox-stats", "version": 2,
+            "authors": {{"{off}": {{"volume": 3.0}}, "{ok}": {{"volume": 4.0}}}}}}"#,
+        ok = key(1).to_hex(),
+    );
+    fs::write(&path, text).unwrap();
+    let loaded = FileStore::new(&path).load().unwrap();
+    assert_eq!(loaded.stats.authors().count(), 1);
+    assert_eq!(loaded.stats.author(&key(1)).map(|a| a.volume), Some(4.0));
+    assert_eq!(
+        loaded.warnings,
+        vec![LoadWarning::DroppedEntries { urls: vec![off] }]
+    );
+}
+
+#[test]
 fn torn_write_is_reported_moved_aside_and_the_backup_used() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileStore::new(dir.path().join("stats.json"));
