@@ -1,5 +1,5 @@
 //! Scoring a plan against a world, exactly as `docs/formats.md` defines it, from what its paged
-//! REQs return ([`crate::fetch`]).
+//! REQs return ([`mod@crate::fetch`]).
 
 use std::fmt;
 

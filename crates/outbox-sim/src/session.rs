@@ -1,7 +1,7 @@
 //! The session loop (plan → fetch → learn) and the oracle.
 //!
 //! For session `s`: the router plans with what it learned so far; the plan's REQs are simulated
-//! against the world for session `s`, paged as the runtime pages ([`crate::fetch`]), once per
+//! against the world for session `s`, paged as the runtime pages ([`mod@crate::fetch`]), once per
 //! scored window; the strategy observes only what its own REQs returned with the widest window
 //! ([`Observation`]); that observation is fed into [`DeliveryStats`] through
 //! `record_round`, the call the live runtime makes after EOSE. Stateless strategies ignore the

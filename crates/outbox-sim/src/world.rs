@@ -9,6 +9,9 @@
 //! only appear in events' `on` lists (they never answer), sorted by URL; events are sorted by
 //! (author, `created_at`, id) and their `on` lists by relay id. Reading a file and writing it
 //! back gives the same world.
+//!
+//! A relay may carry a per-REQ cap (`max_limit`); a file without one means no cap, so files
+//! written before caps existed keep their meaning (`docs/formats.md`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -129,7 +132,8 @@ pub struct WorldParts {
     pub reader_relays: Vec<String>,
     /// See [`World::relay_lists`].
     pub relay_lists: Vec<WorldRelayList>,
-    /// Relays that exist, with their `up` arrays.
+    /// Relays that exist, with their `up` arrays (uncapped; caps are set on the built world
+    /// with [`World::set_max_limit`]).
     pub relays: Vec<(String, Vec<bool>)>,
     /// Events: id, author key, created_at, kind, URLs of the relays serving it.
     pub events: Vec<PartEvent>,
