@@ -129,7 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
-         session, relays capping each REQ, mean over worlds. {:.1}s",
+         session, relays capping each REQ, mean over worlds; ev/note = events returned per \
+         distinct note fetched. {:.1}s",
         report.config.profiles.len() * report.config.seeds.len(),
         report
             .config
@@ -187,6 +188,7 @@ pub fn render_table(report: &BenchReport) -> Table {
     if let Some(w) = cost_window {
         header.push(format!("{w} REQs"));
         header.push(format!("{w} events"));
+        header.push(format!("{w} ev/note"));
     }
     header.extend(
         ["conns", "disclosure", "orphans", "top relay", "plan µs"]
@@ -213,6 +215,10 @@ pub fn render_table(report: &BenchReport) -> Table {
             );
             cells.push(
                 Cell::new(format!("{:.0}", rw.events.mean)).set_alignment(CellAlignment::Right),
+            );
+            cells.push(
+                Cell::new(format!("{:.2}", rw.events_per_note.mean))
+                    .set_alignment(CellAlignment::Right),
             );
         }
         for text in [

@@ -227,6 +227,9 @@ pub struct RowWindow {
     pub round_trips: MeanSe,
     /// Events the relays returned for the window in the last session (duplicates included).
     pub events: MeanSe,
+    /// Events returned per distinct note fetched in the last session: the price of asking
+    /// several relays about one author (1 = no note came twice; 0 when nothing was fetched).
+    pub events_per_note: MeanSe,
 }
 
 /// One strategy's aggregate over worlds (profiles × seeds), last session unless noted.
@@ -472,6 +475,10 @@ fn aggregate(
                     let trips =
                         move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.round_trips as f64);
                     let events = move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.events as f64);
+                    let per_note = move |s: &PlanScore| match (s.cost(w), s.window(w)) {
+                        (Some(c), Some(x)) if x.fetched > 0 => c.events as f64 / x.fetched as f64,
+                        _ => 0.0,
+                    };
                     RowWindow {
                         window: w,
                         first: first(&decl),
@@ -479,6 +486,7 @@ fn aggregate(
                         total_last: last(&total),
                         round_trips: last(&trips),
                         events: last(&events),
+                        events_per_note: last(&per_note),
                     }
                 })
                 .collect();
