@@ -34,7 +34,14 @@
 //!
 //! Compatibility: every field is optional on read (a missing one takes its default, so files
 //! of older versions load: a version 1 file has no `authors` and loads with none); unknown
-//! fields are ignored (files of newer versions load, with a [`LoadWarning::NewerVersion`]). A
+//! fields are ignored (files of newer versions load, with a [`LoadWarning::NewerVersion`]).
+//!
+//! A file written by a newer version is never overwritten, since this build would drop the
+//! fields it does not know (and the `.bak` would follow on the next save). Saves go to the side
+//! file `<name>.v2` instead ([`FileStore::side_path`]), with a warning; the file and its `.bak`
+//! stay as the newer version left them. A load uses whichever of the two was saved later (the
+//! side file with a [`LoadWarning::FromBackup`] naming it), so this build keeps what it
+//! learned, and the newer build, which never reads the side file, keeps its own file whole. A
 //! value of the wrong type (`null`, a string where a number belongs) reads as corrupt: a relay
 //! is reset to the uniform prior, an author (anything wrong in its entry, pairs included) is
 //! dropped and relearned. A relay or author entry that is not an object, or an author key that
@@ -48,7 +55,8 @@
 //!   file, never a mix; concurrent writers each replace the file whole (the last one wins).
 //! - Before a save replaces the file, the current file is checked: if it parses, it is kept as
 //!   `<name>.bak` (hard link, or copy where links are not supported); if it does not, it is
-//!   moved aside as `<name>.corrupt-<unix seconds>` instead of being overwritten.
+//!   moved aside as `<name>.corrupt-<unix seconds>` instead of being overwritten; if it is from
+//!   a newer version, it is not replaced at all (see above).
 //! - A load that finds an unreadable file moves it aside the same way, reports it (tracing and a
 //!   returned [`LoadWarning`]), and falls back to the `.bak` if that is readable, otherwise to
 //!   fresh stats. Nothing here panics on bad content.
@@ -86,6 +94,10 @@ pub struct FileStore {
 struct Parsed {
     stats: DeliveryStats,
     warnings: Vec<LoadWarning>,
+    /// Written by a newer format version than [`STATS_VERSION`].
+    newer: bool,
+    /// When it was written (0 if unknown).
+    saved_at: u64,
 }
 
 #[derive(Serialize)]
@@ -134,6 +146,12 @@ impl FileStore {
     /// Where the last good file is kept.
     pub fn backup_path(&self) -> PathBuf {
         sibling(&self.path, ".bak")
+    }
+
+    /// Where this build saves while the main file belongs to a newer format version
+    /// (`<name>.v2` for version 2), so that file is never overwritten.
+    pub fn side_path(&self) -> PathBuf {
+        sibling(&self.path, &format!(".v{STATS_VERSION}"))
     }
 
     fn dir(&self) -> PathBuf {
@@ -194,6 +212,25 @@ impl StatsStore for FileStore {
         match read(&self.path)? {
             None => return Ok(Loaded::default()),
             Some(bytes) => match parse(&bytes) {
+                Ok(parsed) if parsed.newer => {
+                    // What this build saved since is in the side file; the newer of the two wins.
+                    let side = self.side_path();
+                    if let Some(own) = read(&side)?.and_then(|b| parse(&b).ok()) {
+                        if !own.newer && own.saved_at > parsed.saved_at {
+                            tracing::warn!(path = %self.path.display(), side = %side.display(), "stats file is from a newer version; using this version's own later save");
+                            // Only the version matters of a file whose data is not used.
+                            warnings.extend(
+                                parsed
+                                    .warnings
+                                    .into_iter()
+                                    .filter(|w| matches!(w, LoadWarning::NewerVersion { .. })),
+                            );
+                            warnings.push(LoadWarning::FromBackup { path: side });
+                            return Ok(finish(own, warnings));
+                        }
+                    }
+                    return Ok(finish(parsed, warnings));
+                }
                 Ok(parsed) => {
                     return Ok(finish(parsed, warnings));
                 }
@@ -257,13 +294,22 @@ impl StatsStore for FileStore {
             move |source| StatsStoreError::Io { path, source }
         };
         // Never replace unreadable data: keep a good file as the backup, set a bad one aside.
+        // Never replace a newer version's file either: it holds fields this build would drop.
+        let mut target = self.path.clone();
         if let Some(current) = read(&self.path)? {
-            if parse(&current).is_ok() {
-                if let Err(err) = self.backup() {
-                    tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
+            match parse(&current) {
+                Ok(parsed) if parsed.newer => {
+                    target = self.side_path();
+                    tracing::warn!(path = %self.path.display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
                 }
-            } else {
-                self.move_aside(&self.path);
+                Ok(_) => {
+                    if let Err(err) = self.backup() {
+                        tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
+                    }
+                }
+                Err(_) => {
+                    self.move_aside(&self.path);
+                }
             }
         }
         let dir = self.dir();
@@ -273,8 +319,8 @@ impl StatsStore for FileStore {
             .map_err(io_err(&dir))?;
         tmp.write_all(&bytes).map_err(io_err(tmp.path()))?;
         tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
-        tmp.persist(&self.path).map_err(|e| StatsStoreError::Io {
-            path: self.path.clone(),
+        tmp.persist(&target).map_err(|e| StatsStoreError::Io {
+            path: target.clone(),
             source: e.error,
         })?;
         sync_dir(&dir).map_err(io_err(&dir))?;
@@ -319,6 +365,11 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         Some(other) => return Err(format!("format is {other}, expected \"{STATS_FORMAT}\"")),
     }
     let mut warnings = Vec::new();
+    let newer = top
+        .get("version")
+        .and_then(Value::as_u64)
+        .is_some_and(|found| found > u64::from(STATS_VERSION));
+    let saved_at = top.get("saved_at").and_then(Value::as_u64).unwrap_or(0);
     if let Some(found) = top.get("version").and_then(Value::as_u64) {
         if found > u64::from(STATS_VERSION) {
             warnings.push(LoadWarning::NewerVersion {
@@ -400,7 +451,12 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
             urls: dropped_authors,
         });
     }
-    Ok(Parsed { stats, warnings })
+    Ok(Parsed {
+        stats,
+        warnings,
+        newer,
+        saved_at,
+    })
 }
 
 /// One relay's stats from its JSON fields: a missing field takes its default, a present field

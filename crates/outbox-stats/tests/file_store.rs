@@ -400,6 +400,92 @@ fn a_file_from_a_newer_version_loads_what_it_knows() {
     assert_eq!(loaded.stats.get("wss://a.example").beta, 3.0);
 }
 
+/// A file as a newer version would write it: fields this build does not know at every level.
+fn newer_file(saved_at: u64) -> String {
+    format!(
+        r#"{{"format": "outbox-stats", "version": 9, "saved_at": {saved_at}, "per_depth": {{"x": 1}},
+            "decay": {{"mode": "hourly", "factor": 0.9}},
+            "relays": {{"wss://a.example": {{"alpha": 2.0, "beta": 3.0, "depth_alpha": [1, 2]}}}},
+            "authors": {{"{author}": {{"volume": 4.0, "mood": "ok",
+                          "relays": {{"wss://a.example": {{"hits": 1.0, "misses": 0.0, "late": 2}}}}}}}}}}
+"#,
+        author = key(1).to_hex()
+    )
+}
+
+#[test]
+fn a_newer_versions_file_and_its_backup_are_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let store = FileStore::new(&path);
+    // Two saves by this version: the `.bak` holds the first, an older good file.
+    store.save(&sample(2)).unwrap();
+    store.save(&sample(3)).unwrap();
+    let bak = fs::read(store.backup_path()).unwrap();
+    // Then a newer version writes the file.
+    let newer = newer_file(1_000);
+    fs::write(&path, &newer).unwrap();
+
+    // This version runs twice more, learning and saving each time.
+    for run in 0..2 {
+        let loaded = store.load().unwrap();
+        assert!(
+            loaded.warnings.contains(&LoadWarning::NewerVersion {
+                found: 9,
+                supported: STATS_VERSION
+            }),
+            "run {run}: {:?}",
+            loaded.warnings
+        );
+        let mut stats = loaded.stats;
+        stats.record_delivery("wss://b.example", 1, 1, 5_000 + run);
+        store.save(&stats).unwrap();
+    }
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        newer,
+        "the newer file is untouched"
+    );
+    assert_eq!(
+        fs::read(store.backup_path()).unwrap(),
+        bak,
+        "the backup is untouched"
+    );
+    assert!(corrupt_files(dir.path()).is_empty());
+
+    // What this version learned is in the side file, and the next load continues from it.
+    let side = store.side_path();
+    assert_eq!(
+        side,
+        dir.path().join(format!("stats.json.v{STATS_VERSION}"))
+    );
+    let loaded = store.load().unwrap();
+    assert_eq!(
+        loaded.warnings,
+        vec![
+            LoadWarning::NewerVersion {
+                found: 9,
+                supported: STATS_VERSION
+            },
+            LoadWarning::FromBackup { path: side.clone() },
+        ]
+    );
+    assert_eq!(loaded.stats.get("wss://b.example").asked, 2);
+    assert_eq!(loaded.stats.get("wss://a.example").beta, 3.0);
+
+    // Once the newer version saves again, its file is the later one and is used.
+    fs::write(&path, newer_file(u64::MAX / 2)).unwrap();
+    let loaded = store.load().unwrap();
+    assert_eq!(
+        loaded.warnings,
+        vec![LoadWarning::NewerVersion {
+            found: 9,
+            supported: STATS_VERSION
+        }]
+    );
+    assert_eq!(loaded.stats.get("wss://b.example").asked, 0);
+}
+
 #[test]
 fn absurd_values_are_sanitised_and_unreadable_entries_dropped() {
     let dir = tempfile::tempdir().unwrap();
