@@ -134,7 +134,8 @@ fn stats_path(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 }
 
 fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
-    PublicKey::parse(raw.trim()).with_context(|| format!("not an npub or hex key: {raw:?}"))
+    outbox_core::parse_public_key(raw.trim())
+        .with_context(|| format!("not a valid npub or hex public key: {raw:?}"))
 }
 
 /// Keys from arguments; an argument naming an existing file contributes every key in it.
@@ -212,7 +213,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                 .iter()
                 .filter(|t| t.as_slice().first().map(String::as_str) == Some("p"))
                 .filter_map(|t| t.as_slice().get(1))
-                .filter_map(|hex| PublicKey::from_hex(hex).ok())
+                .filter_map(|hex| outbox_core::public_key_from_hex(hex).ok())
                 .collect();
             follows.sort_unstable();
             follows.dedup();

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use nostr::event::Kind;
 use nostr::filter::Filter;
-use nostr::key::PublicKey;
 use nostr::types::{RelayUrl, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -283,10 +282,10 @@ impl PlanFile {
                 });
             }
             for (j, author) in entry.authors.iter().enumerate() {
-                if PublicKey::from_hex(author).is_err() {
+                if let Err(e) = crate::keys::public_key_from_hex(author) {
                     return Err(PlanFileError::Invalid {
                         field: format!("relays[{i}].authors[{j}]"),
-                        message: format!("not a hex public key: {:?}", truncate(author)),
+                        message: format!("{e}: {:?}", truncate(author)),
                     });
                 }
             }
@@ -318,7 +317,7 @@ fn truncate(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::url_policy::UrlPolicy;
-    use nostr::key::Keys;
+    use nostr::key::{Keys, PublicKey};
 
     #[test]
     fn pool_limit_keeps_the_first_reader_relays_and_never_fewer_than_one() {
