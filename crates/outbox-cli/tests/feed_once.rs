@@ -176,11 +176,18 @@ async fn one_follow(dir: &std::path::Path, notes: u64) -> (Relay, std::path::Pat
 /// `outbox feed` against one local reader relay, short timeouts, with `extra` arguments.
 fn feed(reader: &Relay, follows: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    cmd.args(["feed", "--allow-local", "--since", "7d", "--relays", &reader.url])
-        .arg("--follows")
-        .arg(follows)
-        .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-        .args(extra);
+    cmd.args([
+        "feed",
+        "--allow-local",
+        "--since",
+        "7d",
+        "--relays",
+        &reader.url,
+    ])
+    .arg("--follows")
+    .arg(follows)
+    .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
+    .args(extra);
     cmd
 }
 
@@ -207,13 +214,23 @@ async fn a_plain_feed_uses_recall_keeps_its_state_and_draws_anew_each_run() {
         let out = run(&["--once", "--verbose"], data.clone()).await.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(out.status.success(), "{stderr}");
-        assert!(stderr.contains("(recall)"), "the default strategy:\n{stderr}");
+        assert!(
+            stderr.contains("(recall)"),
+            "the default strategy:\n{stderr}"
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
         seeds.push(seed_of(&stderr));
     }
     assert_ne!(seeds[0], seeds[1], "two runs planned with one seed");
-    for kept in ["stats.json", "stats.json.penalties.json", "stats.json.lists.json"] {
-        assert!(data.join(kept).exists(), "{kept} kept in the data directory");
+    for kept in [
+        "stats.json",
+        "stats.json.penalties.json",
+        "stats.json.lists.json",
+    ] {
+        assert!(
+            data.join(kept).exists(),
+            "{kept} kept in the data directory"
+        );
     }
     let saved = std::fs::read_to_string(data.join("stats.json")).unwrap();
     assert!(saved.contains(&reader.url), "the reader relay was learned");
@@ -252,7 +269,10 @@ async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
-    assert!(stderr.contains("events:"), "the summary is printed:\n{stderr}");
+    assert!(
+        stderr.contains("events:"),
+        "the summary is printed:\n{stderr}"
+    );
     assert!(stats.exists(), "stats saved");
 }
 

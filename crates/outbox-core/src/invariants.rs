@@ -214,7 +214,8 @@ mod tests {
             r("wss://a.example"),
             r("wss://b.example"),
             // Absent from a table without reader relays.
-            t.relay_id("wss://home.example").unwrap_or(RelayId(u32::MAX)),
+            t.relay_id("wss://home.example")
+                .unwrap_or(RelayId(u32::MAX)),
         )
     }
 
@@ -374,7 +375,10 @@ mod tests {
             vec![f3],
             vec![home],
         );
-        assert_only(&check_plan(&plan, &t, LIMITS), &Violation::DuplicateRelay(a));
+        assert_only(
+            &check_plan(&plan, &t, LIMITS),
+            &Violation::DuplicateRelay(a),
+        );
     }
 
     #[test]

@@ -268,7 +268,12 @@ impl Cursor {
 mod tests {
     use super::*;
 
-    fn drive(history: &[u64], cap: u32, paging: &Paging, known: Option<u32>) -> (usize, u32, Ended) {
+    fn drive(
+        history: &[u64],
+        cap: u32,
+        paging: &Paging,
+        known: Option<u32>,
+    ) -> (usize, u32, Ended) {
         // `history` newest first; a relay returns the newest `min(limit, cap)` at or before until.
         let limits = RelayLimits {
             max_limit: known,
@@ -328,7 +333,10 @@ mod tests {
         let (got, pages, why) = drive(&history, 150, &Paging::default(), None);
         assert_eq!(got, 450);
         assert_eq!(why, Ended::Complete);
-        assert_eq!(pages, 4, "3 full pages of 150, then one that brings only the edge");
+        assert_eq!(
+            pages, 4,
+            "3 full pages of 150, then one that brings only the edge"
+        );
     }
 
     #[test]

@@ -92,7 +92,11 @@ impl Plan {
     /// A plan exactly as given, skipping the normalisation of
     /// [`from_selection`](Self::from_selection): for tests of the invariant checker only.
     #[cfg(test)]
-    pub(crate) fn raw(routed: Vec<Assignment>, residual: Vec<AuthorId>, pool: Vec<RelayId>) -> Self {
+    pub(crate) fn raw(
+        routed: Vec<Assignment>,
+        residual: Vec<AuthorId>,
+        pool: Vec<RelayId>,
+    ) -> Self {
         Self {
             strategy: "raw".to_string(),
             routed,

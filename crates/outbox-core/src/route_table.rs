@@ -389,7 +389,10 @@ impl RouteTable {
     /// An id the table did not issue ranks last (a broken selection must not panic here; the
     /// invariant check reports it).
     pub fn url_rank(&self, relay: RelayId) -> u32 {
-        self.url_rank.get(relay.index()).copied().unwrap_or(u32::MAX)
+        self.url_rank
+            .get(relay.index())
+            .copied()
+            .unwrap_or(u32::MAX)
     }
 
     /// The id of a canonical relay URL, if the table knows it.

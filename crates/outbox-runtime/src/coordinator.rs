@@ -388,7 +388,9 @@ impl Coordinator {
                 if tag.first().map(String::as_str) != Some("r") {
                     continue;
                 }
-                let Some(url) = tag.get(1).and_then(|raw| self.policy.canonicalize(raw).ok())
+                let Some(url) = tag
+                    .get(1)
+                    .and_then(|raw| self.policy.canonicalize(raw).ok())
                 else {
                     continue;
                 };
@@ -555,7 +557,11 @@ impl Coordinator {
                     .iter()
                     .map(|r| table.url(*r).to_string())
                     .collect::<Vec<_>>();
-                warn!(?carriers, ?relays, "no reader relay is usable; the residual moves");
+                warn!(
+                    ?carriers,
+                    ?relays,
+                    "no reader relay is usable; the residual moves"
+                );
                 self.status(Status::Carriers { carriers, relays }).await;
             }
         }

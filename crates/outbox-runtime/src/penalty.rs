@@ -148,7 +148,10 @@ mod tests {
         assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), None);
         assert!(!b.is_penalised("wss://a.example", 10));
         // A blip: one minute, not hours.
-        assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), Some(70));
+        assert_eq!(
+            b.strike("wss://a.example", "timeout", 10, &policy),
+            Some(70)
+        );
         assert!(b.is_penalised("wss://a.example", 69));
         assert!(!b.is_penalised("wss://a.example", 70));
         assert_eq!(b.penalised(20).collect::<Vec<_>>(), ["wss://a.example"]);

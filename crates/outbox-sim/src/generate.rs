@@ -1,7 +1,7 @@
 //! The world generator: a synthetic relay network with what makes the real one hard.
 //!
 //! Every knob lives in [`WorldModel`], with defaults drawn from the published measurements
-//! (nostrability/outbox, 2026; see DESIGN.md). A world is deterministic for (profile, seed).
+//! (nostrability/outbox, 2026; see the README's Results). A world is deterministic for (profile, seed).
 
 use std::collections::HashSet;
 use std::fmt;

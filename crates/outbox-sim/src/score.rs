@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use nostr::key::PublicKey;
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, Plan, PlanFile, RouteTable, UrlPolicy};
 use serde::{Deserialize, Serialize};
@@ -244,7 +243,7 @@ impl Asks {
             });
             let mut authors = Vec::with_capacity(e.authors.len());
             for (j, hex) in e.authors.iter().enumerate() {
-                let pk = PublicKey::from_hex(hex)
+                let pk = outbox_core::public_key_from_hex(hex)
                     .map_err(|_| ScoreError::BadAuthor { entry: i, index: j })?;
                 match sim.table.author_id(&pk) {
                     Some(a) => authors.push(a.0),

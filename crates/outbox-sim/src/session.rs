@@ -47,10 +47,9 @@ impl Default for LoopConfig {
 
 impl LoopConfig {
     /// The planning seed of session `s`.
+    /// The same draw as the runtime's run number `s` with this base seed.
     pub fn seed_for(&self, s: u32) -> u64 {
-        self.seed
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .wrapping_add(u64::from(s).wrapping_mul(0x2545_f491_4f6c_dd1d))
+        outbox_core::session_seed(self.seed, u64::from(s))
     }
 
     /// The widest window asked (what every simulated REQ's `since` is set from).

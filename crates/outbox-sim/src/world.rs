@@ -757,11 +757,8 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("a 64-hex-digit public key")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Key, E> {
-                PublicKey::from_hex(s).map(Key).map_err(|_| {
-                    E::custom(format!(
-                        "not a valid public key: {:?}",
-                        s.chars().take(80).collect::<String>()
-                    ))
+                outbox_core::public_key_from_hex(s).map(Key).map_err(|e| {
+                    E::custom(format!("{e}: {:?}", s.chars().take(80).collect::<String>()))
                 })
             }
         }

@@ -1,4 +1,4 @@
-//! Calibration against the published study (DESIGN.md): the reference strategies, at 1 year,
+//! Calibration against the published study (nostrability/outbox, 2026; the README quotes its table): the reference strategies, at 1 year,
 //! must land within ±8 percentage points of the published numbers and keep their ordering.
 //!
 //! Small and medium worlds on fixed seeds, so it runs in reasonable time in debug builds.

@@ -277,7 +277,7 @@ impl World {
     }
 
     /// What a plan fetches from this world: notes whose author some relay is asked about and
-    /// that relay stores, at or after `since` (the `formats.md` rule, every relay up).
+    /// that relay stores, at or after `since` (the rule of `docs/formats.md`, every relay up).
     pub fn predict(&self, plan: &Plan, table: &RouteTable, since: u64) -> BTreeSet<EventId> {
         let asked: HashMap<PublicKey, HashSet<&str>> = {
             let mut m: HashMap<PublicKey, HashSet<&str>> = HashMap::new();
