@@ -321,6 +321,15 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x776f_726c_6400 ^ (model.follows as u64) << 40);
     let now = GENERATED_NOW;
     let sessions = model.sessions;
+    if sessions > crate::world::MAX_SESSIONS {
+        return Err(WorldError::Invalid {
+            field: "sessions".into(),
+            message: format!(
+                "is {sessions}, more than the {} sessions a world may describe",
+                crate::world::MAX_SESSIONS
+            ),
+        });
+    }
 
     // Relays: hubs, mid relays, and tail relays created on demand.
     let mut relays: Vec<Relay> = Vec::new();

@@ -42,4 +42,6 @@ pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions, LoopConfig,
     OracleScope, SessionOutcome, StrategyRun,
 };
-pub use world::{World, WorldError, WorldEvent, WorldRelay, WorldRelayList, WORLD_FORMAT};
+pub use world::{
+    World, WorldError, WorldEvent, WorldRelay, WorldRelayList, MAX_SESSIONS, WORLD_FORMAT,
+};

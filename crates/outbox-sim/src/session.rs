@@ -90,8 +90,10 @@ pub fn run_sessions(
     mut on_session: impl FnMut(u32, &Plan, &Observation),
 ) -> StrategyRun {
     let mut stats = DeliveryStats::new();
-    let mut times = Vec::with_capacity(cfg.sessions as usize + cfg.timing_repeats);
-    let mut sessions = Vec::with_capacity(cfg.sessions as usize);
+    // Capacity for at most the sessions a world may describe: a larger count grows as it runs.
+    let reserve = cfg.sessions.min(crate::world::MAX_SESSIONS) as usize;
+    let mut times = Vec::with_capacity(reserve + cfg.timing_repeats);
+    let mut sessions = Vec::with_capacity(reserve);
     let since = sim.world.now.saturating_sub(cfg.widest());
     let span = tracing::debug_span!("sessions", strategy = router.strategy());
     let _guard = span.enter();

@@ -25,6 +25,15 @@ use serde::Deserialize;
 /// The file format tag of world files.
 pub const WORLD_FORMAT: &str = "outbox-world/1";
 
+/// The most sessions a world may describe (`sessions`, and so the length of every `up` array).
+/// Per-session state is allocated up front, so larger counts are refused with an error naming
+/// the field instead of exhausting memory (`docs/formats.md`).
+pub const MAX_SESSIONS: u32 = 10_000;
+
+fn too_many_sessions(sessions: impl fmt::Display) -> String {
+    format!("is {sessions}, more than the {MAX_SESSIONS} sessions a world may describe")
+}
+
 /// A world that could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum WorldError {
@@ -497,6 +506,9 @@ impl RawWorld {
             mut events,
             on,
         } = self;
+        if sessions > MAX_SESSIONS {
+            return Err(WorldError::invalid("sessions", too_many_sessions(sessions)));
+        }
         for r in relays.relays.iter().filter(|r| r.exists) {
             if r.up.len() != sessions as usize {
                 return Err(WorldError::invalid(
@@ -707,7 +719,7 @@ impl<'de> Visitor<'de> for WorldVisitor {
                 "format" => w.format = Some(map.next_value()?),
                 "name" => w.name = Some(map.next_value()?),
                 "now" => w.now = Some(map.next_value()?),
-                "sessions" => w.sessions = Some(map.next_value()?),
+                "sessions" => w.sessions = Some(map.next_value::<Sessions>()?.0),
                 "reader" => w.reader = Some(map.next_value()?),
                 "relay_lists" => {
                     let lists: Vec<RelayListRaw> = map.next_value()?;
@@ -742,6 +754,19 @@ impl<'de> Visitor<'de> for WorldVisitor {
             }
         }
         Ok(w)
+    }
+}
+
+/// `sessions`: a count of at most [`MAX_SESSIONS`].
+struct Sessions(u32);
+
+impl<'de> Deserialize<'de> for Sessions {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let sessions = u32::deserialize(d)?;
+        if sessions > MAX_SESSIONS {
+            return Err(de::Error::custom(too_many_sessions(sessions)));
+        }
+        Ok(Sessions(sessions))
     }
 }
 
@@ -817,9 +842,35 @@ struct RelayListRaw {
 
 #[derive(Deserialize)]
 struct RelayRaw {
+    #[serde(deserialize_with = "de_up")]
     up: Vec<bool>,
     #[serde(default, deserialize_with = "de_max_limit")]
     max_limit: Option<u32>,
+}
+
+/// `up`: an array of booleans with at most [`MAX_SESSIONS`] entries, refused as soon as it grows
+/// past that (before the array is read to its end).
+fn de_up<'de, D: de::Deserializer<'de>>(d: D) -> Result<Vec<bool>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<bool>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an array of at most {MAX_SESSIONS} booleans")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<bool>, A::Error> {
+            let mut up = Vec::new();
+            while let Some(u) = seq.next_element::<bool>()? {
+                if up.len() == MAX_SESSIONS as usize {
+                    return Err(de::Error::custom(format!(
+                        "has more than {MAX_SESSIONS} entries, the most sessions a world may describe"
+                    )));
+                }
+                up.push(u);
+            }
+            Ok(up)
+        }
+    }
+    d.deserialize_seq(V)
 }
 
 /// `max_limit`: absent or `null` is no cap; a positive integer is a cap (beyond `u32`, the

@@ -195,3 +195,57 @@ fn generated_worlds_cap_most_relays_at_500() {
         .filter(|r| !r.exists)
         .all(|r| r.max_limit.is_none()));
 }
+
+fn world_with_sessions(sessions: u64, up_len: usize) -> String {
+    let up = vec!["true"; up_len].join(",");
+    // `relays` before `sessions`: an overlong `up` array is refused while it is read.
+    format!(
+        r#"{{"format": "outbox-world/1", "now": 1000,
+  "relays": {{"wss://a.example": {{"up": [{up}]}}}}, "sessions": {sessions},
+  "reader": {{"pubkey": "{KEY_A}", "follows": ["{KEY_B}"], "relays": []}},
+  "relay_lists": [], "events": []}}"#
+    )
+}
+
+#[test]
+fn session_counts_past_the_limit_are_refused_naming_the_field() {
+    use outbox_sim::generate::{generate_with, WorldModel};
+    use outbox_sim::world::WorldParts;
+    use outbox_sim::MAX_SESSIONS;
+
+    let max = MAX_SESSIONS as usize;
+    let w = World::from_json(&world_with_sessions(MAX_SESSIONS.into(), max)).expect("at the limit");
+    assert_eq!(w.sessions, MAX_SESSIONS);
+
+    for sessions in [u64::from(MAX_SESSIONS) + 1, 10_000_000, 300_000_000] {
+        let no_relays = format!(
+            r#"{{"format": "outbox-world/1", "now": 1000, "sessions": {sessions},
+  "reader": {{"pubkey": "{KEY_A}", "follows": [], "relays": []}},
+  "relay_lists": [], "relays": {{}}, "events": []}}"#
+        );
+        let err = World::from_json(&no_relays).expect_err("too many sessions");
+        let message = err.to_string();
+        assert!(message.contains(&MAX_SESSIONS.to_string()), "{message}");
+        assert_eq!(field_of(err), "sessions", "{message}");
+    }
+
+    let err = World::from_json(&world_with_sessions(u64::from(MAX_SESSIONS) + 1, max + 1))
+        .expect_err("an overlong up array");
+    assert_eq!(field_of(err), "relays.wss://a.example.up");
+
+    let parts = WorldParts {
+        sessions: 300_000_000,
+        reader: Some(outbox_core::public_key_from_hex(KEY_A).unwrap()),
+        ..WorldParts::default()
+    };
+    assert_eq!(field_of(World::from_parts(parts).unwrap_err()), "sessions");
+
+    let model = WorldModel {
+        sessions: 300_000_000,
+        ..WorldModel::for_profile(Profile::Small)
+    };
+    assert_eq!(
+        field_of(generate_with(&model, "big", 1).unwrap_err()),
+        "sessions"
+    );
+}
