@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use outbox_core::{Router, RouterConfig};
 use outbox_sim::{
     default_suite, run_bench, run_sessions, BenchConfig, BenchReport, LoopConfig, MeanSe, Profile,
-    Progress, SimWorld, Window, World,
+    Progress, SimWorld, Window, World, MAX_SESSIONS,
 };
 
 /// Options of `outbox bench`.
@@ -28,9 +28,10 @@ pub struct Args {
     /// Number of world seeds per profile (seeds 1..=N).
     #[arg(long, default_value_t = 2)]
     seeds: u64,
-    /// Sessions per strategy (plan → fetch → learn).
-    #[arg(long, default_value_t = 5)]
-    sessions: u32,
+    /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session
+    /// the world describes, and at most that many].
+    #[arg(long)]
+    sessions: Option<u32>,
     /// Windows to score (comma-separated: 7d, 1yr, 3yr).
     #[arg(long, value_delimiter = ',', default_value = "7d,1yr,3yr")]
     windows: Vec<Window>,
@@ -69,12 +70,28 @@ pub struct Args {
     one_plan: bool,
 }
 
+/// Sessions per strategy on generated worlds when `--sessions` is not given.
+const DEFAULT_SESSIONS: u32 = 5;
+
+/// The sessions to run on a world file that describes `world` sessions: all of them (at least
+/// one) unless `requested`, which must be between 1 and `world`.
+fn sessions_on_world(requested: Option<u32>, world: u32) -> anyhow::Result<u32> {
+    match requested {
+        None => Ok(world.max(1)),
+        Some(0) => bail!("--sessions must be at least 1"),
+        Some(n) if n > world => {
+            bail!("--sessions {n}: the world describes only {world} sessions")
+        }
+        Some(n) => Ok(n),
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.live {
         return crate::live::run(crate::live::Options {
             world: args.world,
             strategies: args.strategies,
-            sessions: args.sessions,
+            sessions: args.sessions.unwrap_or(DEFAULT_SESSIONS),
             seed: args.seed,
             budget: args.budget,
             one_plan: args.one_plan,
@@ -84,14 +101,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let config = args.config.as_deref().context("--world needs --config")?;
         return run_one(&args, world, config);
     }
-    if args.seeds == 0 || args.sessions == 0 || args.profiles.is_empty() || args.windows.is_empty()
-    {
+    let sessions = args.sessions.unwrap_or(DEFAULT_SESSIONS);
+    if args.seeds == 0 || sessions == 0 || args.profiles.is_empty() || args.windows.is_empty() {
         bail!("--seeds, --sessions, --profiles and --windows must not be empty or zero");
+    }
+    if sessions > MAX_SESSIONS {
+        bail!("--sessions {sessions}: at most {MAX_SESSIONS} sessions");
     }
     let mut cfg = BenchConfig {
         profiles: args.profiles.clone(),
         seeds: (1..=args.seeds).collect(),
-        sessions: args.sessions,
+        sessions,
         windows: args.windows.clone(),
         only: args.strategies.clone(),
         ..BenchConfig::default()
@@ -115,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = run_bench(&cfg, &default_suite(), &|p| match p {
         Progress::Start { total } => bar.set_length(total as u64),
         Progress::Done { label, world } => {
-            bar.set_message(format!("{label} on {world}"));
+            bar.set_message(format!("{label} on {}", crate::text::escape(&world)));
             bar.inc(1);
         }
     });
@@ -243,11 +263,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         .with_context(|| format!("in config {}", config_path.display()))?;
     let world = World::read_path(world_path)
         .with_context(|| format!("reading world {}", world_path.display()))?;
-    let sessions = if args.sessions == 5 {
-        world.sessions.max(1)
-    } else {
-        args.sessions
-    };
+    let sessions = sessions_on_world(args.sessions, world.sessions)?;
     let sim = SimWorld::with_policy(world, &config.url_policy);
     let budget = args.budget.unwrap_or(config.max_connections);
     let mut router = Router::new(config.strategy.build(), budget);
@@ -310,7 +326,12 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         cells.push(format!("{:.0}", o.plan_us));
         table.add_row(cells);
     }
-    println!("{}: {} on {}", run.strategy, sessions, sim.world.name);
+    println!(
+        "{}: {} on {}",
+        run.strategy,
+        sessions,
+        crate::text::escape(&sim.world.name)
+    );
     println!("{table}");
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&run).context("serialising the run")?;

@@ -11,6 +11,7 @@ mod feed;
 mod live;
 mod plan;
 mod strategies;
+mod text;
 mod world;
 
 /// The outbox relay router: which relays to ask, and about whom.

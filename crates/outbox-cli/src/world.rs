@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("writing {}", out.display()))?;
             eprintln!(
                 "{}: {} follows, {} relays, {} events → {}",
-                world.name,
+                crate::text::escape(&world.name),
                 world.follows.len(),
                 world.relays().len(),
                 world.events().len(),
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 World::read_path(&file).with_context(|| format!("reading {}", file.display()))?;
             let s = world_stats(&world);
             let pct = |x: f64| format!("{:.1}%", x * 100.0);
-            println!("world              {}", s.name);
+            println!("world              {}", crate::text::escape(&s.name));
             println!("follows            {}", s.follows);
             println!("without a list     {}", pct(s.no_list_share));
             println!("listed relays      {}", s.listed_relays);
