@@ -26,6 +26,16 @@ pub struct RuntimeConfig {
     pub hard_frame_limit: usize,
     /// Unparseable or oversized frames tolerated per connection before it counts as a failure.
     pub max_bad_frames: u32,
+    /// Events dated further than this past the local clock are dropped as
+    /// [`FrameDrop::FutureDated`](crate::FrameDrop::FutureDated) and count as bad frames: they
+    /// would sit at the top of every feed and poison the learning of what a relay returned.
+    pub future_tolerance: Duration,
+    /// Valid events a relay may send per connection outside what was asked (outside the
+    /// subscription's filter, or to a subscription closed a while ago) beyond the events asked for (the sum of the page limits sent on the connection). One more and the
+    /// connection ends as [`Failure::Flooded`](crate::Failure::Flooded), a strike that a later
+    /// EOSE does not clear. Answers to a subscription within
+    /// [`eose_timeout`](Self::eose_timeout) of its CLOSE (a replaced filter) are not counted.
+    pub max_unrequested: u64,
     /// Verify event ids and signatures (turning this off trusts relays blindly).
     pub verify_signatures: bool,
     /// Event kinds of the feed.
@@ -75,6 +85,8 @@ impl Default for RuntimeConfig {
             max_message_bytes: 256 * 1024,
             hard_frame_limit: 4 * 1024 * 1024,
             max_bad_frames: 3,
+            future_tolerance: Duration::from_secs(15 * 60),
+            max_unrequested: 1_000,
             verify_signatures: true,
             kinds: vec![Kind::TextNote],
             since: None,

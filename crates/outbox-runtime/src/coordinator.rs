@@ -929,7 +929,12 @@ impl Coordinator {
                         self.down.entry(url.to_string()).or_default();
                     }
                 }
-                let penalised = self.penalties.strike(url, &reason, now, &self.cfg.penalty);
+                let penalised = if failure.is_misbehaviour() {
+                    self.penalties
+                        .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
+                } else {
+                    self.penalties.strike(url, &reason, now, &self.cfg.penalty)
+                };
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
                 self.status(Status::Failed {
                     relay: url.to_string(),

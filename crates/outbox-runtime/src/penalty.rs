@@ -26,6 +26,9 @@ pub struct PenaltyEntry {
     pub last_reason: String,
     /// Set-asides in a row without a success in between (how long the next one lasts).
     pub times: u32,
+    /// A strike was for misbehaviour (bad frames, floods): a success does not clear the
+    /// strikes, since a relay that floods after its EOSE succeeds on every connection.
+    pub misbehaved: bool,
 }
 
 /// Relays with recent failures, keyed by canonical URL.
@@ -63,6 +66,22 @@ impl PenaltyBox {
         }
     }
 
+    /// Counts one failure for misbehaviour, which a later success does not forgive; returns
+    /// the deadline if this strike set the relay aside.
+    pub fn strike_misbehaving(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+    ) -> Option<u64> {
+        let until = self.strike(url, reason, now, policy);
+        if let Some(entry) = self.relays.get_mut(url) {
+            entry.misbehaved = true;
+        }
+        until
+    }
+
     /// Sets a relay aside at once for the full duration (a refusal that retrying cannot fix);
     /// returns the deadline.
     pub fn penalise(&mut self, url: &str, reason: &str, now: u64, policy: &PenaltyPolicy) -> u64 {
@@ -79,6 +98,9 @@ impl PenaltyBox {
     /// still holds).
     pub fn succeed(&mut self, url: &str) {
         if let Some(entry) = self.relays.get_mut(url) {
+            if entry.misbehaved {
+                return;
+            }
             entry.strikes = 0;
             entry.times = 0;
             if entry.until.is_none() {
@@ -181,6 +203,26 @@ mod tests {
         let until = b.penalise("wss://b.example", "auth-required: x", 5, &policy);
         assert_eq!(until, 3605);
         assert!(b.is_penalised("wss://b.example", 6));
+    }
+
+    #[test]
+    fn misbehaviour_strikes_survive_successes() {
+        let policy = PenaltyPolicy {
+            strikes: 3,
+            initial: Duration::from_secs(60),
+            growth: 4,
+            duration: Duration::from_secs(3600),
+        };
+        let mut b = PenaltyBox::new();
+        let url = "wss://flood.example";
+        for _ in 0..2 {
+            assert_eq!(b.strike_misbehaving(url, "misbehaving", 10, &policy), None);
+            b.succeed(url);
+        }
+        assert_eq!(
+            b.strike_misbehaving(url, "misbehaving", 10, &policy),
+            Some(70)
+        );
     }
 
     #[test]

@@ -26,6 +26,11 @@
 //! A new filter (generation) closes the purpose's subscriptions and starts paging anew; a new
 //! connection does the same for every purpose. Answers to closed subscriptions are dropped
 //! quietly (they may cross our CLOSE); ids we never issued are unrequested frames.
+//!
+//! A relay that floods (valid events outside the filter asked, or answers to subscriptions
+//! closed longer than the EOSE timeout ago) is counted per connection; past
+//! [`RuntimeConfig::max_unrequested`] beyond the events asked for, the connection ends as
+//! [`Failure::Flooded`]. Events dated beyond [`RuntimeConfig::future_tolerance`] are bad frames.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -109,6 +114,8 @@ pub enum FrameDrop {
     BadSignature,
     /// An event for a subscription we do not hold, or that does not match our filter.
     Unrequested,
+    /// An event dated further in the future than [`RuntimeConfig::future_tolerance`].
+    FutureDated,
 }
 
 /// Why an attempt on a relay failed; the slot backs off and retries after each.
@@ -126,6 +133,17 @@ pub enum Failure {
     BadFrames(u32),
     /// The relay answered CLOSED with a reason worth retrying later (rate limits, errors).
     Refused(String),
+    /// More valid but unrequested events on one connection than
+    /// [`RuntimeConfig::max_unrequested`] allows: the relay floods.
+    Flooded(u64),
+}
+
+impl Failure {
+    /// The relay misbehaved (bad frames, floods) rather than being down or slow: a later EOSE
+    /// does not clear the strike.
+    pub fn is_misbehaviour(&self) -> bool {
+        matches!(self, Failure::BadFrames(_) | Failure::Flooded(_))
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -137,6 +155,7 @@ impl std::fmt::Display for Failure {
             Failure::EoseTimeout(sub) => write!(f, "no EOSE in time on {}", sub.id()),
             Failure::BadFrames(n) => write!(f, "{n} bad frames"),
             Failure::Refused(m) => write!(f, "refused: {m}"),
+            Failure::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
         }
     }
 }
@@ -280,6 +299,7 @@ pub(crate) async fn run_slot(
             next_sub: 0,
             limits: RelayLimits::default(),
             cap: CapEstimate::default(),
+            flood: FloodGuard::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         slot.run(&mut commands).await;
@@ -303,7 +323,34 @@ struct Slot {
     /// The current connection's limits and cap estimate.
     limits: RelayLimits,
     cap: CapEstimate,
+    /// The current connection's count of unrequested events.
+    flood: FloodGuard,
     rng: ChaCha8Rng,
+}
+
+/// Counts valid events a relay sends outside what was asked, per connection.
+#[derive(Default)]
+struct FloodGuard {
+    /// Events asked for on this connection: the sum of the page limits sent.
+    asked: u64,
+    /// Unrequested events counted so far.
+    unrequested: u64,
+    /// Answers to closed subscriptions are not counted until then (they may cross our CLOSE,
+    /// or answer a filter just replaced).
+    grace_until: Option<Instant>,
+}
+
+impl FloodGuard {
+    fn in_grace(&self, now: Instant) -> bool {
+        self.grace_until.is_some_and(|g| now < g)
+    }
+
+    /// Counts one unrequested event; the failure once the bound is passed.
+    fn count(&mut self, max: u64) -> Option<Failure> {
+        self.unrequested += 1;
+        (self.unrequested > max.saturating_add(self.asked))
+            .then_some(Failure::Flooded(self.unrequested))
+    }
 }
 
 impl Slot {
@@ -567,6 +614,7 @@ impl Slot {
         }
         let first = chunk.cursor.pages() == 0;
         chunk.state = ChunkState::Asking;
+        self.flood.asked = self.flood.asked.saturating_add(chunk.cursor.limit() as u64);
         let json = ClientMessage::req(sub_id(kind, n), filter.clone())
             .try_as_json()
             .map_err(|e| Failure::Lost(format!("cannot encode REQ: {e}")))?;
@@ -604,6 +652,7 @@ impl Slot {
         let Some(open) = self.open.remove(&n) else {
             return Ok(());
         };
+        self.flood.grace_until = Some(Instant::now() + self.cfg.eose_timeout);
         let close = ClientMessage::close(sub_id(open.kind, n));
         ws.send(Message::text(close.as_json()))
             .await
@@ -693,6 +742,7 @@ impl Slot {
         // A fresh socket knows no subscriptions: page every purpose from the start.
         self.open.clear();
         self.cap = CapEstimate::new(&self.limits);
+        self.flood = FloodGuard::default();
         let kinds: Vec<SubKind> = self
             .purposes
             .iter()
@@ -845,10 +895,26 @@ impl Slot {
             } => {
                 let n = match self.lookup(&subscription_id) {
                     Ok(n) => n,
-                    // Arrived after our CLOSE: harmless, not the relay's fault.
-                    Err(true) => return Handled::Ok,
+                    // Arrived after our CLOSE: harmless, not the relay's fault, unless it keeps
+                    // coming long after.
+                    Err(true) => {
+                        if self.flood.in_grace(Instant::now()) {
+                            return Handled::Ok;
+                        }
+                        return match self.flood.count(self.cfg.max_unrequested) {
+                            Some(failure) => Handled::End(Ended::Failed(failure)),
+                            None => Handled::Ok,
+                        };
+                    }
                     Err(false) => return self.drop_frame(FrameDrop::Unrequested).await,
                 };
+                let horizon = Timestamp::now()
+                    .as_secs()
+                    .saturating_add(self.cfg.future_tolerance.as_secs());
+                if event.created_at.as_secs() > horizon {
+                    trace!(id = %event.id, created_at = event.created_at.as_secs(), "future-dated event");
+                    return self.drop_frame(FrameDrop::FutureDated).await;
+                }
                 let event = event.into_owned();
                 if self.cfg.verify_signatures && event.verify().is_err() {
                     return self.drop_frame(FrameDrop::BadSignature).await;
@@ -918,6 +984,9 @@ impl Slot {
         if !open.filter.match_event(&event, MatchEventOptions::new()) {
             // Not what this subscription asked: not counted as bad, but not passed on either.
             trace!(id = %event.id, "event outside the subscription's filter");
+            if let Some(failure) = self.flood.count(self.cfg.max_unrequested) {
+                return Handled::End(Ended::Failed(failure));
+            }
             return if self
                 .report(ReportKind::Dropped {
                     reason: FrameDrop::Unrequested,

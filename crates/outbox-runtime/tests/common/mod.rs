@@ -157,7 +157,14 @@ pub enum Fault {
     /// Sends garbage: not JSON, wrong shapes, a binary frame, an oversized frame, an event
     /// with a broken signature. Never EOSE.
     Garbage,
+    /// Answers a REQ with the first event and EOSE, then floods the subscription with the
+    /// other events over and over (valid, but not what was asked) until the socket fails or
+    /// [`FLOOD`] frames were sent.
+    Flood,
 }
+
+/// Most frames one [`Fault::Flood`] answer sends.
+pub const FLOOD: usize = 300_000;
 
 /// A tiny WebSocket server that misbehaves in one way; counts connections.
 pub struct FaultServer {
@@ -222,6 +229,21 @@ impl FaultServer {
                                 let _ = ws.send(Message::text(huge)).await;
                                 let _ = ws.send(Message::text(r#"["EVENT"]"#)).await;
                                 let _ = ws.send(Message::binary(vec![0u8, 1, 2])).await;
+                            }
+                            Fault::Flood => {
+                                if let Some(e) = events.first() {
+                                    let _ = ws.send(Message::text(event_frame(e))).await;
+                                }
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                if ws.send(Message::text(eose)).await.is_err() {
+                                    return;
+                                }
+                                let rest = &events[1.min(events.len())..];
+                                for e in rest.iter().cycle().take(FLOOD) {
+                                    if ws.send(Message::text(event_frame(e))).await.is_err() {
+                                        return;
+                                    }
+                                }
                             }
                         }
                     }
