@@ -1136,6 +1136,31 @@ mod tests {
     }
 
     #[test]
+    fn the_flood_bound_grows_with_what_was_asked_and_closes_grant_grace() {
+        let mut guard = FloodGuard::default();
+        for _ in 0..10 {
+            assert_eq!(guard.count(10), None);
+        }
+        assert_eq!(guard.count(10), Some(Failure::Flooded(11)));
+        let mut guard = FloodGuard {
+            asked: 500,
+            ..FloodGuard::default()
+        };
+        for _ in 0..510 {
+            assert_eq!(guard.count(10), None);
+        }
+        assert_eq!(guard.count(10), Some(Failure::Flooded(511)));
+        assert!(Failure::Flooded(511).is_misbehaviour());
+        assert!(!Failure::EoseTimeout(SubKind::Feed).is_misbehaviour());
+
+        let now = Instant::now();
+        assert!(!guard.in_grace(now));
+        guard.grace_until = Some(now + Duration::from_secs(1));
+        assert!(guard.in_grace(now));
+        assert!(!guard.in_grace(now + Duration::from_secs(1)));
+    }
+
+    #[test]
     fn subscription_ids_round_trip_and_strangers_are_not_ours() {
         for kind in [SubKind::Feed, SubKind::Lists] {
             for n in [0u64, 7, u64::MAX] {
