@@ -180,8 +180,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A mean recall as a percentage with its standard error; `-` when no world had anything to
+/// recall (0 of 0 is not 100%).
 fn pct(m: &MeanSe) -> String {
-    if m.n > 1 {
+    if m.n == 0 {
+        "-".to_string()
+    } else if m.n > 1 {
         format!("{:.1} ±{:.1}", m.mean * 100.0, m.se * 100.0)
     } else {
         format!("{:.1}", m.mean * 100.0)
@@ -255,6 +259,11 @@ pub fn render_table(report: &BenchReport) -> Table {
     table
 }
 
+/// One session's recall as a percentage; `-` when there was nothing to recall.
+fn recall_cell(recall: Option<f64>) -> String {
+    recall.map_or_else(|| "-".to_string(), |r| format!("{:.1}", r * 100.0))
+}
+
 /// One strategy on one world file, every session, plans written out.
 fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(config_path)
@@ -306,18 +315,8 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     table.set_header(header);
     for (s, o) in run.sessions.iter().enumerate() {
         let mut cells = vec![s.to_string()];
-        cells.extend(
-            o.score
-                .windows
-                .iter()
-                .map(|w| format!("{:.1}", w.declared_recall * 100.0)),
-        );
-        cells.extend(
-            o.score
-                .windows
-                .iter()
-                .map(|w| format!("{:.1}", w.total_recall * 100.0)),
-        );
+        cells.extend(o.score.windows.iter().map(|w| recall_cell(w.declared())));
+        cells.extend(o.score.windows.iter().map(|w| recall_cell(w.total())));
         cells.extend(o.score.cost.iter().map(|c| c.cost.round_trips.to_string()));
         cells.extend(o.score.cost.iter().map(|c| c.cost.events.to_string()));
         cells.push(o.score.connections.to_string());

@@ -98,3 +98,33 @@ fn world_names_reach_the_terminal_escaped() {
         );
     }
 }
+
+#[test]
+fn recall_with_nothing_to_recall_is_shown_as_a_dash() {
+    // The example world without events: every window has 0 of 0 events to recall.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.json");
+    let text = std::fs::read_to_string(examples_dir().join("world.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["events"] = serde_json::Value::Array(Vec::new());
+    std::fs::write(&path, json.to_string()).unwrap();
+
+    let out = bench_on(&path, &["--windows", "7d,1yr"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with('│'))
+        .map(|l| l.trim_matches('│').split('┆').map(str::trim).collect())
+        .collect();
+    // Header, then one row per session: session, 7d/1yr declared, 7d/1yr total, ...
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in &rows[1..] {
+        assert_eq!(&row[1..5], ["-", "-", "-", "-"], "{stdout}");
+    }
+    assert!(!stdout.contains("100.0"), "{stdout}");
+}

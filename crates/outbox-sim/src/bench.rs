@@ -9,7 +9,7 @@ use outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 use serde::Serialize;
 
 use crate::generate::{generate, Profile};
-use crate::score::{PlanScore, SimWorld, Window};
+use crate::score::{PlanScore, SimWorld, Window, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
 
 /// The label of the oracle row.
@@ -217,11 +217,12 @@ impl MeanSe {
 pub struct RowWindow {
     /// The window.
     pub window: Window,
-    /// Declared recall in the first session.
+    /// Declared recall in the first session, over the worlds where some event was
+    /// declared-available (`n` = 0: none was, recall does not apply).
     pub first: MeanSe,
-    /// Declared recall in the last session.
+    /// Declared recall in the last session (over worlds as for `first`).
     pub last: MeanSe,
-    /// Total recall in the last session.
+    /// Total recall in the last session, over the worlds where some event was available.
     pub total_last: MeanSe,
     /// REQ pages sent to fetch the window in the last session.
     pub round_trips: MeanSe,
@@ -455,12 +456,22 @@ fn aggregate(
                         .collect::<Vec<_>>(),
                 )
             };
-            let first = |f: &dyn Fn(&PlanScore) -> f64| -> MeanSe {
+            // Ratios with nothing to divide by are left out, not counted as 0 or 1.
+            let last_some = |f: &dyn Fn(&PlanScore) -> Option<f64>| -> MeanSe {
+                MeanSe::of(
+                    &mine
+                        .iter()
+                        .filter_map(|r| r.sessions.last())
+                        .filter_map(f)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let first_some = |f: &dyn Fn(&PlanScore) -> Option<f64>| -> MeanSe {
                 MeanSe::of(
                     &mine
                         .iter()
                         .filter_map(|r| r.sessions.first())
-                        .map(f)
+                        .filter_map(f)
                         .collect::<Vec<_>>(),
                 )
             };
@@ -470,8 +481,8 @@ fn aggregate(
             let windows = windows_sorted
                 .iter()
                 .map(|&w| {
-                    let decl = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.declared_recall);
-                    let total = move |s: &PlanScore| s.window(w).map_or(0.0, |x| x.total_recall);
+                    let decl = move |s: &PlanScore| s.window(w).and_then(WindowScore::declared);
+                    let total = move |s: &PlanScore| s.window(w).and_then(WindowScore::total);
                     let trips =
                         move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.round_trips as f64);
                     let events = move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.events as f64);
@@ -481,9 +492,9 @@ fn aggregate(
                     };
                     RowWindow {
                         window: w,
-                        first: first(&decl),
-                        last: last(&decl),
-                        total_last: last(&total),
+                        first: first_some(&decl),
+                        last: last_some(&decl),
+                        total_last: last_some(&total),
                         round_trips: last(&trips),
                         events: last(&events),
                         events_per_note: last(&per_note),
@@ -515,8 +526,9 @@ fn aggregate(
 }
 
 impl BenchReport {
-    /// Mean declared recall per session for `window`, per label (over every world): the data of
-    /// the recall-by-session chart.
+    /// Mean declared recall per session for `window`, per label (over every world where some
+    /// event was declared-available; 0 when there is none): the data of the recall-by-session
+    /// chart.
     pub fn series(&self, window: Window) -> Vec<(String, Vec<f64>)> {
         self.rows
             .iter()
@@ -530,7 +542,7 @@ impl BenchReport {
                             .iter()
                             .filter_map(|r| r.sessions.get(s))
                             .filter_map(|p| p.window(window))
-                            .map(|w| w.declared_recall)
+                            .filter_map(WindowScore::declared)
                             .collect();
                         MeanSe::of(&xs).mean
                     })
@@ -556,5 +568,74 @@ impl BenchReport {
         }
         r.config.threads = 0;
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn score(declared: (u64, u64), total: (u64, u64)) -> PlanScore {
+        let ratio = |(n, d): (u64, u64)| if d == 0 { 1.0 } else { n as f64 / d as f64 };
+        PlanScore {
+            session: 0,
+            connections: 1,
+            disclosure: 1,
+            author_coverage: 1.0,
+            orphans: Some(0),
+            load_concentration: 1.0,
+            windows: vec![WindowScore {
+                window: Window::D7,
+                available: total.1,
+                declared_available: declared.1,
+                fetched: total.0,
+                declared_fetched: declared.0,
+                declared_recall: ratio(declared),
+                total_recall: ratio(total),
+            }],
+            cost: Vec::new(),
+        }
+    }
+
+    fn run(label: &str, seed: u64, s: PlanScore) -> RunRecord {
+        RunRecord {
+            label: label.into(),
+            profile: Profile::Small,
+            seed,
+            plan_us: 0.0,
+            sessions: vec![s],
+        }
+    }
+
+    #[test]
+    fn recall_with_nothing_available_is_left_out_not_counted_as_full() {
+        let runs = vec![
+            // Nothing available on either world: no recall at all.
+            run("empty", 1, score((0, 0), (0, 0))),
+            run("empty", 2, score((0, 0), (0, 0))),
+            // One world with nothing available, one at 50%: the mean is 50%, over one world.
+            run("half", 1, score((0, 0), (0, 0))),
+            run("half", 2, score((1, 2), (2, 4))),
+        ];
+        let rows = aggregate(&runs, &[Window::D7], |_| true);
+        let window = |label: &str| {
+            rows.iter()
+                .find(|r| r.label == label)
+                .and_then(|r| r.window(Window::D7))
+                .cloned()
+                .unwrap()
+        };
+        let empty = window("empty");
+        for m in [empty.first, empty.last, empty.total_last] {
+            assert_eq!(m.n, 0, "{m:?}");
+        }
+        let half = window("half");
+        for m in [half.first, half.last, half.total_last] {
+            assert_eq!((m.n, m.mean), (1, 0.5), "{m:?}");
+        }
+        assert_eq!(score((0, 0), (0, 0)).windows[0].declared(), None);
+        assert_eq!(score((0, 0), (0, 0)).windows[0].total(), None);
+        assert_eq!(score((1, 2), (0, 3)).windows[0].declared(), Some(0.5));
+        assert_eq!(score((1, 2), (0, 3)).windows[0].total(), Some(0.0));
     }
 }

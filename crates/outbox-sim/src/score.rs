@@ -279,10 +279,25 @@ pub struct WindowScore {
     pub fetched: u64,
     /// Fetched events among `declared_available`.
     pub declared_fetched: u64,
-    /// `declared_fetched / declared_available` (1 when nothing was available).
+    /// `declared_fetched / declared_available` (1 when nothing was available: use
+    /// [`WindowScore::declared`] to tell that case apart).
     pub declared_recall: f64,
-    /// `fetched / available` (1 when nothing was available).
+    /// `fetched / available` (1 when nothing was available: use [`WindowScore::total`] to tell
+    /// that case apart).
     pub total_recall: f64,
+}
+
+impl WindowScore {
+    /// Declared recall, or `None` when no event was declared-available (0 of 0 is no
+    /// evidence of anything, and reports show it as `-`).
+    pub fn declared(&self) -> Option<f64> {
+        (self.declared_available > 0).then_some(self.declared_recall)
+    }
+
+    /// Total recall, or `None` when no event was available.
+    pub fn total(&self) -> Option<f64> {
+        (self.available > 0).then_some(self.total_recall)
+    }
 }
 
 /// Every metric of one plan in one session.
