@@ -29,6 +29,9 @@
 //! - a lookup-only relay (kind:10002 lists, no feed) that fails is in the round with no authors:
 //!   only its liveness and failure count learn from it.
 //!
+//! - a relay that answered and was then closed by a re-plan before its round was learned is
+//!   learned in the next round from that answer (a re-plan does not erase what was returned).
+//!
 //! A round records the relays of that round only: in a `--once` run that is the whole plan;
 //! after a later re-plan in a live feed, the relays whose filters changed. It compares them
 //! with more: every live feed whose current filter answered and was learned from in an earlier
@@ -249,6 +252,8 @@ struct Coordinator {
     race_at: Option<Instant>,
     /// Relay documents (NIP-11), shared by every slot.
     nip11: Arc<Nip11Cache>,
+    /// Answers of relays a re-plan closed before their round was learned (see `retire_feed`).
+    closed_answers: Vec<RelayRound>,
 }
 
 /// Who carries the residual (the follows no routed relay covers).
@@ -329,6 +334,7 @@ impl Coordinator {
             plan_seed,
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
+            closed_answers: Vec::new(),
         };
         for list in relay_lists {
             me.add_list(list);
@@ -614,7 +620,7 @@ impl Coordinator {
                 live.feed.take()
             });
             if let Some(old) = old {
-                self.retire_feed(url, old);
+                self.retire_feed(url, old, true);
             }
             self.close_live_if_idle(url);
         }
@@ -637,7 +643,7 @@ impl Coordinator {
                 generation,
             });
             if let Some(old) = old {
-                self.retire_feed(url, old);
+                self.retire_feed(url, old, false);
             }
         }
         self.status(Status::Planned {
@@ -664,13 +670,21 @@ impl Coordinator {
     }
 
     /// A feed subscription that is closed or replaced: if it failed and never answered, that
-    /// failure goes into the next round (an answer that was not learned yet is dropped with
-    /// it, as the filter it answered is gone).
-    fn retire_feed(&mut self, url: &str, feed: FeedSub) {
+    /// failure goes into the next round. An answer not learned yet is kept for the next round
+    /// when the relay is `closed` (a re-plan moved on, but what the relay returned stands);
+    /// a replaced filter is learned from its successor's answer instead.
+    fn retire_feed(&mut self, url: &str, feed: FeedSub, closed: bool) {
         if feed.failed && !feed.recorded {
             self.down
                 .entry(url.to_string())
                 .or_insert_with(|| feed.authors.into_iter().collect());
+        } else if closed && !feed.recorded && feed.progress == Progress::Eose {
+            self.closed_answers.push(RelayRound {
+                url: url.to_string(),
+                answered: true,
+                authors: feed.author_rounds(),
+                compare_only: !feed.complete,
+            });
         }
     }
 
@@ -716,6 +730,12 @@ impl Coordinator {
                         .or_insert_with(|| feed.authors.iter().copied().collect());
                 }
                 Progress::Pending => {}
+            }
+        }
+        for answer in std::mem::take(&mut self.closed_answers) {
+            // Dialled again and answering anew in this round: that answer is the one learned.
+            if !report.relays.iter().any(|r| r.url == answer.url) {
+                report.relays.push(answer);
             }
         }
         for (url, authors) in std::mem::take(&mut self.down) {
@@ -772,8 +792,10 @@ impl Coordinator {
                 .unwrap_or_default();
             self.down.entry(url.to_string()).or_insert(authors);
         }
-        // Its authors move elsewhere: re-plan now, not after the debounce.
-        self.schedule_replan(Duration::ZERO);
+        // Its authors move elsewhere. Relays that fail together (a dead batch at start) are set
+        // aside within moments of each other: one re-plan after the debounce moves them all,
+        // instead of one re-plan each churning the relays that are still answering.
+        self.schedule_replan(self.cfg.replan_debounce);
         self.status(Status::Penalised {
             relay: url.to_string(),
             until,

@@ -164,3 +164,58 @@ async fn the_eose_race_stops_waiting_for_stragglers() {
     // The straggler did not fail: it is not learned as down.
     assert!(summary.penalised.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_closed_by_a_re_plan_is_still_learned() {
+    let reader = RealRelay::start().await;
+    let answered = RealRelay::start().await;
+    let now = now();
+    let (x, y) = (keys(1), keys(2));
+    let mut world = World::default();
+    world.put(note(&x, now - 10, "x"), &[&answered]).await;
+    // Keeps the round open: it never finishes, so nothing is learned before the re-plan.
+    let straggler = FaultServer::start(Fault::NeverEose, vec![note(&y, now - 10, "y")]).await;
+    let mut input = FeedInput::new(
+        router(GREEDY),
+        vec![x.public_key(), y.public_key()],
+        [&reader.url],
+    );
+    input.policy = UrlPolicy::allow_local();
+    assert!(input.add_relay_list_event(&relay_list(&x, now, &[(&answered.url, None)])));
+    assert!(input.add_relay_list_event(&relay_list(&y, now, &[(&straggler.url, None)])));
+    let config = RuntimeConfig {
+        once: false,
+        discover_lists: false,
+        eose_timeout: Duration::from_secs(30),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let url = answered.url.clone();
+    assert!(
+        wait_for(&out, Duration::from_secs(5), |c| c.statuses.iter().any(
+            |s| matches!(s, Status::Eose { relay, .. } if relay == &url)
+        ))
+        .await
+    );
+    // Unfollowing x closes the relay that already answered, before any round was learned.
+    handle.set_follows(vec![y.public_key()]);
+    assert!(
+        wait_for(&out, Duration::from_secs(5), |c| c.statuses.iter().any(
+            |s| matches!(
+                s,
+                Status::Planned {
+                    plan: 2,
+                    close: 1,
+                    ..
+                }
+            )
+        ))
+        .await
+    );
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    let learned = summary.stats.get(&answered.url);
+    assert_eq!((learned.asked, learned.failures), (1, 0), "{learned:?}");
+}

@@ -276,7 +276,11 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
     let s = summary.stats.get(&b.url);
     // One answered run (everything asked for), then one failed run — not one per attempt.
     assert_eq!((s.asked, s.failures), (2, 1), "{s:?}");
-    assert_eq!((s.live_alpha, s.live_beta), (2.0, 2.0), "{s:?}");
+    // Hourly decay may shave a hair off when the rounds straddle a second.
+    assert!(
+        (s.live_alpha - 2.0).abs() < 1e-3 && (s.live_beta - 2.0).abs() < 1e-3,
+        "{s:?}"
+    );
     assert!(
         (s.alpha - 2.0).abs() < 1e-3 && (s.beta - 2.0).abs() < 1e-3,
         "{s:?}"
