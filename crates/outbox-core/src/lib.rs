@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod carriers;
 pub mod config;
 pub mod diff;
 pub mod ids;
@@ -38,6 +39,7 @@ pub mod stats;
 pub mod testkit;
 pub mod url_policy;
 
+pub use carriers::{Carriers, Network};
 pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};

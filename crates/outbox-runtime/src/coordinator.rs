@@ -47,8 +47,8 @@ use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use outbox_core::{DeliveryStats, RawRelayList, RouteTable, RouteTableBuilder, Router, Slots};
-use outbox_core::{StatsStore, UrlPolicy, Violation};
+use outbox_core::{Carriers, Network, StatsStore, UrlPolicy, Violation};
+use outbox_core::{DeliveryStats, RawRelayList, RouteTable, Router, Slots};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -256,21 +256,6 @@ struct Coordinator {
     closed_answers: Vec<RelayRound>,
 }
 
-/// Who carries the residual (the follows no routed relay covers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Carriers {
-    /// The reader's own relays.
-    Reader,
-    /// The configured fallback relays: no reader relay was usable.
-    Fallback,
-    /// The best-known live relays of the follows' lists: neither reader nor fallback relays
-    /// were usable.
-    Routed,
-    /// No relay at all: the residual follows are asked of nobody.
-    Nobody,
-}
-
 impl Coordinator {
     fn new(
         input: FeedInput,
@@ -370,100 +355,20 @@ impl Coordinator {
         self.replan_at = Some(self.replan_at.map_or(at, |t| t.min(at)));
     }
 
-    /// Who carries the residual: the usable reader relays; else the usable fallback relays;
-    /// else the best-known live relays of the follows' lists (learned liveness first, then how
-    /// many lists name them). Empty only when no relay at all is usable.
-    fn carriers(&self, now: u64, penalised: &HashSet<&str>) -> (Vec<String>, Carriers) {
-        let usable = |urls: &[String]| -> Vec<String> {
-            urls.iter()
-                .filter(|u| !penalised.contains(u.as_str()))
-                .cloned()
-                .collect()
-        };
-        let readers = usable(&self.reader_relays);
-        if !readers.is_empty() {
-            return (readers, Carriers::Reader);
-        }
-        let fallback = usable(&self.fallback_relays);
-        if !fallback.is_empty() {
-            return (fallback, Carriers::Fallback);
-        }
-        let mut named: HashMap<String, u32> = HashMap::new();
-        for list in self.lists.values() {
-            for tag in &list.tags {
-                if tag.first().map(String::as_str) != Some("r") {
-                    continue;
-                }
-                let Some(url) = tag
-                    .get(1)
-                    .and_then(|raw| self.policy.canonicalize(raw).ok())
-                else {
-                    continue;
-                };
-                if !penalised.contains(url.as_str()) {
-                    *named.entry(url).or_default() += 1;
-                }
-            }
-        }
-        let mut ranked: Vec<(String, u32)> = named.into_iter().collect();
-        let liveness = |url: &str| {
-            let stats = self.stats.get_at(url, now);
-            if stats.asked > 0 {
-                stats.live_mean()
-            } else {
-                0.0
-            }
-        };
-        ranked.sort_by(|(a, na), (b, nb)| {
-            liveness(b)
-                .total_cmp(&liveness(a))
-                .then(nb.cmp(na))
-                .then(a.cmp(b))
-        });
-        let routed: Vec<String> = ranked
-            .into_iter()
-            .take(self.cfg.routed_carriers.max(1))
-            .map(|(url, _)| url)
-            .collect();
-        if routed.is_empty() {
-            (routed, Carriers::Nobody)
-        } else {
-            (routed, Carriers::Routed)
-        }
-    }
-
     /// The route table from the known lists, leaving out relays in the penalty box, with the
-    /// residual's carriers as its reader relays.
+    /// residual's carriers as its reader relays (see [`Network`]).
     fn build_table(&self, now: u64) -> (RouteTable, Carriers) {
         let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
-        let (readers, carriers) = self.carriers(now, &penalised);
-        let mut builder = RouteTableBuilder::new(self.policy.clone())
-            .follows(self.follows.iter().copied())
-            .reader_relays(&readers);
-        for list in self.lists.values() {
-            if penalised.is_empty() {
-                builder.add_list(list.clone());
-                continue;
-            }
-            let tags = list
-                .tags
-                .iter()
-                .filter(|tag| {
-                    let is_r = tag.first().map(String::as_str) == Some("r");
-                    let url = tag
-                        .get(1)
-                        .and_then(|raw| self.policy.canonicalize(raw).ok());
-                    !(is_r && url.is_some_and(|u| penalised.contains(u.as_str())))
-                })
-                .cloned()
-                .collect();
-            builder.add_list(RawRelayList {
-                author: list.author,
-                created_at: list.created_at,
-                tags,
-            });
-        }
-        (builder.build(), carriers)
+        let lists: Vec<&RawRelayList> = self.lists.values().collect();
+        let network = Network {
+            policy: &self.policy,
+            follows: &self.follows,
+            readers: &self.reader_relays,
+            fallback: &self.fallback_relays,
+            lists: &lists,
+            routed_carriers: self.cfg.routed_carriers,
+        };
+        network.table(&penalised, &self.stats, now)
     }
 
     fn feed_filter(&self, authors: &[PublicKey]) -> Filter {

@@ -73,9 +73,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
-pub use coordinator::Carriers;
 pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
+pub use outbox_core::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use query::fetch_events;
 pub use slot::{Failure, FrameDrop, SubKind};
