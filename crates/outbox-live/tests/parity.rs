@@ -91,12 +91,14 @@ async fn one_plan_sessions_match_the_simulator() {
     }
 }
 
-/// As `outbox feed --once` runs, live recall against the simulator's session loop. Fails
-/// today: the runtime sets aside relays that refuse and re-plans their follows within the
-/// session, which the simulator's one-plan session does not model, so live recall is higher
-/// (by 3 to 65 points on this world). Run with `--ignored` to see the gap per session.
+/// As `outbox feed --once` runs, live recall against the simulator's session loop with
+/// in-session re-planning (`LoopConfig::replan_on_failure`). The runtime delivers everything
+/// its plans asked for (live equals the simulator's score of the asked relays), and the first
+/// sessions agree to the tenth of a point; but which relays fail together within a debounce
+/// depends on timing, so the intermediate plans, and with them what `recall` learns, can drift
+/// apart in later sessions (up to 16 points in some runs). Run with `--ignored` to see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the simulator does not model re-planning around relays set aside within a session"]
+#[ignore = "re-plan batching depends on timing; later sessions can drift beyond the bound"]
 async fn feed_once_matches_the_simulator() {
     let report = bench(false, 26_000).await;
     assert_close(&report, "simulated", |r| {

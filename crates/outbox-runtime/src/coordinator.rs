@@ -116,6 +116,8 @@ struct FeedSub {
     recorded: bool,
     /// The relay failed since this generation's REQ and has not answered since.
     failed: bool,
+    /// A re-plan dropped the relay while it was answering (`--once`): closed at its EOSE.
+    closing: bool,
     /// Its paging ended complete on every chunk. A fetch cut off by the page budget says
     /// nothing about older notes the relay may hold, so it is learned compare-only: its counts
     /// still set what the other relays are measured against (they are a lower bound of what it
@@ -132,6 +134,7 @@ impl FeedSub {
             returned: HashMap::new(),
             recorded: false,
             failed: false,
+            closing: false,
             complete: true,
         }
     }
@@ -520,6 +523,16 @@ impl Coordinator {
             "applying plan"
         );
         for url in &diff.close {
+            // In a `--once` run a relay still answering is let finish: its answer costs
+            // nothing more, and cutting it off would lose notes the run already asked for.
+            if self.cfg.once {
+                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
+                    if feed.progress == Progress::Pending && !feed.failed {
+                        feed.closing = true;
+                        continue;
+                    }
+                }
+            }
             let old = self.live.get_mut(url).and_then(|live| {
                 live.send(SlotCommand::Close { sub: SubKind::Feed });
                 live.feed.take()
@@ -758,6 +771,7 @@ impl Coordinator {
                 }
                 self.stats
                     .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
+                let closing = feed.closing;
                 self.penalties.succeed(url);
                 self.status(Status::Eose {
                     relay: url.to_string(),
@@ -765,6 +779,17 @@ impl Coordinator {
                     elapsed,
                 })
                 .await;
+                if closing {
+                    // A re-plan dropped it while it was answering; the answer is in, close now.
+                    let old = self.live.get_mut(url).and_then(|live| {
+                        live.send(SlotCommand::Close { sub: SubKind::Feed });
+                        live.feed.take()
+                    });
+                    if let Some(old) = old {
+                        self.retire_feed(url, old, true);
+                    }
+                    self.close_live_if_idle(url);
+                }
             }
             ReportKind::Eose {
                 sub: SubKind::Lists,

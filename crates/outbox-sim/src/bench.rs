@@ -356,6 +356,7 @@ pub fn run_bench(
                     session_interval_secs: cfg.session_interval_secs,
                     seed,
                     timing_repeats: cfg.timing_repeats,
+                    replan_on_failure: false,
                 };
                 let mut local = Vec::new();
                 for (label, config) in &ready {

@@ -71,6 +71,8 @@ impl std::str::FromStr for Window {
 pub struct SimWorld {
     /// The world.
     pub world: World,
+    /// How the world's relay URLs were read (as a live client would).
+    pub policy: UrlPolicy,
     /// The route table a client builds from the world's lists (`AuthorId(i)` is follow `i`).
     pub table: RouteTable,
     /// Per follow, the declared write relays (newest list, no marker counts as write) that
@@ -143,6 +145,7 @@ impl SimWorld {
             key_rank[a as usize] = rank as u32;
         }
         Self {
+            policy: policy.clone(),
             world,
             table,
             declared,
@@ -211,6 +214,42 @@ pub enum ScoreError {
 }
 
 impl Asks {
+    /// The asks of a plan made on another table of the same world (same follows, e.g. with
+    /// some relays set aside): relays are matched by URL.
+    pub fn from_table_plan(sim: &SimWorld, table: &RouteTable, plan: &Plan) -> Self {
+        let entries = plan
+            .entries(table)
+            .into_iter()
+            .map(|e| Ask {
+                url: table.url(e.relay).to_string(),
+                relay: sim.world.relay_id(table.url(e.relay)),
+                authors: e.authors.iter().map(|a| a.0).collect(),
+            })
+            .collect();
+        Self {
+            entries,
+            orphans: Some(plan.residual().len()),
+            foreign_authors: 0,
+        }
+    }
+
+    /// Adds `later`'s asks: a relay asked in both is asked about both author sets; the
+    /// orphans are the later plan's.
+    pub fn merge(&mut self, later: Asks) {
+        for ask in later.entries {
+            match self.entries.iter_mut().find(|a| a.url == ask.url) {
+                Some(known) => {
+                    known.authors.extend(ask.authors);
+                    known.authors.sort_unstable();
+                    known.authors.dedup();
+                }
+                None => self.entries.push(ask),
+            }
+        }
+        self.orphans = later.orphans;
+        self.foreign_authors += later.foreign_authors;
+    }
+
     /// The asks of a plan made from `sim.table`.
     pub fn from_plan(sim: &SimWorld, plan: &Plan) -> Self {
         let entries = plan

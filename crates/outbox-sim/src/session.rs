@@ -10,7 +10,9 @@
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use outbox_core::{DeliveryStats, Plan, Router};
+use std::collections::HashSet;
+
+use outbox_core::{DeliveryStats, Network, Plan, RawRelayList, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::score::{score, score_and_observe, Ask, Asks, Observation, PlanScore, SimWorld, Window};
@@ -31,6 +33,12 @@ pub struct LoopConfig {
     pub seed: u64,
     /// Extra timed planning runs after the loop (with the final stats), for the median.
     pub timing_repeats: usize,
+    /// Within a session, set aside the asked relays that did not answer and plan again without
+    /// them until a plan's relays all answer, as the live runtime does (see
+    /// [`outbox_core::Network`]); the session fetches what every plan's answering relays
+    /// returned. Off: one plan per session, the published benchmark's model.
+    #[serde(default)]
+    pub replan_on_failure: bool,
 }
 
 impl Default for LoopConfig {
@@ -41,13 +49,14 @@ impl Default for LoopConfig {
             session_interval_secs: 3_600,
             seed: 0,
             timing_repeats: 3,
+            replan_on_failure: false,
         }
     }
 }
 
 impl LoopConfig {
-    /// The planning seed of session `s`.
-    /// The same draw as the runtime's run number `s` with this base seed.
+    /// The planning seed of session `s`: the same draw as the runtime's run number `s` with
+    /// this base seed.
     pub fn seed_for(&self, s: u32) -> u64 {
         outbox_core::session_seed(self.seed, u64::from(s))
     }
@@ -104,7 +113,10 @@ pub fn run_sessions(
         let plan = router.plan_with(&sim.table, &stats, now, cfg.seed_for(s));
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
-        let asks = Asks::from_plan(sim, &plan);
+        let mut asks = Asks::from_plan(sim, &plan);
+        if cfg.replan_on_failure {
+            replan_around_failures(sim, router, &stats, now, cfg.seed_for(s), s, &mut asks);
+        }
         let (score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
         observation.record(sim, &mut stats, now);
         on_session(s, &plan, &observation);
@@ -132,6 +144,55 @@ pub fn run_sessions(
         sessions,
         plan_us_median: median(&mut times),
         stats,
+    }
+}
+
+/// Most re-plans in one session (each sets aside at least one relay, so this only bounds
+/// pathological worlds).
+const MAX_REPLANS: usize = 64;
+
+/// The runtime's in-session recovery: relays asked in `session` that do not answer are set
+/// aside and the plan is made again without them (same stats, same seed), until a plan's relays
+/// all answer or nobody is left to ask; `asks` becomes every plan's asks together.
+fn replan_around_failures(
+    sim: &SimWorld,
+    router: &mut Router,
+    stats: &DeliveryStats,
+    now: u64,
+    seed: u64,
+    session: u32,
+    asks: &mut Asks,
+) {
+    let lists: Vec<RawRelayList> = sim.world.raw_lists().collect();
+    let lists: Vec<&RawRelayList> = lists.iter().collect();
+    let network = Network {
+        policy: &sim.policy,
+        follows: &sim.world.follows,
+        readers: &sim.world.reader_relays,
+        fallback: &[],
+        lists: &lists,
+        routed_carriers: 2,
+    };
+    let mut aside: HashSet<String> = HashSet::new();
+    for _ in 0..MAX_REPLANS {
+        let answers = |a: &Ask| a.relay.is_some_and(|r| sim.world.is_up(r, session));
+        let failed: Vec<String> = asks
+            .entries
+            .iter()
+            .filter(|a| !answers(a) && !aside.contains(&a.url))
+            .map(|a| a.url.clone())
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        aside.extend(failed);
+        let set_aside: HashSet<&str> = aside.iter().map(String::as_str).collect();
+        let (table, _) = network.table(&set_aside, stats, now);
+        // Nobody left to carry the residual: the runtime keeps its last good plan.
+        let Ok(plan) = router.try_plan_with(&table, stats, now, seed) else {
+            return;
+        };
+        asks.merge(Asks::from_table_plan(sim, &table, &plan));
     }
 }
 
