@@ -257,6 +257,8 @@ struct Coordinator {
     nip11: Arc<Nip11Cache>,
     /// Answers of relays a re-plan closed before their round was learned (see `retire_feed`).
     closed_answers: Vec<RelayRound>,
+    /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
+    wave_replan: bool,
 }
 
 impl Coordinator {
@@ -323,6 +325,7 @@ impl Coordinator {
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
             closed_answers: Vec::new(),
+            wave_replan: false,
         };
         for list in relay_lists {
             me.add_list(list);
@@ -459,6 +462,7 @@ impl Coordinator {
     /// Plans from the current lists and stats, applies the diff to the slots, and says so.
     async fn replan(&mut self) {
         self.replan_at = None;
+        self.wave_replan = false;
         self.lists_changed = false;
         let now = unix_now();
         self.penalties.expire(now, &self.cfg.penalty);
@@ -538,7 +542,7 @@ impl Coordinator {
                 live.feed.take()
             });
             if let Some(old) = old {
-                self.retire_feed(url, old, true);
+                self.retire_feed(url, old);
             }
             self.close_live_if_idle(url);
         }
@@ -561,7 +565,7 @@ impl Coordinator {
                 generation,
             });
             if let Some(old) = old {
-                self.retire_feed(url, old, false);
+                self.retire_feed(url, old);
             }
         }
         self.status(Status::Planned {
@@ -577,10 +581,18 @@ impl Coordinator {
         .await;
     }
 
+    /// Every relay of the current plan answered (or was set aside and so is gone).
+    fn feeds_resolved(&self) -> bool {
+        self.live
+            .values()
+            .all(|l| l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose))
+    }
+
     /// Every slot of the current plan answered or was set aside, every lookup finished, and no
     /// re-plan is pending.
     fn settled(&self) -> bool {
         self.replan_at.is_none()
+            && !self.wave_replan
             && self.live.values().all(|l| {
                 l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose)
                     && l.lists.is_none_or(|p| p == Progress::Eose)
@@ -589,14 +601,14 @@ impl Coordinator {
 
     /// A feed subscription that is closed or replaced: if it failed and never answered, that
     /// failure goes into the next round. An answer not learned yet is kept for the next round
-    /// when the relay is `closed` (a re-plan moved on, but what the relay returned stands);
-    /// a replaced filter is learned from its successor's answer instead.
-    fn retire_feed(&mut self, url: &str, feed: FeedSub, closed: bool) {
+    /// (a re-plan moved on, but what the relay returned stands); when the filter was replaced,
+    /// the successor's answer is learned too, for the authors the earlier one did not name.
+    fn retire_feed(&mut self, url: &str, feed: FeedSub) {
         if feed.failed && !feed.recorded {
             self.down
                 .entry(url.to_string())
                 .or_insert_with(|| feed.authors.into_iter().collect());
-        } else if closed && !feed.recorded && feed.progress == Progress::Eose {
+        } else if !feed.recorded && feed.progress == Progress::Eose {
             self.closed_answers.push(RelayRound {
                 url: url.to_string(),
                 answered: true,
@@ -651,9 +663,20 @@ impl Coordinator {
             }
         }
         for answer in std::mem::take(&mut self.closed_answers) {
-            // Dialled again and answering anew in this round: that answer is the one learned.
-            if !report.relays.iter().any(|r| r.url == answer.url) {
-                report.relays.push(answer);
+            // Asked again in this round: one entry per relay, over every author it was asked
+            // about; the latest answer counts for authors both filters named.
+            match report.relays.iter_mut().find(|r| r.url == answer.url) {
+                Some(latest) => {
+                    let named: HashSet<PublicKey> =
+                        latest.authors.iter().map(|a| a.author).collect();
+                    latest.authors.extend(
+                        answer
+                            .authors
+                            .into_iter()
+                            .filter(|a| !named.contains(&a.author)),
+                    );
+                }
+                None => report.relays.push(answer),
             }
         }
         for (url, authors) in std::mem::take(&mut self.down) {
@@ -711,9 +734,16 @@ impl Coordinator {
             self.down.entry(url.to_string()).or_insert(authors);
         }
         // Its authors move elsewhere. Relays that fail together (a dead batch at start) are set
-        // aside within moments of each other: one re-plan after the debounce moves them all,
-        // instead of one re-plan each churning the relays that are still answering.
-        self.schedule_replan(self.cfg.replan_debounce);
+        // aside within moments of each other: one re-plan moves them all, instead of one each
+        // churning the relays that are still answering. A `--once` run re-plans in waves: when
+        // every relay of the plan has answered or been set aside (or at the latest after one
+        // EOSE timeout), so which relays share a re-plan does not depend on timing.
+        if self.cfg.once {
+            self.wave_replan = true;
+            self.schedule_replan(self.cfg.eose_timeout);
+        } else {
+            self.schedule_replan(self.cfg.replan_debounce);
+        }
         self.status(Status::Penalised {
             relay: url.to_string(),
             until,
@@ -786,7 +816,7 @@ impl Coordinator {
                         live.feed.take()
                     });
                     if let Some(old) = old {
-                        self.retire_feed(url, old, true);
+                        self.retire_feed(url, old);
                     }
                     self.close_live_if_idle(url);
                 }
@@ -983,6 +1013,9 @@ impl Coordinator {
         flush.tick().await;
         let mut control_open = true;
         loop {
+            if self.wave_replan && self.feeds_resolved() {
+                self.replan().await;
+            }
             if self.settled() {
                 self.record_round(false);
                 if self.tally.full_eose.is_none() {
