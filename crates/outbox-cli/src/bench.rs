@@ -144,8 +144,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for s in &report.skipped {
         eprintln!("skipped {}: {}", s.label, s.reason);
     }
-    println!("{}", render_table(&report));
-    println!(
+    out!("{}", render_table(&report))?;
+    out!(
         "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
@@ -163,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report.config.sessions,
         report.config.budget,
         elapsed.as_secs_f64()
-    );
+    )?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
@@ -325,13 +325,13 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         cells.push(format!("{:.0}", o.plan_us));
         table.add_row(cells);
     }
-    println!(
+    out!(
         "{}: {} on {}",
         run.strategy,
         sessions,
         crate::text::escape(&sim.world.name)
-    );
-    println!("{table}");
+    )?;
+    out!("{table}")?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&run).context("serialising the run")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;

@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..ChurnShape::default()
     };
     let scenario = churn::scenario(shape, args.seed);
-    println!(
+    out!(
         "churn scenario: {} follows, {} relays, {} ticks every {}s, {} list changes per tick, \
          {} authors on a flapping relay, {:.0}% of listed follows gain a new relay at tick {}; \
          budget {}",
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         shape.improvement_share * 100.0,
         shape.improvement_tick,
         args.budget
-    );
+    )?;
     let mut all = Vec::new();
     for name in &args.strategies {
         let Some(descriptor) = registry::strategy(name) else {
@@ -83,19 +83,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         all.extend(reports);
     }
-    println!("\n{}", ReportTable(&all));
-    println!(
-        "recall~ is (follow, write relay) pairs asked, relative to the plain re-plan above it"
-    );
+    out!("\n{}", ReportTable(&all))?;
+    out!("recall~ is (follow, write relay) pairs asked, relative to the plain re-plan above it")?;
     for pair in all.chunks(2) {
         if let [plain, damped] = pair {
-            println!(
+            out!(
                 "{}: plain re-planning dials {:.1}x and churns {:.1}x as much as {}",
                 plain.label,
                 ratio(plain.dials, damped.dials),
                 ratio(plain.churn(), damped.churn()),
                 damped.label
-            );
+            )?;
         }
     }
     let clean = all.iter().all(|r| r.uncovered == 0 && r.violations == 0);

@@ -101,8 +101,8 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             result.elapsed.as_secs_f64()
         ),
     }))?;
-    println!("{}", render(&report));
-    println!(
+    out!("{}", render(&report))?;
+    out!(
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
          {budget}, {}; declared recall, 1-year window. live = notes the runtime delivered; \
          simulated = the simulator's session loop; live plan = the simulator's score of what the \
@@ -120,7 +120,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         },
         started.elapsed().as_secs_f64(),
         report.prepare.as_secs_f64()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,6 +4,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `println!` that returns the write's error instead of panicking, so a closed stdout (`| head`,
+/// `| true`) ends the command cleanly: `main` treats a broken pipe as a normal end.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
 mod bench;
 mod chart;
 mod churn;
@@ -58,9 +67,19 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader went away: nothing left to say, and nobody to say it to.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether an error comes from writing to a closed pipe.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

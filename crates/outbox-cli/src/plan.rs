@@ -69,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match &args.out {
         Some(path) => std::fs::write(path, file.to_json() + "\n")
             .with_context(|| format!("writing {}", path.display()))?,
-        None => println!("{}", file.to_json()),
+        None => out!("{}", file.to_json())?,
     }
     let routed_authors = table.follow_count() - plan.residual().len();
     eprintln!(

@@ -26,7 +26,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let strategies = registry::strategies();
     let scorers = registry::scorers();
     if args.check {
-        return Ok(check(&strategies, &scorers));
+        return check(&strategies, &scorers);
     }
     let width = strategies
         .iter()
@@ -34,21 +34,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .chain(scorers.iter().map(|d| d.name.len()))
         .max()
         .unwrap_or(0);
-    println!("strategies (pick with [strategy] type = \"...\"):");
+    out!("strategies (pick with [strategy] type = \"...\"):")?;
     for d in &strategies {
-        println!("  {:width$}  {}", d.name, d.summary);
+        out!("  {:width$}  {}", d.name, d.summary)?;
         if args.examples {
-            println!("\n{}\n", indent(&router_config(d.example)));
+            out!("\n{}\n", indent(&router_config(d.example)))?;
         }
     }
-    println!("\nscorers (pick with [strategy.scorer] type = \"...\" where a strategy takes one):");
+    out!("\nscorers (pick with [strategy.scorer] type = \"...\" where a strategy takes one):")?;
     for d in &scorers {
-        println!("  {:width$}  {}", d.name, d.summary);
+        out!("  {:width$}  {}", d.name, d.summary)?;
         if args.examples {
-            println!(
+            out!(
                 "\n{}\n",
                 indent(&format!("[strategy.scorer]\n{}", d.example))
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -57,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn check(
     strategies: &[&'static registry::StrategyDescriptor],
     scorers: &[&'static registry::ScorerDescriptor],
-) -> ExitCode {
+) -> anyhow::Result<ExitCode> {
     let mut problems = Vec::new();
     let mut names: Vec<&str> = Vec::new();
     for name in strategies
@@ -84,7 +84,7 @@ fn check(
         for failure in check_config_toml(&router_config(d.example)) {
             problems.push(format!("`{}`: {failure}", d.name));
         }
-        println!("checked strategy {}", d.name);
+        out!("checked strategy {}", d.name)?;
     }
     // Scorers are checked inside the first strategy that accepts them: greedy takes only
     // stable scorers, stochastic takes any.
@@ -114,21 +114,21 @@ fn check(
         for failure in check_config_toml(config) {
             problems.push(format!("scorer `{}`: {failure}", d.name));
         }
-        println!("checked scorer {}", d.name);
+        out!("checked scorer {}", d.name)?;
     }
     if problems.is_empty() {
-        println!(
+        out!(
             "registry ok: {} strategies, {} scorers",
             strategies.len(),
             scorers.len()
-        );
-        ExitCode::SUCCESS
+        )?;
+        Ok(ExitCode::SUCCESS)
     } else {
         for p in &problems {
             eprintln!("registry: {p}");
         }
         eprintln!("registry check failed: {} problem(s)", problems.len());
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     }
 }
 

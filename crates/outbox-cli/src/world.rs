@@ -55,24 +55,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 World::read_path(&file).with_context(|| format!("reading {}", file.display()))?;
             let s = world_stats(&world);
             let pct = |x: f64| format!("{:.1}%", x * 100.0);
-            println!("world              {}", crate::text::escape(&s.name));
-            println!("follows            {}", s.follows);
-            println!("without a list     {}", pct(s.no_list_share));
-            println!("listed relays      {}", s.listed_relays);
-            println!("  alive            {}", pct(s.listed_alive_share));
-            println!("  refusing reads   {}", pct(s.listed_refusing_share));
-            println!("live relays up     {} per session", pct(s.live_up_share));
-            println!(
+            out!("world              {}", crate::text::escape(&s.name))?;
+            out!("follows            {}", s.follows)?;
+            out!("without a list     {}", pct(s.no_list_share))?;
+            out!("listed relays      {}", s.listed_relays)?;
+            out!("  alive            {}", pct(s.listed_alive_share))?;
+            out!("  refusing reads   {}", pct(s.listed_refusing_share))?;
+            out!("live relays up     {} per session", pct(s.live_up_share))?;
+            out!(
                 "top relay in       {} of lists",
                 pct(s.top_relay_list_share)
-            );
-            println!("median write list  {}", s.median_write_relays);
-            println!("events             {}", s.events);
-            println!(
+            )?;
+            out!("median write list  {}", s.median_write_relays)?;
+            out!("events             {}", s.events)?;
+            out!(
                 "  7d / 1yr / 3yr   {} / {} / {}",
-                s.events_by_window[0], s.events_by_window[1], s.events_by_window[2]
-            );
-            println!("silent for 7 days  {}", pct(s.silent_7d_share));
+                s.events_by_window[0],
+                s.events_by_window[1],
+                s.events_by_window[2]
+            )?;
+            out!("silent for 7 days  {}", pct(s.silent_7d_share))?;
         }
     }
     Ok(ExitCode::SUCCESS)

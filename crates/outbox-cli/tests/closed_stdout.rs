@@ -1,0 +1,43 @@
+//! A closed stdout (`outbox ... | head`, `| true`) ends a command cleanly: exit 0, no panic.
+
+use std::process::{Command, Stdio};
+
+/// Runs `outbox args` with stdout a pipe whose reading end is already closed, so every write
+/// fails with a broken pipe.
+fn with_closed_stdout(args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn commands_end_cleanly_when_stdout_is_closed() {
+    for args in [
+        &["strategies"][..],
+        &["strategies", "--examples"],
+        &["strategies", "--check"],
+        &[
+            "plan",
+            "--world",
+            "examples/world.json",
+            "--config",
+            "examples/greedy.toml",
+        ],
+        &["world", "stats", "examples/world.json"],
+    ] {
+        let out = with_closed_stdout(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("panicked"),
+            "outbox {}: {:?}\n{stderr}",
+            args.join(" "),
+            out.status
+        );
+    }
+}
