@@ -2,7 +2,7 @@
 //! definitions [`score`](crate::score()) applies to a plan, so live and simulated recall are
 //! comparable number for number.
 
-use crate::score::{SimWorld, Window, WindowScore};
+use crate::score::{sorted_windows, window_scores, SimWorld, Window, WindowScore};
 
 /// Scores the world events marked in `delivered` (indexed like [`World::events`]) in `session`.
 ///
@@ -20,58 +20,9 @@ pub fn score_delivered(
     session: u32,
     windows: &[Window],
 ) -> Vec<WindowScore> {
-    let world = &sim.world;
-    let mut windows: Vec<Window> = windows.to_vec();
-    windows.sort();
-    windows.dedup();
-    let since_of: Vec<u64> = windows
-        .iter()
-        .map(|w| world.now.saturating_sub(w.secs()))
-        .collect();
-    let mut counts = vec![[0u64; 4]; windows.len()];
-    let mut index = 0usize;
-    let mut declared_up: Vec<u32> = Vec::new();
-    for a in 0..world.follows.len() as u32 {
-        declared_up.clear();
-        declared_up.extend(
-            sim.declared(a)
-                .iter()
-                .copied()
-                .filter(|&r| world.is_up(r, session)),
-        );
-        for e in world.author_events(a) {
-            let got = delivered.get(index).copied().unwrap_or(false);
-            index += 1;
-            let on = world.event_relays(e);
-            if !on.iter().any(|&r| world.is_up(r, session)) {
-                continue;
-            }
-            let declared = on.iter().any(|r| declared_up.contains(r));
-            for (i, &since) in since_of.iter().enumerate() {
-                if e.created_at >= since {
-                    let c = &mut counts[i];
-                    c[0] += 1;
-                    c[1] += u64::from(declared);
-                    c[2] += u64::from(got);
-                    c[3] += u64::from(declared && got);
-                }
-            }
-        }
-    }
-    let ratio = |n: u64, d: u64| if d == 0 { 1.0 } else { n as f64 / d as f64 };
-    windows
-        .iter()
-        .zip(&counts)
-        .map(|(&window, c)| WindowScore {
-            window,
-            available: c[0],
-            declared_available: c[1],
-            fetched: c[2],
-            declared_fetched: c[3],
-            declared_recall: ratio(c[3], c[1]),
-            total_recall: ratio(c[2], c[0]),
-        })
-        .collect()
+    window_scores(sim, session, &sorted_windows(windows), |_, i| {
+        delivered.get(i).copied().unwrap_or(false)
+    })
 }
 
 #[cfg(test)]

@@ -427,7 +427,7 @@ pub fn score_and_observe(
     )
 }
 
-fn sorted_windows(windows: &[Window]) -> Vec<Window> {
+pub(crate) fn sorted_windows(windows: &[Window]) -> Vec<Window> {
     let mut windows = windows.to_vec();
     windows.sort();
     windows.dedup();
@@ -438,14 +438,15 @@ fn since_of(sim: &SimWorld, w: Window) -> u64 {
     sim.world.now.saturating_sub(w.secs())
 }
 
-/// Every metric of `asks` from one fetch per window (`fetched[i]` is `windows[i]`'s).
-fn score_fetched(
+/// Recall per window in `session` (`windows` sorted, no duplicates) when `got(w, i)` says
+/// whether event `i` of [`World::events`](crate::World::events) was fetched for window `w`:
+/// the one place the recall definitions are counted, for plans and for delivered sets alike.
+pub(crate) fn window_scores(
     sim: &SimWorld,
-    asks: &Asks,
     session: u32,
     windows: &[Window],
-    fetched: &[Fetched],
-) -> PlanScore {
+    got: impl Fn(usize, usize) -> bool,
+) -> Vec<WindowScore> {
     let world = &sim.world;
     let since_of: Vec<u64> = windows.iter().map(|&w| since_of(sim, w)).collect();
     let earliest = since_of.iter().copied().min().unwrap_or(u64::MAX);
@@ -473,7 +474,7 @@ fn score_fetched(
         let declared = on.iter().any(|r| declared_up.contains(r));
         for (w, &since) in since_of.iter().enumerate() {
             if e.created_at >= since {
-                let got = fetched[w].delivered[i];
+                let got = got(w, i);
                 let c = &mut counts[w];
                 c[0] += 1;
                 c[1] += u64::from(declared);
@@ -482,6 +483,30 @@ fn score_fetched(
             }
         }
     }
+    windows
+        .iter()
+        .zip(&counts)
+        .map(|(&window, c)| WindowScore {
+            window,
+            available: c[0],
+            declared_available: c[1],
+            fetched: c[2],
+            declared_fetched: c[3],
+            declared_recall: ratio(c[3], c[1]),
+            total_recall: ratio(c[2], c[0]),
+        })
+        .collect()
+}
+
+/// Every metric of `asks` from one fetch per window (`fetched[i]` is `windows[i]`'s).
+fn score_fetched(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    windows: &[Window],
+    fetched: &[Fetched],
+) -> PlanScore {
+    let world = &sim.world;
     let disclosure: usize =
         asks.entries.iter().map(|e| e.authors.len()).sum::<usize>() + asks.foreign_authors;
     let mut covered = vec![false; world.follows.len()];
@@ -512,19 +537,7 @@ fn score_fetched(
         } else {
             largest as f64 / disclosure as f64
         },
-        windows: windows
-            .iter()
-            .zip(&counts)
-            .map(|(&window, c)| WindowScore {
-                window,
-                available: c[0],
-                declared_available: c[1],
-                fetched: c[2],
-                declared_fetched: c[3],
-                declared_recall: ratio(c[3], c[1]),
-                total_recall: ratio(c[2], c[0]),
-            })
-            .collect(),
+        windows: window_scores(sim, session, windows, |w, i| fetched[w].delivered[i]),
         cost: windows
             .iter()
             .zip(fetched)
