@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+
+use crate::text::escape;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
@@ -303,37 +305,19 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Writes one note to stdout; an error means stdout is gone.
 fn print_note(event: &nostr::event::Event, relay: &str, json: bool) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
     if json {
         let line = serde_json::to_string(event).map_err(std::io::Error::other)?;
-        writeln!(out, "{line}")?;
+        out!("{line}")
     } else {
         let content: String = event.content.chars().take(280).collect();
-        writeln!(
-            out,
+        out!(
             "{} {} [{}] {}",
             event.created_at,
             &event.pubkey.to_hex()[..12],
             escape(relay),
             escape(&content)
-        )?;
+        )
     }
-    out.flush()
-}
-
-/// Text from the network made safe for a terminal: control characters (escape sequences,
-/// newlines, bidi overrides) are shown escaped instead of acting on the terminal.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// What ends a feed early: Ctrl-C (SIGINT), and on Unix SIGTERM (what service managers send)

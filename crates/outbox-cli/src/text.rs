@@ -1,4 +1,5 @@
-//! Text from files (world names, relay URLs) made safe to print on a terminal.
+//! Text from files and the network (world names, relay URLs, notes, relay messages) made safe
+//! to print on a terminal.
 
 use std::fmt::Write;
 

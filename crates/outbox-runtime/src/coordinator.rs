@@ -537,14 +537,7 @@ impl Coordinator {
                     }
                 }
             }
-            let old = self.live.get_mut(url).and_then(|live| {
-                live.send(SlotCommand::Close { sub: SubKind::Feed });
-                live.feed.take()
-            });
-            if let Some(old) = old {
-                self.retire_feed(url, old);
-            }
-            self.close_live_if_idle(url);
+            self.close_feed(url);
         }
         for url in diff.dial.iter().chain(&diff.replace) {
             let Some(slot) = self.slots.get(url) else {
@@ -597,6 +590,18 @@ impl Coordinator {
                 l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose)
                     && l.lists.is_none_or(|p| p == Progress::Eose)
             })
+    }
+
+    /// Ends the feed subscription on `url` (and its socket, if nothing else uses it).
+    fn close_feed(&mut self, url: &str) {
+        let old = self.live.get_mut(url).and_then(|live| {
+            live.send(SlotCommand::Close { sub: SubKind::Feed });
+            live.feed.take()
+        });
+        if let Some(old) = old {
+            self.retire_feed(url, old);
+        }
+        self.close_live_if_idle(url);
     }
 
     /// A feed subscription that is closed or replaced: if it failed and never answered, that
@@ -811,14 +816,7 @@ impl Coordinator {
                 .await;
                 if closing {
                     // A re-plan dropped it while it was answering; the answer is in, close now.
-                    let old = self.live.get_mut(url).and_then(|live| {
-                        live.send(SlotCommand::Close { sub: SubKind::Feed });
-                        live.feed.take()
-                    });
-                    if let Some(old) = old {
-                        self.retire_feed(url, old);
-                    }
-                    self.close_live_if_idle(url);
+                    self.close_feed(url);
                 }
             }
             ReportKind::Eose {

@@ -155,14 +155,19 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    #[test]
-    fn three_strikes_set_aside_briefly_then_longer_and_success_resets() {
-        let policy = PenaltyPolicy {
+    /// Three strikes; a minute at first, four times longer each time, an hour at most.
+    fn policy() -> PenaltyPolicy {
+        PenaltyPolicy {
             strikes: 3,
             initial: Duration::from_secs(60),
             growth: 4,
             duration: Duration::from_secs(3600),
-        };
+        }
+    }
+
+    #[test]
+    fn three_strikes_set_aside_briefly_then_longer_and_success_resets() {
+        let policy = policy();
         let mut b = PenaltyBox::new();
         assert_eq!(b.strike("wss://a.example", "timeout", 10, &policy), None);
         b.succeed("wss://a.example");
@@ -207,12 +212,7 @@ mod tests {
 
     #[test]
     fn misbehaviour_strikes_survive_successes() {
-        let policy = PenaltyPolicy {
-            strikes: 3,
-            initial: Duration::from_secs(60),
-            growth: 4,
-            duration: Duration::from_secs(3600),
-        };
+        let policy = policy();
         let mut b = PenaltyBox::new();
         let url = "wss://flood.example";
         for _ in 0..2 {
