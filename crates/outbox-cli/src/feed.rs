@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-
-use crate::text::escape;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
@@ -18,6 +16,8 @@ use outbox_runtime::store::{load_json, save_json};
 use outbox_runtime::{
     fetch_events, Carriers, FeedEvent, FeedInput, FeedSummary, PenaltyBox, RuntimeConfig, Status,
 };
+
+use crate::text::escape;
 
 /// The strategy used when no `--config` is given: the best one measured (README, Results).
 const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
