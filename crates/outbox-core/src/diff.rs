@@ -8,7 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nostr::event::Kind;
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr::types::Timestamp;
 
 use crate::plan::Plan;
 use crate::route_table::RouteTable;
@@ -22,6 +25,20 @@ pub struct Slot {
     pub authors: Vec<PublicKey>,
     /// Bumped each time this slot's filter changes; starts at 1 when the slot is dialled.
     pub generation: u64,
+}
+
+impl Slot {
+    /// The REQ filter of this slot: its authors, on `kinds`, from `since` — what a pool that
+    /// applies [`PlanDiff`]s sends when it dials or replaces this slot.
+    pub fn filter(&self, kinds: &[Kind], since: Option<Timestamp>) -> Filter {
+        let mut filter = Filter::new()
+            .authors(self.authors.iter().copied())
+            .kinds(kinds.iter().copied());
+        if let Some(since) = since {
+            filter = filter.since(since);
+        }
+        filter
+    }
 }
 
 /// What applying a new plan does to the open slots.
@@ -214,5 +231,24 @@ mod tests {
         assert_eq!(slots.get("wss://c.example").unwrap().generation, 1);
         assert!(slots.diff(&route_all(&t2), &t2).is_empty());
         let _ = AuthorId(0);
+    }
+
+    #[test]
+    fn a_slots_filter_is_the_plans_filter_for_its_relay() {
+        let t = table(&[
+            (1, &["wss://a.example"]),
+            (2, &["wss://a.example", "wss://b.example"]),
+        ]);
+        let plan = route_all(&t);
+        let mut slots = Slots::new();
+        slots.apply(&plan, &t);
+        let since = Some(Timestamp::from_secs(1_700_000_000));
+        let kinds = [Kind::TextNote, Kind::Repost];
+        let filters = plan.to_filters(&t, &kinds, since);
+        assert!(!filters.is_empty());
+        for (url, filter) in filters {
+            let slot = slots.get(url.as_str_without_trailing_slash()).unwrap();
+            assert_eq!(slot.filter(&kinds, since), filter, "{url}");
+        }
     }
 }

@@ -49,7 +49,7 @@ pub use lazy::LazyCandidate;
 pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
-pub use route_table::{DropReport, RawRelayList, RouteTable, RouteTableBuilder};
+pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::{session_seed, BrokenPlan, Router};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};

@@ -66,14 +66,48 @@ impl DropReport {
     }
 }
 
+/// Why an event is not a usable relay list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotARelayList {
+    /// The event is not kind:10002.
+    #[error("not a kind:10002 relay list")]
+    WrongKind,
+    /// The event's id or signature does not verify.
+    #[error("the event's id or signature does not verify")]
+    Unverified,
+}
+
+impl TryFrom<&Event> for RawRelayList {
+    type Error = NotARelayList;
+
+    /// The one conversion from a signed kind:10002 event: kind and signature checked, tags kept
+    /// raw (the route table validates them under its URL policy).
+    fn try_from(event: &Event) -> Result<Self, Self::Error> {
+        if event.kind != Kind::RelayList {
+            return Err(NotARelayList::WrongKind);
+        }
+        event.verify().map_err(|_| NotARelayList::Unverified)?;
+        Ok(Self {
+            author: event.pubkey,
+            created_at: event.created_at.as_secs(),
+            tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+        })
+    }
+}
+
 /// Collects follows, the reader's relays and relay lists, then builds a [`RouteTable`].
+///
+/// Calls may come in any order: lists are kept per author (newest wins) and matched against the
+/// follows only in [`build`](Self::build).
 #[derive(Debug)]
 pub struct RouteTableBuilder {
     policy: UrlPolicy,
     follows: Vec<PublicKey>,
     follow_index: HashMap<PublicKey, AuthorId>,
     reader_relays: Vec<String>,
-    newest: HashMap<AuthorId, RawRelayList>,
+    /// The reader's own kind:10002, newest kept; its relays join `reader_relays` at build.
+    reader_list: Option<RawRelayList>,
+    newest: HashMap<PublicKey, RawRelayList>,
     report: DropReport,
 }
 
@@ -85,6 +119,7 @@ impl RouteTableBuilder {
             follows: Vec::new(),
             follow_index: HashMap::new(),
             reader_relays: Vec::new(),
+            reader_list: None,
             newest: HashMap::new(),
             report: DropReport::default(),
         }
@@ -126,50 +161,75 @@ impl RouteTableBuilder {
     /// Adds a kind:10002 event. Other kinds and events whose signature does not verify are
     /// counted as rejected.
     pub fn add_event(&mut self, event: &Event) {
-        if event.kind != Kind::RelayList || event.verify().is_err() {
-            self.report.rejected_events += 1;
-            tracing::debug!(id = %event.id, kind = %event.kind, "rejected relay-list event");
-            return;
+        match RawRelayList::try_from(event) {
+            Ok(list) => self.add_list(list),
+            Err(why) => {
+                self.report.rejected_events += 1;
+                tracing::debug!(id = %event.id, kind = %event.kind, %why, "rejected relay-list event");
+            }
         }
-        let tags = event.tags.iter().map(|t| t.as_slice().to_vec()).collect();
-        self.add_list(RawRelayList {
-            author: event.pubkey,
-            created_at: event.created_at.as_secs(),
-            tags,
-        });
     }
 
-    /// Adds a raw relay list. The newest list per author wins; on equal timestamps the first
-    /// one seen is kept, so the outcome does not depend on arrival order of duplicates.
+    /// Adds a raw relay list, followed or not yet: lists of authors who are not follows when
+    /// the table is built are counted and ignored. The newest list per author wins; on equal
+    /// timestamps the first one seen is kept, so the outcome does not depend on arrival order.
     pub fn add_list(&mut self, list: RawRelayList) {
-        let Some(&author) = self.follow_index.get(&list.author) else {
-            self.report.lists_not_followed += 1;
-            return;
-        };
-        match self.newest.get(&author) {
+        keep_newest(&mut self.newest, list, &mut self.report);
+    }
+
+    /// Adds the reader's own kind:10002 event: its relays marked for reading (or unmarked) join
+    /// the reader's relays, which carry the residual. A list that is not the newest seen, not
+    /// kind:10002 or not verified is counted and ignored.
+    pub fn reader_event(mut self, event: &Event) -> Self {
+        match RawRelayList::try_from(event) {
+            Ok(list) => self.reader_list(list),
+            Err(_) => {
+                self.report.rejected_events += 1;
+                self
+            }
+        }
+    }
+
+    /// Adds the reader's own relay list (see [`reader_event`](Self::reader_event)).
+    pub fn reader_list(mut self, list: RawRelayList) -> Self {
+        match &self.reader_list {
+            Some(current) if current.author != list.author => {
+                tracing::debug!("a second reader list from another author is ignored");
+                self.report.rejected_events += 1;
+            }
             Some(current) if current.created_at >= list.created_at => {
                 self.report.superseded_lists += 1;
             }
-            Some(_) => {
-                self.report.superseded_lists += 1;
-                self.newest.insert(author, list);
-            }
-            None => {
-                self.newest.insert(author, list);
-            }
+            _ => self.reader_list = Some(list),
         }
+        self
     }
 
     /// Validates every kept list and builds the table.
     pub fn build(self) -> RouteTable {
+        let mut builder = self;
+        if let Some(list) = builder.reader_list.take() {
+            let read: Vec<String> = reader_read_relays(&list, &mut builder.report);
+            builder = builder.reader_relays(read);
+        }
         let RouteTableBuilder {
             policy,
             follows,
             follow_index,
             reader_relays,
-            newest,
+            reader_list: _,
+            newest: lists,
             mut report,
-        } = self;
+        } = builder;
+        let mut newest: HashMap<AuthorId, RawRelayList> = HashMap::with_capacity(lists.len());
+        for (author, list) in lists {
+            match follow_index.get(&author) {
+                Some(&id) => {
+                    newest.insert(id, list);
+                }
+                None => report.lists_not_followed += 1,
+            }
+        }
         let mut relays = RelayInterner::default();
         let reader: Vec<RelayId> = reader_relays.iter().map(|u| relays.intern(u)).collect();
 
@@ -241,9 +301,41 @@ impl RouteTableBuilder {
     }
 }
 
+/// Keeps the newest list per author, counting the ones it replaces or refuses.
+fn keep_newest(
+    newest: &mut HashMap<PublicKey, RawRelayList>,
+    list: RawRelayList,
+    report: &mut DropReport,
+) {
+    match newest.get(&list.author) {
+        Some(current) if current.created_at >= list.created_at => {
+            report.superseded_lists += 1;
+        }
+        Some(_) => {
+            report.superseded_lists += 1;
+            newest.insert(list.author, list);
+        }
+        None => {
+            newest.insert(list.author, list);
+        }
+    }
+}
+
+/// The relays of the reader's own list where the reader reads (`read` or unmarked entries):
+/// where a client reads what it follows when it knows nothing better.
+fn reader_read_relays(list: &RawRelayList, report: &mut DropReport) -> Vec<String> {
+    list.tags
+        .iter()
+        .filter_map(|tag| parse_r_tag(tag, report))
+        .filter(|entry| entry.read)
+        .map(|entry| entry.url.to_string())
+        .collect()
+}
+
 struct RTag<'a> {
     url: &'a str,
     write: bool,
+    read: bool,
 }
 
 /// Reads one tag as a NIP-65 `r` tag; `None` for other tags (malformed `r` tags are counted).
@@ -255,18 +347,18 @@ fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a
         report.drop(DropReason::MalformedTag, "r");
         return None;
     };
-    let write = match tag.get(2).map(String::as_str) {
-        None | Some("") => true,
+    let (write, read) = match tag.get(2).map(String::as_str) {
+        None | Some("") => (true, true),
         Some(marker) => match marker.parse::<RelayMetadata>() {
-            Ok(RelayMetadata::Write) => true,
-            Ok(RelayMetadata::Read) => false,
+            Ok(RelayMetadata::Write) => (true, false),
+            Ok(RelayMetadata::Read) => (false, true),
             Err(_) => {
                 report.drop(DropReason::BadMarker, marker);
                 return None;
             }
         },
     };
-    Some(RTag { url, write })
+    Some(RTag { url, write, read })
 }
 
 #[derive(Default)]
@@ -540,6 +632,82 @@ mod tests {
         assert_eq!(rep.by_reason[&DropReason::OverListCap], 1000 - 12);
         // Interning only kept what was considered, not the junk.
         assert!(t.relay_id("wss://relay0.example").is_some());
+    }
+
+    #[test]
+    fn lists_added_before_the_follows_are_kept() {
+        let a = key(1);
+        let list = RawRelayList {
+            author: a,
+            created_at: 1,
+            tags: vec![r("wss://x.example")],
+        };
+        let mut early = RouteTableBuilder::new(UrlPolicy::default());
+        early.add_list(list.clone());
+        let early = early.follows([a]).build();
+        let mut late = RouteTableBuilder::new(UrlPolicy::default()).follows([a]);
+        late.add_list(list);
+        let late = late.build();
+        for t in [&early, &late] {
+            assert!(t.has_list(AuthorId(0)));
+            assert_eq!(t.url(t.write_relays(AuthorId(0))[0]), "wss://x.example");
+        }
+        assert_eq!(early.drop_report(), late.drop_report());
+    }
+
+    #[test]
+    fn events_convert_only_when_kind_and_signature_hold() {
+        use nostr::event::{EventBuilder, FinalizeEvent};
+        let keys = Keys::generate();
+        let list = EventBuilder::new(Kind::RelayList, "")
+            .tag(nostr::event::Tag::parse(["r", "wss://x.example"]).unwrap())
+            .finalize(&keys)
+            .unwrap();
+        let raw = RawRelayList::try_from(&list).unwrap();
+        assert_eq!(raw.author, keys.public_key());
+        assert_eq!(raw.tags, vec![r("wss://x.example")]);
+        let note = EventBuilder::new(Kind::TextNote, "hi")
+            .finalize(&keys)
+            .unwrap();
+        assert_eq!(RawRelayList::try_from(&note), Err(NotARelayList::WrongKind));
+        let mut forged = list.clone();
+        forged.created_at = nostr::types::Timestamp::from_secs(forged.created_at.as_secs() + 1);
+        assert_eq!(
+            RawRelayList::try_from(&forged),
+            Err(NotARelayList::Unverified)
+        );
+    }
+
+    #[test]
+    fn the_readers_own_list_gives_the_readers_relays() {
+        let reader = key(7);
+        let t = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1)])
+            .reader_relays(["wss://given.example"])
+            .reader_list(RawRelayList {
+                author: reader,
+                created_at: 2,
+                tags: vec![
+                    r("wss://both.example"),
+                    rm("wss://inbox.example", "read"),
+                    rm("wss://outbox.example", "write"),
+                ],
+            })
+            .reader_list(RawRelayList {
+                author: reader,
+                created_at: 1,
+                tags: vec![r("wss://stale.example")],
+            })
+            .build();
+        let urls: Vec<_> = t.reader_relays().iter().map(|&r| t.url(r)).collect();
+        assert_eq!(
+            urls,
+            [
+                "wss://given.example",
+                "wss://both.example",
+                "wss://inbox.example"
+            ]
+        );
     }
 
     #[test]

@@ -6,9 +6,10 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{ConfigError, RouterConfig};
 use crate::invariants::{check_plan, Limits, Violation};
 use crate::plan::Plan;
-use crate::route_table::RouteTable;
+use crate::route_table::{RouteTable, RouteTableBuilder};
 use crate::selector::{PlanInput, Selector};
 use crate::stats::DeliveryStats;
+use crate::url_policy::UrlPolicy;
 
 /// A strategy with its budget: the thing a client embeds.
 #[derive(Debug)]
@@ -16,6 +17,7 @@ pub struct Router {
     selector: Box<dyn Selector>,
     max_connections: usize,
     pool: Option<usize>,
+    policy: UrlPolicy,
 }
 
 impl Router {
@@ -25,7 +27,25 @@ impl Router {
             selector,
             max_connections,
             pool: None,
+            policy: UrlPolicy::default(),
         }
+    }
+
+    /// The same router with the URL policy its route tables filter with.
+    pub fn with_policy(mut self, policy: UrlPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A route-table builder under this router's URL policy, so a table and the router that
+    /// plans over it never disagree about which relays are acceptable.
+    pub fn table(&self) -> RouteTableBuilder {
+        RouteTableBuilder::new(self.policy.clone())
+    }
+
+    /// The URL policy route tables are built with.
+    pub fn policy(&self) -> &UrlPolicy {
+        &self.policy
     }
 
     /// The same router with the residual carried by at most `pool` of the reader's relays (the
@@ -37,7 +57,9 @@ impl Router {
 
     /// A router from a parsed config.
     pub fn from_config(config: &RouterConfig) -> Self {
-        Self::new(config.strategy.build(), config.max_connections).with_pool(config.pool)
+        Self::new(config.strategy.build(), config.max_connections)
+            .with_pool(config.pool)
+            .with_policy(config.url_policy.clone())
     }
 
     /// A router from TOML (see [`RouterConfig`]).
