@@ -18,8 +18,8 @@ use outbox_sim::{
 /// Options of `outbox bench`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only these suite rows (comma-separated labels, e.g. `greedy,direct`); the oracle row is
-    /// always added.
+    /// Only these suite rows (comma-separated labels, e.g. `greedy,direct`); the learnable
+    /// ceiling and oracle rows are always added.
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
     /// World profiles (comma-separated: small, medium, large, huge).
@@ -192,7 +192,8 @@ fn pct(m: &MeanSe) -> String {
     }
 }
 
-/// The side-by-side table: strategies as rows (sorted by 1-year recall), oracle last.
+/// The side-by-side table: strategies as rows (sorted by 1-year recall), then the learnable
+/// ceiling and the oracle.
 pub fn render_table(report: &BenchReport) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
@@ -296,7 +297,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     let run = run_sessions(&sim, &mut router, &cfg, |s, plan, _| {
         let Some(dir) = &args.plans_out else { return };
         let path = dir.join(format!("session-{s}.json"));
-        let json = plan.to_file(&sim.table, s).to_json() + "\n";
+        let json = outbox_sim::PlanFile::from_plan(plan, &sim.table, s).to_json() + "\n";
         if let Err(e) = std::fs::write(&path, json) {
             write_error.get_or_insert((path, e));
         }

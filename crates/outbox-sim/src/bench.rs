@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 use serde::Serialize;
 
+use crate::ceiling::{run_ceiling, CEILING};
 use crate::generate::{generate, Profile};
 use crate::score::{PlanScore, SimWorld, Window, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
@@ -51,7 +52,7 @@ pub fn default_suite() -> Vec<SuiteEntry> {
         .into_iter()
         .map(|d| SuiteEntry {
             label: d.name.to_string(),
-            toml: wrap_strategy(d.example),
+            toml: example_config(d),
         })
         .collect();
     suite.extend(COMBINATIONS.iter().map(|(label, toml)| SuiteEntry {
@@ -61,18 +62,17 @@ pub fn default_suite() -> Vec<SuiteEntry> {
     suite
 }
 
-/// Turns a `[strategy]` table body (which may hold sub-tables such as `[inner]`) into a full
-/// router config.
-fn wrap_strategy(body: &str) -> String {
-    match body.parse::<toml::Table>() {
-        Ok(table) => {
-            let mut root = toml::Table::new();
-            root.insert("strategy".into(), toml::Value::Table(table));
-            toml::to_string(&root).unwrap_or_else(|_| format!("[strategy]\n{body}"))
-        }
-        // Left as is: resolving it reports the parse error under the entry's label.
-        Err(_) => format!("[strategy]\n{body}"),
-    }
+/// A strategy's registered example as a router config. An example that cannot be made leaves
+/// only the `type`, so resolving the entry skips it with the config's own complaint.
+fn example_config(d: &registry::StrategyDescriptor) -> String {
+    let table = d.example_table().unwrap_or_else(|_| {
+        let mut bare = toml::Table::new();
+        bare.insert("type".into(), d.name.into());
+        bare
+    });
+    let mut root = toml::Table::new();
+    root.insert("strategy".into(), toml::Value::Table(table));
+    toml::to_string(&root).unwrap_or_else(|_| format!("[strategy]\ntype = {:?}\n", d.name))
 }
 
 /// A suite entry that cannot run here, and why.
@@ -126,6 +126,8 @@ pub struct BenchConfig {
     pub only: Option<Vec<String>>,
     /// Include the oracle row.
     pub oracle: bool,
+    /// Include the learnable-ceiling row ([`crate::ceiling`]).
+    pub ceiling: bool,
     /// Clock step between sessions, for the decay of learned stats.
     pub session_interval_secs: u64,
     /// Extra timed planning runs per strategy and world.
@@ -144,6 +146,7 @@ impl Default for BenchConfig {
             budget: DEFAULT_MAX_CONNECTIONS,
             only: None,
             oracle: true,
+            ceiling: true,
             session_interval_secs: LoopConfig::default().session_interval_secs,
             timing_repeats: LoopConfig::default().timing_repeats,
             threads: 0,
@@ -316,7 +319,8 @@ pub fn run_bench(
         .collect();
     // Biggest worlds first, so the slowest job does not start last.
     jobs.sort_by_key(|&(p, s)| (std::cmp::Reverse(p), s));
-    let per_world = ready.len() + usize::from(oracle);
+    let ceiling = cfg.ceiling;
+    let per_world = ready.len() + usize::from(oracle) + usize::from(ceiling);
     progress(Progress::Start {
         total: jobs.len() * per_world,
     });
@@ -371,6 +375,21 @@ pub fn run_bench(
                     });
                     progress(Progress::Done {
                         label: label.clone(),
+                        world: name.clone(),
+                    });
+                }
+                if ceiling {
+                    let outcomes = run_ceiling(&sim, &loop_cfg, cfg.budget);
+                    let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
+                    local.push(RunRecord {
+                        label: CEILING.to_string(),
+                        profile,
+                        seed,
+                        plan_us: median(&mut times),
+                        sessions: outcomes.into_iter().map(|o| o.score).collect(),
+                    });
+                    progress(Progress::Done {
+                        label: CEILING.to_string(),
                         world: name.clone(),
                     });
                 }
@@ -517,9 +536,15 @@ fn aggregate(
         .collect();
     let key = sort_window(windows);
     rows.sort_by(|a, b| {
-        let oracle = (a.label == ORACLE).cmp(&(b.label == ORACLE));
+        // Strategies by recall, then the two ceilings: learnable, then omniscient.
+        let bound = |r: &Row| match r.label.as_str() {
+            ORACLE => 2,
+            CEILING => 1,
+            _ => 0,
+        };
         let recall = |r: &Row| key.and_then(|w| r.window(w)).map_or(0.0, |x| x.last.mean);
-        oracle
+        bound(a)
+            .cmp(&bound(b))
             .then_with(|| recall(b).total_cmp(&recall(a)))
             .then_with(|| a.label.cmp(&b.label))
     });

@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod ceiling;
 pub mod delivered;
 pub mod fetch;
 pub mod generate;
@@ -29,6 +30,7 @@ pub use bench::{
     default_suite, run_bench, BenchConfig, BenchReport, MeanSe, Progress, Row, RunRecord, Skipped,
     SuiteEntry, COMBINATIONS, ORACLE,
 };
+pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, FetchCost, Fetched, RelayFetch, WindowCost};
 pub use generate::{
     generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
