@@ -94,10 +94,10 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             took.as_secs_f64()
         ),
         Progress::Session { label, result } => eprintln!(
-            "{label} session {}: live {:.1}%, simulated {:.1}% ({:.1}s)",
+            "{label} session {}: live {}%, simulated {}% ({:.1}s)",
             result.session,
-            result.live.declared_recall * 100.0,
-            result.simulated.declared_recall * 100.0,
+            percent(result.live.declared()),
+            percent(result.simulated.declared()),
             result.elapsed.as_secs_f64()
         ),
     }))?;
@@ -128,6 +128,11 @@ fn right(text: String) -> Cell {
     Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
+/// A recall as a percentage; `-` for 0 of 0 (nothing to recall is no evidence of 100%).
+fn percent(recall: Option<f64>) -> String {
+    recall.map_or_else(|| "-".to_string(), |r| format!("{:.1}", r * 100.0))
+}
+
 /// One row per strategy and session.
 fn render(report: &LiveReport) -> Table {
     let mut table = Table::new();
@@ -148,15 +153,18 @@ fn render(report: &LiveReport) -> Table {
     ]);
     for st in &report.strategies {
         for r in &st.sessions {
-            let live = r.live.declared_recall * 100.0;
-            let sim = r.simulated.declared_recall * 100.0;
+            let (live, sim) = (r.live.declared(), r.simulated.declared());
+            let gap = live.zip(sim).map_or_else(
+                || "-".to_string(),
+                |(l, s)| format!("{:+.1}", l * 100.0 - s * 100.0),
+            );
             table.add_row(vec![
                 Cell::new(&st.label),
                 right(r.session.to_string()),
-                right(format!("{live:.1}")),
-                right(format!("{sim:.1}")),
-                right(format!("{:.1}", r.live_plan.declared_recall * 100.0)),
-                right(format!("{:+.1}", live - sim)),
+                right(percent(live)),
+                right(percent(sim)),
+                right(percent(r.live_plan.declared())),
+                right(gap),
                 right(r.plans.to_string()),
                 right(r.set_aside.to_string()),
                 right(r.round_trips.to_string()),
@@ -167,4 +175,76 @@ fn render(report: &LiveReport) -> Table {
         }
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use outbox_live::{SessionResult, StrategyResult};
+    use outbox_sim::{Window, WindowScore};
+
+    use super::*;
+
+    fn window(fetched: u64, available: u64) -> WindowScore {
+        let recall = if available == 0 {
+            1.0
+        } else {
+            fetched as f64 / available as f64
+        };
+        WindowScore {
+            window: Window::Y1,
+            available,
+            declared_available: available,
+            fetched,
+            declared_fetched: fetched,
+            declared_recall: recall,
+            total_recall: recall,
+        }
+    }
+
+    #[test]
+    fn nothing_to_recall_prints_a_dash() {
+        let session = SessionResult {
+            session: 0,
+            live: window(0, 0),
+            simulated: window(1, 4),
+            live_plan: window(0, 0),
+            same_plan: true,
+            reqs: 0,
+            round_trips: 0,
+            events_received: 0,
+            notes: 0,
+            capped: 0,
+            set_aside: 0,
+            plans: 1,
+            seed_matches: true,
+            elapsed: Duration::ZERO,
+        };
+        let report = LiveReport {
+            world: "w".into(),
+            follows: 1,
+            events: 0,
+            relays: 1,
+            urls: 1,
+            capped_relays: 0,
+            one_plan: false,
+            prepare: Duration::ZERO,
+            strategies: vec![StrategyResult {
+                label: "greedy".into(),
+                strategy: "greedy".into(),
+                sessions: vec![session],
+            }],
+            elapsed: Duration::ZERO,
+        };
+        let table = render(&report);
+        let row: Vec<String> = table
+            .row(0)
+            .expect("one row")
+            .cell_iter()
+            .map(|c| c.content())
+            .collect();
+        // live, simulated, live plan, live − sim
+        assert_eq!(row[2..6], ["-", "25.0", "-", "-"]);
+    }
 }
