@@ -1,0 +1,133 @@
+//! The world generator: a synthetic relay network with what makes the real one hard.
+//!
+//! Every knob lives in [`WorldModel`], with defaults drawn from the published measurements
+//! (nostrability/outbox, 2026; the numbers are in `docs/design.md`). A world is deterministic
+//! for (profile, seed).
+//!
+//! A world is drawn from one seeded stream, in phases: the relay network (`relays`), then for
+//! each follow its write relays and relay list (`authors`) and its notes (`events`), then which
+//! relays answer in each session. Per-REQ caps come from a stream of their own, so adding them
+//! changed nothing else. `model` holds the knobs; `stats` the headline facts to check a world
+//! against the measurements.
+
+mod authors;
+mod events;
+mod model;
+mod relays;
+mod stats;
+
+use nostr::key::PublicKey;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub use model::{CapShare, Profile, Span, WorldModel, DEFAULT_RELAY_CAPS};
+pub use stats::{world_stats, WorldStats};
+
+use crate::world::{World, WorldError, WorldParts};
+
+const DAY: u64 = 86_400;
+
+/// The present of every generated world (2026-01-01T00:00:00Z): fixed so worlds are
+/// reproducible.
+pub const GENERATED_NOW: u64 = 1_767_225_600;
+
+/// Generates the world for `profile` and `seed` with the default model.
+pub fn generate(profile: Profile, seed: u64) -> World {
+    generate_with(
+        &WorldModel::for_profile(profile),
+        &format!("{profile}/seed-{seed}"),
+        seed,
+    )
+    .expect("generated worlds are always well-formed")
+}
+
+/// Generates a world from a model; the same (model, seed) always gives the same world.
+pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World, WorldError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x776f_726c_6400 ^ (model.follows as u64) << 40);
+    let now = GENERATED_NOW;
+    let sessions = model.sessions;
+    if sessions > crate::world::MAX_SESSIONS {
+        return Err(WorldError::Invalid {
+            field: "sessions".into(),
+            message: format!(
+                "is {sessions}, more than the {} sessions a world may describe",
+                crate::world::MAX_SESSIONS
+            ),
+        });
+    }
+
+    // Relays: hubs, mid relays, and tail relays created on demand.
+    let mut net = relays::Network::build(model, &mut rng);
+
+    // Follows.
+    let reader = authors::key_from(&mut rng);
+    let follows: Vec<PublicKey> = (0..model.follows)
+        .map(|_| authors::key_from(&mut rng))
+        .collect();
+    let no_list_share = model.no_list_share.draw(&mut rng).clamp(0.0, 1.0);
+
+    let posting = events::Posting::new(model, now);
+    let mut relay_lists = Vec::new();
+    let mut events = Vec::new();
+    for (author_index, author) in follows.iter().enumerate() {
+        let writes = authors::draw_writes(model, &mut net, no_list_share, now, &mut rng);
+        if let Some(list) = authors::relay_list(model, *author, &writes, &net, now, &mut rng) {
+            relay_lists.push(list);
+        }
+        posting.post(
+            model,
+            author_index as u32,
+            &writes,
+            &net,
+            &mut rng,
+            &mut events,
+        );
+    }
+
+    let reader_relays = net.reader_relays(model.reader_relays);
+    let world_relays = net.up(sessions, &mut rng);
+
+    let mut world = World::from_parts(WorldParts {
+        name: name.to_string(),
+        now,
+        sessions,
+        reader: Some(reader),
+        follows,
+        reader_relays,
+        relay_lists,
+        relays: world_relays,
+        events,
+    })?;
+    relays::assign_caps(model, seed, &mut world);
+    Ok(world)
+}
+
+/// Sampling an index by weight (cumulative table, binary search).
+struct Weighted {
+    cumulative: Vec<f64>,
+}
+
+impl Weighted {
+    fn new(weights: &[f64]) -> Self {
+        let mut total = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                total += w.max(0.0);
+                total
+            })
+            .collect();
+        Self { cumulative }
+    }
+
+    fn sample(&self, rng: &mut impl Rng) -> usize {
+        let total = self.cumulative.last().copied().unwrap_or(0.0);
+        if total <= 0.0 {
+            return 0;
+        }
+        let x = rng.random::<f64>() * total;
+        self.cumulative
+            .partition_point(|&c| c <= x)
+            .min(self.cumulative.len() - 1)
+    }
+}

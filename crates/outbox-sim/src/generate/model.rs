@@ -1,0 +1,272 @@
+//! What a generated world is made of: the profiles, and [`WorldModel`], every knob of the
+//! generator with the published fact it models.
+
+use std::fmt;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// A named world size (by follow count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// ≈200 follows.
+    Small,
+    /// ≈450 follows.
+    Medium,
+    /// ≈1,800 follows.
+    Large,
+    /// ≈2,800 follows.
+    Huge,
+}
+
+impl Profile {
+    /// Every profile, smallest first.
+    pub const ALL: [Profile; 4] = [
+        Profile::Small,
+        Profile::Medium,
+        Profile::Large,
+        Profile::Huge,
+    ];
+
+    /// The nominal follow count.
+    pub fn follows(self) -> usize {
+        match self {
+            Profile::Small => 200,
+            Profile::Medium => 450,
+            Profile::Large => 1_800,
+            Profile::Huge => 2_800,
+        }
+    }
+
+    /// The lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Small => "small",
+            Profile::Medium => "medium",
+            Profile::Large => "large",
+            Profile::Huge => "huge",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown profile {s:?} (small, medium, large, huge)"))
+    }
+}
+
+/// An inclusive range a value is drawn uniformly from.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// Lowest value.
+    pub lo: f64,
+    /// Highest value.
+    pub hi: f64,
+}
+
+impl Span {
+    /// `[lo, hi]`.
+    pub const fn new(lo: f64, hi: f64) -> Self {
+        Self { lo, hi }
+    }
+
+    pub(super) fn draw(self, rng: &mut impl Rng) -> f64 {
+        if self.hi <= self.lo {
+            self.lo
+        } else {
+            rng.random_range(self.lo..=self.hi)
+        }
+    }
+}
+
+/// Every knob of the generator in one place. Defaults reproduce the published network facts;
+/// each field says which fact it models.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorldModel {
+    /// Followed authors.
+    pub follows: usize,
+    /// Sessions described (length of every `up` array).
+    pub sessions: u32,
+    /// Share of follows that publish no relay list (measured 20–44%); drawn per world.
+    pub no_list_share: Span,
+    /// Hubs: a few relays found in a third to half of all lists.
+    pub hubs: usize,
+    /// Chance that a list includes the most popular hub; hub `i` is included independently
+    /// with this times `hub_decay^i` (a few hubs in a third to half of all lists).
+    pub top_hub_share: f64,
+    /// Popularity decay from one hub to the next.
+    pub hub_decay: f64,
+    /// Mid-popularity relays, as a base count plus one per this many follows.
+    pub mid_relays_base: usize,
+    /// See [`WorldModel::mid_relays_base`].
+    pub follows_per_mid_relay: usize,
+    /// Zipf exponent of mid-relay popularity.
+    pub mid_zipf: f64,
+    /// Share of the write slots not taken by hubs that go to mid relays; the rest go to the
+    /// tail (relays found in one list each).
+    pub mid_slot_share: f64,
+    /// Weights of list lengths 2, 3, …, 8 write relays.
+    pub write_count_weights: Vec<f64>,
+    /// Share of lists that are far longer (12–40 entries).
+    pub long_list_share: f64,
+    /// Share of lists that also carry read-only entries.
+    pub read_entry_share: f64,
+    /// Per-entry chance of a messy but valid spelling (upper case, trailing slash, `:443`).
+    pub messy_url_share: f64,
+    /// Per-list chance of an unusable entry (`http://`, garbage, localhost, private IP).
+    pub garbage_entry_share: f64,
+    /// Hubs that are dead but linger in lists (formerly popular relays).
+    pub dead_hubs: usize,
+    /// Hubs that are paid, auth-gated or refuse reads.
+    pub paid_hubs: usize,
+    /// Chance that a mid relay is alive.
+    pub mid_alive: f64,
+    /// Chance that a tail relay of an ordinary list is alive (people's own small relays).
+    pub tail_alive: f64,
+    /// Chance that a tail relay of a far longer list is alive: such lists collect relays
+    /// that died long ago, which is most of why only ~35–60% of distinct listed relays live.
+    pub long_list_tail_alive: f64,
+    /// Chance that a live non-hub relay is paid, auth-gated or refuses reads (~4% overall).
+    pub paid_share: f64,
+    /// Per-session answer probability of live hubs.
+    pub hub_reliability: Span,
+    /// Per-session answer probability of other live relays (70–88% of live relays answer in
+    /// a run).
+    pub relay_reliability: Span,
+    /// Posting rate in notes per day: log-normal median.
+    pub rate_median_per_day: f64,
+    /// Posting rate: log-normal sigma (heavy tail).
+    pub rate_sigma: f64,
+    /// Highest posting rate, notes per day (keeps event counts sane).
+    pub rate_cap_per_day: f64,
+    /// History simulated, in days (events older than 3 years fall outside every window).
+    pub history_days: u64,
+    /// Share of authors who stopped posting at some point (silent since).
+    pub quit_share: f64,
+    /// Hub retention in days (hubs prune old notes: weeks to months).
+    pub hub_retention_days: Span,
+    /// Share of mid relays that prune; the rest keep everything.
+    pub mid_prune_share: f64,
+    /// Mid relay retention in days when they prune (6–24 months): the most popular mid relay
+    /// keeps about `lo` days, the least popular about `hi` (busier relays prune harder).
+    pub mid_retention_days: Span,
+    /// Noise on the popularity-to-retention mapping, as a share of the mid-relay count.
+    pub mid_retention_noise: f64,
+    /// Per relay, the chance that an (author, relay) pair silently fails every write (rate
+    /// limits, web-of-trust filters, spam rules); drawn once per relay, so some relays are far
+    /// lossier than others.
+    pub write_failure_share: Span,
+    /// Chance that one write to one relay is lost.
+    pub event_drop_share: f64,
+    /// Share of authors who moved relays: notes before the move sit on relays missing from
+    /// their current list.
+    pub moved_share: f64,
+    /// Of a mover's current write relays, the share that were also in the old set.
+    pub moved_keep_share: f64,
+    /// Chance that a note is also broadcast to one hub not in the author's list (clients that
+    /// publish to their default relays too).
+    pub broadcast_share: f64,
+    /// The reader's own relays: the top hubs that are alive, this many.
+    pub reader_relays: usize,
+    /// Per-REQ caps (events per filter, the world's `max_limit`) and the share of relays with
+    /// each; a `None` cap is no cap. strfry, which most public relays run, returns at most 500
+    /// events per filter by default (`maxFilterLimit`); other implementations and operators
+    /// publish caps from 100 to 5,000 (NIP-11 `limitation.max_limit`), and a few cap nothing.
+    /// The shares are an estimate, not a measurement. Drawn per existing relay from its own
+    /// random stream, so the rest of a world does not depend on them.
+    pub relay_caps: Vec<CapShare>,
+}
+
+/// One per-REQ cap and the share of relays that have it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapShare {
+    /// Events per filter; `None` is no cap.
+    pub max_limit: Option<u32>,
+    /// Relative share of relays (weights need not sum to 1).
+    pub share: f64,
+}
+
+impl CapShare {
+    const fn new(max_limit: Option<u32>, share: f64) -> Self {
+        Self { max_limit, share }
+    }
+}
+
+/// The default cap mix: most relays at strfry's 500, some lower or higher, a few uncapped.
+pub const DEFAULT_RELAY_CAPS: [CapShare; 7] = [
+    CapShare::new(Some(500), 0.62),
+    CapShare::new(Some(100), 0.04),
+    CapShare::new(Some(250), 0.06),
+    CapShare::new(Some(1_000), 0.10),
+    CapShare::new(Some(2_000), 0.06),
+    CapShare::new(Some(5_000), 0.06),
+    CapShare::new(None, 0.06),
+];
+
+impl Default for WorldModel {
+    fn default() -> Self {
+        Self {
+            follows: Profile::Medium.follows(),
+            sessions: 5,
+            no_list_share: Span::new(0.20, 0.44),
+            hubs: 16,
+            top_hub_share: 0.45,
+            hub_decay: 0.82,
+            mid_relays_base: 20,
+            follows_per_mid_relay: 12,
+            mid_zipf: 1.0,
+            mid_slot_share: 0.35,
+            write_count_weights: vec![0.14, 0.18, 0.2, 0.17, 0.13, 0.1, 0.08],
+            long_list_share: 0.06,
+            read_entry_share: 0.3,
+            messy_url_share: 0.12,
+            garbage_entry_share: 0.06,
+            dead_hubs: 3,
+            paid_hubs: 1,
+            mid_alive: 0.75,
+            tail_alive: 0.7,
+            long_list_tail_alive: 0.1,
+            paid_share: 0.04,
+            hub_reliability: Span::new(0.9, 0.99),
+            relay_reliability: Span::new(0.55, 0.97),
+            rate_median_per_day: 0.06,
+            rate_sigma: 1.5,
+            rate_cap_per_day: 8.0,
+            history_days: 3 * 365 + 60,
+            quit_share: 0.35,
+            hub_retention_days: Span::new(10.0, 45.0),
+            mid_prune_share: 1.0,
+            mid_retention_days: Span::new(180.0, 730.0),
+            mid_retention_noise: 0.3,
+            write_failure_share: Span::new(0.0, 0.3),
+            event_drop_share: 0.02,
+            moved_share: 0.3,
+            moved_keep_share: 0.4,
+            broadcast_share: 0.25,
+            reader_relays: 3,
+            relay_caps: DEFAULT_RELAY_CAPS.to_vec(),
+        }
+    }
+}
+
+impl WorldModel {
+    /// The default model for a profile.
+    pub fn for_profile(profile: Profile) -> Self {
+        Self {
+            follows: profile.follows(),
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The relay network: hubs, mid-popularity relays and tail relays created as lists need them,
+//! each with its liveness, payment, reliability, retention and lossy writes; then who answers in
+//! each session, the reader's relays and the per-REQ caps.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{Weighted, WorldModel, DAY};
+use crate::world::World;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Tier {
+    Hub,
+    Mid,
+    Tail,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Relay {
+    pub(super) url: String,
+    pub(super) tier: Tier,
+    pub(super) alive: bool,
+    pub(super) paid: bool,
+    pub(super) reliability: f64,
+    /// Seconds of history kept; `None` keeps everything.
+    pub(super) retention: Option<u64>,
+    /// Chance that this relay silently drops every write of a given author.
+    pub(super) write_failure: f64,
+}
+
+/// The relays of a world being generated, with the popularity weights lists draw from.
+pub(super) struct Network {
+    /// Every relay so far; write sets hold indices into it.
+    pub(super) relays: Vec<Relay>,
+    /// Popularity of each hub, most popular first.
+    pub(super) hub_weights: Vec<f64>,
+    /// Draws a hub by popularity (read entries, broadcasts).
+    pub(super) hub_pick: Weighted,
+    mid_start: usize,
+    mid_pick: Weighted,
+}
+
+impl Network {
+    /// Hubs and mid relays. Tail relays are created later, one per list entry that draws one.
+    pub(super) fn build(model: &WorldModel, rng: &mut ChaCha8Rng) -> Self {
+        let mut relays: Vec<Relay> = Vec::new();
+        let mut hub_states = vec![(true, false); model.hubs];
+        // Dead and paid hubs are drawn among hubs 1.. so the top hub is always alive.
+        let mut candidates: Vec<usize> = (1..model.hubs).collect();
+        candidates.shuffle(rng);
+        for &h in candidates.iter().take(model.dead_hubs) {
+            hub_states[h] = (false, false);
+        }
+        for &h in candidates
+            .iter()
+            .skip(model.dead_hubs)
+            .take(model.paid_hubs)
+        {
+            hub_states[h] = (true, true);
+        }
+        for (i, &(alive, paid)) in hub_states.iter().enumerate() {
+            relays.push(Relay {
+                url: format!("wss://hub{i}.relay.example"),
+                tier: Tier::Hub,
+                alive,
+                paid,
+                reliability: model.hub_reliability.draw(rng),
+                retention: Some((model.hub_retention_days.draw(rng) * DAY as f64) as u64),
+                write_failure: model.write_failure_share.draw(rng),
+            });
+        }
+        let mid_count = model.mid_relays_base + model.follows / model.follows_per_mid_relay.max(1);
+        let mid_start = relays.len();
+        for i in 0..mid_count {
+            let alive = rng.random_bool(model.mid_alive.clamp(0.0, 1.0));
+            let prunes = rng.random_bool(model.mid_prune_share.clamp(0.0, 1.0));
+            // Busier relays prune harder: retention grows with popularity rank, with noise.
+            let span = model.mid_retention_days;
+            let position = ((i as f64
+                + rng.random::<f64>() * mid_count as f64 * model.mid_retention_noise)
+                / mid_count.max(1) as f64)
+                .clamp(0.0, 1.0);
+            let retention =
+                prunes.then_some(((span.lo + (span.hi - span.lo) * position) * DAY as f64) as u64);
+            relays.push(Relay {
+                url: format!("wss://mid{i}.nostr.example"),
+                tier: Tier::Mid,
+                alive,
+                paid: alive && rng.random_bool(model.paid_share.clamp(0.0, 1.0)),
+                reliability: model.relay_reliability.draw(rng),
+                retention,
+                write_failure: model.write_failure_share.draw(rng),
+            });
+        }
+        let hub_weights: Vec<f64> = (0..model.hubs)
+            .map(|i| model.hub_decay.powi(i as i32))
+            .collect();
+        let mid_weights: Vec<f64> = (0..mid_count)
+            .map(|i| 1.0 / ((i + 1) as f64).powf(model.mid_zipf))
+            .collect();
+        let hub_pick = Weighted::new(&hub_weights);
+        let mid_pick = Weighted::new(&mid_weights);
+        Self {
+            relays,
+            hub_weights,
+            hub_pick,
+            mid_start,
+            mid_pick,
+        }
+    }
+
+    /// One write relay for a list: a mid relay by popularity, or else a new tail relay that is
+    /// alive with chance `tail_alive`.
+    pub(super) fn pick(
+        &mut self,
+        model: &WorldModel,
+        tail_alive: f64,
+        rng: &mut ChaCha8Rng,
+    ) -> usize {
+        if rng.random_bool(model.mid_slot_share.clamp(0.0, 1.0)) {
+            self.mid_start + self.mid_pick.sample(rng)
+        } else {
+            let alive = rng.random_bool(tail_alive.clamp(0.0, 1.0));
+            let paid = alive && rng.random_bool(model.paid_share.clamp(0.0, 1.0));
+            let reliability = model.relay_reliability.draw(rng);
+            let write_failure = model.write_failure_share.draw(rng);
+            let i = self.relays.len();
+            self.relays.push(Relay {
+                url: format!("wss://t{i}.tail.example"),
+                tier: Tier::Tail,
+                alive,
+                paid,
+                reliability,
+                retention: None,
+                write_failure,
+            });
+            i
+        }
+    }
+
+    /// The reader's relays: the most popular live, free hubs, `count` of them.
+    pub(super) fn reader_relays(&self, count: usize) -> Vec<String> {
+        self.relays
+            .iter()
+            .filter(|r| r.tier == Tier::Hub && r.alive && !r.paid)
+            .take(count)
+            .map(|r| r.url.clone())
+            .collect()
+    }
+
+    /// The live relays (the world's `relays`) with whether each answers in each session; paid
+    /// relays never do.
+    pub(super) fn up(&self, sessions: u32, rng: &mut ChaCha8Rng) -> Vec<(String, Vec<bool>)> {
+        self.relays
+            .iter()
+            .filter(|r| r.alive)
+            .map(|r| {
+                let up = (0..sessions)
+                    .map(|_| !r.paid && rng.random_bool(r.reliability.clamp(0.0, 1.0)))
+                    .collect();
+                (r.url.clone(), up)
+            })
+            .collect()
+    }
+}
+
+/// Draws each existing relay's cap from [`WorldModel::relay_caps`], in URL order, from a
+/// stream of its own (adding caps left every other part of a world as it was).
+pub(super) fn assign_caps(model: &WorldModel, seed: u64, world: &mut World) {
+    let weights: Vec<f64> = model.relay_caps.iter().map(|c| c.share).collect();
+    let pick = Weighted::new(&weights);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6361_7073_0000 ^ (model.follows as u64) << 40);
+    let urls: Vec<String> = world
+        .relays()
+        .iter()
+        .filter(|r| r.exists)
+        .map(|r| r.url.clone())
+        .collect();
+    for url in urls {
+        let cap = model
+            .relay_caps
+            .get(pick.sample(&mut rng))
+            .and_then(|c| c.max_limit)
+            .filter(|&m| m > 0);
+        world.set_max_limit(&url, cap);
+    }
+}

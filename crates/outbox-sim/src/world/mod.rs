@@ -1,0 +1,254 @@
+//! The `outbox-world/1` world: where every event lives and which relays answer in each session.
+//!
+//! A world is read in one pass into compact interned structures: follows and relays are dense
+//! `u32` ids, event ids are `[u8; 32]`, events are sorted by author then `created_at`, and each
+//! event keeps the relays that serve it as a slice of one shared id vector. No JSON tree is
+//! kept: large worlds are 100–250 MB of JSON. Writing streams too.
+//!
+//! Canonical form: relays that are keys of `relays` come first, sorted by URL, then URLs that
+//! only appear in events' `on` lists (they never answer), sorted by URL; events are sorted by
+//! (author, `created_at`, id) and their `on` lists by relay id. Reading a file and writing it
+//! back gives the same world.
+//!
+//! A relay may carry a per-REQ cap (`max_limit`); a file without one means no cap, so files
+//! written before caps existed keep their meaning (`docs/formats.md`).
+//!
+//! The types and queries are here; `canonical` builds the canonical form (from the generator's
+//! parts or from what the reader interned), `read` is the streaming reader with its limits, and
+//! `write` the streaming writer.
+
+mod canonical;
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use nostr::key::PublicKey;
+use outbox_core::{RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
+
+pub use read::decode_hex32;
+
+/// The file format tag of world files.
+pub const WORLD_FORMAT: &str = "outbox-world/1";
+
+/// The most sessions a world may describe (`sessions`, and so the length of every `up` array).
+/// Per-session state is allocated up front, so larger counts are refused with an error naming
+/// the field instead of exhausting memory (`docs/formats.md`).
+pub const MAX_SESSIONS: u32 = 10_000;
+
+fn too_many_sessions(sessions: impl fmt::Display) -> String {
+    format!("is {sessions}, more than the {MAX_SESSIONS} sessions a world may describe")
+}
+
+/// A world that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// Reading or writing the file failed.
+    #[error("world file: {0}")]
+    Io(#[from] std::io::Error),
+    /// A field is missing or holds a malformed value.
+    #[error("world file: field `{field}`: {message}")]
+    Invalid {
+        /// The JSON path of the field (`events[12].id`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl WorldError {
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One kind:10002 relay list as the reader's client fetched it: raw tags, unvalidated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldRelayList {
+    /// The list's author.
+    pub author: PublicKey,
+    /// Unix seconds; the newest list per author wins.
+    pub created_at: u64,
+    /// The raw tags (`["r", url, marker?]`), possibly messy.
+    pub tags: Vec<Vec<String>>,
+}
+
+/// One relay known to the world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldRelay {
+    /// The URL exactly as keyed in the file.
+    pub url: String,
+    /// Whether the relay is a key of `relays` (otherwise it only appears in `on` lists and
+    /// never answers).
+    pub exists: bool,
+    /// Whether it answers in each session (all false when it does not exist).
+    pub up: Vec<bool>,
+    /// Most events it returns per filter of one REQ (`relays[url].max_limit`); `None`: no cap.
+    pub max_limit: Option<u32>,
+}
+
+/// One kind:1 note and the relays that serve it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldEvent {
+    /// The event id.
+    pub id: [u8; 32],
+    /// The author, as an index into [`World::follows`].
+    pub author: u32,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// The event kind (1 for notes).
+    pub kind: u16,
+    on_start: u32,
+    on_len: u32,
+}
+
+/// A world: the reader, relay lists, relays with per-session liveness, and every event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct World {
+    /// A label (`medium/seed-7`).
+    pub name: String,
+    /// The world's present, unix seconds; every session happens at `now`.
+    pub now: u64,
+    /// How many sessions the world describes.
+    pub sessions: u32,
+    /// The reader's public key.
+    pub reader: PublicKey,
+    /// The reader's follows, without duplicates; an author id is an index here.
+    pub follows: Vec<PublicKey>,
+    /// The reader's own relays, raw as in the file.
+    pub reader_relays: Vec<String>,
+    /// The fetched relay lists, raw.
+    pub relay_lists: Vec<WorldRelayList>,
+    relays: Vec<WorldRelay>,
+    relay_index: HashMap<String, u32>,
+    events: Vec<WorldEvent>,
+    on: Vec<u32>,
+    /// Per follow, the range of its events in `events`.
+    author_offsets: Vec<u32>,
+}
+
+/// The parts of a world before canonicalisation (what the generator and the reader produce).
+#[derive(Debug, Default)]
+pub struct WorldParts {
+    /// See [`World::name`].
+    pub name: String,
+    /// See [`World::now`].
+    pub now: u64,
+    /// See [`World::sessions`].
+    pub sessions: u32,
+    /// See [`World::reader`].
+    pub reader: Option<PublicKey>,
+    /// See [`World::follows`].
+    pub follows: Vec<PublicKey>,
+    /// See [`World::reader_relays`].
+    pub reader_relays: Vec<String>,
+    /// See [`World::relay_lists`].
+    pub relay_lists: Vec<WorldRelayList>,
+    /// Relays that exist, with their `up` arrays (uncapped; caps are set on the built world
+    /// with [`World::set_max_limit`]).
+    pub relays: Vec<(String, Vec<bool>)>,
+    /// Events: id, author key, created_at, kind, URLs of the relays serving it.
+    pub events: Vec<PartEvent>,
+}
+
+/// An event before interning (generator output).
+#[derive(Debug, Clone)]
+pub struct PartEvent {
+    /// The event id.
+    pub id: [u8; 32],
+    /// Index into [`WorldParts::follows`].
+    pub author: u32,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Kind.
+    pub kind: u16,
+    /// Relay URLs (need not be keys of `relays`).
+    pub on: Vec<String>,
+}
+
+impl World {
+    /// Every relay (existing ones first, sorted by URL).
+    pub fn relays(&self) -> &[WorldRelay] {
+        &self.relays
+    }
+
+    /// Sets the per-REQ cap of an existing relay (`None`: no cap). Returns false, changing
+    /// nothing, when `url` is not a key of `relays` or the cap is 0 (a relay that returns
+    /// nothing is a relay that is down).
+    pub fn set_max_limit(&mut self, url: &str, max_limit: Option<u32>) -> bool {
+        let Some(&id) = self.relay_index.get(url) else {
+            return false;
+        };
+        let relay = &mut self.relays[id as usize];
+        if !relay.exists || max_limit == Some(0) {
+            return false;
+        }
+        relay.max_limit = max_limit;
+        true
+    }
+
+    /// The id of a relay URL, exactly as keyed.
+    pub fn relay_id(&self, url: &str) -> Option<u32> {
+        self.relay_index.get(url).copied()
+    }
+
+    /// Whether relay `relay` answers in session `session` (false past the last session).
+    #[inline]
+    pub fn is_up(&self, relay: u32, session: u32) -> bool {
+        self.relays[relay as usize]
+            .up
+            .get(session as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Every event, sorted by author then `created_at`.
+    pub fn events(&self) -> &[WorldEvent] {
+        &self.events
+    }
+
+    /// The events of one follow, oldest first.
+    pub fn author_events(&self, author: u32) -> &[WorldEvent] {
+        let a = author as usize;
+        &self.events[self.author_offsets[a] as usize..self.author_offsets[a + 1] as usize]
+    }
+
+    /// The events of one follow with `created_at >= since`, oldest first.
+    pub fn author_events_since(&self, author: u32, since: u64) -> &[WorldEvent] {
+        let all = self.author_events(author);
+        let start = all.partition_point(|e| e.created_at < since);
+        &all[start..]
+    }
+
+    /// The relays serving an event (ids into [`World::relays`]).
+    #[inline]
+    pub fn event_relays(&self, e: &WorldEvent) -> &[u32] {
+        &self.on[e.on_start as usize..(e.on_start + e.on_len) as usize]
+    }
+
+    /// The relay lists as the core's raw lists.
+    pub fn raw_lists(&self) -> impl Iterator<Item = RawRelayList> + '_ {
+        self.relay_lists.iter().map(|l| RawRelayList {
+            author: l.author,
+            created_at: l.created_at,
+            tags: l.tags.clone(),
+        })
+    }
+
+    /// The route table a client would build from this world: the follows (in order, so
+    /// `AuthorId(i)` is follow `i`), the reader's relays and every list through `policy`,
+    /// exactly as live.
+    pub fn route_table(&self, policy: &UrlPolicy) -> RouteTable {
+        let mut b = RouteTableBuilder::new(policy.clone())
+            .follows(self.follows.iter().copied())
+            .reader_relays(&self.reader_relays);
+        for list in self.raw_lists() {
+            b.add_list(list);
+        }
+        b.build()
+    }
+}
