@@ -1,7 +1,7 @@
 //! `cargo xtask <task>`: maintainer tasks for this workspace.
 //!
-//! - `audit`: build, then the static lock-order audit and the strategy
-//!   registry audit.
+//! - `audit`: build, then the static lock-order audit (the strategy registry
+//!   is checked by `cargo test`).
 //! - `snapshots`: insta snapshot tests in check mode, plus pending and
 //!   unreferenced snapshot files.
 //! - `ci`: fmt, clippy, tests, audit, snapshots, stopping at the first
@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Build the workspace, then run the lock-order and strategy-registry audits.
+    /// Build the workspace, then run the lock-order audit.
     Audit,
     /// Run the insta snapshot tests in check mode and look for stray snapshot files.
     Snapshots,

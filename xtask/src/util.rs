@@ -2,7 +2,7 @@
 //! and walking the source tree.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use anyhow::Context as _;
 
@@ -44,13 +44,6 @@ pub fn run_status(mut cmd: Command) -> anyhow::Result<bool> {
     println!("$ {text}");
     let status = cmd.status().with_context(|| format!("starting `{text}`"))?;
     Ok(status.success())
-}
-
-/// Run and capture output (stderr still goes nowhere but the returned value).
-pub fn run_output(mut cmd: Command) -> anyhow::Result<Output> {
-    let text = describe(&cmd);
-    println!("$ {text}");
-    cmd.output().with_context(|| format!("starting `{text}`"))
 }
 
 /// Every file under `dir` whose name satisfies `keep`, skipping build output,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use outbox_core::{registry, RouterConfig, StrategyConfig};
-use outbox_strategies::outbox_hysteresis::churn::{self, ChurnShape, ReportTable};
+use outbox_sim::churn::{self, ChurnShape, ReportTable};
 
 /// Options of `outbox churn`.
 #[derive(Debug, clap::Args)]
@@ -62,7 +62,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let known: Vec<_> = registry::strategies().iter().map(|d| d.name).collect();
             bail!("unknown strategy `{name}`; known: {}", known.join(", "));
         };
-        let example: toml::Table = toml::from_str(descriptor.example)
+        let example = descriptor
+            .example_table()
             .with_context(|| format!("example config of `{name}`"))?;
         let plain = strategy_config(example.clone())?;
         let mut wrapped = toml::Table::new();

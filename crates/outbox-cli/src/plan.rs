@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use outbox_core::{check_plan, DeliveryStats, Router, RouterConfig};
-use outbox_sim::World;
+use outbox_sim::{PlanFile, World};
 
 /// Options of `outbox plan`.
 #[derive(Debug, clap::Args)]
@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("invariant violated: {v}");
     }
 
-    let file = plan.to_file(&table, args.session);
+    let file = PlanFile::from_plan(&plan, &table, args.session);
     match &args.out {
         Some(path) => std::fs::write(path, file.to_json() + "\n")
             .with_context(|| format!("writing {}", path.display()))?,

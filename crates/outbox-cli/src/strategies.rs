@@ -1,4 +1,5 @@
-//! `outbox strategies`: what can be picked by name, with examples, and a self-check.
+//! `outbox strategies`: what can be picked by name, with examples (each strategy's config
+//! defaults unless it registered another), and a self-check of whatever is linked.
 
 use std::process::ExitCode;
 
@@ -17,10 +18,8 @@ pub struct Args {
     check: bool,
 }
 
-/// Wraps a `[strategy]` table body into a full router config.
-pub fn router_config(strategy_body: &str) -> String {
-    format!("max_connections = 20\n\n[strategy]\n{strategy_body}")
-}
+/// The budget written into example router configs.
+const EXAMPLE_BUDGET: usize = 20;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let strategies = registry::strategies();
@@ -38,17 +37,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for d in &strategies {
         out!("  {:width$}  {}", d.name, d.summary)?;
         if args.examples {
-            out!("\n{}\n", indent(&router_config(d.example)))?;
+            out!(
+                "\n{}\n",
+                indent(&show(d.example_router_toml(EXAMPLE_BUDGET)))
+            )?;
         }
     }
     out!("\nscorers (pick with [strategy.scorer] type = \"...\" where a strategy takes one):")?;
     for d in &scorers {
         out!("  {:width$}  {}", d.name, d.summary)?;
         if args.examples {
-            out!(
-                "\n{}\n",
-                indent(&format!("[strategy.scorer]\n{}", d.example))
-            )?;
+            let table = d.example_table().and_then(|t| {
+                let mut strategy = toml::Table::new();
+                strategy.insert("scorer".into(), t.into());
+                registry::router_toml(EXAMPLE_BUDGET, strategy)
+            });
+            // Only the scorer table: which strategy hosts it is the reader's choice.
+            let text = show(table);
+            let scorer = text
+                .find("[strategy.scorer]")
+                .map_or(&text[..], |i| &text[i..]);
+            out!("\n{}\n", indent(scorer))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -74,15 +83,13 @@ fn check(
         names.push(name);
     }
     for d in strategies {
-        let declared = example_type(d.example);
-        if declared.as_deref() != Some(d.name) {
-            problems.push(format!(
-                "`{}`: example declares type {declared:?}, not the descriptor's name",
-                d.name
-            ));
-        }
-        for failure in check_config_toml(&router_config(d.example)) {
-            problems.push(format!("`{}`: {failure}", d.name));
+        match d.example_router_toml(EXAMPLE_BUDGET) {
+            Ok(config) => {
+                for failure in check_config_toml(&config) {
+                    problems.push(format!("`{}`: {failure}", d.name));
+                }
+            }
+            Err(e) => problems.push(format!("`{}`: example: {e}", d.name)),
         }
         out!("checked strategy {}", d.name)?;
     }
@@ -98,19 +105,30 @@ fn check(
         );
     }
     for d in scorers.iter().filter(|_| !hosts.is_empty()) {
+        let scorer = match d.example_table() {
+            Ok(table) => table,
+            Err(e) => {
+                problems.push(format!("scorer `{}`: example: {e}", d.name));
+                continue;
+            }
+        };
         let configs: Vec<String> = hosts
             .iter()
-            .map(|h| {
-                router_config(&format!(
-                    "type = \"{h}\"\n\n[strategy.scorer]\n{}",
-                    d.example
-                ))
+            .filter_map(|h| {
+                let mut strategy = toml::Table::new();
+                strategy.insert("type".into(), (*h).into());
+                strategy.insert("scorer".into(), scorer.clone().into());
+                registry::router_toml(EXAMPLE_BUDGET, strategy).ok()
             })
             .collect();
+        let Some(first) = configs.first() else {
+            problems.push(format!("scorer `{}`: example does not serialise", d.name));
+            continue;
+        };
         let config = configs
             .iter()
             .find(|c| outbox_core::RouterConfig::from_toml(c).is_ok())
-            .unwrap_or(&configs[0]);
+            .unwrap_or(first);
         for failure in check_config_toml(config) {
             problems.push(format!("scorer `{}`: {failure}", d.name));
         }
@@ -132,9 +150,9 @@ fn check(
     }
 }
 
-fn example_type(example: &str) -> Option<String> {
-    let table: toml::Table = toml::from_str(example).ok()?;
-    table.get("type")?.as_str().map(str::to_string)
+/// An example config, or why there is none.
+fn show(example: Result<String, outbox_core::ConfigError>) -> String {
+    example.unwrap_or_else(|e| format!("# no example: {e}"))
 }
 
 fn indent(text: &str) -> String {

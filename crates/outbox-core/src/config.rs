@@ -446,7 +446,7 @@ mod tests {
     use crate::selector::Selector;
     use serde::Serialize;
 
-    #[derive(Debug, Serialize, Deserialize)]
+    #[derive(Debug, Default, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct ProbeConfig {
         #[serde(default)]
@@ -455,24 +455,21 @@ mod tests {
         depth: u32,
     }
 
-    #[typetag::serde(name = "config_probe")]
-    impl StrategyConfig for ProbeConfig {
-        fn validate(&self) -> Vec<ConfigIssue> {
-            if self.depth > 10 {
-                vec![ConfigIssue::new("depth", "must be at most 10")]
-            } else {
-                Vec::new()
-            }
-        }
-        fn build(&self) -> Box<dyn Selector> {
-            unimplemented!("never built in these tests")
-        }
-    }
-
     crate::register_strategy! {
         name: "config_probe",
         summary: "a strategy that exists only in the config tests",
-        example: "type = \"config_probe\"\n",
+        impl StrategyConfig for ProbeConfig {
+            fn validate(&self) -> Vec<ConfigIssue> {
+                if self.depth > 10 {
+                    vec![ConfigIssue::new("depth", "must be at most 10")]
+                } else {
+                    Vec::new()
+                }
+            }
+            fn build(&self) -> Box<dyn Selector> {
+                unimplemented!("never built in these tests")
+            }
+        }
     }
 
     fn issues(text: &str) -> Vec<String> {

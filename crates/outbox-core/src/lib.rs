@@ -16,7 +16,8 @@
 //! ```
 //!
 //! This crate does no IO. Strategies live in their own crates and register themselves with
-//! [`register_strategy!`]; the runtime, simulator and CLI are separate crates.
+//! [`register_strategy!`] (see [`registry`] for what "strategy" and "selector" mean); the
+//! runtime, simulator and CLI are separate crates.
 
 #![warn(missing_docs)]
 
@@ -26,7 +27,6 @@ pub mod diff;
 pub mod ids;
 pub mod invariants;
 pub mod keys;
-pub mod lazy;
 pub mod paging;
 pub mod plan;
 pub mod registry;
@@ -45,9 +45,8 @@ pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
-pub use lazy::LazyCandidate;
 pub use paging::{Paging, RelayLimits};
-pub use plan::{Plan, PlanEntry, PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use plan::{Plan, PlanEntry};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::{session_seed, BrokenPlan, Router};
@@ -59,10 +58,17 @@ pub use stats::{
 };
 pub use url_policy::{DropReason, UrlPolicy};
 
-/// Re-exported so strategy crates can register without naming `inventory` themselves.
-pub use inventory;
 /// Re-exported so strategy crates name the RNG type of [`Selector::select`] without depending
 /// on `rand` themselves.
 pub use rand::RngCore;
-/// Re-exported for strategy crates' configs (`#[typetag::serde]` needs the crate by name too).
-pub use typetag;
+/// Re-exported so config types derive `Serialize`/`Deserialize` without a `serde` dependency of
+/// their own: `#[serde(crate = "outbox_core::serde")]`.
+pub use serde;
+
+/// What [`register_strategy!`] and [`register_scorer!`] expand to; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+    pub use std::boxed::Box;
+    pub use typetag;
+}

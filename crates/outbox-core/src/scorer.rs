@@ -48,7 +48,8 @@ pub trait Scorer: Debug + Send {
     }
 }
 
-/// Builds a [`Scorer`]; picked by `type` in a `[strategy.scorer]` table.
+/// Builds a [`Scorer`]; picked by `type` in a `[strategy.scorer]` table. Implemented inside
+/// [`register_scorer!`](crate::register_scorer), which registers the type under its name.
 #[typetag::serde(tag = "type")]
 pub trait ScorerConfig: Debug + Send + Sync {
     /// Checks parameters; every problem names its key relative to the scorer table.
@@ -79,17 +80,12 @@ impl Scorer for CoverageScorer {
 #[serde(deny_unknown_fields)]
 pub struct CoverageScorerConfig {}
 
-#[typetag::serde(name = "coverage")]
-impl ScorerConfig for CoverageScorerConfig {
-    fn build(&self) -> Box<dyn Scorer> {
-        Box::new(CoverageScorer)
-    }
-}
-
-inventory::submit! {
-    crate::registry::ScorerDescriptor {
-        name: "coverage",
-        summary: "score = follows the relay would serve now (plain set cover)",
-        example: "type = \"coverage\"\n",
+crate::register_scorer! {
+    name: "coverage",
+    summary: "score = follows the relay would serve now (plain set cover)",
+    impl ScorerConfig for CoverageScorerConfig {
+        fn build(&self) -> Box<dyn Scorer> {
+            Box::new(CoverageScorer)
+        }
     }
 }

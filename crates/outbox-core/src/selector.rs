@@ -39,13 +39,15 @@ pub struct Selection {
     pub assignments: Vec<Assignment>,
 }
 
-/// Turns a route table, a budget and (usually) a scorer into a [`Selection`].
+/// Turns a route table, a budget and (usually) a scorer into a [`Selection`]: what a strategy's
+/// config builds ([`StrategyConfig::build`]), one per router.
 ///
 /// Synchronous and object-safe. Randomness comes only from the `rng` passed in, so a
 /// (seed, input) pair always gives the same selection. Selectors may keep state across runs
 /// (hysteresis does); `&mut self` allows it.
 pub trait Selector: Debug + Send {
-    /// The registered name of the strategy (for traces, reports and plan files).
+    /// The name of the strategy that built it (for traces, reports and plan files), with any
+    /// non-default scorer or inner strategy appended (`greedy+fixed_thompson`).
     fn name(&self) -> &str;
 
     /// The most routed relays any one follow may be assigned, if the selector promises a cap.
@@ -55,7 +57,9 @@ pub trait Selector: Debug + Send {
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection;
 }
 
-/// Builds a [`Selector`]; picked by `type` in the `[strategy]` table of a router config.
+/// A strategy's config: picked by `type` in the `[strategy]` table of a router config, it
+/// builds the strategy's [`Selector`]. Implemented inside
+/// [`register_strategy!`](crate::register_strategy), which registers the type under its name.
 #[typetag::serde(tag = "type")]
 pub trait StrategyConfig: Debug + Send + Sync {
     /// Checks parameters; every problem names its key relative to the strategy table.

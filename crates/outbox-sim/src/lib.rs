@@ -19,9 +19,11 @@
 
 pub mod bench;
 pub mod ceiling;
+pub mod churn;
 pub mod delivered;
 pub mod fetch;
 pub mod generate;
+pub mod planfile;
 pub mod score;
 pub mod session;
 pub mod world;
@@ -36,6 +38,7 @@ pub use generate::{
     generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
     DEFAULT_RELAY_CAPS,
 };
+pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use score::{
     observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
     RelayObservation, ScoreError, SimWorld, Window, WindowScore,

@@ -4,10 +4,11 @@
 use std::fmt;
 
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use outbox_core::{DeliveryStats, Plan, PlanFile, RouteTable, UrlPolicy};
+use outbox_core::{DeliveryStats, Plan, RouteTable, UrlPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::fetch::{fetch, FetchCost, Fetched, WindowCost};
+use crate::planfile::PlanFile;
 use crate::world::World;
 
 const DAY: u64 = 86_400;

@@ -1,8 +1,10 @@
 //! Scoring on a tiny hand-made world, checked against hand-computed numbers.
 
 use outbox_core::stats::Decay;
-use outbox_core::{DeliveryStats, PlanFile, PlanFileEntry, PLAN_FORMAT};
-use outbox_sim::{observe, score, Asks, SimWorld, Window, World};
+use outbox_core::DeliveryStats;
+use outbox_sim::{
+    observe, score, Asks, PlanFile, PlanFileEntry, SimWorld, Window, World, PLAN_FORMAT,
+};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";

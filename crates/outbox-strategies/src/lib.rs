@@ -3,7 +3,8 @@
 //! Strategies register themselves with `inventory`, but the linker drops a crate nobody names.
 //! This facade names each built-in strategy crate once, so depending on it (or calling
 //! [`link`]) makes every built-in strategy available by name. It is the one place that knows
-//! the list.
+//! the list. `tests/registry.rs` checks that every crate under `strategies/` that registers
+//! something is linked here.
 
 pub use outbox_greedy;
 pub use outbox_hysteresis;
@@ -19,6 +20,6 @@ pub fn link() {
     let _ = std::hint::black_box(outbox_hysteresis::DEFAULT_MARGIN);
     let _ = std::hint::black_box(outbox_recall::RecallConfig::default);
     let _ = std::hint::black_box(outbox_reference::DEFAULT_NDK_PER_AUTHOR);
-    let _ = std::hint::black_box(outbox_stochastic::DEFAULT_PER_AUTHOR);
-    let _ = std::hint::black_box(outbox_thompson::sample_beta as fn(_, _, _) -> _);
+    let _ = std::hint::black_box(outbox_stochastic::StochasticConfig::default);
+    let _ = std::hint::black_box(outbox_thompson::ThompsonConfig::default);
 }

@@ -5,11 +5,6 @@ use outbox_core::registry;
 use outbox_core::testkit::check_config_toml;
 use outbox_core::RouterConfig;
 
-/// Wraps a registered `[strategy]` example in a router config.
-fn router_toml(strategy_body: &str) -> String {
-    format!("max_connections = 8\n[strategy]\n{strategy_body}")
-}
-
 #[test]
 fn every_registered_strategy_passes_the_suite() {
     outbox_strategies::link();
@@ -20,16 +15,8 @@ fn every_registered_strategy_passes_the_suite() {
             "`{expected}` is not registered"
         );
     }
-    let mut names: Vec<&str> = strategies.iter().map(|d| d.name).collect();
-    names.dedup();
-    assert_eq!(
-        names.len(),
-        strategies.len(),
-        "strategy names must be unique"
-    );
     for d in &strategies {
-        assert!(registry::is_snake_case(d.name), "{}", d.name);
-        let failures = check_config_toml(&router_toml(d.example));
+        let failures = check_config_toml(&d.example_router_toml(8).unwrap());
         assert!(failures.is_empty(), "`{}`: {failures:#?}", d.name);
     }
 }
@@ -49,10 +36,10 @@ fn every_scorer_pairing_a_strategy_accepts_passes_the_suite() {
         for scorer in &scorers {
             // Strategies that take no scorer reject the table (deny_unknown_fields), and lazy ones
             // reject an unstable scorer; skip those.
-            let toml = router_toml(&format!(
-                "type = \"{}\"\n[strategy.scorer]\n{}",
-                strategy.name, scorer.example
-            ));
+            let mut table = toml::Table::new();
+            table.insert("type".into(), strategy.name.into());
+            table.insert("scorer".into(), scorer.example_table().unwrap().into());
+            let toml = registry::router_toml(8, table).unwrap();
             if RouterConfig::from_toml(&toml).is_err() {
                 continue;
             }

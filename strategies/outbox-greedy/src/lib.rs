@@ -12,25 +12,26 @@ use std::collections::BinaryHeap;
 
 use outbox_core::config::ConfigIssue;
 use outbox_core::scorer::CoverageScorer;
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{
-    Assignment, AuthorId, LazyCandidate, PlanInput, RelayId, RelayView, RouteTable, Scorer,
-    ScorerConfig, Selection, Selector, StrategyConfig,
+    Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
+    Selection, Selector,
 };
+use outbox_kit::LazyCandidate;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
 /// The default per-author coverage target.
 pub const DEFAULT_COVERAGE_TARGET: usize = 2;
 
 /// `[strategy] type = "greedy"`.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct GreedyConfig {
     /// Routed relays wanted per follow (also the per-author cap).
     #[serde(default = "default_coverage_target")]
     pub coverage_target: usize,
     /// How relays are scored; coverage when absent. Must be stable ([`Scorer::is_stable`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
@@ -47,55 +48,52 @@ impl Default for GreedyConfig {
     }
 }
 
-#[typetag::serde(name = "greedy")]
-impl StrategyConfig for GreedyConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
-        if !(1..=64).contains(&self.coverage_target) {
-            issues.push(ConfigIssue::new(
-                "coverage_target",
-                format!("must be between 1 and 64, got {}", self.coverage_target),
-            ));
-        }
-        if let Some(scorer) = &self.scorer {
-            let own = scorer.validate();
-            if own.is_empty() {
-                // Lazy evaluation trusts a cached score to be an upper bound of the next one; a
-                // score redrawn on every call breaks that, so the relay picked is arbitrary.
-                let built = scorer.build();
-                if !built.is_stable() {
-                    issues.push(ConfigIssue::new(
-                        "scorer",
-                        format!(
-                            "scorer `{}` gives a new score on every call, which greedy's lazy \
-                             evaluation cannot use; use a stable scorer such as \
-                             `fixed_thompson` (one draw per relay per run)",
-                            built.name()
-                        ),
-                    ));
-                }
-            }
-            issues.extend(own.into_iter().map(|i| i.under("scorer")));
-        }
-        issues
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        let scorer = match &self.scorer {
-            Some(config) => config.build(),
-            None => Box::new(CoverageScorer),
-        };
-        Box::new(Greedy::new(self.coverage_target, scorer))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "greedy",
     summary: "set cover: most uncovered follows first, per-author coverage target, lazy gains",
-    example: "type = \"greedy\"\ncoverage_target = 2\n",
+    impl StrategyConfig for GreedyConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            let mut issues = Vec::new();
+            if !(1..=64).contains(&self.coverage_target) {
+                issues.push(ConfigIssue::new(
+                    "coverage_target",
+                    format!("must be between 1 and 64, got {}", self.coverage_target),
+                ));
+            }
+            if let Some(scorer) = &self.scorer {
+                let own = scorer.validate();
+                if own.is_empty() {
+                    // Lazy evaluation trusts a cached score to be an upper bound of the next one; a
+                    // score redrawn on every call breaks that, so the relay picked is arbitrary.
+                    let built = scorer.build();
+                    if !built.is_stable() {
+                        issues.push(ConfigIssue::new(
+                            "scorer",
+                            format!(
+                                "scorer `{}` gives a new score on every call, which greedy's lazy \
+                                 evaluation cannot use; use a stable scorer such as \
+                                 `fixed_thompson` (one draw per relay per run)",
+                                built.name()
+                            ),
+                        ));
+                    }
+                }
+                issues.extend(own.into_iter().map(|i| i.under("scorer")));
+            }
+            issues
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            let scorer = match &self.scorer {
+                Some(config) => config.build(),
+                None => Box::new(CoverageScorer),
+            };
+            Box::new(Greedy::new(self.coverage_target, scorer))
+        }
+    }
 }
 
-/// The greedy selector.
+/// The `greedy` strategy's selector.
 #[derive(Debug)]
 pub struct Greedy {
     coverage_target: usize,

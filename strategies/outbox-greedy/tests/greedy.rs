@@ -154,14 +154,17 @@ impl outbox_core::Scorer for Redraw {
     }
 }
 
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, outbox_core::serde::Serialize, outbox_core::serde::Deserialize)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 struct RedrawConfig {}
 
-#[typetag::serde(name = "redraw_probe")]
-impl outbox_core::ScorerConfig for RedrawConfig {
-    fn build(&self) -> Box<dyn outbox_core::Scorer> {
-        Box::new(Redraw)
+outbox_core::register_scorer! {
+    name: "redraw_probe",
+    summary: "a scorer that exists only in these tests",
+    impl ScorerConfig for RedrawConfig {
+        fn build(&self) -> Box<dyn outbox_core::Scorer> {
+            Box::new(Redraw)
+        }
     }
 }
 

@@ -36,18 +36,16 @@
 
 #![warn(missing_docs)]
 
-pub mod churn;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use nostr::key::PublicKey;
-use outbox_core::config::ConfigIssue;
+use outbox_core::config::{parse_strategy, ConfigError, ConfigIssue};
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{
     Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector, StrategyConfig,
 };
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
 /// The default margin: a challenger must cover at least 125% of what the incumbent covers.
 pub const DEFAULT_MARGIN: f64 = 1.25;
@@ -57,7 +55,7 @@ pub const DEFAULT_SETTLE: &str = "30s";
 
 /// `[strategy] type = "hysteresis"`, wrapping the strategy in `[strategy.inner]`.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct HysteresisConfig {
     /// How much more a challenger must cover than the incumbent it would replace (≥ 1).
     #[serde(default = "default_margin")]
@@ -69,6 +67,25 @@ pub struct HysteresisConfig {
     pub inner: Box<dyn StrategyConfig>,
 }
 
+impl HysteresisConfig {
+    /// The registered example: the default margin and settle window around `greedy`. The inner
+    /// strategy is looked up by name, since strategy crates do not depend on each other; the
+    /// example fails where `greedy` is not linked.
+    pub fn example() -> Result<Self, ConfigError> {
+        let mut inner = toml::Table::new();
+        inner.insert("type".into(), "greedy".into());
+        let mut issues = Vec::new();
+        match parse_strategy(&toml::Value::Table(inner), "inner", &mut issues) {
+            Some(inner) => Ok(Self {
+                margin: DEFAULT_MARGIN,
+                settle: DEFAULT_SETTLE.to_string(),
+                inner,
+            }),
+            None => Err(ConfigError { issues }),
+        }
+    }
+}
+
 fn default_margin() -> f64 {
     DEFAULT_MARGIN
 }
@@ -77,49 +94,47 @@ fn default_settle() -> String {
     DEFAULT_SETTLE.to_string()
 }
 
-#[typetag::serde(name = "hysteresis")]
-impl StrategyConfig for HysteresisConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
-        if !(self.margin.is_finite() && self.margin >= 1.0) {
-            issues.push(ConfigIssue::new(
-                "margin",
-                format!("must be a finite number of at least 1, got {}", self.margin),
-            ));
-        }
-        if let Err(err) = humantime::parse_duration(&self.settle) {
-            issues.push(ConfigIssue::new(
-                "settle",
-                format!(
-                    "not a duration such as \"30s\" or \"2m\" ({:?}: {err})",
-                    self.settle
-                ),
-            ));
-        }
-        issues.extend(self.inner.validate().into_iter().map(|i| i.under("inner")));
-        issues
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        // `build` cannot fail; an unvalidated bad value falls back to the default, loudly.
-        let settle = humantime::parse_duration(&self.settle).unwrap_or_else(|err| {
-            tracing::warn!(settle = %self.settle, %err, "unparsable settle window; using 30s");
-            Duration::from_secs(30)
-        });
-        let margin = if self.margin.is_finite() {
-            self.margin.max(1.0)
-        } else {
-            tracing::warn!(margin = self.margin, "non-finite margin; using 1.25");
-            DEFAULT_MARGIN
-        };
-        Box::new(Hysteresis::new(self.inner.build(), margin, settle))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "hysteresis",
     summary: "wraps another strategy: keeps incumbents unless a challenger wins by a margin for a settle window",
-    example: "type = \"hysteresis\"\nmargin = 1.25\nsettle = \"30s\"\ninner = { type = \"greedy\" }\n",
+    example: HysteresisConfig::example(),
+    impl StrategyConfig for HysteresisConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            let mut issues = Vec::new();
+            if !(self.margin.is_finite() && self.margin >= 1.0) {
+                issues.push(ConfigIssue::new(
+                    "margin",
+                    format!("must be a finite number of at least 1, got {}", self.margin),
+                ));
+            }
+            if let Err(err) = humantime::parse_duration(&self.settle) {
+                issues.push(ConfigIssue::new(
+                    "settle",
+                    format!(
+                        "not a duration such as \"30s\" or \"2m\" ({:?}: {err})",
+                        self.settle
+                    ),
+                ));
+            }
+            issues.extend(self.inner.validate().into_iter().map(|i| i.under("inner")));
+            issues
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            // `build` cannot fail; an unvalidated bad value falls back to the default, loudly.
+            let settle = humantime::parse_duration(&self.settle).unwrap_or_else(|err| {
+                tracing::warn!(settle = %self.settle, %err, "unparsable settle window; using 30s");
+                Duration::from_secs(30)
+            });
+            let margin = if self.margin.is_finite() {
+                self.margin.max(1.0)
+            } else {
+                tracing::warn!(margin = self.margin, "non-finite margin; using 1.25");
+                DEFAULT_MARGIN
+            };
+            Box::new(Hysteresis::new(self.inner.build(), margin, settle))
+        }
+    }
 }
 
 /// One relay of the incumbent selection, in table-independent form.
@@ -131,7 +146,7 @@ pub struct Held {
     pub authors: Vec<PublicKey>,
 }
 
-/// The hysteresis selector: state for one reader's feed.
+/// The `hysteresis` strategy's selector: state for one reader's feed.
 #[derive(Debug)]
 pub struct Hysteresis {
     inner: Box<dyn Selector>,

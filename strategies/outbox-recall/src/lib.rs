@@ -28,15 +28,15 @@ mod model;
 mod select;
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{Selector, StrategyConfig};
-use serde::{Deserialize, Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::Selector;
 
 pub use model::Model;
 pub use select::Recall;
 
 /// `[strategy] type = "recall"`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", default, deny_unknown_fields)]
 pub struct RecallConfig {
     /// Most routed relays per follow (the per-author cap).
     pub per_author: usize,
@@ -83,44 +83,41 @@ impl Default for RecallConfig {
     }
 }
 
-#[typetag::serde(name = "recall")]
-impl StrategyConfig for RecallConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
-        if !(1..=16).contains(&self.per_author) {
-            issues.push(ConfigIssue::new(
-                "per_author",
-                format!("must be between 1 and 16, got {}", self.per_author),
-            ));
-        }
-        if !(self.disclosure.is_finite() && (0.5..=16.0).contains(&self.disclosure)) {
-            issues.push(ConfigIssue::new(
-                "disclosure",
-                format!("must be in [0.5, 16], got {}", self.disclosure),
-            ));
-        }
-        if !(self.optimism.is_finite() && (0.0..=100.0).contains(&self.optimism)) {
-            issues.push(ConfigIssue::new(
-                "optimism",
-                format!("must be in [0, 100], got {}", self.optimism),
-            ));
-        }
-        if !(self.silent_weight.is_finite() && (0.0..=1.0).contains(&self.silent_weight)) {
-            issues.push(ConfigIssue::new(
-                "silent_weight",
-                format!("must be in [0, 1], got {}", self.silent_weight),
-            ));
-        }
-        issues
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(Recall::new(self.clone()))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "recall",
     summary: "learned weighted coverage: liveness, completeness and volume from past runs, Thompson-explored",
-    example: "type = \"recall\"\nper_author = 3\ndisclosure = 1.6\n",
+    impl StrategyConfig for RecallConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            let mut issues = Vec::new();
+            if !(1..=16).contains(&self.per_author) {
+                issues.push(ConfigIssue::new(
+                    "per_author",
+                    format!("must be between 1 and 16, got {}", self.per_author),
+                ));
+            }
+            if !(self.disclosure.is_finite() && (0.5..=16.0).contains(&self.disclosure)) {
+                issues.push(ConfigIssue::new(
+                    "disclosure",
+                    format!("must be in [0.5, 16], got {}", self.disclosure),
+                ));
+            }
+            if !(self.optimism.is_finite() && (0.0..=100.0).contains(&self.optimism)) {
+                issues.push(ConfigIssue::new(
+                    "optimism",
+                    format!("must be in [0, 100], got {}", self.optimism),
+                ));
+            }
+            if !(self.silent_weight.is_finite() && (0.0..=1.0).contains(&self.silent_weight)) {
+                issues.push(ConfigIssue::new(
+                    "silent_weight",
+                    format!("must be in [0, 1], got {}", self.silent_weight),
+                ));
+            }
+            issues
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(Recall::new(self.clone()))
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! author a weight, drawn or averaged from the learned stats.
 
 use outbox_core::{AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RouteTable};
-use outbox_thompson::sample_beta;
+use outbox_kit::sample_beta;
 use rand::RngCore;
 
 use crate::RecallConfig;

@@ -2,15 +2,14 @@
 
 use std::collections::BinaryHeap;
 
-use outbox_core::{
-    Assignment, AuthorId, LazyCandidate, PlanInput, RelayId, RouteTable, Selection, Selector,
-};
+use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector};
+use outbox_kit::LazyCandidate;
 use rand::RngCore;
 
 use crate::model::Model;
 use crate::RecallConfig;
 
-/// The `recall` selector (see the crate docs).
+/// The `recall` strategy's selector (see the crate docs).
 #[derive(Debug)]
 pub struct Recall {
     config: RecallConfig,

@@ -11,34 +11,29 @@
 //! Both are deterministic and use no randomness; ties break by URL.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{
-    Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector, StrategyConfig,
-};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector};
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
 /// NDK's relays per author.
 pub const DEFAULT_NDK_PER_AUTHOR: usize = 2;
 
 /// `[strategy] type = "direct"`: every declared write relay, cut to the budget by popularity.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct DirectConfig {}
-
-#[typetag::serde(name = "direct")]
-impl StrategyConfig for DirectConfig {
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(Direct)
-    }
-}
 
 outbox_core::register_strategy! {
     name: "direct",
     summary: "every declared write relay; with a budget, the relays with the most writers first",
-    example: "type = \"direct\"\n",
+    impl StrategyConfig for DirectConfig {
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(Direct)
+        }
+    }
 }
 
-/// The direct-mapping selector.
+/// The `direct` strategy's selector.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Direct;
 
@@ -82,7 +77,7 @@ fn by_popularity(table: &RouteTable) -> Vec<RelayId> {
 
 /// `[strategy] type = "ndk_priority"`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct NdkPriorityConfig {
     /// Relays per follow (also the per-author cap).
     #[serde(default = "default_ndk_per_author")]
@@ -101,33 +96,30 @@ impl Default for NdkPriorityConfig {
     }
 }
 
-#[typetag::serde(name = "ndk_priority")]
-impl StrategyConfig for NdkPriorityConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        if (1..=64).contains(&self.per_author) {
-            Vec::new()
-        } else {
-            vec![ConfigIssue::new(
-                "per_author",
-                format!("must be between 1 and 64, got {}", self.per_author),
-            )]
-        }
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(NdkPriority {
-            per_author: self.per_author.max(1),
-        })
-    }
-}
-
 outbox_core::register_strategy! {
     name: "ndk_priority",
     summary: "per follow up to N relays (NDK): already chosen relays first, then the most popular",
-    example: "type = \"ndk_priority\"\nper_author = 2\n",
+    impl StrategyConfig for NdkPriorityConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            if (1..=64).contains(&self.per_author) {
+                Vec::new()
+            } else {
+                vec![ConfigIssue::new(
+                    "per_author",
+                    format!("must be between 1 and 64, got {}", self.per_author),
+                )]
+            }
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(NdkPriority {
+                per_author: self.per_author.max(1),
+            })
+        }
+    }
 }
 
-/// The NDK-like selector.
+/// The `ndk_priority` strategy's selector.
 #[derive(Clone, Copy, Debug)]
 pub struct NdkPriority {
     per_author: usize,

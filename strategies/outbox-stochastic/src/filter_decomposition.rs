@@ -2,10 +2,10 @@
 //! with a scorer, the top N by the scorer's per-relay draw.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{Scorer, ScorerConfig, Selector, StrategyConfig};
-use serde::{Deserialize, Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{Scorer, ScorerConfig, Selector};
 
-use crate::per_author::{
+use outbox_kit::{
     default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
 };
 
@@ -17,13 +17,13 @@ use crate::per_author::{
 /// "filter decomposition + Thompson" row works: filter decomposition's per-author fan-out with
 /// a learned ranking (`[strategy.scorer] type = "thompson"`).
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct FilterDecompositionConfig {
     /// Relays each follow keeps, from the front of its ranking (also the per-author cap).
     #[serde(default = "default_per_author")]
     pub per_author: usize,
     /// Ranks each list by this scorer's draws instead of list order; list order when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
@@ -36,24 +36,21 @@ impl Default for FilterDecompositionConfig {
     }
 }
 
-#[typetag::serde(name = "filter_decomposition")]
-impl StrategyConfig for FilterDecompositionConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        validate_config(self.per_author, self.scorer.as_deref())
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(FilterDecomposition::from_config(
-            self.per_author,
-            self.scorer.as_deref(),
-        ))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "filter_decomposition",
     summary: "per follow, the first N write relays in list order (rust-nostr), or top N by an optional scorer",
-    example: "type = \"filter_decomposition\"\nper_author = 3\n",
+    impl StrategyConfig for FilterDecompositionConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            validate_config(self.per_author, self.scorer.as_deref())
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(FilterDecomposition::from_config(
+                self.per_author,
+                self.scorer.as_deref(),
+            ))
+        }
+    }
 }
 
 /// rust-nostr's rule: list order unless a scorer is given, never a popularity weight.
@@ -69,6 +66,6 @@ impl PerAuthorKind for FilterDecompositionKind {
     }
 }
 
-/// The filter-decomposition selector. Without a scorer it uses no randomness and no learned
+/// The `filter_decomposition` strategy's selector. Without a scorer it uses no randomness and no learned
 /// stats; with one it is named `filter_decomposition+<scorer>`.
 pub type FilterDecomposition = PerAuthorSelector<FilterDecompositionKind>;

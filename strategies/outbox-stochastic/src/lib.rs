@@ -9,11 +9,10 @@
 //!   its list, in list order; with an optional scorer (e.g. `thompson`), the top N by the
 //!   scorer's draw instead.
 //!
-//! Both are one generic selector, [`PerAuthorSelector`], told apart by a [`PerAuthorKind`]
-//! marker (`outbox-thompson`'s `per_author` is a third); all apply the connection budget the
-//! same way: see [`per_author::select`] for the trimming rule.
-
-pub mod per_author;
+//! Both are `outbox-kit`'s generic per-author selector, told apart by a
+//! [`PerAuthorKind`](outbox_kit::PerAuthorKind) marker (`outbox-thompson`'s `per_author` is a
+//! third); all apply the connection budget the same way: see [`outbox_kit::per_author::select`]
+//! for the trimming rule.
 
 mod filter_decomposition;
 mod stochastic;
@@ -22,9 +21,6 @@ mod uniform;
 pub use filter_decomposition::{
     FilterDecomposition, FilterDecompositionConfig, FilterDecompositionKind,
 };
-pub use per_author::{
-    default_per_author, popularity_weight, validate_per_author, PerAuthorKind, PerAuthorSelector,
-    DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
-};
+pub use outbox_kit::{DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR};
 pub use stochastic::{Stochastic, StochasticConfig, StochasticKind};
 pub use uniform::{UniformScorer, UniformScorerConfig};

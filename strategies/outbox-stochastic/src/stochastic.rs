@@ -1,23 +1,23 @@
 //! `stochastic`: per follow, the top N write relays by `(1 + ln popularity) · scorer`.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{Scorer, ScorerConfig, Selector, StrategyConfig};
-use serde::{Deserialize, Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{Scorer, ScorerConfig, Selector};
 
-use crate::per_author::{
+use crate::uniform::UniformScorer;
+use outbox_kit::{
     default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
 };
-use crate::uniform::UniformScorer;
 
 /// `[strategy] type = "stochastic"`.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct StochasticConfig {
     /// Relays each follow keeps (also the per-author cap).
     #[serde(default = "default_per_author")]
     pub per_author: usize,
     /// The random factor; `uniform` (`U(0,1)`) when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
@@ -30,24 +30,21 @@ impl Default for StochasticConfig {
     }
 }
 
-#[typetag::serde(name = "stochastic")]
-impl StrategyConfig for StochasticConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        validate_config(self.per_author, self.scorer.as_deref())
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(Stochastic::from_config(
-            self.per_author,
-            self.scorer.as_deref(),
-        ))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "stochastic",
     summary: "per follow, top N write relays by (1 + ln popularity) · random factor (welshman)",
-    example: "type = \"stochastic\"\nper_author = 3\n",
+    impl StrategyConfig for StochasticConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            validate_config(self.per_author, self.scorer.as_deref())
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(Stochastic::from_config(
+                self.per_author,
+                self.scorer.as_deref(),
+            ))
+        }
+    }
 }
 
 /// Welshman's rule: popularity-weighted draws, `uniform` by default.
@@ -63,6 +60,6 @@ impl PerAuthorKind for StochasticKind {
     }
 }
 
-/// The stochastic selector: `Stochastic::new(n, None)` is welshman's choice, and a scorer
+/// The `stochastic` strategy's selector: `Stochastic::new(n, None)` is welshman's choice, and a scorer
 /// replaces the `U(0,1)` factor (the popularity weight stays).
 pub type Stochastic = PerAuthorSelector<StochasticKind>;

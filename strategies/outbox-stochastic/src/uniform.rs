@@ -1,8 +1,8 @@
 //! The `uniform` scorer: a fresh `U(0,1)` draw, scaled by coverage.
 
-use outbox_core::{RelayView, Scorer, ScorerConfig};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{RelayView, Scorer};
 use rand::{Rng, RngCore};
-use serde::{Deserialize, Serialize};
 
 /// Scores `coverage · U(0,1)`, a fresh draw per call. Per-author selectors score each relay
 /// once per run with `coverage = 1`, so this is welshman's plain `U(0,1)`.
@@ -27,18 +27,15 @@ impl Scorer for UniformScorer {
 
 /// `[strategy.scorer] type = "uniform"`.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct UniformScorerConfig {}
-
-#[typetag::serde(name = "uniform")]
-impl ScorerConfig for UniformScorerConfig {
-    fn build(&self) -> Box<dyn Scorer> {
-        Box::new(UniformScorer)
-    }
-}
 
 outbox_core::register_scorer! {
     name: "uniform",
     summary: "coverage · U(0,1), a fresh draw per call (welshman's random factor)",
-    example: "type = \"uniform\"\n",
+    impl ScorerConfig for UniformScorerConfig {
+        fn build(&self) -> Box<dyn Scorer> {
+            Box::new(UniformScorer)
+        }
+    }
 }

@@ -6,17 +6,15 @@
 //!   `stochastic + thompson` with no history plans exactly like `stochastic`.
 //! - `fixed_thompson` scorer: one draw per relay per planning run, cached, so greedy's repeated
 //!   re-evaluation sees a stable, coverage-monotone score (`is_stable() == true`).
-//! - `per_author` selector: per follow, the top N relays by score, for bounded lookups.
+//! - `per_author` strategy: per follow, the top N relays by score, for bounded lookups.
 //!
 //! Both scorers multiply the draw by the relay's `coverage` and optionally by welshman's
 //! popularity weight `1 + ln popularity` and a latency discount `1 / (1 + latency_ms / 1000)`.
 //! Combinations are config: `[strategy] type = "greedy"` with `[strategy.scorer] type =
 //! "fixed_thompson"`, `type = "stochastic"` with `type = "thompson"`, and so on.
 
-mod beta;
 mod per_author;
 mod scorer;
 
-pub use beta::{sample_beta, BetaError};
 pub use per_author::{PerAuthor, PerAuthorConfig, PerAuthorThompsonKind};
 pub use scorer::{FixedThompson, FixedThompsonConfig, Thompson, ThompsonConfig, ThompsonOptions};

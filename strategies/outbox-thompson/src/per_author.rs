@@ -1,12 +1,13 @@
 //! `per_author`: per follow, the top N relays by score, for bounded lookups.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{Scorer, ScorerConfig, Selector, StrategyConfig};
-use outbox_stochastic::per_author::validate_config;
-use outbox_stochastic::{default_per_author, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR};
-use serde::{Deserialize, Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{Scorer, ScorerConfig, Selector};
+use outbox_kit::{
+    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
+};
 
-use crate::scorer::{Thompson, ThompsonOptions};
+use crate::scorer::{Thompson, ThompsonConfig, ThompsonOptions};
 
 /// `[strategy] type = "per_author"`.
 ///
@@ -17,13 +18,13 @@ use crate::scorer::{Thompson, ThompsonOptions};
 /// doing a lookup that should not be bounded builds its router with a budget at least
 /// `per_author` × follows, and then nothing is trimmed.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct PerAuthorConfig {
     /// Relays each follow keeps (also the per-author cap).
     #[serde(default = "default_per_author")]
     pub per_author: usize,
     /// How relays are scored; `thompson` with default options when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
 
@@ -36,24 +37,28 @@ impl Default for PerAuthorConfig {
     }
 }
 
-#[typetag::serde(name = "per_author")]
-impl StrategyConfig for PerAuthorConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        validate_config(self.per_author, self.scorer.as_deref())
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(PerAuthor::from_config(
-            self.per_author,
-            self.scorer.as_deref(),
-        ))
-    }
-}
-
 outbox_core::register_strategy! {
     name: "per_author",
     summary: "per follow, top N relays by score (thompson by default), for bounded lookups",
-    example: "type = \"per_author\"\nper_author = 2\nscorer = { type = \"thompson\", popularity_weight = true }\n",
+    example: Ok(PerAuthorConfig {
+        per_author: 2,
+        scorer: Some(Box::new(ThompsonConfig {
+            popularity_weight: true,
+            ..ThompsonConfig::default()
+        })),
+    }),
+    impl StrategyConfig for PerAuthorConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            validate_config(self.per_author, self.scorer.as_deref())
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(PerAuthor::from_config(
+                self.per_author,
+                self.scorer.as_deref(),
+            ))
+        }
+    }
 }
 
 /// Plain scores (no popularity weight of its own: the `thompson` scorer's `popularity_weight`
@@ -70,6 +75,6 @@ impl PerAuthorKind for PerAuthorThompsonKind {
     }
 }
 
-/// The per-author top-N selector: `PerAuthor::new(n, None)` ranks by a default `thompson`
+/// The `per_author` strategy's selector: `PerAuthor::new(n, None)` ranks by a default `thompson`
 /// scorer.
 pub type PerAuthor = PerAuthorSelector<PerAuthorThompsonKind>;

@@ -1,10 +1,10 @@
 //! The `thompson` and `fixed_thompson` scorers.
 
-use outbox_core::{PlanInput, RelayId, RelayStats, RelayView, Scorer, ScorerConfig};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{PlanInput, RelayId, RelayStats, RelayView, Scorer};
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
-use crate::beta::draw_or_uniform;
+use outbox_kit::{draw_or_uniform, popularity_weight};
 
 /// Options shared by both Thompson scorers (the keys of their `[strategy.scorer]` tables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl Priors {
     fn multiplier(&self, view: &RelayView<'_>) -> f64 {
         let mut m = f64::from(view.coverage);
         if self.options.popularity_weight {
-            m *= outbox_stochastic::popularity_weight(view.popularity);
+            m *= popularity_weight(view.popularity);
         }
         if self.options.latency_discount {
             if let Some(ms) = self.get(view.relay).latency_ms {
@@ -165,7 +165,7 @@ impl Scorer for FixedThompson {
 
 /// `[strategy.scorer] type = "thompson"`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct ThompsonConfig {
     /// Multiply by `1 + ln popularity` (see [`ThompsonOptions::popularity_weight`]).
     #[serde(default)]
@@ -195,16 +195,19 @@ impl Default for ThompsonConfig {
     }
 }
 
-#[typetag::serde(name = "thompson")]
-impl ScorerConfig for ThompsonConfig {
-    fn build(&self) -> Box<dyn Scorer> {
-        Box::new(Thompson::new(self.options()))
+outbox_core::register_scorer! {
+    name: "thompson",
+    summary: "coverage · Beta(α, β) draw from learned delivery priors, fresh per call",
+    impl ScorerConfig for ThompsonConfig {
+        fn build(&self) -> Box<dyn Scorer> {
+            Box::new(Thompson::new(self.options()))
+        }
     }
 }
 
 /// `[strategy.scorer] type = "fixed_thompson"`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct FixedThompsonConfig {
     /// Multiply by `1 + ln popularity` (see [`ThompsonOptions::popularity_weight`]).
     #[serde(default)]
@@ -234,23 +237,14 @@ impl Default for FixedThompsonConfig {
     }
 }
 
-#[typetag::serde(name = "fixed_thompson")]
-impl ScorerConfig for FixedThompsonConfig {
-    fn build(&self) -> Box<dyn Scorer> {
-        Box::new(FixedThompson::new(self.options()))
-    }
-}
-
-outbox_core::register_scorer! {
-    name: "thompson",
-    summary: "coverage · Beta(α, β) draw from learned delivery priors, fresh per call",
-    example: "type = \"thompson\"\npopularity_weight = false\nlatency_discount = true\n",
-}
-
 outbox_core::register_scorer! {
     name: "fixed_thompson",
     summary: "coverage · one Beta(α, β) draw per relay per run (stable inside greedy)",
-    example: "type = \"fixed_thompson\"\npopularity_weight = false\nlatency_discount = true\n",
+    impl ScorerConfig for FixedThompsonConfig {
+        fn build(&self) -> Box<dyn Scorer> {
+            Box::new(FixedThompson::new(self.options()))
+        }
+    }
 }
 
 fn yes() -> bool {

@@ -1,43 +1,41 @@
-//! How an outside author adds a strategy: a crate that depends only on `outbox-core`, defines a
-//! config type, registers it, and is picked by name from TOML.
+//! How an outside author adds a strategy: one crate that depends only on `outbox-core`, a config
+//! type deriving through `outbox_core::serde`, and one `register_strategy!` call that names it
+//! once. Linked into a binary, it is picked by name from TOML.
 //!
 //! `most_popular_first` asks each follow of their single most popular write relay (most popular
 //! among the reader's follows), then keeps the relays serving the most follows up to the budget.
 
 use outbox_core::config::ConfigIssue;
-use outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector, StrategyConfig};
-use serde::{Deserialize, Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector};
 
 /// `[strategy] type = "most_popular_first"`.
 #[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
 pub struct MostPopularFirstConfig {
     /// Skip relays that fewer than this many follows write to.
     #[serde(default)]
     pub min_popularity: u32,
 }
 
-#[typetag::serde(name = "most_popular_first")]
-impl StrategyConfig for MostPopularFirstConfig {
-    fn validate(&self) -> Vec<ConfigIssue> {
-        if self.min_popularity > 1_000_000 {
-            vec![ConfigIssue::new("min_popularity", "absurdly large")]
-        } else {
-            Vec::new()
-        }
-    }
-
-    fn build(&self) -> Box<dyn Selector> {
-        Box::new(MostPopularFirst {
-            min_popularity: self.min_popularity,
-        })
-    }
-}
-
 outbox_core::register_strategy! {
     name: "most_popular_first",
     summary: "example third-party strategy: each follow's most popular write relay",
-    example: "type = \"most_popular_first\"\nmin_popularity = 1\n",
+    impl StrategyConfig for MostPopularFirstConfig {
+        fn validate(&self) -> Vec<ConfigIssue> {
+            if self.min_popularity > 1_000_000 {
+                vec![ConfigIssue::new("min_popularity", "absurdly large")]
+            } else {
+                Vec::new()
+            }
+        }
+
+        fn build(&self) -> Box<dyn Selector> {
+            Box::new(MostPopularFirst {
+                min_popularity: self.min_popularity,
+            })
+        }
+    }
 }
 
 /// The selector built from [`MostPopularFirstConfig`].

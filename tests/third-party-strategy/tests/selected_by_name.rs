@@ -12,6 +12,36 @@ const CONFIG: &str = "max_connections = 3\n[strategy]\ntype = \"most_popular_fir
 fn registered_and_listed() {
     let d = registry::strategy("most_popular_first").expect("registered by linking the crate");
     assert!(d.summary.contains("third-party"));
+    assert_eq!(d.package, "third-party-strategy");
+}
+
+#[test]
+fn the_example_is_the_default_config_and_runs() {
+    let d = registry::strategy("most_popular_first").unwrap();
+    let table = d.example_table().expect("the example serialises");
+    assert_eq!(
+        table.get("type").and_then(|t| t.as_str()),
+        Some("most_popular_first")
+    );
+    assert_eq!(
+        table.get("min_popularity").and_then(|v| v.as_integer()),
+        Some(0)
+    );
+    let failures = check_config_toml(&d.example_router_toml(3).unwrap());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The extension story: the macro brings everything registration needs, so the crate's own
+/// manifest names no serde, typetag or inventory.
+#[test]
+fn the_manifest_depends_on_outbox_core_only() {
+    let manifest: toml::Table = toml::from_str(include_str!("../Cargo.toml")).unwrap();
+    let deps: Vec<&String> = manifest["dependencies"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(deps, ["outbox-core"]);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! X never returns events, Y always does, and each Z answers in a random 60% of sessions. Learning must move selection away from X
 //! and toward Y, using only what the plan's own REQs returned (no oracle).
 
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::testkit::test_key;
 use outbox_core::{
     AuthorId, DeliveryStats, Plan, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy,
@@ -11,14 +12,7 @@ use outbox_core::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// Names the strategy crates so the linker keeps their registrations in this test binary.
-fn link() {
-    std::hint::black_box((
-        outbox_greedy::DEFAULT_COVERAGE_TARGET,
-        outbox_stochastic::DEFAULT_PER_AUTHOR,
-        outbox_thompson::sample_beta as fn(_, _, _) -> _,
-    ));
-}
+use outbox_strategies::link;
 
 const FOLLOWS: u64 = 30;
 const SESSIONS: usize = 8;
@@ -70,28 +64,31 @@ fn returns(url: &str, up_z: &[bool; 8]) -> Option<bool> {
     }
 }
 
-/// Feeds the stats exactly what a client sees after EOSE (see `outbox_core::stats`).
+/// Feeds the stats exactly what a client sees after EOSE (see `outbox_core::stats`): a
+/// delivering relay returns one note per asked follow, a silent one none, a down one no answer.
 fn observe(plan: &Plan, t: &RouteTable, up_z: &[bool; 8], stats: &mut DeliveryStats, now: u64) {
-    let entries = plan.entries(t);
-    let mut got = vec![false; t.follow_count()];
-    for e in &entries {
-        if returns(t.url(e.relay), up_z) == Some(true) {
-            for a in &e.authors {
-                got[a.index()] = true;
+    let relays = plan
+        .entries(t)
+        .into_iter()
+        .map(|e| {
+            let url = t.url(e.relay);
+            let answer = returns(url, up_z);
+            RelayRound {
+                url: url.to_string(),
+                answered: answer.is_some(),
+                authors: e
+                    .authors
+                    .iter()
+                    .map(|&a| AuthorRound {
+                        author: *t.pubkey(a),
+                        events: u32::from(answer == Some(true)),
+                    })
+                    .collect(),
+                compare_only: false,
             }
-        }
-    }
-    for e in &entries {
-        let url = t.url(e.relay);
-        match returns(url, up_z) {
-            None => stats.record_failure(url, now),
-            Some(delivers) => {
-                let expected = e.authors.iter().filter(|a| got[a.index()]).count() as u32;
-                let delivered = if delivers { expected } else { 0 };
-                stats.record_delivery(url, delivered, expected, now);
-            }
-        }
-    }
+        })
+        .collect();
+    stats.record_round(&RoundReport { relays }, now);
 }
 
 /// Per session, the share of follows routed to X and to Y, averaged over trials.

@@ -1,9 +1,10 @@
 //! The machinery shared by per-author strategies: one generic selector ([`PerAuthorSelector`]),
 //! the ranking by per-relay score, the budget rule ([`select`]) and the config checks.
 //!
-//! `stochastic`, `filter_decomposition` and `outbox-thompson`'s `per_author` differ only in
-//! their name, their default scorer (none means list order) and whether draws are multiplied by
-//! the popularity weight; each is a [`PerAuthorKind`] marker, so they cannot drift apart.
+//! The `stochastic` and `filter_decomposition` strategies (`outbox-stochastic`) and the
+//! `per_author` strategy (`outbox-thompson`) differ only in their name, their default scorer
+//! (none means list order) and whether draws are multiplied by the popularity weight; each is a
+//! [`PerAuthorKind`] marker, so they cannot drift apart.
 
 use std::marker::PhantomData;
 
@@ -13,6 +14,8 @@ use outbox_core::{
     Selection, Selector,
 };
 use rand::RngCore;
+
+use crate::popularity_weight;
 
 /// The default number of relays each follow keeps.
 pub const DEFAULT_PER_AUTHOR: usize = 3;
@@ -43,15 +46,6 @@ pub fn validate_config(per_author: usize, scorer: Option<&dyn ScorerConfig>) -> 
         issues.extend(scorer.validate().into_iter().map(|i| i.under("scorer")));
     }
     issues
-}
-
-/// Welshman's popularity weight `1 + ln popularity` (0 for a relay nobody writes to).
-pub fn popularity_weight(popularity: u32) -> f64 {
-    if popularity == 0 {
-        0.0
-    } else {
-        1.0 + f64::from(popularity).ln()
-    }
 }
 
 /// What sets one per-author strategy apart from another. Implemented by zero-sized markers;

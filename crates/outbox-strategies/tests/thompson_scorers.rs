@@ -1,4 +1,4 @@
-//! Thompson scorers and the per-author selector: stability, seeds, laziness, config combinations.
+//! Thompson scorers and the `per_author` strategy: stability, seeds, laziness, config combinations.
 
 use outbox_core::testkit::{check_config_toml, random_table, test_key, WorldShape};
 use outbox_core::{

@@ -7,14 +7,14 @@
 
 use std::cmp::Ordering;
 
-use crate::ids::RelayId;
+use outbox_core::RelayId;
 
 /// A relay's value as of `round`.
 #[derive(Clone, Copy, Debug)]
 pub struct LazyCandidate {
     /// The value (gain, score) when last computed.
     pub value: f64,
-    /// [`RouteTable::url_rank`](crate::RouteTable::url_rank) of the relay: the tie-breaker.
+    /// [`RouteTable::url_rank`](outbox_core::RouteTable::url_rank) of the relay: the tie-breaker.
     pub url_rank: u32,
     /// The relay.
     pub relay: RelayId,

@@ -58,7 +58,7 @@ pub fn sample_beta(alpha: f64, beta: f64, rng: &mut dyn RngCore) -> Result<f64, 
 
 /// A draw from Beta(α, β), or from the uniform prior when the parameters are unusable (with a
 /// trace event): bad data makes a relay re-enter learning instead of failing the plan.
-pub(crate) fn draw_or_uniform(alpha: f64, beta: f64, url: &str, rng: &mut dyn RngCore) -> f64 {
+pub fn draw_or_uniform(alpha: f64, beta: f64, url: &str, rng: &mut dyn RngCore) -> f64 {
     match sample_beta(alpha, beta, rng) {
         Ok(x) => x,
         Err(err) => {

@@ -1,0 +1,116 @@
+//! The registry, checked as ordinary tests: names, examples, and that every strategy crate of
+//! the workspace is linked by this facade.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use outbox_core::config::parse_strategy;
+use outbox_core::registry;
+use outbox_core::RouterConfig;
+
+/// Crates under `strategies/` that register nothing by design.
+const NOT_STRATEGY_CRATES: &[&str] = &["outbox-kit"];
+
+/// Largest manifest read while listing the workspace's strategy crates.
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+
+#[test]
+fn names_are_snake_case_and_unique_across_strategies_and_scorers() {
+    outbox_strategies::link();
+    let strategies = registry::strategies().into_iter().map(|d| d.name);
+    let scorers = registry::scorers().into_iter().map(|d| d.name);
+    let all: Vec<&str> = strategies.chain(scorers).collect();
+    let mut seen = BTreeSet::new();
+    for name in &all {
+        assert!(registry::is_snake_case(name), "`{name}` is not snake_case");
+        assert!(seen.insert(*name), "`{name}` is registered twice");
+    }
+}
+
+#[test]
+fn every_strategy_example_parses_builds_and_round_trips_through_toml() {
+    outbox_strategies::link();
+    for d in registry::strategies() {
+        let table = d
+            .example_table()
+            .unwrap_or_else(|e| panic!("`{}`: example: {e}", d.name));
+        assert_eq!(
+            table.get("type").and_then(|t| t.as_str()),
+            Some(d.name),
+            "`{}`: the example's type is not its name",
+            d.name
+        );
+        let mut issues = Vec::new();
+        let parsed = parse_strategy(&toml::Value::Table(table.clone()), "strategy", &mut issues)
+            .unwrap_or_else(|| panic!("`{}`: example does not parse: {issues:?}", d.name));
+        let again = toml::Table::try_from(&*parsed).unwrap();
+        assert_eq!(
+            again, table,
+            "`{}`: TOML round trip changed the example",
+            d.name
+        );
+        let text = d.example_router_toml(8).unwrap();
+        let config =
+            RouterConfig::from_toml(&text).unwrap_or_else(|e| panic!("`{}`: {e}\n{text}", d.name));
+        assert!(config.strategy.build().name().starts_with(d.name));
+    }
+}
+
+#[test]
+fn every_scorer_example_parses_inside_a_strategy_and_round_trips() {
+    outbox_strategies::link();
+    for d in registry::scorers() {
+        let table = d
+            .example_table()
+            .unwrap_or_else(|e| panic!("`{}`: example: {e}", d.name));
+        assert_eq!(table.get("type").and_then(|t| t.as_str()), Some(d.name));
+        let parsed: Box<dyn outbox_core::ScorerConfig> = toml::Value::Table(table.clone())
+            .try_into()
+            .unwrap_or_else(|e| panic!("`{}`: example does not deserialise: {e}", d.name));
+        assert!(parsed.validate().is_empty(), "`{}`", d.name);
+        assert_eq!(parsed.build().name(), d.name);
+        assert_eq!(
+            toml::Table::try_from(&*parsed).unwrap(),
+            table,
+            "`{}`",
+            d.name
+        );
+    }
+}
+
+/// The package names of the crates under `strategies/` that should register something.
+fn workspace_strategy_crates() -> BTreeSet<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../strategies");
+    let mut out = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("strategies/ exists") {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let Ok(meta) = std::fs::metadata(&manifest) else {
+            continue;
+        };
+        assert!(meta.len() <= MAX_MANIFEST_BYTES, "{}", manifest.display());
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let name = table["package"]["name"].as_str().unwrap().to_string();
+        if !NOT_STRATEGY_CRATES.contains(&name.as_str()) {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// A strategy crate the facade forgets would vanish from every binary without an error: the
+/// crates whose registrations are present after `link()` must be exactly those in the tree.
+#[test]
+fn the_facade_links_every_strategy_crate_in_the_workspace() {
+    outbox_strategies::link();
+    let registered: BTreeSet<String> = registry::strategies()
+        .iter()
+        .map(|d| d.package)
+        .chain(registry::scorers().iter().map(|d| d.package))
+        .filter(|p| *p != "outbox-core")
+        .map(str::to_string)
+        .collect();
+    let expected = workspace_strategy_crates();
+    assert!(!expected.is_empty());
+    assert_eq!(registered, expected);
+}
