@@ -1,9 +1,10 @@
 //! `cargo xtask ci`: the whole gate, in the order that fails fastest.
 //!
-//! Cheap checks (format, lints) run before the test suite, and the audit runs
-//! after the tests so its build reuses their artifacts. The snapshot step
-//! only checks files: the test step already ran with `INSTA_UPDATE=no` and
-//! `INSTA_FORCE_PASS=0`, so a snapshot mismatch has failed it already.
+//! Cheap checks (format, lints, API docs) run before the test suite, and the
+//! audit runs after the tests so its build reuses their artifacts. The
+//! snapshot step only checks files: the test step already ran with
+//! `INSTA_UPDATE=no` and `INSTA_FORCE_PASS=0`, so a snapshot mismatch has
+//! failed it already.
 
 use std::path::Path;
 use std::time::Instant;
@@ -40,6 +41,16 @@ fn clippy(root: &Path) -> anyhow::Result<bool> {
     )
 }
 
+/// Broken intra-doc links and malformed doc comments fail the gate: the API
+/// docs are how an outside strategy author finds their way around.
+fn docs(root: &Path) -> anyhow::Result<bool> {
+    cargo_step(
+        root,
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )
+}
+
 fn tests(root: &Path) -> anyhow::Result<bool> {
     cargo_step(
         root,
@@ -53,9 +64,10 @@ fn snapshot_files(root: &Path) -> anyhow::Result<bool> {
 }
 
 pub fn run(root: &Path) -> anyhow::Result<bool> {
-    let steps: [(&str, Step); 5] = [
+    let steps: [(&str, Step); 6] = [
         ("fmt", fmt),
         ("clippy", clippy),
+        ("docs", docs),
         ("tests", tests),
         ("audit", audit::run),
         ("snapshots", snapshot_files),

@@ -54,7 +54,7 @@ pub struct Args {
     /// Router config (TOML) for --world.
     #[arg(long, requires = "world")]
     config: Option<PathBuf>,
-    /// With --world: write each session's plan as DIR/session-<s>.json (outbox-plan/1).
+    /// With --world: write the plan of session N as DIR/session-N.json (outbox-plan/1).
     #[arg(long, requires = "world")]
     plans_out: Option<PathBuf>,
     /// Run the real runtime against local relays loaded with a world (--world, or the small

@@ -11,7 +11,7 @@
 //!    connections are refused at once. Each relay caps a filter at the world's `max_limit` for
 //!    it (no cap: [`UNCAPPED`]).
 //! 2. **Keys.** Authors are re-keyed and every world event is one signed note whose content
-//!    names the world event, `created_at` moved by `real now − world.now` ([`rekey`]).
+//!    names the world event, `created_at` moved by `real now − world.now` ([`rekey`](mod@rekey)).
 //! 3. **Runtime.** The same path as `outbox feed --once`: [`outbox_runtime::start`], `since` one
 //!    year back, relay lists given up front (no discovery, as the simulator has them), stats in
 //!    an `outbox-stats` file store carried between sessions, the same base seed as the
