@@ -1,5 +1,6 @@
-//! Calibration against the published study (nostrability/outbox, 2026; the README quotes its table): the reference strategies, at 1 year,
-//! must land within ±8 percentage points of the published numbers and keep their ordering.
+//! Calibration against the published study (nostrability/outbox, 2026; its table is quoted in
+//! `docs/design.md`): the reference strategies, at 1 year, must land within ±8 percentage points
+//! of the published numbers and keep their ordering.
 //!
 //! Small and medium worlds on fixed seeds, so it runs in reasonable time in debug builds.
 //! Strategies that are not registered are skipped (the suite runs whatever is linked).

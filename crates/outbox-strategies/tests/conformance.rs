@@ -53,7 +53,7 @@ fn every_scorer_pairing_a_strategy_accepts_passes_the_suite() {
             accepted.push(format!("{}+{}", strategy.name, scorer.name));
         }
     }
-    // The combinations the design promises must be among the accepted ones.
+    // The combinations `docs/design.md` promises (Strategies) must be among the accepted ones.
     for must in [
         "greedy+fixed_thompson",
         "stochastic+thompson",
