@@ -63,7 +63,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -80,6 +80,9 @@ pub const STATS_FORMAT: &str = "outbox-stats";
 
 /// The format version this build writes (and the newest it fully understands).
 pub const STATS_VERSION: u32 = 2;
+
+/// The largest stats file read; a larger one is set aside as unreadable (a bound on memory).
+pub const MAX_STATS_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Delivery statistics in a JSON file (see the crate docs for format and guarantees).
 #[derive(Debug)]
@@ -341,20 +344,33 @@ fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
     }
 }
 
-/// The file's bytes, or `None` if it does not exist.
+/// The file's bytes (at most one past [`MAX_STATS_BYTES`]), or `None` if it does not exist.
+/// Anything but a regular file is an error, never opened: a FIFO would block the open, a
+/// device would never end.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StatsStoreError> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
+    let io_err = |source| StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return Err(io_err(io::Error::other("not a regular file"))),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(io_err(source)),
+    }
+    let mut bytes = Vec::new();
+    match fs::File::open(path).and_then(|f| f.take(MAX_STATS_BYTES + 1).read_to_end(&mut bytes)) {
+        Ok(_) => Ok(Some(bytes)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(StatsStoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
+        Err(source) => Err(io_err(source)),
     }
 }
 
 /// Parses a stats file leniently; `Err` only when nothing at all can be read.
 fn parse(bytes: &[u8]) -> Result<Parsed, String> {
+    if bytes.len() as u64 > MAX_STATS_BYTES {
+        return Err(format!("larger than {MAX_STATS_BYTES} bytes"));
+    }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     let Value::Object(top) = value else {
         return Err("not a json object".into());
