@@ -18,6 +18,7 @@ mod chart;
 mod churn;
 mod feed;
 mod live;
+mod load;
 mod plan;
 mod strategies;
 mod text;
@@ -48,6 +49,9 @@ enum Command {
     Bench(bench::Args),
     /// Generate world files and show their headline facts.
     World(world::Args),
+    /// The runtime under load: `outbox feed --once` against many local relays and follows,
+    /// its peak memory, CPU time, events/s and time to full EOSE.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Feed(args) => feed::run(args),
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
+        Command::Load(args) => load::run(args),
     };
     match result {
         Ok(code) => code,

@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod fleet;
+pub mod load;
 pub mod rekey;
 
 use std::collections::{BTreeMap, HashMap};
