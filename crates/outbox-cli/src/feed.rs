@@ -11,19 +11,18 @@ use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use outbox_core::{RawRelayList, Router, RouterConfig};
-use outbox_runtime::store::{load_json, save_json};
+use outbox_core::stats::StateStore;
+use outbox_core::{Router, RouterConfig};
+use outbox_runtime::store::{load_kept, save_kept};
 use outbox_runtime::{
-    fetch_events, Carriers, FeedEvent, FeedInput, FeedSummary, PenaltyBox, RuntimeConfig, Status,
+    fetch_events, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
+use outbox_stats::{FileStore, SqliteStore};
 
 use crate::text::escape;
 
 /// The strategy used when no `--config` is given: the best one measured (README, Results).
 const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
-
-/// Most relay lists kept between runs (a reader follows at most ~10k people).
-const MAX_KEPT_LISTS: usize = 50_000;
 
 /// Options of `outbox feed`.
 #[derive(Debug, clap::Args)]
@@ -43,11 +42,17 @@ pub struct Args {
     config: Option<PathBuf>,
     /// Learned relay stats (JSON); read at start, written on a timer and at the end. The
     /// relays set aside and the relay lists are kept beside it (`FILE.penalties.json`,
-    /// `FILE.lists.json`). Default: `stats.json` in the data directory.
+    /// `FILE.lists.json`). Default: `stats.json` in the data directory. Same as
+    /// `--store file:FILE`.
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Where to keep stats, set-aside relays and relay lists: `file:FILE` (JSON files, as
+    /// `--stats`) or `sqlite:PATH` (one SQLite database; `sqlite` alone: `outbox.sqlite` in
+    /// the data directory). Default: JSON files in the data directory.
+    #[arg(long, value_parser = parse_store, conflicts_with = "stats")]
+    store: Option<StoreArg>,
     /// Keep nothing between runs (every run starts from scratch and explores anew).
-    #[arg(long, conflicts_with = "stats")]
+    #[arg(long, conflicts_with_all = ["stats", "store"])]
     no_stats: bool,
     /// Where stats, set-aside relays and relay lists are kept by default (default: the
     /// platform's data directory, e.g. `~/.local/share/outbox`).
@@ -98,31 +103,47 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(feed(args))
 }
 
-/// A file kept beside the stats file: `STATS.<suffix>`.
-fn beside(stats: &Path, suffix: &str) -> PathBuf {
-    let mut name = stats.as_os_str().to_owned();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
+/// A `--store` value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum StoreArg {
+    /// JSON files: the stats file, with the lists and penalties beside it.
+    File(PathBuf),
+    /// One SQLite database; `None`: in the data directory.
+    Sqlite(Option<PathBuf>),
 }
 
-fn penalties_path(stats: &Path) -> PathBuf {
-    beside(stats, "penalties.json")
+fn parse_store(raw: &str) -> Result<StoreArg, String> {
+    let (kind, path) = raw.split_once(':').unwrap_or((raw, ""));
+    match (kind, path) {
+        ("sqlite", "") => Ok(StoreArg::Sqlite(None)),
+        ("sqlite", path) => Ok(StoreArg::Sqlite(Some(PathBuf::from(path)))),
+        ("file", "") => Err("file: needs a path (file:FILE)".into()),
+        ("file", path) => Ok(StoreArg::File(PathBuf::from(path))),
+        _ => Err(format!(
+            "{raw:?} is not a store: use file:FILE, sqlite:PATH or sqlite"
+        )),
+    }
 }
 
-fn lists_path(stats: &Path) -> PathBuf {
-    beside(stats, "lists.json")
-}
-
-/// Where learned state is kept this run: `--stats`, else the data directory; none with
-/// `--no-stats`.
-fn stats_path(args: &Args) -> anyhow::Result<Option<PathBuf>> {
+/// The store learned state is kept in this run: `--store`, `--stats`, else JSON files in the
+/// data directory; none with `--no-stats`.
+fn open_store(args: &Args) -> anyhow::Result<Option<Arc<dyn StateStore>>> {
     if args.no_stats {
         return Ok(None);
     }
-    if let Some(path) = &args.stats {
-        return Ok(Some(path.clone()));
-    }
+    let store: Arc<dyn StateStore> = match (&args.store, &args.stats) {
+        (Some(StoreArg::File(path)), _) | (None, Some(path)) => Arc::new(FileStore::new(path)),
+        (Some(StoreArg::Sqlite(Some(path))), _) => Arc::new(SqliteStore::new(path)),
+        (Some(StoreArg::Sqlite(None)), _) => {
+            Arc::new(SqliteStore::new(data_dir(args)?.join("outbox.sqlite")))
+        }
+        (None, None) => Arc::new(FileStore::new(data_dir(args)?.join("stats.json"))),
+    };
+    Ok(Some(store))
+}
+
+/// `--data-dir`, else the platform's data directory; created if missing.
+fn data_dir(args: &Args) -> anyhow::Result<PathBuf> {
     let dir = match &args.data_dir {
         Some(dir) => dir.clone(),
         None => directories::ProjectDirs::from("", "", "outbox")
@@ -132,7 +153,7 @@ fn stats_path(args: &Args) -> anyhow::Result<Option<PathBuf>> {
     };
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the data directory {}", dir.display()))?;
-    Ok(Some(dir.join("stats.json")))
+    Ok(dir)
 }
 
 fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
@@ -180,9 +201,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             Err(reason) => bail!("relay {raw:?} not usable: {reason} (--allow-local for loopback)"),
         }
     }
-    let stats_path = stats_path(&args)?;
+    let store = open_store(&args)?;
     // With kept stats the run counter varies the draws; without, only a random base can.
-    let seed = match (args.seed, &stats_path) {
+    let seed = match (args.seed, &store) {
         (Some(seed), _) => seed,
         (None, Some(_)) => 0,
         (None, None) => rand::random(),
@@ -230,20 +251,16 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let router = Router::from_config(&config);
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = policy;
-    if let Some(path) = &stats_path {
-        input.store = Arc::new(outbox_stats::FileStore::new(path));
-        let (penalties, warnings) = load_json::<PenaltyBox>(&penalties_path(path))?;
-        for w in warnings {
+    if let Some(store) = &store {
+        let kept = load_kept(store.as_ref())
+            .await
+            .context("reading the relay lists and set-aside relays kept by the last run")?;
+        for w in kept.warnings {
             eprintln!("warning: {w}");
         }
-        input.penalties = penalties.unwrap_or_default();
-        let (lists, warnings) = load_json::<Vec<RawRelayList>>(&lists_path(path))?;
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
-        let mut lists = lists.unwrap_or_default();
-        lists.truncate(MAX_KEPT_LISTS);
-        input.relay_lists = lists;
+        input.penalties = kept.penalties;
+        input.relay_lists = kept.lists;
+        input.store = store.clone();
     }
 
     let (handle, mut events) = outbox_runtime::start(input, runtime_config).await;
@@ -282,9 +299,10 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let summary = handle.wait().await;
-    if let Some(path) = &stats_path {
-        save_json(&penalties_path(path), &summary.penalties)?;
-        save_json(&lists_path(path), &summary.lists)?;
+    if let Some(store) = &store {
+        save_kept(store.as_ref(), &summary.lists, &summary.penalties)
+            .await
+            .context("keeping the relay lists and set-aside relays")?;
     }
     print_summary(&summary);
     if let Some(e) = &summary.stats_error {

@@ -310,3 +310,60 @@ async fn sigterm_ends_a_live_feed_like_ctrl_c() {
     assert!(stderr.contains("events:"), "{stderr}");
     assert!(stats.exists(), "stats saved on SIGTERM");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, follows) = one_follow(dir.path(), 4).await;
+    let db = dir.path().join("state.sqlite");
+    let arg = format!("sqlite:{}", db.display());
+    let run = |extra: Vec<String>| {
+        let mut cmd = feed(&reader, &follows, &["--once"]);
+        cmd.args(extra);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let mut seeds = Vec::new();
+    for _ in 0..2 {
+        let out = run(vec!["--store".into(), arg.clone()]).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
+        seeds.push(seed_of(&stderr));
+    }
+    assert_ne!(seeds[0], seeds[1], "the run count was kept in the database");
+    let store = outbox_stats::SqliteStore::new(&db);
+    let loaded = store.load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert!(loaded.stats.get(&reader.url).asked >= 2, "learned twice");
+    assert!(store.load_penalties().unwrap().value.is_some());
+    assert!(
+        !dir.path().join("stats.json").exists(),
+        "nothing beside it in JSON"
+    );
+
+    // `--stats` and `--store` name one thing twice.
+    let out = run(vec![
+        "--store".into(),
+        arg.clone(),
+        "--stats".into(),
+        "x.json".into(),
+    ])
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+
+    // A database of a newer schema is refused, and left as it is.
+    let conn = outbox_stats::sqlite::rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = 99 WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let before = std::fs::read(&db).unwrap();
+    let out = run(vec!["--store".into(), arg.clone()]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("newer"), "{stderr}");
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}

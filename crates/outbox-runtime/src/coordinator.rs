@@ -716,7 +716,8 @@ impl Coordinator {
     async fn save_stats(&mut self) -> Option<String> {
         let store = self.store.clone();
         let snapshot = self.stats.clone();
-        match tokio::task::spawn_blocking(move || store.save(&snapshot)).await {
+        // A task of its own: a store that panics costs this save, not the feed.
+        match tokio::spawn(async move { store.save(&snapshot).await }).await {
             Ok(Ok(())) => None,
             Ok(Err(e)) => {
                 warn!(error = %e, "saving stats failed");

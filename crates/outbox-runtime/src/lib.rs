@@ -401,7 +401,8 @@ pub async fn start(
     config: RuntimeConfig,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
     let store = input.store.clone();
-    let stats = match tokio::task::spawn_blocking(move || store.load()).await {
+    // A task of its own: a store that panics costs the stored stats, not the feed.
+    let stats = match tokio::spawn(async move { store.load().await }).await {
         Ok(Ok(loaded)) => loaded.stats,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "stats store unreadable; starting with fresh stats");

@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use outbox_core::config::ConfigIssue;
-use outbox_core::{
-    DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, StatsStore, UrlPolicy,
-};
+use outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, UrlPolicy};
 use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
 use outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};

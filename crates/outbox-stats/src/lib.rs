@@ -1,4 +1,5 @@
-//! The embedded default [`StatsStore`]: delivery statistics in one versioned JSON file.
+//! The embedded default [`StatsStore`](outbox_core::StatsStore): delivery statistics in one
+//! versioned JSON file.
 //!
 //! # Format (`outbox-stats`, version 2)
 //!
@@ -60,20 +61,38 @@
 //! - A load that finds an unreadable file moves it aside the same way, reports it (tracing and a
 //!   returned [`LoadWarning`]), and falls back to the `.bak` if that is readable, otherwise to
 //!   fresh stats. Nothing here panics on bad content.
+//!
+//! # Beside the stats, and other stores
+//!
+//! - [`state`]: the relay lists and the penalty box the runtime keeps between runs, in
+//!   `<name>.lists.json` and `<name>.penalties.json`, and the async
+//!   [`StatsStore`](outbox_core::StatsStore) / [`StateStore`](outbox_core::stats::StateStore)
+//!   implementations (file IO on tokio's blocking threads).
+//! - [`sqlite`] (feature `sqlite`, on by default): the same state in one SQLite database.
+//! - `conformance` (feature `conformance`): the suite every store here passes.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use outbox_core::stats::{
-    AuthorStats, Decay, LoadWarning, Loaded, PairStats, StatsStore, StatsStoreError,
-};
+use outbox_core::stats::{AuthorStats, Decay, LoadWarning, Loaded, PairStats, StatsStoreError};
 use outbox_core::{public_key_from_hex, DeliveryStats, RelayStats};
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+pub mod state;
+mod task;
+
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 
 /// The `format` tag of stats files.
 pub const STATS_FORMAT: &str = "outbox-stats";
@@ -84,13 +103,20 @@ pub const STATS_VERSION: u32 = 2;
 /// The largest stats file read; a larger one is set aside as unreadable (a bound on memory).
 pub const MAX_STATS_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Delivery statistics in a JSON file (see the crate docs for format and guarantees).
-#[derive(Debug)]
+/// Delivery statistics in a JSON file (see the crate docs for format and guarantees), with
+/// the relay lists and penalty box beside it ([`state`]).
+///
+/// `load` and `save` here block on the file system; through the async
+/// [`StatsStore`](outbox_core::StatsStore) trait they run on tokio's blocking threads. A clone
+/// is the same store (it shares the save lock).
+#[derive(Clone, Debug)]
 pub struct FileStore {
     path: PathBuf,
     /// Serialises this store's own saves, so threads sharing one store do not race on the
     /// backup step. Never held while calling out of this module.
-    write_lock: Mutex<()>,
+    write_lock: Arc<Mutex<()>>,
+    /// Set by the conformance suite: the next save stops halfway through writing.
+    interrupt: Arc<AtomicBool>,
 }
 
 /// What one file held, parsed leniently.
@@ -137,7 +163,8 @@ impl FileStore {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
-            write_lock: Mutex::new(()),
+            write_lock: Arc::new(Mutex::new(())),
+            interrupt: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -209,8 +236,9 @@ impl FileStore {
     }
 }
 
-impl StatsStore for FileStore {
-    fn load(&self) -> Result<Loaded, StatsStoreError> {
+impl FileStore {
+    /// The stored stats (blocking; see the crate docs for what is worked around).
+    pub fn load(&self) -> Result<Loaded, StatsStoreError> {
         let mut warnings = Vec::new();
         match read(&self.path)? {
             None => return Ok(Loaded::default()),
@@ -272,7 +300,8 @@ impl StatsStore for FileStore {
         })
     }
 
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+    /// Stores `stats` (blocking): atomically, keeping the last good file.
+    pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
         let mut clean = stats.clone();
         clean.sanitize();
         let out = FileOut {
@@ -320,6 +349,12 @@ impl StatsStore for FileStore {
             .prefix(".outbox-stats")
             .tempfile_in(&dir)
             .map_err(io_err(&dir))?;
+        if self.interrupt.swap(false, Ordering::SeqCst) {
+            // A crash halfway through the write: the temporary file is dropped unrenamed.
+            tmp.write_all(&bytes[..bytes.len() / 2])
+                .map_err(io_err(tmp.path()))?;
+            return Err(io_err(tmp.path())(io::Error::other("save interrupted")));
+        }
         tmp.write_all(&bytes).map_err(io_err(tmp.path()))?;
         tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
         tmp.persist(&target).map_err(|e| StatsStoreError::Io {

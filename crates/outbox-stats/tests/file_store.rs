@@ -52,11 +52,62 @@ fn sample(n: u32) -> DeliveryStats {
     s.begin_session();
     for i in 0..n {
         let url = format!("wss://r{i}.example");
-        s.record_delivery(&url, i % 4, 3, 1_000 + u64::from(i));
+        // Three follows asked; the relay returns notes of `i % 4` of them.
+        let authors = (0..3u8)
+            .map(|k| AuthorRound {
+                author: key(k + 1),
+                events: u32::from(u32::from(k) < i % 4) * 2,
+            })
+            .collect();
+        let rounds = vec![
+            RelayRound {
+                url: url.clone(),
+                answered: true,
+                authors,
+                compare_only: false,
+            },
+            RelayRound {
+                url: "wss://yardstick.example".into(),
+                answered: true,
+                authors: (1..=3)
+                    .map(|k| AuthorRound {
+                        author: key(k),
+                        events: 2,
+                    })
+                    .collect(),
+                compare_only: true,
+            },
+        ];
+        s.record_round(&RoundReport { relays: rounds }, 1_000 + u64::from(i));
         s.record_latency(&url, 50.0 + f64::from(i), 1_000);
     }
-    s.record_failure("wss://down.example", 2_000);
+    let down = RelayRound {
+        url: "wss://down.example".into(),
+        answered: false,
+        authors: Vec::new(),
+        compare_only: false,
+    };
+    s.record_round(&RoundReport { relays: vec![down] }, 2_000);
     s
+}
+
+/// One round in which `url` answered and returned a note of one follow.
+fn one_answer(stats: &mut DeliveryStats, url: &str, now: u64) {
+    let relay = RelayRound {
+        url: url.into(),
+        answered: true,
+        authors: vec![AuthorRound {
+            author: key(9),
+            events: 1,
+        }],
+        compare_only: false,
+    };
+    stats.record_round(
+        &RoundReport {
+            relays: vec![relay],
+        },
+        now,
+    );
 }
 
 fn corrupt_files(dir: &Path) -> Vec<String> {
@@ -438,7 +489,7 @@ fn a_newer_versions_file_and_its_backup_are_never_overwritten() {
             loaded.warnings
         );
         let mut stats = loaded.stats;
-        stats.record_delivery("wss://b.example", 1, 1, 5_000 + run);
+        one_answer(&mut stats, "wss://b.example", 5_000 + run);
         store.save(&stats).unwrap();
     }
     assert_eq!(
@@ -545,13 +596,13 @@ fn absurd_values_are_sanitised_and_unreadable_entries_dropped() {
     assert!(again.warnings.is_empty(), "{:?}", again.warnings);
 }
 
-#[test]
-fn store_is_object_safe_and_saves_sanitised_values() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_is_object_safe_and_saves_sanitised_values() {
     let dir = tempfile::tempdir().unwrap();
     let store: Box<dyn StatsStore> = Box::new(FileStore::new(dir.path().join("s.json")));
     let s = sample(2);
-    store.save(&s).unwrap();
-    assert_eq!(store.load().unwrap().stats, s);
+    store.save(&s).await.unwrap();
+    assert_eq!(store.load().await.unwrap().stats, s);
 }
 
 #[test]

@@ -1,11 +1,24 @@
-//! Persisting [`DeliveryStats`] across runs: the [`StatsStore`] trait and an in-memory store.
-//! The embedded default file store lives in the `outbox-stats` crate.
+//! Persisting what a client learns across runs: the [`StatsStore`] and [`StateStore`] traits
+//! and an in-memory store. Implementations that touch a medium live at the edges (the
+//! `outbox-stats` crate: a JSON file store and a SQLite store).
+//!
+//! The traits are async (through [`async_trait`], re-exported here so implementations name
+//! the same version) because a client's storage may be: IndexedDB, an async SQL driver, a
+//! remote key-value store. A store doing blocking IO runs it off the async threads.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+pub use async_trait::async_trait;
+use serde_json::Value;
+
 use super::DeliveryStats;
+use crate::route_table::RawRelayList;
+
+/// The most relay lists a store keeps and returns (a reader follows at most ~10k people); a
+/// bound on what a load allocates.
+pub const MAX_STORED_LISTS: usize = 50_000;
 
 /// Why a store could not load or save at all. Unreadable *content* is not an error (see
 /// [`LoadWarning`]): only failures the caller may want to act on, such as a permission problem.
@@ -22,6 +35,28 @@ pub enum StatsStoreError {
     /// The stats could not be encoded.
     #[error("cannot encode stats: {0}")]
     Encode(String),
+    /// The store was written by a newer schema version. It is refused, and left exactly as it
+    /// is: this build would drop what it does not know.
+    #[error(
+        "{path} has schema version {found}, newer than this build's {supported}; left untouched"
+    )]
+    Newer {
+        /// The store's file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
+    /// The database engine failed for a reason other than bad content (locked past the busy
+    /// timeout, disk full, permissions).
+    #[error("stats database {path}: {message}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// What the engine said.
+        message: String,
+    },
 }
 
 /// Something a store noticed while loading and worked around; the stats it returned are usable.
@@ -79,7 +114,7 @@ impl fmt::Display for LoadWarning {
                 write!(f, "stats restored from backup {}", path.display())
             }
             LoadWarning::DroppedEntries { urls } => {
-                write!(f, "{} unreadable relay entries start fresh", urls.len())
+                write!(f, "{} unreadable entries start fresh", urls.len())
             }
             LoadWarning::Sanitised { count } => {
                 write!(f, "{count} absurd values reset to the uniform prior")
@@ -101,24 +136,78 @@ pub struct Loaded {
     pub warnings: Vec<LoadWarning>,
 }
 
-/// Persists [`DeliveryStats`] across runs.
-///
-/// Synchronous and object-safe; implementations are shared across threads (`&self`, `Sync`).
-/// Contract: `load` never fails because stored *content* is bad — it returns fresh stats for
-/// whatever is unreadable plus a [`LoadWarning`] — and `save` never replaces readable stored
-/// data with something unreadable. Errors are reserved for the medium itself failing.
-pub trait StatsStore: Send + Sync + fmt::Debug {
-    /// The stored stats, or fresh ones when nothing is stored yet.
-    fn load(&self) -> Result<Loaded, StatsStoreError>;
-
-    /// Stores `stats`, replacing what was stored.
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError>;
+/// What a [`StateStore`] load returns: the value (empty where nothing readable was stored) and
+/// what was worked around to get it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Restored<T> {
+    /// The stored value.
+    pub value: T,
+    /// Problems noticed and worked around.
+    pub warnings: Vec<LoadWarning>,
 }
 
-/// A store that keeps the stats in memory (tests, and clients that persist elsewhere).
+/// Persists [`DeliveryStats`] across runs.
+///
+/// Object-safe (`Arc<dyn StatsStore>`) and shared across tasks (`&self`, `Send + Sync`).
+/// Contract: `load` never fails because stored *content* is bad — it returns fresh stats for
+/// whatever is unreadable plus a [`LoadWarning`] — and `save` never replaces readable stored
+/// data with something unreadable, nor data of a newer version. Errors are reserved for the
+/// medium itself failing and for refusals ([`StatsStoreError::Newer`]).
+///
+/// Implement it with `#[async_trait]` ([`async_trait`](macro@async_trait)).
+#[async_trait]
+pub trait StatsStore: Send + Sync + fmt::Debug {
+    /// The stored stats, or fresh ones when nothing is stored yet.
+    async fn load(&self) -> Result<Loaded, StatsStoreError>;
+
+    /// Stores `stats`, replacing what was stored.
+    async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError>;
+}
+
+/// The rest of what a client keeps between runs, beside its stats: the relay lists it fetched
+/// (so the next run plans routed at once) and the relays it set aside.
+///
+/// The penalty box is the runtime's own plain data; a store keeps it as an opaque JSON
+/// document (`outbox_runtime::store` converts). The contract of [`StatsStore`] holds: bad
+/// content loads as empty with a warning, never as an error.
+#[async_trait]
+pub trait StateStore: StatsStore {
+    /// The stored relay lists (at most [`MAX_STORED_LISTS`]); none when nothing is stored.
+    async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError>;
+
+    /// Stores `lists` (their order is not kept; beyond [`MAX_STORED_LISTS`], the newest).
+    async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError>;
+
+    /// The stored penalty document, or `None` when nothing is stored.
+    async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError>;
+
+    /// Stores the penalty document, replacing what was stored.
+    async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError>;
+}
+
+/// The lists a store keeps of `lists`: by author, at most [`MAX_STORED_LISTS`] (the newest),
+/// so equal inputs store equal bytes.
+pub fn lists_to_keep(lists: &[RawRelayList]) -> Vec<&RawRelayList> {
+    let mut kept: Vec<&RawRelayList> = lists.iter().collect();
+    if kept.len() > MAX_STORED_LISTS {
+        kept.sort_by_key(|l| std::cmp::Reverse(l.created_at));
+        kept.truncate(MAX_STORED_LISTS);
+    }
+    kept.sort_by_key(|l| (l.author, l.created_at));
+    kept
+}
+
+/// A store that keeps everything in memory (tests, and clients that persist elsewhere).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    saved: Mutex<Option<DeliveryStats>>,
+    saved: Mutex<Saved>,
+}
+
+#[derive(Debug, Default)]
+struct Saved {
+    stats: Option<DeliveryStats>,
+    lists: Vec<RawRelayList>,
+    penalties: Option<Value>,
 }
 
 impl MemoryStore {
@@ -126,13 +215,16 @@ impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl StatsStore for MemoryStore {
-    fn load(&self) -> Result<Loaded, StatsStoreError> {
+    fn saved(&self) -> std::sync::MutexGuard<'_, Saved> {
         // A poisoned lock only means another thread panicked mid-save of a plain clone; the
-        // value inside is still a whole `DeliveryStats`.
-        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // values inside are whole.
+        self.saved.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stored stats, without an executor (the trait's `load` does the same).
+    pub fn load(&self) -> Result<Loaded, StatsStoreError> {
+        let saved = self.saved().stats.clone();
         let mut stats = saved.unwrap_or_default();
         let count = stats.sanitize();
         let warnings = if count > 0 {
@@ -143,9 +235,113 @@ impl StatsStore for MemoryStore {
         Ok(Loaded { stats, warnings })
     }
 
-    fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+    /// Stores `stats`, without an executor (the trait's `save` does the same).
+    pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
         let copy = stats.clone();
-        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+        self.saved().stats = Some(copy);
         Ok(())
+    }
+}
+
+#[async_trait]
+impl StatsStore for MemoryStore {
+    async fn load(&self) -> Result<Loaded, StatsStoreError> {
+        MemoryStore::load(self)
+    }
+
+    async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        MemoryStore::save(self, stats)
+    }
+}
+
+#[async_trait]
+impl StateStore for MemoryStore {
+    async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
+        Ok(Restored {
+            value: self.saved().lists.clone(),
+            warnings: Vec::new(),
+        })
+    }
+
+    async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        let kept = lists_to_keep(lists).into_iter().cloned().collect();
+        self.saved().lists = kept;
+        Ok(())
+    }
+
+    async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
+        Ok(Restored {
+            value: self.saved().penalties.clone(),
+            warnings: Vec::new(),
+        })
+    }
+
+    async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
+        self.saved().penalties = Some(penalties.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Runs a future that never waits (the memory store's), without an executor.
+    fn ready<T>(f: impl Future<Output = T>) -> T {
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(f).poll(&mut cx) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the memory store never waits"),
+        }
+    }
+
+    fn list(n: u8, created_at: u64) -> RawRelayList {
+        let sk = nostr::key::SecretKey::from_slice(&[n.max(1); 32]).unwrap();
+        RawRelayList {
+            author: nostr::key::Keys::new(sk).public_key(),
+            created_at,
+            tags: vec![vec!["r".into(), format!("wss://r{n}.example")]],
+        }
+    }
+
+    #[test]
+    fn memory_store_round_trips_through_the_traits() {
+        let store = MemoryStore::new();
+        let dynamic: &dyn StateStore = &store;
+        assert!(ready(dynamic.load()).unwrap().stats.is_empty());
+        let mut s = DeliveryStats::new();
+        s.record_delivery("wss://a.example", 3, 4, 9);
+        ready(dynamic.save(&s)).unwrap();
+        assert_eq!(ready(dynamic.load()).unwrap().stats, s);
+        assert_eq!(store.load().unwrap().stats, s, "the inherent form agrees");
+
+        let lists = vec![list(2, 5), list(1, 7)];
+        ready(dynamic.save_lists(&lists)).unwrap();
+        let back = ready(dynamic.load_lists()).unwrap().value;
+        assert_eq!(back.len(), 2);
+        assert!(back.contains(&lists[0]) && back.contains(&lists[1]));
+        assert_eq!(ready(dynamic.load_penalties()).unwrap().value, None);
+        let doc = serde_json::json!({"relays": {}});
+        ready(dynamic.save_penalties(&doc)).unwrap();
+        assert_eq!(ready(dynamic.load_penalties()).unwrap().value, Some(doc));
+    }
+
+    #[test]
+    fn lists_beyond_the_cap_keep_the_newest_in_a_stable_order() {
+        let many: Vec<RawRelayList> = (0..MAX_STORED_LISTS as u64 + 3)
+            .map(|t| RawRelayList {
+                created_at: t,
+                ..list(1, 0)
+            })
+            .collect();
+        let kept = lists_to_keep(&many);
+        assert_eq!(kept.len(), MAX_STORED_LISTS);
+        assert_eq!(kept.iter().map(|l| l.created_at).min(), Some(3));
+        let (one, two) = ([list(1, 1), list(2, 1)], [list(2, 1), list(1, 1)]);
+        assert_eq!(lists_to_keep(&one), lists_to_keep(&two));
     }
 }

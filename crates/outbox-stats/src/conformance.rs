@@ -1,0 +1,382 @@
+//! The conformance suite every store of this crate passes (feature `conformance`).
+//!
+//! A store's tests describe its medium with a [`Medium`] and run each case from a
+//! `#[tokio::test(flavor = "multi_thread")]`. Every case works through the async
+//! [`StateStore`] trait, the way the runtime and the CLI use a store, and reaches under it only
+//! through the [`Medium`] to damage what is stored:
+//!
+//! - [`round_trip`]: stats, relay lists and the penalty box come back exactly; a save replaces.
+//! - [`torn_write`]: a save interrupted midway fails and leaves the previous state readable.
+//! - [`concurrent_writers`]: two stores on one path saving at once: no error, no corruption,
+//!   one whole save wins.
+//! - [`corrupt_data_set_aside`]: garbage loads as fresh stats with a warning, and is moved aside
+//!   (byte for byte), never deleted or overwritten.
+//! - [`versions`]: the oldest stored form loads; a newer version's data is refused or read
+//!   without being modified, whatever this build saves.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nostr::key::{Keys, PublicKey, SecretKey};
+use outbox_core::stats::{
+    AuthorStats, Decay, LoadWarning, PairStats, StateStore, StatsStore, StatsStoreError,
+};
+use outbox_core::{DeliveryStats, RawRelayList, RelayStats};
+use serde_json::{json, Value};
+
+/// A store's medium, as the suite needs to see it.
+pub trait Medium: Send + Sync {
+    /// The store under test.
+    type Store: StateStore + Clone + 'static;
+
+    /// A new store instance on the medium kept in `dir` (two calls: two writers on one path).
+    fn open(&self, dir: &Path) -> Self::Store;
+
+    /// Makes `store`'s next stats save stop midway, as a crash or an abort would.
+    fn interrupt_next_save(&self, store: &Self::Store);
+
+    /// Overwrites the stored stats with garbage; returns the bytes that must be kept aside.
+    fn garble(&self, dir: &Path) -> Vec<u8>;
+
+    /// Writes the oldest form of stats this store reads; returns the stats it must load as.
+    fn write_older(&self, dir: &Path) -> DeliveryStats;
+
+    /// Writes stored data as a newer version of the store would.
+    fn write_newer(&self, dir: &Path);
+
+    /// What a newer version wrote under `dir`, to compare byte for byte.
+    fn snapshot(&self, dir: &Path) -> Vec<(String, Vec<u8>)>;
+}
+
+/// Every regular file in `dir` with its bytes, by name.
+pub fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter_map(|e| {
+                    let bytes = fs::read(e.path()).ok()?;
+                    Some((e.file_name().to_string_lossy().into_owned(), bytes))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The files a store set aside in `dir` (`*.corrupt-*`, without SQLite's side files).
+pub fn set_aside(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = files(dir)
+        .into_iter()
+        .filter(|(name, _)| {
+            name.contains(".corrupt-") && !name.ends_with("-wal") && !name.ends_with("-shm")
+        })
+        .map(|(name, _)| dir.join(name))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A valid public key (`n` > 0).
+pub fn key(n: u8) -> PublicKey {
+    let mut sk = [0x5au8; 32];
+    sk[31] = n.max(1);
+    Keys::new(SecretKey::from_slice(&sk).expect("a valid secret key")).public_key()
+}
+
+/// Learned-looking stats of `relays` relays and `authors` authors, distinct per `seed`:
+/// every field away from its default, fractional values that must round-trip exactly.
+pub fn sample(seed: u32, relays: u32, authors: u8) -> DeliveryStats {
+    let mut s = DeliveryStats::with_decay(Decay::PerSession { factor: 0.9 });
+    s.set_session(u64::from(seed) + 3);
+    let x = f64::from(seed);
+    for i in 0..relays {
+        let y = f64::from(i);
+        s.set(
+            format!("wss://r{i}.s{seed}.example"),
+            RelayStats {
+                alpha: 1.0 + y / 3.0 + x,
+                beta: 2.0 + y / 7.0,
+                latency_ms: (i % 3 != 0).then_some(40.0 + y * 1.1),
+                updated_at: 1_767_225_600 + u64::from(i),
+                session: u64::from(seed) + 2,
+                asked: u64::from(i) + 5,
+                failures: u64::from(i % 4),
+                live_alpha: 1.5 + y / 11.0,
+                live_beta: 1.25,
+                kept_alpha: 3.1,
+                kept_beta: 1.0 + y / 13.0,
+            },
+        );
+    }
+    for a in 1..=authors {
+        let mut pairs = std::collections::HashMap::new();
+        for i in 0..relays.min(3) {
+            pairs.insert(
+                format!("wss://r{i}.s{seed}.example"),
+                PairStats {
+                    hits: 0.1 + f64::from(a) / 9.0,
+                    misses: f64::from(i) / 3.0,
+                },
+            );
+        }
+        s.set_author(
+            key(a),
+            AuthorStats {
+                volume: f64::from(a) * 1.5 + x,
+                updated_at: 1_767_225_000 + u64::from(a),
+                relays: pairs,
+            },
+        );
+    }
+    s
+}
+
+/// Relay lists of `n` authors.
+pub fn lists(n: u8) -> Vec<RawRelayList> {
+    (1..=n)
+        .map(|a| RawRelayList {
+            author: key(a),
+            created_at: 1_767_000_000 + u64::from(a),
+            tags: vec![
+                vec!["r".into(), format!("wss://w{a}.example")],
+                vec!["r".into(), "wss://read.example".into(), "read".into()],
+            ],
+        })
+        .collect()
+}
+
+/// A penalty box as the runtime writes it.
+pub fn penalties() -> Value {
+    json!({"relays": {"wss://down.example": {
+        "strikes": 0, "until": 1_767_225_700u64, "last_reason": "auth-required: pay",
+        "times": 2, "misbehaved": false
+    }}})
+}
+
+fn sorted(mut lists: Vec<RawRelayList>) -> Vec<RawRelayList> {
+    lists.sort_by_key(|l| l.author);
+    lists
+}
+
+/// Stats, lists and penalties come back exactly, and a save replaces what was there.
+pub async fn round_trip<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = medium.open(dir.path());
+    let fresh = store.load().await.expect("an empty medium loads");
+    assert!(fresh.stats.is_empty(), "nothing stored yet");
+    assert!(fresh.warnings.is_empty(), "{:?}", fresh.warnings);
+    let empty = store.load_lists().await.expect("no lists yet");
+    assert!(empty.value.is_empty() && empty.warnings.is_empty());
+    assert_eq!(
+        store.load_penalties().await.expect("no box yet").value,
+        None
+    );
+
+    let first = sample(1, 12, 4);
+    store.save(&first).await.expect("saves");
+    let loaded = store.load().await.expect("loads");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.stats, first, "every field, exactly");
+
+    let second = sample(2, 5, 2);
+    store.save(&second).await.expect("saves again");
+    let again = medium.open(dir.path()).load().await.expect("loads");
+    assert_eq!(
+        again.stats, second,
+        "a save replaces, and another instance sees it"
+    );
+
+    store.save_lists(&lists(5)).await.expect("saves lists");
+    store
+        .save_penalties(&penalties())
+        .await
+        .expect("saves the box");
+    let back = store.load_lists().await.expect("loads lists");
+    assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    assert_eq!(sorted(back.value), sorted(lists(5)));
+    store
+        .save_lists(&lists(2))
+        .await
+        .expect("saves fewer lists");
+    assert_eq!(
+        sorted(store.load_lists().await.expect("loads").value),
+        sorted(lists(2)),
+        "lists are replaced, not merged"
+    );
+    let doc = store.load_penalties().await.expect("loads the box");
+    assert_eq!(doc.value, Some(penalties()));
+    assert_eq!(
+        store.load().await.expect("loads").stats,
+        second,
+        "saving lists and penalties leaves the stats alone"
+    );
+}
+
+/// A save interrupted midway fails and leaves the previous state readable.
+pub async fn torn_write<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = medium.open(dir.path());
+    let old = sample(3, 10, 3);
+    store.save(&old).await.expect("saves");
+    medium.interrupt_next_save(&store);
+    let torn = store.save(&sample(4, 20, 5)).await;
+    assert!(torn.is_err(), "an interrupted save reports it");
+    let loaded = medium.open(dir.path()).load().await.expect("loads");
+    assert_eq!(loaded.stats, old, "the previous save, whole");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert!(set_aside(dir.path()).is_empty(), "nothing was corrupt");
+    // The store is usable afterwards.
+    let next = sample(5, 4, 1);
+    store
+        .save(&next)
+        .await
+        .expect("saves after the interruption");
+    assert_eq!(store.load().await.expect("loads").stats, next);
+}
+
+/// Two stores on one path saving at once: both succeed, the result is one whole save.
+pub async fn concurrent_writers<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let a = medium.open(dir.path());
+    let b = medium.open(dir.path());
+    let mine = [sample(6, 40, 6), sample(7, 25, 3)];
+    for round in 0..12 {
+        let (sa, sb) = (mine[0].clone(), mine[1].clone());
+        let (ta, tb) = (a.clone(), b.clone());
+        let first = tokio::spawn(async move { ta.save(&sa).await });
+        let second = tokio::spawn(async move { tb.save(&sb).await });
+        let (ra, rb) = (first.await, second.await);
+        ra.expect("no panic").expect("the first writer saves");
+        rb.expect("no panic").expect("the second writer saves");
+        let seen = a.load().await.expect("loads");
+        assert!(
+            seen.warnings.is_empty(),
+            "round {round}: {:?}",
+            seen.warnings
+        );
+        assert!(
+            mine.contains(&seen.stats),
+            "round {round}: one writer's whole save"
+        );
+    }
+    // Lists too, and reads while writing.
+    let (la, lb) = (a.clone(), b.clone());
+    let write = tokio::spawn(async move { la.save_lists(&lists(9)).await });
+    let read = tokio::spawn(async move { lb.load().await });
+    write.await.expect("no panic").expect("saves lists");
+    let seen = read.await.expect("no panic").expect("loads while writing");
+    assert!(mine.contains(&seen.stats));
+    assert_eq!(
+        sorted(b.load_lists().await.expect("loads").value),
+        sorted(lists(9))
+    );
+    assert!(
+        set_aside(dir.path()).is_empty(),
+        "nothing was taken for corrupt"
+    );
+}
+
+/// Garbage loads as fresh stats with a warning and is kept aside byte for byte.
+pub async fn corrupt_data_set_aside<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = medium.open(dir.path());
+    store.save(&sample(8, 6, 2)).await.expect("saves");
+    let garbage = medium.garble(dir.path());
+
+    let loaded = store
+        .load()
+        .await
+        .expect("bad content is never a load error");
+    let moved: Vec<&PathBuf> = loaded
+        .warnings
+        .iter()
+        .filter_map(|w| match w {
+            LoadWarning::Unreadable {
+                moved_to: Some(to), ..
+            } => Some(to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.stats.is_empty(), "nothing readable: fresh stats");
+    assert_eq!(set_aside(dir.path()), vec![moved[0].clone()]);
+    assert_eq!(
+        fs::read(moved[0]).expect("the set-aside data exists"),
+        garbage,
+        "kept whole for inspection"
+    );
+    for w in &loaded.warnings {
+        assert!(!w.to_string().is_empty());
+    }
+
+    // The store starts fresh and works; what was set aside stays.
+    let next = sample(9, 3, 1);
+    store.save(&next).await.expect("saves after setting aside");
+    let again = store.load().await.expect("loads");
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    assert_eq!(again.stats, next);
+    assert_eq!(fs::read(moved[0]).expect("still there"), garbage);
+
+    // Garbage that appears before a save is set aside too, never overwritten.
+    let garbage = medium.garble(dir.path());
+    store
+        .save(&sample(10, 2, 1))
+        .await
+        .expect("saves over garbage");
+    let kept: Vec<Vec<u8>> = set_aside(dir.path())
+        .iter()
+        .filter_map(|p| fs::read(p).ok())
+        .collect();
+    assert!(kept.contains(&garbage), "the second garbage was kept aside");
+    assert_eq!(store.load().await.expect("loads").stats, sample(10, 2, 1));
+}
+
+/// The oldest stored form loads; a newer version's data is never modified.
+pub async fn versions<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let expected = medium.write_older(dir.path());
+    let store = medium.open(dir.path());
+    let loaded = store.load().await.expect("older data loads");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.stats, expected);
+    let upgraded = sample(11, 3, 2);
+    store
+        .save(&upgraded)
+        .await
+        .expect("older data is saved over");
+    assert_eq!(store.load().await.expect("loads").stats, upgraded);
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    medium.write_newer(dir.path());
+    let before = medium.snapshot(dir.path());
+    assert!(!before.is_empty(), "the newer version wrote something");
+    let store = medium.open(dir.path());
+    match store.load().await {
+        Err(StatsStoreError::Newer {
+            found, supported, ..
+        }) => assert!(found > supported),
+        Err(e) => panic!("a newer version is refused as such, not as {e}"),
+        Ok(loaded) => assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| matches!(w, LoadWarning::NewerVersion { .. })),
+            "a newer version read is said to be one: {:?}",
+            loaded.warnings
+        ),
+    }
+    // Whatever this build saves, the newer data stays as it was.
+    let _ = store.save(&sample(12, 4, 2)).await;
+    let _ = store.save_lists(&lists(3)).await;
+    let _ = store.save_penalties(&penalties()).await;
+    let _ = store.load().await;
+    assert_eq!(
+        medium.snapshot(dir.path()),
+        before,
+        "a newer version's data is never modified"
+    );
+    assert!(set_aside(dir.path()).is_empty(), "nor set aside");
+}

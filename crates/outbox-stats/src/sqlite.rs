@@ -1,0 +1,921 @@
+//! Everything a client keeps between runs in one SQLite database (feature `sqlite`).
+//!
+//! # Schema (version 1)
+//!
+//! | table | rows |
+//! |---|---|
+//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at` |
+//! | `relays(url, alpha, beta, latency_ms, …)` | one [`RelayStats`] per canonical relay URL |
+//! | `authors(author, volume, updated_at)` | one [`AuthorStats`] per hex public key |
+//! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
+//! | `relay_lists(author, created_at, tags)` | one kind:10002 list per author, tags as JSON |
+//! | `documents(name, body)` | the penalty box (`penalties`), JSON kept verbatim |
+//!
+//! # Safety of the database
+//!
+//! - Every save is one `BEGIN IMMEDIATE` transaction, so a crash or an error midway leaves the
+//!   previous state; the journal is WAL with `synchronous = FULL`.
+//! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]; each
+//!   save replaces its part whole, the last one wins.
+//! - A database that is not one (garbage) or fails SQLite's integrity check is renamed to
+//!   `<name>.corrupt-<unix seconds>` (with its `-wal`), reported as a [`LoadWarning`], and a
+//!   fresh one starts in its place. So is one larger than [`MAX_STATS_BYTES`] (a bound on what a
+//!   load reads).
+//! - A database of a newer schema version is refused ([`StatsStoreError::Newer`]) before
+//!   anything is written to it; so is a database of some other program (tables but no `meta`).
+//! - Values are read like the file store reads them: a wrong-typed number is corrupt and reset
+//!   by sanitising, an author key that is not a public key is dropped with a warning.
+//! - Loads never create the database; anything but a regular file is refused unopened.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::stats::{
+    async_trait, lists_to_keep, AuthorStats, Decay, LoadWarning, Loaded, PairStats, Restored,
+    StateStore, StatsStore, StatsStoreError, MAX_STORED_LISTS,
+};
+use outbox_core::{public_key_from_hex, DeliveryStats, RawRelayList, RelayStats};
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
+use serde_json::Value;
+
+use crate::task::blocking;
+use crate::{finish, now_secs, sibling, Parsed, MAX_STATS_BYTES};
+
+/// The SQLite binding used, for callers that inspect the database themselves.
+pub use rusqlite;
+
+/// The schema version this build writes (and the newest it reads).
+pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+
+/// How long a save waits for another writer before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS relays (
+    url TEXT PRIMARY KEY NOT NULL,
+    alpha REAL, beta REAL, latency_ms REAL,
+    updated_at INTEGER, session INTEGER, asked INTEGER, failures INTEGER,
+    live_alpha REAL, live_beta REAL, kept_alpha REAL, kept_beta REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS authors (
+    author TEXT PRIMARY KEY NOT NULL, volume REAL, updated_at INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pairs (
+    author TEXT NOT NULL, url TEXT NOT NULL, hits REAL, misses REAL,
+    PRIMARY KEY (author, url)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS relay_lists (
+    author TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL, tags TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS documents (name TEXT PRIMARY KEY NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;
+";
+
+/// Stats, relay lists and the penalty box in one SQLite database (see the module docs).
+///
+/// Each operation opens its own connection on tokio's blocking threads: no lock is shared,
+/// and two stores on one path behave like two processes. A clone is the same store.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    /// Set by the conformance suite: the next stats save fails halfway through its rows.
+    interrupt: Arc<AtomicBool>,
+}
+
+/// Why opening or reading failed: the content (set it aside) or the medium.
+enum Failure {
+    Corrupt(String),
+    Store(StatsStoreError),
+}
+
+impl From<StatsStoreError> for Failure {
+    fn from(e: StatsStoreError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+impl SqliteStore {
+    /// A store at `path` (created on the first save; its directory must exist).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            interrupt: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes the next stats save fail after half its rows, inside its transaction (the
+    /// conformance suite's torn write).
+    #[cfg(feature = "conformance")]
+    #[doc(hidden)]
+    pub fn interrupt_next_save(&self) {
+        self.interrupt.store(true, Ordering::SeqCst);
+    }
+
+    fn db_err(&self, e: rusqlite::Error) -> Failure {
+        if is_corrupt(&e) {
+            Failure::Corrupt(e.to_string())
+        } else {
+            Failure::Store(StatsStoreError::Database {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })
+        }
+    }
+
+    /// Opens the database for `work`; a corrupt one is set aside (a warning) and, when
+    /// `create`, started fresh. `None`: nothing is stored (and nothing was created).
+    fn with_db<T>(
+        &self,
+        create: bool,
+        warnings: &mut Vec<LoadWarning>,
+        work: impl Fn(&mut Connection) -> Result<T, Failure>,
+    ) -> Result<Option<T>, StatsStoreError> {
+        // Twice at most: a corrupt database is set aside once, then the fresh one is used.
+        for _ in 0..2 {
+            let outcome = self.open(create).and_then(|conn| match conn {
+                None => Ok(None),
+                Some(mut conn) => {
+                    let out = work(&mut conn).map(Some);
+                    // Closing checkpoints the WAL; a failure there loses nothing committed.
+                    let _ = conn.close();
+                    out
+                }
+            });
+            match outcome {
+                Ok(v) => return Ok(v),
+                Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::Corrupt(reason)) => {
+                    tracing::warn!(path = %self.path.display(), %reason, "stats database is unreadable; setting it aside and starting fresh");
+                    let moved_to = self.move_aside()?;
+                    warnings.push(LoadWarning::Unreadable {
+                        path: self.path.clone(),
+                        reason,
+                        moved_to: Some(moved_to),
+                    });
+                    if !create {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Err(StatsStoreError::Database {
+            path: self.path.clone(),
+            message: "still unreadable after starting fresh".into(),
+        })
+    }
+
+    /// A connection to a database of a known version (created and migrated when `create`).
+    fn open(&self, create: bool) -> Result<Option<Connection>, Failure> {
+        let io = |source| StatsStoreError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        // Looked at before opening: a FIFO would block the open, a device never end.
+        let size = match fs::metadata(&self.path) {
+            Ok(meta) if !meta.is_file() => {
+                return Err(io(std::io::Error::other("not a regular file")).into())
+            }
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io(e).into()),
+        };
+        let wal = fs::metadata(sibling(&self.path, "-wal")).map_or(0, |m| m.len());
+        if size.saturating_add(wal) > MAX_STATS_BYTES {
+            return Err(Failure::Corrupt(format!(
+                "larger than {MAX_STATS_BYTES} bytes"
+            )));
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut conn =
+            Connection::open_with_flags(&self.path, flags).map_err(|e| self.db_err(e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| self.db_err(e))?;
+        // Read before anything is written: a newer or foreign database stays as it is.
+        let version = self.version(&conn)?;
+        if version == Some(SQLITE_SCHEMA_VERSION) {
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(|e| self.db_err(e))?;
+            return Ok(Some(conn));
+        }
+        if !create {
+            // Version 0, an empty database: nothing stored yet.
+            return Ok(None);
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| self.db_err(e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(path = %self.path.display(), %mode, "stats database could not switch to WAL");
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| self.db_err(e))?;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
+        // Another writer may have created it meanwhile.
+        if self.version(&tx)? != Some(SQLITE_SCHEMA_VERSION) {
+            tx.execute_batch(SCHEMA).map_err(|e| self.db_err(e))?;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                [SQLITE_SCHEMA_VERSION],
+            )
+            .map_err(|e| self.db_err(e))?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))?;
+        Ok(Some(conn))
+    }
+
+    /// The schema version: `None` for an empty database (version 0). Newer is refused, a
+    /// database with tables but no `meta` is someone else's and refused too.
+    fn version(&self, conn: &Connection) -> Result<Option<u32>, Failure> {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| self.db_err(e))?;
+        let has_meta: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.db_err(e))?;
+        if !has_meta {
+            if tables == 0 {
+                return Ok(None);
+            }
+            return Err(Failure::Store(StatsStoreError::Database {
+                path: self.path.clone(),
+                message: "not an outbox store (tables but no meta table); left untouched".into(),
+            }));
+        }
+        let raw: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version' AND typeof(value) = 'integer'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.db_err(e))?;
+        let Some(found) = raw.and_then(|v| u32::try_from(v).ok()) else {
+            return Err(Failure::Corrupt(
+                "no readable schema_version in meta".into(),
+            ));
+        };
+        if found > SQLITE_SCHEMA_VERSION {
+            tracing::warn!(path = %self.path.display(), found, "stats database is from a newer version; refused");
+            return Err(Failure::Store(StatsStoreError::Newer {
+                path: self.path.clone(),
+                found,
+                supported: SQLITE_SCHEMA_VERSION,
+            }));
+        }
+        Ok(Some(found))
+    }
+
+    /// Renames the database (and its WAL and shared memory) to `<name>.corrupt-<secs>`.
+    fn move_aside(&self) -> Result<PathBuf, StatsStoreError> {
+        let secs = now_secs();
+        for n in 0..1000u32 {
+            let suffix = if n == 0 {
+                format!(".corrupt-{secs}")
+            } else {
+                format!(".corrupt-{secs}-{n}")
+            };
+            let target = sibling(&self.path, &suffix);
+            if target.exists() {
+                continue;
+            }
+            fs::rename(&self.path, &target).map_err(|source| StatsStoreError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            // A stale WAL left at the path would be replayed into the fresh database.
+            for side in ["-wal", "-shm"] {
+                let from = sibling(&self.path, side);
+                if from.exists() {
+                    let _ = fs::rename(&from, sibling(&target, side));
+                }
+            }
+            tracing::warn!(from = %self.path.display(), to = %target.display(), "unreadable stats database moved aside");
+            return Ok(target);
+        }
+        Err(StatsStoreError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("no free name to move the database aside"),
+        })
+    }
+
+    /// The stored stats (blocking).
+    pub fn load(&self) -> Result<Loaded, StatsStoreError> {
+        let mut warnings = Vec::new();
+        let read = self.with_db(false, &mut warnings, |conn| {
+            let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+            let check: String = tx
+                .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+                .map_err(|e| self.db_err(e))?;
+            if check != "ok" {
+                return Err(Failure::Corrupt(format!("integrity check: {check}")));
+            }
+            read_stats(&tx).map_err(|e| self.db_err(e))
+        })?;
+        Ok(match read {
+            Some(parsed) => finish(parsed, warnings),
+            None => Loaded {
+                stats: DeliveryStats::new(),
+                warnings,
+            },
+        })
+    }
+
+    /// Stores `stats` in one transaction (blocking).
+    pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        let mut clean = stats.clone();
+        clean.sanitize();
+        let mut warnings = Vec::new();
+        self.with_db(true, &mut warnings, |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
+            write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
+            tx.commit().map_err(|e| self.db_err(e))
+        })?;
+        Ok(())
+    }
+
+    /// The stored relay lists (blocking).
+    pub fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
+        let mut warnings = Vec::new();
+        let read = self.with_db(false, &mut warnings, |conn| {
+            read_lists(conn).map_err(|e| self.db_err(e))
+        })?;
+        let (value, dropped) = read.unwrap_or_default();
+        if !dropped.is_empty() {
+            tracing::warn!(path = %self.path.display(), count = dropped.len(), "unreadable relay lists dropped");
+            warnings.push(LoadWarning::DroppedEntries { urls: dropped });
+        }
+        Ok(Restored { value, warnings })
+    }
+
+    /// Stores the relay lists in one transaction (blocking).
+    pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        let kept = lists_to_keep(lists);
+        let mut rows = Vec::with_capacity(kept.len());
+        for list in kept {
+            let tags = serde_json::to_string(&list.tags)
+                .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
+            rows.push((list.author.to_hex(), sql_int(list.created_at), tags));
+        }
+        let mut warnings = Vec::new();
+        self.with_db(true, &mut warnings, |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
+            (|| {
+                tx.execute("DELETE FROM relay_lists", [])?;
+                let mut insert = tx.prepare(
+                    "INSERT OR REPLACE INTO relay_lists (author, created_at, tags) VALUES (?1, ?2, ?3)",
+                )?;
+                for (author, created_at, tags) in &rows {
+                    insert.execute(params![author, created_at, tags])?;
+                }
+                Ok(())
+            })()
+            .map_err(|e| self.db_err(e))?;
+            tx.commit().map_err(|e| self.db_err(e))
+        })?;
+        Ok(())
+    }
+
+    /// The stored penalty document (blocking).
+    pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
+        let mut warnings = Vec::new();
+        let read = self.with_db(false, &mut warnings, |conn| {
+            conn.query_row(
+                "SELECT length(body), CASE WHEN length(body) <= ?1 THEN body END
+                 FROM documents WHERE name = 'penalties'",
+                [MAX_STATS_BYTES as i64],
+                |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<String>>(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.db_err(e))
+        })?;
+        let value = match read.flatten() {
+            None => None,
+            Some((_, Some(body))) => match serde_json::from_str::<Value>(&body) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "unreadable penalty box; starting fresh");
+                    warnings.push(LoadWarning::DroppedEntries {
+                        urls: vec!["penalties".into()],
+                    });
+                    None
+                }
+            },
+            Some((len, None)) => {
+                tracing::warn!(path = %self.path.display(), ?len, "penalty box too large or not text; starting fresh");
+                warnings.push(LoadWarning::DroppedEntries {
+                    urls: vec!["penalties".into()],
+                });
+                None
+            }
+        };
+        Ok(Restored { value, warnings })
+    }
+
+    /// Stores the penalty document (blocking).
+    pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
+        let body =
+            serde_json::to_string(penalties).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
+        let mut warnings = Vec::new();
+        self.with_db(true, &mut warnings, |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO documents (name, body) VALUES ('penalties', ?1)",
+                [&body],
+            )
+            .map(|_| ())
+            .map_err(|e| self.db_err(e))
+        })?;
+        Ok(())
+    }
+}
+
+/// Whether an error means the file is not a healthy database (as opposed to locked or full).
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// SQLite integers are signed; counters and timestamps saturate.
+fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A stored number as `f64`: NULL or text reads as NaN, so the entry reads as corrupt.
+fn float_at(v: ValueRef<'_>) -> f64 {
+    match v {
+        ValueRef::Real(x) => x,
+        ValueRef::Integer(i) => i as f64,
+        _ => f64::NAN,
+    }
+}
+
+/// A stored counter: anything but a non-negative integer reads as 0.
+fn int_at(v: ValueRef<'_>) -> u64 {
+    match v {
+        ValueRef::Integer(i) => u64::try_from(i).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn write_stats(
+    tx: &Transaction<'_>,
+    stats: &DeliveryStats,
+    interrupt: &AtomicBool,
+) -> rusqlite::Result<()> {
+    let decay = serde_json::to_string(&stats.decay).unwrap_or_default();
+    for table in ["relays", "authors", "pairs"] {
+        tx.execute(&format!("DELETE FROM {table}"), [])?;
+    }
+    let mut meta = tx.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?;
+    meta.execute(params!["decay", decay])?;
+    meta.execute(params!["session", sql_int(stats.session())])?;
+    meta.execute(params!["saved_at", sql_int(now_secs())])?;
+    let mut relay = tx.prepare(
+        "INSERT INTO relays (url, alpha, beta, latency_ms, updated_at, session, asked, failures,
+                             live_alpha, live_beta, kept_alpha, kept_beta)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    let half = stats.len() / 2;
+    for (i, (url, r)) in stats.iter().enumerate() {
+        if i == half && interrupt.swap(false, Ordering::SeqCst) {
+            // As a crash midway would: the open transaction is never committed.
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT),
+                Some("save interrupted".into()),
+            ));
+        }
+        relay.execute(params![
+            url,
+            r.alpha,
+            r.beta,
+            r.latency_ms,
+            sql_int(r.updated_at),
+            sql_int(r.session),
+            sql_int(r.asked),
+            sql_int(r.failures),
+            r.live_alpha,
+            r.live_beta,
+            r.kept_alpha,
+            r.kept_beta
+        ])?;
+    }
+    let mut author =
+        tx.prepare("INSERT INTO authors (author, volume, updated_at) VALUES (?1, ?2, ?3)")?;
+    let mut pair =
+        tx.prepare("INSERT INTO pairs (author, url, hits, misses) VALUES (?1, ?2, ?3, ?4)")?;
+    for (key, a) in stats.authors() {
+        let hex = key.to_hex();
+        author.execute(params![hex, a.volume, sql_int(a.updated_at)])?;
+        for (url, p) in &a.relays {
+            pair.execute(params![hex, url, p.hits, p.misses])?;
+        }
+    }
+    Ok(())
+}
+
+fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
+    let mut warnings = Vec::new();
+    let meta = |key: &str| -> rusqlite::Result<Option<rusqlite::types::Value>> {
+        tx.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+    };
+    let decay = match meta("decay")? {
+        None => Some(Decay::default()),
+        Some(rusqlite::types::Value::Text(t)) => serde_json::from_str::<Decay>(&t).ok(),
+        Some(_) => None,
+    };
+    let decay = decay.unwrap_or_else(|| {
+        tracing::warn!("unreadable decay setting; using the default");
+        warnings.push(LoadWarning::Sanitised { count: 1 });
+        Decay::default()
+    });
+    let mut stats = DeliveryStats::with_decay(decay);
+    let session = match meta("session")? {
+        Some(rusqlite::types::Value::Integer(i)) => u64::try_from(i).unwrap_or(0),
+        _ => 0,
+    };
+    stats.set_session(session);
+    let saved_at = match meta("saved_at")? {
+        Some(rusqlite::types::Value::Integer(i)) => u64::try_from(i).unwrap_or(0),
+        _ => 0,
+    };
+    let mut insane = 0usize;
+    let mut relays = tx.prepare(
+        "SELECT url, alpha, beta, latency_ms, updated_at, session, asked, failures,
+                live_alpha, live_beta, kept_alpha, kept_beta FROM relays",
+    )?;
+    let mut rows = relays.query([])?;
+    while let Some(row) = rows.next()? {
+        let url: String = match row.get_ref(0)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => continue,
+        };
+        let f = |i| row.get_ref(i).map(float_at);
+        let n = |i| row.get_ref(i).map(int_at);
+        let relay = RelayStats {
+            alpha: f(1)?,
+            beta: f(2)?,
+            latency_ms: match row.get_ref(3)? {
+                ValueRef::Null => None,
+                v => Some(float_at(v)),
+            },
+            updated_at: n(4)?,
+            session: n(5)?,
+            asked: n(6)?,
+            failures: n(7)?,
+            live_alpha: f(8)?,
+            live_beta: f(9)?,
+            kept_alpha: f(10)?,
+            kept_beta: f(11)?,
+        };
+        insane += usize::from(!relay.is_sane());
+        stats.set(url, relay);
+    }
+    let mut pairs: HashMap<String, HashMap<String, PairStats>> = HashMap::new();
+    let mut pair_rows = tx.prepare("SELECT author, url, hits, misses FROM pairs")?;
+    let mut rows = pair_rows.query([])?;
+    while let Some(row) = rows.next()? {
+        let (ValueRef::Text(author), ValueRef::Text(url)) = (row.get_ref(0)?, row.get_ref(1)?)
+        else {
+            continue;
+        };
+        let pair = PairStats {
+            hits: float_at(row.get_ref(2)?),
+            misses: float_at(row.get_ref(3)?),
+        };
+        pairs
+            .entry(String::from_utf8_lossy(author).into_owned())
+            .or_default()
+            .insert(String::from_utf8_lossy(url).into_owned(), pair);
+    }
+    let mut dropped = Vec::new();
+    let mut author_rows = tx.prepare("SELECT author, volume, updated_at FROM authors")?;
+    let mut rows = author_rows.query([])?;
+    while let Some(row) = rows.next()? {
+        let hex = match row.get_ref(0)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            other => format!("{other:?}"),
+        };
+        let Ok(key) = public_key_from_hex(&hex) else {
+            pairs.remove(&hex);
+            dropped.push(hex);
+            continue;
+        };
+        let author = AuthorStats {
+            volume: float_at(row.get_ref(1)?),
+            updated_at: int_at(row.get_ref(2)?),
+            relays: pairs.remove(&hex).unwrap_or_default(),
+        };
+        insane += usize::from(!author.is_sane());
+        stats.set_author(key, author);
+    }
+    // Pairs of no stored author cannot be placed.
+    dropped.extend(pairs.into_keys());
+    if insane > 0 {
+        warnings.push(LoadWarning::Sanitised { count: insane });
+    }
+    if !dropped.is_empty() {
+        tracing::warn!(
+            count = dropped.len(),
+            "unreadable author entries start fresh"
+        );
+        dropped.sort();
+        warnings.push(LoadWarning::DroppedEntries { urls: dropped });
+    }
+    Ok(Parsed {
+        stats,
+        warnings,
+        newer: false,
+        saved_at,
+    })
+}
+
+fn read_lists(conn: &Connection) -> rusqlite::Result<(Vec<RawRelayList>, Vec<String>)> {
+    let mut stmt = conn.prepare(
+        "SELECT author, created_at, CASE WHEN length(tags) <= ?1 THEN tags END
+         FROM relay_lists ORDER BY author LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![MAX_STATS_BYTES as i64, MAX_STORED_LISTS as i64])?;
+    let mut lists = Vec::new();
+    let mut dropped = Vec::new();
+    while let Some(row) = rows.next()? {
+        let hex = match row.get_ref(0)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).chars().take(64).collect(),
+            other => format!("{other:?}"),
+        };
+        let created_at = match row.get_ref(1)? {
+            ValueRef::Integer(i) => u64::try_from(i).ok(),
+            _ => None,
+        };
+        let tags = match row.get_ref(2)? {
+            ValueRef::Text(t) => serde_json::from_slice::<Vec<Vec<String>>>(t).ok(),
+            _ => None,
+        };
+        match (public_key_from_hex(&hex), created_at, tags) {
+            (Ok(author), Some(created_at), Some(tags)) => lists.push(RawRelayList {
+                author,
+                created_at,
+                tags,
+            }),
+            _ => dropped.push(hex),
+        }
+    }
+    Ok((lists, dropped))
+}
+
+#[async_trait]
+impl StatsStore for SqliteStore {
+    async fn load(&self) -> Result<Loaded, StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || SqliteStore::load(&me)).await
+    }
+
+    async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        let me = self.clone();
+        let stats = stats.clone();
+        blocking(&self.path, move || SqliteStore::save(&me, &stats)).await
+    }
+}
+
+#[async_trait]
+impl StateStore for SqliteStore {
+    async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || SqliteStore::load_lists(&me)).await
+    }
+
+    async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        let me = self.clone();
+        let lists = lists.to_vec();
+        blocking(&self.path, move || SqliteStore::save_lists(&me, &lists)).await
+    }
+
+    async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || SqliteStore::load_penalties(&me)).await
+    }
+
+    async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
+        let me = self.clone();
+        let penalties = penalties.clone();
+        blocking(&self.path, move || {
+            SqliteStore::save_penalties(&me, &penalties)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::new(dir.path().join("outbox.sqlite"));
+        (dir, store)
+    }
+
+    fn key_hex(n: u8) -> String {
+        let sk = nostr::key::SecretKey::from_slice(&[n.max(1); 32]).unwrap();
+        nostr::key::Keys::new(sk).public_key().to_hex()
+    }
+
+    #[test]
+    fn saves_in_wal_mode_and_loads_never_create_the_database() {
+        let (_dir, store) = store();
+        assert!(store.load().unwrap().stats.is_empty());
+        assert!(store.load_lists().unwrap().value.is_empty());
+        assert!(!store.path().exists(), "a load creates nothing");
+        store.save(&DeliveryStats::new()).unwrap();
+        let conn = Connection::open(store.path()).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let version: i64 = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, i64::from(SQLITE_SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn another_programs_database_is_refused_untouched() {
+        let (_dir, store) = store();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);")
+            .unwrap();
+        drop(conn);
+        let before = fs::read(store.path()).unwrap();
+        assert!(matches!(
+            store.load(),
+            Err(StatsStoreError::Database { .. })
+        ));
+        assert!(store.save(&DeliveryStats::new()).is_err());
+        assert_eq!(fs::read(store.path()).unwrap(), before);
+    }
+
+    #[test]
+    fn hostile_values_are_sanitised_and_bad_keys_dropped() {
+        let (_dir, store) = store();
+        store.save(&DeliveryStats::new()).unwrap();
+        let conn = Connection::open(store.path()).unwrap();
+        let good = key_hex(1);
+        conn.execute_batch(&format!(
+            "INSERT INTO relays (url, alpha, beta, asked) VALUES
+                 ('wss://null.example', NULL, 2.0, 3),
+                 ('wss://text.example', 'lots', 2.0, -4),
+                 ('wss://neg.example', -5.0, 1.0, 1),
+                 ('wss://ok.example', 3.0, 1.5, 2);
+             UPDATE relays SET live_alpha = 1, live_beta = 1, kept_alpha = 1, kept_beta = 1;
+             INSERT INTO authors VALUES ('{good}', 4.0, 9), ('not-a-key', 1.0, 1),
+                                        ('{neg}', -1.0, 1);
+             INSERT INTO pairs VALUES ('{good}', 'wss://ok.example', 2.5, 0.5),
+                                      ('{orphan}', 'wss://ok.example', 1.0, 0.0);
+             UPDATE meta SET value = 'garbage' WHERE key = 'decay';",
+            neg = key_hex(2),
+            orphan = key_hex(3),
+        ))
+        .unwrap();
+        drop(conn);
+        let loaded = store.load().unwrap();
+        let s = &loaded.stats;
+        for url in ["null", "text", "neg"] {
+            let r = s.get(&format!("wss://{url}.example"));
+            assert!(r.is_sane() && r.is_uniform(), "{url}: {r:?}");
+        }
+        assert_eq!(s.get("wss://null.example").asked, 3, "counters survive");
+        assert_eq!(s.get("wss://text.example").asked, 0);
+        assert_eq!(s.get("wss://ok.example").alpha, 3.0);
+        let good_key = public_key_from_hex(&good).unwrap();
+        assert_eq!(s.author(&good_key).map(|a| a.volume), Some(4.0));
+        assert_eq!(s.pair(&good_key, "wss://ok.example").hits, 2.5);
+        assert_eq!(s.authors().count(), 1);
+        assert!(
+            loaded
+                .warnings
+                .contains(&LoadWarning::Sanitised { count: 4 }),
+            "three relays and one author: {:?}",
+            loaded.warnings
+        );
+        assert!(loaded
+            .warnings
+            .contains(&LoadWarning::Sanitised { count: 1 }));
+        let mut dropped = vec![key_hex(3), "not-a-key".to_string()];
+        dropped.sort();
+        assert!(
+            loaded
+                .warnings
+                .contains(&LoadWarning::DroppedEntries { urls: dropped }),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
+    fn a_damaged_page_is_found_by_the_integrity_check_and_set_aside() {
+        let (dir, store) = store();
+        let mut many = DeliveryStats::new();
+        for i in 0..2000 {
+            many.set(format!("wss://r{i}.example"), RelayStats::default());
+        }
+        store.save(&many).unwrap();
+        // Keep the header and the first page; overwrite the rest of the pages.
+        let mut bytes = fs::read(store.path()).unwrap();
+        assert!(bytes.len() > 16_384, "{}", bytes.len());
+        for b in &mut bytes[8192..] {
+            *b = 0xa5;
+        }
+        fs::write(store.path(), &bytes).unwrap();
+        let loaded = store.load().unwrap();
+        assert!(loaded.stats.is_empty());
+        assert!(
+            matches!(
+                &loaded.warnings[..],
+                [LoadWarning::Unreadable {
+                    moved_to: Some(_),
+                    ..
+                }]
+            ),
+            "{:?}",
+            loaded.warnings
+        );
+        let aside = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains(".corrupt-"))
+            .count();
+        assert_eq!(aside, 1);
+    }
+
+    #[test]
+    fn bad_relay_lists_and_penalties_are_dropped_with_a_warning() {
+        let (_dir, store) = store();
+        store
+            .save_penalties(&serde_json::json!({"relays": {}}))
+            .unwrap();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch(&format!(
+            "INSERT INTO relay_lists VALUES ('{good}', 5, '[[\"r\",\"wss://a.example\"]]'),
+                                            ('{bad_tags}', 5, 'not json'),
+                                            ('nope', 5, '[]'),
+                                            ('{neg}', -1, '[]');
+             UPDATE documents SET body = '{{torn' WHERE name = 'penalties';",
+            good = key_hex(1),
+            bad_tags = key_hex(2),
+            neg = key_hex(3),
+        ))
+        .unwrap();
+        drop(conn);
+        let lists = store.load_lists().unwrap();
+        assert_eq!(lists.value.len(), 1);
+        let LoadWarning::DroppedEntries { urls } = &lists.warnings[0] else {
+            panic!("{:?}", lists.warnings);
+        };
+        assert_eq!(urls.len(), 3);
+        let penalties = store.load_penalties().unwrap();
+        assert_eq!(penalties.value, None);
+        assert_eq!(penalties.warnings.len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_opening_it() {
+        let (_dir, store) = store();
+        let made = std::process::Command::new("mkfifo")
+            .arg(store.path())
+            .status();
+        if made.is_ok_and(|s| s.success()) {
+            assert!(store.load().is_err());
+            assert!(store.save(&DeliveryStats::new()).is_err());
+        }
+    }
+}
