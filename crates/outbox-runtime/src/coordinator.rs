@@ -8,36 +8,14 @@
 //!
 //! # Learning: one place
 //!
-//! Everything learned from delivery goes through `Coordinator::record_round`, which builds a
-//! [`RoundReport`] and calls [`DeliveryStats::record_round`] — the call the simulator makes.
-//! Report handlers only take notes: an EOSE marks the relay's feed answered (its latency is
-//! recorded at once), an event adds its id to the relay's per-author set, and a failure or
-//! refusal marks the relay down. None of them touches the delivery priors, so a failure is
-//! counted exactly once, in the round that follows it.
-//!
-//! A *round* is every relay whose current filter (generation) answered and was not learned from
-//! yet, plus every relay that failed since the last round:
-//!
-//! - a relay set aside (refused, or too many strikes) is in the next round as not answered,
-//!   with the authors it was asked about;
-//! - a relay that failed before its EOSE and then answered after reconnecting counts as
-//!   answered (the run got its events; the strike stays in the penalty box);
-//! - a relay that fails after its answer was learned is in the next round as not answered, and
-//!   its answer after reconnecting (the same filter again) is not learned twice;
-//! - a relay still waiting for EOSE when the feed ends counts as not answered if it failed
-//!   since its REQ, and is left out otherwise (the run stopped, the relay did not fail);
-//! - a lookup-only relay (kind:10002 lists, no feed) that fails is in the round with no authors:
-//!   only its liveness and failure count learn from it.
-//!
-//! - a relay that answered and was then closed by a re-plan before its round was learned is
-//!   learned in the next round from that answer (a re-plan does not erase what was returned).
-//!
-//! A round records the relays of that round only: in a `--once` run that is the whole plan;
-//! after a later re-plan in a live feed, the relays whose filters changed. It compares them
-//! with more: every live feed whose current filter answered and was learned from in an earlier
-//! round goes in as compare-only (its counts set what the most any relay returned per author
-//! is, nothing is recorded for it again), so a relay alone in a later round is measured
-//! against the relays that already answered for its authors instead of against nobody.
+//! Everything learned from delivery goes through a [`RoundRecorder`], the recorder any client
+//! with its own relay pool uses, and [`DeliveryStats::record_round`], the call the simulator
+//! makes. Report handlers only pass frames on: a feed REQ is `asked`, an event `event`, an EOSE
+//! `eose` (its latency is recorded at once), a failure `failed`, a set-aside `set_aside`, a
+//! closed subscription `closed`. None of them touches the delivery priors, so a failure is
+//! counted exactly once, in the round that follows it. The rules of what a round holds are the
+//! recorder's (see its docs). The coordinator takes a round when the plan settles, when an
+//! EOSE race ends, and a final one when the feed ends.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -46,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
-use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
+use outbox_core::stats::RoundRecorder;
 use outbox_core::{Carriers, Network, StatsStore, UrlPolicy, Violation};
 use outbox_core::{DeliveryStats, RawRelayList, RouteTable, Router, Slots};
 use tokio::sync::mpsc;
@@ -104,61 +82,11 @@ enum Progress {
 }
 
 #[derive(Debug)]
-struct FeedSub {
-    authors: HashSet<PublicKey>,
-    generation: u64,
-    progress: Progress,
-    /// Distinct event ids this relay returned per asked author for the current generation, up
-    /// to its EOSE: what it had stored. Notes arriving live after EOSE say nothing about how
-    /// complete a relay is, so they are not counted.
-    returned: HashMap<PublicKey, HashSet<EventId>>,
-    /// This generation's answer was learned (or its failure queued), so it is not learned again.
-    recorded: bool,
-    /// The relay failed since this generation's REQ and has not answered since.
-    failed: bool,
-    /// A re-plan dropped the relay while it was answering (`--once`): closed at its EOSE.
-    closing: bool,
-    /// Its paging ended complete on every chunk. A fetch cut off by the page budget says
-    /// nothing about older notes the relay may hold, so it is learned compare-only: its counts
-    /// still set what the other relays are measured against (they are a lower bound of what it
-    /// holds), but its own completeness is not judged from them.
-    complete: bool,
-}
-
-impl FeedSub {
-    fn new(authors: HashSet<PublicKey>, generation: u64) -> Self {
-        Self {
-            authors,
-            generation,
-            progress: Progress::Pending,
-            returned: HashMap::new(),
-            recorded: false,
-            failed: false,
-            closing: false,
-            complete: true,
-        }
-    }
-
-    /// What this relay returned, per asked author, for a [`RoundReport`].
-    fn author_rounds(&self) -> Vec<AuthorRound> {
-        self.authors
-            .iter()
-            .map(|a| AuthorRound {
-                author: *a,
-                events: self
-                    .returned
-                    .get(a)
-                    .map_or(0, |ids| u32::try_from(ids.len()).unwrap_or(u32::MAX)),
-            })
-            .collect()
-    }
-}
-
-#[derive(Debug)]
 struct Live {
     tx: mpsc::UnboundedSender<SlotCommand>,
-    feed: Option<FeedSub>,
     lists: Option<Progress>,
+    /// A re-plan dropped the feed while it was answering (`--once`): closed at its EOSE.
+    closing: bool,
 }
 
 impl Live {
@@ -233,9 +161,8 @@ struct Coordinator {
     stats: DeliveryStats,
     store: Arc<dyn StatsStore>,
     penalties: PenaltyBox,
-    /// Relays that failed since the last recorded round, with the authors they were asked
-    /// about: the next round records them as not answered (see the module docs).
-    down: BTreeMap<String, Vec<PublicKey>>,
+    /// What each feed was asked and returned, until it is learned (see the module docs).
+    recorder: RoundRecorder,
     live: BTreeMap<String, Live>,
     tasks: JoinSet<()>,
     reports_tx: mpsc::Sender<SlotReport>,
@@ -255,8 +182,6 @@ struct Coordinator {
     race_at: Option<Instant>,
     /// Relay documents (NIP-11), shared by every slot.
     nip11: Arc<Nip11Cache>,
-    /// Answers of relays a re-plan closed before their round was learned (see `retire_feed`).
-    closed_answers: Vec<RelayRound>,
     /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
     wave_replan: bool,
 }
@@ -310,7 +235,7 @@ impl Coordinator {
             stats,
             store,
             penalties,
-            down: BTreeMap::new(),
+            recorder: RoundRecorder::new(),
             live: BTreeMap::new(),
             tasks: JoinSet::new(),
             reports_tx,
@@ -324,7 +249,6 @@ impl Coordinator {
             plan_seed,
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
-            closed_answers: Vec::new(),
             wave_replan: false,
         };
         for list in relay_lists {
@@ -410,8 +334,8 @@ impl Coordinator {
                 url.to_string(),
                 Live {
                     tx,
-                    feed: None,
                     lists: None,
+                    closing: false,
                 },
             );
         }
@@ -422,7 +346,7 @@ impl Coordinator {
         let idle = self
             .live
             .get(url)
-            .is_some_and(|l| l.feed.is_none() && l.lists.is_none());
+            .is_some_and(|l| l.lists.is_none() && !self.recorder.is_asked(url));
         if idle {
             if let Some(live) = self.live.remove(url) {
                 live.send(SlotCommand::Shutdown);
@@ -529,12 +453,10 @@ impl Coordinator {
         for url in &diff.close {
             // In a `--once` run a relay still answering is let finish: its answer costs
             // nothing more, and cutting it off would lose notes the run already asked for.
-            if self.cfg.once {
-                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
-                    if feed.progress == Progress::Pending && !feed.failed {
-                        feed.closing = true;
-                        continue;
-                    }
+            if self.cfg.once && self.recorder.is_answering(url) {
+                if let Some(live) = self.live.get_mut(url) {
+                    live.closing = true;
+                    continue;
                 }
             }
             self.close_feed(url);
@@ -549,17 +471,13 @@ impl Coordinator {
             outcome.reqs += 1;
             outcome.authors = authors.len();
             let live = self.ensure_live(url);
-            let old = live
-                .feed
-                .replace(FeedSub::new(authors.into_iter().collect(), generation));
+            live.closing = false;
             live.send(SlotCommand::Req {
                 sub: SubKind::Feed,
                 filter: Box::new(filter),
                 generation,
             });
-            if let Some(old) = old {
-                self.retire_feed(url, old);
-            }
+            self.recorder.asked(url, authors, generation);
         }
         self.status(Status::Planned {
             plan: self.tally.plans,
@@ -576,9 +494,7 @@ impl Coordinator {
 
     /// Every relay of the current plan answered (or was set aside and so is gone).
     fn feeds_resolved(&self) -> bool {
-        self.live
-            .values()
-            .all(|l| l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose))
+        self.recorder.all_answered()
     }
 
     /// Every slot of the current plan answered or was set aside, every lookup finished, and no
@@ -586,119 +502,35 @@ impl Coordinator {
     fn settled(&self) -> bool {
         self.replan_at.is_none()
             && !self.wave_replan
-            && self.live.values().all(|l| {
-                l.feed.as_ref().is_none_or(|f| f.progress == Progress::Eose)
-                    && l.lists.is_none_or(|p| p == Progress::Eose)
-            })
+            && self.recorder.all_answered()
+            && self
+                .live
+                .values()
+                .all(|l| l.lists.is_none_or(|p| p == Progress::Eose))
     }
 
-    /// Ends the feed subscription on `url` (and its socket, if nothing else uses it).
+    /// Ends the feed subscription on `url` (and its socket, if nothing else uses it). An answer
+    /// not learned yet stays with the recorder for the next round.
     fn close_feed(&mut self, url: &str) {
-        let old = self.live.get_mut(url).and_then(|live| {
+        if let Some(live) = self.live.get_mut(url) {
             live.send(SlotCommand::Close { sub: SubKind::Feed });
-            live.feed.take()
-        });
-        if let Some(old) = old {
-            self.retire_feed(url, old);
+            live.closing = false;
         }
+        self.recorder.closed(url);
         self.close_live_if_idle(url);
     }
 
-    /// A feed subscription that is closed or replaced: if it failed and never answered, that
-    /// failure goes into the next round. An answer not learned yet is kept for the next round
-    /// (a re-plan moved on, but what the relay returned stands); when the filter was replaced,
-    /// the successor's answer is learned too, for the authors the earlier one did not name.
-    fn retire_feed(&mut self, url: &str, feed: FeedSub) {
-        if feed.failed && !feed.recorded {
-            self.down
-                .entry(url.to_string())
-                .or_insert_with(|| feed.authors.into_iter().collect());
-        } else if !feed.recorded && feed.progress == Progress::Eose {
-            self.closed_answers.push(RelayRound {
-                url: url.to_string(),
-                answered: true,
-                authors: feed.author_rounds(),
-                compare_only: !feed.complete,
-            });
-        }
-    }
-
-    /// Learns from one round (see the module docs for what a round is): every relay whose
-    /// current filter answered and was not learned from yet, and every relay that failed since
-    /// the last round, go into one [`RoundReport`] for [`DeliveryStats::record_round`]. When
-    /// `ending`, relays still waiting that failed since their REQ count as not answered. Feeds
-    /// learned from earlier whose current answer stands join as compare-only.
+    /// Learns from the recorder's round, if there is anything new (see the module docs). When
+    /// `ending`, relays still waiting that failed since their REQ count as not answered.
     fn record_round(&mut self, ending: bool) {
-        let mut report = RoundReport::default();
-        let mut yardsticks = Vec::new();
-        for (url, live) in &mut self.live {
-            let Some(feed) = live.feed.as_mut() else {
-                continue;
-            };
-            if feed.recorded {
-                // Its answer to the current filter was learned; still valid to compare with.
-                if feed.progress == Progress::Eose {
-                    yardsticks.push(RelayRound {
-                        url: url.clone(),
-                        answered: true,
-                        authors: feed.author_rounds(),
-                        compare_only: true,
-                    });
-                }
-                continue;
-            }
-            match feed.progress {
-                Progress::Eose => {
-                    feed.recorded = true;
-                    report.relays.push(RelayRound {
-                        url: url.clone(),
-                        answered: true,
-                        authors: feed.author_rounds(),
-                        // A fetch cut off by the page budget is only a yardstick.
-                        compare_only: !feed.complete,
-                    });
-                }
-                Progress::Pending if ending && feed.failed => {
-                    feed.recorded = true;
-                    self.down
-                        .entry(url.clone())
-                        .or_insert_with(|| feed.authors.iter().copied().collect());
-                }
-                Progress::Pending => {}
-            }
-        }
-        for answer in std::mem::take(&mut self.closed_answers) {
-            // Asked again in this round: one entry per relay, over every author it was asked
-            // about; the latest answer counts for authors both filters named.
-            match report.relays.iter_mut().find(|r| r.url == answer.url) {
-                Some(latest) => {
-                    let named: HashSet<PublicKey> =
-                        latest.authors.iter().map(|a| a.author).collect();
-                    latest.authors.extend(
-                        answer
-                            .authors
-                            .into_iter()
-                            .filter(|a| !named.contains(&a.author)),
-                    );
-                }
-                None => report.relays.push(answer),
-            }
-        }
-        for (url, authors) in std::mem::take(&mut self.down) {
-            report.relays.push(RelayRound {
-                url,
-                answered: false,
-                authors: authors
-                    .into_iter()
-                    .map(|author| AuthorRound { author, events: 0 })
-                    .collect(),
-                compare_only: false,
-            });
-        }
-        if report.relays.is_empty() {
+        let round = if ending {
+            self.recorder.take_final_round()
+        } else {
+            self.recorder.take_round()
+        };
+        let Some(report) = round else {
             return;
-        }
-        report.relays.extend(yardsticks);
+        };
         for relay in &report.relays {
             let events: u64 = relay.authors.iter().map(|a| u64::from(a.events)).sum();
             debug!(
@@ -733,11 +565,7 @@ impl Coordinator {
         if let Some(live) = self.live.remove(url) {
             live.send(SlotCommand::Shutdown);
             // Set aside is a failure of this run, whatever the relay answered before.
-            let authors = live
-                .feed
-                .map(|f| f.authors.into_iter().collect())
-                .unwrap_or_default();
-            self.down.entry(url.to_string()).or_insert(authors);
+            self.recorder.set_aside(url);
         }
         // Its authors move elsewhere. Relays that fail together (a dead batch at start) are set
         // aside within moments of each other: one re-plan moves them all, instead of one each
@@ -790,15 +618,10 @@ impl Coordinator {
                 let outcome = self.tally.relays.entry(url.to_string()).or_default();
                 outcome.pages += pages;
                 outcome.received += received;
-                let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) else {
-                    return;
-                };
-                if feed.generation != generation {
+                if !self.recorder.eose(url, generation, complete) {
+                    // An answer to a filter that was replaced since: the new one is awaited.
                     return;
                 }
-                feed.progress = Progress::Eose;
-                feed.failed = false;
-                feed.complete = complete;
                 outcome.complete = complete;
                 if self.cfg.once && self.race_at.is_none() {
                     if let Some(race) = self.cfg.eose_race {
@@ -807,7 +630,7 @@ impl Coordinator {
                 }
                 self.stats
                     .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
-                let closing = feed.closing;
+                let closing = self.live.get(url).is_some_and(|l| l.closing);
                 self.penalties.succeed(url);
                 self.status(Status::Eose {
                     relay: url.to_string(),
@@ -890,26 +713,10 @@ impl Coordinator {
                     .entry(url.to_string())
                     .or_default()
                     .failures += 1;
-                match self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
-                    Some(feed) => {
-                        if feed.recorded {
-                            // Its answer to this filter was learned; the failure is news.
-                            self.down
-                                .entry(url.to_string())
-                                .or_insert_with(|| feed.authors.iter().copied().collect());
-                        } else {
-                            feed.failed = true;
-                        }
-                        // The slot re-sends the REQ after reconnecting; wait for that EOSE and
-                        // count what the new connection returns.
-                        feed.progress = Progress::Pending;
-                        feed.returned.clear();
-                    }
-                    // A lookup-only relay: its liveness still learns.
-                    None => {
-                        self.down.entry(url.to_string()).or_default();
-                    }
-                }
+                // The slot re-sends the REQ after reconnecting; the recorder waits for that EOSE
+                // and counts what the new connection returns. A lookup-only relay's liveness
+                // still learns.
+                self.recorder.failed(url, &reason);
                 let penalised = if failure.is_misbehaviour() {
                     self.penalties
                         .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
@@ -945,16 +752,9 @@ impl Coordinator {
                 if !self.follow_set.contains(&event.pubkey) {
                     return;
                 }
-                if let Some(feed) = self.live.get_mut(url).and_then(|l| l.feed.as_mut()) {
-                    // Counted per relay before de-duplication: every relay that returned a
-                    // note gets credit for it, not only the fastest.
-                    if feed.progress == Progress::Pending && feed.authors.contains(&event.pubkey) {
-                        feed.returned
-                            .entry(event.pubkey)
-                            .or_default()
-                            .insert(event.id);
-                    }
-                }
+                // Counted per relay before de-duplication: every relay that returned a note gets
+                // credit for it, not only the fastest.
+                self.recorder.event(url, &event);
                 if !self.seen.insert(event.id) {
                     return;
                 }
@@ -1090,14 +890,14 @@ impl Coordinator {
         let follows = self.follows.len();
         let mut covered: HashSet<PublicKey> = HashSet::new();
         let mut answered = 0usize;
-        for (url, live) in &self.live {
-            if let Some(feed) = &live.feed {
-                if feed.progress == Progress::Eose {
-                    covered.extend(feed.authors.iter().copied());
-                    answered += 1;
-                    self.tally.relays.entry(url.clone()).or_default().answered = true;
-                }
-            }
+        for (url, authors) in self.recorder.answered() {
+            covered.extend(authors.iter().copied());
+            answered += 1;
+            self.tally
+                .relays
+                .entry(url.to_string())
+                .or_default()
+                .answered = true;
         }
         for live in self.live.values() {
             live.send(SlotCommand::Shutdown);

@@ -17,8 +17,14 @@
 //! [`Ended::Budget`] end (or more than a page of one second) loses events, and recall counts
 //! what the pages actually returned. Each relay's stored events are sorted by time once per
 //! [`SimWorld`]; a page is a range of the chunk's events found by binary search.
+//!
+//! [`fetch_recorded`] also hands every asked relay's REQ, returned events, EOSE and failure to
+//! a [`RoundRecorder`], as the runtime's coordinator does with relay frames, so the simulator
+//! learns through the same code as a live client.
 
+use nostr::event::EventId;
 use outbox_core::paging::{self, CapEstimate, Cursor, Ended, Next, Page, Paging, RelayLimits};
+use outbox_core::stats::RoundRecorder;
 use serde::{Deserialize, Serialize};
 
 use crate::score::{Asks, AuthorReturn, SimWorld, Window};
@@ -86,6 +92,31 @@ fn client() -> (Paging, RelayLimits) {
 /// Fetches `asks` in `session` with `since`, paging every relay; with `returns`, also counts
 /// what each relay returned per author (what the client learns from).
 pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: bool) -> Fetched {
+    fetch_into(sim, asks, session, since, returns, None)
+}
+
+/// [`fetch`] with every relay's frames passed to `recorder` as filter generation 1: the REQ
+/// (`asked`), each returned event (by its world id), and the EOSE (complete unless a chunk's
+/// paging ended on the page budget), or a failure for a relay that is down.
+pub fn fetch_recorded(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    since: u64,
+    recorder: &mut RoundRecorder,
+) -> Fetched {
+    fetch_into(sim, asks, session, since, false, Some(recorder))
+}
+
+fn fetch_into(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    since: u64,
+    returns: bool,
+    mut recorder: Option<&mut RoundRecorder>,
+) -> Fetched {
+    const GENERATION: u64 = 1;
     let world = &sim.world;
     let events = world.events();
     let (paging, limits) = client();
@@ -97,7 +128,22 @@ pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: boo
     let mut found: Vec<(u64, u32)> = Vec::new();
     let mut relays = Vec::with_capacity(asks.entries.len());
     for entry in &asks.entries {
+        let mut authors: Vec<u32> = entry
+            .authors
+            .iter()
+            .copied()
+            .filter(|&a| (a as usize) < world.follows.len())
+            .collect();
+        authors.sort_unstable_by_key(|&a| sim.key_rank(a));
+        authors.dedup();
+        if let Some(rec) = recorder.as_deref_mut() {
+            let keys = authors.iter().map(|&a| world.follows[a as usize]);
+            rec.asked(&entry.url, keys, GENERATION);
+        }
         let Some(r) = entry.relay.filter(|&r| world.is_up(r, session)) else {
+            if let Some(rec) = recorder.as_deref_mut() {
+                rec.failed(&entry.url, "down in this session");
+            }
             relays.push(RelayFetch::default());
             continue;
         };
@@ -108,14 +154,6 @@ pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: boo
             .max_limit
             .unwrap_or(u32::MAX)
             .max(1);
-        let mut authors: Vec<u32> = entry
-            .authors
-            .iter()
-            .copied()
-            .filter(|&a| (a as usize) < world.follows.len())
-            .collect();
-        authors.sort_unstable_by_key(|&a| sim.key_rank(a));
-        authors.dedup();
         let mut cost = FetchCost::default();
         let mut returned: Vec<AuthorReturn> = Vec::new();
         let mut cap = CapEstimate::new(&limits);
@@ -144,6 +182,11 @@ pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: boo
                 let fresh_from = start.max(seen_to).min(stop);
                 for &(t, i) in &found[fresh_from..stop] {
                     delivered[i as usize] = true;
+                    if let Some(rec) = recorder.as_deref_mut() {
+                        let event = &events[i as usize];
+                        let author = world.follows[event.author as usize];
+                        rec.returned(&entry.url, author, EventId::from_byte_array(event.id));
+                    }
                     if returns {
                         let a = events[i as usize].author;
                         let s = &mut slot[a as usize];
@@ -175,6 +218,9 @@ pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: boo
                     break;
                 }
             }
+        }
+        if let Some(rec) = recorder.as_deref_mut() {
+            rec.eose(&entry.url, GENERATION, cost.cut_chunks == 0);
         }
         for g in &returned {
             slot[g.author as usize] = u32::MAX;

@@ -3,18 +3,20 @@
 //! For session `s`: the router plans with what it learned so far; the plan's REQs are simulated
 //! against the world for session `s`, paged as the runtime pages ([`mod@crate::fetch`]), once per
 //! scored window; the strategy observes only what its own REQs returned with the widest window
-//! ([`Observation`]); that observation is fed into [`DeliveryStats`] through
-//! `record_round`, the call the live runtime makes after EOSE. Stateless strategies ignore the
-//! stats; learning ones keep them across sessions.
+//! ([`Observation`]); what those REQs returned goes through a [`RoundRecorder`] into
+//! [`DeliveryStats::record_round`], as the live runtime's relay frames do. Stateless strategies
+//! ignore the stats; learning ones keep them across sessions.
 
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use std::collections::HashSet;
 
+use outbox_core::stats::RoundRecorder;
 use outbox_core::{DeliveryStats, Network, Plan, RawRelayList, Router};
 use serde::{Deserialize, Serialize};
 
+use crate::fetch::fetch_recorded;
 use crate::score::{score, score_and_observe, Ask, Asks, Observation, PlanScore, SimWorld, Window};
 
 /// How the loop runs.
@@ -118,7 +120,7 @@ pub fn run_sessions(
             replan_around_failures(sim, router, &stats, now, cfg.seed_for(s), s, &mut asks);
         }
         let (score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
-        observation.record(sim, &mut stats, now);
+        learn(sim, &asks, s, since, &mut stats, now);
         on_session(s, &plan, &observation);
         tracing::debug!(
             session = s,
@@ -144,6 +146,24 @@ pub fn run_sessions(
         sessions,
         plan_us_median: median(&mut times),
         stats,
+    }
+}
+
+/// Learns from what `asks` return in `session` with `since`: every relay's frames go through a
+/// [`RoundRecorder`] and the session's one round into [`DeliveryStats::record_round`]. Relays
+/// that are down fail and never answer: the session's end counts them as not answered.
+fn learn(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    since: u64,
+    stats: &mut DeliveryStats,
+    now: u64,
+) {
+    let mut recorder = RoundRecorder::new();
+    fetch_recorded(sim, asks, session, since, &mut recorder);
+    if let Some(round) = recorder.take_final_round() {
+        stats.record_round(&round, now);
     }
 }
 
@@ -367,4 +387,44 @@ pub fn run_oracle_within(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{generate, Profile};
+    use crate::score::observe;
+
+    /// Learning through the recorder, from the pages' events, learns what each session's
+    /// observation reports: per asked relay, answered or not, and the distinct events per
+    /// author; a relay whose paging was cut off is compare-only, as in the runtime.
+    #[test]
+    fn the_recorder_learns_what_the_observation_reports() {
+        outbox_strategies::link();
+        let sim = SimWorld::new(generate(Profile::Small, 7));
+        let mut router = Router::from_toml("max_connections = 12\n[strategy]\ntype = \"greedy\"\n")
+            .expect("valid config");
+        let cfg = LoopConfig::default();
+        let since = sim.world.now.saturating_sub(cfg.widest());
+        let (mut got, mut expected) = (DeliveryStats::new(), DeliveryStats::new());
+        let (mut down, mut events) = (0, 0u64);
+        for s in 0..cfg.sessions {
+            let now = sim.world.now + u64::from(s) * 3_600;
+            got.begin_session();
+            expected.begin_session();
+            let plan = router.plan_with(&sim.table, &expected, now, cfg.seed_for(s));
+            let asks = Asks::from_plan(&sim, &plan);
+            let seen = observe(&sim, &asks, s, since);
+            let mut report = seen.round_report(&sim);
+            for (relay, o) in report.relays.iter_mut().zip(&seen.relays) {
+                relay.compare_only = o.up && o.cost.cut_chunks > 0;
+                down += usize::from(!o.up);
+                events += o.returned.iter().map(|r| u64::from(r.events)).sum::<u64>();
+            }
+            expected.record_round(&report, now);
+            learn(&sim, &asks, s, since, &mut got, now);
+            assert_eq!(got, expected, "session {s}");
+        }
+        assert!(down > 0 && events > 0, "down {down}, events {events}");
+    }
 }

@@ -7,10 +7,12 @@
 //! EOSE for the REQ of one planning run, a client knows only:
 //!
 //! 1. the authors it asked that relay about (the relay's filter in the plan), and
-//! 2. for each of those authors, whether the relay returned at least one event, and
+//! 2. for each of those authors, how many distinct events the relay returned, and
 //! 3. the same two facts for every *other* relay it asked in that run.
 //!
-//! From these, [`DeliveryStats::record_delivery`] is fed, per asked relay `r`:
+//! A [`RoundRecorder`] takes note of exactly these from relay frames and hands them over as a
+//! [`RoundReport`]; [`DeliveryStats::record_round`] is the one way stats learn from delivery.
+//! Per asked relay `r` that answered, its delivery trial counts:
 //!
 //! - `expected`: the number of authors in `r`'s filter for whom **some** relay asked in this run
 //!   (`r` itself or another relay whose filter also named that author, routed or residual)
@@ -18,14 +20,14 @@
 //!   client cannot tell "the author was silent" from "every relay failed", so it says nothing
 //!   about any relay.
 //! - `delivered`: the number of those `expected` authors for whom `r` itself returned at least one
-//!   event. Values above `expected` are clamped.
+//!   event.
 //!
-//! One call counts as **one trial** split by the delivered share `delivered / expected`: α grows
+//! A run counts as **one trial** split by the delivered share `delivered / expected`: α grows
 //! by the share and β by its complement, so a relay asked about many authors does not drown one
-//! asked about few. A call with `expected == 0` only counts the ask. A relay that could not be
-//! reached, timed out before EOSE or refused the REQ (CLOSED, auth-required) is recorded with
-//! [`DeliveryStats::record_failure`] instead: one full failed trial. A latency (REQ sent to EOSE,
-//! in milliseconds) goes to [`DeliveryStats::record_latency`].
+//! asked about few. With `expected == 0` only the ask counts. A relay that could not be
+//! reached, timed out before EOSE or refused the REQ (CLOSED, auth-required) counts one full
+//! failed trial instead. Latency is not part of a round: a client measures it (REQ sent to
+//! EOSE, in milliseconds) and adds it with [`DeliveryStats::record_latency`].
 //!
 //! # Decay
 //!
@@ -49,9 +51,11 @@ use std::collections::HashMap;
 use nostr::key::PublicKey;
 use serde::{Deserialize, Serialize};
 
+mod recorder;
 mod round;
 mod store;
 
+pub use recorder::RoundRecorder;
 pub use round::{AuthorRound, RelayRound, RoundReport};
 pub use store::{
     async_trait, lists_to_keep, LoadWarning, Loaded, MemoryStore, Restored, StateStore, StatsStore,
@@ -367,10 +371,9 @@ impl DeliveryStats {
         s
     }
 
-    /// Records what a relay returned after EOSE (see the module docs for exactly what
-    /// `delivered` and `expected` mean). One run counts as one trial, split by the delivered
-    /// share, so a relay asked about many authors does not drown one asked about few.
-    pub fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
+    /// One answered relay's delivery trial (see the module docs for exactly what `delivered`
+    /// and `expected` mean); part of [`record_round`](Self::record_round).
+    fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
         let mut s = self.entry_at(url, now);
         s.asked = s.asked.saturating_add(1);
         if expected > 0 {
@@ -381,8 +384,8 @@ impl DeliveryStats {
         self.relays.insert(url.to_string(), s);
     }
 
-    /// Records that a relay could not be reached, timed out or refused the REQ.
-    pub fn record_failure(&mut self, url: &str, now: u64) {
+    /// One failed relay's delivery trial; part of [`record_round`](Self::record_round).
+    fn record_failure(&mut self, url: &str, now: u64) {
         let mut s = self.entry_at(url, now);
         s.asked = s.asked.saturating_add(1);
         s.failures = s.failures.saturating_add(1);
@@ -390,8 +393,9 @@ impl DeliveryStats {
         self.relays.insert(url.to_string(), s);
     }
 
-    /// Folds a measured latency into the relay's moving average; NaN, infinite, negative or
-    /// absurdly large samples are ignored with a trace event.
+    /// Folds a measured latency (REQ sent to EOSE) into the relay's moving average. Not part of
+    /// a round: a client adds it when the EOSE arrives. NaN, infinite, negative or absurdly
+    /// large samples are ignored with a trace event.
     pub fn record_latency(&mut self, url: &str, latency_ms: f64, now: u64) {
         if !latency_ms.is_finite() || !(0.0..=MAX_LATENCY_MS).contains(&latency_ms) {
             tracing::debug!(url, latency_ms, "ignoring absurd latency sample");

@@ -1,7 +1,7 @@
 //! One planning run's outcome, as a client observes it, and how it is learned from.
 //!
-//! Both the live runtime (after every asked relay sent EOSE or failed) and the simulator (after
-//! simulating a plan's REQs) build a [`RoundReport`] and call
+//! The live runtime, the simulator and any client with its own relay pool build a
+//! [`RoundReport`] with a [`RoundRecorder`](super::RoundRecorder) and call
 //! [`DeliveryStats::record_round`]: one code path for everything learned from delivery.
 
 use std::collections::{HashMap, HashSet};
@@ -50,9 +50,9 @@ pub struct AuthorRound {
 impl DeliveryStats {
     /// Learns from one run. For every asked relay:
     ///
-    /// - not answered: [`record_failure`](Self::record_failure), and one failed liveness trial;
-    /// - answered: one liveness success; [`record_delivery`](Self::record_delivery) with the
-    ///   author counts defined in the module docs; and one *completeness* trial split by the
+    /// - not answered: one full failed delivery trial, and one failed liveness trial;
+    /// - answered: one liveness success; one delivery trial with the author counts defined in
+    ///   the [module docs](super); and one *completeness* trial split by the
     ///   event-weighted share `Σ events(relay, a) / Σ best(a)` over its authors `a` with
     ///   `best(a) > 0`, where `best(a)` is the most events any answering relay returned for `a`
     ///   in this run, counting [`compare_only`](RelayRound::compare_only) relays. Per
