@@ -35,9 +35,10 @@ pub struct Args {
     /// Windows to score (comma-separated: 7d, 1yr, 3yr).
     #[arg(long, value_delimiter = ',', default_value = "7d,1yr,3yr")]
     windows: Vec<Window>,
-    /// Routed-relay budget (max connections) for every strategy and the oracle.
-    #[arg(long)]
-    budget: Option<usize>,
+    /// Routed-relay budgets (max connections) for every strategy and the ceilings; several
+    /// (comma-separated, e.g. `4,8,20`) print one table each. With --world or --live, one.
+    #[arg(long, value_delimiter = ',')]
+    budget: Vec<usize>,
     /// Clock step between sessions, in seconds (decay of learned stats).
     #[arg(long)]
     interval: Option<u64>,
@@ -70,6 +71,9 @@ pub struct Args {
     one_plan: bool,
 }
 
+/// How many budgets one `--budget` list may hold: each runs the whole suite.
+const MAX_BUDGETS: usize = 16;
+
 /// Sessions per strategy on generated worlds when `--sessions` is not given.
 const DEFAULT_SESSIONS: u32 = 5;
 
@@ -93,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             strategies: args.strategies,
             sessions: args.sessions.unwrap_or(DEFAULT_SESSIONS),
             seed: args.seed,
-            budget: args.budget,
+            budget: single_budget(&args.budget)?,
             one_plan: args.one_plan,
         });
     }
@@ -108,20 +112,57 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if sessions > MAX_SESSIONS {
         bail!("--sessions {sessions}: at most {MAX_SESSIONS} sessions");
     }
-    let mut cfg = BenchConfig {
-        profiles: args.profiles.clone(),
-        seeds: (1..=args.seeds).collect(),
-        sessions,
-        windows: args.windows.clone(),
-        only: args.strategies.clone(),
-        ..BenchConfig::default()
+    if args.budget.contains(&0) {
+        bail!("--budget must be at least 1");
+    }
+    if args.budget.len() > MAX_BUDGETS {
+        bail!("--budget: at most {MAX_BUDGETS} budgets (each runs the whole suite)");
+    }
+    let budgets = if args.budget.is_empty() {
+        vec![BenchConfig::default().budget]
+    } else {
+        args.budget.clone()
     };
-    if let Some(b) = args.budget {
-        cfg.budget = b;
+    let mut reports = Vec::with_capacity(budgets.len());
+    for &budget in &budgets {
+        let mut cfg = BenchConfig {
+            profiles: args.profiles.clone(),
+            seeds: (1..=args.seeds).collect(),
+            sessions,
+            windows: args.windows.clone(),
+            only: args.strategies.clone(),
+            budget,
+            ..BenchConfig::default()
+        };
+        if let Some(i) = args.interval {
+            cfg.session_interval_secs = i;
+        }
+        let report = run_suite(&cfg)?;
+        if let Some(path) = &args.chart {
+            let path = per_budget_path(path, budget, budgets.len());
+            let window = if cfg.windows.contains(&Window::Y1) {
+                Window::Y1
+            } else {
+                cfg.windows[0]
+            };
+            crate::chart::draw(&path, &report.series(window), window)
+                .with_context(|| format!("drawing {}", path.display()))?;
+        }
+        reports.push(report);
     }
-    if let Some(i) = args.interval {
-        cfg.session_interval_secs = i;
+    if let Some(path) = &args.json {
+        let json = match reports.as_slice() {
+            [one] => serde_json::to_string_pretty(one),
+            all => serde_json::to_string_pretty(all),
+        }
+        .context("serialising the report")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the suite once at `cfg`, with a progress bar, and prints its table and legend.
+fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new(0)
     } else {
@@ -132,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .expect("the template is valid"),
     );
     let started = Instant::now();
-    let report = run_bench(&cfg, &default_suite(), &|p| match p {
+    let report = run_bench(cfg, &default_suite(), &|p| match p {
         Progress::Start { total } => bar.set_length(total as u64),
         Progress::Done { label, world } => {
             bar.set_message(format!("{label} on {}", crate::text::escape(&world)));
@@ -150,7 +191,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
          session, relays capping each REQ, mean over worlds; ev/note = events returned per \
-         distinct note fetched. {:.1}s",
+         distinct note fetched; the learnable ceiling knows where events are stored and how \
+         often each relay answers, the oracle also which relays answer in each session. {:.1}s",
         report.config.profiles.len() * report.config.seeds.len(),
         report
             .config
@@ -164,20 +206,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report.config.budget,
         elapsed.as_secs_f64()
     )?;
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(report)
+}
+
+/// `path` as given for one budget; with several, `stem-b<budget>.ext` for each.
+fn per_budget_path(path: &std::path::Path, budget: usize, budgets: usize) -> PathBuf {
+    if budgets <= 1 {
+        return path.to_path_buf();
     }
-    if let Some(path) = &args.chart {
-        let window = if cfg.windows.contains(&Window::Y1) {
-            Window::Y1
-        } else {
-            cfg.windows[0]
-        };
-        crate::chart::draw(path, &report.series(window), window)
-            .with_context(|| format!("drawing {}", path.display()))?;
+    let stem = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-b{budget}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-b{budget}"),
+    };
+    path.with_file_name(name)
+}
+
+/// The one budget `--world` and `--live` take, if given.
+fn single_budget(budgets: &[usize]) -> anyhow::Result<Option<usize>> {
+    match budgets {
+        [] => Ok(None),
+        [0] => bail!("--budget must be at least 1"),
+        [one] => Ok(Some(*one)),
+        _ => bail!("--world and --live take one --budget"),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A mean recall as a percentage with its standard error; `-` when no world had anything to
@@ -275,7 +329,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         .with_context(|| format!("reading world {}", world_path.display()))?;
     let sessions = sessions_on_world(args.sessions, world.sessions)?;
     let sim = SimWorld::with_policy(world, &config.url_policy);
-    let budget = args.budget.unwrap_or(config.max_connections);
+    let budget = single_budget(&args.budget)?.unwrap_or(config.max_connections);
     let mut router = Router::new(config.strategy.build(), budget);
     if let Some(dir) = &args.plans_out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
