@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use outbox_core::{check_plan, DeliveryStats, Router, RouterConfig};
+use outbox_core::{check_plan, DeliveryStats, PlanContext, Router, RouterConfig};
 use outbox_sim::{PlanFile, World};
 
 /// Options of `outbox plan`.
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A fresh router per run, so stateful strategies are timed from the same start.
         router = Router::from_config(&config);
         let started = Instant::now();
-        let p = router.plan_with(&table, &stats, world.now, seed);
+        let p = router.plan_with(&table, &stats, PlanContext::at(world.now).seed(seed));
         timings.push(started.elapsed());
         plan = Some(p);
     }

@@ -171,6 +171,8 @@ mod tests {
 
     use std::mem::discriminant;
 
+    use crate::router::PlanContext;
+
     use nostr::key::{Keys, PublicKey, SecretKey};
     use rand::RngCore;
 
@@ -250,7 +252,7 @@ mod tests {
     /// Plans `assignments` through a router and returns what the router rejected it for.
     fn through_router(table: &RouteTable, assignments: Vec<Assignment>) -> Vec<Violation> {
         let mut router = Router::new(Box::new(Fixed(Selection { assignments })), 2);
-        match router.try_plan_with(table, &DeliveryStats::new(), 0, 0) {
+        match router.try_plan_with(table, &DeliveryStats::new(), PlanContext::default()) {
             Ok(_) => Vec::new(),
             Err(broken) => broken.violations,
         }
@@ -296,7 +298,7 @@ mod tests {
             1,
         );
         let v = router
-            .try_plan_with(&t, &DeliveryStats::new(), 0, 0)
+            .try_plan_with(&t, &DeliveryStats::new(), PlanContext::default())
             .expect_err("two relays on a budget of one");
         assert_only(&v.violations, &Violation::OverBudget { routed: 2, max: 1 });
     }
@@ -412,6 +414,6 @@ mod tests {
             })),
             2,
         );
-        router.plan_with(&t, &DeliveryStats::new(), 0, 0);
+        router.plan_with(&t, &DeliveryStats::new(), PlanContext::default());
     }
 }

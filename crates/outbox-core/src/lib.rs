@@ -49,7 +49,7 @@ pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
-pub use router::{session_seed, BrokenPlan, Router};
+pub use router::{session_seed, BrokenPlan, PlanContext, Router};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
 pub use stats::{

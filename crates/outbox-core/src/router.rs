@@ -11,6 +11,28 @@ use crate::selector::{PlanInput, Selector};
 use crate::stats::DeliveryStats;
 use crate::url_policy::UrlPolicy;
 
+/// When and with which draws a plan is made: named, so the clock and the seed cannot be
+/// swapped. `PlanContext::at(now).seed(seed)`; the default is time 0, seed 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanContext {
+    /// Unix seconds: what learned stats decay to.
+    pub now: u64,
+    /// The planning seed; see [`session_seed`] for one per run.
+    pub seed: u64,
+}
+
+impl PlanContext {
+    /// A context at `now` (unix seconds) with seed 0.
+    pub fn at(now: u64) -> Self {
+        Self { now, seed: 0 }
+    }
+
+    /// The same context with `seed`.
+    pub fn seed(self, seed: u64) -> Self {
+        Self { seed, ..self }
+    }
+}
+
 /// A strategy with its budget: the thing a client embeds.
 #[derive(Debug)]
 pub struct Router {
@@ -92,11 +114,11 @@ impl Router {
 
     /// Plans with no learned stats at time 0 (stateless strategies need nothing more).
     pub fn plan(&mut self, table: &RouteTable, seed: u64) -> Plan {
-        self.plan_with(table, &DeliveryStats::new(), 0, seed)
+        self.plan_with(table, &DeliveryStats::new(), PlanContext::at(0).seed(seed))
     }
 
-    /// Plans with learned `stats` at time `now`; the same (seed, input) always gives the same
-    /// plan. Every invariant is checked; in debug builds a violation panics, since it is a bug
+    /// Plans with learned `stats` at `ctx`'s time and seed; the same (seed, input) always gives
+    /// the same plan. Every invariant is checked; in debug builds a violation panics, since it is a bug
     /// (in the strategy, or a table with nobody to carry the residual). Release builds return
     /// the plan as made: callers that send plans to relays use
     /// [`try_plan_with`](Self::try_plan_with) and never apply a broken one.
@@ -104,10 +126,9 @@ impl Router {
         &mut self,
         table: &RouteTable,
         stats: &DeliveryStats,
-        now: u64,
-        seed: u64,
+        ctx: PlanContext,
     ) -> Plan {
-        match self.try_plan_with(table, stats, now, seed) {
+        match self.try_plan_with(table, stats, ctx) {
             Ok(plan) => plan,
             Err(broken) => {
                 if cfg!(debug_assertions) {
@@ -124,16 +145,15 @@ impl Router {
         &mut self,
         table: &RouteTable,
         stats: &DeliveryStats,
-        now: u64,
-        seed: u64,
+        ctx: PlanContext,
     ) -> Result<Plan, BrokenPlan> {
         let input = PlanInput {
             table,
             max_connections: self.max_connections,
             stats,
-            now,
+            now: ctx.now,
         };
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let selection = self.selector.select(&input, &mut rng);
         let mut plan = Plan::from_selection(table, self.selector.name(), selection);
         if let Some(pool) = self.pool {

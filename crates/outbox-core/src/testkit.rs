@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{ConfigIssue, RouterConfig};
 use crate::invariants::check_plan;
 use crate::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
-use crate::router::Router;
+use crate::router::{PlanContext, Router};
 use crate::selector::StrategyConfig;
 use crate::stats::DeliveryStats;
 use crate::url_policy::UrlPolicy;
@@ -168,7 +168,8 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         for budget in [0usize, 1, 3, 8, 40] {
             let mut router = Router::new(config.build(), budget);
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let plan = router.plan_with(&table, &stats, 1_000_000, world_seed);
+                let plan =
+                    router.plan_with(&table, &stats, PlanContext::at(1_000_000).seed(world_seed));
                 check_plan(&plan, &table, router.limits())
             }));
             match outcome {
@@ -188,8 +189,8 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
     // Determinism: two fresh routers, same seed, same input → same plan.
     let table = random_table(WorldShape::small(), 99);
     let stats = skewed_stats(&table, 99);
-    let a = Router::new(config.build(), 6).plan_with(&table, &stats, 5, 42);
-    let b = Router::new(config.build(), 6).plan_with(&table, &stats, 5, 42);
+    let a = Router::new(config.build(), 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
+    let b = Router::new(config.build(), 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
     if a != b {
         fail(
             "determinism",
@@ -227,7 +228,11 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         for budget in [0usize, 1, 20] {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut router = Router::new(config.build(), budget);
-                match router.try_plan_with(&table, &DeliveryStats::new(), 0, 1) {
+                match router.try_plan_with(
+                    &table,
+                    &DeliveryStats::new(),
+                    PlanContext::at(0).seed(1),
+                ) {
                     Ok(plan) => check_plan(&plan, &table, router.limits()),
                     // With nobody to carry the residual, only its follows may be uncovered;
                     // the caller (the runtime) then finds other carriers.

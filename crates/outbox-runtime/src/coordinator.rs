@@ -26,7 +26,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use outbox_core::stats::RoundRecorder;
 use outbox_core::{Carriers, Network, StatsStore, UrlPolicy, Violation};
-use outbox_core::{DeliveryStats, RawRelayList, RouteTable, Router, Slots};
+use outbox_core::{DeliveryStats, PlanContext, RawRelayList, RouteTable, Router, Slots};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -407,10 +407,11 @@ impl Coordinator {
                 self.status(Status::Carriers { carriers, relays }).await;
             }
         }
-        let plan = match self
-            .router
-            .try_plan_with(&table, &self.stats, now, self.plan_seed)
-        {
+        let plan = match self.router.try_plan_with(
+            &table,
+            &self.stats,
+            PlanContext::at(now).seed(self.plan_seed),
+        ) {
             Ok(plan) => plan,
             Err(broken) => {
                 // Nobody to ask is the network's doing; any other violation is a bug in the

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use nostr::event::EventId;
 use nostr::types::Timestamp;
-use outbox_core::{DeliveryStats, UrlPolicy};
+use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
 use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -68,7 +68,8 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
 
     // The prediction: the same plan the runtime will make (same table, stats, seed).
     let table = table(&follows, &[&reader.url], &raw_lists);
-    let plan = router(CONFIG).plan_with(&table, &DeliveryStats::new(), now, 0);
+    let plan =
+        router(CONFIG).plan_with(&table, &DeliveryStats::new(), PlanContext::at(now).seed(0));
     let predicted = world.predict(&plan, &table, since);
     assert!(predicted.len() >= 5, "a meaningful world: {predicted:?}");
     assert!(
@@ -186,7 +187,8 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
     // Whatever the final plan predicts was fetched (the first, list-less REQ may add more).
     let lists_raw: Vec<_> = lists.iter().map(raw).collect();
     let table = table(&follows, &[&reader.url], &lists_raw);
-    let plan = router(CONFIG).plan_with(&table, &DeliveryStats::new(), now, 0);
+    let plan =
+        router(CONFIG).plan_with(&table, &DeliveryStats::new(), PlanContext::at(now).seed(0));
     let predicted = world.predict(&plan, &table, 0);
     let fetched: BTreeSet<EventId> = collected.notes.keys().copied().collect();
     assert!(

@@ -13,7 +13,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use outbox_core::stats::RoundRecorder;
-use outbox_core::{DeliveryStats, Plan, RouteTable, UrlPolicy};
+use outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, UrlPolicy};
 use outbox_runtime::{start, FeedInput, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -131,11 +131,15 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
             .put(note(&f2, now - 200 - i * 60, &format!("f2 {i}")), &[&deep])
             .await;
     }
-    world.put(note(&f2, now - 90 * DAY, "f2 too old"), &[&deep, &prunes]).await;
+    world
+        .put(note(&f2, now - 90 * DAY, "f2 too old"), &[&deep, &prunes])
+        .await;
     // f3 has no list: the residual, on both reader relays.
     world.put(note(&f3, now - 300, "f3 a"), &[&reader]).await;
     world.put(note(&f3, now - 360, "f3 b"), &[&reader]).await;
-    world.put(note(&stranger, now - 50, "not followed"), &[&deep]).await;
+    world
+        .put(note(&stranger, now - 50, "not followed"), &[&deep])
+        .await;
     let lists = [
         relay_list(&f1, now - 50, &[(&deep.url, None), (&prunes.url, None)]),
         relay_list(&f2, now - 50, &[(&deep.url, None), (&prunes.url, None)]),
@@ -144,8 +148,13 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
     let readers = [reader.url.as_str(), dead_reader.as_str()];
     let raw_lists: Vec<_> = lists.iter().map(raw).collect();
     let table = table(&follows, &readers, &raw_lists);
-    let plan = router(CONFIG).plan_with(&table, &DeliveryStats::new(), now, 0);
-    assert_eq!(plan.entries(&table).len(), 4, "two routed, two reader relays");
+    let plan =
+        router(CONFIG).plan_with(&table, &DeliveryStats::new(), PlanContext::at(now).seed(0));
+    assert_eq!(
+        plan.entries(&table).len(),
+        4,
+        "two routed, two reader relays"
+    );
 
     let mut input = FeedInput::new(router(CONFIG), follows, readers);
     input.policy = UrlPolicy::allow_local();

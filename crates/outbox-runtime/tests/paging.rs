@@ -15,7 +15,7 @@ use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use outbox_core::paging::Paging;
-use outbox_core::{DeliveryStats, UrlPolicy};
+use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
 use outbox_runtime::{fetch_events, start, FeedInput, Nip11Config, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -80,7 +80,7 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
     let raw_lists: Vec<_> = lists.iter().map(raw).collect();
     let table = table(&follows, &[&reader.url], &raw_lists);
-    let plan = router(toml).plan_with(&table, &DeliveryStats::new(), now, 0);
+    let plan = router(toml).plan_with(&table, &DeliveryStats::new(), PlanContext::at(now).seed(0));
     let since = now - YEAR;
     let predicted = world.predict(&plan, &table, since);
 

@@ -1,7 +1,7 @@
 //! Planning time of every registered strategy on the huge profile, so speed regressions show.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use outbox_core::{DeliveryStats, Router};
+use outbox_core::{DeliveryStats, PlanContext, Router};
 use outbox_sim::{generate, Profile, SimWorld};
 
 fn plan_huge(c: &mut Criterion) {
@@ -20,7 +20,11 @@ fn plan_huge(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(label), |b| {
             b.iter(|| {
                 seed = seed.wrapping_add(1);
-                router.plan_with(&sim.table, &stats, sim.world.now, seed)
+                router.plan_with(
+                    &sim.table,
+                    &stats,
+                    PlanContext::at(sim.world.now).seed(seed),
+                )
             })
         });
     }

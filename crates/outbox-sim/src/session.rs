@@ -13,7 +13,7 @@ use std::time::Instant;
 use std::collections::HashSet;
 
 use outbox_core::stats::RoundRecorder;
-use outbox_core::{DeliveryStats, Network, Plan, RawRelayList, Router};
+use outbox_core::{DeliveryStats, Network, Plan, PlanContext, RawRelayList, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::fetch::fetch_recorded;
@@ -112,7 +112,11 @@ pub fn run_sessions(
         let now = sim.world.now + u64::from(s) * cfg.session_interval_secs;
         stats.begin_session();
         let started = Instant::now();
-        let plan = router.plan_with(&sim.table, &stats, now, cfg.seed_for(s));
+        let plan = router.plan_with(
+            &sim.table,
+            &stats,
+            PlanContext::at(now).seed(cfg.seed_for(s)),
+        );
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
         let mut asks = Asks::from_plan(sim, &plan);
@@ -135,8 +139,7 @@ pub fn run_sessions(
         let plan = router.plan_with(
             &sim.table,
             &stats,
-            now,
-            cfg.seed_for(cfg.sessions + i as u32),
+            PlanContext::at(now).seed(cfg.seed_for(cfg.sessions + i as u32)),
         );
         times.push(started.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(plan);
@@ -209,7 +212,7 @@ fn replan_around_failures(
         let set_aside: HashSet<&str> = aside.iter().map(String::as_str).collect();
         let (table, _) = network.table(&set_aside, stats, now);
         // Nobody left to carry the residual: the runtime keeps its last good plan.
-        let Ok(plan) = router.try_plan_with(&table, stats, now, seed) else {
+        let Ok(plan) = router.try_plan_with(&table, stats, PlanContext::at(now).seed(seed)) else {
             return;
         };
         asks.merge(Asks::from_table_plan(sim, &table, &plan));
@@ -412,7 +415,11 @@ mod tests {
             let now = sim.world.now + u64::from(s) * 3_600;
             got.begin_session();
             expected.begin_session();
-            let plan = router.plan_with(&sim.table, &expected, now, cfg.seed_for(s));
+            let plan = router.plan_with(
+                &sim.table,
+                &expected,
+                PlanContext::at(now).seed(cfg.seed_for(s)),
+            );
             let asks = Asks::from_plan(&sim, &plan);
             let seen = observe(&sim, &asks, s, since);
             let mut report = seen.round_report(&sim);

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_core::{RouterConfig, UrlPolicy};
+use outbox_core::{PlanContext, RouterConfig, UrlPolicy};
 use outbox_sim::{
     generate_with, score, Asks, PlanFile, SimWorld, Window, World, WorldError, WorldModel,
     MAX_SESSIONS,
@@ -560,7 +560,7 @@ proptest! {
                 let mut stats = outbox_core::DeliveryStats::new();
                 for session in 0..2u32 {
                     let plan = router
-                        .try_plan_with(&sim.table, &stats, sim.world.now, u64::from(session))
+                        .try_plan_with(&sim.table, &stats, PlanContext::at(sim.world.now).seed(u64::from(session)))
                         .unwrap_or_else(|broken| panic!("a valid config planned badly: {broken}\n{text}"));
                     let asks = Asks::from_plan(&sim, &plan);
                     let observed = outbox_sim::observe(&sim, &asks, session, 0);

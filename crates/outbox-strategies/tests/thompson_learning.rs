@@ -7,7 +7,8 @@
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::testkit::test_key;
 use outbox_core::{
-    AuthorId, DeliveryStats, Plan, RawRelayList, RouteTable, RouteTableBuilder, Router, UrlPolicy,
+    AuthorId, DeliveryStats, Plan, PlanContext, RawRelayList, RouteTable, RouteTableBuilder,
+    Router, UrlPolicy,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -105,7 +106,11 @@ fn run(strategy: &str) -> Vec<(f64, f64)> {
         for (s, f) in freq.iter_mut().enumerate() {
             stats.begin_session();
             let now = 1_700_000_000 + s as u64 * 3600;
-            let plan = router.plan_with(&t, &stats, now, trial * 100 + s as u64);
+            let plan = router.plan_with(
+                &t,
+                &stats,
+                PlanContext::at(now).seed(trial * 100 + s as u64),
+            );
             let share = |relay| {
                 (0..FOLLOWS as u32)
                     .filter(|&a| plan.asked(AuthorId(a)).contains(&relay))

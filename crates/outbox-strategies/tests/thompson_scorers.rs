@@ -2,8 +2,8 @@
 
 use outbox_core::testkit::{check_config_toml, random_table, test_key, WorldShape};
 use outbox_core::{
-    DeliveryStats, PlanInput, RawRelayList, RelayId, RelayStats, RelayView, RouteTable,
-    RouteTableBuilder, Router, RouterConfig, Scorer, UrlPolicy,
+    DeliveryStats, PlanContext, PlanInput, RawRelayList, RelayId, RelayStats, RelayView,
+    RouteTable, RouteTableBuilder, Router, RouterConfig, Scorer, UrlPolicy,
 };
 use outbox_thompson::{FixedThompson, Thompson, ThompsonOptions};
 use rand::SeedableRng;
@@ -269,7 +269,7 @@ fn per_author_kinds_plan_alike_given_the_same_scores() {
     let plan = |strategy: &str, seed: u64, stats: &DeliveryStats| {
         Router::from_toml(&format!("max_connections = 8\n[strategy]\n{strategy}"))
             .unwrap()
-            .plan_with(&t, stats, 0, seed)
+            .plan_with(&t, stats, PlanContext::at(0).seed(seed))
     };
     let fd = "type = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\n";
     let per_author = "type = \"per_author\"\n";

@@ -2,7 +2,7 @@
 
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::testkit::{check_strategy, relay_list, table_with_lists, test_key};
-use outbox_core::{check_plan, DeliveryStats, RouteTable, Router};
+use outbox_core::{check_plan, DeliveryStats, PlanContext, RouteTable, Router};
 use outbox_recall::RecallConfig;
 
 /// Follows are `test_key(0..n)`, one list each.
@@ -104,7 +104,11 @@ fn learned_picks(other: &str, config: &str) -> [[u32; 3]; 2] {
         // about the same follows, so the plan must be able to ask two at once.
         let mut r = router(2, config);
         for session in 0..6u64 {
-            let plan = r.plan_with(&t, &stats, session * 3600, trial * 100 + session);
+            let plan = r.plan_with(
+                &t,
+                &stats,
+                PlanContext::at(session * 3600).seed(trial * 100 + session),
+            );
             assert!(check_plan(&plan, &t, r.limits()).is_empty());
             let phase = usize::from(session >= 3);
             for a in plan.routed() {
@@ -158,7 +162,7 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
         stats.record_round(&report, run);
     }
     let pick = |config: &str| {
-        let plan = router(1, config).plan_with(&t, &stats, 5, 0);
+        let plan = router(1, config).plan_with(&t, &stats, PlanContext::at(5).seed(0));
         t.url(plan.routed()[0].relay).to_string()
     };
     assert_eq!(pick("explore = false\n"), deep);
@@ -193,7 +197,7 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
     };
     stats.record_round(&report, 0);
     let mut r = router(3, "explore = false\nper_author = 3\ndisclosure = 1.5\n");
-    let plan = r.plan_with(&t, &stats, 0, 1);
+    let plan = r.plan_with(&t, &stats, PlanContext::at(0).seed(1));
     let asked: Vec<usize> = t.authors().map(|a| plan.asked(a).len()).collect();
     assert_eq!(
         asked[0], 3,
