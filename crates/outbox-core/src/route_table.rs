@@ -77,6 +77,21 @@ pub enum NotARelayList {
     Unverified,
 }
 
+impl RawRelayList {
+    /// The list of an event whose id and signature were already verified (a relay client that
+    /// verifies every event it receives need not pay twice); only the kind is checked.
+    pub fn from_verified(event: &Event) -> Result<Self, NotARelayList> {
+        if event.kind != Kind::RelayList {
+            return Err(NotARelayList::WrongKind);
+        }
+        Ok(Self {
+            author: event.pubkey,
+            created_at: event.created_at.as_secs(),
+            tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+        })
+    }
+}
+
 impl TryFrom<&Event> for RawRelayList {
     type Error = NotARelayList;
 
@@ -87,11 +102,7 @@ impl TryFrom<&Event> for RawRelayList {
             return Err(NotARelayList::WrongKind);
         }
         event.verify().map_err(|_| NotARelayList::Unverified)?;
-        Ok(Self {
-            author: event.pubkey,
-            created_at: event.created_at.as_secs(),
-            tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
-        })
+        Self::from_verified(event)
     }
 }
 

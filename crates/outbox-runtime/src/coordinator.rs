@@ -36,10 +36,7 @@ use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::{
-    relay_list_from_event, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome,
-    Status,
-};
+use crate::{Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status};
 
 /// Reports buffered from all slots before slots wait (backpressure on flooding relays).
 const REPORT_CAPACITY: usize = 1024;
@@ -742,7 +739,7 @@ impl Coordinator {
         match sub {
             SubKind::Lists => {
                 // The slot verified it (when configured); only the kind is checked here.
-                if let Some(list) = relay_list_from_event(&event, false) {
+                if let Ok(list) = RawRelayList::from_verified(&event) {
                     if self.add_list(list) {
                         debug!(author = %event.pubkey, "new relay list");
                         self.schedule_replan(self.cfg.replan_debounce);

@@ -66,7 +66,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr::event::{Event, Kind};
+use nostr::event::Event;
 use nostr::key::PublicKey;
 use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore, UrlPolicy};
 use tokio::sync::mpsc;
@@ -123,27 +123,14 @@ impl FeedInput {
     /// Adds a signed kind:10002 event; returns false (and keeps nothing) when it is another kind
     /// or does not verify.
     pub fn add_relay_list_event(&mut self, event: &Event) -> bool {
-        match relay_list_from_event(event, true) {
-            Some(list) => {
+        match RawRelayList::try_from(event) {
+            Ok(list) => {
                 self.relay_lists.push(list);
                 true
             }
-            None => false,
+            Err(_) => false,
         }
     }
-}
-
-/// A kind:10002 event as a raw relay list; `None` for other kinds or (when `verify`) events
-/// that do not verify.
-pub fn relay_list_from_event(event: &Event, verify: bool) -> Option<RawRelayList> {
-    if event.kind != Kind::RelayList || (verify && event.verify().is_err()) {
-        return None;
-    }
-    Some(RawRelayList {
-        author: event.pubkey,
-        created_at: event.created_at.as_secs(),
-        tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
-    })
 }
 
 /// What the feed channel carries.

@@ -406,5 +406,5 @@ pub fn router(toml: &str) -> outbox_core::Router {
 }
 
 pub fn raw(event: &Event) -> RawRelayList {
-    outbox_runtime::relay_list_from_event(event, true).expect("a valid relay list")
+    RawRelayList::try_from(event).expect("a valid relay list")
 }
