@@ -23,3 +23,8 @@ pub fn link() {
     let _ = std::hint::black_box(outbox_stochastic::StochasticConfig::default);
     let _ = std::hint::black_box(outbox_thompson::ThompsonConfig::default);
 }
+
+/// The README's code blocks, compiled and run as doctests so the embedding it shows stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
