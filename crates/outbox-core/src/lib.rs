@@ -19,8 +19,6 @@
 //! [`register_strategy!`] (see [`registry`] for what "strategy" and "selector" mean); the
 //! runtime, simulator and CLI are separate crates.
 
-#![warn(missing_docs)]
-
 pub mod carriers;
 pub mod config;
 pub mod diff;

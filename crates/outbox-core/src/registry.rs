@@ -1,9 +1,9 @@
 //! The registry of strategies and scorers.
 //!
 //! Vocabulary: a **strategy** is a config type implementing [`StrategyConfig`], registered under
-//! a snake_case name with [`register_strategy!`]; `[strategy] type = "<name>"` picks it, and
+//! a snake_case name with [`register_strategy!`](crate::register_strategy); `[strategy] type = "<name>"` picks it, and
 //! building it gives a [`Selector`](crate::Selector), the object that picks relays on each run.
-//! A **scorer** is the same for [`ScorerConfig`] and [`register_scorer!`], building a
+//! A **scorer** is the same for [`ScorerConfig`] and [`register_scorer!`](crate::register_scorer), building a
 //! [`Scorer`](crate::Scorer). One macro call per strategy or scorer writes its name once: it
 //! registers the config type with `typetag` (what TOML is deserialised through) and submits the
 //! descriptor listed here (name, summary, example config), so the two cannot disagree.
@@ -20,7 +20,7 @@ pub type StrategyExample = fn() -> Result<Box<dyn StrategyConfig>, ConfigError>;
 /// Builds a registered scorer's example config.
 pub type ScorerExample = fn() -> Result<Box<dyn ScorerConfig>, ConfigError>;
 
-/// Describes a registered strategy; submitted by [`register_strategy!`].
+/// Describes a registered strategy; submitted by [`register_strategy!`](crate::register_strategy).
 #[derive(Debug)]
 pub struct StrategyDescriptor {
     /// The `type` name used in config; snake_case and unique.
@@ -33,7 +33,7 @@ pub struct StrategyDescriptor {
     pub make_example: StrategyExample,
 }
 
-/// Describes a registered scorer; submitted by [`register_scorer!`].
+/// Describes a registered scorer; submitted by [`register_scorer!`](crate::register_scorer).
 #[derive(Debug)]
 pub struct ScorerDescriptor {
     /// The `type` name used in a `[strategy.scorer]` table; snake_case and unique.
@@ -206,7 +206,7 @@ macro_rules! register_strategy {
 }
 
 /// Registers a scorer: its config type with `typetag` under `name`, and its descriptor (same
-/// shape as [`register_strategy!`], with `impl ScorerConfig for ...`).
+/// shape as [`register_strategy!`](crate::register_strategy), with `impl ScorerConfig for ...`).
 #[macro_export]
 macro_rules! register_scorer {
     (

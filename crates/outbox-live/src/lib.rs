@@ -29,8 +29,6 @@
 //! learned stats barely decay between them either) and with the one-year window only (the
 //! widest window asked sets what both learn from).
 
-#![warn(missing_docs)]
-
 pub mod fleet;
 pub mod load;
 pub mod rekey;

@@ -51,8 +51,6 @@
 //! # }
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod config;
 mod coordinator;
 pub mod limits;

@@ -1,4 +1,6 @@
 //! Planning time of every registered strategy on the huge profile, so speed regressions show.
+// criterion's group macro defines an undocumented public function.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use outbox_core::{DeliveryStats, PlanContext, Router};

@@ -15,8 +15,6 @@
 //! What a strategy learns from is only what its own REQs returned: [`Observation`] per session,
 //! of which only [`outbox_core::DeliveryStats`] is fed today.
 
-#![warn(missing_docs)]
-
 pub mod bench;
 pub mod ceiling;
 pub mod churn;

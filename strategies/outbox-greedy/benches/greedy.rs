@@ -2,6 +2,8 @@
 //! write relays each, popularity skewed toward a few hubs as on the real network.
 //!
 //! `cargo bench -p outbox-greedy`
+// criterion's group macro defines an undocumented public function.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use outbox_core::testkit::test_key;

@@ -34,8 +34,6 @@
 //! type = "greedy"
 //! ```
 
-#![warn(missing_docs)]
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 

@@ -7,8 +7,6 @@
 //! - [`beta`]: Beta draws that fail softly (the Thompson scorers, `recall`);
 //! - [`popularity_weight`]: welshman's `1 + ln popularity`.
 
-#![warn(missing_docs)]
-
 pub mod beta;
 pub mod lazy;
 pub mod per_author;
