@@ -321,8 +321,8 @@ fn recall_cell(recall: Option<f64>) -> String {
 
 /// One strategy on one world file, every session, plans written out.
 fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(config_path)
-        .with_context(|| format!("reading config {}", config_path.display()))?;
+    let text = crate::text::read_bounded(config_path, crate::text::MAX_CONFIG_BYTES)
+        .context("reading config")?;
     let config = RouterConfig::from_toml(&text)
         .with_context(|| format!("in config {}", config_path.display()))?;
     let world = World::read_path(world_path)

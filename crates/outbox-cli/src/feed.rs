@@ -167,8 +167,8 @@ fn read_follows(items: &[String]) -> anyhow::Result<Vec<PublicKey>> {
     for item in items {
         let path = Path::new(item);
         if path.is_file() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading follows {}", path.display()))?;
+            let text = crate::text::read_bounded(path, crate::text::MAX_FOLLOWS_BYTES)
+                .context("reading follows")?;
             for word in text.split(|c: char| c.is_whitespace() || c == ',') {
                 if !word.is_empty() && !word.starts_with('#') {
                     out.push(parse_key(word)?);
@@ -185,8 +185,8 @@ fn read_follows(items: &[String]) -> anyhow::Result<Vec<PublicKey>> {
 
 async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let text = match &args.config {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("reading config {}", path.display()))?,
+        Some(path) => crate::text::read_bounded(path, crate::text::MAX_CONFIG_BYTES)
+            .context("reading config")?,
         None => DEFAULT_CONFIG.to_string(),
     };
     let mut config = RouterConfig::from_toml(&text).context("in router config")?;

@@ -75,7 +75,8 @@ fn main() -> ExitCode {
         // The reader went away: nothing left to say, and nobody to say it to.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Error chains quote files and relays: escaped, so they cannot drive the terminal.
+            eprintln!("error: {}", text::escape_lines(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     }

@@ -35,8 +35,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading config {}", args.config.display()))?;
+    let text = crate::text::read_bounded(&args.config, crate::text::MAX_CONFIG_BYTES)
+        .context("reading config")?;
     let config = RouterConfig::from_toml(&text)
         .with_context(|| format!("in config {}", args.config.display()))?;
     let world = World::read_path(&args.world)

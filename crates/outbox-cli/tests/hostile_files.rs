@@ -1,0 +1,57 @@
+//! Files a careless or hostile user hands the CLI: never read without bound, never echoed raw.
+
+use std::process::{Command, Output};
+
+fn outbox(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(args)
+        .output()
+        .expect("the outbox binary runs")
+}
+
+#[test]
+fn escape_sequences_in_a_config_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("evil.toml");
+    std::fs::write(
+        &config,
+        // TOML's own escapes put real control characters into the key.
+        r#"max_connections = 4
+"\u001b[2J\u001b]0;owned\u0007" = 1
+[strategy]
+type = "greedy"
+"#,
+    )
+    .unwrap();
+    let out = outbox(&[
+        "plan",
+        "--world",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/world.json"),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "raw escape on stderr: {stderr:?}"
+    );
+    assert!(
+        stderr.contains("\\u{1b}[2J"),
+        "the key is shown escaped: {stderr}"
+    );
+}
+
+#[test]
+fn a_config_that_never_ends_is_refused_before_reading() {
+    let out = outbox(&[
+        "plan",
+        "--world",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/world.json"),
+        "--config",
+        "/dev/zero",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
