@@ -546,7 +546,10 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     };
     let decay = match meta("decay")? {
         None => Some(Decay::default()),
-        Some(rusqlite::types::Value::Text(t)) => serde_json::from_str::<Decay>(&t).ok(),
+        // A factor outside (0, 1] would grow or erase what was learned: the default.
+        Some(rusqlite::types::Value::Text(t)) => serde_json::from_str::<Decay>(&t)
+            .ok()
+            .filter(Decay::is_sane),
         Some(_) => None,
     };
     let decay = decay.unwrap_or_else(|| {
