@@ -451,6 +451,37 @@ fn a_file_from_a_newer_version_loads_what_it_knows() {
     assert_eq!(loaded.stats.get("wss://a.example").beta, 3.0);
 }
 
+#[test]
+fn a_newer_version_that_reshaped_relays_is_kept_not_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let newer =
+        r#"{"format": "outbox-stats", "version": 9, "relays": [["wss://a.example", 2, 3]]}"#;
+    fs::write(&path, newer).unwrap();
+    let store = FileStore::new(&path);
+    let loaded = store.load().unwrap();
+    assert!(loaded.warnings.contains(&LoadWarning::NewerVersion {
+        found: 9,
+        supported: STATS_VERSION
+    }));
+    assert!(
+        !loaded
+            .warnings
+            .iter()
+            .any(|w| matches!(w, LoadWarning::Unreadable { .. })),
+        "{:?}",
+        loaded.warnings
+    );
+    store.save(&loaded.stats).unwrap();
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        newer,
+        "the newer file is untouched"
+    );
+    assert!(corrupt_files(dir.path()).is_empty());
+    assert!(store.side_path().exists());
+}
+
 /// A file as a newer version would write it: fields this build does not know at every level.
 fn newer_file(saved_at: u64) -> String {
     format!(
