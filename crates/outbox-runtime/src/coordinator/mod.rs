@@ -17,11 +17,11 @@
 //! recorder's (see its docs). The coordinator takes a round when the plan settles, when an
 //! EOSE race ends, and a final one when the feed ends.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nostr::event::{Event, EventId, Kind};
+use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use outbox_core::stats::RoundRecorder;
@@ -37,6 +37,12 @@ use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::{Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status};
+
+mod dedup;
+mod frames;
+mod summary;
+
+use dedup::Dedup;
 
 /// Reports buffered from all slots before slots wait (backpressure on flooding relays).
 const REPORT_CAPACITY: usize = 1024;
@@ -90,38 +96,6 @@ impl Live {
     fn send(&self, cmd: SlotCommand) {
         // A slot that already ended has nothing to close; ignoring is correct.
         let _ = self.tx.send(cmd);
-    }
-}
-
-/// Remembers recent event ids, forgetting the oldest beyond a capacity.
-#[derive(Debug)]
-struct Dedup {
-    set: HashSet<EventId>,
-    order: VecDeque<EventId>,
-    capacity: usize,
-}
-
-impl Dedup {
-    fn new(capacity: usize) -> Self {
-        Self {
-            set: HashSet::new(),
-            order: VecDeque::new(),
-            capacity: capacity.max(1),
-        }
-    }
-
-    /// True the first time an id is seen.
-    fn insert(&mut self, id: EventId) -> bool {
-        if !self.set.insert(id) {
-            return false;
-        }
-        self.order.push_back(id);
-        if self.order.len() > self.capacity {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
-            }
-        }
-        true
     }
 }
 
@@ -584,195 +558,6 @@ impl Coordinator {
         .await;
     }
 
-    async fn on_report(&mut self, report: SlotReport) {
-        let url: &str = &report.url;
-        if !self.live.contains_key(url) {
-            // A slot being shut down may still report; it no longer counts.
-            return;
-        }
-        match report.kind {
-            ReportKind::Connected { handshake } => {
-                self.tally
-                    .relays
-                    .entry(url.to_string())
-                    .or_default()
-                    .connections += 1;
-                self.status(Status::Connected {
-                    relay: url.to_string(),
-                    handshake,
-                })
-                .await;
-            }
-            ReportKind::Event { sub, event } => self.on_event(url, sub, event).await,
-            ReportKind::Eose {
-                sub: SubKind::Feed,
-                generation,
-                elapsed,
-                latency,
-                pages,
-                received,
-                complete,
-            } => {
-                let outcome = self.tally.relays.entry(url.to_string()).or_default();
-                outcome.pages += pages;
-                outcome.received += received;
-                if !self.recorder.eose(url, generation, complete) {
-                    // An answer to a filter that was replaced since: the new one is awaited.
-                    return;
-                }
-                outcome.complete = complete;
-                if self.cfg.once && self.race_at.is_none() {
-                    if let Some(race) = self.cfg.eose_race {
-                        self.race_at = Some(Instant::now() + race);
-                    }
-                }
-                self.stats
-                    .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
-                let closing = self.live.get(url).is_some_and(|l| l.closing);
-                self.penalties.succeed(url);
-                self.status(Status::Eose {
-                    relay: url.to_string(),
-                    generation,
-                    elapsed,
-                })
-                .await;
-                if closing {
-                    // A re-plan dropped it while it was answering; the answer is in, close now.
-                    self.close_feed(url);
-                }
-            }
-            ReportKind::Eose {
-                sub: SubKind::Lists,
-                pages,
-                ..
-            } => {
-                self.tally
-                    .relays
-                    .entry(url.to_string())
-                    .or_default()
-                    .lookup_pages += pages;
-                let once = self.cfg.once;
-                if let Some(live) = self.live.get_mut(url) {
-                    if once {
-                        live.lists = None;
-                        live.send(SlotCommand::Close {
-                            sub: SubKind::Lists,
-                        });
-                    } else {
-                        live.lists = Some(Progress::Eose);
-                    }
-                }
-                self.penalties.succeed(url);
-                self.close_live_if_idle(url);
-                let lookups_done = self
-                    .live
-                    .values()
-                    .all(|l| l.lists.is_none_or(|p| p == Progress::Eose));
-                if lookups_done && self.lists_changed {
-                    self.schedule_replan(Duration::ZERO);
-                }
-                self.status(Status::ListsEose {
-                    relay: url.to_string(),
-                })
-                .await;
-            }
-            ReportKind::Refused { sub, message } => {
-                // Learned as a failure through `penalise` (the relay goes down for the round).
-                let now = unix_now();
-                self.tally
-                    .relays
-                    .entry(url.to_string())
-                    .or_default()
-                    .failures += 1;
-                self.status(Status::Refused {
-                    relay: url.to_string(),
-                    reason: message.clone(),
-                })
-                .await;
-                let until = self
-                    .penalties
-                    .penalise(url, &message, now, &self.cfg.penalty);
-                debug!(relay = %url, sub = sub.id(), "refused");
-                self.penalise(url, until, message).await;
-            }
-            ReportKind::Dropped { reason } => {
-                *self.tally.dropped.entry(reason).or_default() += 1;
-                self.status(Status::Dropped {
-                    relay: url.to_string(),
-                    reason,
-                })
-                .await;
-            }
-            ReportKind::Failed { failure } => {
-                let now = unix_now();
-                let reason = failure.to_string();
-                self.tally
-                    .relays
-                    .entry(url.to_string())
-                    .or_default()
-                    .failures += 1;
-                // The slot re-sends the REQ after reconnecting; the recorder waits for that EOSE
-                // and counts what the new connection returns. A lookup-only relay's liveness
-                // still learns.
-                self.recorder.failed(url, &reason);
-                let penalised = if failure.is_misbehaviour() {
-                    self.penalties
-                        .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
-                } else {
-                    self.penalties.strike(url, &reason, now, &self.cfg.penalty)
-                };
-                let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
-                self.status(Status::Failed {
-                    relay: url.to_string(),
-                    reason: reason.clone(),
-                    strikes,
-                })
-                .await;
-                if let Some(until) = penalised {
-                    self.penalise(url, until, reason).await;
-                }
-            }
-        }
-    }
-
-    async fn on_event(&mut self, url: &str, sub: SubKind, event: Box<Event>) {
-        match sub {
-            SubKind::Lists => {
-                // The slot verified it (when configured); only the kind is checked here.
-                if let Ok(list) = RawRelayList::from_verified(&event) {
-                    if self.add_list(list) {
-                        debug!(author = %event.pubkey, "new relay list");
-                        self.schedule_replan(self.cfg.replan_debounce);
-                    }
-                }
-            }
-            SubKind::Feed => {
-                if !self.follow_set.contains(&event.pubkey) {
-                    return;
-                }
-                // Counted per relay before de-duplication: every relay that returned a note gets
-                // credit for it, not only the fastest.
-                self.recorder.event(url, &event);
-                if !self.seen.insert(event.id) {
-                    return;
-                }
-                self.tally.events += 1;
-                let at = self.started.elapsed();
-                self.tally.first_event.get_or_insert(at);
-                if self.tally.full_eose.is_none() {
-                    // Bounded: only the stored history before the first settle is timed.
-                    self.tally.arrivals.push(at);
-                }
-                self.tally.relays.entry(url.to_string()).or_default().events += 1;
-                self.emit(FeedEvent::Note {
-                    event,
-                    relay: url.to_string(),
-                })
-                .await;
-            }
-        }
-    }
-
     async fn on_control(&mut self, control: Control) -> bool {
         match control {
             Control::AddLists(lists) => {
@@ -868,102 +653,6 @@ impl Coordinator {
         }
         self.finish().await
     }
-
-    /// Time to 90% of the notes that arrived before the run settled (or raced, or ended).
-    fn note_time_to_90(&mut self) {
-        if self.tally.to_90.is_some() || self.tally.arrivals.is_empty() {
-            return;
-        }
-        let n = self.tally.arrivals.len();
-        let index = (n * 9).div_ceil(10).saturating_sub(1);
-        self.tally.to_90 = self.tally.arrivals.get(index).copied();
-        self.tally.arrivals = Vec::new();
-    }
-
-    async fn finish(mut self) -> FeedSummary {
-        // Relays that answered but were not recorded yet (a live feed stopped mid-round), and
-        // relays that failed and never answered.
-        self.record_round(true);
-        self.note_time_to_90();
-        let follows = self.follows.len();
-        let mut covered: HashSet<PublicKey> = HashSet::new();
-        let mut answered = 0usize;
-        for (url, authors) in self.recorder.answered() {
-            covered.extend(authors.iter().copied());
-            answered += 1;
-            self.tally
-                .relays
-                .entry(url.to_string())
-                .or_default()
-                .answered = true;
-        }
-        for live in self.live.values() {
-            live.send(SlotCommand::Shutdown);
-        }
-        self.live.clear();
-        let grace = self.cfg.shutdown_grace + self.cfg.shutdown_grace;
-        let deadline = Instant::now() + grace;
-        while !self.tasks.is_empty() {
-            tokio::select! {
-                joined = self.tasks.join_next() => {
-                    if joined.is_none() {
-                        break;
-                    }
-                }
-                // Slots may be waiting to report; keep draining so they can see the shutdown.
-                _ = self.reports.recv() => {}
-                _ = tokio::time::sleep_until(deadline) => {
-                    warn!(left = self.tasks.len(), "slots did not close in time; aborting them");
-                    self.tasks.abort_all();
-                    while self.tasks.join_next().await.is_some() {}
-                    break;
-                }
-            }
-        }
-        let stats_error = self.save_stats().await;
-        let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
-        let relays = self.tally.relays.values();
-        let round_trips = relays.clone().map(|r| r.pages + r.lookup_pages).sum();
-        let events_received = relays.clone().map(|r| r.received).sum();
-        let relays_incomplete = relays.filter(|r| r.answered && !r.complete).count();
-        let summary = FeedSummary {
-            events: self.tally.events,
-            follows,
-            authors_covered: covered.len(),
-            relays_asked,
-            relays_answered: answered,
-            relays_failed: relays_asked.saturating_sub(answered),
-            penalised: self.tally.penalised.iter().cloned().collect(),
-            relay_lists: self.lists.len(),
-            plans: self.tally.plans,
-            time_to_first_event: self.tally.first_event,
-            time_to_90_percent: self.tally.to_90,
-            time_to_full_eose: self.tally.full_eose,
-            raced: self.tally.raced,
-            seed: self.plan_seed,
-            carriers: self.carriers,
-            uncovered: self.tally.uncovered,
-            plans_rejected: self.tally.rejected,
-            lists: self.lists.values().cloned().collect(),
-            elapsed: self.started.elapsed(),
-            round_trips,
-            events_received,
-            relays_incomplete,
-            dropped: self.tally.dropped,
-            relays: self.tally.relays,
-            stats: self.stats,
-            penalties: self.penalties,
-            stats_error,
-        };
-        info!(
-            events = summary.events,
-            asked = summary.relays_asked,
-            answered = summary.relays_answered,
-            covered = summary.authors_covered,
-            "feed ended"
-        );
-        summary
-    }
 }
 
 /// A small stable hash for per-slot jitter seeds (not for security).
@@ -974,21 +663,4 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dedup_forgets_the_oldest_beyond_capacity() {
-        let mut d = Dedup::new(2);
-        let id = |n: u8| EventId::from_byte_array([n; 32]);
-        assert!(d.insert(id(1)));
-        assert!(!d.insert(id(1)));
-        assert!(d.insert(id(2)));
-        assert!(d.insert(id(3)));
-        assert!(d.insert(id(1)), "oldest id was forgotten");
-        assert!(!d.insert(id(3)));
-    }
 }

@@ -1,0 +1,195 @@
+//! What slots report (connections, EOSEs, failures, events), turned into the coordinator's state:
+//! the recorder's frames, set-asides, re-plans and the feed.
+
+use super::*;
+
+impl Coordinator {
+    pub(super) async fn on_report(&mut self, report: SlotReport) {
+        let url: &str = &report.url;
+        if !self.live.contains_key(url) {
+            // A slot being shut down may still report; it no longer counts.
+            return;
+        }
+        match report.kind {
+            ReportKind::Connected { handshake } => {
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .connections += 1;
+                self.status(Status::Connected {
+                    relay: url.to_string(),
+                    handshake,
+                })
+                .await;
+            }
+            ReportKind::Event { sub, event } => self.on_event(url, sub, event).await,
+            ReportKind::Eose {
+                sub: SubKind::Feed,
+                generation,
+                elapsed,
+                latency,
+                pages,
+                received,
+                complete,
+            } => {
+                let outcome = self.tally.relays.entry(url.to_string()).or_default();
+                outcome.pages += pages;
+                outcome.received += received;
+                if !self.recorder.eose(url, generation, complete) {
+                    // An answer to a filter that was replaced since: the new one is awaited.
+                    return;
+                }
+                outcome.complete = complete;
+                if self.cfg.once && self.race_at.is_none() {
+                    if let Some(race) = self.cfg.eose_race {
+                        self.race_at = Some(Instant::now() + race);
+                    }
+                }
+                self.stats
+                    .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
+                let closing = self.live.get(url).is_some_and(|l| l.closing);
+                self.penalties.succeed(url);
+                self.status(Status::Eose {
+                    relay: url.to_string(),
+                    generation,
+                    elapsed,
+                })
+                .await;
+                if closing {
+                    // A re-plan dropped it while it was answering; the answer is in, close now.
+                    self.close_feed(url);
+                }
+            }
+            ReportKind::Eose {
+                sub: SubKind::Lists,
+                pages,
+                ..
+            } => {
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .lookup_pages += pages;
+                let once = self.cfg.once;
+                if let Some(live) = self.live.get_mut(url) {
+                    if once {
+                        live.lists = None;
+                        live.send(SlotCommand::Close {
+                            sub: SubKind::Lists,
+                        });
+                    } else {
+                        live.lists = Some(Progress::Eose);
+                    }
+                }
+                self.penalties.succeed(url);
+                self.close_live_if_idle(url);
+                let lookups_done = self
+                    .live
+                    .values()
+                    .all(|l| l.lists.is_none_or(|p| p == Progress::Eose));
+                if lookups_done && self.lists_changed {
+                    self.schedule_replan(Duration::ZERO);
+                }
+                self.status(Status::ListsEose {
+                    relay: url.to_string(),
+                })
+                .await;
+            }
+            ReportKind::Refused { sub, message } => {
+                // Learned as a failure through `penalise` (the relay goes down for the round).
+                let now = unix_now();
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .failures += 1;
+                self.status(Status::Refused {
+                    relay: url.to_string(),
+                    reason: message.clone(),
+                })
+                .await;
+                let until = self
+                    .penalties
+                    .penalise(url, &message, now, &self.cfg.penalty);
+                debug!(relay = %url, sub = sub.id(), "refused");
+                self.penalise(url, until, message).await;
+            }
+            ReportKind::Dropped { reason } => {
+                *self.tally.dropped.entry(reason).or_default() += 1;
+                self.status(Status::Dropped {
+                    relay: url.to_string(),
+                    reason,
+                })
+                .await;
+            }
+            ReportKind::Failed { failure } => {
+                let now = unix_now();
+                let reason = failure.to_string();
+                self.tally
+                    .relays
+                    .entry(url.to_string())
+                    .or_default()
+                    .failures += 1;
+                // The slot re-sends the REQ after reconnecting; the recorder waits for that EOSE
+                // and counts what the new connection returns. A lookup-only relay's liveness
+                // still learns.
+                self.recorder.failed(url, &reason);
+                let penalised = if failure.is_misbehaviour() {
+                    self.penalties
+                        .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
+                } else {
+                    self.penalties.strike(url, &reason, now, &self.cfg.penalty)
+                };
+                let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
+                self.status(Status::Failed {
+                    relay: url.to_string(),
+                    reason: reason.clone(),
+                    strikes,
+                })
+                .await;
+                if let Some(until) = penalised {
+                    self.penalise(url, until, reason).await;
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, url: &str, sub: SubKind, event: Box<Event>) {
+        match sub {
+            SubKind::Lists => {
+                // The slot verified it (when configured); only the kind is checked here.
+                if let Ok(list) = RawRelayList::from_verified(&event) {
+                    if self.add_list(list) {
+                        debug!(author = %event.pubkey, "new relay list");
+                        self.schedule_replan(self.cfg.replan_debounce);
+                    }
+                }
+            }
+            SubKind::Feed => {
+                if !self.follow_set.contains(&event.pubkey) {
+                    return;
+                }
+                // Counted per relay before de-duplication: every relay that returned a note gets
+                // credit for it, not only the fastest.
+                self.recorder.event(url, &event);
+                if !self.seen.insert(event.id) {
+                    return;
+                }
+                self.tally.events += 1;
+                let at = self.started.elapsed();
+                self.tally.first_event.get_or_insert(at);
+                if self.tally.full_eose.is_none() {
+                    // Bounded: only the stored history before the first settle is timed.
+                    self.tally.arrivals.push(at);
+                }
+                self.tally.relays.entry(url.to_string()).or_default().events += 1;
+                self.emit(FeedEvent::Note {
+                    event,
+                    relay: url.to_string(),
+                })
+                .await;
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The end of a feed: the last round learned, stats saved, slots drained, and the summary.
+
+use super::*;
+
+impl Coordinator {
+    /// Time to 90% of the notes that arrived before the run settled (or raced, or ended).
+    pub(super) fn note_time_to_90(&mut self) {
+        if self.tally.to_90.is_some() || self.tally.arrivals.is_empty() {
+            return;
+        }
+        let n = self.tally.arrivals.len();
+        let index = (n * 9).div_ceil(10).saturating_sub(1);
+        self.tally.to_90 = self.tally.arrivals.get(index).copied();
+        self.tally.arrivals = Vec::new();
+    }
+
+    pub(super) async fn finish(mut self) -> FeedSummary {
+        // Relays that answered but were not recorded yet (a live feed stopped mid-round), and
+        // relays that failed and never answered.
+        self.record_round(true);
+        self.note_time_to_90();
+        let follows = self.follows.len();
+        let mut covered: HashSet<PublicKey> = HashSet::new();
+        let mut answered = 0usize;
+        for (url, authors) in self.recorder.answered() {
+            covered.extend(authors.iter().copied());
+            answered += 1;
+            self.tally
+                .relays
+                .entry(url.to_string())
+                .or_default()
+                .answered = true;
+        }
+        for live in self.live.values() {
+            live.send(SlotCommand::Shutdown);
+        }
+        self.live.clear();
+        let grace = self.cfg.shutdown_grace + self.cfg.shutdown_grace;
+        let deadline = Instant::now() + grace;
+        while !self.tasks.is_empty() {
+            tokio::select! {
+                joined = self.tasks.join_next() => {
+                    if joined.is_none() {
+                        break;
+                    }
+                }
+                // Slots may be waiting to report; keep draining so they can see the shutdown.
+                _ = self.reports.recv() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    warn!(left = self.tasks.len(), "slots did not close in time; aborting them");
+                    self.tasks.abort_all();
+                    while self.tasks.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+        let stats_error = self.save_stats().await;
+        let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
+        let relays = self.tally.relays.values();
+        let round_trips = relays.clone().map(|r| r.pages + r.lookup_pages).sum();
+        let events_received = relays.clone().map(|r| r.received).sum();
+        let relays_incomplete = relays.filter(|r| r.answered && !r.complete).count();
+        let summary = FeedSummary {
+            events: self.tally.events,
+            follows,
+            authors_covered: covered.len(),
+            relays_asked,
+            relays_answered: answered,
+            relays_failed: relays_asked.saturating_sub(answered),
+            penalised: self.tally.penalised.iter().cloned().collect(),
+            relay_lists: self.lists.len(),
+            plans: self.tally.plans,
+            time_to_first_event: self.tally.first_event,
+            time_to_90_percent: self.tally.to_90,
+            time_to_full_eose: self.tally.full_eose,
+            raced: self.tally.raced,
+            seed: self.plan_seed,
+            carriers: self.carriers,
+            uncovered: self.tally.uncovered,
+            plans_rejected: self.tally.rejected,
+            lists: self.lists.values().cloned().collect(),
+            elapsed: self.started.elapsed(),
+            round_trips,
+            events_received,
+            relays_incomplete,
+            dropped: self.tally.dropped,
+            relays: self.tally.relays,
+            stats: self.stats,
+            penalties: self.penalties,
+            stats_error,
+        };
+        info!(
+            events = summary.events,
+            asked = summary.relays_asked,
+            answered = summary.relays_answered,
+            covered = summary.authors_covered,
+            "feed ended"
+        );
+        summary
+    }
+}
