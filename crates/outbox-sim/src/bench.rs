@@ -13,6 +13,9 @@ use crate::generate::{generate, Profile};
 use crate::score::{PlanScore, SimWorld, Window, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
 
+/// How a bound row (learnable ceiling, oracle) is scored on a world.
+type BoundRun = fn(&SimWorld, &LoopConfig, usize) -> Vec<crate::session::SessionOutcome>;
+
 /// The label of the oracle row.
 pub const ORACLE: &str = "oracle";
 
@@ -378,33 +381,26 @@ pub fn run_bench(
                         world: name.clone(),
                     });
                 }
-                if ceiling {
-                    let outcomes = run_ceiling(&sim, &loop_cfg, cfg.budget);
+                // The two bounds, scored like any strategy.
+                let bounds: [(bool, &str, BoundRun); 2] = [
+                    (ceiling, CEILING, run_ceiling),
+                    (oracle, ORACLE, run_oracle),
+                ];
+                for (wanted, label, run) in bounds {
+                    if !wanted {
+                        continue;
+                    }
+                    let outcomes = run(&sim, &loop_cfg, cfg.budget);
                     let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
                     local.push(RunRecord {
-                        label: CEILING.to_string(),
+                        label: label.to_string(),
                         profile,
                         seed,
                         plan_us: median(&mut times),
                         sessions: outcomes.into_iter().map(|o| o.score).collect(),
                     });
                     progress(Progress::Done {
-                        label: CEILING.to_string(),
-                        world: name.clone(),
-                    });
-                }
-                if oracle {
-                    let outcomes = run_oracle(&sim, &loop_cfg, cfg.budget);
-                    let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
-                    local.push(RunRecord {
-                        label: ORACLE.to_string(),
-                        profile,
-                        seed,
-                        plan_us: median(&mut times),
-                        sessions: outcomes.into_iter().map(|o| o.score).collect(),
-                    });
-                    progress(Progress::Done {
-                        label: ORACLE.to_string(),
+                        label: label.to_string(),
                         world: name.clone(),
                     });
                 }

@@ -282,12 +282,6 @@ pub fn oracle_asks_within(
             }
         }
     }
-    let reader: Vec<u32> = sim
-        .table
-        .reader_relays()
-        .iter()
-        .filter_map(|&r| world.relay_id(sim.table.url(r)))
-        .collect();
     let mut covered = vec![false; event_author.len()];
     let mut heap: BinaryHeap<(usize, std::cmp::Reverse<u32>, usize)> = per_relay
         .iter()
@@ -319,7 +313,7 @@ pub fn oracle_asks_within(
         }
         chosen.push(r);
     }
-    let mut entries: Vec<Ask> = chosen
+    let entries: Vec<Ask> = chosen
         .iter()
         .map(|&r| {
             let mut authors: Vec<u32> = per_relay[r as usize]
@@ -335,36 +329,7 @@ pub fn oracle_asks_within(
             }
         })
         .collect();
-    let mut routed = vec![false; world.follows.len()];
-    for e in &entries {
-        for &a in &e.authors {
-            routed[a as usize] = true;
-        }
-    }
-    let residual: Vec<u32> = (0..world.follows.len() as u32)
-        .filter(|&a| !routed[a as usize])
-        .collect();
-    if !residual.is_empty() {
-        for &r in &reader {
-            match entries.iter_mut().find(|e| e.relay == Some(r)) {
-                Some(e) => {
-                    e.authors.extend_from_slice(&residual);
-                    e.authors.sort_unstable();
-                    e.authors.dedup();
-                }
-                None => entries.push(Ask {
-                    url: world.relays()[r as usize].url.clone(),
-                    relay: Some(r),
-                    authors: residual.clone(),
-                }),
-            }
-        }
-    }
-    Asks {
-        entries,
-        orphans: Some(residual.len()),
-        foreign_authors: 0,
-    }
+    crate::ceiling::with_residual(sim, entries)
 }
 
 /// Scores the oracle in every session.
