@@ -431,20 +431,11 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     }
     let decay = match top.get("decay") {
         None => Decay::default(),
-        Some(v) => match serde_json::from_value::<Decay>(v.clone()) {
-            // A factor outside (0, 1] would grow or erase what was learned: the default.
-            Ok(decay) if decay.is_sane() => decay,
-            Ok(decay) => {
-                tracing::warn!(?decay, "absurd decay setting; using the default");
-                warnings.push(LoadWarning::Sanitised { count: 1 });
-                Decay::default()
-            }
-            Err(err) => {
-                tracing::warn!(%err, "unreadable decay setting; using the default");
-                warnings.push(LoadWarning::Sanitised { count: 1 });
-                Decay::default()
-            }
-        },
+        Some(v) => serde_json::from_value::<Decay>(v.clone()).unwrap_or_else(|err| {
+            tracing::warn!(%err, "unreadable decay setting; using the default");
+            warnings.push(LoadWarning::Sanitised { count: 1 });
+            Decay::default()
+        }),
     };
     let mut stats = DeliveryStats::with_decay(decay);
     stats.set_session(top.get("session").and_then(Value::as_u64).unwrap_or(0));

@@ -546,10 +546,7 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     };
     let decay = match meta("decay")? {
         None => Some(Decay::default()),
-        // A factor outside (0, 1] would grow or erase what was learned: the default.
-        Some(rusqlite::types::Value::Text(t)) => serde_json::from_str::<Decay>(&t)
-            .ok()
-            .filter(Decay::is_sane),
+        Some(rusqlite::types::Value::Text(t)) => serde_json::from_str::<Decay>(&t).ok(),
         Some(_) => None,
     };
     let decay = decay.unwrap_or_else(|| {
@@ -784,6 +781,27 @@ mod tests {
         ));
         assert!(store.save(&DeliveryStats::new()).is_err());
         assert_eq!(fs::read(store.path()).unwrap(), before);
+    }
+
+    #[test]
+    fn an_absurd_decay_factor_loads_as_the_default() {
+        let (_dir, store) = store();
+        store.save(&DeliveryStats::new()).unwrap();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch(
+            r#"UPDATE meta SET value = '{"mode":"hourly","factor":3.5}' WHERE key = 'decay';"#,
+        )
+        .unwrap();
+        drop(conn);
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.stats.decay, Decay::default());
+        assert!(
+            loaded
+                .warnings
+                .contains(&LoadWarning::Sanitised { count: 1 }),
+            "{:?}",
+            loaded.warnings
+        );
     }
 
     #[test]
