@@ -12,7 +12,8 @@
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use crate::score::{score, Ask, Asks, SimWorld, Window};
+use crate::holdings::{with_residual, Holdings};
+use crate::score::{score, Asks, SimWorld, Window};
 use crate::session::{LoopConfig, SessionOutcome};
 
 /// The label of the learnable-ceiling row.
@@ -33,26 +34,11 @@ pub fn up_rates(sim: &SimWorld) -> Vec<f64> {
 /// The ceiling's asks for `window`, given each relay's answer rate (see [`up_rates`]). The same
 /// in every session: the ceiling does not know which relays answer in a given one.
 pub fn ceiling_asks(sim: &SimWorld, rates: &[f64], budget: usize, window: Window) -> Asks {
-    let world = &sim.world;
-    let since = world.now.saturating_sub(window.secs());
     // Per relay, the window's events it stores of authors who declare it.
-    let mut per_relay: Vec<Vec<u32>> = vec![Vec::new(); world.relays().len()];
-    let mut event_author: Vec<u32> = Vec::new();
-    for a in 0..world.follows.len() as u32 {
-        for e in world.author_events_since(a, since) {
-            let id = event_author.len() as u32;
-            let mut held = false;
-            for &r in world.event_relays(e) {
-                if sim.is_declared(a, r) && rates.get(r as usize).is_some_and(|&p| p > 0.0) {
-                    per_relay[r as usize].push(id);
-                    held = true;
-                }
-            }
-            if held {
-                event_author.push(a);
-            }
-        }
-    }
+    let held = Holdings::of(sim, window, |a, r| {
+        sim.is_declared(a, r) && rates.get(r as usize).is_some_and(|&p| p > 0.0)
+    });
+    let (per_relay, event_author) = (&held.per_relay, &held.event_author);
     // `missed[e]`: the chance no chosen relay returns event `e`.
     let mut missed = vec![1.0f64; event_author.len()];
     let gain = |r: usize, missed: &[f64]| -> f64 {
@@ -92,23 +78,7 @@ pub fn ceiling_asks(sim: &SimWorld, rates: &[f64], budget: usize, window: Window
         }
         chosen.push(top.relay);
     }
-    let entries = chosen
-        .iter()
-        .map(|&r| {
-            let mut authors: Vec<u32> = per_relay[r as usize]
-                .iter()
-                .map(|&e| event_author[e as usize])
-                .collect();
-            authors.sort_unstable();
-            authors.dedup();
-            Ask {
-                url: world.relays()[r as usize].url.clone(),
-                relay: Some(r),
-                authors,
-            }
-        })
-        .collect();
-    with_residual(sim, entries)
+    held.asks(sim, &chosen)
 }
 
 /// The expected number of the window's events that asking `relays` (about the follows who
@@ -129,46 +99,6 @@ pub fn expected_events(sim: &SimWorld, rates: &[f64], window: Window, relays: &[
         }
     }
     total
-}
-
-/// `entries` plus every follow they leave out, asked of the reader's relays.
-pub(crate) fn with_residual(sim: &SimWorld, mut entries: Vec<Ask>) -> Asks {
-    let world = &sim.world;
-    let mut routed = vec![false; world.follows.len()];
-    for e in &entries {
-        for &a in &e.authors {
-            routed[a as usize] = true;
-        }
-    }
-    let residual: Vec<u32> = (0..world.follows.len() as u32)
-        .filter(|&a| !routed[a as usize])
-        .collect();
-    if !residual.is_empty() {
-        let reader = sim
-            .table
-            .reader_relays()
-            .iter()
-            .filter_map(|&r| world.relay_id(sim.table.url(r)));
-        for r in reader {
-            match entries.iter_mut().find(|e| e.relay == Some(r)) {
-                Some(e) => {
-                    e.authors.extend_from_slice(&residual);
-                    e.authors.sort_unstable();
-                    e.authors.dedup();
-                }
-                None => entries.push(Ask {
-                    url: world.relays()[r as usize].url.clone(),
-                    relay: Some(r),
-                    authors: residual.clone(),
-                }),
-            }
-        }
-    }
-    Asks {
-        entries,
-        orphans: Some(residual.len()),
-        foreign_authors: 0,
-    }
 }
 
 /// Scores the ceiling in every session: each window with the plan chosen for it. Connections,
@@ -244,6 +174,7 @@ impl Ord for Candidate {
 mod tests {
     use super::*;
     use crate::generate::{generate, Profile};
+    use crate::score::Ask;
     use crate::session::run_oracle;
 
     fn mean_y1(outcomes: &[SessionOutcome]) -> f64 {

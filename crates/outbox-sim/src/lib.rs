@@ -21,6 +21,7 @@ pub mod churn;
 pub mod delivered;
 pub mod fetch;
 pub mod generate;
+mod holdings;
 pub mod planfile;
 pub mod score;
 pub mod session;

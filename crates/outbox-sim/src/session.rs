@@ -17,6 +17,7 @@ use outbox_core::{DeliveryStats, Network, Plan, PlanContext, RawRelayList, Route
 use serde::{Deserialize, Serialize};
 
 use crate::fetch::fetch_recorded;
+use crate::holdings::Holdings;
 use crate::score::{score, score_and_observe, Ask, Asks, Observation, PlanScore, SimWorld, Window};
 
 /// How the loop runs.
@@ -261,27 +262,11 @@ pub fn oracle_asks_within(
     window: Window,
     scope: OracleScope,
 ) -> Asks {
-    let world = &sim.world;
-    let since = world.now.saturating_sub(window.secs());
     // Fetchable events of the window, and per relay the events it would return.
-    let mut per_relay: Vec<Vec<u32>> = vec![Vec::new(); world.relays().len()];
-    let mut event_author: Vec<u32> = Vec::new();
-    for a in 0..world.follows.len() as u32 {
-        for e in world.author_events_since(a, since) {
-            let id = event_author.len() as u32;
-            let mut any = false;
-            for &r in world.event_relays(e) {
-                let allowed = scope == OracleScope::AnyRelay || sim.is_declared(a, r);
-                if allowed && world.is_up(r, session) {
-                    per_relay[r as usize].push(id);
-                    any = true;
-                }
-            }
-            if any {
-                event_author.push(a);
-            }
-        }
-    }
+    let held = Holdings::of(sim, window, |a, r| {
+        (scope == OracleScope::AnyRelay || sim.is_declared(a, r)) && sim.world.is_up(r, session)
+    });
+    let (per_relay, event_author) = (&held.per_relay, &held.event_author);
     let mut covered = vec![false; event_author.len()];
     let mut heap: BinaryHeap<(usize, std::cmp::Reverse<u32>, usize)> = per_relay
         .iter()
@@ -313,23 +298,7 @@ pub fn oracle_asks_within(
         }
         chosen.push(r);
     }
-    let entries: Vec<Ask> = chosen
-        .iter()
-        .map(|&r| {
-            let mut authors: Vec<u32> = per_relay[r as usize]
-                .iter()
-                .map(|&e| event_author[e as usize])
-                .collect();
-            authors.sort_unstable();
-            authors.dedup();
-            Ask {
-                url: world.relays()[r as usize].url.clone(),
-                relay: Some(r),
-                authors,
-            }
-        })
-        .collect();
-    crate::ceiling::with_residual(sim, entries)
+    held.asks(sim, &chosen)
 }
 
 /// Scores the oracle in every session.
