@@ -58,6 +58,10 @@ pub struct Args {
     /// platform's data directory, e.g. `~/.local/share/outbox`).
     #[arg(long, env = "OUTBOX_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Relays that collect relay lists (comma-separated or repeated), asked for the follows'
+    /// kind:10002 lists beside `--relays`; added to the config's `indexers`.
+    #[arg(long, value_delimiter = ',')]
+    indexers: Vec<String>,
     /// Carry the follows no routed relay covers when none of `--relays` is usable.
     #[arg(long, value_delimiter = ',')]
     fallback_relays: Vec<String>,
@@ -208,6 +212,16 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(_)) => 0,
         (None, None) => rand::random(),
     };
+    let mut indexers = Vec::new();
+    for raw in config.indexers.iter().chain(&args.indexers) {
+        match policy.canonicalize(raw) {
+            Ok(url) if !indexers.contains(&url) => indexers.push(url),
+            Ok(_) => {}
+            Err(reason) => {
+                bail!("indexer {raw:?} not usable: {reason} (--allow-local for loopback)")
+            }
+        }
+    }
     let runtime_config = RuntimeConfig {
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
@@ -217,18 +231,34 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         seed,
         fallback_relays: args.fallback_relays.clone(),
         eose_race: args.eose_race,
+        indexers: indexers.clone(),
         ..RuntimeConfig::default()
     };
 
     let follows = match &args.npub {
         Some(npub) => {
             let reader = parse_key(npub)?;
-            let filter = Filter::new().author(reader).kind(Kind::ContactList);
-            let lists = fetch_events(&relays, &filter, &runtime_config).await;
-            let Some(newest) = lists.first() else {
+            // The reader's own lists: follows (kind:3) and blocked relays (kind:10006), from
+            // their relays and the indexers.
+            let mut lookup = relays.clone();
+            lookup.extend(indexers.iter().filter(|i| !relays.contains(i)).cloned());
+            let filter = Filter::new()
+                .author(reader)
+                .kinds([Kind::ContactList, Kind::BlockedRelays]);
+            let found = fetch_events(&lookup, &filter, &runtime_config).await;
+            let newest_of = |kind: Kind| found.iter().find(|e| e.kind == kind);
+            if let Some(blocked) = newest_of(Kind::BlockedRelays) {
+                let blocked = outbox_core::blocked_relays(blocked);
+                tracing::info!(
+                    relays = blocked.len(),
+                    "the reader's blocked relays are denied"
+                );
+                config.url_policy = config.url_policy.denying(blocked);
+            }
+            let Some(newest) = newest_of(Kind::ContactList) else {
                 bail!(
                     "no follow list (kind:3) for {npub} on {}",
-                    relays.join(", ")
+                    lookup.join(", ")
                 );
             };
             let mut follows: Vec<PublicKey> = newest
@@ -250,7 +280,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
 
     let router = Router::from_config(&config);
     let mut input = FeedInput::new(router, follows, relays);
-    input.policy = policy;
+    input.policy = config.url_policy.clone();
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
             .await
@@ -439,7 +469,14 @@ fn print_summary(s: &FeedSummary) {
             s.relays_asked, s.relays_answered, s.relays_failed
         ),
         format!("authors covered:     {}/{}", s.authors_covered, s.follows),
-        format!("relay lists:         {}", s.relay_lists),
+        if s.lists_from_indexers > 0 {
+            format!(
+                "relay lists:         {} ({} first from indexers)",
+                s.relay_lists, s.lists_from_indexers
+            )
+        } else {
+            format!("relay lists:         {}", s.relay_lists)
+        },
         format!("plans:               {} (seed {:#x})", s.plans, s.seed),
         format!(
             "transfer:            {} REQ pages, {} events received",

@@ -3,54 +3,15 @@
 //! learned stats on disk. Prints the measured run.
 
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
-use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
-use nostr::key::{Keys, SecretKey};
+use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
-use nostr_relay_builder::prelude as rb;
 
-struct Relay {
-    url: String,
-    db: Arc<rb::MemoryDatabase>,
-    _relay: rb::LocalRelay,
-}
+mod common;
 
-impl Relay {
-    async fn start() -> Self {
-        let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
-            events: true,
-            max_events: None,
-        }));
-        let relay = rb::LocalRelay::new(rb::RelayBuilder::default().database(db.clone()));
-        relay.run().await.unwrap();
-        let url = relay
-            .url()
-            .await
-            .to_string()
-            .trim_end_matches('/')
-            .to_string();
-        Self {
-            url,
-            db,
-            _relay: relay,
-        }
-    }
-
-    async fn store(&self, event: &Event) {
-        use rb::{JsonUtil, NostrDatabase};
-        let theirs = rb::Event::from_json(event.as_json()).unwrap();
-        self.db.save_event(&theirs).await.unwrap();
-    }
-}
-
-fn key(n: u32) -> Keys {
-    let mut sk = [0x21u8; 32];
-    sk[28..].copy_from_slice(&n.to_be_bytes());
-    Keys::new(SecretKey::from_slice(&sk).unwrap())
-}
+use common::{key, Relay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {

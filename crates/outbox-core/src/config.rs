@@ -96,7 +96,13 @@ pub struct RouterConfig {
     pub url_policy: UrlPolicy,
     /// The strategy, as picked by `[strategy] type = "..."`.
     pub strategy: Box<dyn StrategyConfig>,
+    /// Relays asked for relay lists besides the reader's own (`indexers = ["wss://…"]`):
+    /// lists that live only on an indexer route their authors from the first run on.
+    pub indexers: Vec<String>,
 }
+
+/// The most indexer relays a config may name: each is one more connection per run.
+pub const MAX_INDEXERS: usize = 32;
 
 impl RouterConfig {
     /// Parses a TOML config, collecting every problem before failing.
@@ -108,16 +114,29 @@ impl RouterConfig {
             )],
         })?;
         let mut issues = Vec::new();
-        for key in table.keys() {
-            if !matches!(
-                key.as_str(),
-                "max_connections" | "pool" | "url_policy" | "strategy"
-            ) {
-                issues.push(ConfigIssue::new(
+        let unknown: Vec<&String> = table
+            .keys()
+            .filter(|key| {
+                !matches!(
                     key.as_str(),
-                    "unknown key (expected max_connections, pool, url_policy, strategy)",
-                ));
-            }
+                    "max_connections" | "pool" | "url_policy" | "strategy" | "indexers"
+                )
+            })
+            .collect();
+        for key in unknown.iter().take(MAX_NAMED_KEYS) {
+            issues.push(ConfigIssue::new(
+                key.as_str(),
+                "unknown key (expected max_connections, pool, url_policy, strategy, indexers)",
+            ));
+        }
+        if unknown.len() > MAX_NAMED_KEYS {
+            issues.push(ConfigIssue::new(
+                "",
+                format!(
+                    "and {} more unknown keys, not listed",
+                    unknown.len() - MAX_NAMED_KEYS
+                ),
+            ));
         }
         let max_connections = match table.get("max_connections") {
             None => Some(DEFAULT_MAX_CONNECTIONS),
@@ -146,6 +165,20 @@ impl RouterConfig {
             None => Some(UrlPolicy::default()),
             Some(value) => deserialize_at::<UrlPolicy>(value, "url_policy", &mut issues),
         };
+        let indexers = match table.get("indexers") {
+            None => Some(Vec::new()),
+            Some(toml::Value::Array(items)) if items.len() > MAX_INDEXERS => {
+                issues.push(ConfigIssue::new(
+                    "indexers",
+                    format!(
+                        "{} relays; at most {MAX_INDEXERS} indexers may be named",
+                        items.len()
+                    ),
+                ));
+                None
+            }
+            Some(value) => deserialize_at::<Vec<String>>(value, "indexers", &mut issues),
+        };
         let strategy = match table.get("strategy") {
             None => {
                 issues.push(ConfigIssue::new(
@@ -156,17 +189,20 @@ impl RouterConfig {
             }
             Some(value) => parse_strategy(value, "strategy", &mut issues),
         };
-        match (max_connections, pool, url_policy, strategy) {
-            (Some(max_connections), Some(pool), Some(url_policy), Some(strategy))
-                if issues.is_empty() =>
-            {
-                Ok(Self {
-                    max_connections,
-                    pool,
-                    url_policy,
-                    strategy,
-                })
-            }
+        match (max_connections, pool, url_policy, strategy, indexers) {
+            (
+                Some(max_connections),
+                Some(pool),
+                Some(url_policy),
+                Some(strategy),
+                Some(indexers),
+            ) if issues.is_empty() => Ok(Self {
+                max_connections,
+                pool,
+                url_policy,
+                strategy,
+                indexers,
+            }),
             _ => Err(ConfigError { issues }),
         }
     }
@@ -495,6 +531,37 @@ mod tests {
                 "strategy.width"
             ]
         );
+    }
+
+    #[test]
+    fn indexers_and_a_deny_list_are_read_and_checked() {
+        let ok = RouterConfig::from_toml(
+            "indexers = [\"wss://index.example\"]\n[url_policy]\ndeny = [\"spam.example\"]\n\
+             [strategy]\ntype = \"config_probe\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.indexers, ["wss://index.example"]);
+        assert!(ok.url_policy.deny.denies("wss://spam.example"));
+        let many: Vec<String> = (0..=MAX_INDEXERS)
+            .map(|i| format!("\"wss://i{i}.example\""))
+            .collect();
+        let text = format!(
+            "indexers = [{}]\n[url_policy]\ndeny = [\"https://x\"]\n[strategy]\ntype = \"config_probe\"\n",
+            many.join(",")
+        );
+        assert_eq!(issues(&text), ["url_policy.deny", "indexers"]);
+        assert_eq!(
+            issues("indexers = \"wss://one.example\"\n[strategy]\ntype = \"config_probe\"\n"),
+            ["indexers"]
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_keys_are_named_up_to_a_cap() {
+        let text: String = (0..5_000).map(|i| format!("k{i} = 1\n")).collect();
+        let found = issues(&format!("{text}[strategy]\ntype = \"config_probe\"\n"));
+        assert_eq!(found.len(), MAX_NAMED_KEYS + 1);
+        assert_eq!(found.last().map(String::as_str), Some(""));
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use stats::{
     AuthorStats, Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, PairStats, RelayStats,
     RoundReport, StatsStore, StatsStoreError,
 };
-pub use url_policy::{DropReason, UrlPolicy};
+pub use url_policy::{blocked_relays, DenyList, DropReason, UrlPolicy};
 
 /// Re-exported so strategy crates name the RNG type of [`Selector::select`] without depending
 /// on `rand` themselves.

@@ -26,6 +26,10 @@ pub struct UrlPolicy {
     pub max_url_len: usize,
     /// Longest accepted list: only the first this many write relays of a list are kept.
     pub max_write_relays: usize,
+    /// Relays never to be asked (`deny = ["wss://relay.example", "host.example"]`, plus the
+    /// reader's kind:10006 blocked relays): a URL matches one relay, a bare host every relay on
+    /// that host.
+    pub deny: DenyList,
 }
 
 impl Default for UrlPolicy {
@@ -37,6 +41,7 @@ impl Default for UrlPolicy {
             allow_onion: false,
             max_url_len: 256,
             max_write_relays: 12,
+            deny: DenyList::default(),
         }
     }
 }
@@ -86,7 +91,18 @@ impl UrlPolicy {
             Some(Host::Ipv4(ip)) => self.check_ip(IpAddr::V4(ip))?,
             Some(Host::Ipv6(ip)) => self.check_ip(IpAddr::V6(ip))?,
         }
-        Ok(url.as_str_without_trailing_slash().to_string())
+        let canonical = url.as_str_without_trailing_slash().to_string();
+        if self.deny.denies(&canonical) {
+            return Err(DropReason::Denied);
+        }
+        Ok(canonical)
+    }
+
+    /// This policy with `relays` added to its deny list (e.g. the reader's kind:10006 list);
+    /// entries that are neither a relay URL nor a host name are ignored.
+    pub fn denying<S: AsRef<str>>(mut self, relays: impl IntoIterator<Item = S>) -> Self {
+        self.deny.extend(relays);
+        self
     }
 
     fn check_domain(&self, domain: &str) -> Result<(), DropReason> {
@@ -142,6 +158,128 @@ impl UrlPolicy {
             Err(DropReason::IpLiteral)
         }
     }
+}
+
+/// Relays a reader never wants asked: canonical relay URLs and bare host names, kept sorted so
+/// each check is a binary search however long the list (a kind:10006 list is written by the
+/// reader, a config file by the user; both are bounded by the size of what they come in).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<String>", into = "Vec<String>")]
+pub struct DenyList {
+    entries: Vec<String>,
+}
+
+impl DenyList {
+    /// The normal form of one entry: a relay URL in canonical form (any address accepted), or
+    /// a lower-case host name; `None` for anything else.
+    pub fn normalize(raw: &str) -> Option<String> {
+        let raw = raw.trim();
+        if raw.contains("://") {
+            let permissive = UrlPolicy {
+                allow_loopback: true,
+                allow_private: true,
+                allow_ip_literals: true,
+                allow_onion: true,
+                ..UrlPolicy::default()
+            };
+            return permissive.canonicalize(raw).ok();
+        }
+        let host = raw.trim_end_matches('.').to_ascii_lowercase();
+        let valid = !host.is_empty()
+            && host.len() <= 253
+            && host.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']')
+            });
+        valid.then_some(host)
+    }
+
+    /// Adds entries, skipping those [`normalize`](Self::normalize) refuses.
+    pub fn extend<S: AsRef<str>>(&mut self, raw: impl IntoIterator<Item = S>) {
+        self.entries
+            .extend(raw.into_iter().filter_map(|r| Self::normalize(r.as_ref())));
+        self.entries.sort_unstable();
+        self.entries.dedup();
+    }
+
+    /// Whether a canonical relay URL is denied, by its URL or by its host.
+    pub fn denies(&self, canonical: &str) -> bool {
+        if self.entries.is_empty() {
+            return false;
+        }
+        let found = |key: &str| {
+            self.entries
+                .binary_search_by(|e| e.as_str().cmp(key))
+                .is_ok()
+        };
+        found(canonical) || host_of(canonical).is_some_and(found)
+    }
+
+    /// The entries, normalised and sorted.
+    pub fn entries(&self) -> &[String] {
+        &self.entries
+    }
+
+    /// Whether nothing is denied.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl TryFrom<Vec<String>> for DenyList {
+    type Error = String;
+
+    fn try_from(raw: Vec<String>) -> Result<Self, Self::Error> {
+        if let Some(bad) = raw.iter().find(|r| Self::normalize(r).is_none()) {
+            let shown: String = bad
+                .chars()
+                .take(80)
+                .flat_map(char::escape_default)
+                .collect();
+            return Err(format!(
+                "deny entry \"{shown}\" is neither a ws:// or wss:// relay url nor a host name"
+            ));
+        }
+        let mut list = Self::default();
+        list.extend(raw);
+        Ok(list)
+    }
+}
+
+impl From<DenyList> for Vec<String> {
+    fn from(list: DenyList) -> Self {
+        list.entries
+    }
+}
+
+/// The most entries taken from one blocked-relays list; a list is one event, so this only
+/// guards against absurd ones.
+pub const MAX_BLOCKED_RELAYS: usize = 10_000;
+
+/// The relays of a reader's kind:10006 blocked-relays list (its public `relay` tags), for
+/// [`UrlPolicy::denying`]; empty for any other kind. Private (encrypted) entries are not read.
+pub fn blocked_relays(event: &nostr::event::Event) -> Vec<String> {
+    if event.kind != nostr::event::Kind::BlockedRelays {
+        return Vec::new();
+    }
+    event
+        .tags
+        .iter()
+        .map(|t| t.as_slice())
+        .filter(|t| t.first().map(String::as_str) == Some("relay"))
+        .filter_map(|t| t.get(1).cloned())
+        .take(MAX_BLOCKED_RELAYS)
+        .collect()
+}
+
+/// The host of a canonical relay URL (`wss://host:port/path` → `host`; IPv6 keeps its brackets).
+fn host_of(canonical: &str) -> Option<&str> {
+    let rest = canonical.split_once("://")?.1;
+    let end = if rest.starts_with('[') {
+        rest.find(']').map(|i| i + 1)?
+    } else {
+        rest.find([':', '/']).unwrap_or(rest.len())
+    };
+    Some(&rest[..end])
 }
 
 /// Whether an address is routable on the public internet (a conservative approximation of the
@@ -215,11 +353,13 @@ pub enum DropReason {
     BadMarker,
     /// A tag that is not a well-formed `r` tag.
     MalformedTag,
+    /// On the deny list: the config's or the reader's blocked relays (kind:10006).
+    Denied,
 }
 
 impl DropReason {
     /// Every reason, in report order.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::NotWebSocket,
         DropReason::Unparsable,
         DropReason::Credentials,
@@ -234,6 +374,7 @@ impl DropReason {
         DropReason::OverListCap,
         DropReason::BadMarker,
         DropReason::MalformedTag,
+        DropReason::Denied,
     ];
 
     /// A short human explanation.
@@ -253,6 +394,7 @@ impl DropReason {
             DropReason::OverListCap => "list longer than the per-list cap",
             DropReason::BadMarker => "marker is neither read nor write",
             DropReason::MalformedTag => "malformed r tag",
+            DropReason::Denied => "on the deny list (config or the reader's blocked relays)",
         }
     }
 }
@@ -366,6 +508,87 @@ mod tests {
         assert_eq!(canon("wss://a b.example"), Err(DropReason::Unparsable));
         let long = format!("wss://{}.example", "a".repeat(5000));
         assert_eq!(canon(&long), Err(DropReason::TooLong));
+    }
+
+    #[test]
+    fn denied_relays_are_dropped_by_url_or_by_host() {
+        let p = UrlPolicy::default().denying([
+            "WSS://Blocked.Example/",
+            "spam.example",
+            "ws://other.example:7777/path",
+            "not a relay",
+        ]);
+        assert_eq!(
+            p.deny.entries(),
+            [
+                "spam.example",
+                "ws://other.example:7777/path",
+                "wss://blocked.example"
+            ]
+        );
+        assert_eq!(
+            p.canonicalize("wss://blocked.example"),
+            Err(DropReason::Denied)
+        );
+        assert_eq!(
+            p.canonicalize("wss://spam.example:443/x/"),
+            Err(DropReason::Denied)
+        );
+        assert_eq!(p.canonicalize("ws://spam.example"), Err(DropReason::Denied));
+        assert_eq!(
+            p.canonicalize("ws://other.example:7777/path"),
+            Err(DropReason::Denied)
+        );
+        // Other ports, paths and hosts are other relays.
+        for kept in [
+            "ws://other.example:7777",
+            "wss://blocked.example/inbox",
+            "wss://not-spam.example",
+            "wss://sub.spam.example",
+        ] {
+            assert!(p.canonicalize(kept).is_ok(), "{kept}");
+        }
+        assert_eq!(host_of("ws://[::1]:80/x"), Some("[::1]"));
+        let local = UrlPolicy::allow_local().denying(["127.0.0.1"]);
+        assert_eq!(
+            local.canonicalize("ws://127.0.0.1:9"),
+            Err(DropReason::Denied)
+        );
+    }
+
+    #[test]
+    fn a_blocked_relays_list_gives_its_relay_tags() {
+        use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
+        let keys = nostr::key::Keys::generate();
+        let tags = [
+            Tag::parse(["relay", "wss://blocked.example"]).unwrap(),
+            Tag::parse(["r", "wss://not-a-relay-tag.example"]).unwrap(),
+            Tag::parse(["relay", "spam.example"]).unwrap(),
+        ];
+        let list = EventBuilder::new(Kind::BlockedRelays, "")
+            .tags(tags.clone())
+            .finalize(&keys)
+            .unwrap();
+        assert_eq!(
+            blocked_relays(&list),
+            ["wss://blocked.example", "spam.example"]
+        );
+        let other = EventBuilder::new(Kind::RelayList, "")
+            .tags(tags)
+            .finalize(&keys)
+            .unwrap();
+        assert!(blocked_relays(&other).is_empty());
+    }
+
+    #[test]
+    fn a_deny_list_in_config_names_its_bad_entry() {
+        let ok: UrlPolicy = toml::from_str("deny = [\"wss://a.example\", \"b.example\"]").unwrap();
+        assert_eq!(ok.deny.entries().len(), 2);
+        let err =
+            toml::from_str::<UrlPolicy>("deny = [\"wss://a.example\", \"https://\\u001b[31m\"]")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("https://\\u{1b}[31m"), "{err}");
     }
 
     #[test]

@@ -44,8 +44,12 @@ pub struct RuntimeConfig {
     pub since: Option<Timestamp>,
     /// Stop once every slot sent EOSE or was set aside, instead of following new notes.
     pub once: bool,
-    /// Fetch the follows' kind:10002 lists from the reader's relays and re-plan as they arrive.
+    /// Fetch the follows' kind:10002 lists from the reader's relays (and the
+    /// [`indexers`](Self::indexers)) and re-plan as they arrive.
     pub discover_lists: bool,
+    /// Relays that collect relay lists (e.g. `wss://purplepag.es`), asked for the follows'
+    /// kind:10002 lists beside the reader's relays: canonical or raw URLs.
+    pub indexers: Vec<String>,
     /// Quiet time after the last new relay list before re-planning (lists arrive in bursts).
     pub replan_debounce: Duration,
     /// How often learned stats are written to the store (they are also written at shutdown).
@@ -92,6 +96,7 @@ impl Default for RuntimeConfig {
             since: None,
             once: false,
             discover_lists: true,
+            indexers: Vec::new(),
             replan_debounce: Duration::from_millis(500),
             stats_flush_interval: Duration::from_secs(60),
             seed: 0,

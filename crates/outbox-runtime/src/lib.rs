@@ -282,6 +282,9 @@ pub struct FeedSummary {
     pub penalised: Vec<String>,
     /// Relay lists known at the end.
     pub relay_lists: usize,
+    /// Relay lists (new, or newer than the one known) that an indexer delivered before any of
+    /// the reader's relays did: what the indexers added.
+    pub lists_from_indexers: usize,
     /// Plans made.
     pub plans: u64,
     /// From start to the first note.

@@ -162,6 +162,11 @@ impl Coordinator {
                 if let Ok(list) = RawRelayList::from_verified(&event) {
                     if self.add_list(list) {
                         debug!(author = %event.pubkey, "new relay list");
+                        if self.indexers.iter().any(|i| i == url)
+                            && !self.reader_relays.iter().any(|r| r == url)
+                        {
+                            self.tally.lists_from_indexers += 1;
+                        }
                         self.schedule_replan(self.cfg.replan_debounce);
                     }
                 }

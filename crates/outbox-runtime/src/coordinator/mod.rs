@@ -117,6 +117,8 @@ struct Tally {
     raced: bool,
     relays: BTreeMap<String, RelayOutcome>,
     penalised: BTreeSet<String>,
+    /// Relay lists an indexer delivered first (none of the reader's relays had sent them).
+    lists_from_indexers: usize,
 }
 
 struct Coordinator {
@@ -147,6 +149,8 @@ struct Coordinator {
     carriers: Carriers,
     /// The canonical fallback relays (see [`RuntimeConfig::fallback_relays`]).
     fallback_relays: Vec<String>,
+    /// The canonical indexer relays (see [`RuntimeConfig::indexers`]).
+    indexers: Vec<String>,
     /// This run's planning seed.
     plan_seed: u64,
     /// With `once` and an EOSE race: when to stop waiting for stragglers.
@@ -173,22 +177,9 @@ impl Coordinator {
             store,
             penalties,
         } = input;
-        let mut canonical_readers = Vec::new();
-        for raw in &reader_relays {
-            match policy.canonicalize(raw) {
-                Ok(url) if !canonical_readers.contains(&url) => canonical_readers.push(url),
-                Ok(_) => {}
-                Err(reason) => warn!(url = %raw, %reason, "reader relay not usable"),
-            }
-        }
-        let mut fallback_relays = Vec::new();
-        for raw in &cfg.fallback_relays {
-            match policy.canonicalize(raw) {
-                Ok(url) if !fallback_relays.contains(&url) => fallback_relays.push(url),
-                Ok(_) => {}
-                Err(reason) => warn!(url = %raw, %reason, "fallback relay not usable"),
-            }
-        }
+        let canonical_readers = canonical_list(&policy, &reader_relays, "reader relay");
+        let fallback_relays = canonical_list(&policy, &cfg.fallback_relays, "fallback relay");
+        let indexers = canonical_list(&policy, &cfg.indexers, "indexer relay");
         let session = stats.begin_session();
         let plan_seed = outbox_core::session_seed(cfg.seed, session.saturating_sub(1));
         let (reports_tx, reports) = mpsc::channel(REPORT_CAPACITY);
@@ -217,6 +208,7 @@ impl Coordinator {
             tally: Tally::default(),
             carriers: Carriers::Reader,
             fallback_relays,
+            indexers,
             plan_seed,
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
@@ -338,12 +330,18 @@ impl Coordinator {
                 .cloned()
                 .collect()
         };
-        // Lists are looked up where the residual goes: the reader's relays, else the fallback.
-        let mut readers = usable(&self.reader_relays);
-        if readers.is_empty() {
-            readers = usable(&self.fallback_relays);
+        // Lists are looked up where the residual goes (the reader's relays, else the fallback)
+        // and on the indexers, which collect lists the reader's relays may not hold.
+        let mut lookup = usable(&self.reader_relays);
+        if lookup.is_empty() {
+            lookup = usable(&self.fallback_relays);
         }
-        for url in readers {
+        for url in usable(&self.indexers) {
+            if !lookup.contains(&url) {
+                lookup.push(url);
+            }
+        }
+        for url in lookup {
             let live = self.ensure_live(&url);
             live.lists = Some(Progress::Pending);
             live.send(SlotCommand::Req {
@@ -656,6 +654,19 @@ impl Coordinator {
 }
 
 /// A small stable hash for per-slot jitter seeds (not for security).
+/// `raw` URLs in canonical form, duplicates and unusable ones left out (with a warning).
+fn canonical_list(policy: &UrlPolicy, raw: &[String], what: &str) -> Vec<String> {
+    let mut urls = Vec::new();
+    for raw in raw {
+        match policy.canonicalize(raw) {
+            Ok(url) if !urls.contains(&url) => urls.push(url),
+            Ok(_) => {}
+            Err(reason) => warn!(url = %raw, %reason, "{what} not usable"),
+        }
+    }
+    urls
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {

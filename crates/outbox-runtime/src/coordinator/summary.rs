@@ -69,6 +69,7 @@ impl Coordinator {
             relays_failed: relays_asked.saturating_sub(answered),
             penalised: self.tally.penalised.iter().cloned().collect(),
             relay_lists: self.lists.len(),
+            lists_from_indexers: self.tally.lists_from_indexers,
             plans: self.tally.plans,
             time_to_first_event: self.tally.first_event,
             time_to_90_percent: self.tally.to_90,
