@@ -197,6 +197,11 @@ pub enum Status {
         /// Consecutive failures so far.
         strikes: u32,
     },
+    /// A relay that asked for sign-in (NIP-42) accepted ours; the refused REQs are sent again.
+    Authenticated {
+        /// Canonical relay URL.
+        relay: String,
+    },
     /// A relay refused a subscription in a way retrying cannot fix.
     Refused {
         /// Canonical relay URL.
@@ -263,6 +268,18 @@ pub struct RelayOutcome {
     pub complete: bool,
 }
 
+/// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthOutcome {
+    /// It accepted our AUTH event and was asked again.
+    SignedIn,
+    /// No keys were given ([`RuntimeConfig::auth`]): it was set aside.
+    NoKeys,
+    /// Signing in did not help (refused, no challenge or no `OK` in time, or still refused
+    /// after): it was set aside. The reason is the relay's text; escape it before display.
+    Failed(String),
+}
+
 /// The outcome of a feed, returned when it ends.
 #[derive(Clone, Debug)]
 pub struct FeedSummary {
@@ -280,6 +297,9 @@ pub struct FeedSummary {
     pub relays_failed: usize,
     /// Relays set aside during the feed.
     pub penalised: Vec<String>,
+    /// Relays that asked for sign-in (NIP-42), by canonical URL, and how the last request
+    /// was answered.
+    pub auth: BTreeMap<String, AuthOutcome>,
     /// Relay lists known at the end.
     pub relay_lists: usize,
     /// Plans made.

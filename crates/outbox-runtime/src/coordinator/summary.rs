@@ -68,6 +68,7 @@ impl Coordinator {
             relays_answered: answered,
             relays_failed: relays_asked.saturating_sub(answered),
             penalised: self.tally.penalised.iter().cloned().collect(),
+            auth: self.tally.auth,
             relay_lists: self.lists.len(),
             plans: self.tally.plans,
             time_to_first_event: self.tally.first_event,

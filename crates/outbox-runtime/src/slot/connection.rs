@@ -104,6 +104,7 @@ impl Slot {
         self.open.clear();
         self.cap = CapEstimate::new(&self.limits);
         self.flood = FloodGuard::default();
+        self.reset_sign_in();
         let kinds: Vec<SubKind> = self
             .purposes
             .iter()
@@ -123,6 +124,7 @@ impl Slot {
                 .open
                 .values()
                 .filter_map(|s| s.page.as_ref().map(|p| p.deadline))
+                .chain(self.sign_in.deadline())
                 .min();
             tokio::select! {
                 cmd = commands.recv() => match cmd {
@@ -142,6 +144,7 @@ impl Slot {
                             return Ended::Failed(f);
                         }
                         self.purposes.remove(&sub);
+                        self.sign_in.forget(sub);
                         // The other purpose may use the freed subscriptions.
                         if let Err(f) = self.pump(&mut ws, sub.other()).await {
                             return Ended::Failed(f);
@@ -187,6 +190,12 @@ impl Slot {
                 },
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
+                    if self.sign_in.deadline().is_some_and(|d| d <= now) {
+                        match self.sign_in_expired(&mut ws).await {
+                            Handled::End(ended) => return ended,
+                            Handled::Ok | Handled::Bad => continue,
+                        }
+                    }
                     let expired = self
                         .open
                         .values()

@@ -91,38 +91,65 @@ impl Slot {
                     return Handled::Ok;
                 };
                 let message = message.into_owned();
-                let Some(kind) = self.open.remove(&n).map(|s| s.kind) else {
+                let Some(open) = self.open.remove(&n) else {
                     return Handled::Ok;
                 };
-                info!(sub = %subscription_id, reason = %message, "CLOSED");
+                info!(sub = %subscription_id, reason = %truncate(&message), "CLOSED");
                 if !is_definitive_refusal(&message) {
                     return Handled::End(Ended::Failed(Failure::Refused(message)));
                 }
-                if let Err(f) = self.close_purpose(ws, kind).await {
-                    return Handled::End(Ended::Failed(f));
-                }
-                if let Some(purpose) = self.purposes.get_mut(&kind) {
-                    purpose.refused = true;
-                    purpose.chunks.clear();
-                }
-                if self
-                    .report(ReportKind::Refused { sub: kind, message })
-                    .await
-                {
-                    Handled::Ok
+                let message = if is_auth_required(&message) && self.cfg.auth.is_some() {
+                    match self.auth_required(ws, &open, &message).await {
+                        // Asked again once signed in.
+                        Ok(None) => return Handled::Ok,
+                        Ok(Some(why)) => why,
+                        Err(f) => return Handled::End(Ended::Failed(f)),
+                    }
                 } else {
-                    Handled::End(Ended::Shutdown)
-                }
+                    message
+                };
+                self.refuse(ws, open.kind, message).await
             }
             RelayMessage::Notice(notice) => {
                 debug!(notice = %truncate(&notice), "NOTICE");
                 Handled::Ok
             }
-            RelayMessage::Auth { .. } => {
-                debug!("AUTH challenge ignored (this client does not authenticate)");
-                Handled::Ok
-            }
+            RelayMessage::Auth { challenge } => match self.on_challenge(ws, &challenge).await {
+                Ok(()) => Handled::Ok,
+                Err(f) => Handled::End(Ended::Failed(f)),
+            },
+            RelayMessage::Ok {
+                event_id,
+                status,
+                message,
+            } => self.on_ok(ws, event_id, status, &message).await,
             _ => Handled::Ok,
+        }
+    }
+
+    /// Sets a purpose aside for this slot's life: a refusal retrying cannot fix (the
+    /// coordinator sets the relay aside).
+    pub(super) async fn refuse(
+        &mut self,
+        ws: &mut Socket,
+        kind: SubKind,
+        message: String,
+    ) -> Handled {
+        if let Err(f) = self.close_purpose(ws, kind).await {
+            return Handled::End(Ended::Failed(f));
+        }
+        let Some(purpose) = self.purposes.get_mut(&kind) else {
+            return Handled::Ok;
+        };
+        purpose.refused = true;
+        purpose.chunks.clear();
+        if self
+            .report(ReportKind::Refused { sub: kind, message })
+            .await
+        {
+            Handled::Ok
+        } else {
+            Handled::End(Ended::Shutdown)
         }
     }
 

@@ -62,9 +62,12 @@ use tracing::{debug, info, trace, warn, Instrument};
 use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
 
+mod auth;
 mod connection;
 mod frames;
 mod pages;
+
+use auth::SignIn;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -218,6 +221,8 @@ pub(crate) enum ReportKind {
         /// off by the page budget).
         complete: bool,
     },
+    /// The relay accepted our NIP-42 AUTH event on this connection.
+    Authenticated,
     /// CLOSED with a reason that retrying will not fix (auth-required, restricted, blocked).
     Refused {
         sub: SubKind,
@@ -275,6 +280,9 @@ struct OpenSub {
     filter: Filter,
     /// `None` once answered and kept open for live notes.
     page: Option<PageInFlight>,
+    /// Sent after the relay accepted our AUTH on this connection: a second `auth-required:`
+    /// refusal of it is final.
+    signed_in: bool,
 }
 
 struct PageInFlight {
@@ -310,6 +318,7 @@ pub(crate) async fn run_slot(
             limits: RelayLimits::default(),
             cap: CapEstimate::default(),
             flood: FloodGuard::default(),
+            sign_in: SignIn::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         slot.run(&mut commands).await;
@@ -335,6 +344,8 @@ struct Slot {
     cap: CapEstimate,
     /// The current connection's count of unrequested events.
     flood: FloodGuard,
+    /// The current connection's NIP-42 challenge and sign-in.
+    sign_in: SignIn,
     rng: ChaCha8Rng,
 }
 
@@ -434,6 +445,14 @@ pub(crate) fn is_definitive_refusal(message: &str) -> bool {
     )
 }
 
+/// Whether a CLOSED reason asks the client to sign in (NIP-42).
+pub(crate) fn is_auth_required(message: &str) -> bool {
+    matches!(
+        MachineReadablePrefix::parse(message.trim_start()),
+        Some(MachineReadablePrefix::AuthRequired)
+    )
+}
+
 fn truncate(s: &str) -> String {
     s.chars().take(200).collect()
 }
@@ -451,6 +470,9 @@ mod tests {
         assert!(!is_definitive_refusal("error: database"));
         assert!(!is_definitive_refusal("whatever"));
         assert!(!is_definitive_refusal(""));
+        assert!(is_auth_required("auth-required: sign in"));
+        assert!(!is_auth_required("restricted: paid relay"));
+        assert!(!is_auth_required("sign in: auth-required"));
     }
 
     #[test]

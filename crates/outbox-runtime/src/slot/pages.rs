@@ -81,8 +81,9 @@ impl Slot {
     }
 
     /// Sends every due page of `kind` the budget allows.
+    /// Nothing is sent while a sign-in is under way: the relay would refuse it.
     pub(super) async fn pump(&mut self, ws: &mut Socket, kind: SubKind) -> Result<(), Failure> {
-        while self.may_open(kind) {
+        while self.may_open(kind) && !self.sign_in.holds_pages() {
             let Some(purpose) = self.purposes.get(&kind) else {
                 return Ok(());
             };
@@ -109,6 +110,7 @@ impl Slot {
     ) -> Result<(), Failure> {
         let n = self.next_sub;
         self.next_sub += 1;
+        let signed_in = self.sign_in.is_signed_in();
         let eose_timeout = self.cfg.eose_timeout;
         let Some(purpose) = self.purposes.get_mut(&kind) else {
             return Ok(());
@@ -152,6 +154,7 @@ impl Slot {
                     first,
                     answer: Page::default(),
                 }),
+                signed_in,
             },
         );
         ws.send(Message::text(json))
