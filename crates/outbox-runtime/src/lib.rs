@@ -27,6 +27,9 @@
 //!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
 //!   `blocked:`); a relay set aside is left out of the next plan, so its authors move to other
 //!   relays or the residual and stay covered.
+//! - **Sign-in**: with [`RuntimeConfig::auth`], a relay that answers `auth-required:` gets a
+//!   NIP-42 AUTH event (for its own URL and challenge) and is asked again once; only if that
+//!   fails is it set aside ([`FeedSummary::auth`], [`Status::Authenticated`]).
 //! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
 //!   builds one [`RoundReport`](outbox_core::stats::RoundReport) — per asked relay, whether it
 //!   answered and how many distinct events it returned for each author it was asked about — and

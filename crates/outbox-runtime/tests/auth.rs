@@ -143,8 +143,6 @@ async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
 /// How a scripted relay asks for sign-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Script {
-    /// Serves everyone; never challenges.
-    Open,
     /// Challenges at connect but serves everyone.
     ChallengeOnly,
     /// Challenges at connect, refuses REQs with `auth-required:` until signed in.
@@ -200,10 +198,8 @@ impl ScriptedRelay {
                         return;
                     };
                     let auth_frame = format!(r#"["AUTH","{challenge}"]"#);
-                    let at_connect = !matches!(
-                        script,
-                        Script::Open | Script::ChallengeAfterRefusal | Script::NoChallenge
-                    );
+                    let at_connect =
+                        !matches!(script, Script::ChallengeAfterRefusal | Script::NoChallenge);
                     if at_connect && ws.send(Message::text(auth_frame.clone())).await.is_err() {
                         return;
                     }
@@ -223,7 +219,7 @@ impl ScriptedRelay {
                                     seen.reqs_signed_in += usize::from(signed_in);
                                 }
                                 let serves = match script {
-                                    Script::Open | Script::ChallengeOnly => true,
+                                    Script::ChallengeOnly => true,
                                     Script::RefusesAfterAuth => false,
                                     _ => signed_in,
                                 };
@@ -291,8 +287,9 @@ fn tag<'a>(event: &'a Event, name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// One follow writing to a scripted relay (its only copy of the note), a reader relay that
-/// challenges but serves everyone, and a second routed relay that never challenges.
+/// One follow writing to a scripted relay (its only copy of the note), and another to a relay
+/// that challenges at connect but serves everyone (so must never see an AUTH event); the
+/// reader's relay is the same kind.
 struct Scene {
     reader: ScriptedRelay,
     open: ScriptedRelay,
@@ -309,7 +306,7 @@ async fn scene(script: Script) -> Scene {
     let private_note = note(&follows[0], now - 100, "behind the sign-in");
     let open_note = note(&follows[1], now - 100, "open to all");
     let private = ScriptedRelay::start(script, vec![private_note.clone()]).await;
-    let open = ScriptedRelay::start(Script::Open, vec![open_note.clone()]).await;
+    let open = ScriptedRelay::start(Script::ChallengeOnly, vec![open_note.clone()]).await;
     let reader = ScriptedRelay::start(Script::ChallengeOnly, Vec::new()).await;
     let lists = vec![
         relay_list(&follows[0], now, &[(&private.url, None)]),
