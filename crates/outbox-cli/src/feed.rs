@@ -15,7 +15,7 @@ use outbox_core::stats::StateStore;
 use outbox_core::{Router, RouterConfig};
 use outbox_runtime::store::{load_kept, save_kept};
 use outbox_runtime::{
-    fetch_events, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
+    fetch_events, AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
 use outbox_stats::{FileStore, SqliteStore};
 
@@ -91,6 +91,13 @@ pub struct Args {
     /// Do not verify event signatures (trust relays).
     #[arg(long)]
     no_verify: bool,
+    /// Sign in (NIP-42) to relays that require it, with the secret key in this file: an nsec
+    /// or 64 hex characters, readable by you alone (`chmod 600`). Only a relay that refuses to
+    /// serve without sign-in sees the signed AUTH event. The key may instead come from the
+    /// `OUTBOX_SECRET_KEY` environment variable; the two conflict. Without a key, such relays
+    /// are set aside.
+    #[arg(long, value_name = "PATH")]
+    secret_key_file: Option<PathBuf>,
     /// Print status events (connected, EOSE, failures) to stderr.
     #[arg(long, short)]
     verbose: bool,
@@ -205,6 +212,10 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             Err(reason) => bail!("relay {raw:?} not usable: {reason} (--allow-local for loopback)"),
         }
     }
+    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    if let Some(keys) = &auth {
+        tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
+    }
     let store = open_store(&args)?;
     // With kept stats the run counter varies the draws; without, only a random base can.
     let seed = match (args.seed, &store) {
@@ -232,6 +243,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         fallback_relays: args.fallback_relays.clone(),
         eose_race: args.eose_race,
         indexers: indexers.clone(),
+        auth,
         ..RuntimeConfig::default()
     };
 
@@ -441,6 +453,7 @@ fn describe(status: &Status) -> String {
             reason,
             strikes,
         } => format!("failed {relay}: {} (strike {strikes})", escape(reason)),
+        Status::Authenticated { relay } => format!("signed in to {} (NIP-42)", escape(relay)),
         Status::Refused { relay, reason } => format!("refused by {relay}: {}", escape(reason)),
         Status::Penalised { relay, reason, .. } => {
             format!("set aside {relay}: {}", escape(reason))
@@ -455,6 +468,33 @@ fn describe(status: &Status) -> String {
             format!("plan rejected, the last good one stays: {reason}")
         }
     }
+}
+
+/// The relays that asked for sign-in (NIP-42): how many signed in, then one line each.
+fn describe_auth(s: &FeedSummary) -> Vec<String> {
+    if s.auth.is_empty() {
+        return Vec::new();
+    }
+    let signed_in = s
+        .auth
+        .values()
+        .filter(|o| **o == AuthOutcome::SignedIn)
+        .count();
+    let mut lines = vec![format!(
+        "sign-in (NIP-42):    {} relays required it, {signed_in} signed in",
+        s.auth.len()
+    )];
+    for (relay, outcome) in &s.auth {
+        let how = match outcome {
+            AuthOutcome::SignedIn => "signed in".to_string(),
+            AuthOutcome::NoKeys => {
+                "set aside: no key (--secret-key-file or OUTBOX_SECRET_KEY)".to_string()
+            }
+            AuthOutcome::Failed(why) => format!("set aside: {}", escape(why)),
+        };
+        lines.push(format!("  {}: {how}", escape(relay)));
+    }
+    lines
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -509,6 +549,7 @@ fn print_summary(s: &FeedSummary) {
     if !s.penalised.is_empty() {
         lines.push(format!("set aside:           {}", s.penalised.join(", ")));
     }
+    lines.extend(describe_auth(s));
     let mut err = std::io::stderr().lock();
     for line in lines {
         // Nothing useful to do if stderr is gone.

@@ -20,6 +20,7 @@ mod feed;
 mod live;
 mod load;
 mod plan;
+mod secret;
 mod strategies;
 mod text;
 mod world;

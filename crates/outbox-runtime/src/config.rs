@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use nostr::event::Kind;
+use nostr::key::Keys;
 use nostr::types::Timestamp;
 use rand::Rng;
 
@@ -77,6 +78,12 @@ pub struct RuntimeConfig {
     pub shutdown_grace: Duration,
     /// Paging, author chunks, subscription limits and NIP-11 documents.
     pub limits: LimitsConfig,
+    /// The identity to sign in with (NIP-42) where a relay answers a REQ with
+    /// `auth-required:`. Only the relay that challenged ever sees the signed AUTH event, and
+    /// only once it has refused a REQ: relays that serve anonymous readers learn nothing. Without
+    /// keys such a relay is set aside like any definitive refusal. `Keys`' `Debug` shows only the
+    /// public key, so printing a config never prints the secret.
+    pub auth: Option<Keys>,
 }
 
 impl Default for RuntimeConfig {
@@ -107,6 +114,7 @@ impl Default for RuntimeConfig {
             channel_capacity: 1024,
             shutdown_grace: Duration::from_secs(2),
             limits: LimitsConfig::default(),
+            auth: None,
         }
     }
 }

@@ -27,6 +27,9 @@
 //!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
 //!   `blocked:`); a relay set aside is left out of the next plan, so its authors move to other
 //!   relays or the residual and stay covered.
+//! - **Sign-in**: with [`RuntimeConfig::auth`], a relay that answers `auth-required:` gets a
+//!   NIP-42 AUTH event (for its own URL and challenge) and is asked again once; only if that
+//!   fails is it set aside ([`FeedSummary::auth`], [`Status::Authenticated`]).
 //! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
 //!   builds one [`RoundReport`](outbox_core::stats::RoundReport) — per asked relay, whether it
 //!   answered and how many distinct events it returned for each author it was asked about — and
@@ -197,6 +200,11 @@ pub enum Status {
         /// Consecutive failures so far.
         strikes: u32,
     },
+    /// A relay that asked for sign-in (NIP-42) accepted ours; the refused REQs are sent again.
+    Authenticated {
+        /// Canonical relay URL.
+        relay: String,
+    },
     /// A relay refused a subscription in a way retrying cannot fix.
     Refused {
         /// Canonical relay URL.
@@ -263,6 +271,18 @@ pub struct RelayOutcome {
     pub complete: bool,
 }
 
+/// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthOutcome {
+    /// It accepted our AUTH event and was asked again.
+    SignedIn,
+    /// No keys were given ([`RuntimeConfig::auth`]): it was set aside.
+    NoKeys,
+    /// Signing in did not help (refused, no challenge or no `OK` in time, or still refused
+    /// after): it was set aside. The reason is the relay's text; escape it before display.
+    Failed(String),
+}
+
 /// The outcome of a feed, returned when it ends.
 #[derive(Clone, Debug)]
 pub struct FeedSummary {
@@ -280,6 +300,9 @@ pub struct FeedSummary {
     pub relays_failed: usize,
     /// Relays set aside during the feed.
     pub penalised: Vec<String>,
+    /// Relays that asked for sign-in (NIP-42), by canonical URL, and how the last request
+    /// was answered.
+    pub auth: BTreeMap<String, AuthOutcome>,
     /// Relay lists known at the end.
     pub relay_lists: usize,
     /// Relay lists (new, or newer than the one known) that an indexer delivered before any of

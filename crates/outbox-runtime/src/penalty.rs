@@ -2,7 +2,7 @@
 //!
 //! A relay that is down, never sends EOSE, drops connections or answers CLOSED costs a socket
 //! and a timeout on every plan. After [`PenaltyPolicy::strikes`] consecutive failures (or one
-//! definitive refusal such as `auth-required:`) it is set aside until a deadline; plans built
+//! definitive refusal such as `auth-required:` that signing in did not cure) it is set aside until a deadline; plans built
 //! while it is set aside leave it out, so its authors move to other relays or the residual.
 //! The first set-aside is short and each one in a row lasts longer
 //! ([`PenaltyPolicy::length`]); a successful EOSE clears the strikes and the escalation. The box

@@ -2,6 +2,7 @@
 //! the recorder's frames, set-asides, re-plans and the feed.
 
 use super::*;
+use crate::slot::is_auth_required;
 
 impl Coordinator {
     pub(super) async fn on_report(&mut self, report: SlotReport) {
@@ -96,9 +97,28 @@ impl Coordinator {
                 })
                 .await;
             }
+            ReportKind::Authenticated => {
+                info!(relay = %url, "signed in (NIP-42)");
+                self.tally
+                    .auth
+                    .insert(url.to_string(), AuthOutcome::SignedIn);
+                self.status(Status::Authenticated {
+                    relay: url.to_string(),
+                })
+                .await;
+            }
             ReportKind::Refused { sub, message } => {
                 // Learned as a failure through `penalise` (the relay goes down for the round).
                 let now = unix_now();
+                let signed_in = self.tally.auth.contains_key(url);
+                if signed_in || is_auth_required(&message) {
+                    let outcome = if self.cfg.auth.is_some() {
+                        AuthOutcome::Failed(message.clone())
+                    } else {
+                        AuthOutcome::NoKeys
+                    };
+                    self.tally.auth.insert(url.to_string(), outcome);
+                }
                 self.tally
                     .relays
                     .entry(url.to_string())

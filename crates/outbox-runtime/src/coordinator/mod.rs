@@ -36,7 +36,9 @@ use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::{Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status};
+use crate::{
+    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status,
+};
 
 mod dedup;
 mod frames;
@@ -119,6 +121,8 @@ struct Tally {
     penalised: BTreeSet<String>,
     /// Relay lists an indexer delivered first (none of the reader's relays had sent them).
     lists_from_indexers: usize,
+    /// Relays that asked for NIP-42 sign-in, and how it went the last time.
+    auth: BTreeMap<String, AuthOutcome>,
 }
 
 struct Coordinator {

@@ -68,6 +68,7 @@ impl Coordinator {
             relays_answered: answered,
             relays_failed: relays_asked.saturating_sub(answered),
             penalised: self.tally.penalised.iter().cloned().collect(),
+            auth: self.tally.auth,
             relay_lists: self.lists.len(),
             lists_from_indexers: self.tally.lists_from_indexers,
             plans: self.tally.plans,

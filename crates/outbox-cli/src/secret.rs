@@ -1,0 +1,113 @@
+//! The reader's secret key for NIP-42 sign-in: from a file (`--secret-key-file`) or the
+//! `OUTBOX_SECRET_KEY` environment variable, never from the command line (where every user of
+//! the machine could read it). No error message ever contains the key or the file's text.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use nostr::key::Keys;
+
+/// The environment variable holding the key (an nsec or 64 hex characters).
+pub const ENV: &str = "OUTBOX_SECRET_KEY";
+
+/// The largest key file read: an nsec is 63 characters, a hex key 64; comments and
+/// whitespace are not expected.
+pub const MAX_KEY_FILE_BYTES: u64 = 1024;
+
+/// The signing identity, if one was given: the file, else the environment variable. Both at
+/// once is an error (which one was meant is unclear).
+pub fn load(file: Option<&Path>) -> anyhow::Result<Option<Keys>> {
+    let env = std::env::var_os(ENV).filter(|v| !v.is_empty());
+    match (file, env) {
+        (Some(_), Some(_)) => bail!("--secret-key-file and {ENV} were both given; use one"),
+        (Some(path), None) => read_file(path).map(Some),
+        (None, Some(value)) => {
+            let Some(text) = value.to_str() else {
+                bail!("{ENV} is not a secret key: it is not UTF-8 text");
+            };
+            parse(text).with_context(|| format!("in {ENV}")).map(Some)
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Reads a key file: a small regular file, not readable by group or others on Unix.
+fn read_file(path: &Path) -> anyhow::Result<Keys> {
+    let shown = crate::text::escape(&path.display().to_string());
+    check_private(path).with_context(|| format!("secret key file {shown}"))?;
+    let text = crate::text::read_bounded(path, MAX_KEY_FILE_BYTES)
+        .with_context(|| format!("reading the secret key file {shown}"))?;
+    parse(&text).with_context(|| format!("in the secret key file {shown}"))
+}
+
+/// Refuses a key file others may read, as ssh does.
+#[cfg(unix)]
+fn check_private(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).context("cannot read its metadata")?;
+    let mode = meta.permissions().mode() & 0o777;
+    if meta.is_file() && mode & 0o077 != 0 {
+        bail!(
+            "is readable or writable by others (mode {mode:03o}); \
+             restrict it with `chmod 600`"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_path: &Path) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// An nsec or 64 hex characters, surrounding whitespace ignored. The parser's own error is
+/// not shown: it may quote the input.
+fn parse(text: &str) -> anyhow::Result<Keys> {
+    let text = text.trim();
+    if text.is_empty() {
+        bail!("no secret key: expected an nsec or 64 hex characters");
+    }
+    Keys::parse(text)
+        .map_err(|_| anyhow::anyhow!("not a secret key: expected an nsec or 64 hex characters"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::nips::nip19::ToBech32;
+
+    #[test]
+    fn nsec_and_hex_parse_to_the_same_keys_and_errors_never_echo_the_text() {
+        let keys = Keys::generate();
+        let hex = keys.secret_key().to_secret_hex();
+        let nsec = keys.secret_key().to_bech32().unwrap();
+        assert_eq!(parse(&format!(" {hex}\n")).unwrap(), keys);
+        assert_eq!(parse(&nsec).unwrap(), keys);
+        for bad in [
+            "nsec1notakeyatall",
+            &hex[..63],
+            "zz-very-secret-zz",
+            &nsec[..60],
+        ] {
+            let err = format!("{:#}", parse(bad).unwrap_err());
+            assert!(err.contains("not a secret key"), "{err}");
+            assert!(!err.contains(bad), "{err}");
+        }
+        assert!(format!("{:#}", parse(" \n").unwrap_err()).contains("no secret key"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn key_files_others_can_read_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let keys = Keys::generate();
+        std::fs::write(&path, keys.secret_key().to_secret_hex()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = format!("{:#}", read_file(&path).unwrap_err());
+        assert!(err.contains("chmod 600") && err.contains("644"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_file(&path).unwrap(), keys);
+    }
+}

@@ -1,0 +1,215 @@
+//! `outbox feed --once` against a reader relay that requires NIP-42 sign-in for reads
+//! (nostr-relay-builder's local relay on 127.0.0.1): with `--secret-key-file` (or
+//! `OUTBOX_SECRET_KEY`) the notes arrive, without a key they do not, and a bad key file is a
+//! clear error that never repeats what the file holds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+use nostr::key::{Keys, SecretKey};
+use nostr::nips::nip19::ToBech32;
+use nostr::types::Timestamp;
+use nostr_relay_builder::prelude as rb;
+
+const NOTES: u64 = 5;
+
+/// A relay that requires sign-in for reads, holding `NOTES` notes of one follow; its URL and
+/// a follows file.
+async fn private_relay(dir: &Path) -> (rb::LocalRelay, String, PathBuf) {
+    let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
+        events: true,
+        max_events: None,
+    }));
+    let relay = rb::LocalRelay::new(rb::RelayBuilder::default().database(db.clone()).nip42(
+        rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Read,
+        },
+    ));
+    relay.run().await.unwrap();
+    let url = relay
+        .url()
+        .await
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let author = Keys::new(SecretKey::from_slice(&[0x31; 32]).unwrap());
+    let now = Timestamp::now().as_secs();
+    for n in 0..NOTES {
+        let note = EventBuilder::new(Kind::TextNote, format!("private note {n}"))
+            .custom_created_at(Timestamp::from(now - 60 - n))
+            .finalize(&author)
+            .unwrap();
+        use rb::{JsonUtil, NostrDatabase};
+        let theirs = rb::Event::from_json(note.as_json()).unwrap();
+        db.save_event(&theirs).await.unwrap();
+    }
+    let follows = dir.join("follows.txt");
+    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    (relay, url, follows)
+}
+
+/// Writes a key file readable by its owner alone.
+fn key_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    path
+}
+
+/// Runs `outbox feed --once` on `relay` with extra arguments and environment.
+async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
+    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+        cmd.args([
+            "feed",
+            "--once",
+            "--allow-local",
+            "--no-stats",
+            "--seed",
+            "1",
+        ])
+        .args(["--relays", &relay])
+        .arg("--follows")
+        .arg(&follows)
+        .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+        .args(extra)
+        .env_remove("OUTBOX_SECRET_KEY");
+        if let Some(value) = env {
+            cmd.env("OUTBOX_SECRET_KEY", value);
+        }
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_key_signs_in_to_a_relay_that_requires_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_relay, url, follows) = private_relay(dir.path()).await;
+    let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
+    let nsec = reader.secret_key().to_bech32().unwrap();
+    let file = key_file(dir.path(), "reader.nsec", &format!("{nsec}\n"));
+
+    let arg = vec!["--secret-key-file".to_string(), file.display().to_string()];
+    let out = feed(&url, &follows, arg, None).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stderr:\n{stderr}");
+    assert_eq!(stdout.lines().count() as u64, NOTES, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("sign-in (NIP-42):    1 relays required it, 1 signed in"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("  {url}: signed in")), "{stderr}");
+    assert!(!stderr.contains(&nsec) && !stdout.contains(&nsec));
+
+    // The same key from the environment, as hex.
+    let hex = reader.secret_key().to_secret_hex();
+    let out = feed(&url, &follows, Vec::new(), Some(hex.clone())).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr:\n{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count() as u64,
+        NOTES
+    );
+    assert!(!stderr.contains(&hex));
+
+    // Without a key the relay refuses and is set aside: no notes, and nobody else to ask.
+    let out = feed(&url, &follows, Vec::new(), None).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(stdout.lines().count(), 0, "{stdout}");
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 relays required it, 0 signed in")
+            && stderr.contains("set aside: no key (--secret-key-file or OUTBOX_SECRET_KEY)"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_relay, url, follows) = private_relay(dir.path()).await;
+    let secretish = "nsec1thisisnotakeybutlooksprivate";
+    let bad = key_file(dir.path(), "bad.key", secretish);
+    let out = feed(
+        &url,
+        &follows,
+        vec!["--secret-key-file".into(), bad.display().to_string()],
+        None,
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("not a secret key: expected an nsec or 64 hex characters"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("bad.key"), "{stderr}");
+    assert!(!stderr.contains(secretish), "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    // A good key others can read is refused before it is used.
+    let good = Keys::generate().secret_key().to_secret_hex();
+    let open = key_file(dir.path(), "open.key", &good);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = feed(
+            &url,
+            &follows,
+            vec!["--secret-key-file".into(), open.display().to_string()],
+            None,
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("chmod 600"), "{stderr}");
+        assert!(!stderr.contains(&good), "{stderr}");
+    }
+
+    // The file and the variable conflict; the variable's value is never shown.
+    let file = key_file(dir.path(), "ok.key", &good);
+    let out = feed(
+        &url,
+        &follows,
+        vec!["--secret-key-file".into(), file.display().to_string()],
+        Some(good.clone()),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("both given"), "{stderr}");
+    assert!(!stderr.contains(&good), "{stderr}");
+
+    // A bad variable: the same clear error, without its value.
+    let out = feed(&url, &follows, Vec::new(), Some(secretish.to_string())).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("OUTBOX_SECRET_KEY"), "{stderr}");
+    assert!(!stderr.contains(secretish), "{stderr}");
+
+    // Help never shows the variable's value.
+    let help = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["feed", "--help"])
+        .env("OUTBOX_SECRET_KEY", &good)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("--secret-key-file"), "{text}");
+    assert!(!text.contains(&good), "{text}");
+}

@@ -1,0 +1,230 @@
+//! The slot's connection: dialling with backoff, one session per socket (commands, frames and
+//! EOSE deadlines), and closing politely.
+
+use super::*;
+
+impl Slot {
+    /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
+    /// first REQ waits for it at most [`Nip11Config::wait`](crate::limits::Nip11Config::wait)
+    /// after the socket opened. A late document is cached for the next connection.
+    pub(super) fn start_nip11(&self) -> Option<tokio::task::JoinHandle<Option<RelayLimits>>> {
+        let cfg = &self.cfg.limits.nip11;
+        if !cfg.enabled {
+            return None;
+        }
+        let (cache, url, cfg) = (self.nip11.clone(), self.url.clone(), cfg.clone());
+        Some(tokio::spawn(async move { cache.limits(&url, &cfg).await }))
+    }
+
+    pub(super) async fn run(&mut self, commands: &mut mpsc::UnboundedReceiver<SlotCommand>) {
+        let mut attempt: u32 = 0;
+        loop {
+            // Nothing to ask: wait for work instead of holding a socket open.
+            while self.purposes.values().all(|p| p.refused) {
+                if !self.apply_offline(commands.recv().await) {
+                    return;
+                }
+            }
+            let ws_config = WebSocketConfig::default()
+                .max_message_size(Some(self.cfg.hard_frame_limit))
+                .max_frame_size(Some(self.cfg.hard_frame_limit));
+            let started = Instant::now();
+            let mut document = self.start_nip11();
+            let url = self.url.to_string();
+            let connect = timeout(
+                self.cfg.connect_timeout,
+                tokio_tungstenite::connect_async_tls_with_config(url, Some(ws_config), true, None),
+            );
+            tokio::pin!(connect);
+            let connected = loop {
+                tokio::select! {
+                    cmd = commands.recv() => {
+                        if !self.apply_offline(cmd) {
+                            return;
+                        }
+                    }
+                    res = &mut connect => break res,
+                }
+            };
+            let outcome = match connected {
+                Err(_) => Ended::Failed(Failure::ConnectTimeout),
+                Ok(Err(e)) => Ended::Failed(Failure::Connect(e.to_string())),
+                Ok(Ok((ws, _response))) => {
+                    let handshake = started.elapsed();
+                    info!(handshake_ms = handshake.as_millis() as u64, "connected");
+                    if !self.report(ReportKind::Connected { handshake }).await {
+                        return;
+                    }
+                    self.limits = match document.as_mut() {
+                        Some(task) => match timeout(self.cfg.limits.nip11.wait, task).await {
+                            Ok(Ok(Some(limits))) => limits,
+                            _ => RelayLimits::default(),
+                        },
+                        None => RelayLimits::default(),
+                    };
+                    debug!(limits = ?self.limits, "relay limits");
+                    self.session(ws, commands, &mut attempt).await
+                }
+            };
+            // A fetch still running is left to finish into the cache.
+            drop(document);
+            match outcome {
+                Ended::Shutdown => return,
+                Ended::Failed(failure) => {
+                    warn!(%failure, attempt, "relay attempt failed");
+                    if !self.report(ReportKind::Failed { failure }).await {
+                        return;
+                    }
+                }
+            }
+            let delay = self.cfg.backoff.delay(attempt, &mut self.rng);
+            attempt = attempt.saturating_add(1);
+            debug!(delay_ms = delay.as_millis() as u64, "backing off");
+            let wake = Instant::now() + delay;
+            loop {
+                tokio::select! {
+                    cmd = commands.recv() => {
+                        if !self.apply_offline(cmd) {
+                            return;
+                        }
+                    }
+                    _ = sleep_until(wake) => break,
+                }
+            }
+        }
+    }
+
+    pub(super) async fn session(
+        &mut self,
+        mut ws: Socket,
+        commands: &mut mpsc::UnboundedReceiver<SlotCommand>,
+        attempt: &mut u32,
+    ) -> Ended {
+        // A fresh socket knows no subscriptions: page every purpose from the start.
+        self.open.clear();
+        self.cap = CapEstimate::new(&self.limits);
+        self.flood = FloodGuard::default();
+        self.reset_sign_in();
+        let kinds: Vec<SubKind> = self
+            .purposes
+            .iter()
+            .filter(|(_, p)| !p.refused)
+            .map(|(k, _)| *k)
+            .collect();
+        for kind in kinds {
+            match self.begin(&mut ws, kind).await {
+                Ok(true) => {}
+                Ok(false) => return Ended::Shutdown,
+                Err(f) => return Ended::Failed(f),
+            }
+        }
+        let mut bad_frames: u32 = 0;
+        loop {
+            let deadline = self
+                .open
+                .values()
+                .filter_map(|s| s.page.as_ref().map(|p| p.deadline))
+                .chain(self.sign_in.deadline())
+                .min();
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(SlotCommand::Req { sub, filter, generation }) => {
+                        if let Err(f) = self.close_purpose(&mut ws, sub).await {
+                            return Ended::Failed(f);
+                        }
+                        self.set_purpose(sub, *filter, generation);
+                        match self.begin(&mut ws, sub).await {
+                            Ok(true) => {}
+                            Ok(false) => return Ended::Shutdown,
+                            Err(f) => return Ended::Failed(f),
+                        }
+                    }
+                    Some(SlotCommand::Close { sub }) => {
+                        if let Err(f) = self.close_purpose(&mut ws, sub).await {
+                            return Ended::Failed(f);
+                        }
+                        self.purposes.remove(&sub);
+                        self.sign_in.forget(sub);
+                        // The other purpose may use the freed subscriptions.
+                        if let Err(f) = self.pump(&mut ws, sub.other()).await {
+                            return Ended::Failed(f);
+                        }
+                    }
+                    Some(SlotCommand::Shutdown) | None => {
+                        self.close_socket(&mut ws).await;
+                        return Ended::Shutdown;
+                    }
+                },
+                frame = ws.next() => {
+                    let text = match frame {
+                        None => return Ended::Failed(Failure::Lost("end of stream".into())),
+                        Some(Err(e)) => return Ended::Failed(Failure::Lost(e.to_string())),
+                        Some(Ok(Message::Text(text))) => text,
+                        Some(Ok(Message::Close(frame))) => {
+                            let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+                            return Ended::Failed(Failure::Lost(format!("closed by relay {why}")));
+                        }
+                        Some(Ok(Message::Binary(_))) => {
+                            trace!("dropping binary frame");
+                            bad_frames += 1;
+                            if !self.report(ReportKind::Dropped { reason: FrameDrop::Unparseable }).await {
+                                return Ended::Shutdown;
+                            }
+                            if bad_frames > self.cfg.max_bad_frames {
+                                return Ended::Failed(Failure::BadFrames(bad_frames));
+                            }
+                            continue;
+                        }
+                        Some(Ok(_)) => continue,
+                    };
+                    match self.handle_text(&mut ws, text.as_str(), attempt).await {
+                        Handled::Ok => {}
+                        Handled::Bad => {
+                            bad_frames += 1;
+                            if bad_frames > self.cfg.max_bad_frames {
+                                return Ended::Failed(Failure::BadFrames(bad_frames));
+                            }
+                        }
+                        Handled::End(ended) => return ended,
+                    }
+                },
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    let now = Instant::now();
+                    if self.sign_in.deadline().is_some_and(|d| d <= now) {
+                        match self.sign_in_expired(&mut ws).await {
+                            Handled::End(ended) => return ended,
+                            Handled::Ok | Handled::Bad => continue,
+                        }
+                    }
+                    let expired = self
+                        .open
+                        .values()
+                        .find(|s| s.page.as_ref().is_some_and(|p| p.deadline <= now))
+                        .map(|s| s.kind);
+                    if let Some(kind) = expired {
+                        return Ended::Failed(Failure::EoseTimeout(kind));
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) async fn close_socket(&mut self, ws: &mut Socket) {
+        let grace = self.cfg.shutdown_grace;
+        let mut subs: Vec<(u64, SubKind)> = self.open.iter().map(|(n, s)| (*n, s.kind)).collect();
+        subs.sort_unstable();
+        self.open.clear();
+        let polite = async {
+            for (n, kind) in subs {
+                let close = ClientMessage::close(sub_id(kind, n));
+                ws.send(Message::text(close.as_json())).await?;
+            }
+            ws.close(None).await
+        };
+        match timeout(grace, polite).await {
+            Ok(Ok(())) => debug!("closed"),
+            Ok(Err(e)) => debug!(error = %e, "close failed; dropping the socket"),
+            Err(_) => debug!("close timed out; dropping the socket"),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Relay frames on the open socket: parsed, bounded, matched to our subscriptions, and turned
+//! into reports (events, EOSE, CLOSED refusals, dropped frames).
+
+use super::*;
+
+impl Slot {
+    pub(super) async fn drop_frame(&self, reason: FrameDrop) -> Handled {
+        trace!(?reason, "dropping frame");
+        if self.report(ReportKind::Dropped { reason }).await {
+            Handled::Bad
+        } else {
+            Handled::End(Ended::Shutdown)
+        }
+    }
+
+    /// Which open subscription an id names: `Err(true)` for one of ours that is closed (a late
+    /// answer), `Err(false)` for an id we never issued.
+    pub(super) fn lookup(&self, id: &SubscriptionId) -> Result<u64, bool> {
+        match parse_sub_id(id) {
+            Some((kind, n)) if self.open.get(&n).is_some_and(|s| s.kind == kind) => Ok(n),
+            Some((_, n)) => Err(n < self.next_sub),
+            None => Err(false),
+        }
+    }
+
+    pub(super) async fn handle_text(
+        &mut self,
+        ws: &mut Socket,
+        text: &str,
+        attempt: &mut u32,
+    ) -> Handled {
+        if text.len() > self.cfg.max_message_bytes {
+            return self.drop_frame(FrameDrop::TooLarge).await;
+        }
+        let msg = match RelayMessage::from_json(text) {
+            Ok(msg) => msg,
+            Err(e) => {
+                trace!(error = %e, "unparseable frame");
+                return self.drop_frame(FrameDrop::Unparseable).await;
+            }
+        };
+        match msg {
+            RelayMessage::Event {
+                subscription_id,
+                event,
+            } => {
+                let n = match self.lookup(&subscription_id) {
+                    Ok(n) => n,
+                    // Arrived after our CLOSE: harmless, not the relay's fault, unless it keeps
+                    // coming long after.
+                    Err(true) => {
+                        if self.flood.in_grace(Instant::now()) {
+                            return Handled::Ok;
+                        }
+                        return match self.flood.count(self.cfg.max_unrequested) {
+                            Some(failure) => Handled::End(Ended::Failed(failure)),
+                            None => Handled::Ok,
+                        };
+                    }
+                    Err(false) => return self.drop_frame(FrameDrop::Unrequested).await,
+                };
+                let horizon = Timestamp::now()
+                    .as_secs()
+                    .saturating_add(self.cfg.future_tolerance.as_secs());
+                if event.created_at.as_secs() > horizon {
+                    trace!(id = %event.id, created_at = event.created_at.as_secs(), "future-dated event");
+                    return self.drop_frame(FrameDrop::FutureDated).await;
+                }
+                let event = event.into_owned();
+                if self.cfg.verify_signatures && event.verify().is_err() {
+                    return self.drop_frame(FrameDrop::BadSignature).await;
+                }
+                self.on_event(n, event).await
+            }
+            RelayMessage::EndOfStoredEvents(subscription_id) => {
+                let Ok(n) = self.lookup(&subscription_id) else {
+                    return Handled::Ok;
+                };
+                *attempt = 0;
+                match self.on_eose(ws, n).await {
+                    Ok(true) => Handled::Ok,
+                    Ok(false) => Handled::End(Ended::Shutdown),
+                    Err(f) => Handled::End(Ended::Failed(f)),
+                }
+            }
+            RelayMessage::Closed {
+                subscription_id,
+                message,
+            } => {
+                let Ok(n) = self.lookup(&subscription_id) else {
+                    return Handled::Ok;
+                };
+                let message = message.into_owned();
+                let Some(open) = self.open.remove(&n) else {
+                    return Handled::Ok;
+                };
+                info!(sub = %subscription_id, reason = %truncate(&message), "CLOSED");
+                if !is_definitive_refusal(&message) {
+                    return Handled::End(Ended::Failed(Failure::Refused(message)));
+                }
+                let message = if is_auth_required(&message) && self.cfg.auth.is_some() {
+                    match self.auth_required(ws, &open, &message).await {
+                        // Asked again once signed in.
+                        Ok(None) => return Handled::Ok,
+                        Ok(Some(why)) => why,
+                        Err(f) => return Handled::End(Ended::Failed(f)),
+                    }
+                } else {
+                    message
+                };
+                self.refuse(ws, open.kind, message).await
+            }
+            RelayMessage::Notice(notice) => {
+                debug!(notice = %truncate(&notice), "NOTICE");
+                Handled::Ok
+            }
+            RelayMessage::Auth { challenge } => match self.on_challenge(ws, &challenge).await {
+                Ok(()) => Handled::Ok,
+                Err(f) => Handled::End(Ended::Failed(f)),
+            },
+            RelayMessage::Ok {
+                event_id,
+                status,
+                message,
+            } => self.on_ok(ws, event_id, status, &message).await,
+            _ => Handled::Ok,
+        }
+    }
+
+    /// Sets a purpose aside for this slot's life: a refusal retrying cannot fix (the
+    /// coordinator sets the relay aside).
+    pub(super) async fn refuse(
+        &mut self,
+        ws: &mut Socket,
+        kind: SubKind,
+        message: String,
+    ) -> Handled {
+        if let Err(f) = self.close_purpose(ws, kind).await {
+            return Handled::End(Ended::Failed(f));
+        }
+        let Some(purpose) = self.purposes.get_mut(&kind) else {
+            return Handled::Ok;
+        };
+        purpose.refused = true;
+        purpose.chunks.clear();
+        if self
+            .report(ReportKind::Refused { sub: kind, message })
+            .await
+        {
+            Handled::Ok
+        } else {
+            Handled::End(Ended::Shutdown)
+        }
+    }
+
+    /// A verified event on open subscription `n`: counted for its page, passed on the first
+    /// time its chunk sees it (live notes always).
+    pub(super) async fn on_event(&mut self, n: u64, event: Event) -> Handled {
+        let Some(open) = self.open.get_mut(&n) else {
+            return Handled::Ok;
+        };
+        if !open.filter.match_event(&event, MatchEventOptions::new()) {
+            // Not what this subscription asked: not counted as bad, but not passed on either.
+            trace!(id = %event.id, "event outside the subscription's filter");
+            if let Some(failure) = self.flood.count(self.cfg.max_unrequested) {
+                return Handled::End(Ended::Failed(failure));
+            }
+            return if self
+                .report(ReportKind::Dropped {
+                    reason: FrameDrop::Unrequested,
+                })
+                .await
+            {
+                Handled::Ok
+            } else {
+                Handled::End(Ended::Shutdown)
+            };
+        }
+        let kind = open.kind;
+        let fresh = match open.page.as_mut() {
+            Some(page) => {
+                let Some(purpose) = self.purposes.get_mut(&kind) else {
+                    return Handled::Ok;
+                };
+                let Some(chunk) = purpose.chunks.get_mut(open.chunk) else {
+                    return Handled::Ok;
+                };
+                purpose.received += 1;
+                let answer = &mut page.answer;
+                answer.returned = answer.returned.saturating_add(1);
+                let at = event.created_at.as_secs();
+                answer.oldest = Some(answer.oldest.map_or(at, |o| o.min(at)));
+                let fresh = chunk.seen.insert(event.id);
+                if fresh {
+                    answer.new = answer.new.saturating_add(1);
+                }
+                fresh
+            }
+            None => true,
+        };
+        if !fresh {
+            return Handled::Ok;
+        }
+        let report = ReportKind::Event {
+            sub: kind,
+            event: Box::new(event),
+        };
+        if self.report(report).await {
+            Handled::Ok
+        } else {
+            Handled::End(Ended::Shutdown)
+        }
+    }
+}
