@@ -58,6 +58,11 @@ pub struct Args {
     /// platform's data directory, e.g. `~/.local/share/outbox`).
     #[arg(long, env = "OUTBOX_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// NIP-66 monitor relays (comma-separated): at start, their kind:30166 reports about the
+    /// relays of the known lists lean the first plan away from relays not seen online lately.
+    /// A relay the kept stats already know is judged by them alone.
+    #[arg(long, value_delimiter = ',')]
+    monitors: Vec<String>,
     /// Carry the follows no routed relay covers when none of `--relays` is usable.
     #[arg(long, value_delimiter = ',')]
     fallback_relays: Vec<String>,
@@ -251,6 +256,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let router = Router::from_config(&config);
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = policy;
+    input.monitor_relays = args.monitors.clone();
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
             .await

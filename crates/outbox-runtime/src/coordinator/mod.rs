@@ -172,6 +172,7 @@ impl Coordinator {
             relay_lists,
             store,
             penalties,
+            monitor_relays: _,
         } = input;
         let mut canonical_readers = Vec::new();
         for raw in &reader_relays {
