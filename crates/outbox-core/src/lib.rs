@@ -44,7 +44,9 @@ pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
-pub use monitor::{apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary};
+pub use monitor::{
+    apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary,
+};
 pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};

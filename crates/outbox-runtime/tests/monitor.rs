@@ -41,7 +41,11 @@ async fn run(
     let (a, b) = (keys(1), keys(2));
     live.store(&note(&a, now() - 60, "from a")).await;
     let lists = vec![
-        raw(&relay_list(&a, now() - DAY, &[(&live.url, None), (dead, None)])),
+        raw(&relay_list(
+            &a,
+            now() - DAY,
+            &[(&live.url, None), (dead, None)],
+        )),
         raw(&relay_list(&b, now() - DAY, &[(dead, None)])),
     ];
     let store = Arc::new(MemoryStore::new());
@@ -73,8 +77,8 @@ fn dialled(summary: &FeedSummary, url: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_steer_the_first_plan(
-) {
+async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_steer_the_first_plan()
+{
     let (live, home, monitor) = (
         RealRelay::start().await,
         RealRelay::start().await,
@@ -83,7 +87,11 @@ async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_st
     let dead = dead_url().await;
     let monitor_keys = keys(9);
     monitor
-        .store(&report(&monitor_keys, &format!("{}/", live.url), now() - 600))
+        .store(&report(
+            &monitor_keys,
+            &format!("{}/", live.url),
+            now() - 600,
+        ))
         .await;
     monitor
         .store(&report(&monitor_keys, &dead, now() - 60 * DAY))

@@ -444,7 +444,9 @@ pub fn run_bench(
                         world: name.clone(),
                     });
                 }
-                let mut all = runs.lock().expect("no worker panics while holding the lock");
+                let mut all = runs
+                    .lock()
+                    .expect("no worker panics while holding the lock");
                 all.0.extend(local);
                 all.1.extend(local_monitored);
             });

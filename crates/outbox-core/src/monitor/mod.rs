@@ -226,7 +226,10 @@ mod tests {
         apply_monitor_prior(&mut stats, &reports, &UrlPolicy::default(), NOW);
         apply_monitor_prior(&mut stats, &reports, &UrlPolicy::default(), NOW);
         let a = stats.get("wss://a.example");
-        assert!((a.live_alpha - 1.0 - MONITOR_PRIOR_WEIGHT).abs() < 1e-9, "{a:?}");
+        assert!(
+            (a.live_alpha - 1.0 - MONITOR_PRIOR_WEIGHT).abs() < 1e-9,
+            "{a:?}"
+        );
         assert_eq!(a.live_beta, 1.0);
     }
 

@@ -65,7 +65,12 @@ impl World {
             writeln!(w, "  \"monitor\": {{")?;
             for (i, m) in self.monitor.iter().enumerate() {
                 let sep = if i + 1 == self.monitor.len() { "" } else { "," };
-                writeln!(w, "    {}: {{\"last_seen\": {}}}{sep}", q(&m.url), m.last_seen)?;
+                writeln!(
+                    w,
+                    "    {}: {{\"last_seen\": {}}}{sep}",
+                    q(&m.url),
+                    m.last_seen
+                )?;
             }
             writeln!(w, "  }},")?;
         }
