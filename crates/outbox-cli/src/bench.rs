@@ -69,6 +69,11 @@ pub struct Args {
     /// aside and re-planned around within a session).
     #[arg(long, requires = "live")]
     one_plan: bool,
+    /// Also run every strategy with the worlds' NIP-66 monitor data applied before the first
+    /// session, and print first- and last-session recall without and with it. With --world:
+    /// apply the world file's monitor data.
+    #[arg(long, conflicts_with = "live")]
+    monitors: bool,
 }
 
 /// How many budgets one `--budget` list may hold: each runs the whole suite.
@@ -132,6 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             windows: args.windows.clone(),
             only: args.strategies.clone(),
             budget,
+            monitors: args.monitors,
             ..BenchConfig::default()
         };
         if let Some(i) = args.interval {
@@ -186,6 +192,9 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         eprintln!("skipped {}: {}", s.label, s.reason);
     }
     out!("{}", render_table(&report))?;
+    if !report.monitors.is_empty() {
+        out!("{}", render_monitor_table(&report))?;
+    }
     out!(
         "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
@@ -314,6 +323,51 @@ pub fn render_table(report: &BenchReport) -> Table {
     table
 }
 
+/// With `--monitors`: per strategy, declared recall in the first and the last session without
+/// and with the monitor prior, and the difference.
+pub fn render_monitor_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let Some(first) = report.monitors.first() else {
+        return table;
+    };
+    let (w, last) = (first.window, report.config.sessions);
+    table.set_header(vec![
+        "strategy".to_string(),
+        format!("{w} s1"),
+        format!("{w} s1 +monitors"),
+        "Δ s1".to_string(),
+        format!("{w} s{last}"),
+        format!("{w} s{last} +monitors"),
+        format!("Δ s{last}"),
+    ]);
+    let delta = |a: &MeanSe, b: &MeanSe| {
+        if a.n == 0 || b.n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:+.1}", (b.mean - a.mean) * 100.0)
+        }
+    };
+    for row in &report.monitors {
+        let cells = [
+            pct(&row.first),
+            pct(&row.first_monitored),
+            delta(&row.first, &row.first_monitored),
+            pct(&row.last),
+            pct(&row.last_monitored),
+            delta(&row.last, &row.last_monitored),
+        ];
+        let mut out = vec![Cell::new(&row.label)];
+        out.extend(
+            cells
+                .into_iter()
+                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
+        );
+        table.add_row(out);
+    }
+    table
+}
+
 /// One session's recall as a percentage; `-` when there was nothing to recall.
 fn recall_cell(recall: Option<f64>) -> String {
     recall.map_or_else(|| "-".to_string(), |r| format!("{:.1}", r * 100.0))
@@ -345,6 +399,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
             .interval
             .unwrap_or(LoopConfig::default().session_interval_secs),
         seed: 0,
+        monitor_prior: args.monitors,
         ..LoopConfig::default()
     };
     let mut write_error = None;

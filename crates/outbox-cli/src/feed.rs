@@ -62,6 +62,11 @@ pub struct Args {
     /// kind:10002 lists beside `--relays`; added to the config's `indexers`.
     #[arg(long, value_delimiter = ',')]
     indexers: Vec<String>,
+    /// NIP-66 monitor relays (comma-separated): at start, their kind:30166 reports about the
+    /// relays of the known lists lean the first plan away from relays not seen online lately.
+    /// A relay the kept stats already know is judged by them alone.
+    #[arg(long, value_delimiter = ',')]
+    monitors: Vec<String>,
     /// Carry the follows no routed relay covers when none of `--relays` is usable.
     #[arg(long, value_delimiter = ',')]
     fallback_relays: Vec<String>,
@@ -293,6 +298,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let router = Router::from_config(&config);
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = config.url_policy.clone();
+    input.monitor_relays = args.monitors.clone();
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
             .await

@@ -25,6 +25,7 @@ pub mod diff;
 pub mod ids;
 pub mod invariants;
 pub mod keys;
+pub mod monitor;
 pub mod paging;
 pub mod plan;
 pub mod registry;
@@ -43,6 +44,9 @@ pub use diff::{PlanDiff, Slot, Slots};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
+pub use monitor::{
+    apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary,
+};
 pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};

@@ -306,6 +306,7 @@ pub async fn run_live(
         seed: cfg.seed,
         timing_repeats: 0,
         replan_on_failure: !cfg.one_plan,
+        monitor_prior: false,
     };
     let mut simulated: Vec<(String, Vec<WindowScore>, Vec<Asks>)> = Vec::new();
     for st in strategies {

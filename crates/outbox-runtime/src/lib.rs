@@ -57,6 +57,7 @@
 pub mod config;
 mod coordinator;
 pub mod limits;
+pub mod monitor;
 pub mod nip11;
 pub mod penalty;
 pub mod query;
@@ -98,6 +99,10 @@ pub struct FeedInput {
     pub store: Arc<dyn StatsStore>,
     /// Relays already set aside (e.g. loaded from the last run).
     pub penalties: PenaltyBox,
+    /// NIP-66 monitor relays: at start, their kind:30166 reports about the relays of the known
+    /// lists seed a liveness prior for relays the stats know nothing about
+    /// ([`outbox_core::apply_monitor_prior`]). Empty: no monitor data.
+    pub monitor_relays: Vec<String>,
 }
 
 impl FeedInput {
@@ -118,6 +123,7 @@ impl FeedInput {
             relay_lists: Vec::new(),
             store: Arc::new(MemoryStore::new()),
             penalties: PenaltyBox::new(),
+            monitor_relays: Vec::new(),
         }
     }
 
@@ -424,5 +430,37 @@ pub async fn start(
             DeliveryStats::new()
         }
     };
+    let mut stats = stats;
+    apply_monitors(&input, &config, &mut stats).await;
     coordinator::spawn(input, config, stats)
+}
+
+/// Fetches the monitor reports about the relays of the known lists and seeds the prior; a
+/// monitor that fails or knows nothing leaves the stats as they were.
+async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
+    let monitors: Vec<String> = input
+        .monitor_relays
+        .iter()
+        .filter_map(|m| match input.policy.canonicalize(m) {
+            Ok(url) => Some(url),
+            Err(reason) => {
+                tracing::warn!(relay = %m, %reason, "monitor relay not usable");
+                None
+            }
+        })
+        .collect();
+    if monitors.is_empty() {
+        return;
+    }
+    let relays = monitor::list_relays(&input.relay_lists, &input.follows, &input.policy);
+    let reports = monitor::fetch_monitor_reports(&monitors, &relays, config).await;
+    let now = nostr::types::Timestamp::now().as_secs();
+    let summary = outbox_core::apply_monitor_prior(stats, &reports, &input.policy, now);
+    tracing::info!(
+        reports = reports.len(),
+        alive = summary.alive,
+        dead = summary.dead,
+        own_evidence = summary.own_evidence,
+        "monitor reports applied"
+    );
 }

@@ -137,6 +137,9 @@ pub struct BenchConfig {
     pub timing_repeats: usize,
     /// Worker threads (0 = one per core).
     pub threads: usize,
+    /// Also run every strategy with the world's monitor data applied before session 0
+    /// ([`LoopConfig::monitor_prior`]) and report the comparison ([`BenchReport::monitors`]).
+    pub monitors: bool,
 }
 
 impl Default for BenchConfig {
@@ -153,6 +156,7 @@ impl Default for BenchConfig {
             session_interval_secs: LoopConfig::default().session_interval_secs,
             timing_repeats: LoopConfig::default().timing_repeats,
             threads: 0,
+            monitors: false,
         }
     }
 }
@@ -280,6 +284,29 @@ pub struct BenchReport {
     pub rows_by_profile: BTreeMap<String, Vec<Row>>,
     /// Every run.
     pub runs: Vec<RunRecord>,
+    /// With [`BenchConfig::monitors`]: per strategy, recall with and without the monitor
+    /// prior (empty otherwise).
+    pub monitors: Vec<MonitorRow>,
+    /// With [`BenchConfig::monitors`]: every run with the monitor prior applied.
+    pub monitor_runs: Vec<RunRecord>,
+}
+
+/// One strategy's declared recall (the sort window, see [`sort_window`]) in the first and the
+/// last session, over every world, without and with the monitor prior.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MonitorRow {
+    /// Row label.
+    pub label: String,
+    /// The window compared.
+    pub window: Window,
+    /// First session, cold start.
+    pub first: MeanSe,
+    /// First session, monitor data applied before it.
+    pub first_monitored: MeanSe,
+    /// Last session, cold start.
+    pub last: MeanSe,
+    /// Last session, monitor data applied before the first.
+    pub last_monitored: MeanSe,
 }
 
 /// Runs the bench. Worlds are generated once each and shared by every strategy; work is spread
@@ -335,7 +362,7 @@ pub fn run_bench(
     }
     .min(jobs.len().max(1));
     let next = AtomicUsize::new(0);
-    let runs = Mutex::new(Vec::new());
+    let runs = Mutex::new((Vec::new(), Vec::new()));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -364,18 +391,31 @@ pub fn run_bench(
                     seed,
                     timing_repeats: cfg.timing_repeats,
                     replan_on_failure: false,
+                    monitor_prior: false,
+                };
+                let monitored_cfg = LoopConfig {
+                    monitor_prior: true,
+                    timing_repeats: 0,
+                    ..loop_cfg.clone()
                 };
                 let mut local = Vec::new();
+                let mut local_monitored = Vec::new();
                 for (label, config) in &ready {
-                    let mut router = Router::new(config.strategy.build(), cfg.budget);
-                    let run = run_sessions(&sim, &mut router, &loop_cfg, |_, _, _| {});
-                    local.push(RunRecord {
-                        label: label.clone(),
-                        profile,
-                        seed,
-                        plan_us: run.plan_us_median,
-                        sessions: run.sessions.into_iter().map(|s| s.score).collect(),
-                    });
+                    let record = |loop_cfg: &LoopConfig| {
+                        let mut router = Router::new(config.strategy.build(), cfg.budget);
+                        let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
+                        RunRecord {
+                            label: label.clone(),
+                            profile,
+                            seed,
+                            plan_us: run.plan_us_median,
+                            sessions: run.sessions.into_iter().map(|s| s.score).collect(),
+                        }
+                    };
+                    local.push(record(&loop_cfg));
+                    if cfg.monitors {
+                        local_monitored.push(record(&monitored_cfg));
+                    }
                     progress(Progress::Done {
                         label: label.clone(),
                         world: name.clone(),
@@ -404,16 +444,20 @@ pub fn run_bench(
                         world: name.clone(),
                     });
                 }
-                runs.lock()
-                    .expect("no worker panics while holding the lock")
-                    .extend(local);
+                let mut all = runs
+                    .lock()
+                    .expect("no worker panics while holding the lock");
+                all.0.extend(local);
+                all.1.extend(local_monitored);
             });
         }
     });
-    let mut runs = runs.into_inner().expect("workers are done");
-    runs.sort_by(|a, b| {
-        (a.profile, a.seed, a.label.as_str()).cmp(&(b.profile, b.seed, b.label.as_str()))
-    });
+    let (mut runs, mut monitor_runs) = runs.into_inner().expect("workers are done");
+    for runs in [&mut runs, &mut monitor_runs] {
+        runs.sort_by(|a, b| {
+            (a.profile, a.seed, a.label.as_str()).cmp(&(b.profile, b.seed, b.label.as_str()))
+        });
+    }
     let rows = aggregate(&runs, &cfg.windows, |_| true);
     let rows_by_profile = cfg
         .profiles
@@ -425,13 +469,50 @@ pub fn run_bench(
             )
         })
         .collect();
+    let monitors = compare_monitors(&rows, &runs, &monitor_runs, &cfg.windows);
     BenchReport {
         config: cfg.clone(),
         skipped,
         rows,
         rows_by_profile,
         runs,
+        monitors,
+        monitor_runs,
     }
+}
+
+/// Per strategy row (in the rows' order) that also ran with the monitor prior: first- and
+/// last-session declared recall at the sort window, without and with it.
+fn compare_monitors(
+    rows: &[Row],
+    runs: &[RunRecord],
+    monitor_runs: &[RunRecord],
+    windows: &[Window],
+) -> Vec<MonitorRow> {
+    let Some(window) = sort_window(windows) else {
+        return Vec::new();
+    };
+    let recall = |runs: &[RunRecord], label: &str, pick: fn(&[PlanScore]) -> Option<&PlanScore>| {
+        MeanSe::of(
+            &runs
+                .iter()
+                .filter(|r| r.label == label)
+                .filter_map(|r| pick(&r.sessions))
+                .filter_map(|s| s.window(window).and_then(WindowScore::declared))
+                .collect::<Vec<_>>(),
+        )
+    };
+    rows.iter()
+        .filter(|row| monitor_runs.iter().any(|r| r.label == row.label))
+        .map(|row| MonitorRow {
+            label: row.label.clone(),
+            window,
+            first: recall(runs, &row.label, <[PlanScore]>::first),
+            first_monitored: recall(monitor_runs, &row.label, <[PlanScore]>::first),
+            last: recall(runs, &row.label, <[PlanScore]>::last),
+            last_monitored: recall(monitor_runs, &row.label, <[PlanScore]>::last),
+        })
+        .collect()
 }
 
 /// The window rows are sorted by (and the bench table's costs are shown for): 1 year when
@@ -585,7 +666,7 @@ impl BenchReport {
         {
             row.plan_us = 0.0;
         }
-        for run in &mut r.runs {
+        for run in r.runs.iter_mut().chain(&mut r.monitor_runs) {
             run.plan_us = 0.0;
         }
         r.config.threads = 0;

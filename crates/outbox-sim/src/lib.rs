@@ -47,5 +47,6 @@ pub use session::{
     OracleScope, SessionOutcome, StrategyRun,
 };
 pub use world::{
-    World, WorldError, WorldEvent, WorldRelay, WorldRelayList, MAX_SESSIONS, WORLD_FORMAT,
+    MonitorEntry, World, WorldError, WorldEvent, WorldRelay, WorldRelayList, MAX_MONITOR_ENTRIES,
+    MAX_SESSIONS, WORLD_FORMAT,
 };

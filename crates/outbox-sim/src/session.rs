@@ -42,6 +42,11 @@ pub struct LoopConfig {
     /// returned. Off: one plan per session, the published benchmark's model.
     #[serde(default)]
     pub replan_on_failure: bool,
+    /// Before session 0, seed the stats with the world's NIP-66 monitor data
+    /// ([`outbox_core::apply_monitor_prior`] at the world's `now`), as the runtime does with
+    /// `--monitors`. Off, or a world without `monitor`: a cold start knowing nothing.
+    #[serde(default)]
+    pub monitor_prior: bool,
 }
 
 impl Default for LoopConfig {
@@ -53,6 +58,7 @@ impl Default for LoopConfig {
             seed: 0,
             timing_repeats: 3,
             replan_on_failure: false,
+            monitor_prior: false,
         }
     }
 }
@@ -102,6 +108,15 @@ pub fn run_sessions(
     mut on_session: impl FnMut(u32, &Plan, &Observation),
 ) -> StrategyRun {
     let mut stats = DeliveryStats::new();
+    if cfg.monitor_prior && !sim.world.monitor().is_empty() {
+        let summary = outbox_core::apply_monitor_prior(
+            &mut stats,
+            &sim.world.monitor_reports(),
+            &sim.policy,
+            sim.world.now,
+        );
+        tracing::debug!(?summary, "monitor prior applied");
+    }
     // Capacity for at most the sessions a world may describe: a larger count grows as it runs.
     let reserve = cfg.sessions.min(crate::world::MAX_SESSIONS) as usize;
     let mut times = Vec::with_capacity(reserve + cfg.timing_repeats);

@@ -249,3 +249,89 @@ fn session_counts_past_the_limit_are_refused_naming_the_field() {
         "sessions"
     );
 }
+
+#[test]
+fn monitor_data_round_trips_and_absent_means_none() {
+    let json = world_json(
+        "[]",
+        r#"{"wss://a.example": {"up": [true, true]}}"#,
+        r#" "monitor": {"wss://b.example": {"last_seen": 900}, "wss://a.example": {"last_seen": 990, "rtt": 4}},"#,
+    );
+    let w = World::from_json(&json).unwrap();
+    let urls: Vec<(&str, u64)> = w
+        .monitor()
+        .iter()
+        .map(|m| (m.url.as_str(), m.last_seen))
+        .collect();
+    assert_eq!(urls, [("wss://a.example", 990), ("wss://b.example", 900)]);
+    let back = World::from_json(&w.to_json()).unwrap();
+    assert_eq!(back, w);
+    assert_eq!(back.to_json(), w.to_json());
+    let plain = World::from_json(&world_json("[]", r#"{}"#, "")).unwrap();
+    assert!(plain.monitor().is_empty());
+    assert!(!plain.to_json().contains("monitor"));
+}
+
+#[test]
+fn bad_monitor_data_names_the_field() {
+    for monitor in [
+        r#"{"": {"last_seen": 1}}"#,
+        r#"{"wss://a.example": {"last_seen": -1}}"#,
+        r#"{"wss://a.example": {}}"#,
+        r#"{"wss://a.example": {"last_seen": 1}, "wss://a.example": {"last_seen": 2}}"#,
+        r#"[]"#,
+    ] {
+        let json = world_json("[]", "{}", &format!(r#" "monitor": {monitor},"#));
+        let field = field_of(World::from_json(&json).unwrap_err());
+        assert!(field.starts_with("monitor"), "{monitor}: {field}");
+    }
+}
+
+#[test]
+fn generated_monitor_data_is_noisy_lagging_and_leaves_the_rest_of_the_world_alone() {
+    use outbox_sim::generate::{generate_with, WorldModel};
+    let world = generate(Profile::Small, 5);
+    let quiet = generate_with(
+        &WorldModel {
+            monitor_coverage: 0.0,
+            monitor_dead_listed: 0.0,
+            ..WorldModel::for_profile(Profile::Small)
+        },
+        "small/seed-5",
+        5,
+    )
+    .unwrap();
+    assert!(quiet.monitor().is_empty());
+    let mut without = world.clone();
+    without.set_monitor(Vec::new());
+    assert_eq!(without.to_json(), quiet.to_json());
+
+    let live = |url: &str| {
+        world
+            .relay_id(url)
+            .is_some_and(|r| world.relays()[r as usize].exists)
+    };
+    let (mut live_listed, mut dead_recent, mut dead_old) = (0, 0, 0);
+    for m in world.monitor() {
+        let age = world.now - m.last_seen;
+        assert!(age <= 400 * 86_400, "{m:?}");
+        match (live(&m.url), age <= 4 * 3_600) {
+            (true, recent) => {
+                assert!(recent && age >= 3_600, "{m:?}");
+                live_listed += 1;
+            }
+            (false, true) => dead_recent += 1,
+            (false, false) => dead_old += 1,
+        }
+    }
+    let live_total = world.relays().iter().filter(|r| r.exists).count();
+    assert!(live_listed < live_total, "some live relays are missing");
+    assert!(
+        live_listed * 10 > live_total * 7,
+        "{live_listed} of {live_total}"
+    );
+    assert!(
+        dead_recent > 0 && dead_old > dead_recent,
+        "{dead_recent} {dead_old}"
+    );
+}

@@ -26,6 +26,9 @@ pub struct Model {
     /// Scratch, kept between runs so large buffers are not mapped afresh every plan: per relay,
     /// the learned (live α, live β, kept α, kept β) if the relay was ever asked.
     learned: Vec<Option<[f64; 4]>>,
+    /// Scratch: per relay never asked, the pseudo-observations (live α − 1, live β − 1) a
+    /// liveness prior seeded it with (a relay monitor's report), if any.
+    seeded: Vec<Option<[f64; 2]>>,
     live: Vec<f64>,
     kept: Vec<f64>,
 }
@@ -155,6 +158,9 @@ const POOLED_STRENGTH: f64 = 2.0;
 /// uniform prior when nothing similar was asked yet. On the real network a relay in one list is
 /// usually someone's own small relay (often dead, complete when alive), a relay in hundreds of
 /// lists a hub (alive, pruning); the pooled prior lets the first session's answers say so.
+///
+/// A relay never asked whose stats carry a liveness prior (`outbox_core::monitor`: a relay
+/// monitor's report) adds those pseudo-observations to its liveness prior, pooled or uniform.
 impl Model {
     fn relay_beliefs(
         &mut self,
@@ -168,14 +174,21 @@ impl Model {
         // relay of the table.
         self.learned.clear();
         self.learned.resize(table.relay_count(), None);
+        self.seeded.clear();
+        self.seeded.resize(table.relay_count(), None);
         for (url, _) in stats.iter() {
             let Some(relay) = table.relay_id(url) else {
                 continue;
             };
             let s = stats.get_at(url, now);
-            if table.popularity(relay) > 0 && s.asked > 0 {
+            if table.popularity(relay) == 0 {
+                continue;
+            }
+            if s.asked > 0 {
                 self.learned[relay.index()] =
                     Some([s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta]);
+            } else if s.live_alpha != 1.0 || s.live_beta != 1.0 {
+                self.seeded[relay.index()] = Some([s.live_alpha - 1.0, s.live_beta - 1.0]);
             }
         }
         let pooled = if config.pooled_priors {
@@ -193,12 +206,16 @@ impl Model {
             }
             let [la, lb, ka, kb] = match self.learned[relay.index()] {
                 Some(ab) => ab,
-                None => pooled[bucket(table.popularity(relay))].unwrap_or([
-                    1.0,
-                    1.0,
-                    1.0 + config.optimism,
-                    1.0,
-                ]),
+                None => {
+                    let [la, lb, ka, kb] = pooled[bucket(table.popularity(relay))].unwrap_or([
+                        1.0,
+                        1.0,
+                        1.0 + config.optimism,
+                        1.0,
+                    ]);
+                    let [sa, sb] = self.seeded[relay.index()].unwrap_or([0.0, 0.0]);
+                    [la + sa, lb + sb, ka, kb]
+                }
             };
             if config.liveness {
                 self.live[relay.index()] = belief(la, lb, config.explore, rng);

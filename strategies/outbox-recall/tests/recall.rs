@@ -206,3 +206,31 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
     assert!(asked.iter().sum::<usize>() <= 9, "1.5 × 6 listed follows");
     assert!(asked[1..].iter().all(|&n| n >= 1), "everyone keeps a relay");
 }
+
+/// A monitor's liveness prior moves the first plan: every follow writes to two relays, one of
+/// which a monitor saw online an hour ago and the other not for two months. With one
+/// connection and no draws, the relay leaning alive is the one asked, whichever sorts first.
+#[test]
+fn a_monitor_prior_steers_the_first_plan() {
+    use outbox_core::{apply_monitor_prior, MonitorReport, UrlPolicy};
+    const NOW: u64 = 1_767_225_600;
+    for (alive, dead) in [
+        ("wss://a.example", "wss://b.example"),
+        ("wss://b.example", "wss://a.example"),
+    ] {
+        let lists: Vec<(u64, &[&str])> = (0..6)
+            .map(|i| (i, &["wss://a.example", "wss://b.example"][..]))
+            .collect();
+        let t = table(&lists);
+        let mut stats = DeliveryStats::new();
+        let reports = [
+            MonitorReport::seen(alive, NOW - 3_600),
+            MonitorReport::seen(dead, NOW - 60 * 86_400),
+        ];
+        apply_monitor_prior(&mut stats, &reports, &UrlPolicy::default(), NOW);
+        let mut r = router(1, "explore = false\n");
+        let plan = r.plan_with(&t, &stats, PlanContext::at(NOW).seed(1));
+        let asked: Vec<&str> = plan.routed().iter().map(|a| t.url(a.relay)).collect();
+        assert_eq!(asked, [alive], "alive {alive}");
+    }
+}

@@ -371,10 +371,29 @@ impl DeliveryStats {
         s
     }
 
+    /// [`entry_at`](Self::entry_at) for a trial: a relay never asked before drops any
+    /// prior it was seeded with (a monitor's, see [`crate::monitor`]), so the reader's own first
+    /// round replaces the stand-in instead of being weighed against it.
+    fn first_trial_at(&self, url: &str, now: u64) -> RelayStats {
+        let s = self.entry_at(url, now);
+        if s.asked > 0 {
+            return s;
+        }
+        RelayStats {
+            alpha: 1.0,
+            beta: 1.0,
+            live_alpha: 1.0,
+            live_beta: 1.0,
+            kept_alpha: 1.0,
+            kept_beta: 1.0,
+            ..s
+        }
+    }
+
     /// One answered relay's delivery trial (see the module docs for exactly what `delivered`
     /// and `expected` mean); part of [`record_round`](Self::record_round).
     fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
-        let mut s = self.entry_at(url, now);
+        let mut s = self.first_trial_at(url, now);
         s.asked = s.asked.saturating_add(1);
         if expected > 0 {
             let share = f64::from(delivered.min(expected)) / f64::from(expected);
@@ -386,7 +405,7 @@ impl DeliveryStats {
 
     /// One failed relay's delivery trial; part of [`record_round`](Self::record_round).
     fn record_failure(&mut self, url: &str, now: u64) {
-        let mut s = self.entry_at(url, now);
+        let mut s = self.first_trial_at(url, now);
         s.asked = s.asked.saturating_add(1);
         s.failures = s.failures.saturating_add(1);
         s.beta = (s.beta + 1.0).min(MAX_PARAM);

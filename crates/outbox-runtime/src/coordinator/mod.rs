@@ -180,6 +180,7 @@ impl Coordinator {
             relay_lists,
             store,
             penalties,
+            monitor_relays: _,
         } = input;
         let canonical_readers = canonical_list(&policy, &reader_relays, "reader relay");
         let fallback_relays = canonical_list(&policy, &cfg.fallback_relays, "fallback relay");

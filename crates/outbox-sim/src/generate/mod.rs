@@ -7,12 +7,13 @@
 //! A world is drawn from one seeded stream, in phases: the relay network (`relays`), then for
 //! each follow its write relays and relay list (`authors`) and its notes (`events`), then which
 //! relays answer in each session. Per-REQ caps come from a stream of their own, so adding them
-//! changed nothing else. `model` holds the knobs; `stats` the headline facts to check a world
-//! against the measurements.
+//! changed nothing else; so does the monitor data (`monitor`). `model` holds the knobs; `stats`
+//! the headline facts to check a world against the measurements.
 
 mod authors;
 mod events;
 mod model;
+mod monitor;
 mod relays;
 mod stats;
 
@@ -99,6 +100,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         events,
     })?;
     relays::assign_caps(model, seed, &mut world);
+    monitor::assign_monitor(model, seed, &net, &mut world);
     Ok(world)
 }
 

@@ -187,6 +187,24 @@ pub struct WorldModel {
     /// The shares are an estimate, not a measurement. Drawn per existing relay from its own
     /// random stream, so the rest of a world does not depend on them.
     pub relay_caps: Vec<CapShare>,
+    /// NIP-66 monitor data (the world's `monitor`): chance that a live relay is in it. Monitors
+    /// find relays through the lists they crawl and miss some (new, renamed, firewalled).
+    /// Estimated, as the knobs below: no coverage figure is published. 0 with
+    /// [`WorldModel::monitor_dead_listed`] 0: no monitor data.
+    pub monitor_coverage: f64,
+    /// How long before `now` a live relay was last reported online, hours: monitors check about
+    /// hourly (NIP-66 `frequency` 3,600 s) and clients read reports that are one to a few
+    /// checks old, so reports lag the session by one or more sessions of an hour.
+    pub monitor_lag_hours: Span,
+    /// Chance that a dead relay is still in the data: monitors keep every relay they once saw,
+    /// and most of the 40–65% of listed relays that are dead were alive once.
+    pub monitor_dead_listed: f64,
+    /// Of the dead relays in the data, the share still reported as recently seen (a report
+    /// within [`WorldModel::monitor_lag_hours`]): relays that died since the last checks, or
+    /// that accept a connection and serve nothing.
+    pub monitor_dead_recent: f64,
+    /// When the other dead relays in the data were last seen online, days before `now`.
+    pub monitor_dead_age_days: Span,
 }
 
 /// One per-REQ cap and the share of relays that have it.
@@ -257,6 +275,11 @@ impl Default for WorldModel {
             broadcast_share: 0.25,
             reader_relays: 3,
             relay_caps: DEFAULT_RELAY_CAPS.to_vec(),
+            monitor_coverage: 0.85,
+            monitor_lag_hours: Span::new(1.0, 4.0),
+            monitor_dead_listed: 0.7,
+            monitor_dead_recent: 0.15,
+            monitor_dead_age_days: Span::new(3.0, 365.0),
         }
     }
 }

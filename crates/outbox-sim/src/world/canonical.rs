@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use nostr::key::PublicKey;
 
 use super::{
-    too_many_sessions, World, WorldError, WorldEvent, WorldParts, WorldRelay, WorldRelayList,
-    MAX_SESSIONS,
+    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldParts, WorldRelay,
+    WorldRelayList, MAX_SESSIONS,
 };
 
 impl World {
@@ -47,6 +47,7 @@ impl World {
             reader_relays: parts.reader_relays,
             relay_lists: parts.relay_lists,
             relays: b,
+            monitor: Vec::new(),
             events,
             on,
         };
@@ -99,6 +100,7 @@ pub(super) struct RawWorld {
     pub(super) reader_relays: Vec<String>,
     pub(super) relay_lists: Vec<WorldRelayList>,
     pub(super) relays: Interner,
+    pub(super) monitor: Vec<MonitorEntry>,
     pub(super) events: Vec<WorldEvent>,
     pub(super) on: Vec<u32>,
 }
@@ -115,6 +117,7 @@ impl RawWorld {
             reader_relays,
             relay_lists,
             relays,
+            monitor,
             mut events,
             on,
         } = self;
@@ -197,7 +200,7 @@ impl RawWorld {
         for i in 1..author_offsets.len() {
             author_offsets[i] += author_offsets[i - 1];
         }
-        Ok(World {
+        let mut world = World {
             name,
             now,
             sessions,
@@ -207,9 +210,12 @@ impl RawWorld {
             relay_lists,
             relays: world_relays,
             relay_index,
+            monitor: Vec::new(),
             events,
             on: new_on,
             author_offsets,
-        })
+        };
+        world.set_monitor(monitor);
+        Ok(world)
     }
 }

@@ -11,7 +11,8 @@
 //! back gives the same world.
 //!
 //! A relay may carry a per-REQ cap (`max_limit`); a file without one means no cap, so files
-//! written before caps existed keep their meaning (`docs/formats.md`).
+//! written before caps existed keep their meaning (`docs/formats.md`). A world may carry what a
+//! NIP-66 relay monitor reported as of `now` (`monitor`); a file without it has no monitor data.
 //!
 //! The types and queries are here; `canonical` builds the canonical form (from the generator's
 //! parts or from what the reader interned), `read` is the streaming reader with its limits, and
@@ -31,6 +32,9 @@ pub use read::decode_hex32;
 
 /// The file format tag of world files.
 pub const WORLD_FORMAT: &str = "outbox-world/1";
+
+/// The most relays a world's `monitor` may name (entries are read into memory).
+pub const MAX_MONITOR_ENTRIES: usize = 100_000;
 
 /// The most sessions a world may describe (`sessions`, and so the length of every `up` array).
 /// Per-session state is allocated up front, so larger counts are refused with an error naming
@@ -91,6 +95,15 @@ pub struct WorldRelay {
     pub max_limit: Option<u32>,
 }
 
+/// One relay a NIP-66 monitor reported online, as of the world's `now` (`monitor[url]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MonitorEntry {
+    /// The relay URL as the monitor names it (need not be a key of `relays`).
+    pub url: String,
+    /// Unix seconds when the monitor last saw it online.
+    pub last_seen: u64,
+}
+
 /// One kind:1 note and the relays that serve it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorldEvent {
@@ -125,6 +138,8 @@ pub struct World {
     pub relay_lists: Vec<WorldRelayList>,
     relays: Vec<WorldRelay>,
     relay_index: HashMap<String, u32>,
+    /// Monitor reports, sorted by URL, one per URL.
+    monitor: Vec<MonitorEntry>,
     events: Vec<WorldEvent>,
     on: Vec<u32>,
     /// Per follow, the range of its events in `events`.
@@ -189,6 +204,29 @@ impl World {
         }
         relay.max_limit = max_limit;
         true
+    }
+
+    /// What a relay monitor reported as of `now`, sorted by URL (empty: no monitor data).
+    pub fn monitor(&self) -> &[MonitorEntry] {
+        &self.monitor
+    }
+
+    /// Replaces the monitor data: sorted by URL, the newest `last_seen` kept when a URL comes
+    /// twice, empty URLs dropped, at most [`MAX_MONITOR_ENTRIES`] kept.
+    pub fn set_monitor(&mut self, mut entries: Vec<MonitorEntry>) {
+        entries.retain(|e| !e.url.is_empty());
+        entries.sort_by(|a, b| a.url.cmp(&b.url).then(b.last_seen.cmp(&a.last_seen)));
+        entries.dedup_by(|later, first| later.url == first.url);
+        entries.truncate(MAX_MONITOR_ENTRIES);
+        self.monitor = entries;
+    }
+
+    /// The monitor data as the core's reports, for [`outbox_core::apply_monitor_prior`].
+    pub fn monitor_reports(&self) -> Vec<outbox_core::MonitorReport> {
+        self.monitor
+            .iter()
+            .map(|e| outbox_core::MonitorReport::seen(e.url.clone(), e.last_seen))
+            .collect()
     }
 
     /// The id of a relay URL, exactly as keyed.

@@ -12,7 +12,8 @@ use serde::Deserialize;
 
 use super::canonical::{Interner, RawWorld};
 use super::{
-    too_many_sessions, World, WorldError, WorldEvent, WorldRelayList, MAX_SESSIONS, WORLD_FORMAT,
+    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldRelayList,
+    MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
 };
 
 impl World {
@@ -82,6 +83,7 @@ struct PartialWorld {
     relays_seen: bool,
     events_seen: bool,
     relays: Interner,
+    monitor: Vec<MonitorEntry>,
     events: Vec<WorldEvent>,
     on: Vec<u32>,
     /// Event authors by key, interned in order of appearance, with the first event index.
@@ -142,6 +144,7 @@ impl PartialWorld {
             reader_relays: reader.relays,
             relay_lists,
             relays: self.relays,
+            monitor: self.monitor,
             events,
             on: self.on,
         }
@@ -175,6 +178,7 @@ impl<'de> Visitor<'de> for WorldVisitor {
             relays_seen: false,
             events_seen: false,
             relays: Interner::default(),
+            monitor: Vec::new(),
             events: Vec::new(),
             on: Vec::new(),
             authors: HashMap::new(),
@@ -204,6 +208,7 @@ impl<'de> Visitor<'de> for WorldVisitor {
                     map.next_value_seed(RelaysSeed(&mut w.relays))?;
                     w.relays_seen = true;
                 }
+                "monitor" => map.next_value_seed(MonitorSeed(&mut w.monitor))?,
                 "events" => {
                     map.next_value_seed(EventsSeed {
                         relays: &mut w.relays,
@@ -411,6 +416,51 @@ impl<'de> Visitor<'de> for RelaysSeed<'_> {
             if !self.0.add_relay(url.clone(), relay.up, relay.max_limit) {
                 return Err(de::Error::custom(format!("relay {url:?} listed twice")));
             }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct MonitorRaw {
+    last_seen: u64,
+}
+
+/// `monitor`: relay URL → `{"last_seen": unix seconds}`, at most [`MAX_MONITOR_ENTRIES`]
+/// entries (refused as soon as there are more), each URL once, none empty.
+struct MonitorSeed<'a>(&'a mut Vec<MonitorEntry>);
+
+impl<'de> DeserializeSeed<'de> for MonitorSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MonitorSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object keyed by relay url")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(url) = map.next_key::<String>()? {
+            let entry: MonitorRaw = map.next_value()?;
+            if url.is_empty() {
+                return Err(de::Error::custom("empty relay url"));
+            }
+            if self.0.len() == MAX_MONITOR_ENTRIES {
+                return Err(de::Error::custom(format!(
+                    "has more than {MAX_MONITOR_ENTRIES} entries"
+                )));
+            }
+            if !seen.insert(url.clone()) {
+                return Err(de::Error::custom(format!("relay {url:?} listed twice")));
+            }
+            self.0.push(MonitorEntry {
+                url,
+                last_seen: entry.last_seen,
+            });
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! Writing `outbox-world/1` in canonical form, streaming: one relay list, relay or event per
-//! line, `max_limit` only where there is a cap.
+//! Writing `outbox-world/1` in canonical form, streaming: one relay list, relay, monitor entry
+//! or event per line, `max_limit` only where there is a cap, `monitor` only when there is data.
 
 use std::io::Write;
 
@@ -61,6 +61,19 @@ impl World {
             writeln!(w, "}}{sep}")?;
         }
         writeln!(w, "  }},")?;
+        if !self.monitor.is_empty() {
+            writeln!(w, "  \"monitor\": {{")?;
+            for (i, m) in self.monitor.iter().enumerate() {
+                let sep = if i + 1 == self.monitor.len() { "" } else { "," };
+                writeln!(
+                    w,
+                    "    {}: {{\"last_seen\": {}}}{sep}",
+                    q(&m.url),
+                    m.last_seen
+                )?;
+            }
+            writeln!(w, "  }},")?;
+        }
         writeln!(w, "  \"events\": [")?;
         let mut hex = [0u8; 64];
         for (i, e) in self.events.iter().enumerate() {
