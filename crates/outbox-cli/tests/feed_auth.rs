@@ -5,48 +5,41 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
 
-use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
-use nostr::types::Timestamp;
 use nostr_relay_builder::prelude as rb;
+
+mod common;
+
+use common::{signed, Relay};
 
 const NOTES: u64 = 5;
 
 /// A relay that requires sign-in for reads, holding `NOTES` notes of one follow; its URL and
 /// a follows file.
-async fn private_relay(dir: &Path) -> (rb::LocalRelay, String, PathBuf) {
-    let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
-        events: true,
-        max_events: None,
-    }));
-    let relay = rb::LocalRelay::new(rb::RelayBuilder::default().database(db.clone()).nip42(
-        rb::RelayBuilderNip42 {
+async fn private_relay(dir: &Path) -> (Relay, String, PathBuf) {
+    let relay = Relay::start_with(|builder| {
+        builder.nip42(rb::RelayBuilderNip42 {
             mode: rb::RelayBuilderNip42Mode::Read,
-        },
-    ));
-    relay.run().await.unwrap();
-    let url = relay
-        .url()
-        .await
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
+        })
+    })
+    .await;
     let author = Keys::new(SecretKey::from_slice(&[0x31; 32]).unwrap());
-    let now = Timestamp::now().as_secs();
     for n in 0..NOTES {
-        let note = EventBuilder::new(Kind::TextNote, format!("private note {n}"))
-            .custom_created_at(Timestamp::from(now - 60 - n))
-            .finalize(&author)
-            .unwrap();
-        use rb::{JsonUtil, NostrDatabase};
-        let theirs = rb::Event::from_json(note.as_json()).unwrap();
-        db.save_event(&theirs).await.unwrap();
+        let note = signed(
+            &author,
+            Kind::TextNote,
+            &format!("private note {n}"),
+            vec![],
+            60 + n,
+        );
+        relay.store(&note).await;
     }
     let follows = dir.join("follows.txt");
     std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    let url = relay.url.clone();
     (relay, url, follows)
 }
 

@@ -21,11 +21,16 @@ pub struct Relay {
 impl Relay {
     /// A relay listening on a free loopback port.
     pub async fn start() -> Self {
+        Self::start_with(|builder| builder).await
+    }
+
+    /// A relay built with extra options (e.g. NIP-42 sign-in required).
+    pub async fn start_with(options: impl FnOnce(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
         let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
             events: true,
             max_events: None,
         }));
-        let relay = rb::LocalRelay::new(rb::RelayBuilder::default().database(db.clone()));
+        let relay = rb::LocalRelay::new(options(rb::RelayBuilder::default().database(db.clone())));
         relay.run().await.unwrap();
         let url = relay
             .url()
