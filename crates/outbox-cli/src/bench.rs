@@ -25,9 +25,10 @@ pub struct Args {
     /// World profiles (comma-separated: small, medium, large, huge).
     #[arg(long, value_delimiter = ',', default_value = "small,medium,large")]
     profiles: Vec<Profile>,
-    /// Number of world seeds per profile (seeds 1..=N).
-    #[arg(long, default_value_t = 2)]
-    seeds: u64,
+    /// World seeds per profile: `N` for seeds 1..=N, or `A-B` for seeds A..=B (a set kept
+    /// apart from the one a change was tuned on).
+    #[arg(long, default_value = "2", value_parser = parse_seeds)]
+    seeds: Seeds,
     /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session
     /// the world describes, and at most that many].
     #[arg(long)]
@@ -79,6 +80,42 @@ pub struct Args {
 /// How many budgets one `--budget` list may hold: each runs the whole suite.
 const MAX_BUDGETS: usize = 16;
 
+/// The most world seeds one run takes (each is a world per profile).
+const MAX_SEEDS: u64 = 10_000;
+
+/// The world seeds of a run, inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seeds {
+    first: u64,
+    last: u64,
+}
+
+impl Seeds {
+    fn range(self) -> std::ops::RangeInclusive<u64> {
+        self.first..=self.last
+    }
+}
+
+/// `N` (seeds 1..=N) or `A-B` (seeds A..=B), non-empty and at most [`MAX_SEEDS`] seeds.
+fn parse_seeds(text: &str) -> Result<Seeds, String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("expected N or A-B (whole numbers), got {:?}", t.trim()))
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((a, b)) => (number(a)?, number(b)?),
+        None => (1, number(text)?),
+    };
+    if last < first || (first == 1 && last == 0) {
+        return Err(format!("no seeds in {text:?}"));
+    }
+    if last - first >= MAX_SEEDS {
+        return Err(format!("at most {MAX_SEEDS} seeds per run"));
+    }
+    Ok(Seeds { first, last })
+}
+
 /// Sessions per strategy on generated worlds when `--sessions` is not given.
 const DEFAULT_SESSIONS: u32 = 5;
 
@@ -111,8 +148,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return run_one(&args, world, config);
     }
     let sessions = args.sessions.unwrap_or(DEFAULT_SESSIONS);
-    if args.seeds == 0 || sessions == 0 || args.profiles.is_empty() || args.windows.is_empty() {
-        bail!("--seeds, --sessions, --profiles and --windows must not be empty or zero");
+    if sessions == 0 || args.profiles.is_empty() || args.windows.is_empty() {
+        bail!("--sessions, --profiles and --windows must not be empty or zero");
     }
     if sessions > MAX_SESSIONS {
         bail!("--sessions {sessions}: at most {MAX_SESSIONS} sessions");
@@ -132,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for &budget in &budgets {
         let mut cfg = BenchConfig {
             profiles: args.profiles.clone(),
-            seeds: (1..=args.seeds).collect(),
+            seeds: args.seeds.range().collect(),
             sessions,
             windows: args.windows.clone(),
             only: args.strategies.clone(),
@@ -194,9 +231,13 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     out!("{}", render_table(&report))?;
     if !report.monitors.is_empty() {
         out!("{}", render_monitor_table(&report))?;
+        out!(
+            "Δ = recall with monitor data minus without, paired by world, mean ± SE of the \
+             paired differences."
+        )?;
     }
     out!(
-        "{} worlds ({}), {} seeds, {} sessions, budget {}; recall = declared recall in the last \
+        "{} worlds ({}), seeds {}, {} sessions, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
          session, relays capping each REQ, mean over worlds; ev/note = events returned per \
@@ -210,12 +251,21 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             .map(|p| p.name())
             .collect::<Vec<_>>()
             .join("+"),
-        report.config.seeds.len(),
+        seed_span(&report.config.seeds),
         report.config.sessions,
         report.config.budget,
         elapsed.as_secs_f64()
     )?;
     Ok(report)
+}
+
+/// The seeds as `A–B` (or one seed).
+fn seed_span(seeds: &[u64]) -> String {
+    match (seeds.iter().min(), seeds.iter().max()) {
+        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+        (Some(a), _) => a.to_string(),
+        _ => "none".to_string(),
+    }
 }
 
 /// `path` as given for one budget; with several, `stem-b<budget>.ext` for each.
@@ -341,21 +391,21 @@ pub fn render_monitor_table(report: &BenchReport) -> Table {
         format!("{w} s{last} +monitors"),
         format!("Δ s{last}"),
     ]);
-    let delta = |a: &MeanSe, b: &MeanSe| {
-        if a.n == 0 || b.n == 0 {
+    let delta = |d: &MeanSe| {
+        if d.n == 0 {
             "-".to_string()
         } else {
-            format!("{:+.1}", (b.mean - a.mean) * 100.0)
+            format!("{:+.1} ±{:.1}", d.mean * 100.0, d.se * 100.0)
         }
     };
     for row in &report.monitors {
         let cells = [
             pct(&row.first),
             pct(&row.first_monitored),
-            delta(&row.first, &row.first_monitored),
+            delta(&row.first_gain),
             pct(&row.last),
             pct(&row.last_monitored),
-            delta(&row.last, &row.last_monitored),
+            delta(&row.last_gain),
         ];
         let mut out = vec![Cell::new(&row.label)];
         out.extend(
@@ -447,4 +497,33 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_a_count_or_an_inclusive_range() {
+        let range = |t: &str| parse_seeds(t).map(|s| s.range().collect::<Vec<_>>());
+        assert_eq!(range("3"), Ok(vec![1, 2, 3]));
+        assert_eq!(range("1001-1003"), Ok(vec![1001, 1002, 1003]));
+        assert_eq!(range(" 7 - 7 "), Ok(vec![7]));
+        assert_eq!(range("0-1"), Ok(vec![0, 1]));
+        for bad in [
+            "0",
+            "5-4",
+            "",
+            "a",
+            "1-",
+            "-3",
+            "1-2-3",
+            "99999999999999999999",
+        ] {
+            assert!(parse_seeds(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(parse_seeds("10000").is_ok());
+        assert!(parse_seeds("10001").is_err());
+        assert!(parse_seeds("0-18446744073709551615").is_err());
+    }
 }

@@ -307,6 +307,11 @@ pub struct MonitorRow {
     pub last: MeanSe,
     /// Last session, monitor data applied before the first.
     pub last_monitored: MeanSe,
+    /// First session, with minus without, paired by world: its standard error is the one that
+    /// says whether the difference is real (the worlds' spread cancels out).
+    pub first_gain: MeanSe,
+    /// Last session, with minus without, paired by world.
+    pub last_gain: MeanSe,
 }
 
 /// Runs the bench. Worlds are generated once each and shared by every strategy; work is spread
@@ -492,13 +497,31 @@ fn compare_monitors(
     let Some(window) = sort_window(windows) else {
         return Vec::new();
     };
+    let score = |run: &RunRecord, pick: fn(&[PlanScore]) -> Option<&PlanScore>| {
+        pick(&run.sessions)
+            .and_then(|s| s.window(window))
+            .and_then(WindowScore::declared)
+    };
     let recall = |runs: &[RunRecord], label: &str, pick: fn(&[PlanScore]) -> Option<&PlanScore>| {
         MeanSe::of(
             &runs
                 .iter()
                 .filter(|r| r.label == label)
-                .filter_map(|r| pick(&r.sessions))
-                .filter_map(|s| s.window(window).and_then(WindowScore::declared))
+                .filter_map(|r| score(r, pick))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let gain = |label: &str, pick: fn(&[PlanScore]) -> Option<&PlanScore>| {
+        MeanSe::of(
+            &monitor_runs
+                .iter()
+                .filter(|m| m.label == label)
+                .filter_map(|m| {
+                    let cold = runs
+                        .iter()
+                        .find(|r| r.label == label && r.profile == m.profile && r.seed == m.seed)?;
+                    Some(score(m, pick)? - score(cold, pick)?)
+                })
                 .collect::<Vec<_>>(),
         )
     };
@@ -511,6 +534,8 @@ fn compare_monitors(
             first_monitored: recall(monitor_runs, &row.label, <[PlanScore]>::first),
             last: recall(runs, &row.label, <[PlanScore]>::last),
             last_monitored: recall(monitor_runs, &row.label, <[PlanScore]>::last),
+            first_gain: gain(&row.label, <[PlanScore]>::first),
+            last_gain: gain(&row.label, <[PlanScore]>::last),
         })
         .collect()
 }
@@ -740,5 +765,26 @@ mod tests {
         assert_eq!(score((0, 0), (0, 0)).windows[0].total(), None);
         assert_eq!(score((1, 2), (0, 3)).windows[0].declared(), Some(0.5));
         assert_eq!(score((1, 2), (0, 3)).windows[0].total(), Some(0.0));
+    }
+
+    #[test]
+    fn monitor_gains_are_paired_by_world() {
+        let frac = |pct: u64| score((pct, 100), (pct, 100));
+        // World 1 is easy, world 2 hard; monitor data adds 2 points on each. Unpaired, the
+        // worlds' spread would swamp the gain; paired, it has no spread at all.
+        let runs = vec![run("s", 1, frac(80)), run("s", 2, frac(20))];
+        let monitor_runs = vec![run("s", 2, frac(22)), run("s", 1, frac(82))];
+        let rows = aggregate(&runs, &[Window::D7], |_| true);
+        let cmp = compare_monitors(&rows, &runs, &monitor_runs, &[Window::D7]);
+        assert_eq!(cmp.len(), 1);
+        let gain = cmp[0].first_gain;
+        assert_eq!(gain.n, 2);
+        assert!((gain.mean - 0.02).abs() < 1e-12, "{gain:?}");
+        assert!(gain.se < 1e-12, "{gain:?}");
+        assert!(cmp[0].first.se > 0.2, "{:?}", cmp[0].first);
+        // A monitored run without its cold twin is not paired.
+        let lone = vec![run("s", 3, frac(50))];
+        let cmp = compare_monitors(&rows, &runs, &lone, &[Window::D7]);
+        assert_eq!(cmp[0].first_gain.n, 0);
     }
 }
