@@ -22,6 +22,7 @@
 pub mod carriers;
 pub mod config;
 pub mod diff;
+pub mod directory;
 pub mod ids;
 pub mod invariants;
 pub mod keys;
@@ -31,6 +32,7 @@ pub mod plan;
 pub mod registry;
 pub mod route_table;
 pub mod router;
+pub mod routes;
 pub mod scorer;
 pub mod selector;
 pub mod stats;
@@ -41,6 +43,9 @@ pub mod url_policy;
 pub use carriers::{Carriers, Network};
 pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 pub use diff::{PlanDiff, Slot, Slots};
+pub use directory::{
+    NotADirectoryList, PersonRelays, RelayDirectory, RelayDirectoryBuilder, MAX_DIRECTORY_PEOPLE,
+};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
@@ -52,6 +57,10 @@ pub use plan::{Plan, PlanEntry};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::{session_seed, BrokenPlan, PlanContext, Router};
+pub use routes::{
+    check_route, relay_quality, InboxQuery, Pointer, PointerError, PublishQuery, Reason, Route,
+    RouteBudget, RouteContext, RouteKind, RoutePlan, RouteTarget, RouteViolation, ThreadQuery,
+};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
 pub use stats::{

@@ -46,7 +46,7 @@ pub struct DropReport {
 impl DropReport {
     const EXAMPLES_PER_REASON: usize = 3;
 
-    fn drop(&mut self, reason: DropReason, raw: &str) {
+    pub(crate) fn drop(&mut self, reason: DropReason, raw: &str) {
         *self.by_reason.entry(reason).or_default() += 1;
         let examples = self.examples.entry(reason).or_default();
         if examples.len() < Self::EXAMPLES_PER_REASON {
@@ -313,7 +313,7 @@ impl RouteTableBuilder {
 }
 
 /// Keeps the newest list per author, counting the ones it replaces or refuses.
-fn keep_newest(
+pub(crate) fn keep_newest(
     newest: &mut HashMap<PublicKey, RawRelayList>,
     list: RawRelayList,
     report: &mut DropReport,
@@ -343,14 +343,14 @@ fn reader_read_relays(list: &RawRelayList, report: &mut DropReport) -> Vec<Strin
         .collect()
 }
 
-struct RTag<'a> {
-    url: &'a str,
-    write: bool,
-    read: bool,
+pub(crate) struct RTag<'a> {
+    pub(crate) url: &'a str,
+    pub(crate) write: bool,
+    pub(crate) read: bool,
 }
 
 /// Reads one tag as a NIP-65 `r` tag; `None` for other tags (malformed `r` tags are counted).
-fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a>> {
+pub(crate) fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a>> {
     if tag.first().map(String::as_str) != Some("r") {
         return None;
     }

@@ -1,0 +1,78 @@
+//! Where to publish: the author's write relays and the read relays of everyone the event tags;
+//! for private messages only the recipients' DM inboxes.
+//!
+//! NIP-65: an event goes where its author writes (so followers find it) and where each tagged
+//! person reads (so they are notified). NIP-17: a private message (kind:14, or the kind:1059
+//! gift wrap that carries it) goes to each recipient's kind:10050 DM inbox relays and nowhere
+//! else — public relays would only leak its metadata.
+
+use nostr::event::{Event, Kind};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+
+use super::{tagged_people, Candidates, Reason, Route, RouteContext, RouteKind};
+
+/// An event to publish: who writes it, its kind and its tags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishQuery {
+    /// The author (for a gift wrap, the throwaway key that signed it; not used).
+    pub author: PublicKey,
+    /// The kind.
+    pub kind: Kind,
+    /// The raw tags; `p` tags name the people to reach.
+    pub tags: Vec<Vec<String>>,
+}
+
+impl PublishQuery {
+    /// The route of a signed (or about to be signed) event.
+    pub fn of_event(event: &Event) -> Self {
+        Self {
+            author: event.pubkey,
+            kind: event.kind,
+            tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+        }
+    }
+
+    /// Whether the event is a private message that goes only to DM inboxes.
+    pub fn is_private(&self) -> bool {
+        matches!(self.kind, Kind::PrivateDirectMessage | Kind::GiftWrap)
+    }
+}
+
+impl Route for PublishQuery {
+    const KIND: RouteKind = RouteKind::Publish;
+
+    fn candidates(&self, ctx: &RouteContext<'_>) -> Candidates {
+        let dir = ctx.directory;
+        let budget = ctx.budget;
+        let mut candidates = Candidates::default();
+        let people = tagged_people(&self.tags);
+        if self.is_private() {
+            for person in people {
+                candidates.push(
+                    Reason::DmInbox(person),
+                    dir.dm_relays(&person).iter().cloned(),
+                    budget.per_person,
+                );
+            }
+            return candidates;
+        }
+        candidates.push(
+            Reason::AuthorWrite(self.author),
+            dir.write_relays(&self.author).iter().cloned(),
+            budget.per_author,
+        );
+        for person in people.into_iter().filter(|p| *p != self.author) {
+            candidates.push(
+                Reason::TaggedRead(person),
+                dir.read_relays(&person).iter().cloned(),
+                budget.per_person,
+            );
+        }
+        candidates
+    }
+
+    fn filters(&self) -> Vec<Filter> {
+        Vec::new()
+    }
+}
