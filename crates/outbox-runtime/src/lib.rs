@@ -56,11 +56,13 @@
 
 pub mod config;
 mod coordinator;
+mod dedup;
 pub mod limits;
 pub mod monitor;
 pub mod nip11;
 pub mod penalty;
 pub mod query;
+pub mod route_feed;
 pub mod slot;
 pub mod store;
 
@@ -80,6 +82,7 @@ pub use nip11::Nip11Cache;
 pub use outbox_core::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use query::fetch_events;
+pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};
 
 /// Everything a feed starts from.

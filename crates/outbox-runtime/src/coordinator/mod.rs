@@ -40,11 +40,10 @@ use crate::{
     AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status,
 };
 
-mod dedup;
 mod frames;
 mod summary;
 
-use dedup::Dedup;
+use crate::dedup::Dedup;
 
 /// Reports buffered from all slots before slots wait (backpressure on flooding relays).
 const REPORT_CAPACITY: usize = 1024;

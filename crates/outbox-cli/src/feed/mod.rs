@@ -1,4 +1,7 @@
-//! `outbox feed`: a live feed from real relays, routed by a strategy.
+//! `outbox feed`: a live feed from real relays, routed by a strategy; with `--inbox`, the
+//! reader's mentions from the reader's read relays ([`inbox`]).
+
+mod inbox;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -109,6 +112,10 @@ pub struct Args {
     /// Print notes as JSON lines instead of text.
     #[arg(long)]
     json: bool,
+    /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
+    /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`.
+    #[arg(long, requires = "npub")]
+    inbox: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -199,7 +206,8 @@ fn read_follows(items: &[String]) -> anyhow::Result<Vec<PublicKey>> {
     Ok(out)
 }
 
-async fn feed(args: Args) -> anyhow::Result<ExitCode> {
+/// The router config (`--config` or the default), with `--allow-local` applied.
+fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
     let text = match &args.config {
         Some(path) => crate::text::read_bounded(path, crate::text::MAX_CONFIG_BYTES)
             .context("reading config")?,
@@ -209,14 +217,36 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     if args.allow_local {
         config.url_policy.allow_loopback = true;
     }
-    let policy = config.url_policy.clone();
-    let mut relays = Vec::new();
-    for raw in &args.relays {
+    Ok(config)
+}
+
+/// `raws` under the policy; a relay that is not usable is an error naming the option.
+fn canonical_relays(
+    policy: &outbox_core::UrlPolicy,
+    raws: impl IntoIterator<Item = impl AsRef<str>>,
+    what: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in raws {
+        let raw = raw.as_ref();
         match policy.canonicalize(raw) {
-            Ok(url) => relays.push(url),
-            Err(reason) => bail!("relay {raw:?} not usable: {reason} (--allow-local for loopback)"),
+            Ok(url) if !out.contains(&url) => out.push(url),
+            Ok(_) => {}
+            Err(reason) => {
+                bail!("{what} {raw:?} not usable: {reason} (--allow-local for loopback)")
+            }
         }
     }
+    Ok(out)
+}
+
+async fn feed(args: Args) -> anyhow::Result<ExitCode> {
+    if args.inbox {
+        return inbox::run(&args).await;
+    }
+    let mut config = router_config(&args)?;
+    let policy = config.url_policy.clone();
+    let relays = canonical_relays(&policy, &args.relays, "relay")?;
     let auth = crate::secret::load(args.secret_key_file.as_deref())?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
@@ -228,16 +258,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(_)) => 0,
         (None, None) => rand::random(),
     };
-    let mut indexers = Vec::new();
-    for raw in config.indexers.iter().chain(&args.indexers) {
-        match policy.canonicalize(raw) {
-            Ok(url) if !indexers.contains(&url) => indexers.push(url),
-            Ok(_) => {}
-            Err(reason) => {
-                bail!("indexer {raw:?} not usable: {reason} (--allow-local for loopback)")
-            }
-        }
-    }
+    let indexers = canonical_relays(
+        &policy,
+        config.indexers.iter().chain(&args.indexers),
+        "indexer",
+    )?;
     let runtime_config = RuntimeConfig {
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,

@@ -6,14 +6,14 @@ use nostr::event::EventId;
 
 /// Remembers recent event ids, forgetting the oldest beyond a capacity.
 #[derive(Debug)]
-pub(super) struct Dedup {
+pub(crate) struct Dedup {
     set: HashSet<EventId>,
     order: VecDeque<EventId>,
     capacity: usize,
 }
 
 impl Dedup {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             set: HashSet::new(),
             order: VecDeque::new(),
@@ -22,7 +22,7 @@ impl Dedup {
     }
 
     /// True the first time an id is seen.
-    pub(super) fn insert(&mut self, id: EventId) -> bool {
+    pub(crate) fn insert(&mut self, id: EventId) -> bool {
         if !self.set.insert(id) {
             return false;
         }

@@ -1,0 +1,308 @@
+//! Live subscriptions for the reads of a route plan (`outbox_core::routes`): the inbox (events
+//! tagging the reader), a thread, a pointer.
+//!
+//! A route plan is small and fixed (a handful of relays, one set of filters each), so there is
+//! no re-planning here: one task per target relay dials it, sends its filters as one REQ, and
+//! forwards what matches; one merging task drops the notes a second relay delivers again. With
+//! `once` a relay is done at EOSE; without, its subscription stays open for new events and a
+//! lost socket is dialled again with backoff, asking only for what is newer than the newest
+//! event seen.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::Event;
+use nostr::filter::{Filter, MatchEventOptions};
+use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use nostr::types::Timestamp;
+use outbox_core::routes::RoutePlan;
+use rand::SeedableRng;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::{timeout_at, Instant};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::config::RuntimeConfig;
+use crate::dedup::Dedup;
+
+/// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
+/// relay can make us hold is bounded. A filter's own `limit` lowers it.
+pub const MAX_STORED_EVENTS: usize = 5_000;
+
+/// The subscription id every route REQ uses (one subscription per socket).
+const SUB_ID: &str = "outbox-route";
+
+/// What a route feed reports.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RouteEvent {
+    /// An event no other relay delivered first.
+    Note {
+        /// The event (verified unless the config says not to; matching the relay's filters).
+        event: Box<Event>,
+        /// The relay that delivered it first.
+        relay: String,
+    },
+    /// A relay finished sending its stored events.
+    Eose {
+        /// The relay.
+        relay: String,
+        /// Events it sent before EOSE (duplicates included).
+        events: usize,
+    },
+    /// A relay could not be asked, refused, or did not finish in time.
+    Failed {
+        /// The relay.
+        relay: String,
+        /// Why, as the relay or the socket said it (not escaped).
+        reason: String,
+    },
+}
+
+/// A running route feed: stop it, or wait for it to end by itself (`once`).
+#[derive(Debug)]
+pub struct RouteFeed {
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl RouteFeed {
+    /// Closes every subscription and waits for the tasks to end.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Asks every subscription to close without waiting; the channel closes when they have.
+    pub fn request_shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits for every relay task to end (with `once`: each relay at EOSE or failure).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Starts one subscription per target of a reading route plan. Drain the channel: it closes
+/// when every relay is done. `cfg` gives the timeouts, frame limits, signature checks, `once`
+/// and the backoff between dials; the plan's filters say what is asked.
+pub fn start_route(
+    plan: &RoutePlan,
+    cfg: &RuntimeConfig,
+) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
+    crate::coordinator::install_crypto_provider();
+    let (stop, stop_rx) = watch::channel(false);
+    let (raw_tx, mut raw_rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
+    let (tx, rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
+    let mut tasks = JoinSet::new();
+    for (i, target) in plan.targets.iter().enumerate() {
+        if target.filters.is_empty() {
+            continue;
+        }
+        let relay = Relay {
+            url: target.url.clone(),
+            filters: target.filters.clone(),
+            cfg: cfg.clone(),
+            tx: raw_tx.clone(),
+            stop: stop_rx.clone(),
+            seed: cfg.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        };
+        tasks.spawn(relay.run());
+    }
+    drop(raw_tx);
+    let capacity = cfg.dedup_capacity;
+    tasks.spawn(async move {
+        let mut seen = Dedup::new(capacity);
+        while let Some(event) = raw_rx.recv().await {
+            if let RouteEvent::Note { event: note, .. } = &event {
+                if !seen.insert(note.id) {
+                    continue;
+                }
+            }
+            if tx.send(event).await.is_err() {
+                // Nobody listens: the relay tasks end when their sends fail.
+                break;
+            }
+        }
+    });
+    (RouteFeed { stop, tasks }, rx)
+}
+
+/// One relay's subscription.
+struct Relay {
+    url: String,
+    filters: Vec<Filter>,
+    cfg: RuntimeConfig,
+    tx: mpsc::Sender<RouteEvent>,
+    stop: watch::Receiver<bool>,
+    seed: u64,
+}
+
+/// How one socket's session ended.
+enum Ended {
+    /// EOSE reached in `once` mode, stopped, or the listener is gone: no new dial.
+    Done,
+    /// The relay refused the subscription (CLOSED): dialling again would not help.
+    Refused(String),
+    /// The socket failed or timed out: dial again unless `once`.
+    Lost(String),
+}
+
+impl Relay {
+    async fn run(mut self) {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+        let mut newest: Option<Timestamp> = None;
+        let mut attempt = 0u32;
+        loop {
+            let ended = self.session(&mut newest, &mut attempt).await;
+            let reason = match ended {
+                Ended::Done => return,
+                Ended::Refused(reason) => {
+                    self.fail(reason).await;
+                    return;
+                }
+                Ended::Lost(reason) => reason,
+            };
+            self.fail(reason).await;
+            if self.cfg.once || *self.stop.borrow() {
+                return;
+            }
+            let delay = self.cfg.backoff.delay(attempt, &mut rng);
+            attempt = attempt.saturating_add(1);
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.stop.changed() => return,
+            }
+        }
+    }
+
+    async fn fail(&self, reason: String) {
+        let _ = self
+            .tx
+            .send(RouteEvent::Failed {
+                relay: self.url.clone(),
+                reason,
+            })
+            .await;
+    }
+
+    /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
+    async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
+        let ws_config = WebSocketConfig::default()
+            .max_message_size(Some(self.cfg.hard_frame_limit))
+            .max_frame_size(Some(self.cfg.hard_frame_limit));
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            &self.url,
+            Some(ws_config),
+            true,
+            None,
+        );
+        let mut ws = tokio::select! {
+            dialled = tokio::time::timeout(self.cfg.connect_timeout, connect) => match dialled {
+                Ok(Ok((ws, _))) => ws,
+                Ok(Err(e)) => return Ended::Lost(format!("connect failed: {e}")),
+                Err(_) => return Ended::Lost("connect timed out".into()),
+            },
+            _ = self.stop.changed() => return Ended::Done,
+        };
+        // A reconnect asks only for what is newer than what was already delivered.
+        let filters: Vec<Filter> = self
+            .filters
+            .iter()
+            .map(|f| match newest {
+                Some(t) => f.clone().since(*t),
+                None => f.clone(),
+            })
+            .collect();
+        let stored_cap = filters
+            .iter()
+            .map(|f| f.limit.unwrap_or(MAX_STORED_EVENTS))
+            .sum::<usize>()
+            .min(MAX_STORED_EVENTS);
+        let sub = SubscriptionId::new(SUB_ID);
+        let req = ClientMessage::req(sub.clone(), filters.clone());
+        if let Err(e) = ws.send(Message::text(req.as_json())).await {
+            return Ended::Lost(format!("sending the REQ failed: {e}"));
+        }
+        let eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        let mut stored = 0usize;
+        let mut live = false;
+        let ended = loop {
+            let next = async {
+                if live {
+                    Some(ws.next().await)
+                } else {
+                    timeout_at(eose_deadline, ws.next()).await.ok()
+                }
+            };
+            let frame = tokio::select! {
+                frame = next => frame,
+                _ = self.stop.changed() => break Ended::Done,
+            };
+            let text = match frame {
+                None => break Ended::Lost("no EOSE in time".into()),
+                Some(None) => break Ended::Lost("the relay closed the connection".into()),
+                Some(Some(Err(e))) => break Ended::Lost(format!("socket error: {e}")),
+                Some(Some(Ok(Message::Text(text)))) => text,
+                Some(Some(Ok(_))) => continue,
+            };
+            if text.len() > self.cfg.max_message_bytes {
+                continue;
+            }
+            match RelayMessage::from_json(text.as_str()) {
+                Ok(RelayMessage::Event {
+                    subscription_id,
+                    event,
+                }) if *subscription_id == sub => {
+                    if !live {
+                        if stored >= stored_cap {
+                            continue;
+                        }
+                        stored += 1;
+                    }
+                    let event = event.into_owned();
+                    let verified = !self.cfg.verify_signatures || event.verify().is_ok();
+                    let asked = filters
+                        .iter()
+                        .any(|f| f.match_event(&event, MatchEventOptions::new()));
+                    if !(verified && asked) {
+                        continue;
+                    }
+                    if newest.is_none_or(|t| event.created_at > t) {
+                        *newest = Some(event.created_at);
+                    }
+                    let note = RouteEvent::Note {
+                        event: Box::new(event),
+                        relay: self.url.clone(),
+                    };
+                    if self.tx.send(note).await.is_err() {
+                        break Ended::Done;
+                    }
+                }
+                Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub && !live => {
+                    *attempt = 0;
+                    let eose = RouteEvent::Eose {
+                        relay: self.url.clone(),
+                        events: stored,
+                    };
+                    if self.tx.send(eose).await.is_err() || self.cfg.once {
+                        break Ended::Done;
+                    }
+                    live = true;
+                }
+                Ok(RelayMessage::Closed {
+                    subscription_id,
+                    message,
+                }) if *subscription_id == sub => {
+                    break Ended::Refused(format!("closed: {message}"));
+                }
+                _ => {}
+            }
+        };
+        let close = ClientMessage::close(sub);
+        let _ = ws.send(Message::text(close.as_json())).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+        ended
+    }
+}
