@@ -11,8 +11,8 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use outbox_core::{Router, RouterConfig};
 use outbox_sim::{
-    default_suite, run_bench, run_sessions, BenchConfig, BenchReport, LoopConfig, MeanSe, Profile,
-    Progress, SimWorld, Window, World, MAX_SESSIONS,
+    default_suite, run_bench, run_sessions, BenchConfig, BenchReport, Family, LoopConfig, MeanSe,
+    Profile, Progress, SimWorld, Window, World, MAX_SESSIONS,
 };
 
 /// Options of `outbox bench`.
@@ -29,6 +29,11 @@ pub struct Args {
     /// apart from the one a change was tuned on).
     #[arg(long, default_value = "2", value_parser = parse_seeds)]
     seeds: Seeds,
+    /// How the worlds' knobs are drawn: `default`, or a perturbation family that draws them
+    /// anew for every seed (`decay`: fewer live relays, flakier answers, lossier writes;
+    /// `amnesia`: relays prune harder; `churn`: more movers, varied hub shares and lists).
+    #[arg(long, default_value = "default")]
+    family: Family,
     /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session
     /// the world describes, and at most that many].
     #[arg(long)]
@@ -175,6 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             only: args.strategies.clone(),
             budget,
             monitors: args.monitors,
+            family: args.family,
             ..BenchConfig::default()
         };
         if let Some(i) = args.interval {
@@ -237,7 +243,7 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         )?;
     }
     out!(
-        "{} worlds ({}), seeds {}, {} sessions, budget {}; recall = declared recall in the last \
+        "{} worlds ({}{}), seeds {}, {} sessions, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
          session, relays capping each REQ, mean over worlds; ev/note = events returned per \
@@ -251,6 +257,10 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             .map(|p| p.name())
             .collect::<Vec<_>>()
             .join("+"),
+        match report.config.family {
+            Family::Default => String::new(),
+            family => format!(", family {family}"),
+        },
         seed_span(&report.config.seeds),
         report.config.sessions,
         report.config.budget,

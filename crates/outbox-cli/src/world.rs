@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use outbox_sim::{generate, world_stats, Profile, World};
+use outbox_sim::{generate_in, world_stats, Family, Profile, World};
 
 /// Options of `outbox world`.
 #[derive(Debug, clap::Args)]
@@ -23,6 +23,10 @@ enum WorldCommand {
         /// World seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// How the knobs are drawn: default, or a perturbation family drawing them per seed
+        /// (decay, amnesia, churn).
+        #[arg(long, default_value = "default")]
+        family: Family,
         /// Output file.
         #[arg(long)]
         out: PathBuf,
@@ -36,8 +40,13 @@ enum WorldCommand {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        WorldCommand::Generate { profile, seed, out } => {
-            let world = generate(profile, seed);
+        WorldCommand::Generate {
+            profile,
+            seed,
+            family,
+            out,
+        } => {
+            let world = generate_in(family, profile, seed);
             world
                 .write_path(&out)
                 .with_context(|| format!("writing {}", out.display()))?;

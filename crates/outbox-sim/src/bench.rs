@@ -9,7 +9,7 @@ use outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
-use crate::generate::{generate, Profile};
+use crate::generate::{generate_in, Family, Profile};
 use crate::score::{PlanScore, SimWorld, Window, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
 
@@ -140,6 +140,8 @@ pub struct BenchConfig {
     /// Also run every strategy with the world's monitor data applied before session 0
     /// ([`LoopConfig::monitor_prior`]) and report the comparison ([`BenchReport::monitors`]).
     pub monitors: bool,
+    /// How the worlds' knobs are drawn ([`Family`]).
+    pub family: Family,
 }
 
 impl Default for BenchConfig {
@@ -157,6 +159,7 @@ impl Default for BenchConfig {
             timing_repeats: LoopConfig::default().timing_repeats,
             threads: 0,
             monitors: false,
+            family: Family::Default,
         }
     }
 }
@@ -375,17 +378,16 @@ pub fn run_bench(
                 let Some(&(profile, seed)) = jobs.get(i) else {
                     break;
                 };
-                let mut world = generate(profile, seed);
+                let mut world = generate_in(cfg.family, profile, seed);
                 if world.sessions < cfg.sessions {
-                    world = crate::generate::generate_with(
-                        &crate::generate::WorldModel {
-                            sessions: cfg.sessions,
-                            ..crate::generate::WorldModel::for_profile(profile)
-                        },
-                        &format!("{profile}/seed-{seed}"),
-                        seed,
-                    )
-                    .expect("generated worlds are well-formed");
+                    let model = crate::generate::WorldModel {
+                        sessions: cfg.sessions,
+                        ..cfg
+                            .family
+                            .model(&crate::generate::WorldModel::for_profile(profile), seed)
+                    };
+                    world = crate::generate::generate_with(&model, &world.name, seed)
+                        .expect("generated worlds are well-formed");
                 }
                 let name = world.name.clone();
                 let sim = SimWorld::new(world);

@@ -34,8 +34,8 @@ pub use bench::{
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, FetchCost, Fetched, RelayFetch, WindowCost};
 pub use generate::{
-    generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
-    DEFAULT_RELAY_CAPS,
+    generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
+    WorldStats, DEFAULT_RELAY_CAPS,
 };
 pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use score::{

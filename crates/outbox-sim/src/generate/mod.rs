@@ -12,6 +12,7 @@
 
 mod authors;
 mod events;
+mod family;
 mod model;
 mod monitor;
 mod relays;
@@ -21,6 +22,7 @@ use nostr::key::PublicKey;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub use family::Family;
 pub use model::{CapShare, Profile, Span, WorldModel, DEFAULT_RELAY_CAPS};
 pub use stats::{world_stats, WorldStats};
 
@@ -40,6 +42,17 @@ pub fn generate(profile: Profile, seed: u64) -> World {
         seed,
     )
     .expect("generated worlds are always well-formed")
+}
+
+/// Generates the world for `profile` and `seed` in a [`Family`]: its knobs drawn for the seed.
+/// The default family's worlds are exactly [`generate`]'s.
+pub fn generate_in(family: Family, profile: Profile, seed: u64) -> World {
+    if family == Family::Default {
+        return generate(profile, seed);
+    }
+    let model = family.model(&WorldModel::for_profile(profile), seed);
+    generate_with(&model, &format!("{profile}/{family}/seed-{seed}"), seed)
+        .expect("generated worlds are always well-formed")
 }
 
 /// Generates a world from a model; the same (model, seed) always gives the same world.
