@@ -12,22 +12,21 @@
 //!
 //! A [`RoundRecorder`] takes note of exactly these from relay frames and hands them over as a
 //! [`RoundReport`]; [`DeliveryStats::record_round`] is the one way stats learn from delivery.
-//! Per asked relay `r` that answered, its delivery trial counts:
+//! Per asked relay `r`, every author `a` of its filter for whom **some** relay asked in this run
+//! (`r` itself or another relay whose filter also named `a`, routed or residual) returned at
+//! least one event is one **delivery trial**. Let `best(a)` be the most events any answering
+//! relay returned for `a`. If `r` answered, the trial is split by the share of the author's
+//! notes `r` returned, `min(events(r, a), best(a)) / best(a)`: α grows by the share and β by its
+//! complement. If `r` could not be reached, timed out before EOSE or refused the REQ (CLOSED,
+//! auth-required), each such author is one full failure (at least one failure in all). An author
+//! nobody returned anything for is not counted: the client cannot tell "the author was silent"
+//! from "every relay failed", so it says nothing about any relay.
 //!
-//! - `expected`: the number of authors in `r`'s filter for whom **some** relay asked in this run
-//!   (`r` itself or another relay whose filter also named that author, routed or residual)
-//!   returned at least one event. An author nobody returned anything for is not counted: the
-//!   client cannot tell "the author was silent" from "every relay failed", so it says nothing
-//!   about any relay.
-//! - `delivered`: the number of those `expected` authors for whom `r` itself returned at least one
-//!   event.
-//!
-//! A run counts as **one trial** split by the delivered share `delivered / expected`: α grows
-//! by the share and β by its complement, so a relay asked about many authors does not drown one
-//! asked about few. With `expected == 0` only the ask counts. A relay that could not be
-//! reached, timed out before EOSE or refused the REQ (CLOSED, auth-required) counts one full
-//! failed trial instead. Latency is not part of a round: a client measures it (REQ sent to
-//! EOSE, in milliseconds) and adds it with [`DeliveryStats::record_latency`].
+//! This is the published benchmark's rule (a fractional success per assigned author): a relay
+//! that keeps a year of notes earns more than one that returns last week's only, which counting
+//! "returned anything" cannot tell apart; and a relay serving many follows is learned as fast
+//! as it is used. Latency is not part of a round: a client measures it (REQ sent to EOSE, in
+//! milliseconds) and adds it with [`DeliveryStats::record_latency`].
 //!
 //! # Decay
 //!
@@ -390,25 +389,26 @@ impl DeliveryStats {
         }
     }
 
-    /// One answered relay's delivery trial (see the module docs for exactly what `delivered`
-    /// and `expected` mean); part of [`record_round`](Self::record_round).
-    fn record_delivery(&mut self, url: &str, delivered: u32, expected: u32, now: u64) {
+    /// One answered relay's delivery trials: `hits` (the summed shares) out of `trials` authors
+    /// (see the module docs); part of [`record_round`](Self::record_round).
+    fn record_delivery(&mut self, url: &str, hits: f64, trials: u32, now: u64) {
         let mut s = self.first_trial_at(url, now);
         s.asked = s.asked.saturating_add(1);
-        if expected > 0 {
-            let share = f64::from(delivered.min(expected)) / f64::from(expected);
-            s.alpha = (s.alpha + share).min(MAX_PARAM);
-            s.beta = (s.beta + (1.0 - share)).min(MAX_PARAM);
+        if trials > 0 && hits.is_finite() {
+            let hits = hits.clamp(0.0, f64::from(trials));
+            s.alpha = (s.alpha + hits).min(MAX_PARAM);
+            s.beta = (s.beta + (f64::from(trials) - hits)).min(MAX_PARAM);
         }
         self.relays.insert(url.to_string(), s);
     }
 
-    /// One failed relay's delivery trial; part of [`record_round`](Self::record_round).
-    fn record_failure(&mut self, url: &str, now: u64) {
+    /// One failed relay: `trials` full delivery failures (at least one); part of
+    /// [`record_round`](Self::record_round).
+    fn record_failure(&mut self, url: &str, trials: u32, now: u64) {
         let mut s = self.first_trial_at(url, now);
         s.asked = s.asked.saturating_add(1);
         s.failures = s.failures.saturating_add(1);
-        s.beta = (s.beta + 1.0).min(MAX_PARAM);
+        s.beta = (s.beta + f64::from(trials.max(1))).min(MAX_PARAM);
         self.relays.insert(url.to_string(), s);
     }
 
@@ -512,8 +512,8 @@ mod tests {
     fn delivery_moves_the_mean_and_decay_pulls_it_back() {
         let mut s = DeliveryStats::new();
         for t in 0..5 {
-            s.record_delivery("wss://good.example", 10, 10, t);
-            s.record_delivery("wss://bad.example", 0, 10, t);
+            s.record_delivery("wss://good.example", 10.0, 10, t);
+            s.record_delivery("wss://bad.example", 0.0, 10, t);
         }
         let good = s.get_at("wss://good.example", 5);
         let bad = s.get_at("wss://bad.example", 5);
@@ -522,7 +522,7 @@ mod tests {
         assert!((later.mean() - 0.5).abs() < good.mean() - 0.5);
         assert!(later.alpha > 1.0);
         // Decay on write: an update after two days starts from the decayed prior.
-        s.record_delivery("wss://good.example", 0, 0, 5 + 48 * 3600);
+        s.record_delivery("wss://good.example", 0.0, 0, 5 + 48 * 3600);
         let stored = s.get("wss://good.example");
         assert!(
             (stored.alpha - later.alpha).abs() < 1e-9,
@@ -552,7 +552,7 @@ mod tests {
         let mut s = DeliveryStats::with_decay(Decay::PerSession { factor: 0.5 });
         s.begin_session();
         for _ in 0..4 {
-            s.record_delivery("wss://a.example", 1, 1, 100);
+            s.record_delivery("wss://a.example", 1.0, 1, 100);
         }
         let now = s.get_at("wss://a.example", 100);
         // Three of the four updates were decayed 0 sessions: α = 5 exactly.
@@ -608,7 +608,7 @@ mod tests {
                 ..RelayStats::default()
             },
         );
-        s.record_delivery("wss://ok.example", 1, 2, 0);
+        s.record_delivery("wss://ok.example", 1.0, 2, 0);
         assert_eq!(s.sanitize(), 2);
         assert_eq!(s.decay, Decay::default());
         assert!(s.get("wss://x.example").is_uniform());
@@ -626,7 +626,7 @@ mod tests {
                 ..RelayStats::default()
             },
         );
-        s.record_delivery("wss://x.example", 1, 1, 10);
+        s.record_delivery("wss://x.example", 1.0, 1, 10);
         let r = s.get("wss://x.example");
         assert!(r.is_sane());
         assert!((r.alpha - 2.0).abs() < 1e-9 && (r.beta - 1.0).abs() < 1e-9);
@@ -650,7 +650,7 @@ mod tests {
         let store = MemoryStore::new();
         assert!(store.load().unwrap().stats.is_empty());
         let mut s = DeliveryStats::new();
-        s.record_delivery("wss://a.example", 3, 4, 9);
+        s.record_delivery("wss://a.example", 3.0, 4, 9);
         store.save(&s).unwrap();
         let loaded = store.load().unwrap();
         assert_eq!(loaded.stats, s);

@@ -50,9 +50,10 @@ pub struct AuthorRound {
 impl DeliveryStats {
     /// Learns from one run. For every asked relay:
     ///
-    /// - not answered: one full failed delivery trial, and one failed liveness trial;
-    /// - answered: one liveness success; one delivery trial with the author counts defined in
-    ///   the [module docs](super); and one *completeness* trial split by the
+    /// - not answered: a full failed delivery trial per author defined in the
+    ///   [module docs](super) (at least one), and one failed liveness trial;
+    /// - answered: one liveness success; a delivery trial per such author, split by the share
+    ///   of its notes the relay returned; and one *completeness* trial split by the
     ///   event-weighted share `Σ events(relay, a) / Σ best(a)` over its authors `a` with
     ///   `best(a) > 0`, where `best(a)` is the most events any answering relay returned for `a`
     ///   in this run, counting [`compare_only`](RelayRound::compare_only) relays. Per
@@ -79,14 +80,19 @@ impl DeliveryStats {
             .collect();
         for relay in report.relays.iter().filter(|r| !r.compare_only) {
             if !relay.answered {
-                self.record_failure(&relay.url, now);
+                let trials = relay
+                    .authors
+                    .iter()
+                    .filter(|a| best.get(&a.author).is_some_and(|b| *b > 0))
+                    .count();
+                self.record_failure(&relay.url, u32::try_from(trials).unwrap_or(u32::MAX), now);
                 let mut s = self.entry_at(&relay.url, now);
                 s.live_beta = (s.live_beta + 1.0).min(MAX_PARAM);
                 self.relays.insert(relay.url.clone(), s);
                 continue;
             }
             let mut expected = 0u32;
-            let mut delivered = 0u32;
+            let mut hits = 0.0f64;
             let mut got = 0u64;
             let mut wanted = 0u64;
             for a in &relay.authors {
@@ -95,16 +101,16 @@ impl DeliveryStats {
                     continue;
                 }
                 expected += 1;
-                delivered += u32::from(a.events > 0);
                 got += u64::from(a.events.min(b));
                 wanted += u64::from(b);
                 let share = f64::from(a.events.min(b)) / f64::from(b);
+                hits += share;
                 let author = self.authors.entry(a.author).or_default();
                 let pair = author.relays.entry(relay.url.clone()).or_default();
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
                 pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
             }
-            self.record_delivery(&relay.url, delivered, expected, now);
+            self.record_delivery(&relay.url, hits, expected, now);
             let mut s = self.entry_at(&relay.url, now);
             s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
             if wanted > 0 {
@@ -185,8 +191,12 @@ mod tests {
         let dead = stats.get_at("wss://dead.example", 4);
         assert!(deep.kept_mean() > 0.8, "{deep:?}");
         assert!(prunes.kept_mean() < 0.3, "{prunes:?}");
-        // Both answered every run and returned something for every author anyone had notes of.
-        assert!(prunes.mean() > 0.8 && deep.mean() > 0.8);
+        // Both answered every run and returned something for every author anyone had notes of;
+        // delivery counts the share of each author's notes, so the pruning relay earns a tenth.
+        assert!(
+            prunes.mean() < 0.3 && deep.mean() > 0.8,
+            "{prunes:?} {deep:?}"
+        );
         assert!(dead.live_mean() < 0.2 && deep.live_mean() > 0.8);
         // Author 3: nobody returned anything, so nothing was learned about the pair.
         assert_eq!(
@@ -245,5 +255,31 @@ mod tests {
             alone(&mut fresh, false, t);
         }
         assert!(fresh.get_at("wss://shallow.example", 4).kept_mean() > 0.7);
+    }
+
+    #[test]
+    fn each_author_is_a_delivery_trial_and_a_failure_counts_for_every_author_asked() {
+        let mut stats = DeliveryStats::new();
+        let report = RoundReport {
+            relays: vec![
+                // Half of author 1's notes, all of author 2's, none of author 3's.
+                relay("wss://half.example", true, &[(1, 5), (2, 4), (3, 0)]),
+                relay("wss://full.example", true, &[(1, 10), (3, 6)]),
+                // Asked about three authors others had notes of, and one nobody had.
+                relay(
+                    "wss://down.example",
+                    false,
+                    &[(1, 0), (2, 0), (3, 0), (4, 0)],
+                ),
+            ],
+        };
+        stats.record_round(&report, 0);
+        let half = stats.get_at("wss://half.example", 0);
+        assert!((half.alpha - (1.0 + 0.5 + 1.0)).abs() < 1e-9, "{half:?}");
+        assert!((half.beta - (1.0 + 0.5 + 1.0)).abs() < 1e-9, "{half:?}");
+        let full = stats.get_at("wss://full.example", 0);
+        assert_eq!((full.alpha, full.beta), (3.0, 1.0));
+        let down = stats.get_at("wss://down.example", 0);
+        assert_eq!((down.alpha, down.beta), (1.0, 4.0));
     }
 }

@@ -314,7 +314,7 @@ mod tests {
         let dynamic: &dyn StateStore = &store;
         assert!(ready(dynamic.load()).unwrap().stats.is_empty());
         let mut s = DeliveryStats::new();
-        s.record_delivery("wss://a.example", 3, 4, 9);
+        s.record_delivery("wss://a.example", 3.0, 4, 9);
         ready(dynamic.save(&s)).unwrap();
         assert_eq!(ready(dynamic.load()).unwrap().stats, s);
         assert_eq!(store.load().unwrap().stats, s, "the inherent form agrees");
