@@ -193,7 +193,7 @@ fn welshman_matches_get_filter_selections_exactly() {
     let expected = fixture("welshman.json");
     assert_eq!(expected["package"], "@welshman/router@0.8.15");
     let cases = expected["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 3);
+    assert_eq!(cases.len(), 4);
     for case in cases {
         assert_eq!(case["random"], 0.5);
         let order = strings(&case["follows"]);
