@@ -16,8 +16,8 @@ pub mod welshman;
 
 pub use applesauce::{Applesauce, ApplesauceConfig};
 pub use direct::{Direct, DirectConfig};
-pub use ndk::{DEFAULT_NDK_PER_AUTHOR, NdkPriority, NdkPriorityConfig};
+pub use ndk::{NdkPriority, NdkPriorityConfig, DEFAULT_NDK_PER_AUTHOR};
 pub use welshman::{
-    DEFAULT_WELSHMAN_AUTHORS_PER_CHUNK, DEFAULT_WELSHMAN_MAX_CHUNKS,
-    DEFAULT_WELSHMAN_RELAYS_PER_CHUNK, Welshman, WelshmanConfig,
+    Welshman, WelshmanConfig, DEFAULT_WELSHMAN_AUTHORS_PER_CHUNK, DEFAULT_WELSHMAN_MAX_CHUNKS,
+    DEFAULT_WELSHMAN_RELAYS_PER_CHUNK,
 };

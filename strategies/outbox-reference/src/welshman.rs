@@ -183,7 +183,10 @@ impl Selector for Welshman {
             for &(relay, _) in scored.iter().take(self.relays_per_chunk) {
                 // A relay picked only for the reader's weight has no writer in the chunk: the
                 // residual on the reader's relays covers what welshman would ask there.
-                let writers = members.iter().copied().filter(|&a| table.writes_to(a, relay));
+                let writers = members
+                    .iter()
+                    .copied()
+                    .filter(|&a| table.writes_to(a, relay));
                 let index = match slot[relay.index()] {
                     Some(i) => i,
                     None if assignments.len() < input.max_connections => {

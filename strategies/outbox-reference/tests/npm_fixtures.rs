@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use outbox_core::testkit::test_key;
 use outbox_core::{
-    check_plan, AuthorId, DeliveryStats, Limits, PlanInput, Plan, RawRelayList, RouteTable,
+    check_plan, AuthorId, DeliveryStats, Limits, Plan, PlanInput, RawRelayList, RouteTable,
     RouteTableBuilder, RouterConfig, Selection, UrlPolicy,
 };
 use rand::RngCore;
@@ -177,7 +177,8 @@ fn welshman_routes(case: &Value, t: &RouteTable, labels: &[String]) -> Routes {
                 continue;
             };
             for label in strings(&s["authors"]) {
-                let author = AuthorId(labels.iter().position(|l| *l == label).expect("a follow") as u32);
+                let author =
+                    AuthorId(labels.iter().position(|l| *l == label).expect("a follow") as u32);
                 if t.writes_to(author, relay) {
                     routes.entry(url.clone()).or_default().insert(label);
                 }
@@ -201,7 +202,12 @@ fn welshman_matches_get_filter_selections_exactly() {
         let want = welshman_routes(case, &t, &order);
         assert!(!want.is_empty());
         // welshman has no connection budget: give every relay.
-        let got = run("[strategy]\ntype = \"welshman\"\n", &t, t.relay_count(), &order);
+        let got = run(
+            "[strategy]\ntype = \"welshman\"\n",
+            &t,
+            t.relay_count(),
+            &order,
+        );
         assert!(
             got == want,
             "{} follows\nrust:\n{}\nnpm:\n{}",

@@ -111,7 +111,11 @@ impl RngCore for Draws {
         (self.next_u64() >> 32) as u32
     }
     fn next_u64(&mut self) -> u64 {
-        let u = if self.0.is_empty() { 0.0 } else { self.0.remove(0) };
+        let u = if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.remove(0)
+        };
         ((u * (1u64 << 53) as f64) as u64) << 11
     }
     fn fill_bytes(&mut self, dst: &mut [u8]) {
@@ -125,10 +129,8 @@ fn welshman_damps_popularity_with_a_log() {
     // h has 4 writers, l one; one chunk, so the reader's relay joins at 0.2 (seen last).
     let h: &[&str] = &["wss://h.example"];
     let t = table(&[h, h, h, h, &["wss://l.example"]]);
-    let config = RouterConfig::from_toml(
-        "[strategy]\ntype = \"welshman\"\nrelays_per_chunk = 1\n",
-    )
-    .unwrap();
+    let config =
+        RouterConfig::from_toml("[strategy]\ntype = \"welshman\"\nrelays_per_chunk = 1\n").unwrap();
     let mut selector = config.strategy.build();
     let stats = DeliveryStats::new();
     let input = PlanInput {
