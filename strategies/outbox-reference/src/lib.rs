@@ -12,6 +12,7 @@
 pub mod applesauce;
 pub mod direct;
 pub mod ndk;
+mod noisy_sort;
 pub mod welshman;
 
 pub use applesauce::{Applesauce, ApplesauceConfig};

@@ -4,8 +4,8 @@
 //! The follows are dealt round-robin into `round(n / 30)` chunks (at least 1, at most 30), so a
 //! chunk holds about 30 follows until there are more than 900. Per chunk, every write relay of
 //! its follows gets a weight (how many of the chunk's follows list it), plain `ws://` relays are
-//! skipped, and the relays are ordered by `(1 + ln weight) · U(0,1)`, highest first, keeping the
-//! first 3 (`getLimit` unset). With a single chunk its filter is the whole author filter, which
+//! skipped, and the relays are sorted by `(1 + ln weight) · U(0,1)`, highest first — a fresh
+//! draw at every comparison — keeping the first 3 (`getLimit` unset). With a single chunk its filter is the whole author filter, which
 //! the shipped code merges with the reader's own read relays at weight 0.2 — those take part in
 //! the ordering too.
 //!
@@ -15,9 +15,9 @@
 //! - welshman also sends the whole filter to up to 3 of the reader's read relays and, when a
 //!   chunk finds no relay, to a default relay; here the core's residual on the reader's relays
 //!   stands in for both.
-//! - The shipped sort draws a fresh `Math.random()` at every comparison; here each relay gets
-//!   one draw per chunk from the handed RNG, in the order the relays were first seen, so the
-//!   order is consistent (same weighting, one draw per relay).
+//! - The shipped sort draws a fresh `Math.random()` at every comparison; the draws come from
+//!   the handed RNG and the comparisons are V8's (exact below 64 relays in a chunk, see
+//!   [`noisy_sort`](crate::noisy_sort)).
 //! - welshman has no connection budget. Here a chunk's relay that is not routed yet is dropped
 //!   once the budget is spent, chunk by chunk in order (no substitute is taken).
 
@@ -25,6 +25,8 @@ use outbox_core::config::ConfigIssue;
 use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, Selection, Selector};
 use rand::{Rng, RngCore};
+
+use crate::noisy_sort::noisy_sort;
 
 /// welshman's target follows per chunk (`round(n / 30)` chunks).
 pub const DEFAULT_WELSHMAN_AUTHORS_PER_CHUNK: usize = 30;
@@ -110,6 +112,12 @@ pub struct Welshman {
     relays_per_chunk: usize,
 }
 
+/// welshman's weight of a relay: `1 + ln weight`, since the weight is a plain count and would
+/// over-weight hubs.
+fn damped(weight: f64) -> f64 {
+    1.0 + weight.ln()
+}
+
 impl Welshman {
     /// How many chunks `follows` are dealt into: JavaScript's `Math.round(follows / per)`,
     /// clamped to `1..=max_chunks`.
@@ -138,7 +146,7 @@ impl Selector for Welshman {
         // Per chunk: relay weights in the order first seen (scratch reused across chunks).
         let mut weight = vec![0f64; table.relay_count()];
         let mut seen: Vec<RelayId> = Vec::new();
-        let mut scored: Vec<(RelayId, f64)> = Vec::new();
+        let mut kept: Vec<RelayId> = Vec::new();
         let mut members: Vec<AuthorId> = Vec::new();
 
         for chunk in 0..chunks {
@@ -168,19 +176,20 @@ impl Selector for Welshman {
                 }
             }
 
-            scored.clear();
+            // The shipped filter draws once per relay, in the order first seen, and drops
+            // those whose score is 0 (or not a number); the sort then draws afresh at every
+            // comparison.
+            kept.clear();
             for &relay in &seen {
                 let draw: f64 = rng.random();
-                let score = (1.0 + weight[relay.index()].ln()) * draw;
-                // The shipped filter drops relays whose score is 0 (or not a number).
+                let score = damped(weight[relay.index()]) * draw;
                 if score != 0.0 && !score.is_nan() {
-                    scored.push((relay, score));
+                    kept.push(relay);
                 }
             }
-            // Highest first; a stable sort keeps ties in the order first seen.
-            scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+            noisy_sort(&mut kept, |r: RelayId| damped(weight[r.index()]), rng);
 
-            for &(relay, _) in scored.iter().take(self.relays_per_chunk) {
+            for &relay in kept.iter().take(self.relays_per_chunk) {
                 // A relay picked only for the reader's weight has no writer in the chunk: the
                 // residual on the reader's relays covers what welshman would ask there.
                 let writers = members

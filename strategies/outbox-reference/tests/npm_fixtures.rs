@@ -69,25 +69,59 @@ fn canonical(url: &str) -> String {
         .unwrap_or_else(|why| panic!("{url}: {why:?}"))
 }
 
-/// Always the same 64 bits: `random::<f64>()` is exactly 0.5, the value the fixtures hold
-/// `Math.random` at.
-struct Half;
+/// The `Math.random` a welshman fixture ran with, as an RNG whose `random::<f64>()` gives the
+/// same numbers: held at 0.5, or the mulberry32 stream of a seed (its 32-bit outputs placed in
+/// the top bits, so the f64 is exactly `output / 2^32`).
+enum JsRandom {
+    Half,
+    Mulberry32(u32),
+}
 
-impl RngCore for Half {
+impl JsRandom {
+    fn from_fixture(v: &Value) -> Self {
+        if v.as_f64() == Some(0.5) {
+            return JsRandom::Half;
+        }
+        let seed = v["mulberry32"]
+            .as_u64()
+            .expect("random: 0.5 or {mulberry32: seed}");
+        JsRandom::Mulberry32(u32::try_from(seed).expect("a 32-bit seed"))
+    }
+}
+
+impl RngCore for JsRandom {
     fn next_u32(&mut self) -> u32 {
-        1 << 31
+        (self.next_u64() >> 32) as u32
     }
     fn next_u64(&mut self) -> u64 {
-        1 << 63
+        match self {
+            JsRandom::Half => 1 << 63,
+            JsRandom::Mulberry32(a) => {
+                *a = a.wrapping_add(0x6d2b_79f5);
+                let mut t = *a;
+                t = (t ^ (t >> 15)).wrapping_mul(t | 1);
+                t ^= t.wrapping_add((t ^ (t >> 7)).wrapping_mul(t | 61));
+                u64::from(t ^ (t >> 14)) << 32
+            }
+        }
     }
     fn fill_bytes(&mut self, dst: &mut [u8]) {
-        dst.fill(0);
+        for chunk in dst.chunks_mut(8) {
+            let bytes = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
     }
 }
 
 /// Runs `toml`'s strategy on `table` with `budget`, checks the plan's invariants and returns
 /// its routes by URL and label.
-fn run(toml: &str, table: &RouteTable, budget: usize, labels: &[String]) -> Routes {
+fn run(
+    toml: &str,
+    table: &RouteTable,
+    budget: usize,
+    labels: &[String],
+    rng: &mut JsRandom,
+) -> Routes {
     // Names the crate so the linker keeps its registrations.
     std::hint::black_box(outbox_reference::DEFAULT_WELSHMAN_RELAYS_PER_CHUNK);
     let config = RouterConfig::from_toml(toml).expect("config");
@@ -99,7 +133,7 @@ fn run(toml: &str, table: &RouteTable, budget: usize, labels: &[String]) -> Rout
         stats: &stats,
         now: 0,
     };
-    let selection: Selection = selector.select(&input, &mut Half);
+    let selection: Selection = selector.select(&input, rng);
     let plan = Plan::from_selection(table, selector.name(), selection);
     let limits = Limits {
         max_connections: budget,
@@ -152,7 +186,7 @@ fn applesauce_matches_select_optimal_relays_exactly() {
             .map(|(url, authors)| (canonical(url), strings(authors).into_iter().collect()))
             .collect();
         assert_eq!(want.len(), budget, "the fixture fills the budget");
-        let got = run(&toml, &t, budget, &follows);
+        let got = run(&toml, &t, budget, &follows, &mut JsRandom::Half);
         assert!(
             got == want,
             "{options}\nrust:\n{}\nnpm:\n{}",
@@ -194,9 +228,9 @@ fn welshman_matches_get_filter_selections_exactly() {
     let expected = fixture("welshman.json");
     assert_eq!(expected["package"], "@welshman/router@0.8.15");
     let cases = expected["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 4);
+    assert_eq!(cases.len(), 9);
     for case in cases {
-        assert_eq!(case["random"], 0.5);
+        let mut rng = JsRandom::from_fixture(&case["random"]);
         let order = strings(&case["follows"]);
         let t = table(&world, &order);
         let want = welshman_routes(case, &t, &order);
@@ -207,11 +241,13 @@ fn welshman_matches_get_filter_selections_exactly() {
             &t,
             t.relay_count(),
             &order,
+            &mut rng,
         );
         assert!(
             got == want,
-            "{} follows\nrust:\n{}\nnpm:\n{}",
+            "{} follows, random {}\nrust:\n{}\nnpm:\n{}",
             order.len(),
+            case["random"],
             show(&got),
             show(&want)
         );
@@ -224,8 +260,8 @@ fn welshman_drops_new_relays_once_the_budget_is_spent() {
     let follows = strings(&world["follows"]);
     let t = table(&world, &follows);
     let toml = "[strategy]\ntype = \"welshman\"\n";
-    let all = run(toml, &t, t.relay_count(), &follows);
-    let two = run(toml, &t, 2, &follows);
+    let all = run(toml, &t, t.relay_count(), &follows, &mut JsRandom::Half);
+    let two = run(toml, &t, 2, &follows, &mut JsRandom::Half);
     // The first chunk's two best relays are kept, with the writers they had unbounded.
     let expected = fixture("welshman.json");
     let first = &expected["cases"][0]["selections"][0];

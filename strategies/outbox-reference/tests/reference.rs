@@ -139,7 +139,9 @@ fn welshman_damps_popularity_with_a_log() {
         stats: &stats,
         now: 0,
     };
-    // (1 + ln 4) · 0.25 ≈ 0.597 < 1 · 0.62, though 4 · 0.25 = 1 would win unlogged.
+    // Draws: one per relay for the filter (h, l, home), then the sort's first comparison
+    // (l against h, l drawn first), then the rest. l goes first when 1 · u_l > (1 + ln 4) · u_h.
+    let draws = |u_l: f64, u_h: f64| [vec![0.5; 3], vec![u_l, u_h], vec![0.5; 4]].concat();
     let pick = |draws: Vec<f64>, selector: &mut Box<dyn Selector>| {
         let s = selector.select(&input, &mut Draws(draws));
         s.assignments
@@ -147,12 +149,13 @@ fn welshman_damps_popularity_with_a_log() {
             .map(|a| (t.url(a.relay).to_string(), a.authors.len()))
             .collect::<Vec<_>>()
     };
+    // 0.62 > 2.386 · 0.2 = 0.477, though 4 · 0.2 = 0.8 would win unlogged.
     assert_eq!(
-        pick(vec![0.25, 0.62, 0.9], &mut selector),
+        pick(draws(0.62, 0.2), &mut selector),
         [("wss://l.example".to_string(), 1)]
     );
     assert_eq!(
-        pick(vec![0.25, 0.58, 0.9], &mut selector),
+        pick(draws(0.45, 0.2), &mut selector),
         [("wss://h.example".to_string(), 4)]
     );
 }
