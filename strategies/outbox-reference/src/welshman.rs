@@ -5,9 +5,9 @@
 //! chunk holds about 30 follows until there are more than 900. Per chunk, every write relay of
 //! its follows gets a weight (how many of the chunk's follows list it), plain `ws://` relays are
 //! skipped, and the relays are sorted by `(1 + ln weight) · U(0,1)`, highest first — a fresh
-//! draw at every comparison — keeping the first 3 (`getLimit` unset). With a single chunk its filter is the whole author filter, which
-//! the shipped code merges with the reader's own read relays at weight 0.2 — those take part in
-//! the ordering too.
+//! draw at every comparison — keeping the first 3 (`getLimit` unset). With a single chunk its
+//! filter is the whole author filter, which the shipped code merges with the reader's own read
+//! relays at weight 0.2 — those take part in the ordering too.
 //!
 //! Differences, all forced by the plan model or the bench:
 //! - welshman asks each chosen relay about the whole chunk; a plan asks a routed relay only
