@@ -20,6 +20,7 @@ mod feed;
 mod live;
 mod load;
 mod plan;
+mod route;
 mod secret;
 mod strategies;
 mod text;
@@ -42,6 +43,8 @@ enum Command {
     Strategies(strategies::Args),
     /// Plan which relays to ask about which follows, for a world file.
     Plan(plan::Args),
+    /// Where to publish, read the inbox, or find a thread or one event: relays and reasons.
+    Route(route::Args),
     /// Replay a churn scenario: plain re-planning vs hysteresis, per strategy.
     Churn(churn::Args),
     /// A live feed from real relays, routed by a strategy (`--once` for one pass and a summary).
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Strategies(args) => strategies::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Route(args) => route::run(args),
         Command::Churn(args) => churn::run(args),
         Command::Feed(args) => feed::run(args),
         Command::Bench(args) => bench::run(args),

@@ -3,7 +3,7 @@
 //! NIP-65: whoever mentions someone sends the event to that person's read relays, so the
 //! reader finds mentions, replies and reactions on its own read relays (its kind:10002
 //! `read` or unmarked entries). A reader whose list names none is asked on its configured
-//! relays instead.
+//! relays instead. The reader's own kind:10002 is one more list in the directory.
 
 use nostr::event::Kind;
 use nostr::filter::Filter;

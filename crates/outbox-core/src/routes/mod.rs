@@ -13,6 +13,29 @@
 //! returns every violation.
 //!
 //! One file per route kind: [`inbox`], [`thread`], [`pointer`], [`publish`].
+//!
+//! ```
+//! use outbox_core::routes::Route;
+//! use outbox_core::{DeliveryStats, PublishQuery, RawRelayList, Reason, RelayDirectory,
+//!                   RouteBudget, RouteContext, UrlPolicy};
+//! # let (author, friend) = (nostr::key::Keys::generate().public_key(),
+//! #                         nostr::key::Keys::generate().public_key());
+//! let r = |url: &str, marker: &str| vec!["r".to_string(), url.to_string(), marker.to_string()];
+//! let lists = [
+//!     RawRelayList { author, created_at: 1, tags: vec![r("wss://out.example", "write")] },
+//!     RawRelayList { author: friend, created_at: 1, tags: vec![r("wss://in.example", "read")] },
+//! ];
+//! let directory = RelayDirectory::from_relay_lists(UrlPolicy::default(), lists);
+//! let stats = DeliveryStats::new();
+//! let ctx = RouteContext { directory: &directory, stats: &stats, now: 0,
+//!                          budget: RouteBudget::default() };
+//! let note = PublishQuery { author, kind: nostr::event::Kind::TextNote,
+//!                           tags: vec![vec!["p".into(), friend.to_hex()]] };
+//! let (plan, violations) = note.plan_checked(&ctx);
+//! assert!(violations.is_empty());
+//! assert_eq!(plan.target("wss://in.example").unwrap().reasons, [Reason::TaggedRead(friend)]);
+//! assert_eq!(plan.target("wss://out.example").unwrap().reasons, [Reason::AuthorWrite(author)]);
+//! ```
 
 use std::fmt;
 

@@ -95,7 +95,6 @@ impl Pointer {
             |relays: Vec<nostr::types::RelayUrl>| relays.iter().map(|r| r.to_string()).collect();
         match Nip19::from_bech32(code).map_err(|_| PointerError::Malformed)? {
             Nip19::Secret(_) => Err(PointerError::SecretKey),
-            #[allow(unreachable_patterns)]
             Nip19::EventId(id) => Ok(Self::Event {
                 id,
                 author: None,

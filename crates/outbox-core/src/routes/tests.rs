@@ -519,3 +519,78 @@ mod checker {
         assert!(v.contains(&RouteViolation::WrongFilters(url(2))), "{v:?}");
     }
 }
+
+mod random {
+    //! Random directories, stats and budgets: every route's plan passes its own checker.
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn world(lists: Vec<Vec<(u8, u8)>>, failing: Vec<u8>) -> (RelayDirectory, DeliveryStats) {
+        let mut b = RelayDirectoryBuilder::new(UrlPolicy::default());
+        for (i, entries) in lists.into_iter().enumerate() {
+            let person = key(i as u8 + 1);
+            let marker = |m: u8| ["", "read", "write"][usize::from(m % 3)];
+            b.add_relay_list(RawRelayList {
+                author: person,
+                created_at: 1,
+                tags: entries
+                    .iter()
+                    .map(|&(relay, m)| r(&format!("wss://r{}.example", relay % 12), marker(m)))
+                    .collect(),
+            });
+            b.add_dm_list(RawRelayList {
+                author: person,
+                created_at: 1,
+                tags: entries
+                    .iter()
+                    .filter(|(_, m)| m % 2 == 0)
+                    .map(|&(relay, _)| {
+                        vec!["relay".into(), format!("wss://r{}.example", relay % 12)]
+                    })
+                    .collect(),
+            });
+        }
+        let mut stats = DeliveryStats::new();
+        for relay in failing {
+            stats.set(format!("wss://r{}.example", relay % 12), dead());
+        }
+        (b.build(), stats)
+    }
+
+    proptest! {
+        #[test]
+        fn every_route_passes_its_checker(
+            lists in prop::collection::vec(prop::collection::vec((0u8..12, 0u8..3), 0..6), 1..8),
+            failing in prop::collection::vec(0u8..12, 0..4),
+            tagged in prop::collection::vec(1u8..10, 0..8),
+            author in 1u8..10,
+            kind in prop::sample::select(vec![1u16, 7, 14, 1059]),
+            max_relays in 0usize..8,
+            per_person in 0usize..3,
+            per_author in 0usize..4,
+            hints in 0usize..3,
+        ) {
+            let (dir, stats) = world(lists, failing);
+            let budget = RouteBudget { max_relays, per_person, per_author, hints };
+            let ctx = ctx(&dir, &stats, budget);
+            let mut event_tags: Vec<Vec<String>> = tagged.iter().map(|&n| p(&key(n))).collect();
+            event_tags.push(vec!["e".into(), EventId::from_byte_array([1; 32]).to_hex(), "wss://r3.example".into()]);
+            let publish = PublishQuery { author: key(author), kind: Kind::from_u16(kind), tags: event_tags.clone() };
+            let thread = ThreadQuery { id: EventId::from_byte_array([2; 32]), author: Some(key(author)), tags: event_tags, hints: vec!["wss://r5.example".into()], quotes: true };
+            let pointer = Pointer::Profile { pubkey: key(author), relays: vec!["wss://r7.example".into(), "junk".into()] };
+            let mut inbox = InboxQuery::new(key(author));
+            inbox.reader_relays = vec!["wss://r1.example".into()];
+            let plans = [
+                publish.plan_checked(&ctx),
+                thread.plan_checked(&ctx),
+                pointer.plan_checked(&ctx),
+                inbox.plan_checked(&ctx),
+            ];
+            for (plan, violations) in &plans {
+                prop_assert!(violations.is_empty(), "{:?}: {:?}", plan.kind, violations);
+            }
+            prop_assert_eq!(&plans[0].0, &publish.plan(&ctx));
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! `outbox route`: the binary on a small world and relay-list events, without the network.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::key::{Keys, SecretKey};
+use nostr::nips::nip19::{Nip19Event, ToBech32};
+use nostr::types::RelayUrl;
+use serde_json::{json, Value};
+
+fn keys(n: u8) -> Keys {
+    Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
+}
+
+fn hex(n: u8) -> String {
+    keys(n).public_key().to_hex()
+}
+
+fn outbox(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(args)
+        .output()
+        .expect("the outbox binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Reader 1 (reads on in.example, writes on out.example) follows 2 (writes a, b; reads r2);
+/// 3 is no follow and reads p1, p2, p3; 4 takes DMs only (in the lists file).
+struct Fixture {
+    _dir: tempfile::TempDir,
+    world: PathBuf,
+    lists: PathBuf,
+    dir: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |n: u8, tags: Value| json!({"author": hex(n), "created_at": 10, "tags": tags});
+    let world = json!({
+        "format": "outbox-world/1",
+        "name": "routes",
+        "now": 1_767_225_600u64,
+        "sessions": 1,
+        "reader": {"pubkey": hex(1), "follows": [hex(2)], "relays": ["wss://home.example"]},
+        "relay_lists": [
+            list(1, json!([["r", "wss://in.example", "read"], ["r", "wss://out.example", "write"]])),
+            list(2, json!([["r", "wss://a.example", "write"], ["r", "wss://b.example", "write"], ["r", "wss://r2.example", "read"]])),
+            list(3, json!([["r", "wss://p1.example", "read"], ["r", "wss://p2.example", "read"], ["r", "wss://p3.example", "read"]])),
+        ],
+        "relays": {"wss://a.example": {"up": [true]}},
+        "events": [],
+    });
+    let world_path = dir.path().join("world.json");
+    std::fs::write(&world_path, world.to_string()).unwrap();
+    let dm_list = EventBuilder::new(Kind::InboxRelays, "")
+        .tag(Tag::parse(["relay", "wss://dm4.example"]).unwrap())
+        .finalize(&keys(4))
+        .unwrap();
+    let mut forged = EventBuilder::new(Kind::InboxRelays, "")
+        .tag(Tag::parse(["relay", "wss://forged.example"]).unwrap())
+        .finalize(&keys(3))
+        .unwrap();
+    forged.content = "changed".into();
+    let lists = dir.path().join("lists.json");
+    std::fs::write(
+        &lists,
+        serde_json::to_string(&vec![
+            serde_json::to_value(&dm_list).unwrap(),
+            serde_json::to_value(&forged).unwrap(),
+            json!({"not": "an event"}),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    Fixture {
+        world: world_path,
+        lists,
+        dir: dir.path().to_path_buf(),
+        _dir: dir,
+    }
+}
+
+fn write_event(dir: &Path, name: &str, event: Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, event.to_string()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn targets(plan: &Value) -> Vec<(String, Vec<String>)> {
+    plan["route"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let reasons = t["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| match r.get("pubkey") {
+                    Some(pk) => {
+                        format!("{} {}", r["reason"].as_str().unwrap(), pk.as_str().unwrap())
+                    }
+                    None => r["reason"].as_str().unwrap().to_string(),
+                })
+                .collect();
+            (t["url"].as_str().unwrap().to_string(), reasons)
+        })
+        .collect()
+}
+
+#[test]
+fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
+    let f = fixture();
+    let event = write_event(
+        &f.dir,
+        "note.json",
+        json!({"pubkey": hex(2), "kind": 1, "tags": [["p", hex(3)], ["p", hex(9)]], "content": "hi"}),
+    );
+    let world = f.world.to_str().unwrap();
+    let out = outbox(&[
+        "route", "publish", "--event", &event, "--world", world, "--json",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let author = format!("author_write {}", hex(2));
+    let tagged = format!("tagged_read {}", hex(3));
+    assert_eq!(
+        targets(&plan),
+        [
+            ("wss://a.example".to_string(), vec![author.clone()]),
+            ("wss://b.example".to_string(), vec![author]),
+            ("wss://p1.example".to_string(), vec![tagged.clone()]),
+            ("wss://p2.example".to_string(), vec![tagged]),
+        ]
+    );
+    assert_eq!(plan["route"]["unknown"], json!([hex(9)]));
+    assert_eq!(plan["violations"], json!([]));
+
+    // The text form says the same, one relay per line with its reasons.
+    let text = stdout(&outbox(&[
+        "route", "publish", "--event", &event, "--world", world,
+    ]));
+    assert!(text.starts_with("publish route: 4 relays"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "wss://p1.example  quality 0.25  tagged-read {}",
+            hex(3)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("no relays known for: {}", hex(9))),
+        "{text}"
+    );
+
+    // A total budget of 2: the author and the tagged person get one relay each.
+    let out = outbox(&[
+        "route",
+        "publish",
+        "--event",
+        &event,
+        "--world",
+        world,
+        "--json",
+        "--max-relays",
+        "2",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
+    assert_eq!(urls, ["wss://a.example", "wss://p1.example"]);
+}
+
+#[test]
+fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
+    let f = fixture();
+    let wrap = write_event(
+        &f.dir,
+        "wrap.json",
+        json!({"pubkey": hex(7), "kind": 1059, "tags": [["p", hex(4)], ["p", hex(3)]]}),
+    );
+    let out = outbox(&[
+        "route",
+        "publish",
+        "--event",
+        &wrap,
+        "--world",
+        f.world.to_str().unwrap(),
+        "--lists",
+        f.lists.to_str().unwrap(),
+        "--json",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    // Only 4's DM inbox; 3 has read relays but no (verified) DM list, so is reported.
+    assert_eq!(
+        targets(&plan),
+        [(
+            "wss://dm4.example".to_string(),
+            vec![format!("dm_inbox {}", hex(4))]
+        )]
+    );
+    assert_eq!(plan["route"]["unknown"], json!([hex(3)]));
+}
+
+#[test]
+fn the_inbox_is_read_from_the_readers_read_relays() {
+    let f = fixture();
+    let out = outbox(&[
+        "route",
+        "inbox",
+        "--world",
+        f.world.to_str().unwrap(),
+        "--json",
+        "--kind",
+        "1",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        targets(&plan),
+        [(
+            "wss://in.example".to_string(),
+            vec!["reader_read".to_string()]
+        )]
+    );
+    let filter = &plan["route"]["targets"][0]["filters"][0];
+    assert_eq!(filter["#p"], json!([hex(1)]));
+    assert_eq!(filter["kinds"], json!([1]));
+    // A reader with no read relay falls back to the configured relays (the world's belong to
+    // the world's reader only).
+    let out = outbox(&[
+        "route",
+        "inbox",
+        "--world",
+        f.world.to_str().unwrap(),
+        "--json",
+        "--reader",
+        &hex(5),
+        "--reader-relay",
+        "wss://mine.example",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
+    assert_eq!(urls, ["wss://mine.example"]);
+    assert_eq!(
+        plan["route"]["targets"][0]["reasons"][0]["reason"],
+        "reader_relay"
+    );
+}
+
+#[test]
+fn a_thread_asks_hints_the_author_and_tagged_people() {
+    let f = fixture();
+    let id = nostr::event::EventId::from_byte_array([5; 32]);
+    let code = Nip19Event::new(id)
+        .author(keys(2).public_key())
+        .relays([RelayUrl::parse("wss://hint.example").unwrap()])
+        .to_bech32()
+        .unwrap();
+    let out = outbox(&[
+        "route",
+        "thread",
+        "--event",
+        &code,
+        "--world",
+        f.world.to_str().unwrap(),
+        "--json",
+    ]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let author = format!("author_write {}", hex(2));
+    assert_eq!(
+        targets(&plan),
+        [
+            ("wss://a.example".to_string(), vec![author.clone()]),
+            ("wss://b.example".to_string(), vec![author]),
+            ("wss://hint.example".to_string(), vec!["hint".to_string()]),
+        ]
+    );
+    let filters = &plan["route"]["targets"][0]["filters"];
+    assert_eq!(filters[0]["#e"], json!([id.to_hex()]));
+    assert_eq!(filters[1]["#q"], json!([id.to_hex()]));
+
+    // From an event file: its tagged people too; a hostile hint is refused, never printed raw.
+    let event = write_event(
+        &f.dir,
+        "root.json",
+        json!({"id": id.to_hex(), "pubkey": hex(2), "kind": 1,
+               "tags": [["p", hex(3)], ["e", id.to_hex(), "wss://x.example/\u{1b}[2J"]]}),
+    );
+    let out = outbox(&[
+        "route",
+        "thread",
+        "--event",
+        &event,
+        "--world",
+        f.world.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains(&format!("tagged-read {}", hex(3))), "{text}");
+    assert!(
+        text.contains("hints refused by the URL policy: 1"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let f = fixture();
+    let world = f.world.to_str().unwrap();
+    let secret = keys(9).secret_key().to_bech32().unwrap();
+    let out = outbox(&["route", "thread", "--event", &secret, "--world", world]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("secret key"), "{stderr}");
+    assert!(
+        !stderr.contains(&secret),
+        "the secret key was echoed: {stderr}"
+    );
+
+    let out = outbox(&["route", "publish", "--event", "/dev/zero", "--world", world]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let bad = write_event(
+        &f.dir,
+        "bad.json",
+        json!({"pubkey": hex(2), "kind": 70000, "tags": []}),
+    );
+    let out = outbox(&["route", "publish", "--event", &bad, "--world", world]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("field `kind`"));
+    let out = outbox(&["route", "inbox"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no relay lists"));
+}
