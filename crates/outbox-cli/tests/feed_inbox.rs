@@ -109,3 +109,85 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
     assert!(stderr.contains("reader-relay"), "{stderr}");
     assert!(stderr.contains("mentions:            2"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
+    let (reader_home, reader_inbox, author_home, elsewhere) = (
+        Relay::start().await,
+        Relay::start().await,
+        Relay::start().await,
+        Relay::start().await,
+    );
+    let (reader, author) = (key(21), key(22));
+    let reader_list = signed(
+        &reader,
+        Kind::RelayList,
+        "",
+        vec![
+            Tag::parse(["r", reader_inbox.url.as_str(), "read"]).unwrap(),
+            Tag::parse(["r", reader_home.url.as_str(), "write"]).unwrap(),
+        ],
+        1_000,
+    );
+    let author_list = signed(
+        &author,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", author_home.url.as_str(), "write"]).unwrap()],
+        1_000,
+    );
+    reader_home.store(&reader_list).await;
+    let note = mention(&author, &reader, "a reply the reader should see");
+
+    // Where to publish, from the two lists alone (no network).
+    let dir = tempfile::tempdir().unwrap();
+    let lists = dir.path().join("lists.json");
+    std::fs::write(
+        &lists,
+        serde_json::to_string(&[&reader_list, &author_list]).unwrap(),
+    )
+    .unwrap();
+    let event = dir.path().join("event.json");
+    std::fs::write(&event, serde_json::to_string(&note).unwrap()).unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[strategy]\ntype = \"greedy\"\n[url_policy]\nallow_loopback = true\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["route", "publish", "--json"])
+        .arg("--event")
+        .arg(&event)
+        .arg("--lists")
+        .arg(&lists)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let targets: BTreeSet<String> = plan["route"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["url"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        targets,
+        BTreeSet::from([author_home.url.clone(), reader_inbox.url.clone()])
+    );
+
+    // Publish there (and nowhere else), then read the reader's inbox.
+    for relay in [&reader_home, &reader_inbox, &author_home, &elsewhere] {
+        if targets.contains(&relay.url) {
+            relay.store(&note).await;
+        }
+    }
+    let (ids, stderr) = inbox(&reader, &[&reader_home]).await;
+    assert_eq!(ids, BTreeSet::from([note.id.to_hex()]), "{stderr}");
+}
