@@ -92,7 +92,9 @@ impl DeliveryStats {
                 continue;
             }
             let mut expected = 0u32;
-            let mut hits = 0.0f64;
+            // Summed in key order, so the same round learns the same bits whatever order its
+            // authors were reported in.
+            let mut shares: Vec<(PublicKey, f64)> = Vec::with_capacity(relay.authors.len());
             let mut got = 0u64;
             let mut wanted = 0u64;
             for a in &relay.authors {
@@ -104,12 +106,14 @@ impl DeliveryStats {
                 got += u64::from(a.events.min(b));
                 wanted += u64::from(b);
                 let share = f64::from(a.events.min(b)) / f64::from(b);
-                hits += share;
+                shares.push((a.author, share));
                 let author = self.authors.entry(a.author).or_default();
                 let pair = author.relays.entry(relay.url.clone()).or_default();
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
                 pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
             }
+            shares.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+            let hits: f64 = shares.iter().map(|(_, share)| share).sum();
             self.record_delivery(&relay.url, hits, expected, now);
             let mut s = self.entry_at(&relay.url, now);
             s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
