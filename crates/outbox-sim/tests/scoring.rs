@@ -165,10 +165,13 @@ fn observation_feeds_delivery_stats_as_defined() {
     assert!(!obs.relays[2].up, "c is not in the world: never answers");
     let mut stats = DeliveryStats::with_decay(Decay::Hourly { factor: 1.0 });
     obs.record(&sim, &mut stats, NOW);
-    // b: asked Alice and Bob, both returned by someone, b returned both → share 1.
+    // b: asked Alice and Bob, both returned by someone, b returned all of each → two trials,
+    // both full successes.
     let sb = stats.get("wss://b.example");
-    assert_eq!((sb.alpha, sb.beta), (2.0, 1.0));
-    // a and c: failures.
-    assert_eq!(stats.get("wss://a.example").failures, 1);
-    assert_eq!(stats.get("wss://c.example").failures, 1);
+    assert_eq!((sb.alpha, sb.beta), (3.0, 1.0));
+    // a and c: failures, one trial each (the one author someone returned notes of).
+    for url in ["wss://a.example", "wss://c.example"] {
+        let s = stats.get(url);
+        assert_eq!((s.failures, s.alpha, s.beta), (1, 1.0, 2.0), "{url}");
+    }
 }
