@@ -47,6 +47,6 @@ pub use session::{
     OracleScope, SessionOutcome, StrategyRun,
 };
 pub use world::{
-    MonitorEntry, World, WorldError, WorldEvent, WorldRelay, WorldRelayList, MAX_MONITOR_ENTRIES,
-    MAX_SESSIONS, WORLD_FORMAT,
+    MonitorEntry, PartMention, World, WorldError, WorldEvent, WorldMention, WorldRelay,
+    WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
 };
