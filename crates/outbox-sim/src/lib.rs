@@ -23,6 +23,8 @@ pub mod fetch;
 pub mod generate;
 mod holdings;
 pub mod planfile;
+pub mod route_rows;
+pub mod routes;
 pub mod score;
 pub mod session;
 pub mod world;
@@ -37,6 +39,8 @@ pub use generate::{
     generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
     DEFAULT_RELAY_CAPS,
 };
+pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
+pub use routes::{score_routes, NAIVE_LABEL, ROUTES_LABEL, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore};
 pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use score::{
     observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
