@@ -482,8 +482,7 @@ pub fn run_bench(
             });
         }
     });
-    let (mut runs, mut monitor_runs, mut route_runs) =
-        runs.into_inner().expect("workers are done");
+    let (mut runs, mut monitor_runs, mut route_runs) = runs.into_inner().expect("workers are done");
     route_runs.sort_by_key(|r: &RouteRecord| (r.profile, r.seed));
     let routes = route_rows(&route_runs, &cfg.windows);
     for runs in [&mut runs, &mut monitor_runs] {

@@ -39,9 +39,12 @@ pub use generate::{
     generate, generate_with, world_stats, CapShare, Profile, Span, WorldModel, WorldStats,
     DEFAULT_RELAY_CAPS,
 };
-pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
-pub use routes::{score_routes, NAIVE_LABEL, ROUTES_LABEL, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore};
 pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
+pub use routes::{
+    score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
+    ROUTES_LABEL,
+};
 pub use score::{
     observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
     RelayObservation, ScoreError, SimWorld, Window, WindowScore,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::bench::MeanSe;
 use crate::generate::Profile;
-use crate::routes::{RouteSessionScore, ROUTES_LABEL, NAIVE_LABEL};
+use crate::routes::{RouteSessionScore, NAIVE_LABEL, ROUTES_LABEL};
 use crate::score::Window;
 
 /// The route scores of one world.

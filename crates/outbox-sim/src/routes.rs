@@ -282,7 +282,9 @@ pub fn score_routes(
 /// World relay ids of canonical URLs (URLs the world does not know are left out: they never
 /// answer).
 fn ids(world: &World, urls: impl IntoIterator<Item = String>) -> Vec<u32> {
-    urls.into_iter().filter_map(|u| world.relay_id(&u)).collect()
+    urls.into_iter()
+        .filter_map(|u| world.relay_id(&u))
+        .collect()
 }
 
 /// Records, as the runtime's recorder would, whether each asked relay answered in `session`.

@@ -47,11 +47,17 @@ fn mentions_and_tags_round_trip_and_absent_means_none() {
         .collect();
     assert_eq!(on, ["wss://home.example", "wss://gone.example"]);
     // Tags: in order, a repeat kept once.
-    let tagged: Vec<String> = w.event_tags(&w.events()[0]).iter().map(|p| p.to_hex()).collect();
+    let tagged: Vec<String> = w
+        .event_tags(&w.events()[0])
+        .iter()
+        .map(|p| p.to_hex())
+        .collect();
     assert_eq!(tagged, [OTHER, STRANGER]);
 
     let json = w.to_json();
-    assert!(json.contains(&format!(r#""on": ["wss://a.example"], "p": ["{OTHER}", "{STRANGER}"]}}"#)));
+    assert!(json.contains(&format!(
+        r#""on": ["wss://a.example"], "p": ["{OTHER}", "{STRANGER}"]}}"#
+    )));
     let back = World::from_json(&json).unwrap();
     assert_eq!(back, w);
     assert_eq!(back.to_json(), json, "writing again gives the same bytes");
@@ -61,7 +67,10 @@ fn mentions_and_tags_round_trip_and_absent_means_none() {
     assert!(plain.mentions().is_empty());
     assert!(plain.event_tags(&plain.events()[0]).is_empty());
     let text = plain.to_json();
-    assert!(!text.contains("mentions") && !text.contains("\"p\""), "{text}");
+    assert!(
+        !text.contains("mentions") && !text.contains("\"p\""),
+        "{text}"
+    );
     // An empty `p` and an empty `mentions` mean the same as absent ones.
     let empty = World::from_json(&world_json(r#" "mentions": [],"#, r#", "p": []"#)).unwrap();
     assert_eq!(empty.to_json(), text);
@@ -74,22 +83,47 @@ fn hex(bytes: &[u8; 32]) -> String {
 #[test]
 fn bad_mentions_and_tags_name_the_field() {
     let mention = |body: &str| format!(r#" "mentions": [{{{body}}}],"#);
-    let ok = format!(r#""id": "{ID1}", "author": "{STRANGER}", "created_at": 5, "kind": 1, "on": []"#);
+    let ok =
+        format!(r#""id": "{ID1}", "author": "{STRANGER}", "created_at": 5, "kind": 1, "on": []"#);
     let too_many = format!(
         r#", "p": [{}]"#,
         vec![format!("\"{OTHER}\""); MAX_EVENT_TAGS + 1].join(", ")
     );
     let cases: Vec<(String, &str)> = vec![
         (world_json(r#" "mentions": {},"#, ""), "mentions"),
-        (world_json(&mention(&ok.replace(ID1, "zz")), ""), "mentions[0].id"),
-        (world_json(&mention(&ok.replace(STRANGER, "x")), ""), "mentions[0].author"),
-        (world_json(&mention(&ok.replace("\"kind\": 1", "\"kind\": 70000")), ""), "mentions[0].kind"),
-        (world_json(&mention(&ok.replace(", \"on\": []", "")), ""), "mentions[0]"),
-        (world_json(&mention(&ok.replace("\"on\": []", "\"on\": [3]")), ""), "mentions[0].on[0]"),
+        (
+            world_json(&mention(&ok.replace(ID1, "zz")), ""),
+            "mentions[0].id",
+        ),
+        (
+            world_json(&mention(&ok.replace(STRANGER, "x")), ""),
+            "mentions[0].author",
+        ),
+        (
+            world_json(&mention(&ok.replace("\"kind\": 1", "\"kind\": 70000")), ""),
+            "mentions[0].kind",
+        ),
+        (
+            world_json(&mention(&ok.replace(", \"on\": []", "")), ""),
+            "mentions[0]",
+        ),
+        (
+            world_json(&mention(&ok.replace("\"on\": []", "\"on\": [3]")), ""),
+            "mentions[0].on[0]",
+        ),
         (world_json("", r#", "p": "x""#), "events[0].p"),
-        (world_json("", r#", "p": ["0000000000000000000000000000000000000000000000000000000000000000"]"#), "events[0].p[0]"),
+        (
+            world_json(
+                "",
+                r#", "p": ["0000000000000000000000000000000000000000000000000000000000000000"]"#,
+            ),
+            "events[0].p[0]",
+        ),
         (world_json("", r#", "p": [12]"#), "events[0].p[0]"),
-        (world_json("", &format!(r#", "p": ["{OTHER}"], "p": ["{OTHER}"]"#)), "events[0]"),
+        (
+            world_json("", &format!(r#", "p": ["{OTHER}"], "p": ["{OTHER}"]"#)),
+            "events[0]",
+        ),
         (world_json("", &too_many), "events[0].p"),
     ];
     for (json, want) in cases {
@@ -119,7 +153,10 @@ fn the_generated_inbox_leaves_the_rest_of_the_world_alone() {
     )
     .unwrap();
     assert!(quiet.mentions().is_empty());
-    assert!(quiet.events().iter().all(|e| quiet.event_tags(e).is_empty()));
+    assert!(quiet
+        .events()
+        .iter()
+        .all(|e| quiet.event_tags(e).is_empty()));
     assert!(world.relay_lists.len() > quiet.relay_lists.len());
     // Take the new parts away: the same bytes as a world generated without them.
     let mut without = world.clone();
@@ -153,13 +190,20 @@ fn generated_mentions_and_tags_look_like_the_model() {
     let m = world.mentions();
     assert!((450..700).contains(&m.len()), "{}", m.len());
     let from_follows = m.iter().filter(|x| follows.contains(&x.author)).count();
-    assert!(from_follows * 10 > m.len() * 5 && from_follows * 10 < m.len() * 7, "{from_follows}");
+    assert!(
+        from_follows * 10 > m.len() * 5 && from_follows * 10 < m.len() * 7,
+        "{from_follows}"
+    );
     let read_ids: Vec<u32> = read_only.iter().filter_map(|u| world.relay_id(u)).collect();
     let in_inbox = m
         .iter()
         .filter(|x| world.mention_relays(x).iter().any(|r| read_ids.contains(r)))
         .count();
-    assert!(in_inbox > m.len() / 5 && in_inbox < m.len() * 3 / 5, "{in_inbox} of {}", m.len());
+    assert!(
+        in_inbox > m.len() / 5 && in_inbox < m.len() * 3 / 5,
+        "{in_inbox} of {}",
+        m.len()
+    );
     assert!(m.iter().all(|x| x.created_at < world.now));
     // Tags: about a fifth of notes tag one to three people, never the reader or the author.
     let tagged: Vec<_> = world

@@ -50,7 +50,11 @@ fn world() -> World {
         mention(2, 1_000, r#""wss://inbox.example""#),
         mention(3, 1_000, r#""wss://bw.example""#),
         mention(4, 1_000, r#""wss://down.example""#),
-        mention(5, 30 * 86_400, r#""wss://inbox.example", "wss://nowhere.example""#),
+        mention(
+            5,
+            30 * 86_400,
+            r#""wss://inbox.example", "wss://nowhere.example""#
+        ),
         id(11),
         id(12),
         id(13),

@@ -113,7 +113,16 @@ pub(super) fn assign_inbox(
             created_at: now - rng.random_range(DAY..=history),
             tags,
         });
-        let mentions = draw_mentions(model, net, &follows, &strangers, &reader_read, now, history, &mut rng);
+        let mentions = draw_mentions(
+            model,
+            net,
+            &follows,
+            &strangers,
+            &reader_read,
+            now,
+            history,
+            &mut rng,
+        );
         world.set_mentions(mentions);
     }
 
@@ -165,8 +174,7 @@ fn draw_mentions(
         }
         let created_at = t as u64;
         let from_follow = strangers.is_empty()
-            || (!follows.is_empty()
-                && rng.random_bool(model.mention_follow_share.clamp(0.0, 1.0)));
+            || (!follows.is_empty() && rng.random_bool(model.mention_follow_share.clamp(0.0, 1.0)));
         let author = if from_follow {
             &follows[rng.random_range(0..follows.len())]
         } else {

@@ -79,7 +79,11 @@ impl World {
         if !self.mentions.is_empty() {
             writeln!(w, "  \"mentions\": [")?;
             for (i, m) in self.mentions.iter().enumerate() {
-                let sep = if i + 1 == self.mentions.len() { "" } else { "," };
+                let sep = if i + 1 == self.mentions.len() {
+                    ""
+                } else {
+                    ","
+                };
                 write!(w, "    {{\"id\": \"{}\", ", encode_hex(&m.id, &mut hex))?;
                 write!(
                     w,
