@@ -266,6 +266,18 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         report.config.budget,
         elapsed.as_secs_f64()
     )?;
+    if !report.routes.is_empty() {
+        out!("{}", render_route_table(&report))?;
+        out!(
+            "routes: inbox recall = mentions of the reader found on the relays the inbox route \
+             asks (the reader's NIP-65 read relays) ÷ mentions some answering relay stores; \
+             publish reach = tagged people with a publish target among their read relays that \
+             answers ÷ tagged people who declare read relays; naive = inbox from the reader's \
+             configured relays only, publishing to the author's write relays only. Last \
+             session, mean ± SE over worlds; relays = relays the inbox asks, and a tagged note \
+             is sent to."
+        )?;
+    }
     Ok(report)
 }
 
@@ -424,6 +436,39 @@ pub fn render_monitor_table(report: &BenchReport) -> Table {
                 .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
         );
         table.add_row(out);
+    }
+    table
+}
+
+/// The route table: inbox recall per window and publish reach, for the routes library and for
+/// a client that ignores NIP-65's read markers.
+pub fn render_route_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let Some(first) = report.routes.first() else {
+        return table;
+    };
+    let mut header = vec!["routes".to_string()];
+    header.extend(first.windows.iter().map(|w| format!("{} inbox", w.window)));
+    header.extend(["publish reach", "inbox relays", "publish relays"].map(String::from));
+    table.set_header(header);
+    for row in &report.routes {
+        let mut cells = vec![Cell::new(&row.label)];
+        let mut values: Vec<String> = row.windows.iter().map(|w| pct(&w.inbox_recall)).collect();
+        values.push(pct(&row.publish_reach));
+        for m in [&row.inbox_relays, &row.publish_relays] {
+            values.push(if m.n == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", m.mean)
+            });
+        }
+        cells.extend(
+            values
+                .into_iter()
+                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
+        );
+        table.add_row(cells);
     }
     table
 }

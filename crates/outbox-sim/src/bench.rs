@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
 use crate::generate::{generate_in, Family, Profile};
+use crate::route_rows::{route_rows, RouteRecord, RouteRow};
+use crate::routes::{score_routes, RouteLoopConfig};
 use crate::score::{PlanScore, SimWorld, Window, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
 
@@ -142,6 +144,8 @@ pub struct BenchConfig {
     pub monitors: bool,
     /// How the worlds' knobs are drawn ([`Family`]).
     pub family: Family,
+    /// Also score the inbox and publish routes on every world ([`BenchReport::routes`]).
+    pub routes: bool,
 }
 
 impl Default for BenchConfig {
@@ -160,6 +164,7 @@ impl Default for BenchConfig {
             threads: 0,
             monitors: false,
             family: Family::Default,
+            routes: true,
         }
     }
 }
@@ -292,6 +297,11 @@ pub struct BenchReport {
     pub monitors: Vec<MonitorRow>,
     /// With [`BenchConfig::monitors`]: every run with the monitor prior applied.
     pub monitor_runs: Vec<RunRecord>,
+    /// With [`BenchConfig::routes`]: inbox recall and publish reach of the routes library and of
+    /// a naive client, over every world (empty otherwise).
+    pub routes: Vec<RouteRow>,
+    /// With [`BenchConfig::routes`]: every world's route scores.
+    pub route_runs: Vec<RouteRecord>,
 }
 
 /// One strategy's declared recall (the sort window, see [`sort_window`]) in the first and the
@@ -370,7 +380,7 @@ pub fn run_bench(
     }
     .min(jobs.len().max(1));
     let next = AtomicUsize::new(0);
-    let runs = Mutex::new((Vec::new(), Vec::new()));
+    let runs = Mutex::new((Vec::new(), Vec::new(), Vec::new()));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -451,15 +461,32 @@ pub fn run_bench(
                         world: name.clone(),
                     });
                 }
+                let route_run = cfg.routes.then(|| RouteRecord {
+                    profile,
+                    seed,
+                    sessions: score_routes(
+                        &sim.world,
+                        &sim.policy,
+                        &RouteLoopConfig {
+                            sessions: cfg.sessions,
+                            windows: cfg.windows.clone(),
+                            session_interval_secs: cfg.session_interval_secs,
+                            ..RouteLoopConfig::default()
+                        },
+                    ),
+                });
                 let mut all = runs
                     .lock()
                     .expect("no worker panics while holding the lock");
                 all.0.extend(local);
                 all.1.extend(local_monitored);
+                all.2.extend(route_run);
             });
         }
     });
-    let (mut runs, mut monitor_runs) = runs.into_inner().expect("workers are done");
+    let (mut runs, mut monitor_runs, mut route_runs) = runs.into_inner().expect("workers are done");
+    route_runs.sort_by_key(|r: &RouteRecord| (r.profile, r.seed));
+    let routes = route_rows(&route_runs, &cfg.windows);
     for runs in [&mut runs, &mut monitor_runs] {
         runs.sort_by(|a, b| {
             (a.profile, a.seed, a.label.as_str()).cmp(&(b.profile, b.seed, b.label.as_str()))
@@ -485,6 +512,8 @@ pub fn run_bench(
         runs,
         monitors,
         monitor_runs,
+        routes,
+        route_runs,
     }
 }
 

@@ -23,6 +23,8 @@ pub mod fetch;
 pub mod generate;
 mod holdings;
 pub mod planfile;
+pub mod route_rows;
+pub mod routes;
 pub mod score;
 pub mod session;
 pub mod world;
@@ -38,6 +40,11 @@ pub use generate::{
     WorldStats, DEFAULT_RELAY_CAPS,
 };
 pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
+pub use routes::{
+    score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
+    ROUTES_LABEL,
+};
 pub use score::{
     observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
     RelayObservation, ScoreError, SimWorld, Window, WindowScore,
@@ -47,6 +54,6 @@ pub use session::{
     OracleScope, SessionOutcome, StrategyRun,
 };
 pub use world::{
-    MonitorEntry, World, WorldError, WorldEvent, WorldRelay, WorldRelayList, MAX_MONITOR_ENTRIES,
-    MAX_SESSIONS, WORLD_FORMAT,
+    MonitorEntry, PartMention, World, WorldError, WorldEvent, WorldMention, WorldRelay,
+    WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
 };

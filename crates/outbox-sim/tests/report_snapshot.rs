@@ -32,5 +32,14 @@ fn small_bench_report_is_stable() {
     assert_eq!(report.skipped.len(), 1);
     assert_eq!(report.rows.last().unwrap().label, "oracle");
     assert_eq!(report.skipped[0].label, "not_yet");
+    // The route scores ride along without touching the feed rows.
+    assert_eq!(report.route_runs.len(), 1);
+    assert_eq!(report.route_runs[0].sessions.len(), 2);
+    assert!(report.route_runs[0]
+        .sessions
+        .iter()
+        .all(|s| s.violations == 0));
+    let labels: Vec<&str> = report.routes.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["routes", "naive"]);
     insta::assert_json_snapshot!("small_bench_rows", &report.rows);
 }

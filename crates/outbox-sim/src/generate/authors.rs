@@ -118,7 +118,7 @@ pub(super) fn relay_list(
 
 /// The raw `r` tags of a list: the write relays in order (some spelled messily, some marked
 /// `write`), plus read-only entries and garbage now and then.
-fn list_tags(
+pub(super) fn list_tags(
     model: &WorldModel,
     current: &[usize],
     relays: &[Relay],

@@ -7,12 +7,14 @@
 //! A world is drawn from one seeded stream, in phases: the relay network (`relays`), then for
 //! each follow its write relays and relay list (`authors`) and its notes (`events`), then which
 //! relays answer in each session. Per-REQ caps come from a stream of their own, so adding them
-//! changed nothing else; so does the monitor data (`monitor`). `model` holds the knobs; `stats`
+//! changed nothing else; so does the monitor data (`monitor`), and so do the reader's inbox, the
+//! people the reader does not follow and the notes' tags (`mentions`). `model` holds the knobs; `stats`
 //! the headline facts to check a world against the measurements.
 
 mod authors;
 mod events;
 mod family;
+mod mentions;
 mod model;
 mod monitor;
 mod relays;
@@ -83,6 +85,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     let posting = events::Posting::new(model, now);
     let mut relay_lists = Vec::new();
     let mut events = Vec::new();
+    let mut all_writes = Vec::with_capacity(follows.len());
     for (author_index, author) in follows.iter().enumerate() {
         let writes = authors::draw_writes(model, &mut net, no_list_share, now, &mut rng);
         if let Some(list) = authors::relay_list(model, *author, &writes, &net, now, &mut rng) {
@@ -96,6 +99,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
             &mut rng,
             &mut events,
         );
+        all_writes.push(writes);
     }
 
     let reader_relays = net.reader_relays(model.reader_relays);
@@ -114,6 +118,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     })?;
     relays::assign_caps(model, seed, &mut world);
     monitor::assign_monitor(model, seed, &net, &mut world);
+    mentions::assign_inbox(model, seed, &net, &all_writes, &mut world);
     Ok(world)
 }
 

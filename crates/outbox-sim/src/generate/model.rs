@@ -205,6 +205,30 @@ pub struct WorldModel {
     pub monitor_dead_recent: f64,
     /// When the other dead relays in the data were last seen online, days before `now`.
     pub monitor_dead_age_days: Span,
+    /// The inbox (the world's `mentions`): events tagging the reader per day, over the whole
+    /// history. An assumption (no figure is published): a reader with a few hundred follows gets
+    /// a reply or mention every couple of days. 0: no mentions and no reader list.
+    pub mention_rate_per_day: f64,
+    /// Share of mentions written by follows; the rest by people the reader does not follow.
+    pub mention_follow_share: f64,
+    /// People the reader does not follow who mention the reader or are tagged in notes. Their
+    /// relay lists join the world's `relay_lists`.
+    pub strangers: usize,
+    /// Chance that such a person publishes no kind:10002 list (as
+    /// [`WorldModel::no_list_share`] for follows, at its middle).
+    pub stranger_no_list_share: f64,
+    /// Chance that the client writing a mention also delivered it to the reader's read relays
+    /// (NIP-65 delivery to tagged people) besides the author's write relays. An assumption, not
+    /// a measurement: outbox-aware clients (Gossip, Coracle, Amethyst among them) deliver to
+    /// tagged people's read relays, many others write only to the author's relays; 0.5 stands
+    /// for that split.
+    pub inbox_delivery_share: f64,
+    /// Read-only relays in the reader's own list besides its configured relays (which the list
+    /// names unmarked: read and write).
+    pub reader_read_only: usize,
+    /// Share of follows' notes that tag people (`events[i].p`): one to three, follows or not,
+    /// never the reader.
+    pub tagged_note_share: f64,
 }
 
 /// One per-REQ cap and the share of relays that have it.
@@ -280,6 +304,13 @@ impl Default for WorldModel {
             monitor_dead_listed: 0.7,
             monitor_dead_recent: 0.15,
             monitor_dead_age_days: Span::new(3.0, 365.0),
+            mention_rate_per_day: 0.5,
+            mention_follow_share: 0.6,
+            strangers: 150,
+            stranger_no_list_share: 0.3,
+            inbox_delivery_share: 0.5,
+            reader_read_only: 2,
+            tagged_note_share: 0.2,
         }
     }
 }

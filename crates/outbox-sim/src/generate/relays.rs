@@ -140,6 +140,26 @@ impl Network {
     }
 
     /// The reader's relays: the most popular live, free hubs, `count` of them.
+    /// An existing hub or mid relay, half and half, each tier by its weights (never a new tail
+    /// relay: the network is final once the world is built): for people drawn after the world.
+    pub(super) fn pick_existing(&self, rng: &mut ChaCha8Rng) -> usize {
+        if self.mid_pick.cumulative.is_empty() || rng.random_bool(0.5) {
+            self.hub_pick.sample(rng)
+        } else {
+            self.mid_start + self.mid_pick.sample(rng)
+        }
+    }
+
+    /// An existing mid relay that is alive, if one is found in a few draws.
+    pub(super) fn pick_alive_mid(&self, rng: &mut ChaCha8Rng) -> Option<usize> {
+        if self.mid_pick.cumulative.is_empty() {
+            return None;
+        }
+        (0..16)
+            .map(|_| self.mid_start + self.mid_pick.sample(rng))
+            .find(|&r| self.relays.get(r).is_some_and(|x| x.alive))
+    }
+
     pub(super) fn reader_relays(&self, count: usize) -> Vec<String> {
         self.relays
             .iter()

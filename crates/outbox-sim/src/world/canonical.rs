@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use nostr::key::PublicKey;
 
 use super::{
-    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldParts, WorldRelay,
-    WorldRelayList, MAX_SESSIONS,
+    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldParts,
+    WorldRelay, WorldRelayList, MAX_SESSIONS,
 };
 
 impl World {
@@ -36,6 +36,8 @@ impl World {
                 kind: e.kind,
                 on_start: start,
                 on_len: on.len() as u32 - start,
+                p_start: 0,
+                p_len: 0,
             });
         }
         let raw = RawWorld {
@@ -50,6 +52,9 @@ impl World {
             monitor: Vec::new(),
             events,
             on,
+            tagged: Vec::new(),
+            mentions: Vec::new(),
+            mention_on: Vec::new(),
         };
         raw.finish()
     }
@@ -103,6 +108,9 @@ pub(super) struct RawWorld {
     pub(super) monitor: Vec<MonitorEntry>,
     pub(super) events: Vec<WorldEvent>,
     pub(super) on: Vec<u32>,
+    pub(super) tagged: Vec<PublicKey>,
+    pub(super) mentions: Vec<WorldMention>,
+    pub(super) mention_on: Vec<u32>,
 }
 
 impl RawWorld {
@@ -120,6 +128,9 @@ impl RawWorld {
             monitor,
             mut events,
             on,
+            tagged,
+            mentions,
+            mention_on,
         } = self;
         if sessions > MAX_SESSIONS {
             return Err(WorldError::invalid("sessions", too_many_sessions(sessions)));
@@ -179,8 +190,13 @@ impl RawWorld {
 
         events.sort_by_key(|e| (e.author, e.created_at, e.id));
         let mut new_on = Vec::with_capacity(on.len());
+        let mut new_tagged = Vec::with_capacity(tagged.len());
         let mut scratch = Vec::new();
         for e in &mut events {
+            let tags = &tagged[e.p_start as usize..(e.p_start + e.p_len) as usize];
+            e.p_start = new_tagged.len() as u32;
+            new_tagged.extend_from_slice(tags);
+            e.p_len = tags.len() as u32;
             scratch.clear();
             scratch.extend(
                 on[e.on_start as usize..(e.on_start + e.on_len) as usize]
@@ -193,6 +209,8 @@ impl RawWorld {
             e.on_len = scratch.len() as u32;
             new_on.extend_from_slice(&scratch);
         }
+        let (mentions, mention_on) =
+            canonical_mentions(mentions, &mention_on, |r| new_id[r as usize]);
         let mut author_offsets = vec![0u32; unique.len() + 1];
         for e in &events {
             author_offsets[e.author as usize + 1] += 1;
@@ -213,9 +231,38 @@ impl RawWorld {
             monitor: Vec::new(),
             events,
             on: new_on,
+            tagged: new_tagged,
             author_offsets,
+            mentions,
+            mention_on,
         };
         world.set_monitor(monitor);
         Ok(world)
     }
+}
+
+/// Mentions in canonical form: sorted by (`created_at`, id, author), each `on` list mapped
+/// through `relay` (old id to new), sorted and without repeats, in one fresh vector.
+pub(super) fn canonical_mentions(
+    mut mentions: Vec<WorldMention>,
+    on: &[u32],
+    relay: impl Fn(u32) -> u32,
+) -> (Vec<WorldMention>, Vec<u32>) {
+    mentions.sort_by_key(|m| (m.created_at, m.id, m.author));
+    let mut new_on = Vec::with_capacity(on.len());
+    let mut scratch = Vec::new();
+    for m in &mut mentions {
+        scratch.clear();
+        scratch.extend(
+            on[m.on_start as usize..(m.on_start + m.on_len) as usize]
+                .iter()
+                .map(|&r| relay(r)),
+        );
+        scratch.sort_unstable();
+        scratch.dedup();
+        m.on_start = new_on.len() as u32;
+        m.on_len = scratch.len() as u32;
+        new_on.extend_from_slice(&scratch);
+    }
+    (mentions, new_on)
 }

@@ -13,6 +13,9 @@
 //! A relay may carry a per-REQ cap (`max_limit`); a file without one means no cap, so files
 //! written before caps existed keep their meaning (`docs/formats.md`). A world may carry what a
 //! NIP-66 relay monitor reported as of `now` (`monitor`); a file without it has no monitor data.
+//! A world may carry the events that tag the reader (`mentions`, from anyone) and the people a
+//! note tags (`events[i].p`), for scoring the inbox and publish routes; a file without them has
+//! no mentions and no tags.
 //!
 //! The types and queries are here; `canonical` builds the canonical form (from the generator's
 //! parts or from what the reader interned), `read` is the streaming reader with its limits, and
@@ -35,6 +38,12 @@ pub const WORLD_FORMAT: &str = "outbox-world/1";
 
 /// The most relays a world's `monitor` may name (entries are read into memory).
 pub const MAX_MONITOR_ENTRIES: usize = 100_000;
+
+/// The most mentions of the reader a world may list (`mentions`; read into memory).
+pub const MAX_MENTIONS: usize = 1_000_000;
+
+/// The most people one note may tag (`events[i].p`).
+pub const MAX_EVENT_TAGS: usize = 256;
 
 /// The most sessions a world may describe (`sessions`, and so the length of every `up` array).
 /// Per-session state is allocated up front, so larger counts are refused with an error naming
@@ -117,6 +126,38 @@ pub struct WorldEvent {
     pub kind: u16,
     on_start: u32,
     on_len: u32,
+    p_start: u32,
+    p_len: u32,
+}
+
+/// One event that tags the reader (`mentions[i]`): by anyone, follow or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldMention {
+    /// The event id.
+    pub id: [u8; 32],
+    /// The author's public key bytes (anyone; not checked as a curve point).
+    pub author: [u8; 32],
+    /// Unix seconds.
+    pub created_at: u64,
+    /// The event kind.
+    pub kind: u16,
+    on_start: u32,
+    on_len: u32,
+}
+
+/// A mention before interning (generator output; see [`World::set_mentions`]).
+#[derive(Debug, Clone)]
+pub struct PartMention {
+    /// The event id.
+    pub id: [u8; 32],
+    /// The author's public key bytes.
+    pub author: [u8; 32],
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Kind.
+    pub kind: u16,
+    /// Relay URLs serving it at `now`.
+    pub on: Vec<String>,
 }
 
 /// A world: the reader, relay lists, relays with per-session liveness, and every event.
@@ -142,8 +183,13 @@ pub struct World {
     monitor: Vec<MonitorEntry>,
     events: Vec<WorldEvent>,
     on: Vec<u32>,
+    /// The people events tag, in event order (each event a range).
+    tagged: Vec<PublicKey>,
     /// Per follow, the range of its events in `events`.
     author_offsets: Vec<u32>,
+    /// Events tagging the reader, sorted by (`created_at`, id, author).
+    mentions: Vec<WorldMention>,
+    mention_on: Vec<u32>,
 }
 
 /// The parts of a world before canonicalisation (what the generator and the reader produce).
@@ -260,6 +306,67 @@ impl World {
         let all = self.author_events(author);
         let start = all.partition_point(|e| e.created_at < since);
         &all[start..]
+    }
+
+    /// The people an event tags (`events[i].p`), in tag order, without repeats.
+    #[inline]
+    pub fn event_tags(&self, e: &WorldEvent) -> &[PublicKey] {
+        &self.tagged[e.p_start as usize..(e.p_start + e.p_len) as usize]
+    }
+
+    /// Sets the people each event tags: `tags` is called once per event in canonical order;
+    /// repeats are dropped (the first kept) and at most [`MAX_EVENT_TAGS`] kept.
+    pub fn set_event_tags(&mut self, mut tags: impl FnMut(&WorldEvent) -> Vec<PublicKey>) {
+        let mut tagged = Vec::new();
+        for e in &mut self.events {
+            let start = tagged.len();
+            for pk in tags(e) {
+                if tagged.len() - start == MAX_EVENT_TAGS {
+                    break;
+                }
+                if !tagged[start..].contains(&pk) {
+                    tagged.push(pk);
+                }
+            }
+            e.p_start = start as u32;
+            e.p_len = (tagged.len() - start) as u32;
+        }
+        self.tagged = tagged;
+    }
+
+    /// Every event tagging the reader, sorted by (`created_at`, id, author).
+    pub fn mentions(&self) -> &[WorldMention] {
+        &self.mentions
+    }
+
+    /// The relays serving a mention (ids into [`World::relays`]).
+    #[inline]
+    pub fn mention_relays(&self, m: &WorldMention) -> &[u32] {
+        &self.mention_on[m.on_start as usize..(m.on_start + m.on_len) as usize]
+    }
+
+    /// Replaces the mentions. URLs that are not relays of this world are dropped (they never
+    /// serve anything); at most [`MAX_MENTIONS`] are kept, the newest.
+    pub fn set_mentions(&mut self, mentions: Vec<PartMention>) {
+        let mut list = Vec::with_capacity(mentions.len().min(MAX_MENTIONS));
+        let mut on = Vec::new();
+        for m in mentions {
+            let start = on.len() as u32;
+            on.extend(m.on.iter().filter_map(|u| self.relay_index.get(u).copied()));
+            list.push(WorldMention {
+                id: m.id,
+                author: m.author,
+                created_at: m.created_at,
+                kind: m.kind,
+                on_start: start,
+                on_len: on.len() as u32 - start,
+            });
+        }
+        list.sort_by_key(|m| std::cmp::Reverse((m.created_at, m.id, m.author)));
+        list.truncate(MAX_MENTIONS);
+        let (mentions, mention_on) = canonical::canonical_mentions(list, &on, |r| r);
+        self.mentions = mentions;
+        self.mention_on = mention_on;
     }
 
     /// The relays serving an event (ids into [`World::relays`]).

@@ -1,6 +1,8 @@
 //! Reading `outbox-world/1`: a visitor per level, interning as it goes, so no JSON tree is
 //! kept. Counts that size allocations up front are bounded as they are read (`sessions` and
-//! every `up` array at [`MAX_SESSIONS`]); every malformed value is an error naming its field.
+//! every `up` array at [`MAX_SESSIONS`], `monitor` at [`MAX_MONITOR_ENTRIES`], `mentions` at
+//! [`MAX_MENTIONS`], each event's `p` at [`MAX_EVENT_TAGS`]); every malformed value is an error
+//! naming its field.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -12,8 +14,8 @@ use serde::Deserialize;
 
 use super::canonical::{Interner, RawWorld};
 use super::{
-    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldRelayList,
-    MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
+    too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldRelayList,
+    MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
 };
 
 impl World {
@@ -86,6 +88,9 @@ struct PartialWorld {
     monitor: Vec<MonitorEntry>,
     events: Vec<WorldEvent>,
     on: Vec<u32>,
+    tagged: Vec<PublicKey>,
+    mentions: Vec<WorldMention>,
+    mention_on: Vec<u32>,
     /// Event authors by key, interned in order of appearance, with the first event index.
     authors: HashMap<[u8; 32], (u32, usize)>,
     author_keys: Vec<[u8; 32]>,
@@ -147,6 +152,9 @@ impl PartialWorld {
             monitor: self.monitor,
             events,
             on: self.on,
+            tagged: self.tagged,
+            mentions: self.mentions,
+            mention_on: self.mention_on,
         }
         .finish()
     }
@@ -181,6 +189,9 @@ impl<'de> Visitor<'de> for WorldVisitor {
             monitor: Vec::new(),
             events: Vec::new(),
             on: Vec::new(),
+            tagged: Vec::new(),
+            mentions: Vec::new(),
+            mention_on: Vec::new(),
             authors: HashMap::new(),
             author_keys: Vec::new(),
         };
@@ -209,11 +220,17 @@ impl<'de> Visitor<'de> for WorldVisitor {
                     w.relays_seen = true;
                 }
                 "monitor" => map.next_value_seed(MonitorSeed(&mut w.monitor))?,
+                "mentions" => map.next_value_seed(MentionsSeed {
+                    relays: &mut w.relays,
+                    mentions: &mut w.mentions,
+                    on: &mut w.mention_on,
+                })?,
                 "events" => {
                     map.next_value_seed(EventsSeed {
                         relays: &mut w.relays,
                         events: &mut w.events,
                         on: &mut w.on,
+                        tagged: &mut w.tagged,
                         authors: &mut w.authors,
                         author_keys: &mut w.author_keys,
                     })?;
@@ -470,6 +487,7 @@ struct EventsSeed<'a> {
     relays: &'a mut Interner,
     events: &'a mut Vec<WorldEvent>,
     on: &'a mut Vec<u32>,
+    tagged: &'a mut Vec<PublicKey>,
     authors: &'a mut HashMap<[u8; 32], (u32, usize)>,
     author_keys: &'a mut Vec<[u8; 32]>,
 }
@@ -491,6 +509,7 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
             relays,
             events,
             on,
+            tagged,
             authors,
             author_keys,
         } = self;
@@ -499,6 +518,7 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
             let seed = EventSeed {
                 relays: &mut *relays,
                 on: &mut *on,
+                tagged: Some(&mut *tagged),
             };
             let Some(raw) = seq.next_element_seed(seed)? else {
                 break;
@@ -515,15 +535,67 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
                 kind: raw.kind,
                 on_start: raw.on_start,
                 on_len: raw.on_len,
+                p_start: raw.p_start,
+                p_len: raw.p_len,
             });
         }
         Ok(())
     }
 }
 
+/// `mentions`: an array of events tagging the reader, by anyone, at most [`MAX_MENTIONS`]
+/// (refused as soon as there are more). A mention's `p` is not read.
+struct MentionsSeed<'a> {
+    relays: &'a mut Interner,
+    mentions: &'a mut Vec<WorldMention>,
+    on: &'a mut Vec<u32>,
+}
+
+impl<'de> DeserializeSeed<'de> for MentionsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MentionsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of events tagging the reader")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        loop {
+            let seed = EventSeed {
+                relays: &mut *self.relays,
+                on: &mut *self.on,
+                tagged: None,
+            };
+            let Some(raw) = seq.next_element_seed(seed)? else {
+                break;
+            };
+            if self.mentions.len() == MAX_MENTIONS {
+                return Err(de::Error::custom(format!(
+                    "has more than {MAX_MENTIONS} entries"
+                )));
+            }
+            self.mentions.push(WorldMention {
+                id: raw.id,
+                author: raw.author,
+                created_at: raw.created_at,
+                kind: raw.kind,
+                on_start: raw.on_start,
+                on_len: raw.on_len,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One event object; `tagged` is where its `p` goes (`None`: `p` is not read).
 struct EventSeed<'a> {
     relays: &'a mut Interner,
     on: &'a mut Vec<u32>,
+    tagged: Option<&'a mut Vec<PublicKey>>,
 }
 
 struct EventRaw {
@@ -533,6 +605,8 @@ struct EventRaw {
     kind: u16,
     on_start: u32,
     on_len: u32,
+    p_start: u32,
+    p_len: u32,
 }
 
 impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
@@ -547,9 +621,10 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an event object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EventRaw, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<EventRaw, A::Error> {
         let (mut id, mut author, mut created_at, mut kind) = (None, None, None, None);
         let mut on_range = None;
+        let mut p_range = None;
         while let Some(key) = map.next_key::<EventField>()? {
             match key {
                 EventField::Id => id = Some(map.next_value::<Hex32>()?.0),
@@ -564,12 +639,26 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
                     })?;
                     on_range = Some((start, self.on.len() as u32 - start));
                 }
+                EventField::P => match self.tagged.as_deref_mut() {
+                    Some(tagged) => {
+                        if p_range.is_some() {
+                            return Err(de::Error::duplicate_field("p"));
+                        }
+                        let start = tagged.len() as u32;
+                        map.next_value_seed(TagsSeed(&mut *tagged))?;
+                        p_range = Some((start, tagged.len() as u32 - start));
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                },
                 EventField::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
         let (on_start, on_len) = on_range.ok_or_else(|| de::Error::missing_field("on"))?;
+        let (p_start, p_len) = p_range.unwrap_or((0, 0));
         Ok(EventRaw {
             id: id.ok_or_else(|| de::Error::missing_field("id"))?,
             author: author.ok_or_else(|| de::Error::missing_field("author"))?,
@@ -577,7 +666,43 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
             kind: kind.ok_or_else(|| de::Error::missing_field("kind"))?,
             on_start,
             on_len,
+            p_start,
+            p_len,
         })
+    }
+}
+
+/// `events[i].p`: valid x-only public keys, at most [`MAX_EVENT_TAGS`] (refused as soon as
+/// there are more), a key repeated within one event kept once.
+struct TagsSeed<'a>(&'a mut Vec<PublicKey>);
+
+impl<'de> DeserializeSeed<'de> for TagsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TagsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an array of at most {MAX_EVENT_TAGS} public keys")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let start = self.0.len();
+        let mut count = 0usize;
+        while let Some(Key(pk)) = seq.next_element::<Key>()? {
+            count += 1;
+            if count > MAX_EVENT_TAGS {
+                return Err(de::Error::custom(format!(
+                    "has more than {MAX_EVENT_TAGS} entries"
+                )));
+            }
+            if !self.0[start..].contains(&pk) {
+                self.0.push(pk);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -633,6 +758,7 @@ enum EventField {
     CreatedAt,
     Kind,
     On,
+    P,
     Other,
 }
 
@@ -651,6 +777,7 @@ impl<'de> Deserialize<'de> for EventField {
                     "created_at" => EventField::CreatedAt,
                     "kind" => EventField::Kind,
                     "on" => EventField::On,
+                    "p" => EventField::P,
                     _ => EventField::Other,
                 })
             }

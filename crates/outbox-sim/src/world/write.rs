@@ -1,5 +1,6 @@
 //! Writing `outbox-world/1` in canonical form, streaming: one relay list, relay, monitor entry
-//! or event per line, `max_limit` only where there is a cap, `monitor` only when there is data.
+//! mention or event per line, `max_limit` only where there is a cap, `monitor` and `mentions`
+//! only when there are any, an event's `p` only when it tags someone.
 
 use std::io::Write;
 
@@ -74,8 +75,32 @@ impl World {
             }
             writeln!(w, "  }},")?;
         }
-        writeln!(w, "  \"events\": [")?;
         let mut hex = [0u8; 64];
+        if !self.mentions.is_empty() {
+            writeln!(w, "  \"mentions\": [")?;
+            for (i, m) in self.mentions.iter().enumerate() {
+                let sep = if i + 1 == self.mentions.len() {
+                    ""
+                } else {
+                    ","
+                };
+                write!(w, "    {{\"id\": \"{}\", ", encode_hex(&m.id, &mut hex))?;
+                write!(
+                    w,
+                    "\"author\": \"{}\", \"created_at\": {}, \"kind\": {}, \"on\": [",
+                    encode_hex(&m.author, &mut hex),
+                    m.created_at,
+                    m.kind
+                )?;
+                for (j, &r) in self.mention_relays(m).iter().enumerate() {
+                    let s = if j == 0 { "" } else { ", " };
+                    write!(w, "{s}{}", q(&self.relays[r as usize].url))?;
+                }
+                writeln!(w, "]}}{sep}")?;
+            }
+            writeln!(w, "  ],")?;
+        }
+        writeln!(w, "  \"events\": [")?;
         for (i, e) in self.events.iter().enumerate() {
             let sep = if i + 1 == self.events.len() { "" } else { "," };
             write!(
@@ -90,7 +115,17 @@ impl World {
                 let s = if j == 0 { "" } else { ", " };
                 write!(w, "{s}{}", q(&self.relays[r as usize].url))?;
             }
-            writeln!(w, "]}}{sep}")?;
+            write!(w, "]")?;
+            let tags = self.event_tags(e);
+            if !tags.is_empty() {
+                write!(w, ", \"p\": [")?;
+                for (j, pk) in tags.iter().enumerate() {
+                    let s = if j == 0 { "" } else { ", " };
+                    write!(w, "{s}\"{}\"", pk.to_hex())?;
+                }
+                write!(w, "]")?;
+            }
+            writeln!(w, "}}{sep}")?;
         }
         writeln!(w, "  ]")?;
         writeln!(w, "}}")?;

@@ -1,0 +1,94 @@
+//! The bench's route table: per world, the inbox and publish scores of every session
+//! ([`RouteRecord`]), and over worlds, one row for the routes library and one for the naive
+//! client ([`RouteRow`]), from the last session, mean ± SE over worlds.
+
+use serde::Serialize;
+
+use crate::bench::MeanSe;
+use crate::generate::Profile;
+use crate::routes::{RouteSessionScore, NAIVE_LABEL, ROUTES_LABEL};
+use crate::score::Window;
+
+/// The route scores of one world.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteRecord {
+    /// The world's profile.
+    pub profile: Profile,
+    /// The world's seed.
+    pub seed: u64,
+    /// Every session.
+    pub sessions: Vec<RouteSessionScore>,
+}
+
+/// Inbox recall in one window, over worlds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RouteRowWindow {
+    /// The window.
+    pub window: Window,
+    /// Inbox recall in the last session, mean ± SE over worlds with a mention available.
+    pub inbox_recall: MeanSe,
+}
+
+/// One client's routes over worlds: the routes library's, or the naive client's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteRow {
+    /// `routes` or `naive`.
+    pub label: String,
+    /// Inbox recall per window, shortest first.
+    pub windows: Vec<RouteRowWindow>,
+    /// Publish reach in the last session, mean ± SE over worlds with a tagged person.
+    pub publish_reach: MeanSe,
+    /// Relays the inbox asked.
+    pub inbox_relays: MeanSe,
+    /// Relays a tagged note was sent to, mean per note.
+    pub publish_relays: MeanSe,
+}
+
+impl RouteRow {
+    /// The window `w`, if scored.
+    pub fn window(&self, w: Window) -> Option<&RouteRowWindow> {
+        self.windows.iter().find(|x| x.window == w)
+    }
+}
+
+/// The two rows (routes, then naive) over `records`, from each world's last session.
+pub fn route_rows(records: &[RouteRecord], windows: &[Window]) -> Vec<RouteRow> {
+    if records.is_empty() {
+        return Vec::new();
+    }
+    let mut windows = windows.to_vec();
+    windows.sort();
+    windows.dedup();
+    let last: Vec<&RouteSessionScore> = records.iter().filter_map(|r| r.sessions.last()).collect();
+    let over = |f: &dyn Fn(&RouteSessionScore) -> Option<f64>| {
+        MeanSe::of(&last.iter().filter_map(|s| f(s)).collect::<Vec<_>>())
+    };
+    let per_note = |targets: u64, notes: u64| (notes > 0).then(|| targets as f64 / notes as f64);
+    let routes = RouteRow {
+        label: ROUTES_LABEL.to_string(),
+        windows: windows
+            .iter()
+            .map(|&w| RouteRowWindow {
+                window: w,
+                inbox_recall: over(&|s| s.inbox(w).and_then(|x| x.recall())),
+            })
+            .collect(),
+        publish_reach: over(&|s| s.publish.reach()),
+        inbox_relays: over(&|s| Some(s.inbox_relays as f64)),
+        publish_relays: over(&|s| per_note(s.publish.routed_targets, s.publish.notes)),
+    };
+    let naive = RouteRow {
+        label: NAIVE_LABEL.to_string(),
+        windows: windows
+            .iter()
+            .map(|&w| RouteRowWindow {
+                window: w,
+                inbox_recall: over(&|s| s.inbox(w).and_then(|x| x.naive_recall())),
+            })
+            .collect(),
+        publish_reach: over(&|s| s.publish.naive_reach()),
+        inbox_relays: over(&|s| Some(s.naive_inbox_relays as f64)),
+        publish_relays: over(&|s| per_note(s.publish.naive_targets, s.publish.notes)),
+    };
+    vec![routes, naive]
+}

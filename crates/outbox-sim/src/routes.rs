@@ -1,0 +1,315 @@
+//! Scoring the other half of NIP-65 against a world: does the reader find the events that tag
+//! it (**inbox recall**), and do the people a note tags get it where they read (**publish
+//! reach**)? Each is measured for the routes library's plans ([`InboxQuery`], [`PublishQuery`]
+//! over a [`RelayDirectory`] built from the world's lists) and for a naive client that ignores
+//! NIP-65's read markers: it asks only its configured relays for its inbox and publishes only
+//! to the author's write relays.
+//!
+//! Per session `s` (at `now + s · interval`), with the stats the route loop learned so far: the
+//! loop starts with fresh stats, as a new client does, and after each session records, for
+//! every relay its routes asked, whether it answered — the liveness half of what a client
+//! learns; relays asked nothing about authors learn nothing about delivery. The feed's stats
+//! are not used, so route scores do not depend on which feed strategy ran.
+//!
+//! Definitions (`docs/formats.md`, "Scoring the inbox and publish routes"):
+//! - a mention is **available** in `s` when a relay that stores it answers in `s`, and **found**
+//!   when such a relay is one the plan asks (fetching is assumed complete: an inbox holds few
+//!   events per relay);
+//! - a tagged person is **reached** by a note when one of the note's publish targets is among
+//!   the person's read relays and answers in `s`. People with no known read relay are counted
+//!   apart ([`PublishScore::no_read_relays`]): no client can reach them by NIP-65.
+
+use std::collections::HashSet;
+
+use nostr::key::PublicKey;
+use outbox_core::stats::RoundRecorder;
+use outbox_core::{
+    DeliveryStats, InboxQuery, PublishQuery, RelayDirectory, Route, RouteBudget, RouteContext,
+    UrlPolicy,
+};
+use serde::Serialize;
+
+use crate::score::Window;
+use crate::world::World;
+
+/// The label of the routes library's scores in reports.
+pub const ROUTES_LABEL: &str = "routes";
+
+/// The label of the naive client's scores: inbox from the configured relays only, publishing
+/// to the author's write relays only.
+pub const NAIVE_LABEL: &str = "naive";
+
+/// How route scores are taken.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteLoopConfig {
+    /// Sessions to score (each at `now + s · session_interval_secs`).
+    pub sessions: u32,
+    /// Windows of the inbox (mentions with `created_at ≥ now − W`).
+    pub windows: Vec<Window>,
+    /// Seconds between sessions, for decaying the stats.
+    pub session_interval_secs: u64,
+    /// The routes' budget.
+    pub budget: RouteBudget,
+}
+
+impl Default for RouteLoopConfig {
+    /// Five sessions an hour apart, every window, the default route budget.
+    fn default() -> Self {
+        Self {
+            sessions: 5,
+            windows: Window::ALL.to_vec(),
+            session_interval_secs: 3_600,
+            budget: RouteBudget::default(),
+        }
+    }
+}
+
+/// The inbox in one window of one session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct InboxScore {
+    /// The window.
+    pub window: Window,
+    /// Mentions in the window that some answering relay stores.
+    pub available: u64,
+    /// Of those, found by the inbox route's plan.
+    pub routed: u64,
+    /// Of those, found by asking only the reader's configured relays.
+    pub naive: u64,
+}
+
+impl InboxScore {
+    /// Inbox recall of the route; `None` when no mention was available.
+    pub fn recall(&self) -> Option<f64> {
+        ratio(self.routed, self.available)
+    }
+
+    /// Inbox recall of the naive client; `None` when no mention was available.
+    pub fn naive_recall(&self) -> Option<f64> {
+        ratio(self.naive, self.available)
+    }
+}
+
+/// Publishing every tagged note in one session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PublishScore {
+    /// Notes that tag someone.
+    pub notes: u64,
+    /// (note, tagged person) pairs whose person declares at least one read relay.
+    pub tagged: u64,
+    /// Pairs whose person declares no read relay (not in `tagged`).
+    pub no_read_relays: u64,
+    /// Pairs reached by the publish route.
+    pub routed: u64,
+    /// Pairs reached by publishing only to the author's write relays.
+    pub naive: u64,
+    /// Relays the publish route sent to, summed over notes.
+    pub routed_targets: u64,
+    /// Relays the naive client sent to, summed over notes.
+    pub naive_targets: u64,
+}
+
+impl PublishScore {
+    /// Publish reach of the route; `None` when no pair counts.
+    pub fn reach(&self) -> Option<f64> {
+        ratio(self.routed, self.tagged)
+    }
+
+    /// Publish reach of the naive client; `None` when no pair counts.
+    pub fn naive_reach(&self) -> Option<f64> {
+        ratio(self.naive, self.tagged)
+    }
+}
+
+/// Both routes in one session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteSessionScore {
+    /// 0-based session.
+    pub session: u32,
+    /// Per window, shortest first.
+    pub inbox: Vec<InboxScore>,
+    /// Every tagged note.
+    pub publish: PublishScore,
+    /// Relays the inbox route asked.
+    pub inbox_relays: usize,
+    /// Relays the naive inbox asked.
+    pub naive_inbox_relays: usize,
+    /// Route invariants broken by any plan (`check_route`); 0 for a sound library.
+    pub violations: u64,
+}
+
+impl RouteSessionScore {
+    /// The inbox score of window `w`, if scored.
+    pub fn inbox(&self, w: Window) -> Option<&InboxScore> {
+        self.inbox.iter().find(|x| x.window == w)
+    }
+}
+
+fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// Scores the inbox and publish routes on `world` in every session of `cfg`, URLs read under
+/// `policy`.
+pub fn score_routes(
+    world: &World,
+    policy: &UrlPolicy,
+    cfg: &RouteLoopConfig,
+) -> Vec<RouteSessionScore> {
+    let directory = RelayDirectory::from_relay_lists(policy.clone(), world.raw_lists());
+    let mut windows = cfg.windows.clone();
+    windows.sort();
+    windows.dedup();
+    let widest = windows.iter().map(|w| w.secs()).max().unwrap_or(0);
+    let inbox = InboxQuery {
+        since: Some(world.now.saturating_sub(widest)),
+        reader_relays: world.reader_relays.clone(),
+        ..InboxQuery::new(world.reader)
+    };
+    let naive_inbox: Vec<u32> = ids(
+        world,
+        world
+            .reader_relays
+            .iter()
+            .filter_map(|raw| policy.canonicalize(raw).ok()),
+    );
+    // The notes to publish: author and raw tags, built once.
+    let notes: Vec<(PublicKey, Vec<Vec<String>>, Vec<PublicKey>)> = world
+        .events()
+        .iter()
+        .filter(|e| !world.event_tags(e).is_empty())
+        .map(|e| {
+            let people = world.event_tags(e).to_vec();
+            let tags = people
+                .iter()
+                .map(|p| vec!["p".to_string(), p.to_hex()])
+                .collect();
+            (world.follows[e.author as usize], tags, people)
+        })
+        .collect();
+    let mut stats = DeliveryStats::new();
+    let mut out = Vec::with_capacity(cfg.sessions.min(crate::world::MAX_SESSIONS) as usize);
+    for s in 0..cfg.sessions {
+        let now = world.now + u64::from(s) * cfg.session_interval_secs;
+        stats.begin_session();
+        let ctx = RouteContext {
+            directory: &directory,
+            stats: &stats,
+            now,
+            budget: cfg.budget,
+        };
+        let up = |id: u32| world.is_up(id, s);
+        let mut asked: HashSet<String> = HashSet::new();
+        let mut violations = 0u64;
+
+        let (plan, broken) = inbox.plan_checked(&ctx);
+        violations += broken.len() as u64;
+        asked.extend(plan.urls().map(str::to_string));
+        let routed_inbox = ids(world, plan.urls().map(str::to_string));
+        let inbox_scores = windows
+            .iter()
+            .map(|&w| {
+                let since = world.now.saturating_sub(w.secs());
+                let mut score = InboxScore {
+                    window: w,
+                    available: 0,
+                    routed: 0,
+                    naive: 0,
+                };
+                for m in world.mentions().iter().filter(|m| m.created_at >= since) {
+                    let serving: Vec<u32> = world
+                        .mention_relays(m)
+                        .iter()
+                        .copied()
+                        .filter(|&r| up(r))
+                        .collect();
+                    if serving.is_empty() {
+                        continue;
+                    }
+                    score.available += 1;
+                    score.routed += u64::from(serving.iter().any(|r| routed_inbox.contains(r)));
+                    score.naive += u64::from(serving.iter().any(|r| naive_inbox.contains(r)));
+                }
+                score
+            })
+            .collect();
+
+        let mut publish = PublishScore::default();
+        for (author, tags, people) in &notes {
+            let query = PublishQuery {
+                author: *author,
+                kind: nostr::event::Kind::TextNote,
+                tags: tags.clone(),
+            };
+            let (plan, broken) = query.plan_checked(&ctx);
+            violations += broken.len() as u64;
+            asked.extend(plan.urls().map(str::to_string));
+            let routed: Vec<u32> = ids(world, plan.urls().map(str::to_string))
+                .into_iter()
+                .filter(|&r| up(r))
+                .collect();
+            let naive: Vec<u32> = ids(world, directory.write_relays(author).iter().cloned())
+                .into_iter()
+                .filter(|&r| up(r))
+                .collect();
+            publish.notes += 1;
+            publish.routed_targets += plan.targets.len() as u64;
+            publish.naive_targets += directory.write_relays(author).len() as u64;
+            for person in people.iter().filter(|p| *p != author) {
+                if directory.read_relays(person).is_empty() {
+                    publish.no_read_relays += 1;
+                    continue;
+                }
+                let reads = ids(world, directory.read_relays(person).iter().cloned());
+                publish.tagged += 1;
+                publish.routed += u64::from(routed.iter().any(|r| reads.contains(r)));
+                publish.naive += u64::from(naive.iter().any(|r| reads.contains(r)));
+            }
+        }
+
+        out.push(RouteSessionScore {
+            session: s,
+            inbox: inbox_scores,
+            publish,
+            inbox_relays: plan.targets.len(),
+            naive_inbox_relays: naive_inbox.len(),
+            violations,
+        });
+        learn_liveness(world, s, &asked, &mut stats, now);
+    }
+    out
+}
+
+/// World relay ids of canonical URLs (URLs the world does not know are left out: they never
+/// answer).
+fn ids(world: &World, urls: impl IntoIterator<Item = String>) -> Vec<u32> {
+    urls.into_iter()
+        .filter_map(|u| world.relay_id(&u))
+        .collect()
+}
+
+/// Records, as the runtime's recorder would, whether each asked relay answered in `session`.
+fn learn_liveness(
+    world: &World,
+    session: u32,
+    asked: &HashSet<String>,
+    stats: &mut DeliveryStats,
+    now: u64,
+) {
+    let mut urls: Vec<&String> = asked.iter().collect();
+    urls.sort();
+    let mut recorder = RoundRecorder::new();
+    for url in urls {
+        recorder.asked(url, std::iter::empty(), 0);
+        let answers = world
+            .relay_id(url)
+            .is_some_and(|id| world.is_up(id, session));
+        if answers {
+            recorder.eose(url, 0, true);
+        } else {
+            recorder.failed(url, "does not answer in this session");
+        }
+    }
+    if let Some(round) = recorder.take_final_round() {
+        stats.record_round(&round, now);
+    }
+}
