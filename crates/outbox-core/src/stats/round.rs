@@ -112,7 +112,7 @@ impl DeliveryStats {
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
                 pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
             }
-            shares.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+            shares.sort_unstable_by_key(|x| x.0);
             let hits: f64 = shares.iter().map(|(_, share)| share).sum();
             self.record_delivery(&relay.url, hits, expected, now);
             let mut s = self.entry_at(&relay.url, now);
