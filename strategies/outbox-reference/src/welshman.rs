@@ -17,7 +17,7 @@
 //!   stands in for both.
 //! - The shipped sort draws a fresh `Math.random()` at every comparison; the draws come from
 //!   the handed RNG and the comparisons are V8's (exact below 64 relays in a chunk, see
-//!   [`noisy_sort`](crate::noisy_sort)).
+//!   `noisy_sort`).
 //! - welshman has no connection budget. Here a chunk's relay that is not routed yet is dropped
 //!   once the budget is spent, chunk by chunk in order (no substitute is taken).
 

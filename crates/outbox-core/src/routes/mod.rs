@@ -12,7 +12,7 @@
 //! reported in [`RoutePlan::cut_off`]. [`check_route`] checks a plan against its candidates and
 //! returns every violation.
 //!
-//! One file per route kind: [`inbox`], [`thread`], [`pointer`], [`publish`].
+//! One file per route kind: [`inbox`], [`thread`], [`pointer`](mod@pointer), [`publish`].
 //!
 //! ```
 //! use outbox_core::routes::Route;
