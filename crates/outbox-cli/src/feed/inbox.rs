@@ -14,7 +14,7 @@ use outbox_core::routes::{InboxQuery, Route, RouteBudget, RouteContext, RoutePla
 use outbox_core::{DeliveryStats, RelayDirectoryBuilder};
 use outbox_runtime::{fetch_events, start_route, RouteEvent, RuntimeConfig};
 
-use super::{canonical_relays, open_store, parse_key, print_note, router_config, Args, Stop};
+use super::{canonical_relays, open_store, parse_key, router_config, Args, Drain};
 use crate::text::escape;
 
 /// Plans the inbox route, streams what its relays deliver, and prints a summary.
@@ -125,31 +125,13 @@ async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::R
         .urls()
         .map(|u| (u.to_string(), Tally::default()))
         .collect();
-    let mut stop = Stop::new()?;
-    let mut stopping = false;
-    let mut printing = true;
-    loop {
-        let event = tokio::select! {
-            event = events.recv() => event,
-            why = stop.next(), if !stopping => {
-                tracing::info!(signal = why, "stopping");
-                stopping = true;
-                feed.request_shutdown();
-                continue;
-            }
-        };
-        let Some(event) = event else { break };
+    let mut drain = Drain::new()?;
+    let shutdown = || feed.request_shutdown();
+    while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
             RouteEvent::Note { event, relay } => {
                 tally.entry(relay.clone()).or_default().notes += 1;
-                if printing {
-                    if let Err(e) = print_note(&event, &relay, args.json) {
-                        tracing::info!(error = %e, "stdout closed; stopping");
-                        printing = false;
-                        stopping = true;
-                        feed.request_shutdown();
-                    }
-                }
+                drain.print(&event, &relay, args.json, shutdown);
             }
             RouteEvent::Eose { relay, .. } => {
                 if args.verbose {

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+
 use anyhow::{bail, Context};
 use nostr::event::Kind;
 use nostr::filter::Filter;
@@ -337,34 +339,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let (handle, mut events) = outbox_runtime::start(input, runtime_config).await;
-    let mut stop = Stop::new()?;
-    let mut stopping = false;
-    let mut printing = true;
-    loop {
-        let event = tokio::select! {
-            event = events.recv() => event,
-            why = stop.next(), if !stopping => {
-                // Keep draining: the feed closes its slots, saves the stats, then the channel.
-                tracing::info!(signal = why, "stopping");
-                stopping = true;
-                handle.request_shutdown();
-                continue;
-            }
-        };
-        let Some(event) = event else { break };
+    let mut drain = Drain::new()?;
+    let shutdown = || handle.request_shutdown();
+    while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
-            FeedEvent::Note { event, relay } if printing => {
-                if let Err(e) = print_note(&event, &relay, args.json) {
-                    // A closed stdout (`| head`) ends the feed like Ctrl-C: stats are saved.
-                    tracing::info!(error = %e, "stdout closed; stopping");
-                    printing = false;
-                    if !stopping {
-                        stopping = true;
-                        handle.request_shutdown();
-                    }
-                }
-            }
-            FeedEvent::Note { .. } => {}
+            FeedEvent::Note { event, relay } => drain.print(&event, &relay, args.json, shutdown),
             FeedEvent::Status(status) if args.verbose => {
                 let _ = writeln!(std::io::stderr(), "{}", describe(&status));
             }
@@ -408,6 +387,55 @@ fn print_note(event: &nostr::event::Event, relay: &str, json: bool) -> std::io::
             escape(relay),
             escape(&content)
         )
+    }
+}
+
+/// Drains a feed's channel until it closes. A stop signal or a closed stdout asks the feed to
+/// shut down, once; draining goes on meanwhile, so the feed can close its subscriptions and
+/// save before the channel closes.
+struct Drain {
+    stop: Stop,
+    stopping: bool,
+    printing: bool,
+}
+
+impl Drain {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            stop: Stop::new()?,
+            stopping: false,
+            printing: true,
+        })
+    }
+
+    /// The next event, `None` once the channel closed.
+    async fn next<E>(&mut self, events: &mut mpsc::Receiver<E>, shutdown: impl Fn()) -> Option<E> {
+        loop {
+            tokio::select! {
+                event = events.recv() => return event,
+                why = self.stop.next(), if !self.stopping => {
+                    tracing::info!(signal = why, "stopping");
+                    self.stopping = true;
+                    shutdown();
+                }
+            }
+        }
+    }
+
+    /// Prints a note while stdout is open; a closed stdout (`| head`) ends the feed like
+    /// Ctrl-C, with the stats saved.
+    fn print(&mut self, event: &nostr::event::Event, relay: &str, json: bool, shutdown: impl Fn()) {
+        if !self.printing {
+            return;
+        }
+        if let Err(e) = print_note(event, relay, json) {
+            tracing::info!(error = %e, "stdout closed; stopping");
+            self.printing = false;
+            if !self.stopping {
+                self.stopping = true;
+                shutdown();
+            }
+        }
     }
 }
 

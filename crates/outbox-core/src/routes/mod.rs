@@ -226,6 +226,23 @@ impl Candidates {
         }
     }
 
+    /// Adds each person's read relays as [`Reason::TaggedRead`] (capped at `cap` each): where
+    /// what mentions them is sent and found.
+    pub fn push_read_relays(
+        &mut self,
+        directory: &RelayDirectory,
+        people: impl IntoIterator<Item = PublicKey>,
+        cap: usize,
+    ) {
+        for person in people {
+            self.push(
+                Reason::TaggedRead(person),
+                directory.read_relays(&person).iter().cloned(),
+                cap,
+            );
+        }
+    }
+
     /// Adds raw hint URLs as [`Reason::Hint`], read under `policy` (refused ones are counted).
     pub fn push_hints<S: AsRef<str>>(
         &mut self,

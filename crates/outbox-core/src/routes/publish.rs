@@ -62,13 +62,8 @@ impl Route for PublishQuery {
             dir.write_relays(&self.author).iter().cloned(),
             budget.per_author,
         );
-        for person in people.into_iter().filter(|p| *p != self.author) {
-            candidates.push(
-                Reason::TaggedRead(person),
-                dir.read_relays(&person).iter().cloned(),
-                budget.per_person,
-            );
-        }
+        let tagged = people.into_iter().filter(|p| *p != self.author);
+        candidates.push_read_relays(dir, tagged, budget.per_person);
         candidates
     }
 

@@ -79,13 +79,7 @@ impl Route for ThreadQuery {
         });
         let hints: Vec<&String> = self.hints.iter().chain(tag_hints).collect();
         candidates.push_hints(dir.policy(), hints, budget.hints);
-        for person in tagged_people(&self.tags) {
-            candidates.push(
-                Reason::TaggedRead(person),
-                dir.read_relays(&person).iter().cloned(),
-                budget.per_person,
-            );
-        }
+        candidates.push_read_relays(dir, tagged_people(&self.tags), budget.per_person);
         candidates
     }
 

@@ -81,11 +81,7 @@ impl Posting {
             let age = now - created_at;
             let place = |r: usize, rng: &mut ChaCha8Rng, on: &mut Vec<String>| {
                 let relay = &relays[r];
-                if !relay.alive
-                    || failing.contains(&r)
-                    || relay.retention.is_some_and(|keep| age > keep)
-                    || rng.random_bool(model.event_drop_share.clamp(0.0, 1.0))
-                {
+                if failing.contains(&r) || !relay.serves(age, model.event_drop_share, rng) {
                     return;
                 }
                 if !on.contains(&relay.url) {

@@ -188,10 +188,7 @@ fn draw_mentions(
         let mut on: Vec<String> = Vec::new();
         let mut place = |r: usize, rng: &mut ChaCha8Rng| {
             let relay = &net.relays[r];
-            if !relay.alive
-                || relay.retention.is_some_and(|keep| age > keep)
-                || rng.random_bool(model.event_drop_share.clamp(0.0, 1.0))
-            {
+            if !relay.serves(age, model.event_drop_share, rng) {
                 return;
             }
             if !on.contains(&relay.url) {

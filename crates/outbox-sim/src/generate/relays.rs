@@ -29,6 +29,17 @@ pub(super) struct Relay {
     pub(super) write_failure: f64,
 }
 
+impl Relay {
+    /// Whether a write of a note now `age` seconds old is still served: the relay is alive,
+    /// keeps notes that old, and did not lose the write (`drop_share`, drawn from `rng` only
+    /// when the rest holds, so the draws of a world do not depend on how this is spelled).
+    pub(super) fn serves(&self, age: u64, drop_share: f64, rng: &mut impl Rng) -> bool {
+        self.alive
+            && self.retention.is_none_or(|keep| age <= keep)
+            && !rng.random_bool(drop_share.clamp(0.0, 1.0))
+    }
+}
+
 /// The relays of a world being generated, with the popularity weights lists draw from.
 pub(super) struct Network {
     /// Every relay so far; write sets hold indices into it.
