@@ -365,13 +365,13 @@ fn relay_stats() -> impl Strategy<Value = RelayStats> {
     (
         (any_f64(), any_f64(), prop::option::of(any_f64())),
         (any_u64(), any_u64(), any_u64(), any_u64()),
-        (any_f64(), any_f64(), any_f64(), any_f64()),
+        (any_f64(), any_f64(), any_f64(), any_f64(), any_f64()),
     )
         .prop_map(
             |(
                 (alpha, beta, latency_ms),
                 (updated_at, session, asked, failures),
-                (live_alpha, live_beta, kept_alpha, kept_beta),
+                (live_alpha, live_beta, kept_alpha, kept_beta, depth_secs),
             )| RelayStats {
                 alpha,
                 beta,
@@ -384,6 +384,7 @@ fn relay_stats() -> impl Strategy<Value = RelayStats> {
                 live_beta,
                 kept_alpha,
                 kept_beta,
+                depth_secs,
             },
         )
 }
@@ -392,16 +393,22 @@ fn author_stats() -> impl Strategy<Value = AuthorStats> {
     (
         any_f64(),
         any_u64(),
+        (any_u64(), any_u64(), any_f64()),
         prop::collection::hash_map("\\PC{0,12}", (any_f64(), any_f64()), 0..4),
     )
-        .prop_map(|(volume, updated_at, relays)| AuthorStats {
-            volume,
-            updated_at,
-            relays: relays
-                .into_iter()
-                .map(|(url, (hits, misses))| (url, PairStats { hits, misses }))
-                .collect(),
-        })
+        .prop_map(
+            |(volume, updated_at, (first, last, probed_secs), relays)| AuthorStats {
+                volume,
+                updated_at,
+                first,
+                last,
+                probed_secs,
+                relays: relays
+                    .into_iter()
+                    .map(|(url, (hits, misses))| (url, PairStats { hits, misses }))
+                    .collect(),
+            },
+        )
 }
 
 fn decay() -> impl Strategy<Value = Decay> {

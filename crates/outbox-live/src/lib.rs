@@ -264,7 +264,8 @@ pub async fn run_live(
     let prepare_started = Instant::now();
     let url_count = count_urls(world, &policy);
     let base = free_port_range(url_count, cfg.port_hint).ok_or(LiveError::Ports(url_count))?;
-    let rekeyed = rekey(world, &policy, base, unix_now())?;
+    let present = unix_now();
+    let rekeyed = rekey(world, &policy, base, present)?;
     // Signing blocks this task for a moment on its own threads; nothing else runs yet.
     let notes = sign_events(world, &rekeyed.keys, rekeyed.shift, cfg.threads);
     let mut fleet: Vec<FleetRelay> = world
@@ -366,6 +367,9 @@ pub async fn run_live(
             runtime.discover_lists = false;
             runtime.since = Some(Timestamp::from(since_live));
             runtime.seed = cfg.seed;
+            // Every session at the world's present, as the simulator runs them: what is learned
+            // from notes' ages does not depend on how long the bench has been running.
+            runtime.clock = Some(present);
             if cfg.one_plan {
                 runtime.penalty.strikes = u32::MAX;
                 runtime.eose_race = Some(ONE_PLAN_RACE);

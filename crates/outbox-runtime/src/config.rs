@@ -60,6 +60,11 @@ pub struct RuntimeConfig {
     /// stats, so exploration continues across runs; the same base, stats and input give the
     /// same plan.
     pub seed: u64,
+    /// The present the feed plans, learns and sets relays aside at, in unix seconds, fixed for
+    /// the whole run; `None`: the system clock. For replaying a recorded world against its own
+    /// present (the live bench), where a clock that moves while relays answer would make what
+    /// is learned depend on how long the run took.
+    pub clock: Option<u64>,
     /// Carry the residual when no reader relay is usable (none given, all set aside, all
     /// refusing): canonical or raw relay URLs, tried in order.
     pub fallback_relays: Vec<String>,
@@ -107,6 +112,7 @@ impl Default for RuntimeConfig {
             replan_debounce: Duration::from_millis(500),
             stats_flush_interval: Duration::from_secs(60),
             seed: 0,
+            clock: None,
             fallback_relays: Vec::new(),
             routed_carriers: 2,
             eose_race: None,

@@ -457,7 +457,9 @@ async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut D
     }
     let relays = monitor::list_relays(&input.relay_lists, &input.follows, &input.policy);
     let reports = monitor::fetch_monitor_reports(&monitors, &relays, config).await;
-    let now = nostr::types::Timestamp::now().as_secs();
+    let now = config
+        .clock
+        .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
     let summary = outbox_core::apply_monitor_prior(stats, &reports, &input.policy, now);
     tracing::info!(
         reports = reports.len(),

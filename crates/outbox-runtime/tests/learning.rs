@@ -24,7 +24,7 @@ const MAX_FRAMES: usize = 10_000;
 
 /// What a client with its own pool does: per plan entry one REQ, every EVENT up to EOSE into
 /// the recorder, a relay it cannot reach failed; at the end of the run, one final round.
-async fn bare_client(plan: &Plan, table: &RouteTable, since: u64) -> DeliveryStats {
+async fn bare_client(plan: &Plan, table: &RouteTable, since: u64, now: u64) -> DeliveryStats {
     let mut recorder = RoundRecorder::new();
     for entry in plan.entries(table) {
         let url = table.url(entry.relay);
@@ -76,7 +76,7 @@ async fn bare_client(plan: &Plan, table: &RouteTable, since: u64) -> DeliverySta
     let mut stats = DeliveryStats::new();
     stats.begin_session();
     let round = recorder.take_final_round().expect("the plan's relays");
-    stats.record_round(&round, now());
+    stats.record_round(&round, now);
     stats
 }
 
@@ -165,6 +165,8 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         once: true,
         discover_lists: false,
         since: Some(Timestamp::from(since)),
+        // Both clients learn at the same present: notes' ages are part of what is learned.
+        clock: Some(now),
         ..RuntimeConfig::fast_for_tests()
     };
     let (handle, rx) = start(input, config).await;
@@ -182,14 +184,16 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         "{summary:#?}"
     );
 
-    let bare = bare_client(&plan, &table, since).await;
+    let bare = bare_client(&plan, &table, since, now).await;
     let runtime = learned(&summary.stats);
     assert_eq!(learned(&bare), runtime);
     // What was learned is the point, not an empty match: the dead reader failed, the pruning
-    // relay is less complete than the deep one, and the volumes are the deep relay's counts.
+    // relay delivered less than the deep one and its history reaches less far back, and the
+    // volumes are the deep relay's counts.
     let get = |url: &str| runtime.get(url);
     assert_eq!(get(&dead_reader).failures, 1);
-    assert!(get(&prunes.url).kept_mean() < get(&deep.url).kept_mean());
+    assert!(get(&prunes.url).mean() < get(&deep.url).mean());
+    assert!(get(&prunes.url).depth_secs < get(&deep.url).depth_secs);
     assert_eq!(runtime.author(&f1.public_key()).unwrap().volume, 6.0);
     assert_eq!(runtime.author(&f3.public_key()).unwrap().volume, 2.0);
     assert!(runtime.author(&stranger.public_key()).is_none());

@@ -208,11 +208,12 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     }
     // One more author only on x makes x the first pick while nothing is known.
     lists.push(relay_list(&f[4], now - 100, &[(&x.url, None)]));
-    // Three notes per author on y and z; x kept only the newest of f[0] (a pruning relay).
+    // Three notes per author on y and z; x kept only the oldest of f[0] (it lost the later
+    // writes: its history reaches back as far as the others', so it is judged on all three).
     let mut world = World::default();
     for (i, k) in f[..4].iter().enumerate() {
         for n in 0..3u64 {
-            let kept = if i == 0 && n == 0 {
+            let kept = if i == 0 && n == 2 {
                 vec![&x, &y, &z]
             } else {
                 vec![&y, &z]
@@ -309,10 +310,10 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
     let shallow = RealRelay::start().await;
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
-    // Ten notes of f[0] on deep; shallow kept only the newest.
+    // Ten notes of f[0] on deep; shallow kept only the oldest (it lost the later writes).
     let mut world = World::default();
     for n in 0..10u64 {
-        let on: Vec<&RealRelay> = if n == 0 {
+        let on: Vec<&RealRelay> = if n == 9 {
             vec![&deep, &shallow]
         } else {
             vec![&deep]

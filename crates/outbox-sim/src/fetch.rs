@@ -185,7 +185,7 @@ fn fetch_into(
                     if let Some(rec) = recorder.as_deref_mut() {
                         let event = &events[i as usize];
                         let author = world.follows[event.author as usize];
-                        rec.returned(&entry.url, author, EventId::from_byte_array(event.id));
+                        rec.returned(&entry.url, author, EventId::from_byte_array(event.id), t);
                     }
                     if returns {
                         let a = events[i as usize].author;

@@ -634,13 +634,14 @@ impl Observation {
                     authors: r
                         .asked
                         .iter()
-                        .map(|&a| AuthorRound {
-                            author: sim.world.follows[a as usize],
-                            events: r
-                                .returned
-                                .iter()
-                                .find(|x| x.author == a)
-                                .map_or(0, |x| x.events),
+                        .map(|&a| {
+                            let got = r.returned.iter().find(|x| x.author == a);
+                            AuthorRound {
+                                author: sim.world.follows[a as usize],
+                                events: got.map_or(0, |x| x.events),
+                                oldest: got.map_or(0, |x| x.oldest),
+                                newest: got.map_or(0, |x| x.newest),
+                            }
                         })
                         .collect(),
                     compare_only: false,

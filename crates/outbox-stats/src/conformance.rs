@@ -108,6 +108,7 @@ pub fn sample(seed: u32, relays: u32, authors: u8) -> DeliveryStats {
                 live_beta: 1.25,
                 kept_alpha: 3.1,
                 kept_beta: 1.0 + y / 13.0,
+                depth_secs: 86_400.0 * (30.0 + y) + x / 4.0,
             },
         );
     }
@@ -127,6 +128,9 @@ pub fn sample(seed: u32, relays: u32, authors: u8) -> DeliveryStats {
             AuthorStats {
                 volume: f64::from(a) * 1.5 + x,
                 updated_at: 1_767_225_000 + u64::from(a),
+                first: 1_700_000_000 + u64::from(a),
+                last: 1_767_000_000 + u64::from(seed),
+                probed_secs: 86_400.0 * f64::from(a) + 0.5,
                 relays: pairs,
             },
         );

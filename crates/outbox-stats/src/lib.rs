@@ -14,11 +14,12 @@
 //!     "wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
 //!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0,
 //!                         "live_alpha": 5.0, "live_beta": 1.0,
-//!                         "kept_alpha": 3.1, "kept_beta": 2.9}
+//!                         "kept_alpha": 3.1, "kept_beta": 2.9, "depth_secs": 31536000.0}
 //!   },
 //!   "authors": {
 //!     "3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d": {
-//!       "volume": 12.0, "updated_at": 1767225000,
+//!       "volume": 12.0, "updated_at": 1767225000, "first": 1735689600, "last": 1767200000,
+//!       "probed_secs": 31536000.0,
 //!       "relays": {"wss://a.example": {"hits": 2.6, "misses": 0.4}}
 //!     }
 //!   }
@@ -27,10 +28,12 @@
 //!
 //! `relays` holds one [`RelayStats`] per canonical relay URL: the delivery prior (`alpha`,
 //! `beta`), liveness (`live_alpha`, `live_beta`: runs answered against runs failed) and
-//! event-weighted completeness (`kept_alpha`, `kept_beta`). `authors` (version 2) holds one
-//! [`AuthorStats`] per followed author, keyed by hex public key: the remembered
-//! notes-per-run `volume` and, per relay asked about the author, the fractional `hits` and
-//! `misses` of what it returned. Both are learned by
+//! event-weighted completeness (`kept_alpha`, `kept_beta`) and how far back its history was
+//! seen to reach (`depth_secs`). `authors` (version 2) holds one [`AuthorStats`] per followed
+//! author, keyed by hex public key: the remembered notes-per-run `volume`, the `created_at`
+//! range of its notes seen (`first`, `last`), how far back the relays asked about it reach
+//! (`probed_secs`) and, per relay asked about the author, the
+//! fractional `hits` and `misses` of what it returned. Both are learned by
 //! [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round).
 //!
 //! Compatibility: every field is optional on read (a missing one takes its default, so files
@@ -145,6 +148,9 @@ struct FileOut<'a> {
 struct AuthorOut<'a> {
     volume: f64,
     updated_at: u64,
+    first: u64,
+    last: u64,
+    probed_secs: f64,
     relays: BTreeMap<&'a str, PairStats>,
 }
 
@@ -153,6 +159,9 @@ impl<'a> From<&'a AuthorStats> for AuthorOut<'a> {
         Self {
             volume: a.volume,
             updated_at: a.updated_at,
+            first: a.first,
+            last: a.last,
+            probed_secs: a.probed_secs,
             relays: a.relays.iter().map(|(url, p)| (url.as_str(), *p)).collect(),
         }
     }
@@ -538,6 +547,7 @@ fn relay_from(fields: &Map<String, Value>) -> RelayStats {
         live_beta: float("live_beta", d.live_beta),
         kept_alpha: float("kept_alpha", d.kept_alpha),
         kept_beta: float("kept_beta", d.kept_beta),
+        depth_secs: float("depth_secs", d.depth_secs),
     }
 }
 
@@ -555,9 +565,11 @@ fn float_field(fields: &Map<String, Value>, key: &str, default: f64) -> f64 {
 fn author_from(fields: &Map<String, Value>) -> AuthorStats {
     let d = AuthorStats::default();
     let mut volume = float_field(fields, "volume", d.volume);
-    let updated_at = fields
-        .get("updated_at")
-        .map_or(d.updated_at, |v| v.as_u64().unwrap_or(0));
+    let int =
+        |key: &str, default: u64| fields.get(key).map_or(default, |v| v.as_u64().unwrap_or(0));
+    let updated_at = int("updated_at", d.updated_at);
+    let (first, last) = (int("first", d.first), int("last", d.last));
+    let probed_secs = float_field(fields, "probed_secs", d.probed_secs);
     let mut relays = std::collections::HashMap::new();
     match fields.get("relays") {
         None | Some(Value::Null) => {}
@@ -581,6 +593,9 @@ fn author_from(fields: &Map<String, Value>) -> AuthorStats {
     AuthorStats {
         volume,
         updated_at,
+        first,
+        last,
+        probed_secs,
         relays,
     }
 }

@@ -1,12 +1,12 @@
 //! Everything a client keeps between runs in one SQLite database (feature `sqlite`).
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //!
 //! | table | rows |
 //! |---|---|
 //! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at` |
 //! | `relays(url, alpha, beta, latency_ms, …)` | one [`RelayStats`] per canonical relay URL |
-//! | `authors(author, volume, updated_at)` | one [`AuthorStats`] per hex public key |
+//! | `authors(author, volume, updated_at, first, last, probed_secs)` | one [`AuthorStats`] per hex public key |
 //! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
 //! | `relay_lists(author, created_at, tags)` | one kind:10002 list per author, tags as JSON |
 //! | `documents(name, body)` | the penalty box (`penalties`), JSON kept verbatim |
@@ -50,7 +50,18 @@ use crate::{finish, now_secs, sibling, Parsed, MAX_STATS_BYTES};
 pub use rusqlite;
 
 /// The schema version this build writes (and the newest it reads).
-pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+pub const SQLITE_SCHEMA_VERSION: u32 = 2;
+
+/// What turns a version 1 database into version 2: how far back each relay's history reaches
+/// and the ages of each author's notes (see [`RelayStats::depth_secs`], [`AuthorStats`]).
+/// Rows migrated read the new columns as NULL: not learned yet.
+const MIGRATE_1_TO_2: &str = "
+ALTER TABLE relays ADD COLUMN depth_secs REAL;
+ALTER TABLE authors ADD COLUMN first INTEGER;
+ALTER TABLE authors ADD COLUMN last INTEGER;
+ALTER TABLE authors ADD COLUMN probed_secs REAL;
+UPDATE meta SET value = 2 WHERE key = 'schema_version';
+";
 
 /// How long a save waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,10 +72,11 @@ CREATE TABLE IF NOT EXISTS relays (
     url TEXT PRIMARY KEY NOT NULL,
     alpha REAL, beta REAL, latency_ms REAL,
     updated_at INTEGER, session INTEGER, asked INTEGER, failures INTEGER,
-    live_alpha REAL, live_beta REAL, kept_alpha REAL, kept_beta REAL
+    live_alpha REAL, live_beta REAL, kept_alpha REAL, kept_beta REAL, depth_secs REAL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS authors (
-    author TEXT PRIMARY KEY NOT NULL, volume REAL, updated_at INTEGER
+    author TEXT PRIMARY KEY NOT NULL, volume REAL, updated_at INTEGER,
+    first INTEGER, last INTEGER, probed_secs REAL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pairs (
     author TEXT NOT NULL, url TEXT NOT NULL, hits REAL, misses REAL,
@@ -205,7 +217,11 @@ impl SqliteStore {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| self.db_err(e))?;
         // Read before anything is written: a newer or foreign database stays as it is.
-        let version = self.version(&conn)?;
+        let mut version = self.version(&conn)?;
+        if version == Some(1) {
+            self.migrate_from_1(&mut conn)?;
+            version = Some(SQLITE_SCHEMA_VERSION);
+        }
         if version == Some(SQLITE_SCHEMA_VERSION) {
             conn.pragma_update(None, "synchronous", "FULL")
                 .map_err(|e| self.db_err(e))?;
@@ -237,6 +253,20 @@ impl SqliteStore {
         }
         tx.commit().map_err(|e| self.db_err(e))?;
         Ok(Some(conn))
+    }
+
+    /// Adds what version 2 keeps to a version 1 database, in one transaction (another writer
+    /// may have migrated it meanwhile: then nothing is done).
+    fn migrate_from_1(&self, conn: &mut Connection) -> Result<(), Failure> {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
+        if self.version(&tx)? == Some(1) {
+            tracing::info!(path = %self.path.display(), "stats database migrated from schema 1 to 2");
+            tx.execute_batch(MIGRATE_1_TO_2)
+                .map_err(|e| self.db_err(e))?;
+        }
+        tx.commit().map_err(|e| self.db_err(e))
     }
 
     /// The schema version: `None` for an empty database (version 0). Newer is refused, a
@@ -497,8 +527,8 @@ fn write_stats(
     meta.execute(params!["saved_at", sql_int(now_secs())])?;
     let mut relay = tx.prepare(
         "INSERT INTO relays (url, alpha, beta, latency_ms, updated_at, session, asked, failures,
-                             live_alpha, live_beta, kept_alpha, kept_beta)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                             live_alpha, live_beta, kept_alpha, kept_beta, depth_secs)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?;
     let half = stats.len() / 2;
     for (i, (url, r)) in stats.iter().enumerate() {
@@ -521,16 +551,24 @@ fn write_stats(
             r.live_alpha,
             r.live_beta,
             r.kept_alpha,
-            r.kept_beta
+            r.kept_beta,
+            r.depth_secs
         ])?;
     }
     let mut author =
-        tx.prepare("INSERT INTO authors (author, volume, updated_at) VALUES (?1, ?2, ?3)")?;
+        tx.prepare("INSERT INTO authors (author, volume, updated_at, first, last, probed_secs) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
     let mut pair =
         tx.prepare("INSERT INTO pairs (author, url, hits, misses) VALUES (?1, ?2, ?3, ?4)")?;
     for (key, a) in stats.authors() {
         let hex = key.to_hex();
-        author.execute(params![hex, a.volume, sql_int(a.updated_at)])?;
+        author.execute(params![
+            hex,
+            a.volume,
+            sql_int(a.updated_at),
+            sql_int(a.first),
+            sql_int(a.last),
+            a.probed_secs
+        ])?;
         for (url, p) in &a.relays {
             pair.execute(params![hex, url, p.hits, p.misses])?;
         }
@@ -567,7 +605,7 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     let mut insane = 0usize;
     let mut relays = tx.prepare(
         "SELECT url, alpha, beta, latency_ms, updated_at, session, asked, failures,
-                live_alpha, live_beta, kept_alpha, kept_beta FROM relays",
+                live_alpha, live_beta, kept_alpha, kept_beta, depth_secs FROM relays",
     )?;
     let mut rows = relays.query([])?;
     while let Some(row) = rows.next()? {
@@ -592,6 +630,11 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
             live_beta: f(9)?,
             kept_alpha: f(10)?,
             kept_beta: f(11)?,
+            // Absent in databases migrated from version 1: not learned yet.
+            depth_secs: match row.get_ref(12)? {
+                ValueRef::Null => 0.0,
+                v => float_at(v),
+            },
         };
         insane += usize::from(!relay.is_sane());
         stats.set(url, relay);
@@ -614,7 +657,8 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
             .insert(String::from_utf8_lossy(url).into_owned(), pair);
     }
     let mut dropped = Vec::new();
-    let mut author_rows = tx.prepare("SELECT author, volume, updated_at FROM authors")?;
+    let mut author_rows =
+        tx.prepare("SELECT author, volume, updated_at, first, last, probed_secs FROM authors")?;
     let mut rows = author_rows.query([])?;
     while let Some(row) = rows.next()? {
         let hex = match row.get_ref(0)? {
@@ -629,6 +673,12 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
         let author = AuthorStats {
             volume: float_at(row.get_ref(1)?),
             updated_at: int_at(row.get_ref(2)?),
+            first: int_at(row.get_ref(3)?),
+            last: int_at(row.get_ref(4)?),
+            probed_secs: match row.get_ref(5)? {
+                ValueRef::Null => 0.0,
+                v => float_at(v),
+            },
             relays: pairs.remove(&hex).unwrap_or_default(),
         };
         insane += usize::from(!author.is_sane());
@@ -767,6 +817,81 @@ mod tests {
         assert_eq!(version, i64::from(SQLITE_SCHEMA_VERSION));
     }
 
+    /// A database as version 1 of the schema left it.
+    const SCHEMA_1: &str = "
+        CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+        CREATE TABLE relays (
+            url TEXT PRIMARY KEY NOT NULL,
+            alpha REAL, beta REAL, latency_ms REAL,
+            updated_at INTEGER, session INTEGER, asked INTEGER, failures INTEGER,
+            live_alpha REAL, live_beta REAL, kept_alpha REAL, kept_beta REAL
+        ) WITHOUT ROWID;
+        CREATE TABLE authors (
+            author TEXT PRIMARY KEY NOT NULL, volume REAL, updated_at INTEGER
+        ) WITHOUT ROWID;
+        CREATE TABLE pairs (
+            author TEXT NOT NULL, url TEXT NOT NULL, hits REAL, misses REAL,
+            PRIMARY KEY (author, url)
+        ) WITHOUT ROWID;
+        CREATE TABLE relay_lists (
+            author TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL, tags TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE documents (name TEXT PRIMARY KEY NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('schema_version', 1);
+    ";
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_what_it_learned() {
+        let (_dir, store) = store();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch(SCHEMA_1).unwrap();
+        let author = key_hex(4);
+        conn.execute_batch(&format!(
+            "INSERT INTO relays VALUES ('wss://a.example', 3.0, 1.5, NULL, 100, 2, 4, 1, 4.0, 2.0, 2.5, 1.5);
+             INSERT INTO authors VALUES ('{author}', 12.0, 100);
+             INSERT INTO pairs VALUES ('{author}', 'wss://a.example', 2.0, 0.5);"
+        ))
+        .unwrap();
+        drop(conn);
+
+        let loaded = store.load().unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let relay = loaded.stats.get("wss://a.example");
+        assert_eq!(
+            (relay.alpha, relay.kept_alpha, relay.depth_secs),
+            (3.0, 2.5, 0.0)
+        );
+        let key = public_key_from_hex(&author).unwrap();
+        let a = loaded.stats.author(&key).expect("author kept");
+        assert_eq!(
+            (a.volume, a.first, a.last, a.probed_secs),
+            (12.0, 0, 0, 0.0)
+        );
+        assert_eq!(a.relays["wss://a.example"].hits, 2.0);
+
+        // What version 2 adds is saved and read back.
+        let mut stats = loaded.stats;
+        let mut r = stats.get("wss://a.example");
+        r.depth_secs = 86_400.0 * 40.0;
+        stats.set("wss://a.example", r);
+        let mut a = stats.author(&key).unwrap().clone();
+        (a.first, a.last, a.probed_secs) = (1_700_000_000, 1_700_500_000, 3_600.0);
+        stats.set_author(key, a.clone());
+        store.save(&stats).unwrap();
+        let again = store.load().unwrap().stats;
+        assert_eq!(again.get("wss://a.example").depth_secs, 86_400.0 * 40.0);
+        assert_eq!(again.author(&key), Some(&a));
+        let conn = Connection::open(store.path()).unwrap();
+        let version: i64 = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, 2);
+    }
+
     #[test]
     fn another_programs_database_is_refused_untouched() {
         let (_dir, store) = store();
@@ -817,7 +942,7 @@ mod tests {
                  ('wss://neg.example', -5.0, 1.0, 1),
                  ('wss://ok.example', 3.0, 1.5, 2);
              UPDATE relays SET live_alpha = 1, live_beta = 1, kept_alpha = 1, kept_beta = 1;
-             INSERT INTO authors VALUES ('{good}', 4.0, 9), ('not-a-key', 1.0, 1),
+             INSERT INTO authors (author, volume, updated_at) VALUES ('{good}', 4.0, 9), ('not-a-key', 1.0, 1),
                                         ('{neg}', -1.0, 1);
              INSERT INTO pairs VALUES ('{good}', 'wss://ok.example', 2.5, 0.5),
                                       ('{orphan}', 'wss://ok.example', 1.0, 0.0);

@@ -113,7 +113,7 @@ impl Medium for SqliteMedium {
         let conn = rusqlite::Connection::open(db(dir)).unwrap();
         conn.execute_batch(
             "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
-             INSERT INTO meta VALUES ('schema_version', 2);
+             INSERT INTO meta VALUES ('schema_version', 3);
              CREATE TABLE relays (url TEXT PRIMARY KEY, alpha REAL, depth BLOB);
              INSERT INTO relays VALUES ('wss://a.example', 2.0, x'0102');",
         )

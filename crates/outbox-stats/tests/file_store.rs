@@ -25,10 +25,7 @@ fn learned() -> DeliveryStats {
         answered,
         authors: authors
             .iter()
-            .map(|&(k, events)| AuthorRound {
-                author: key(k),
-                events,
-            })
+            .map(|&(k, events)| AuthorRound::counted(key(k), events))
             .collect(),
         compare_only: false,
     };
@@ -54,10 +51,7 @@ fn sample(n: u32) -> DeliveryStats {
         let url = format!("wss://r{i}.example");
         // Three follows asked; the relay returns notes of `i % 4` of them.
         let authors = (0..3u8)
-            .map(|k| AuthorRound {
-                author: key(k + 1),
-                events: u32::from(u32::from(k) < i % 4) * 2,
-            })
+            .map(|k| AuthorRound::counted(key(k + 1), u32::from(u32::from(k) < i % 4) * 2))
             .collect();
         let rounds = vec![
             RelayRound {
@@ -69,12 +63,7 @@ fn sample(n: u32) -> DeliveryStats {
             RelayRound {
                 url: "wss://yardstick.example".into(),
                 answered: true,
-                authors: (1..=3)
-                    .map(|k| AuthorRound {
-                        author: key(k),
-                        events: 2,
-                    })
-                    .collect(),
+                authors: (1..=3).map(|k| AuthorRound::counted(key(k), 2)).collect(),
                 compare_only: true,
             },
         ];
@@ -96,10 +85,7 @@ fn one_answer(stats: &mut DeliveryStats, url: &str, now: u64) {
     let relay = RelayRound {
         url: url.into(),
         answered: true,
-        authors: vec![AuthorRound {
-            author: key(9),
-            events: 1,
-        }],
+        authors: vec![AuthorRound::counted(key(9), 1)],
         compare_only: false,
     };
     stats.record_round(

@@ -80,10 +80,7 @@ fn observe(plan: &Plan, t: &RouteTable, up_z: &[bool; 8], stats: &mut DeliverySt
                 authors: e
                     .authors
                     .iter()
-                    .map(|&a| AuthorRound {
-                        author: *t.pubkey(a),
-                        events: u32::from(answer == Some(true)),
-                    })
+                    .map(|&a| AuthorRound::counted(*t.pubkey(a), u32::from(answer == Some(true))))
                     .collect(),
                 compare_only: false,
             }

@@ -64,6 +64,17 @@ pub struct RecallConfig {
     /// The weight of a follow seen to have no notes in the window, as a share of the average
     /// follow's (they must stay covered, but cost little to leave to the residual).
     pub silent_weight: f64,
+    /// Weigh relays by how far back their history was seen to reach: a relay that prunes
+    /// after a month adds nothing to another's month, however often both answer.
+    pub depth: bool,
+    /// The age, in days, of the notes the plan is for (a feed's window); older notes count
+    /// `beyond_weight` each. 0: every note fetched counts the same.
+    pub window_days: f64,
+    /// What a note older than `window_days` is worth, as a share of a younger one.
+    pub beyond_weight: f64,
+    /// The share of listed relays taken to be dead for good, for judging relays that failed
+    /// every run they were asked in (0: judge them like any other, by a Beta posterior).
+    pub dead_share: f64,
 }
 
 impl Default for RecallConfig {
@@ -79,6 +90,10 @@ impl Default for RecallConfig {
             pooled_priors: false,
             optimism: 0.0,
             silent_weight: 0.05,
+            depth: true,
+            window_days: 365.0,
+            beyond_weight: 0.25,
+            dead_share: 0.4,
         }
     }
 }
@@ -111,6 +126,24 @@ outbox_core::register_strategy! {
                 issues.push(ConfigIssue::new(
                     "silent_weight",
                     format!("must be in [0, 1], got {}", self.silent_weight),
+                ));
+            }
+            if !(self.window_days.is_finite() && (0.0..=36_500.0).contains(&self.window_days)) {
+                issues.push(ConfigIssue::new(
+                    "window_days",
+                    format!("must be in [0, 36500], got {}", self.window_days),
+                ));
+            }
+            if !(self.dead_share.is_finite() && (0.0..1.0).contains(&self.dead_share)) {
+                issues.push(ConfigIssue::new(
+                    "dead_share",
+                    format!("must be in [0, 1), got {}", self.dead_share),
+                ));
+            }
+            if !(self.beyond_weight.is_finite() && (0.0..=1.0).contains(&self.beyond_weight)) {
+                issues.push(ConfigIssue::new(
+                    "beyond_weight",
+                    format!("must be in [0, 1], got {}", self.beyond_weight),
                 ));
             }
             issues

@@ -16,13 +16,20 @@ const MIN_PAIR_EVIDENCE: f64 = 0.5;
 pub struct Model {
     /// Per author, the offset of its first write relay in `q`.
     offsets: Vec<u32>,
-    /// Per (author, write relay) in list order: chance the relay returns the author's notes.
+    /// Per (author, write relay) in list order: chance the relay returns the author's notes
+    /// within its history.
     q: Vec<f64>,
+    /// Parallel to `q`: the share of the author's notes (youngest first) the relay's history
+    /// reaches back to (see [`Reach`]).
+    u: Vec<f64>,
+    /// Per author: what its notes' ages say about how deep a relay must reach.
+    reach: Vec<Reach>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
     /// The same chances in relay order, parallel to `RouteTable::writers(relay)`.
     relay_offsets: Vec<u32>,
     relay_q: Vec<f64>,
+    relay_u: Vec<f64>,
     /// Scratch, kept between runs so large buffers are not mapped afresh every plan: per relay,
     /// the learned (live α, live β, kept α, kept β) if the relay was ever asked.
     learned: Vec<Option<[f64; 4]>>,
@@ -31,6 +38,78 @@ pub struct Model {
     seeded: Vec<Option<[f64; 2]>>,
     live: Vec<f64>,
     kept: Vec<f64>,
+    /// Per relay: how far back its history reaches, seconds (infinite: not known yet).
+    depth: Vec<f64>,
+}
+
+/// One author's notes as the planner sees them: spread evenly over the ages `[young, old]`,
+/// of which the share `window` lies within the planned window.
+///
+/// `old` is the oldest note seen, unless no relay asked about the author reaches further back
+/// than that (only pruning relays were asked): then its history is taken to go back as far as
+/// the deepest relay known (`horizon`), at the rate seen, and `scale` says how many more notes
+/// that is than were seen. A prolific author seen only on a relay that keeps a month is
+/// worth probing a deep relay for.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach {
+    young: f64,
+    old: f64,
+    /// Share of the author's notes within the planned window (1 when the ages are unknown).
+    pub window: f64,
+    /// The author's notes over `[young, old]` per note seen.
+    pub scale: f64,
+}
+
+/// The shortest span a posting rate is measured over.
+const MIN_SPAN_SECS: f64 = 7.0 * 86_400.0;
+
+impl Reach {
+    const UNKNOWN: Reach = Reach {
+        young: 0.0,
+        old: 0.0,
+        window: 1.0,
+        scale: 1.0,
+    };
+
+    fn new(stats: &AuthorStats, now: u64, window_secs: f64, horizon: f64) -> Self {
+        if stats.last == 0 || stats.first > stats.last {
+            return Self::UNKNOWN;
+        }
+        let young = now.saturating_sub(stats.last) as f64;
+        let seen_old = now.saturating_sub(stats.first) as f64;
+        // Cut off by the relays asked, not by the author's start.
+        let censored = stats.probed_secs <= seen_old + MIN_SPAN_SECS.max(0.1 * seen_old);
+        let old = if censored {
+            seen_old.max(horizon)
+        } else {
+            seen_old
+        };
+        let seen_span = (seen_old - young).max(MIN_SPAN_SECS);
+        let mut reach = Self {
+            young,
+            old,
+            window: 1.0,
+            scale: ((old - young).max(MIN_SPAN_SECS) / seen_span).max(1.0),
+        };
+        if window_secs > 0.0 {
+            reach.window = reach.share(window_secs);
+        }
+        reach
+    }
+
+    /// The share of the author's notes younger than `age` seconds.
+    fn share(&self, age: f64) -> f64 {
+        if age.is_infinite() {
+            return 1.0;
+        }
+        if self.old > self.young {
+            ((age - self.young) / (self.old - self.young)).clamp(0.0, 1.0)
+        } else if age >= self.young {
+            1.0
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Model {
@@ -46,17 +125,33 @@ impl Model {
 
         self.offsets.clear();
         self.q.clear();
+        self.u.clear();
         self.offsets.reserve(table.follow_count() + 1);
         // One lookup per follow serves both its pair evidence and its volume.
         let learned: Vec<Option<&AuthorStats>> = table
             .authors()
             .map(|a| stats.author(table.pubkey(a)))
             .collect();
+        let window_secs = config.window_days * 86_400.0;
+        self.reach.clear();
+        // As far back as any relay was seen to keep notes: what a fetch can reach.
+        let horizon = self
+            .depth
+            .iter()
+            .copied()
+            .filter(|d| d.is_finite())
+            .fold(0.0, f64::max);
+        self.reach.extend(learned.iter().map(|s| match s {
+            Some(s) if config.depth => Reach::new(s, input.now, window_secs, horizon),
+            _ => Reach::UNKNOWN,
+        }));
         for author in table.authors() {
             self.offsets.push(self.q.len() as u32);
             let start = self.q.len();
+            let reach = self.reach[author.index()];
             for &relay in table.write_relays(author) {
                 self.q.push(live[relay.index()] * kept[relay.index()]);
+                self.u.push(reach.share(self.depth[relay.index()]));
             }
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
             // An author has evidence for a handful of relays; matching URLs beats hashing each.
@@ -83,20 +178,32 @@ impl Model {
     fn index_by_relay(&mut self, table: &RouteTable) {
         self.relay_offsets.clear();
         self.relay_q.clear();
+        self.relay_u.clear();
         for relay in table.relays() {
             self.relay_offsets.push(self.relay_q.len() as u32);
             for &a in table.writers(relay) {
-                let q = self.q(table, a, relay);
+                let (q, u) = self.chance(table, a, relay);
                 self.relay_q.push(q);
+                self.relay_u.push(u);
             }
         }
         self.relay_offsets.push(self.relay_q.len() as u32);
     }
 
-    /// The chances of `relay`'s writers, parallel to `RouteTable::writers(relay)`.
-    pub fn writer_q(&self, relay: RelayId) -> &[f64] {
+    /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
+    /// the writer's notes within its history, and the share of them its history reaches.
+    pub fn writer_chances(&self, relay: RelayId) -> impl Iterator<Item = (f64, f64)> + '_ {
         let i = relay.index();
-        &self.relay_q[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
+        let range = self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize;
+        self.relay_q[range.clone()]
+            .iter()
+            .copied()
+            .zip(self.relay_u[range].iter().copied())
+    }
+
+    /// What the planner knows of `author`'s notes' ages.
+    pub fn reach(&self, author: AuthorId) -> Reach {
+        self.reach[author.index()]
     }
 
     fn weigh_authors(&mut self, learned: &[Option<&AuthorStats>], config: &RecallConfig) {
@@ -112,21 +219,23 @@ impl Model {
             .filter(|v| *v > 0.0)
             .fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
         let average = if n == 0 { 1.0 } else { sum / n as f64 };
-        self.weight.extend(learned.iter().map(|s| match s {
-            Some(s) if s.volume > 0.0 => s.volume,
-            Some(_) => config.silent_weight * average,
-            None => average,
-        }));
+        self.weight
+            .extend(learned.iter().zip(&self.reach).map(|(s, reach)| match s {
+                Some(s) if s.volume > 0.0 => s.volume * reach.scale,
+                Some(_) => config.silent_weight * average,
+                None => average,
+            }));
     }
 
-    /// The chance that `relay` returns `author`'s notes (0 if the author does not write there).
-    pub fn q(&self, table: &RouteTable, author: AuthorId, relay: RelayId) -> f64 {
+    /// The chance that `relay` returns `author`'s notes within its history, and the share of
+    /// them its history reaches ((0, 0) if the author does not write there).
+    fn chance(&self, table: &RouteTable, author: AuthorId, relay: RelayId) -> (f64, f64) {
         let start = self.offsets[author.index()] as usize;
         table
             .write_relays(author)
             .iter()
             .position(|&r| r == relay)
-            .map_or(0.0, |i| self.q[start + i])
+            .map_or((0.0, 0.0), |i| (self.q[start + i], self.u[start + i]))
     }
 
     /// How much `author`'s notes are worth.
@@ -176,6 +285,8 @@ impl Model {
         self.learned.resize(table.relay_count(), None);
         self.seeded.clear();
         self.seeded.resize(table.relay_count(), None);
+        self.depth.clear();
+        self.depth.resize(table.relay_count(), f64::INFINITY);
         for (url, _) in stats.iter() {
             let Some(relay) = table.relay_id(url) else {
                 continue;
@@ -183,6 +294,9 @@ impl Model {
             let s = stats.get_at(url, now);
             if table.popularity(relay) == 0 {
                 continue;
+            }
+            if s.depth_secs > 0.0 {
+                self.depth[relay.index()] = s.depth_secs;
             }
             if s.asked > 0 {
                 self.learned[relay.index()] =
@@ -218,7 +332,12 @@ impl Model {
                 }
             };
             if config.liveness {
-                self.live[relay.index()] = belief(la, lb, config.explore, rng);
+                let failed = lb - 1.0;
+                self.live[relay.index()] = if la <= 1.0 && failed > 0.0 && config.dead_share > 0.0 {
+                    never_answered(failed, config.dead_share, config.explore, rng)
+                } else {
+                    belief(la, lb, config.explore, rng)
+                };
             }
             if config.completeness {
                 self.kept[relay.index()] = belief(ka, kb, config.explore, rng);
@@ -253,6 +372,28 @@ fn pooled_priors(table: &RouteTable, learned: &[Option<[f64; 4]>]) -> [Option<Pr
             ]
         })
     })
+}
+
+/// How often a live relay answers a run, for judging a relay that never did: most live
+/// relays answer 70–90% of runs.
+const TYPICAL_UPTIME: f64 = 0.8;
+
+/// Liveness of a relay that failed `failed` runs and never answered one. Most listed relays are
+/// dead for good (`dead_share` of them), so each failure makes "dead" likelier than "down this
+/// time": alive with probability `(1 − d)(1 − u)^k / ((1 − d)(1 − u)^k + d)`. A Beta posterior
+/// would keep a popular dead relay's draws high for many runs and spend connections on it.
+fn never_answered(failed: f64, dead_share: f64, explore: bool, rng: &mut dyn RngCore) -> f64 {
+    let alive = (1.0 - dead_share) * (1.0 - TYPICAL_UPTIME).powf(failed);
+    let alive = alive / (alive + dead_share);
+    if !explore {
+        return alive * TYPICAL_UPTIME;
+    }
+    let draw = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    if draw < alive {
+        TYPICAL_UPTIME
+    } else {
+        0.0
+    }
 }
 
 /// A Thompson draw from Beta(α, β), or its mean when not exploring. Parameters the sampler

@@ -79,10 +79,7 @@ fn observe(t: &RouteTable, plan: &outbox_core::Plan) -> RoundReport {
                     authors: e
                         .authors
                         .iter()
-                        .map(|&a| AuthorRound {
-                            author: *t.pubkey(a),
-                            events: per_author,
-                        })
+                        .map(|&a| AuthorRound::counted(*t.pubkey(a), per_author))
                         .collect(),
                     url,
                     compare_only: false,
@@ -150,10 +147,7 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
                     url: url.into(),
                     answered: true,
                     authors: (0..4)
-                        .map(|i| AuthorRound {
-                            author: test_key(i),
-                            events,
-                        })
+                        .map(|i| AuthorRound::counted(test_key(i), events))
                         .collect(),
                     compare_only: false,
                 })
@@ -186,10 +180,7 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
                 url: url.to_string(),
                 answered: true,
                 authors: (0..6)
-                    .map(|i| AuthorRound {
-                        author: test_key(i),
-                        events: if i == 0 { 50 } else { 0 },
-                    })
+                    .map(|i| AuthorRound::counted(test_key(i), if i == 0 { 50 } else { 0 }))
                     .collect(),
                 compare_only: false,
             })
@@ -233,4 +224,66 @@ fn a_monitor_prior_steers_the_first_plan() {
         let asked: Vec<&str> = plan.routed().iter().map(|a| t.url(a.relay)).collect();
         assert_eq!(asked, [alive], "alive {alive}");
     }
+}
+
+/// Two relays that both keep a month overlap: together they return that month and nothing
+/// older. Every follow writes to both and to a deep relay that keeps a year but lost a third of
+/// the notes; with two connections the plan takes the deep relay and one monthly one, where
+/// counting the monthly relays as independent chances (no depth) takes both of them.
+#[test]
+fn relays_that_keep_the_same_month_do_not_add_up() {
+    const DAY: u64 = 86_400;
+    let now = 1_800_000_000;
+    let relays = [
+        "wss://month-a.example",
+        "wss://month-b.example",
+        "wss://year.example",
+    ];
+    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &relays[..])).collect();
+    let t = table(&lists);
+    let mut stats = DeliveryStats::new();
+    let answer = |url: &str, events: u32, days: u64| RelayRound {
+        url: url.into(),
+        answered: true,
+        authors: (0..4)
+            .map(|i| AuthorRound {
+                author: test_key(i),
+                events,
+                oldest: now - days * DAY,
+                newest: now - DAY,
+            })
+            .collect(),
+        compare_only: false,
+    };
+    for run in 0..3 {
+        let report = RoundReport {
+            relays: vec![
+                answer(relays[0], 30, 30),
+                answer(relays[1], 30, 30),
+                answer(relays[2], 240, 360),
+            ],
+        };
+        stats.record_round(&report, now + run);
+    }
+    let picks = |config: &str| {
+        let plan = router(2, config).plan_with(&t, &stats, PlanContext::at(now + 3).seed(0));
+        let mut urls: Vec<String> = plan
+            .routed()
+            .iter()
+            .map(|a| t.url(a.relay).to_string())
+            .collect();
+        urls.sort();
+        urls
+    };
+    let with_depth = picks("explore = false\n");
+    assert!(
+        with_depth.contains(&relays[2].to_string()),
+        "{with_depth:?}"
+    );
+    assert_eq!(with_depth.len(), 2, "{with_depth:?}");
+    assert_eq!(
+        picks("explore = false\ndepth = false\n"),
+        [relays[0], relays[1]],
+        "without depth the two monthly relays look best"
+    );
 }

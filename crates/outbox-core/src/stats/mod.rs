@@ -70,6 +70,10 @@ pub const MAX_PARAM: f64 = 1.0e6;
 /// Largest latency estimate kept (about 2.8 hours); beyond it a value is treated as corrupt.
 pub const MAX_LATENCY_MS: f64 = 1.0e7;
 
+/// The deepest history a relay may be recorded to keep, seconds (a century: nothing older is a
+/// real note's age).
+pub const MAX_DEPTH_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+
 /// Weight of the newest sample in the latency moving average.
 const LATENCY_EWMA_WEIGHT: f64 = 0.3;
 
@@ -140,6 +144,11 @@ pub struct RelayStats {
     pub kept_alpha: f64,
     /// Beta β of completeness.
     pub kept_beta: f64,
+    /// How far back the relay's history reaches: the age, in seconds when it was returned, of
+    /// the oldest note it ever returned (0: it never returned one). A relay that prunes after
+    /// 30 days never returns an older note whoever is asked about, so this learns retention
+    /// from any author, independent of which relays were asked together.
+    pub depth_secs: f64,
 }
 
 impl Default for RelayStats {
@@ -157,6 +166,7 @@ impl Default for RelayStats {
             live_beta: 1.0,
             kept_alpha: 1.0,
             kept_beta: 1.0,
+            depth_secs: 0.0,
         }
     }
 }
@@ -192,6 +202,8 @@ impl RelayStats {
             && param_ok(self.live_beta)
             && param_ok(self.kept_alpha)
             && param_ok(self.kept_beta)
+            && self.depth_secs.is_finite()
+            && (0.0..=MAX_DEPTH_SECS).contains(&self.depth_secs)
             && self
                 .latency_ms
                 .is_none_or(|l| l.is_finite() && (0.0..=MAX_LATENCY_MS).contains(&l))
@@ -473,9 +485,17 @@ pub struct AuthorStats {
     pub volume: f64,
     /// Unix seconds of the last update.
     pub updated_at: u64,
-    /// Per relay (canonical URL) asked about this author: the event-weighted share it returned
-    /// of what the best relay returned, as (hits, misses). Catches writes that silently fail on
-    /// one relay for one author.
+    /// `created_at` of the oldest note of the author any relay returned (0: none seen).
+    pub first: u64,
+    /// `created_at` of the newest note of the author any relay returned (0: none seen).
+    pub last: u64,
+    /// How far back the answering relays asked about the author reach (the deepest one's
+    /// [`RelayStats::depth_secs`]): notes older than `first` would have been seen up to this
+    /// age. When it is no deeper than `first`, the author's history may go back further.
+    pub probed_secs: f64,
+    /// Per relay (canonical URL) asked about this author: the share it returned of the notes
+    /// its history reaches back to (see [`RelayStats::depth_secs`]), as (hits, misses). Catches
+    /// writes that silently fail on one relay for one author.
     pub relays: HashMap<String, PairStats>,
 }
 
@@ -500,7 +520,11 @@ impl AuthorStats {
     /// Whether every number is finite, non-negative and not absurd.
     pub fn is_sane(&self) -> bool {
         let ok = |x: f64| x.is_finite() && (0.0..=MAX_PARAM).contains(&x);
-        ok(self.volume) && self.relays.values().all(|p| ok(p.hits) && ok(p.misses))
+        ok(self.volume)
+            && self.first <= self.last
+            && self.probed_secs.is_finite()
+            && (0.0..=MAX_DEPTH_SECS).contains(&self.probed_secs)
+            && self.relays.values().all(|p| ok(p.hits) && ok(p.misses))
     }
 }
 

@@ -95,6 +95,8 @@ struct Feed {
     answered: bool,
     /// Distinct ids per author, indexed like `authors`, up to EOSE.
     returned: Vec<HashSet<EventId>>,
+    /// Per author, indexed like `authors`: the `created_at` range of what was returned.
+    ages: Vec<Option<(u64, u64)>>,
     /// This generation's answer was learned (or its failure queued): not learned again.
     recorded: bool,
     /// Failed since this generation's REQ and has not answered since.
@@ -107,6 +109,7 @@ impl Feed {
     fn new(authors: Vec<PublicKey>, generation: u64) -> Self {
         Self {
             returned: vec![HashSet::new(); authors.len()],
+            ages: vec![None; authors.len()],
             authors,
             generation,
             answered: false,
@@ -124,9 +127,15 @@ impl Feed {
                 .authors
                 .iter()
                 .zip(&self.returned)
-                .map(|(author, ids)| AuthorRound {
-                    author: *author,
-                    events: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                .zip(&self.ages)
+                .map(|((author, ids), ages)| {
+                    let (oldest, newest) = ages.unwrap_or((0, 0));
+                    AuthorRound {
+                        author: *author,
+                        events: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                        oldest,
+                        newest,
+                    }
                 })
                 .collect(),
             compare_only,
@@ -162,21 +171,34 @@ impl RoundRecorder {
     /// `relay` sent `event` on its feed subscription. Returns whether it counted (a new id,
     /// for an asked author, before EOSE).
     pub fn event(&mut self, relay: &str, event: &Event) -> bool {
-        self.returned(relay, event.pubkey, event.id)
+        self.returned(relay, event.pubkey, event.id, event.created_at.as_secs())
     }
 
-    /// [`event`](Self::event) for a client that keeps only the author and id.
-    pub fn returned(&mut self, relay: &str, author: PublicKey, id: EventId) -> bool {
+    /// [`event`](Self::event) for a client that keeps only the author, id and `created_at`.
+    pub fn returned(
+        &mut self,
+        relay: &str,
+        author: PublicKey,
+        id: EventId,
+        created_at: u64,
+    ) -> bool {
         let Some(feed) = self.feeds.get_mut(relay) else {
             return false;
         };
         if feed.answered {
             return false;
         }
-        match feed.authors.binary_search(&author) {
-            Ok(i) => feed.returned[i].insert(id),
-            Err(_) => false,
+        let Ok(i) = feed.authors.binary_search(&author) else {
+            return false;
+        };
+        if !feed.returned[i].insert(id) {
+            return false;
         }
+        let ages = &mut feed.ages[i];
+        *ages = Some(ages.map_or((created_at, created_at), |(o, n)| {
+            (o.min(created_at), n.max(created_at))
+        }));
+        true
     }
 
     /// `relay` sent EOSE for filter `generation`; `complete` is false when the fetch was cut
@@ -210,6 +232,7 @@ impl RoundRecorder {
                 }
                 feed.answered = false;
                 feed.returned.iter_mut().for_each(HashSet::clear);
+                feed.ages.iter_mut().for_each(|a| *a = None);
             }
             None => {
                 self.down.entry(relay.to_string()).or_default();
@@ -330,7 +353,7 @@ impl RoundRecorder {
                 answered: false,
                 authors: authors
                     .into_iter()
-                    .map(|author| AuthorRound { author, events: 0 })
+                    .map(|author| AuthorRound::counted(author, 0))
                     .collect(),
                 compare_only: false,
             });
@@ -398,10 +421,10 @@ mod tests {
             .unwrap();
         assert!(r.event(A, &note));
         assert!(!r.event(A, &note), "the same id again");
-        assert!(r.returned(A, key(1), id(1)));
-        assert!(!r.returned(A, key(1), id(1)));
+        assert!(r.returned(A, key(1), id(1), 1_700_000_000));
+        assert!(!r.returned(A, key(1), id(1), 1_700_000_000));
         // The same id under another author is that author's.
-        assert!(r.returned(A, key(2), id(1)));
+        assert!(r.returned(A, key(2), id(1), 1_700_000_000));
         assert!(r.eose(A, 1, true));
         let round = r.take_round().unwrap();
         assert_eq!(
@@ -420,11 +443,20 @@ mod tests {
     fn events_after_eose_for_unasked_authors_or_unasked_relays_do_not_count() {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
-        assert!(!r.returned(A, key(9), id(1)), "not asked about this author");
-        assert!(!r.returned(B, key(1), id(2)), "nothing asked of this relay");
-        assert!(r.returned(A, key(1), id(3)));
+        assert!(
+            !r.returned(A, key(9), id(1), 1_700_000_000),
+            "not asked about this author"
+        );
+        assert!(
+            !r.returned(B, key(1), id(2), 1_700_000_000),
+            "nothing asked of this relay"
+        );
+        assert!(r.returned(A, key(1), id(3), 1_700_000_000));
         r.eose(A, 1, true);
-        assert!(!r.returned(A, key(1), id(4)), "a live note after EOSE");
+        assert!(
+            !r.returned(A, key(1), id(4), 1_700_000_000),
+            "a live note after EOSE"
+        );
         let round = r.take_round().unwrap();
         assert_eq!(
             summary(&round),
@@ -437,10 +469,10 @@ mod tests {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
         r.asked(B, [key(1)], 1);
-        r.returned(B, key(1), id(1));
+        r.returned(B, key(1), id(1), 1_700_000_000);
         r.failed(B, "reset");
         assert!(!r.is_answering(B));
-        r.returned(A, key(1), id(1));
+        r.returned(A, key(1), id(1), 1_700_000_000);
         r.eose(A, 1, true);
         // Still waiting for a reconnect: not in the round yet.
         let first = r.take_round().unwrap();
@@ -459,10 +491,10 @@ mod tests {
         // A failure then an answer after a reconnect counts as answered, from the new answer.
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
-        r.returned(A, key(1), id(1));
+        r.returned(A, key(1), id(1), 1_700_000_000);
         r.failed(A, "reset");
-        r.returned(A, key(1), id(2));
-        r.returned(A, key(1), id(3));
+        r.returned(A, key(1), id(2), 1_700_000_000);
+        r.returned(A, key(1), id(3), 1_700_000_000);
         r.eose(A, 1, true);
         assert_eq!(
             summary(&r.take_round().unwrap()),
@@ -470,7 +502,7 @@ mod tests {
         );
         // Failing after its answer was learned is news; the same answer again is not.
         r.failed(A, "reset");
-        r.returned(A, key(1), id(2));
+        r.returned(A, key(1), id(2), 1_700_000_000);
         r.eose(A, 1, true);
         assert_eq!(
             summary(&r.take_round().unwrap()),
@@ -507,7 +539,7 @@ mod tests {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
         r.asked(B, [key(1)], 1);
-        r.returned(A, key(1), id(1));
+        r.returned(A, key(1), id(1), 1_700_000_000);
         r.eose(A, 1, false);
         r.eose(B, 1, true);
         assert_eq!(
@@ -523,15 +555,15 @@ mod tests {
     fn a_new_filter_replaces_the_old_and_an_old_answer_is_merged() {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1), key(2)], 1);
-        r.returned(A, key(1), id(1));
-        r.returned(A, key(2), id(2));
+        r.returned(A, key(1), id(1), 1_700_000_000);
+        r.returned(A, key(2), id(2), 1_700_000_000);
         r.eose(A, 1, true);
         r.asked(A, [key(2), key(3)], 2);
         assert!(!r.eose(A, 1, true), "an answer to the replaced filter");
         assert!(!r.all_answered(), "the new filter has not answered");
-        r.returned(A, key(2), id(3));
-        r.returned(A, key(2), id(4));
-        r.returned(A, key(1), id(5));
+        r.returned(A, key(2), id(3), 1_700_000_000);
+        r.returned(A, key(2), id(4), 1_700_000_000);
+        r.returned(A, key(1), id(5), 1_700_000_000);
         assert!(r.eose(A, 2, true));
         let round = r.take_round().unwrap();
         // One entry: the newest answer for key 2 and 3, the older one for key 1.
@@ -548,7 +580,7 @@ mod tests {
         // A filter replaced before it answered leaves nothing behind.
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
-        r.returned(A, key(1), id(1));
+        r.returned(A, key(1), id(1), 1_700_000_000);
         r.asked(A, [key(2)], 2);
         r.eose(A, 2, true);
         assert_eq!(
@@ -562,7 +594,7 @@ mod tests {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1)], 1);
         r.asked(B, [key(1)], 1);
-        r.returned(A, key(1), id(1));
+        r.returned(A, key(1), id(1), 1_700_000_000);
         r.eose(A, 1, true);
         r.eose(B, 1, true);
         assert!(r.closed(A));

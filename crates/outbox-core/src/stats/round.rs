@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use nostr::key::PublicKey;
 
-use super::{DeliveryStats, PairStats, MAX_PARAM};
+use super::{DeliveryStats, PairStats, MAX_DEPTH_SECS, MAX_PARAM};
 
 /// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
 const VOLUME_FADE: f64 = 0.8;
@@ -45,7 +45,62 @@ pub struct AuthorRound {
     pub author: PublicKey,
     /// Distinct events returned for the author.
     pub events: u32,
+    /// `created_at` of the oldest event returned (0: none, or not noted).
+    pub oldest: u64,
+    /// `created_at` of the newest event returned (0: none, or not noted).
+    pub newest: u64,
 }
+
+impl AuthorRound {
+    /// `events` returned for `author`, their ages not noted.
+    pub fn counted(author: PublicKey, events: u32) -> Self {
+        Self {
+            author,
+            events,
+            oldest: 0,
+            newest: 0,
+        }
+    }
+
+    /// The `created_at` range of what was returned, if noted.
+    fn ages(&self) -> Option<(u64, u64)> {
+        (self.events > 0 && self.newest > 0 && self.oldest <= self.newest)
+            .then_some((self.oldest, self.newest))
+    }
+}
+
+/// What the answering relays of one round returned for one author together.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    /// The most events any answering relay returned.
+    best: u32,
+    /// The `created_at` range of everything returned, when noted.
+    ages: Option<(u64, u64)>,
+}
+
+impl Seen {
+    /// How many of the author's notes a relay whose history reaches back `depth` seconds (at
+    /// `now`) should hold: `best` spread evenly over the ages seen. Without ages or depth, all.
+    fn reachable(&self, depth: Option<f64>, now: u64) -> f64 {
+        let best = f64::from(self.best);
+        let (Some((oldest, newest)), Some(depth)) = (self.ages, depth) else {
+            return best;
+        };
+        let young = now.saturating_sub(newest) as f64;
+        let old = now.saturating_sub(oldest) as f64;
+        let share = if old > young {
+            ((depth - young) / (old - young)).clamp(0.0, 1.0)
+        } else if depth >= young {
+            1.0
+        } else {
+            0.0
+        };
+        best * share
+    }
+}
+
+/// Below this many notes expected within a relay's history, a pair says nothing of its writes.
+const MIN_REACHABLE: f64 = 1.0;
 
 impl DeliveryStats {
     /// Learns from one run. For every asked relay:
@@ -65,25 +120,30 @@ impl DeliveryStats {
     /// Nothing here knows where events are stored; it only compares relays asked about the same
     /// authors.
     pub fn record_round(&mut self, report: &RoundReport, now: u64) {
-        let mut best: HashMap<PublicKey, u32> = HashMap::new();
+        let mut seen: HashMap<PublicKey, Seen> = HashMap::new();
         for relay in report.relays.iter().filter(|r| r.answered) {
             for a in &relay.authors {
-                let b = best.entry(a.author).or_default();
-                *b = (*b).max(a.events);
+                let s = seen.entry(a.author).or_default();
+                s.best = s.best.max(a.events);
+                if let Some((o, n)) = a.ages() {
+                    s.ages = Some(s.ages.map_or((o, n), |(so, sn)| (so.min(o), sn.max(n))));
+                }
             }
         }
-        let seen: HashSet<PublicKey> = report
+        let learned: HashSet<PublicKey> = report
             .relays
             .iter()
             .filter(|r| r.answered && !r.compare_only)
             .flat_map(|r| r.authors.iter().map(|a| a.author))
             .collect();
+        // Per author, the deepest history among the answering relays asked about it.
+        let mut probed: HashMap<PublicKey, f64> = HashMap::new();
         for relay in report.relays.iter().filter(|r| !r.compare_only) {
             if !relay.answered {
                 let trials = relay
                     .authors
                     .iter()
-                    .filter(|a| best.get(&a.author).is_some_and(|b| *b > 0))
+                    .filter(|a| seen.get(&a.author).is_some_and(|s| s.best > 0))
                     .count();
                 self.record_failure(&relay.url, u32::try_from(trials).unwrap_or(u32::MAX), now);
                 let mut s = self.entry_at(&relay.url, now);
@@ -91,22 +151,46 @@ impl DeliveryStats {
                 self.relays.insert(relay.url.clone(), s);
                 continue;
             }
+            // How far back this relay's history reaches: the oldest note it ever returned.
+            let oldest = relay
+                .authors
+                .iter()
+                .filter_map(|a| a.ages())
+                .map(|(o, _)| o)
+                .min();
+            let mut depth_secs = self.get_at(&relay.url, now).depth_secs;
+            if let Some(oldest) = oldest {
+                depth_secs = depth_secs
+                    .max(now.saturating_sub(oldest) as f64)
+                    .min(MAX_DEPTH_SECS);
+            }
+            let depth = (depth_secs > 0.0).then_some(depth_secs);
+            for a in &relay.authors {
+                let p = probed.entry(a.author).or_default();
+                *p = p.max(depth_secs);
+            }
             let mut expected = 0u32;
             // Summed in key order, so the same round learns the same bits whatever order its
             // authors were reported in.
             let mut shares: Vec<(PublicKey, f64)> = Vec::with_capacity(relay.authors.len());
-            let mut got = 0u64;
-            let mut wanted = 0u64;
+            // (author, held, reachable) per author judged on its writes.
+            let mut kept: Vec<(PublicKey, f64, f64)> = Vec::with_capacity(relay.authors.len());
             for a in &relay.authors {
-                let b = best.get(&a.author).copied().unwrap_or(0);
-                if b == 0 {
+                let Some(seen) = seen.get(&a.author).filter(|s| s.best > 0) else {
+                    continue;
+                };
+                let b = seen.best;
+                expected += 1;
+                shares.push((a.author, f64::from(a.events.min(b)) / f64::from(b)));
+                // Completeness and the pair judge writes within the relay's history only: a
+                // relay that keeps a month is not faulted for last year.
+                let reachable = seen.reachable(depth, now);
+                if reachable < MIN_REACHABLE {
                     continue;
                 }
-                expected += 1;
-                got += u64::from(a.events.min(b));
-                wanted += u64::from(b);
-                let share = f64::from(a.events.min(b)) / f64::from(b);
-                shares.push((a.author, share));
+                let held = f64::from(a.events).min(reachable);
+                kept.push((a.author, held, reachable));
+                let share = held / reachable;
                 let author = self.authors.entry(a.author).or_default();
                 let pair = author.relays.entry(relay.url.clone()).or_default();
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
@@ -114,22 +198,42 @@ impl DeliveryStats {
             }
             shares.sort_unstable_by_key(|x| x.0);
             let hits: f64 = shares.iter().map(|(_, share)| share).sum();
+            kept.sort_unstable_by_key(|x| x.0);
+            let (got, wanted) = kept
+                .iter()
+                .fold((0.0, 0.0), |(g, w), &(_, held, reachable)| {
+                    (g + held, w + reachable)
+                });
             self.record_delivery(&relay.url, hits, expected, now);
             let mut s = self.entry_at(&relay.url, now);
+            s.depth_secs = depth_secs;
             s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
-            if wanted > 0 {
-                let share = got as f64 / wanted as f64;
+            if wanted > 0.0 {
+                let share = got / wanted;
                 s.kept_alpha = (s.kept_alpha + share).min(MAX_PARAM);
                 s.kept_beta = (s.kept_beta + 1.0 - share).min(MAX_PARAM);
             }
             self.relays.insert(relay.url.clone(), s);
         }
-        for (author, b) in best {
-            if !seen.contains(&author) {
+        for (author, seen) in seen {
+            if !learned.contains(&author) {
                 continue;
             }
             let entry = self.authors.entry(author).or_default();
-            entry.volume = f64::from(b).max(entry.volume * VOLUME_FADE).min(MAX_PARAM);
+            entry.volume = f64::from(seen.best)
+                .max(entry.volume * VOLUME_FADE)
+                .min(MAX_PARAM);
+            if let Some((oldest, newest)) = seen.ages {
+                entry.first = if entry.first == 0 {
+                    oldest
+                } else {
+                    entry.first.min(oldest)
+                };
+                entry.last = entry.last.max(newest);
+            }
+            if let Some(&p) = probed.get(&author) {
+                entry.probed_secs = entry.probed_secs.max(p);
+            }
             entry.updated_at = now;
         }
     }
@@ -161,10 +265,7 @@ mod tests {
             answered,
             authors: authors
                 .iter()
-                .map(|&(k, events)| AuthorRound {
-                    author: key(k),
-                    events,
-                })
+                .map(|&(k, events)| AuthorRound::counted(key(k), events))
                 .collect(),
             compare_only: false,
         }
@@ -285,5 +386,80 @@ mod tests {
         assert_eq!((full.alpha, full.beta), (3.0, 1.0));
         let down = stats.get_at("wss://down.example", 0);
         assert_eq!((down.alpha, down.beta), (1.0, 4.0));
+    }
+
+    const DAY: u64 = 86_400;
+    const NOW: u64 = 1_800_000_000;
+
+    /// `events` notes of author `k`, spread over the last `days` days.
+    fn aged(k: u8, events: u32, days: u64) -> AuthorRound {
+        AuthorRound {
+            author: key(k),
+            events,
+            oldest: NOW - days * DAY,
+            newest: NOW - DAY,
+        }
+    }
+
+    fn answered(url: &str, authors: Vec<AuthorRound>) -> RelayRound {
+        RelayRound {
+            url: url.into(),
+            answered: true,
+            authors,
+            compare_only: false,
+        }
+    }
+
+    #[test]
+    fn a_relay_that_keeps_a_month_is_judged_on_that_month_and_its_depth_learned() {
+        let mut stats = DeliveryStats::new();
+        // A year of notes from both authors on the deep relay; the pruning relay returns the
+        // month it keeps, and the lossy relay keeps a year but lost most of author 2's notes.
+        let report = RoundReport {
+            relays: vec![
+                answered(
+                    "wss://deep.example",
+                    vec![aged(1, 360, 360), aged(2, 120, 360)],
+                ),
+                answered(
+                    "wss://month.example",
+                    vec![aged(1, 30, 30), aged(2, 10, 30)],
+                ),
+                answered(
+                    "wss://lossy.example",
+                    vec![aged(1, 360, 360), aged(2, 30, 360)],
+                ),
+            ],
+        };
+        stats.record_round(&report, NOW);
+        let month = stats.get_at("wss://month.example", NOW);
+        assert!(
+            (month.depth_secs - 30.0 * DAY as f64).abs() < 1.0,
+            "{month:?}"
+        );
+        assert!(
+            month.kept_mean() > 0.6,
+            "not faulted for notes it never kept: {month:?}"
+        );
+        assert!(stats.pair(&key(1), "wss://month.example").mean() > 0.6);
+        assert!(stats.pair(&key(2), "wss://lossy.example").mean() < 0.5);
+        assert!(stats.pair(&key(1), "wss://lossy.example").mean() > 0.6);
+        let a = stats.author(&key(1)).unwrap();
+        assert_eq!((a.first, a.last), (NOW - 360 * DAY, NOW - DAY));
+        assert!((a.probed_secs - 360.0 * DAY as f64).abs() < 1.0, "{a:?}");
+        // Delivery (the scorer's prior) still counts the share of everything seen.
+        assert!(month.mean() < 0.4, "{month:?}");
+    }
+
+    #[test]
+    fn an_author_asked_only_of_pruning_relays_is_probed_no_deeper_than_they_keep() {
+        let mut stats = DeliveryStats::new();
+        let report = RoundReport {
+            relays: vec![answered("wss://month.example", vec![aged(1, 30, 30)])],
+        };
+        stats.record_round(&report, NOW);
+        let a = stats.author(&key(1)).unwrap();
+        assert!((a.probed_secs - 30.0 * DAY as f64).abs() < 1.0, "{a:?}");
+        assert_eq!(a.first, NOW - 30 * DAY);
     }
 }

@@ -48,7 +48,7 @@ impl Coordinator {
                     }
                 }
                 self.stats
-                    .record_latency(url, latency.as_secs_f64() * 1000.0, unix_now());
+                    .record_latency(url, latency.as_secs_f64() * 1000.0, self.now());
                 let closing = self.live.get(url).is_some_and(|l| l.closing);
                 self.penalties.succeed(url);
                 self.status(Status::Eose {
@@ -109,7 +109,7 @@ impl Coordinator {
             }
             ReportKind::Refused { sub, message } => {
                 // Learned as a failure through `penalise` (the relay goes down for the round).
-                let now = unix_now();
+                let now = self.now();
                 let signed_in = self.tally.auth.contains_key(url);
                 if signed_in || is_auth_required(&message) {
                     let outcome = if self.cfg.auth.is_some() {
@@ -144,7 +144,7 @@ impl Coordinator {
                 .await;
             }
             ReportKind::Failed { failure } => {
-                let now = unix_now();
+                let now = self.now();
                 let reason = failure.to_string();
                 self.tally
                     .relays

@@ -72,7 +72,7 @@ pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-fn unix_now() -> u64 {
+fn system_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -165,6 +165,11 @@ struct Coordinator {
 }
 
 impl Coordinator {
+    /// The present: the configured clock, else the system's (see [`RuntimeConfig::clock`]).
+    fn now(&self) -> u64 {
+        self.cfg.clock.unwrap_or_else(system_now)
+    }
+
     fn new(
         input: FeedInput,
         cfg: RuntimeConfig,
@@ -326,7 +331,7 @@ impl Coordinator {
         if !self.cfg.discover_lists || self.follows.is_empty() {
             return;
         }
-        let now = unix_now();
+        let now = self.now();
         let filter = self.lists_filter();
         let usable = |urls: &[String]| -> Vec<String> {
             urls.iter()
@@ -361,7 +366,7 @@ impl Coordinator {
         self.replan_at = None;
         self.wave_replan = false;
         self.lists_changed = false;
-        let now = unix_now();
+        let now = self.now();
         self.penalties.expire(now, &self.cfg.penalty);
         let (table, carriers) = self.build_table(now);
         if carriers != self.carriers {
@@ -516,7 +521,7 @@ impl Coordinator {
                 "learning from the round"
             );
         }
-        self.stats.record_round(&report, unix_now());
+        self.stats.record_round(&report, self.now());
     }
 
     async fn save_stats(&mut self) -> Option<String> {

@@ -1,0 +1,234 @@
+//! How much of the gap to the learnable ceiling is the planner and how much is learning: a
+//! strategy planned with stats filled from the world's truth (each relay's answer rate and how
+//! far back it keeps notes, each (relay, author) pair's share of the notes within that reach,
+//! each author's volume and note ages), as if it had learned everything learnable, beside the
+//! same strategy after five sessions of learning and beside the ceiling.
+//!
+//! ```text
+//! cargo run --release -p outbox-sim --example informed -- [config.toml] [profiles] [seeds]
+//!     [window] [--relays]
+//! ```
+//!
+//! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
+//! and what was learned of it.
+
+use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
+use outbox_sim::{
+    ceiling_asks, generate, run_sessions, score, up_rates, Asks, LoopConfig, Profile, SimWorld,
+    Window,
+};
+
+/// Pseudo-observations behind every informed belief.
+const STRENGTH: f64 = 50.0;
+
+fn truth(sim: &SimWorld) -> DeliveryStats {
+    let w = &sim.world;
+    let rates = up_rates(sim);
+    let mut stats = DeliveryStats::new();
+    let since = w.now.saturating_sub(Window::Y3.secs());
+    let mut depth = vec![0u64; w.relays().len()];
+    for (r, relay) in w.relays().iter().enumerate() {
+        depth[r] = sim
+            .relay_events(r as u32)
+            .iter()
+            .take_while(|(t, _)| *t >= since)
+            .last()
+            .map_or(0, |(t, _)| w.now - t);
+        let p = rates[r];
+        stats.set(
+            relay.url.clone(),
+            RelayStats {
+                asked: 10,
+                live_alpha: 1.0 + STRENGTH * p,
+                live_beta: 1.0 + STRENGTH * (1.0 - p),
+                depth_secs: depth[r] as f64,
+                updated_at: w.now,
+                ..RelayStats::default()
+            },
+        );
+    }
+    // Listed relays that are not in the world never answer.
+    for r in sim.table.relays() {
+        let url = sim.table.url(r);
+        if w.relay_id(url).is_none() {
+            let dead = RelayStats {
+                asked: 10,
+                live_beta: 1.0 + STRENGTH,
+                updated_at: w.now,
+                ..RelayStats::default()
+            };
+            stats.set(url.to_string(), dead);
+        }
+    }
+    for a in 0..w.follows.len() as u32 {
+        let events = w.author_events_since(a, since);
+        let mut s = AuthorStats {
+            volume: events.len() as f64,
+            first: events.iter().map(|e| e.created_at).min().unwrap_or(0),
+            last: events.iter().map(|e| e.created_at).max().unwrap_or(0),
+            probed_secs: sim
+                .declared(a)
+                .iter()
+                .map(|&r| depth[r as usize] as f64)
+                .fold(0.0, f64::max),
+            ..AuthorStats::default()
+        };
+        for &r in sim.declared(a) {
+            let reach: Vec<_> = events
+                .iter()
+                .filter(|e| w.now - e.created_at <= depth[r as usize])
+                .collect();
+            if reach.is_empty() {
+                continue;
+            }
+            let held = reach
+                .iter()
+                .filter(|e| w.event_relays(e).contains(&r))
+                .count() as f64;
+            let share = held / reach.len() as f64;
+            s.relays.insert(
+                w.relays()[r as usize].url.clone(),
+                PairStats {
+                    hits: STRENGTH * share,
+                    misses: STRENGTH * (1.0 - share),
+                },
+            );
+        }
+        stats.set_author(w.follows[a as usize], s);
+    }
+    stats
+}
+
+/// The learned plan's relays beside what the world holds on them.
+fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Window) {
+    let rates = up_rates(sim);
+    let ceiling = ceiling_asks(sim, &rates, 20, window);
+    let since = sim.world.now - window.secs();
+    eprintln!("notes  lists asked   up  keeps(d) ceiling | asked  live  kept learned(d)  url");
+    for e in &asks.entries {
+        let l = stats.get(&e.url);
+        let learned = format!(
+            "| {:>5} {:>5.2} {:>5.2} {:>10.0}  {}",
+            l.asked,
+            l.live_mean(),
+            l.kept_mean(),
+            l.depth_secs / 86_400.0,
+            e.url
+        );
+        let Some(r) = e.relay else {
+            eprintln!("{:>36} {learned}", "(not in the world)");
+            continue;
+        };
+        let held = sim
+            .relay_events(r)
+            .iter()
+            .filter(|(t, i)| {
+                *t >= since && sim.is_declared(sim.world.events()[*i as usize].author, r)
+            })
+            .count();
+        let lists = (0..sim.world.follows.len() as u32)
+            .filter(|&a| sim.is_declared(a, r))
+            .count();
+        let keeps = sim
+            .relay_events(r)
+            .last()
+            .map_or(0, |(t, _)| (sim.world.now - t) / 86_400);
+        let in_ceiling = ceiling.entries.iter().any(|x| x.url == e.url);
+        eprintln!(
+            "{held:>5} {lists:>6} {:>5} {:>4.2} {keeps:>9} {in_ceiling:>7} {learned}",
+            e.authors.len(),
+            rates[r as usize],
+        );
+    }
+}
+
+fn main() {
+    outbox_strategies::link();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--relays")
+        .collect();
+    let relays = std::env::args().any(|a| a == "--relays");
+    let toml = args
+        .first()
+        .map(|p| std::fs::read_to_string(p).expect("config"))
+        .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\nexplore = false\n".into());
+    let profiles: Vec<Profile> = args
+        .get(1)
+        .map_or("small,medium,large", String::as_str)
+        .split(',')
+        .map(|p| p.parse().expect("profile"))
+        .collect();
+    let seeds: Vec<u64> = args
+        .get(2)
+        .map_or("1,2,3,4", String::as_str)
+        .split(',')
+        .map(|s| s.parse().expect("seed"))
+        .collect();
+    let window: Window = args
+        .get(3)
+        .map_or("1yr", String::as_str)
+        .parse()
+        .expect("window");
+    println!(
+        "{:<12} {:>8} {:>9} {:>8} {:>14}",
+        "world", "learned", "informed", "ceiling", "informed/ceil"
+    );
+    let mut sums = [0.0; 3];
+    let mut n = 0.0;
+    for &p in &profiles {
+        for &seed in &seeds {
+            let sim = SimWorld::new(generate(p, seed));
+            let cfg = LoopConfig::default();
+            let mut router = Router::from_toml(&toml).expect("config");
+            let mut last_plan = None;
+            let run = run_sessions(&sim, &mut router, &cfg, |_, plan, _| {
+                last_plan = Some(Asks::from_plan(&sim, plan));
+            });
+            if let (true, Some(asks)) = (relays, &last_plan) {
+                list_relays(&sim, asks, &run.stats, window);
+            }
+            let learned = run
+                .sessions
+                .last()
+                .and_then(|s| s.score.window(window))
+                .map_or(0.0, |x| x.declared_recall);
+            let stats = truth(&sim);
+            let mut router = Router::from_toml(&toml).expect("config");
+            let ceiling = ceiling_asks(&sim, &up_rates(&sim), 20, window);
+            let (mut informed, mut ceil) = (0.0, 0.0);
+            for s in 0..cfg.sessions {
+                let plan = router.plan_with(
+                    &sim.table,
+                    &stats,
+                    outbox_core::PlanContext::at(sim.world.now).seed(cfg.seed_for(s)),
+                );
+                let asks = Asks::from_plan(&sim, &plan);
+                informed += score(&sim, &asks, s, &[window]).windows[0].declared_recall;
+                ceil += score(&sim, &ceiling, s, &[window]).windows[0].declared_recall;
+            }
+            informed /= f64::from(cfg.sessions);
+            ceil /= f64::from(cfg.sessions);
+            println!(
+                "{:<12} {:>8.1} {:>9.1} {:>8.1} {:>14.2}",
+                format!("{p}/{seed}"),
+                learned * 100.0,
+                informed * 100.0,
+                ceil * 100.0,
+                informed / ceil
+            );
+            sums[0] += learned;
+            sums[1] += informed;
+            sums[2] += ceil;
+            n += 1.0;
+        }
+    }
+    println!(
+        "{:<12} {:>8.1} {:>9.1} {:>8.1} {:>14.2}",
+        "mean",
+        sums[0] / n * 100.0,
+        sums[1] / n * 100.0,
+        sums[2] / n * 100.0,
+        sums[1] / sums[2]
+    );
+}
