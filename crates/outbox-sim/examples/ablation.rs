@@ -21,7 +21,10 @@ const VARIANTS: &[(&str, &str)] = &[
     ("- completeness", "completeness = false\n"),
     ("- pairs", "pairs = false\n"),
     ("- volume", "volume = false\n"),
-    ("- exploration", "explore = false\n"),
+    ("- depth", "depth = false\n"),
+    ("- dead share", "dead_share = 0.0\n"),
+    ("- recent weight", "recent_weight = 0.0\n"),
+    ("+ Thompson draws", "explore = true\n"),
     ("+ pooled priors", "pooled_priors = true\n"),
     ("disclosure 2", "disclosure = 2.0\n"),
 ];

@@ -6,21 +6,28 @@
 //! strategy plans with what the reader's own past runs showed (see
 //! `outbox_core::stats::RoundReport`), and nothing else:
 //!
-//! - **liveness** per relay: did it answer the runs it was asked in;
-//! - **completeness** per relay: of the notes the best relay returned for the same authors,
-//!   what share did this one return; relays that prune score low for deep windows;
-//! - **per (relay, author)** shares, where a pair was observed: a relay that drops one author's
-//!   writes is not trusted for that author;
-//! - **volume** per author: how many notes the author had in the window, so prolific authors'
-//!   best relays are worth more than silent authors' ones.
+//! - **liveness** per relay: did it answer the runs it was asked in; a relay that never
+//!   answered is judged against how many listed relays are dead for good (`dead_share`);
+//! - **depth** per relay: how far back its history reaches, from the oldest note it returned
+//!   about anyone. Relays that prune at the same age overlap: a second month-deep relay adds
+//!   nothing to the first's month, however often both answer;
+//! - **completeness** per relay and per (relay, author) pair: of the notes within its depth,
+//!   what share it returned (writes that silently failed);
+//! - **volume and ages** per author: how many notes it had, over which ages. An author seen
+//!   only on relays that prune is taken to have posted before too, at the rate seen, so the
+//!   relays that may hold that history are worth probing (directed exploration).
 //!
-//! The chance that relay `r` delivers author `a`'s notes is `q(r, a) = live(r) · kept(r, a)`;
-//! the value of a set of relays is `Σ_a w(a) · (1 − Π (1 − q(r, a)))` over each author's best
-//! `per_author` relays in the set, maximised greedily under the connection budget with lazy
-//! gains. A disclosure budget (on average `disclosure` relays per listed follow) then drops the
-//! (follow, relay) pairs that add least, so prolific follows get more relays than silent ones. Every relay prior is a Thompson draw (once per relay per run), so relays that were
-//! never tried keep getting tried until the evidence says otherwise. Each follow is asked of
-//! its best `per_author` chosen relays; follows no chosen relay serves go to the residual.
+//! A note of age `x` comes back unless every asked relay whose depth reaches `x` misses it, so
+//! the value of a set of relays is, per author, the integral over the author's notes of
+//! `1 − Π (1 − q(r, a))` over the relays reaching each age, with `q = live · kept`; notes
+//! within `window_days` count 1, older ones `beyond_weight`, and this week's notes of an
+//! active author `recent_weight` more. It is maximised greedily under the connection budget
+//! with lazy gains. A disclosure budget (on average `disclosure` relays per listed follow)
+//! then drops the (follow, relay) pairs that add least, so prolific follows get more relays
+//! than silent ones. Beliefs are posterior means; `explore = true` draws them instead
+//! (Thompson sampling), which the optimism about unprobed depth makes unnecessary on the
+//! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no
+//! chosen relay serves go to the residual.
 //!
 //! Each ingredient can be switched off in config, which is how the ablation is measured.
 
@@ -44,8 +51,8 @@ pub struct RecallConfig {
     /// is disclosed. Prolific follows may get up to `per_author` relays, silent ones fewer; the
     /// (follow, relay) pairs worth least are dropped until the average holds.
     pub disclosure: f64,
-    /// Thompson draws from the learned priors; `false` plans with posterior means (no
-    /// exploration).
+    /// Thompson draws from the learned priors; `false` plans with posterior means (exploring
+    /// only where the optimism about unprobed depth points).
     pub explore: bool,
     /// Weigh relays by learned liveness.
     pub liveness: bool,
@@ -72,6 +79,10 @@ pub struct RecallConfig {
     pub window_days: f64,
     /// What a note older than `window_days` is worth, as a share of a younger one.
     pub beyond_weight: f64,
+    /// What this week's notes of an author who posted this week are worth on top, as a share
+    /// of all the author's notes within the window: how much a plan favours asking each
+    /// active follow of a second relay that answers when the first does not.
+    pub recent_weight: f64,
     /// The share of listed relays taken to be dead for good, for judging relays that failed
     /// every run they were asked in (0: judge them like any other, by a Beta posterior).
     pub dead_share: f64,
@@ -82,7 +93,7 @@ impl Default for RecallConfig {
         Self {
             per_author: 3,
             disclosure: 1.6,
-            explore: true,
+            explore: false,
             liveness: true,
             completeness: true,
             pairs: true,
@@ -93,6 +104,7 @@ impl Default for RecallConfig {
             depth: true,
             window_days: 365.0,
             beyond_weight: 0.25,
+            recent_weight: 0.25,
             dead_share: 0.4,
         }
     }
@@ -100,7 +112,7 @@ impl Default for RecallConfig {
 
 outbox_core::register_strategy! {
     name: "recall",
-    summary: "learned weighted coverage: liveness, completeness and volume from past runs, Thompson-explored",
+    summary: "learned coverage: how far back each relay keeps notes, liveness, completeness and volume from past runs; probes where history is missing",
     impl StrategyConfig for RecallConfig {
         fn validate(&self) -> Vec<ConfigIssue> {
             let mut issues = Vec::new();
@@ -138,6 +150,12 @@ outbox_core::register_strategy! {
                 issues.push(ConfigIssue::new(
                     "dead_share",
                     format!("must be in [0, 1), got {}", self.dead_share),
+                ));
+            }
+            if !(self.recent_weight.is_finite() && (0.0..=10.0).contains(&self.recent_weight)) {
+                issues.push(ConfigIssue::new(
+                    "recent_weight",
+                    format!("must be in [0, 10], got {}", self.recent_weight),
                 ));
             }
             if !(self.beyond_weight.is_finite() && (0.0..=1.0).contains(&self.beyond_weight)) {

@@ -58,6 +58,8 @@ pub struct Reach {
     pub window: f64,
     /// The author's notes over `[young, old]` per note seen.
     pub scale: f64,
+    /// The author posted within the last week (or nothing is known yet).
+    pub active: bool,
 }
 
 /// The shortest span a posting rate is measured over.
@@ -69,6 +71,7 @@ impl Reach {
         old: 0.0,
         window: 1.0,
         scale: 1.0,
+        active: true,
     };
 
     fn new(stats: &AuthorStats, now: u64, window_secs: f64, horizon: f64) -> Self {
@@ -90,6 +93,7 @@ impl Reach {
             old,
             window: 1.0,
             scale: ((old - young).max(MIN_SPAN_SECS) / seen_span).max(1.0),
+            active: young <= MIN_SPAN_SECS,
         };
         if window_secs > 0.0 {
             reach.window = reach.share(window_secs);
@@ -336,11 +340,11 @@ impl Model {
                 self.live[relay.index()] = if la <= 1.0 && failed > 0.0 && config.dead_share > 0.0 {
                     never_answered(failed, config.dead_share, config.explore, rng)
                 } else {
-                    belief(la, lb, config.explore, rng)
+                    belief(la, lb, config, rng)
                 };
             }
             if config.completeness {
-                self.kept[relay.index()] = belief(ka, kb, config.explore, rng);
+                self.kept[relay.index()] = belief(ka, kb, config, rng);
             }
         }
     }
@@ -398,8 +402,8 @@ fn never_answered(failed: f64, dead_share: f64, explore: bool, rng: &mut dyn Rng
 
 /// A Thompson draw from Beta(α, β), or its mean when not exploring. Parameters the sampler
 /// rejects (stats are sanitised, so this means a bug upstream) read as the uniform prior.
-fn belief(alpha: f64, beta: f64, explore: bool, rng: &mut dyn RngCore) -> f64 {
-    if !explore {
+fn belief(alpha: f64, beta: f64, config: &RecallConfig, rng: &mut dyn RngCore) -> f64 {
+    if !config.explore {
         return alpha / (alpha + beta);
     }
     match sample_beta(alpha, beta, rng) {

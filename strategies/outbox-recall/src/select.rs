@@ -41,19 +41,30 @@ struct Slot {
     relay: RelayId,
 }
 
+/// How one author's notes are worth: see [`Held`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Worth {
+    /// Share of the author's notes within the planned window (each counts 1).
+    pub window: f64,
+    /// What each older note counts.
+    pub beyond: f64,
+    /// What the author's newest notes count on top, as a share of the author's notes: a feed
+    /// shows this week first, so an author whose relays all miss this run costs that much.
+    pub recent: f64,
+}
+
 /// Per author: the relays it is currently assigned (at most `per_author`, deepest first), and
 /// what they are worth together, kept current so a gain costs one pass over them.
 ///
 /// A note of age share `x` (0 youngest, 1 oldest) comes back unless every held relay whose
 /// history reaches `x` misses it: `P(x) = 1 − Π_{u_r ≥ x} (1 − q_r)`. The value is the
 /// integral of `P` over the author's notes, those within the window (`x ≤ window`) counting
-/// 1 and older ones `beyond`. Relays that prune at the same age therefore overlap instead of
-/// counting as independent chances.
+/// 1 and older ones `beyond`, plus `recent · P(0)`. Relays that prune at the same age
+/// therefore overlap instead of counting as independent chances.
 #[derive(Clone, Debug)]
 struct Held {
     slots: Vec<Slot>,
-    /// Share of the author's notes within the planned window.
-    window: f64,
+    worth: Worth,
     value: f64,
     /// The slot whose loss costs least, and the value without it (when `slots` is not empty).
     weakest: usize,
@@ -64,7 +75,11 @@ impl Default for Held {
     fn default() -> Self {
         Self {
             slots: Vec::new(),
-            window: 1.0,
+            worth: Worth {
+                window: 1.0,
+                beyond: 0.0,
+                recent: 0.0,
+            },
             value: 0.0,
             weakest: 0,
             without_weakest: 0.0,
@@ -76,13 +91,7 @@ impl Default for Held {
 const MAX_SLOTS: usize = 17;
 
 /// The value of `slots` (deepest first) without slot `skip`, with `extra` added: see [`Held`].
-fn value(
-    slots: &[Slot],
-    skip: Option<usize>,
-    extra: Option<(f64, f64)>,
-    window: f64,
-    beyond: f64,
-) -> f64 {
+fn value(slots: &[Slot], skip: Option<usize>, extra: Option<(f64, f64)>, worth: &Worth) -> f64 {
     let mut set = [(0.0f64, 0.0f64); MAX_SLOTS];
     let mut n = 0;
     let mut extra = extra;
@@ -102,6 +111,11 @@ fn value(
         set[n] = e;
         n += 1;
     }
+    let Worth {
+        window,
+        beyond,
+        recent,
+    } = *worth;
     let weigh = |lo: f64, hi: f64| {
         (hi.min(window) - lo.min(window)) + beyond * (hi.max(window) - lo.max(window))
     };
@@ -112,13 +126,13 @@ fn value(
         let lo = if j + 1 < n { set[j + 1].1 } else { 0.0 };
         total += (1.0 - miss) * weigh(lo, set[j].1);
     }
-    total
+    total + recent * (1.0 - miss)
 }
 
 impl Held {
-    fn reset(&mut self, window: f64) {
+    fn reset(&mut self, worth: Worth) {
         self.slots.clear();
-        self.window = window;
+        self.worth = worth;
         self.value = 0.0;
         self.weakest = 0;
         self.without_weakest = 0.0;
@@ -126,38 +140,38 @@ impl Held {
 
     /// Expected gain (in weighted notes' share) of holding a relay with chance `q` reaching `u`,
     /// replacing the weakest held relay when full.
-    fn gain(&self, q: f64, u: f64, cap: usize, beyond: f64) -> f64 {
+    fn gain(&self, q: f64, u: f64, cap: usize) -> f64 {
         if q <= 0.0 || u <= 0.0 {
             return 0.0;
         }
         let skip = (self.slots.len() >= cap).then_some(self.weakest);
-        (value(&self.slots, skip, Some((q, u)), self.window, beyond) - self.value).max(0.0)
+        (value(&self.slots, skip, Some((q, u)), &self.worth) - self.value).max(0.0)
     }
 
     /// Holds a relay, letting go of the weakest held relay when full.
-    fn hold(&mut self, q: f64, u: f64, relay: RelayId, cap: usize, beyond: f64) {
+    fn hold(&mut self, q: f64, u: f64, relay: RelayId, cap: usize) {
         if self.slots.len() >= cap {
             self.slots.remove(self.weakest);
         }
         let at = self.slots.partition_point(|s| s.u >= u);
         self.slots.insert(at, Slot { q, u, relay });
-        self.refresh(beyond);
+        self.refresh();
     }
 
-    fn drop_weakest(&mut self, beyond: f64) {
+    fn drop_weakest(&mut self) {
         if !self.slots.is_empty() {
             self.slots.remove(self.weakest);
-            self.refresh(beyond);
+            self.refresh();
         }
     }
 
-    fn refresh(&mut self, beyond: f64) {
-        self.value = value(&self.slots, None, None, self.window, beyond);
+    fn refresh(&mut self) {
+        self.value = value(&self.slots, None, None, &self.worth);
         self.weakest = 0;
         self.without_weakest = 0.0;
         let mut best = f64::NEG_INFINITY;
         for i in 0..self.slots.len() {
-            let without = value(&self.slots, Some(i), None, self.window, beyond);
+            let without = value(&self.slots, Some(i), None, &self.worth);
             if without > best {
                 best = without;
                 self.weakest = i;
@@ -169,12 +183,12 @@ impl Held {
 
 impl Recall {
     fn relay_gain(&self, table: &RouteTable, relay: RelayId, held: &[Held]) -> f64 {
-        let (cap, beyond) = (self.config.per_author, self.config.beyond_weight);
+        let cap = self.config.per_author;
         table
             .writers(relay)
             .iter()
             .zip(self.model.writer_chances(relay))
-            .map(|(&a, (q, u))| self.model.weight(a) * held[a.index()].gain(q, u, cap, beyond))
+            .map(|(&a, (q, u))| self.model.weight(a) * held[a.index()].gain(q, u, cap))
             .sum()
     }
 }
@@ -193,19 +207,18 @@ impl Recall {
             return;
         }
         // What losing each relay beyond a follow's last costs, weakest first.
-        let beyond = self.config.beyond_weight;
         let mut extras: Vec<(f64, usize)> = Vec::new();
         for (a, h) in held.iter().enumerate() {
             let mut h = h.clone();
             while h.slots.len() > 1 {
                 let loss = h.value - h.without_weakest;
                 extras.push((self.model.weight(AuthorId(a as u32)) * loss, a));
-                h.drop_weakest(beyond);
+                h.drop_weakest();
             }
         }
         extras.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         for &(_, a) in extras.iter().take(total - allowed) {
-            held[a].drop_weakest(beyond);
+            held[a].drop_weakest();
         }
     }
 }
@@ -226,12 +239,21 @@ impl Selector for Recall {
         if input.max_connections == 0 {
             return Selection::default();
         }
-        let (cap, beyond) = (self.config.per_author, self.config.beyond_weight);
+        let cap = self.config.per_author;
         let mut held = std::mem::take(&mut self.held);
         held.resize(table.follow_count(), Held::default());
         held.truncate(table.follow_count());
         for (a, h) in held.iter_mut().enumerate() {
-            h.reset(self.model.reach(AuthorId(a as u32)).window);
+            let reach = self.model.reach(AuthorId(a as u32));
+            h.reset(Worth {
+                window: reach.window,
+                beyond: self.config.beyond_weight,
+                recent: if reach.active {
+                    self.config.recent_weight * reach.window
+                } else {
+                    0.0
+                },
+            });
         }
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();
@@ -270,8 +292,8 @@ impl Selector for Recall {
                 .zip(self.model.writer_chances(top.relay))
             {
                 let h = &mut held[a.index()];
-                if h.gain(q, u, cap, beyond) > 0.0 {
-                    h.hold(q, u, top.relay, cap, beyond);
+                if h.gain(q, u, cap) > 0.0 {
+                    h.hold(q, u, top.relay, cap);
                 }
             }
             chosen.push(top.relay);
@@ -300,5 +322,55 @@ impl Selector for Recall {
         self.held = held;
         self.heap = heap;
         selection
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(q: f64, u: f64) -> Slot {
+        Slot {
+            q,
+            u,
+            relay: RelayId(0),
+        }
+    }
+
+    const YEAR: Worth = Worth {
+        window: 1.0,
+        beyond: 0.0,
+        recent: 0.0,
+    };
+
+    #[test]
+    fn relays_that_reach_equally_far_overlap_and_a_deeper_one_adds_its_reach() {
+        // Two sure relays keeping the newest tenth: together still a tenth.
+        let month = [slot(1.0, 0.1), slot(1.0, 0.1)];
+        assert!((value(&month, None, None, &YEAR) - 0.1).abs() < 1e-12);
+        // A half-sure relay keeping everything adds half of the other nine tenths.
+        let with_deep = value(&month, None, Some((0.5, 1.0)), &YEAR);
+        assert!((with_deep - (0.1 + 0.45)).abs() < 1e-12, "{with_deep}");
+        // Independent chances where both reach: 1 − 0.5 · 0.5.
+        let two_halves = [slot(0.5, 1.0), slot(0.5, 1.0)];
+        assert!((value(&two_halves, None, None, &YEAR) - 0.75).abs() < 1e-12);
+        assert!((value(&two_halves, Some(0), None, &YEAR) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn notes_beyond_the_window_count_less_and_this_weeks_count_more() {
+        let deep = [slot(1.0, 1.0)];
+        let worth = Worth {
+            window: 0.25,
+            beyond: 0.5,
+            recent: 2.0,
+        };
+        // A quarter at 1, three quarters at 0.5, and this week's notes on top.
+        assert!((value(&deep, None, None, &worth) - (0.25 + 0.375 + 2.0)).abs() < 1e-12);
+        let mut held = Held::default();
+        held.reset(worth);
+        held.hold(0.5, 0.25, RelayId(1), 3);
+        // A second relay reaching as far is worth its chance of this week's notes too.
+        assert!(held.gain(0.5, 0.25, 3) > 0.5 * 0.5 * 2.0);
     }
 }
