@@ -40,6 +40,8 @@ pub struct Model {
     kept: Vec<f64>,
     /// Per relay: how far back its history reaches, seconds (infinite: not known yet).
     depth: Vec<f64>,
+    /// Scratch: per relay, the next free slot in `relay_q` while laying chances out.
+    cursor: Vec<u32>,
 }
 
 /// One author's notes as the planner sees them: spread evenly over the ages `[young, old]`,
@@ -178,20 +180,37 @@ impl Model {
         self.weigh_authors(&learned, config);
     }
 
-    /// Lays the chances out relay by relay, so gains are computed without searching lists.
+    /// Lays the chances out relay by relay, so gains are computed without searching lists:
+    /// authors in id order are each relay's writers in order, so one pass scatters them.
     fn index_by_relay(&mut self, table: &RouteTable) {
         self.relay_offsets.clear();
-        self.relay_q.clear();
-        self.relay_u.clear();
+        let mut end = 0u32;
         for relay in table.relays() {
-            self.relay_offsets.push(self.relay_q.len() as u32);
-            for &a in table.writers(relay) {
-                let (q, u) = self.chance(table, a, relay);
-                self.relay_q.push(q);
-                self.relay_u.push(u);
+            self.relay_offsets.push(end);
+            end += table.popularity(relay);
+        }
+        self.relay_offsets.push(end);
+        self.relay_q.clear();
+        self.relay_q.resize(end as usize, 0.0);
+        self.relay_u.clear();
+        self.relay_u.resize(end as usize, 0.0);
+        let mut cursor = std::mem::take(&mut self.cursor);
+        cursor.clear();
+        cursor.extend_from_slice(&self.relay_offsets[..table.relay_count()]);
+        for author in table.authors() {
+            let start = self.offsets[author.index()] as usize;
+            for (i, &relay) in table.write_relays(author).iter().enumerate() {
+                let at = &mut cursor[relay.index()];
+                debug_assert_eq!(
+                    table.writers(relay)[(*at - self.relay_offsets[relay.index()]) as usize],
+                    author
+                );
+                self.relay_q[*at as usize] = self.q[start + i];
+                self.relay_u[*at as usize] = self.u[start + i];
+                *at += 1;
             }
         }
-        self.relay_offsets.push(self.relay_q.len() as u32);
+        self.cursor = cursor;
     }
 
     /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
@@ -229,17 +248,6 @@ impl Model {
                 Some(_) => config.silent_weight * average,
                 None => average,
             }));
-    }
-
-    /// The chance that `relay` returns `author`'s notes within its history, and the share of
-    /// them its history reaches ((0, 0) if the author does not write there).
-    fn chance(&self, table: &RouteTable, author: AuthorId, relay: RelayId) -> (f64, f64) {
-        let start = self.offsets[author.index()] as usize;
-        table
-            .write_relays(author)
-            .iter()
-            .position(|&r| r == relay)
-            .map_or((0.0, 0.0), |i| (self.q[start + i], self.u[start + i]))
     }
 
     /// How much `author`'s notes are worth.

@@ -144,6 +144,15 @@ impl Held {
         if q <= 0.0 || u <= 0.0 {
             return 0.0;
         }
+        if self.slots.is_empty() {
+            // The common case while relays are first valued: one relay alone.
+            let Worth {
+                window,
+                beyond,
+                recent,
+            } = self.worth;
+            return q * (u.min(window) + beyond * (u.max(window) - window) + recent);
+        }
         let skip = (self.slots.len() >= cap).then_some(self.weakest);
         (value(&self.slots, skip, Some((q, u)), &self.worth) - self.value).max(0.0)
     }
@@ -208,8 +217,12 @@ impl Recall {
         }
         // What losing each relay beyond a follow's last costs, weakest first.
         let mut extras: Vec<(f64, usize)> = Vec::new();
-        for (a, h) in held.iter().enumerate() {
-            let mut h = h.clone();
+        let mut h = Held::default();
+        for (a, held) in held.iter().enumerate().filter(|(_, h)| h.slots.len() > 1) {
+            h.slots.clear();
+            h.slots.extend_from_slice(&held.slots);
+            h.worth = held.worth;
+            h.refresh();
             while h.slots.len() > 1 {
                 let loss = h.value - h.without_weakest;
                 extras.push((self.model.weight(AuthorId(a as u32)) * loss, a));
@@ -303,22 +316,22 @@ impl Selector for Recall {
 
         // Each follow is asked of the chosen relays it holds; a chosen relay that lost every
         // follow to better ones is not connected to.
-        let mut per_relay: Vec<Vec<AuthorId>> = vec![Vec::new(); table.relay_count()];
+        let mut assignments: Vec<Assignment> = chosen
+            .into_iter()
+            .map(|relay| Assignment {
+                relay,
+                authors: Vec::new(),
+            })
+            .collect();
         for (a, h) in held.iter().enumerate() {
             for slot in &h.slots {
-                per_relay[slot.relay.index()].push(AuthorId(a as u32));
+                if let Some(to) = assignments.iter_mut().find(|x| x.relay == slot.relay) {
+                    to.authors.push(AuthorId(a as u32));
+                }
             }
         }
-        let selection = Selection {
-            assignments: chosen
-                .into_iter()
-                .map(|relay| Assignment {
-                    relay,
-                    authors: std::mem::take(&mut per_relay[relay.index()]),
-                })
-                .filter(|a| !a.authors.is_empty())
-                .collect(),
-        };
+        assignments.retain(|a| !a.authors.is_empty());
+        let selection = Selection { assignments };
         self.held = held;
         self.heap = heap;
         selection
