@@ -122,47 +122,25 @@ outbox_core::register_strategy! {
                     format!("must be between 1 and 16, got {}", self.per_author),
                 ));
             }
-            if !(self.disclosure.is_finite() && (0.5..=16.0).contains(&self.disclosure)) {
-                issues.push(ConfigIssue::new(
-                    "disclosure",
-                    format!("must be in [0.5, 16], got {}", self.disclosure),
-                ));
-            }
-            if !(self.optimism.is_finite() && (0.0..=100.0).contains(&self.optimism)) {
-                issues.push(ConfigIssue::new(
-                    "optimism",
-                    format!("must be in [0, 100], got {}", self.optimism),
-                ));
-            }
-            if !(self.silent_weight.is_finite() && (0.0..=1.0).contains(&self.silent_weight)) {
-                issues.push(ConfigIssue::new(
-                    "silent_weight",
-                    format!("must be in [0, 1], got {}", self.silent_weight),
-                ));
-            }
-            if !(self.window_days.is_finite() && (0.0..=36_500.0).contains(&self.window_days)) {
-                issues.push(ConfigIssue::new(
-                    "window_days",
-                    format!("must be in [0, 36500], got {}", self.window_days),
-                ));
-            }
-            if !(self.dead_share.is_finite() && (0.0..1.0).contains(&self.dead_share)) {
-                issues.push(ConfigIssue::new(
-                    "dead_share",
-                    format!("must be in [0, 1), got {}", self.dead_share),
-                ));
-            }
-            if !(self.recent_weight.is_finite() && (0.0..=10.0).contains(&self.recent_weight)) {
-                issues.push(ConfigIssue::new(
-                    "recent_weight",
-                    format!("must be in [0, 10], got {}", self.recent_weight),
-                ));
-            }
-            if !(self.beyond_weight.is_finite() && (0.0..=1.0).contains(&self.beyond_weight)) {
-                issues.push(ConfigIssue::new(
-                    "beyond_weight",
-                    format!("must be in [0, 1], got {}", self.beyond_weight),
-                ));
+            // Each bounded number: its key, value, range, and whether the top is included.
+            let bounded = [
+                ("disclosure", self.disclosure, 0.5, 16.0, true),
+                ("optimism", self.optimism, 0.0, 100.0, true),
+                ("silent_weight", self.silent_weight, 0.0, 1.0, true),
+                ("window_days", self.window_days, 0.0, 36_500.0, true),
+                ("beyond_weight", self.beyond_weight, 0.0, 1.0, true),
+                ("recent_weight", self.recent_weight, 0.0, 10.0, true),
+                ("dead_share", self.dead_share, 0.0, 1.0, false),
+            ];
+            for (key, value, lo, hi, top) in bounded {
+                let inside = value.is_finite() && value >= lo && (value < hi || (top && value == hi));
+                if !inside {
+                    let close = if top { ']' } else { ')' };
+                    issues.push(ConfigIssue::new(
+                        key,
+                        format!("must be in [{lo}, {hi}{close}, got {value}"),
+                    ));
+                }
             }
             issues
         }

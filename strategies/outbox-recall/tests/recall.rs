@@ -287,3 +287,17 @@ fn relays_that_keep_the_same_month_do_not_add_up() {
         "without depth the two monthly relays look best"
     );
 }
+
+#[test]
+fn the_learning_knobs_are_bounded() {
+    let err = Router::from_toml(
+        "[strategy]\ntype = \"recall\"\ndead_share = 1.0\nwindow_days = -3.0\nrecent_weight = inf\n",
+    )
+    .unwrap_err();
+    let text: Vec<String> = err.issues.iter().map(|i| i.to_string()).collect();
+    assert_eq!(err.issues.len(), 3, "{text:?}");
+    assert!(text.iter().any(|t| t.contains("dead_share") && t.contains("[0, 1)")), "{text:?}");
+    assert!(text.iter().any(|t| t.contains("window_days")), "{text:?}");
+    assert!(text.iter().any(|t| t.contains("recent_weight")), "{text:?}");
+    assert!(Router::from_toml("[strategy]\ntype = \"recall\"\nbeyond_weight = 1.0\n").is_ok());
+}
