@@ -10,7 +10,9 @@
 //! ```
 //!
 //! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
-//! and what was learned of it.
+//! and what was learned of it. `--truth PARTS` (comma-separated: `live`, `depth`, `pairs`,
+//! `authors`) plans instead with what was learned, those parts replaced by the truth: which
+//! learned fact costs most.
 
 use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
 use outbox_sim::{
@@ -99,6 +101,33 @@ fn truth(sim: &SimWorld) -> DeliveryStats {
     stats
 }
 
+/// `learned` with the `parts` named replaced by `truth` (see the module docs).
+fn mix(learned: &DeliveryStats, truth: &DeliveryStats, parts: &str, now: u64) -> DeliveryStats {
+    let mut out = learned.clone();
+    for (url, t) in truth.iter() {
+        let mut s = learned.get_at(url, now);
+        if parts.contains("live") {
+            (s.live_alpha, s.live_beta, s.asked) = (t.live_alpha, t.live_beta, s.asked.max(1));
+        }
+        if parts.contains("depth") {
+            s.depth_secs = t.depth_secs;
+        }
+        s.updated_at = now;
+        out.set(url.to_string(), s);
+    }
+    for (key, t) in truth.authors() {
+        let mut a = learned.author(key).cloned().unwrap_or_default();
+        if parts.contains("pairs") {
+            a.relays = t.relays.clone();
+        }
+        if parts.contains("authors") {
+            (a.volume, a.first, a.last, a.probed_secs) = (t.volume, t.first, t.last, t.probed_secs);
+        }
+        out.set_author(*key, a);
+    }
+    out
+}
+
 /// The learned plan's relays beside what the world holds on them.
 fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Window) {
     let rates = up_rates(sim);
@@ -144,15 +173,22 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
 
 fn main() {
     outbox_strategies::link();
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--relays")
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let relays = all.iter().any(|a| a == "--relays");
+    let truth_at = all.iter().position(|a| a == "--truth");
+    let parts = truth_at.and_then(|i| all.get(i + 1).cloned());
+    let args: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| {
+            a != "--relays" && Some(i) != truth_at && Some(i) != truth_at.map(|t| t + 1)
+        })
+        .map(|(_, a)| a.clone())
         .collect();
-    let relays = std::env::args().any(|a| a == "--relays");
     let toml = args
         .first()
         .map(|p| std::fs::read_to_string(p).expect("config"))
-        .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\nexplore = false\n".into());
+        .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\n".into());
     let profiles: Vec<Profile> = args
         .get(1)
         .map_or("small,medium,large", String::as_str)
@@ -193,7 +229,10 @@ fn main() {
                 .last()
                 .and_then(|s| s.score.window(window))
                 .map_or(0.0, |x| x.declared_recall);
-            let stats = truth(&sim);
+            let stats = match &parts {
+                Some(parts) => mix(&run.stats, &truth(&sim), parts, sim.world.now),
+                None => truth(&sim),
+            };
             let mut router = Router::from_toml(&toml).expect("config");
             let ceiling = ceiling_asks(&sim, &up_rates(&sim), 20, window);
             let (mut informed, mut ceil) = (0.0, 0.0);

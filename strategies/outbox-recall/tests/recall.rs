@@ -296,7 +296,11 @@ fn the_learning_knobs_are_bounded() {
     .unwrap_err();
     let text: Vec<String> = err.issues.iter().map(|i| i.to_string()).collect();
     assert_eq!(err.issues.len(), 3, "{text:?}");
-    assert!(text.iter().any(|t| t.contains("dead_share") && t.contains("[0, 1)")), "{text:?}");
+    assert!(
+        text.iter()
+            .any(|t| t.contains("dead_share") && t.contains("[0, 1)")),
+        "{text:?}"
+    );
     assert!(text.iter().any(|t| t.contains("window_days")), "{text:?}");
     assert!(text.iter().any(|t| t.contains("recent_weight")), "{text:?}");
     assert!(Router::from_toml("[strategy]\ntype = \"recall\"\nbeyond_weight = 1.0\n").is_ok());
