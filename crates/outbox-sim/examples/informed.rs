@@ -11,7 +11,7 @@
 //!
 //! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
 //! and what was learned of it. `--truth PARTS` (comma-separated: `live`, `depth`, `pairs`,
-//! `authors`) plans instead with what was learned, those parts replaced by the truth: which
+//! `authors`, or of the authors' only `volume`, `ages`, `probed`) plans instead with what was learned, those parts replaced by the truth: which
 //! learned fact costs most.
 
 use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
@@ -120,8 +120,15 @@ fn mix(learned: &DeliveryStats, truth: &DeliveryStats, parts: &str, now: u64) ->
         if parts.contains("pairs") {
             a.relays = t.relays.clone();
         }
-        if parts.contains("authors") {
-            (a.volume, a.first, a.last, a.probed_secs) = (t.volume, t.first, t.last, t.probed_secs);
+        let all = parts.contains("authors");
+        if all || parts.contains("volume") {
+            a.volume = t.volume;
+        }
+        if all || parts.contains("ages") {
+            (a.first, a.last) = (t.first, t.last);
+        }
+        if all || parts.contains("probed") {
+            a.probed_secs = t.probed_secs;
         }
         out.set_author(*key, a);
     }

@@ -489,9 +489,9 @@ pub struct AuthorStats {
     pub first: u64,
     /// `created_at` of the newest note of the author any relay returned (0: none seen).
     pub last: u64,
-    /// How far back the answering relays asked about the author reach (the deepest one's
-    /// [`RelayStats::depth_secs`]): notes older than `first` would have been seen up to this
-    /// age. When it is no deeper than `first`, the author's history may go back further.
+    /// How far back the relays that returned some of the author's notes reach (the deepest
+    /// one's [`RelayStats::depth_secs`]): notes older than `first` would have been seen up to
+    /// this age. When it is no deeper than `first`, the author's history may go back further.
     pub probed_secs: f64,
     /// Per relay (canonical URL) asked about this author: the share it returned of the notes
     /// its history reaches back to (see [`RelayStats::depth_secs`]), as (hits, misses). Catches

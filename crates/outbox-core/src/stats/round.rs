@@ -165,7 +165,9 @@ impl DeliveryStats {
                     .min(MAX_DEPTH_SECS);
             }
             let depth = (depth_secs > 0.0).then_some(depth_secs);
-            for a in &relay.authors {
+            // Only a relay that returned some of the author's notes shows where the author's
+            // history starts; one that returned none may have lost the author's writes.
+            for a in relay.authors.iter().filter(|a| a.events > 0) {
                 let p = probed.entry(a.author).or_default();
                 *p = p.max(depth_secs);
             }
