@@ -178,6 +178,17 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
     }
 }
 
+/// A comma-separated argument, or `default`, parsed item by item.
+fn list<T: std::str::FromStr>(arg: Option<&String>, default: &str) -> Vec<T>
+where
+    T::Err: std::fmt::Debug,
+{
+    arg.map_or(default, String::as_str)
+        .split(',')
+        .map(|x| x.parse().expect("a list item"))
+        .collect()
+}
+
 fn main() {
     outbox_strategies::link();
     let all: Vec<String> = std::env::args().skip(1).collect();
@@ -196,18 +207,8 @@ fn main() {
         .first()
         .map(|p| std::fs::read_to_string(p).expect("config"))
         .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\n".into());
-    let profiles: Vec<Profile> = args
-        .get(1)
-        .map_or("small,medium,large", String::as_str)
-        .split(',')
-        .map(|p| p.parse().expect("profile"))
-        .collect();
-    let seeds: Vec<u64> = args
-        .get(2)
-        .map_or("1,2,3,4", String::as_str)
-        .split(',')
-        .map(|s| s.parse().expect("seed"))
-        .collect();
+    let profiles: Vec<Profile> = list(args.get(1), "small,medium,large");
+    let seeds: Vec<u64> = list(args.get(2), "1,2,3,4");
     let window: Window = args
         .get(3)
         .map_or("1yr", String::as_str)

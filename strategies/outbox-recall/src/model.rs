@@ -1,6 +1,7 @@
 //! What one planning run believes: per relay and per (relay, author) delivery chances, and per
 //! author a weight, drawn or averaged from the learned stats.
 
+use outbox_core::stats::share_younger;
 use outbox_core::{AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RouteTable};
 use outbox_kit::sample_beta;
 use rand::RngCore;
@@ -105,16 +106,7 @@ impl Reach {
 
     /// The share of the author's notes younger than `age` seconds.
     fn share(&self, age: f64) -> f64 {
-        if age.is_infinite() {
-            return 1.0;
-        }
-        if self.old > self.young {
-            ((age - self.young) / (self.old - self.young)).clamp(0.0, 1.0)
-        } else if age >= self.young {
-            1.0
-        } else {
-            0.0
-        }
+        share_younger(age, self.young, self.old)
     }
 }
 

@@ -53,6 +53,14 @@ pub(crate) struct Worth {
     pub recent: f64,
 }
 
+impl Worth {
+    /// What the author's notes with age shares in `[lo, hi]` are worth together.
+    fn weigh(&self, lo: f64, hi: f64) -> f64 {
+        let w = self.window;
+        (hi.min(w) - lo.min(w)) + self.beyond * (hi.max(w) - lo.max(w))
+    }
+}
+
 /// Per author: the relays it is currently assigned (at most `per_author`, deepest first), and
 /// what they are worth together, kept current so a gain costs one pass over them.
 ///
@@ -111,22 +119,14 @@ fn value(slots: &[Slot], skip: Option<usize>, extra: Option<(f64, f64)>, worth: 
         set[n] = e;
         n += 1;
     }
-    let Worth {
-        window,
-        beyond,
-        recent,
-    } = *worth;
-    let weigh = |lo: f64, hi: f64| {
-        (hi.min(window) - lo.min(window)) + beyond * (hi.max(window) - lo.max(window))
-    };
     let mut miss = 1.0;
     let mut total = 0.0;
     for j in 0..n {
         miss *= 1.0 - set[j].0;
         let lo = if j + 1 < n { set[j + 1].1 } else { 0.0 };
-        total += (1.0 - miss) * weigh(lo, set[j].1);
+        total += (1.0 - miss) * worth.weigh(lo, set[j].1);
     }
-    total + recent * (1.0 - miss)
+    total + worth.recent * (1.0 - miss)
 }
 
 impl Held {
@@ -146,12 +146,7 @@ impl Held {
         }
         if self.slots.is_empty() {
             // The common case while relays are first valued: one relay alone.
-            let Worth {
-                window,
-                beyond,
-                recent,
-            } = self.worth;
-            return q * (u.min(window) + beyond * (u.max(window) - window) + recent);
+            return q * (self.worth.weigh(0.0, u) + self.worth.recent);
         }
         let skip = (self.slots.len() >= cap).then_some(self.weakest);
         (value(&self.slots, skip, Some((q, u)), &self.worth) - self.value).max(0.0)

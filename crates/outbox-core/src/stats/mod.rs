@@ -74,6 +74,19 @@ pub const MAX_LATENCY_MS: f64 = 1.0e7;
 /// real note's age).
 pub const MAX_DEPTH_SECS: f64 = 100.0 * 365.25 * 86_400.0;
 
+/// The share of an author's notes, taken to be spread evenly over the ages `[young, old]`
+/// (seconds before now), that are younger than `age`: what a relay whose history reaches back
+/// `age` can hold of them. Learning and planning both read note ages this way.
+pub fn share_younger(age: f64, young: f64, old: f64) -> f64 {
+    if old > young {
+        ((age - young) / (old - young)).clamp(0.0, 1.0)
+    } else if age >= young {
+        1.0
+    } else {
+        0.0
+    }
+}
+
 /// Weight of the newest sample in the latency moving average.
 const LATENCY_EWMA_WEIGHT: f64 = 0.3;
 

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use nostr::key::PublicKey;
 
-use super::{DeliveryStats, PairStats, MAX_DEPTH_SECS, MAX_PARAM};
+use super::{share_younger, DeliveryStats, PairStats, MAX_DEPTH_SECS, MAX_PARAM};
 
 /// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
 const VOLUME_FADE: f64 = 0.8;
@@ -88,13 +88,7 @@ impl Seen {
         };
         let young = now.saturating_sub(newest) as f64;
         let old = now.saturating_sub(oldest) as f64;
-        let share = if old > young {
-            ((depth - young) / (old - young)).clamp(0.0, 1.0)
-        } else if depth >= young {
-            1.0
-        } else {
-            0.0
-        };
+        let share = share_younger(depth, young, old);
         best * share
     }
 }
