@@ -11,25 +11,40 @@ use crate::selector::{PlanInput, Selector};
 use crate::stats::DeliveryStats;
 use crate::url_policy::UrlPolicy;
 
-/// When and with which draws a plan is made: named, so the clock and the seed cannot be
-/// swapped. `PlanContext::at(now).seed(seed)`; the default is time 0, seed 0.
+/// When, for which notes and with which draws a plan is made: named, so the clock and the seed
+/// cannot be swapped. `PlanContext::at(now).seed(seed).window(secs)`; the default is time 0,
+/// seed 0, any age.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanContext {
     /// Unix seconds: what learned stats decay to.
     pub now: u64,
     /// The planning seed; see [`session_seed`] for one per run.
     pub seed: u64,
+    /// How far back the fetch asks, seconds (see [`PlanInput::window_secs`]).
+    pub window_secs: Option<u64>,
 }
 
 impl PlanContext {
     /// A context at `now` (unix seconds) with seed 0.
     pub fn at(now: u64) -> Self {
-        Self { now, seed: 0 }
+        Self {
+            now,
+            seed: 0,
+            window_secs: None,
+        }
     }
 
     /// The same context with `seed`.
     pub fn seed(self, seed: u64) -> Self {
         Self { seed, ..self }
+    }
+
+    /// The same context for a fetch that asks for notes up to `secs` old.
+    pub fn window(self, secs: u64) -> Self {
+        Self {
+            window_secs: Some(secs),
+            ..self
+        }
     }
 }
 
@@ -94,6 +109,12 @@ impl Router {
         self.selector.name()
     }
 
+    /// Whether plans depend on the fetch's window ([`Selector::reads_window`]): if not, one
+    /// plan serves every window.
+    pub fn reads_window(&self) -> bool {
+        self.selector.reads_window()
+    }
+
     /// The routed-relay budget.
     pub fn max_connections(&self) -> usize {
         self.max_connections
@@ -152,6 +173,7 @@ impl Router {
             max_connections: self.max_connections,
             stats,
             now: ctx.now,
+            window_secs: ctx.window_secs,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let selection = self.selector.select(&input, &mut rng);

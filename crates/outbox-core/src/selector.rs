@@ -20,6 +20,9 @@ pub struct PlanInput<'a> {
     pub stats: &'a DeliveryStats,
     /// The present, in unix seconds (for decaying what was learned).
     pub now: u64,
+    /// How far back the fetch asks (its `since`, as seconds before `now`), when known: a
+    /// strategy may plan for exactly the notes that will be asked for. `None`: any age.
+    pub window_secs: Option<u64>,
 }
 
 /// One routed relay and the follows it is asked about.
@@ -55,6 +58,13 @@ pub trait Selector: Debug + Send {
 
     /// Chooses routed relays and their authors.
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection;
+
+    /// Whether plans depend on [`PlanInput::window_secs`]. A selector that says so plans from
+    /// its input alone, remembering nothing of earlier plans, so a client may plan one moment
+    /// for several windows (a week's feed and a year's history) without disturbing it.
+    fn reads_window(&self) -> bool {
+        false
+    }
 }
 
 /// A strategy's config: picked by `type` in the `[strategy]` table of a router config, it

@@ -248,7 +248,9 @@ fn main() {
                 let plan = router.plan_with(
                     &sim.table,
                     &stats,
-                    outbox_core::PlanContext::at(sim.world.now).seed(cfg.seed_for(s)),
+                    outbox_core::PlanContext::at(sim.world.now)
+                        .seed(cfg.seed_for(s))
+                        .window(window.secs()),
                 );
                 let asks = Asks::from_plan(&sim, &plan);
                 informed += score(&sim, &asks, s, &[window]).windows[0].declared_recall;

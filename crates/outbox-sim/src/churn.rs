@@ -286,6 +286,7 @@ pub fn run(
             max_connections,
             stats: &stats,
             now: tick.now,
+            window_secs: None,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x2545_f491));
         let selection = selector.select(&input, &mut rng);

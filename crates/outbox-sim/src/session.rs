@@ -128,18 +128,18 @@ pub fn run_sessions(
         let now = sim.world.now + u64::from(s) * cfg.session_interval_secs;
         stats.begin_session();
         let started = Instant::now();
-        let plan = router.plan_with(
-            &sim.table,
-            &stats,
-            PlanContext::at(now).seed(cfg.seed_for(s)),
-        );
+        let ctx = PlanContext::at(now).seed(cfg.seed_for(s));
+        let plan = router.plan_with(&sim.table, &stats, ctx.window(cfg.widest()));
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
         let mut asks = Asks::from_plan(sim, &plan);
         if cfg.replan_on_failure {
-            replan_around_failures(sim, router, &stats, now, cfg.seed_for(s), s, &mut asks);
+            replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, &mut asks);
         }
-        let (score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
+        let (mut score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
+        if router.reads_window() {
+            rescore_narrower_windows(sim, router, &stats, ctx, cfg, s, &asks, &mut score);
+        }
         learn(sim, &asks, s, since, &mut stats, now);
         on_session(s, &plan, &observation);
         tracing::debug!(
@@ -155,7 +155,9 @@ pub fn run_sessions(
         let plan = router.plan_with(
             &sim.table,
             &stats,
-            PlanContext::at(now).seed(cfg.seed_for(cfg.sessions + i as u32)),
+            PlanContext::at(now)
+                .seed(cfg.seed_for(cfg.sessions + i as u32))
+                .window(cfg.widest()),
         );
         times.push(started.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(plan);
@@ -165,6 +167,47 @@ pub fn run_sessions(
         sessions,
         plan_us_median: median(&mut times),
         stats,
+    }
+}
+
+/// For a router whose plans depend on the window: scores each window narrower than the widest
+/// with the plan made for it (same stats, same seed, re-planned around failures alike), as if
+/// the client had asked for only that window. What the session learns from stays the widest
+/// window's plan; connections, disclosure and coverage stay that plan's.
+#[allow(clippy::too_many_arguments)]
+fn rescore_narrower_windows(
+    sim: &SimWorld,
+    router: &mut Router,
+    stats: &DeliveryStats,
+    ctx: PlanContext,
+    cfg: &LoopConfig,
+    session: u32,
+    widest: &Asks,
+    scored: &mut PlanScore,
+) {
+    for &window in cfg.windows.iter().filter(|w| w.secs() < cfg.widest()) {
+        let ctx = ctx.window(window.secs());
+        let plan = router.plan_with(&sim.table, stats, ctx);
+        let mut asks = Asks::from_plan(sim, &plan);
+        if cfg.replan_on_failure {
+            replan_around_failures(sim, router, stats, ctx, session, &mut asks);
+        }
+        if asks == *widest {
+            continue;
+        }
+        let own = score(sim, &asks, session, &[window]);
+        if let (Some(to), Some(from)) = (
+            scored.windows.iter_mut().find(|w| w.window == window),
+            own.window(window),
+        ) {
+            *to = from.clone();
+        }
+        if let (Some(to), Some(from)) = (
+            scored.cost.iter_mut().find(|c| c.window == window),
+            own.cost.iter().find(|c| c.window == window),
+        ) {
+            *to = from.clone();
+        }
     }
 }
 
@@ -197,8 +240,7 @@ fn replan_around_failures(
     sim: &SimWorld,
     router: &mut Router,
     stats: &DeliveryStats,
-    now: u64,
-    seed: u64,
+    ctx: PlanContext,
     session: u32,
     asks: &mut Asks,
 ) {
@@ -226,9 +268,9 @@ fn replan_around_failures(
         }
         aside.extend(failed);
         let set_aside: HashSet<&str> = aside.iter().map(String::as_str).collect();
-        let (table, _) = network.table(&set_aside, stats, now);
+        let (table, _) = network.table(&set_aside, stats, ctx.now);
         // Nobody left to carry the residual: the runtime keeps its last good plan.
-        let Ok(plan) = router.try_plan_with(&table, stats, PlanContext::at(now).seed(seed)) else {
+        let Ok(plan) = router.try_plan_with(&table, stats, ctx) else {
             return;
         };
         asks.merge(Asks::from_table_plan(sim, &table, &plan));

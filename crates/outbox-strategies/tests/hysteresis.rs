@@ -115,6 +115,7 @@ fn tick(
         max_connections: budget,
         stats: &stats,
         now,
+        window_secs: None,
     };
     let selection = selector.select(&input, &mut ChaCha8Rng::seed_from_u64(now));
     let plan = Plan::from_selection(table, selector.name(), selection);

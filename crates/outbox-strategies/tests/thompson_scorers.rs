@@ -44,6 +44,7 @@ fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
         max_connections: 5,
         stats,
         now: 0,
+        window_secs: None,
     }
 }
 

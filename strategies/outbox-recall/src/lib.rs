@@ -19,9 +19,12 @@
 //!
 //! A note of age `x` comes back unless every asked relay whose depth reaches `x` misses it, so
 //! the value of a set of relays is, per author, the integral over the author's notes of
-//! `1 − Π (1 − q(r, a))` over the relays reaching each age, with `q = live · kept`; notes
-//! within `window_days` count 1, older ones `beyond_weight`, and this week's notes of an
-//! active author `recent_weight` more. It is maximised greedily under the connection budget
+//! `1 − Π (1 − q(r, a))` over the relays reaching each age, with `q = live · kept`. The notes
+//! that count are those the fetch asks for: a plan for a week's feed and one for a year's
+//! history differ, since a hub that keeps a month serves the week alone but the year only with
+//! deep relays beside it (`windowed`; when the fetch's window is not known, notes within
+//! `window_days` count 1 and older ones `beyond_weight`). This week's notes of an active
+//! author may count `recent_weight` more, for a client that plans one fetch for everything. It is maximised greedily under the connection budget
 //! with lazy gains. A disclosure budget (on average `disclosure` relays per listed follow)
 //! then drops the (follow, relay) pairs that add least, so prolific follows get more relays
 //! than silent ones. Beliefs are posterior means; `explore = true` draws them instead
@@ -74,8 +77,12 @@ pub struct RecallConfig {
     /// Weigh relays by how far back their history was seen to reach: a relay that prunes
     /// after a month adds nothing to another's month, however often both answer.
     pub depth: bool,
-    /// The age, in days, of the notes the plan is for (a feed's window); older notes count
-    /// `beyond_weight` each. 0: every note fetched counts the same.
+    /// Plan for the notes the fetch asks for, when the input says how far back that is
+    /// (`PlanInput::window_secs`); notes older are never fetched and count nothing. Off, or
+    /// not said: plan for `window_days`.
+    pub windowed: bool,
+    /// The age, in days, of the notes the plan is for when the fetch's window is not known (a
+    /// feed's window); older notes count `beyond_weight` each. 0: every note counts the same.
     pub window_days: f64,
     /// What a note older than `window_days` is worth, as a share of a younger one.
     pub beyond_weight: f64,
@@ -102,9 +109,10 @@ impl Default for RecallConfig {
             optimism: 0.0,
             silent_weight: 0.05,
             depth: true,
+            windowed: true,
             window_days: 365.0,
             beyond_weight: 0.25,
-            recent_weight: 0.25,
+            recent_weight: 0.0,
             dead_share: 0.4,
         }
     }

@@ -65,6 +65,15 @@ pub struct Reach {
     pub active: bool,
 }
 
+/// The age, seconds, of the oldest notes the plan is for: the fetch's own window when the
+/// input says it (and `windowed`), else `window_days` (0: any age).
+pub fn planned_window(input: &PlanInput<'_>, config: &RecallConfig) -> f64 {
+    match input.window_secs.filter(|_| config.windowed) {
+        Some(secs) => secs as f64,
+        None => config.window_days * 86_400.0,
+    }
+}
+
 /// The shortest span a posting rate is measured over.
 const MIN_SPAN_SECS: f64 = 7.0 * 86_400.0;
 
@@ -130,7 +139,7 @@ impl Model {
             .authors()
             .map(|a| stats.author(table.pubkey(a)))
             .collect();
-        let window_secs = config.window_days * 86_400.0;
+        let window_secs = planned_window(input, config);
         self.reach.clear();
         // As far back as any relay was seen to keep notes: what a fetch can reach.
         let horizon = self

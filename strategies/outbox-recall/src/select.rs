@@ -240,6 +240,10 @@ impl Selector for Recall {
         Some(self.config.per_author)
     }
 
+    fn reads_window(&self) -> bool {
+        self.config.windowed
+    }
+
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let _span = tracing::debug_span!("select", strategy = "recall").entered();
         let table = input.table;
@@ -248,6 +252,12 @@ impl Selector for Recall {
             return Selection::default();
         }
         let cap = self.config.per_author;
+        // Notes older than the fetch asks for are never fetched.
+        let beyond = if input.window_secs.is_some() && self.config.windowed {
+            0.0
+        } else {
+            self.config.beyond_weight
+        };
         let mut held = std::mem::take(&mut self.held);
         held.resize(table.follow_count(), Held::default());
         held.truncate(table.follow_count());
@@ -255,7 +265,7 @@ impl Selector for Recall {
             let reach = self.model.reach(AuthorId(a as u32));
             h.reset(Worth {
                 window: reach.window,
-                beyond: self.config.beyond_weight,
+                beyond,
                 recent: if reach.active {
                     self.config.recent_weight * reach.window
                 } else {

@@ -132,6 +132,7 @@ fn run(
         max_connections: budget,
         stats: &stats,
         now: 0,
+        window_secs: None,
     };
     let selection: Selection = selector.select(&input, rng);
     let plan = Plan::from_selection(table, selector.name(), selection);

@@ -138,6 +138,7 @@ fn welshman_damps_popularity_with_a_log() {
         max_connections: 10,
         stats: &stats,
         now: 0,
+        window_secs: None,
     };
     // Draws: one per relay for the filter (h, l, home), then the sort's first comparison
     // (l against h, l drawn first), then the rest. l goes first when 1 · u_l > (1 + ln 4) · u_h.

@@ -95,6 +95,7 @@ fn filter_decomposition_with_a_scorer_ranks_by_its_draws_instead_of_list_order()
         max_connections: 20,
         stats: &stats,
         now: 0,
+        window_secs: None,
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let selection = fd.select(&input, &mut rng);
@@ -220,6 +221,7 @@ fn stochastic_draws_once_per_relay_per_run() {
         max_connections: 5,
         stats: &stats,
         now: 0,
+        window_secs: None,
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     s.select(&input, &mut rng);

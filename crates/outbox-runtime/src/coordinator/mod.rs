@@ -385,11 +385,12 @@ impl Coordinator {
                 self.status(Status::Carriers { carriers, relays }).await;
             }
         }
-        let plan = match self.router.try_plan_with(
-            &table,
-            &self.stats,
-            PlanContext::at(now).seed(self.plan_seed),
-        ) {
+        let mut ctx = PlanContext::at(now).seed(self.plan_seed);
+        if let Some(since) = self.cfg.since {
+            // The feed asks for notes since then: the plan is for those.
+            ctx = ctx.window(now.saturating_sub(since.as_secs()));
+        }
+        let plan = match self.router.try_plan_with(&table, &self.stats, ctx) {
             Ok(plan) => plan,
             Err(broken) => {
                 // Nobody to ask is the network's doing; any other violation is a bug in the
