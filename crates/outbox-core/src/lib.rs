@@ -23,6 +23,7 @@ pub mod carriers;
 pub mod config;
 pub mod diff;
 pub mod directory;
+mod fastmap;
 pub mod ids;
 pub mod invariants;
 pub mod keys;

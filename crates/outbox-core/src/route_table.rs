@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::fastmap::FastMap;
+
 use nostr::event::{Event, Kind};
 use nostr::key::PublicKey;
 use nostr::nips::nip65::RelayMetadata;
@@ -114,7 +116,7 @@ impl TryFrom<&Event> for RawRelayList {
 pub struct RouteTableBuilder {
     policy: UrlPolicy,
     follows: Vec<PublicKey>,
-    follow_index: HashMap<PublicKey, AuthorId>,
+    follow_index: FastMap<PublicKey, AuthorId>,
     reader_relays: Vec<String>,
     /// The reader's own kind:10002, newest kept; its relays join `reader_relays` at build.
     reader_list: Option<RawRelayList>,
@@ -128,7 +130,7 @@ impl RouteTableBuilder {
         Self {
             policy,
             follows: Vec::new(),
-            follow_index: HashMap::new(),
+            follow_index: FastMap::default(),
             reader_relays: Vec::new(),
             reader_list: None,
             newest: HashMap::new(),
@@ -375,7 +377,7 @@ pub(crate) fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Opt
 #[derive(Default)]
 struct RelayInterner {
     urls: Vec<String>,
-    index: HashMap<String, RelayId>,
+    index: FastMap<String, RelayId>,
 }
 
 impl RelayInterner {
@@ -419,9 +421,9 @@ fn invert(offsets: &[u32], targets: &[RelayId], relay_count: usize) -> (Vec<u32>
 #[derive(Clone, Debug)]
 pub struct RouteTable {
     follows: Vec<PublicKey>,
-    follow_index: HashMap<PublicKey, AuthorId>,
+    follow_index: FastMap<PublicKey, AuthorId>,
     relay_urls: Vec<String>,
-    relay_index: HashMap<String, RelayId>,
+    relay_index: FastMap<String, RelayId>,
     reader_relays: Vec<RelayId>,
     is_reader_relay: Vec<bool>,
     url_rank: Vec<u32>,

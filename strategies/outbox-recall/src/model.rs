@@ -161,15 +161,17 @@ impl Model {
                 self.u.push(reach.share(self.depth[relay.index()]));
             }
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
-            // An author has evidence for a handful of relays; matching URLs beats hashing each.
             if let Some(a) = learned[author.index()].filter(|_| config.pairs) {
+                let relays = table.write_relays(author);
                 for (url, pair) in &a.relays {
                     if pair.hits + pair.misses < MIN_PAIR_EVIDENCE {
                         continue;
                     }
-                    let relays = table.write_relays(author);
-                    if let Some(i) = relays.iter().position(|&r| table.url(r) == url) {
-                        self.q[start + i] = live[relays[i].index()] * pair.mean();
+                    let Some(relay) = table.relay_id(url) else {
+                        continue;
+                    };
+                    if let Some(i) = relays.iter().position(|&r| r == relay) {
+                        self.q[start + i] = live[relay.index()] * pair.mean();
                     }
                 }
             }
@@ -223,6 +225,17 @@ impl Model {
             .iter()
             .copied()
             .zip(self.relay_u[range].iter().copied())
+    }
+
+    /// Per write relay of `author` (parallel to `RouteTable::write_relays(author)`): the same
+    /// chances as [`writer_chances`](Self::writer_chances), author by author.
+    pub fn author_chances(&self, author: AuthorId) -> impl Iterator<Item = (f64, f64)> + '_ {
+        let i = author.index();
+        let range = self.offsets[i] as usize..self.offsets[i + 1] as usize;
+        self.q[range.clone()]
+            .iter()
+            .copied()
+            .zip(self.u[range].iter().copied())
     }
 
     /// What the planner knows of `author`'s notes' ages.

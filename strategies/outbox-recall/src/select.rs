@@ -18,6 +18,10 @@ pub struct Recall {
     /// planning itself).
     held: Vec<Held>,
     heap: BinaryHeap<LazyCandidate>,
+    /// Per relay, its assignment's index in the selection being built (`u32::MAX`: none).
+    slot_of: Vec<u32>,
+    /// Per relay, its gain before any relay is chosen.
+    alone: Vec<f64>,
 }
 
 impl Recall {
@@ -28,6 +32,8 @@ impl Recall {
             model: Model::default(),
             held: Vec::new(),
             heap: BinaryHeap::new(),
+            slot_of: Vec::new(),
+            alone: Vec::new(),
         }
     }
 }
@@ -95,36 +101,31 @@ impl Default for Held {
     }
 }
 
-/// The most slots [`value`] takes at once (`per_author` is at most 16, plus one candidate).
-const MAX_SLOTS: usize = 17;
-
 /// The value of `slots` (deepest first) without slot `skip`, with `extra` added: see [`Held`].
+///
+/// Summed by parts, `Σ_j q_j · miss_{j−1} · W(u_j)` over the relays deepest first, where
+/// `miss_{j−1}` is the chance every deeper relay misses and `W(u)` the worth of the notes up to
+/// age share `u`: one pass, no buffer.
 fn value(slots: &[Slot], skip: Option<usize>, extra: Option<(f64, f64)>, worth: &Worth) -> f64 {
-    let mut set = [(0.0f64, 0.0f64); MAX_SLOTS];
-    let mut n = 0;
+    let mut miss = 1.0;
+    let mut total = 0.0;
+    let mut add = |q: f64, u: f64| {
+        total += q * miss * worth.weigh(0.0, u);
+        miss *= 1.0 - q;
+    };
     let mut extra = extra;
     for (i, s) in slots.iter().enumerate() {
         if Some(i) == skip {
             continue;
         }
         if let Some((q, u)) = extra.filter(|&(_, u)| u > s.u) {
-            set[n] = (q, u);
-            n += 1;
+            add(q, u);
             extra = None;
         }
-        set[n] = (s.q, s.u);
-        n += 1;
+        add(s.q, s.u);
     }
-    if let Some(e) = extra {
-        set[n] = e;
-        n += 1;
-    }
-    let mut miss = 1.0;
-    let mut total = 0.0;
-    for j in 0..n {
-        miss *= 1.0 - set[j].0;
-        let lo = if j + 1 < n { set[j + 1].1 } else { 0.0 };
-        total += (1.0 - miss) * worth.weigh(lo, set[j].1);
+    if let Some((q, u)) = extra {
+        add(q, u);
     }
     total + worth.recent * (1.0 - miss)
 }
@@ -273,21 +274,38 @@ impl Selector for Recall {
                 },
             });
         }
-        let mut heap = std::mem::take(&mut self.heap);
-        heap.clear();
+        let heap = std::mem::take(&mut self.heap);
 
-        heap.extend(
+        // Every relay's gain alone, summed author by author: the same sums as `relay_gain`, in
+        // the same order, read in sequence instead of gathered writer by writer.
+        let mut alone = std::mem::take(&mut self.alone);
+        alone.clear();
+        alone.resize(table.relay_count(), 0.0);
+        for author in table.authors() {
+            let (h, weight) = (&held[author.index()], self.model.weight(author));
+            for (&relay, (q, u)) in table
+                .write_relays(author)
+                .iter()
+                .zip(self.model.author_chances(author))
+            {
+                alone[relay.index()] += weight * h.gain(q, u, cap);
+            }
+        }
+        // Heapified at once (linear) rather than pushed one by one.
+        let mut candidates = heap.into_vec();
+        candidates.clear();
+        candidates.extend(
             table
                 .relays()
-                .filter(|&r| table.popularity(r) > 0)
+                .filter(|&relay| alone[relay.index()] > 0.0)
                 .map(|relay| LazyCandidate {
-                    value: self.relay_gain(table, relay, &held),
+                    value: alone[relay.index()],
                     url_rank: table.url_rank(relay),
                     relay,
                     round: 0,
-                })
-                .filter(|c| c.value > 0.0),
+                }),
         );
+        let mut heap = BinaryHeap::from(candidates);
 
         let mut chosen: Vec<RelayId> = Vec::new();
         while chosen.len() < input.max_connections {
@@ -328,13 +346,21 @@ impl Selector for Recall {
                 authors: Vec::new(),
             })
             .collect();
+        let mut slot_of = std::mem::take(&mut self.slot_of);
+        slot_of.clear();
+        slot_of.resize(table.relay_count(), u32::MAX);
+        for (i, to) in assignments.iter().enumerate() {
+            slot_of[to.relay.index()] = i as u32;
+        }
         for (a, h) in held.iter().enumerate() {
             for slot in &h.slots {
-                if let Some(to) = assignments.iter_mut().find(|x| x.relay == slot.relay) {
+                if let Some(to) = assignments.get_mut(slot_of[slot.relay.index()] as usize) {
                     to.authors.push(AuthorId(a as u32));
                 }
             }
         }
+        self.slot_of = slot_of;
+        self.alone = alone;
         assignments.retain(|a| !a.authors.is_empty());
         let selection = Selection { assignments };
         self.held = held;

@@ -50,6 +50,8 @@ use std::collections::HashMap;
 use nostr::key::PublicKey;
 use serde::{Deserialize, Serialize};
 
+use crate::fastmap::FastMap;
+
 mod recorder;
 mod round;
 mod store;
@@ -286,7 +288,7 @@ pub struct DeliveryStats {
     /// The current session number (see [`DeliveryStats::begin_session`]).
     session: u64,
     /// What was learned per followed author, see [`AuthorStats`].
-    authors: HashMap<PublicKey, AuthorStats>,
+    authors: FastMap<PublicKey, AuthorStats>,
 }
 
 impl DeliveryStats {
