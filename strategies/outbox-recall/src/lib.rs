@@ -24,9 +24,9 @@
 //! history differ, since a hub that keeps a month serves the week alone but the year only with
 //! deep relays beside it (`windowed`; when the fetch's window is not known, notes within
 //! `window_days` count 1 and older ones `beyond_weight`). This week's notes of an active
-//! author may count `recent_weight` more, for a client that plans one fetch for everything. It is maximised greedily under the connection budget
-//! with lazy gains. A disclosure budget (on average `disclosure` relays per listed follow)
-//! then drops the (follow, relay) pairs that add least, so prolific follows get more relays
+//! author may count `recent_weight` more, for a client that plans one fetch for everything.
+//! The value is maximised greedily under the connection budget with lazy gains. A disclosure
+//! budget (on average `disclosure` relays per listed follow) then drops the (follow, relay) pairs that add least, so prolific follows get more relays
 //! than silent ones. Beliefs are posterior means; `explore = true` draws them instead
 //! (Thompson sampling), which the optimism about unprobed depth makes unnecessary on the
 //! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no

@@ -305,3 +305,48 @@ fn the_learning_knobs_are_bounded() {
     assert!(text.iter().any(|t| t.contains("recent_weight")), "{text:?}");
     assert!(Router::from_toml("[strategy]\ntype = \"recall\"\nbeyond_weight = 1.0\n").is_ok());
 }
+
+#[test]
+fn a_weeks_plan_and_a_years_plan_ask_different_relays() {
+    const DAY: u64 = 86_400;
+    let now = 1_800_000_000;
+    // One relay answers most runs but keeps a month; the other keeps a year but is often down.
+    let (month, year) = ("wss://month.example", "wss://year.example");
+    let both = [month, year];
+    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &both[..])).collect();
+    let t = table(&lists);
+    let mut stats = DeliveryStats::new();
+    let relay = |url: &str, answered: bool, events: u32, days: u64| RelayRound {
+        url: url.into(),
+        answered,
+        authors: (0..4)
+            .map(|i| AuthorRound {
+                author: test_key(i),
+                events: if answered { events } else { 0 },
+                oldest: now - days * DAY,
+                newest: now - DAY,
+            })
+            .collect(),
+        compare_only: false,
+    };
+    for run in 0..3 {
+        let report = RoundReport {
+            relays: vec![relay(month, true, 30, 30), relay(year, run == 0, 360, 360)],
+        };
+        stats.record_round(&report, now + run);
+    }
+    let pick = |config: &str, days: u64| {
+        let ctx = PlanContext::at(now + 3).seed(0).window(days * DAY);
+        let plan = router(1, config).plan_with(&t, &stats, ctx);
+        let urls: Vec<&str> = plan.routed().iter().map(|a| t.url(a.relay)).collect();
+        assert_eq!(urls.len(), 1, "{urls:?}");
+        urls[0].to_string()
+    };
+    assert_eq!(pick("", 7), month, "this week: the relay that answers");
+    assert_eq!(pick("", 365), year, "this year: the relay that keeps it");
+    assert_eq!(
+        pick("windowed = false\n", 7),
+        year,
+        "not windowed, the week is planned as a year"
+    );
+}
