@@ -5,8 +5,33 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use outbox_core::{DeliveryStats, PlanContext, Router};
+use outbox_core::{DeliveryStats, PlanContext, Router, RouterConfig};
 use outbox_sim::{generate, run_sessions, LoopConfig, Profile, SimWorld, Window};
+
+/// Times each strategy's plans: `prepare` gives its router the stats to plan with.
+fn bench_group(
+    c: &mut Criterion,
+    name: &str,
+    sim: &SimWorld,
+    ready: &[(String, RouterConfig)],
+    ctx: PlanContext,
+    mut prepare: impl FnMut(&mut Router) -> DeliveryStats,
+) {
+    let mut group = c.benchmark_group(name);
+    group.sample_size(20);
+    for (label, config) in ready {
+        let mut router = Router::new(config.strategy.build(), 20);
+        let stats = prepare(&mut router);
+        let mut seed = 0u64;
+        group.bench_function(BenchmarkId::from_parameter(label), |b| {
+            b.iter(|| {
+                seed = seed.wrapping_add(1);
+                router.plan_with(&sim.table, &stats, ctx.seed(seed))
+            })
+        });
+    }
+    group.finish();
+}
 
 fn plan_huge(c: &mut Criterion) {
     outbox_strategies::link();
@@ -15,48 +40,18 @@ fn plan_huge(c: &mut Criterion) {
     for s in skipped {
         eprintln!("skipping {}: {}", s.label, s.reason);
     }
-    let stats = DeliveryStats::new();
-    let mut group = c.benchmark_group("plan/huge");
-    group.sample_size(20);
-    for (label, config) in &ready {
-        let mut router = Router::new(config.strategy.build(), 20);
-        let mut seed = 0u64;
-        group.bench_function(BenchmarkId::from_parameter(label), |b| {
-            b.iter(|| {
-                seed = seed.wrapping_add(1);
-                router.plan_with(
-                    &sim.table,
-                    &stats,
-                    PlanContext::at(sim.world.now).seed(seed),
-                )
-            })
-        });
-    }
-    group.finish();
+    let cold = PlanContext::at(sim.world.now);
+    bench_group(c, "plan/huge", &sim, &ready, cold, |_| DeliveryStats::new());
 
-    let mut group = c.benchmark_group("plan/huge-learned");
-    group.sample_size(20);
     let sessions = LoopConfig {
         timing_repeats: 0,
         ..LoopConfig::default()
     };
     let now = sim.world.now + u64::from(sessions.sessions) * sessions.session_interval_secs;
-    for (label, config) in &ready {
-        let mut router = Router::new(config.strategy.build(), 20);
-        let learned = run_sessions(&sim, &mut router, &sessions, |_, _, _| {}).stats;
-        let mut seed = 0u64;
-        group.bench_function(BenchmarkId::from_parameter(label), |b| {
-            b.iter(|| {
-                seed = seed.wrapping_add(1);
-                router.plan_with(
-                    &sim.table,
-                    &learned,
-                    PlanContext::at(now).seed(seed).window(Window::Y1.secs()),
-                )
-            })
-        });
-    }
-    group.finish();
+    let learned = PlanContext::at(now).window(Window::Y1.secs());
+    bench_group(c, "plan/huge-learned", &sim, &ready, learned, |router| {
+        run_sessions(&sim, router, &sessions, |_, _, _| {}).stats
+    });
 }
 
 criterion_group!(benches, plan_huge);

@@ -219,23 +219,18 @@ impl Model {
     /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
     /// the writer's notes within its history, and the share of them its history reaches.
     pub fn writer_chances(&self, relay: RelayId) -> impl Iterator<Item = (f64, f64)> + '_ {
-        let i = relay.index();
-        let range = self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize;
-        self.relay_q[range.clone()]
-            .iter()
-            .copied()
-            .zip(self.relay_u[range].iter().copied())
+        chances(
+            &self.relay_offsets,
+            &self.relay_q,
+            &self.relay_u,
+            relay.index(),
+        )
     }
 
     /// Per write relay of `author` (parallel to `RouteTable::write_relays(author)`): the same
     /// chances as [`writer_chances`](Self::writer_chances), author by author.
     pub fn author_chances(&self, author: AuthorId) -> impl Iterator<Item = (f64, f64)> + '_ {
-        let i = author.index();
-        let range = self.offsets[i] as usize..self.offsets[i + 1] as usize;
-        self.q[range.clone()]
-            .iter()
-            .copied()
-            .zip(self.u[range].iter().copied())
+        chances(&self.offsets, &self.q, &self.u, author.index())
     }
 
     /// What the planner knows of `author`'s notes' ages.
@@ -268,6 +263,20 @@ impl Model {
     pub fn weight(&self, author: AuthorId) -> f64 {
         self.weight[author.index()]
     }
+}
+
+/// Entry `i` of parallel chance arrays laid out by `offsets`: its (q, u) pairs.
+fn chances<'a>(
+    offsets: &[u32],
+    q: &'a [f64],
+    u: &'a [f64],
+    i: usize,
+) -> impl Iterator<Item = (f64, f64)> + 'a {
+    let range = offsets[i] as usize..offsets[i + 1] as usize;
+    q[range.clone()]
+        .iter()
+        .copied()
+        .zip(u[range].iter().copied())
 }
 
 /// Popularity buckets for pooled priors: 1 follow, 2–3, 4–15, 16+.

@@ -226,14 +226,34 @@ fn a_monitor_prior_steers_the_first_plan() {
     }
 }
 
+const DAY: u64 = 86_400;
+const NOW: u64 = 1_800_000_000;
+
+/// What `url` did for follows `test_key(0..4)`: if it answered, `events` notes each, the
+/// oldest `days` old and the newest a day old.
+fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound {
+    RelayRound {
+        url: url.into(),
+        answered,
+        authors: (0..4)
+            .map(|i| AuthorRound {
+                author: test_key(i),
+                events: if answered { events } else { 0 },
+                oldest: NOW - days * DAY,
+                newest: NOW - DAY,
+            })
+            .collect(),
+        compare_only: false,
+    }
+}
+
 /// Two relays that both keep a month overlap: together they return that month and nothing
 /// older. Every follow writes to both and to a deep relay that keeps a year but lost a third of
 /// the notes; with two connections the plan takes the deep relay and one monthly one, where
 /// counting the monthly relays as independent chances (no depth) takes both of them.
 #[test]
 fn relays_that_keep_the_same_month_do_not_add_up() {
-    const DAY: u64 = 86_400;
-    let now = 1_800_000_000;
+    let now = NOW;
     let relays = [
         "wss://month-a.example",
         "wss://month-b.example",
@@ -242,19 +262,7 @@ fn relays_that_keep_the_same_month_do_not_add_up() {
     let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &relays[..])).collect();
     let t = table(&lists);
     let mut stats = DeliveryStats::new();
-    let answer = |url: &str, events: u32, days: u64| RelayRound {
-        url: url.into(),
-        answered: true,
-        authors: (0..4)
-            .map(|i| AuthorRound {
-                author: test_key(i),
-                events,
-                oldest: now - days * DAY,
-                newest: now - DAY,
-            })
-            .collect(),
-        compare_only: false,
-    };
+    let answer = |url: &str, events: u32, days: u64| relay_round(url, true, events, days);
     for run in 0..3 {
         let report = RoundReport {
             relays: vec![
@@ -308,30 +316,19 @@ fn the_learning_knobs_are_bounded() {
 
 #[test]
 fn a_weeks_plan_and_a_years_plan_ask_different_relays() {
-    const DAY: u64 = 86_400;
-    let now = 1_800_000_000;
+    let now = NOW;
     // One relay answers most runs but keeps a month; the other keeps a year but is often down.
     let (month, year) = ("wss://month.example", "wss://year.example");
     let both = [month, year];
     let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &both[..])).collect();
     let t = table(&lists);
     let mut stats = DeliveryStats::new();
-    let relay = |url: &str, answered: bool, events: u32, days: u64| RelayRound {
-        url: url.into(),
-        answered,
-        authors: (0..4)
-            .map(|i| AuthorRound {
-                author: test_key(i),
-                events: if answered { events } else { 0 },
-                oldest: now - days * DAY,
-                newest: now - DAY,
-            })
-            .collect(),
-        compare_only: false,
-    };
     for run in 0..3 {
         let report = RoundReport {
-            relays: vec![relay(month, true, 30, 30), relay(year, run == 0, 360, 360)],
+            relays: vec![
+                relay_round(month, true, 30, 30),
+                relay_round(year, run == 0, 360, 360),
+            ],
         };
         stats.record_round(&report, now + run);
     }
