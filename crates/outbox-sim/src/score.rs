@@ -372,6 +372,23 @@ impl PlanScore {
     pub fn cost(&self, w: Window) -> Option<&FetchCost> {
         self.cost.iter().find(|c| c.window == w).map(|c| &c.cost)
     }
+
+    /// Takes window `w`'s recall and cost from `other` (another plan's score of the same
+    /// session), keeping everything else.
+    pub fn replace_window(&mut self, other: &PlanScore, w: Window) {
+        if let (Some(to), Some(from)) = (
+            self.windows.iter_mut().find(|s| s.window == w),
+            other.window(w),
+        ) {
+            *to = from.clone();
+        }
+        if let (Some(to), Some(from)) = (
+            self.cost.iter_mut().find(|c| c.window == w),
+            other.cost.iter().find(|c| c.window == w),
+        ) {
+            *to = from.clone();
+        }
+    }
 }
 
 fn ratio(n: u64, d: u64) -> f64 {

@@ -137,8 +137,14 @@ pub fn run_sessions(
             replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, &mut asks);
         }
         let (mut score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
+        // A narrower window is scored with its own plan; what the session learns from, and its
+        // connections, disclosure and coverage, stay the widest window's plan.
         if router.reads_window() {
-            rescore_narrower_windows(sim, router, &stats, ctx, cfg, s, &asks, &mut score);
+            for (window, own) in narrower_plans(sim, router, &stats, ctx, cfg, s) {
+                if own != asks {
+                    score.replace_window(&crate::score::score(sim, &own, s, &[window]), window);
+                }
+            }
         }
         learn(sim, &asks, s, since, &mut stats, now);
         on_session(s, &plan, &observation);
@@ -170,45 +176,29 @@ pub fn run_sessions(
     }
 }
 
-/// For a router whose plans depend on the window: scores each window narrower than the widest
-/// with the plan made for it (same stats, same seed, re-planned around failures alike), as if
-/// the client had asked for only that window. What the session learns from stays the widest
-/// window's plan; connections, disclosure and coverage stay that plan's.
-#[allow(clippy::too_many_arguments)]
-fn rescore_narrower_windows(
+/// For a router whose plans depend on the window: the plan made for each window narrower than
+/// the widest (same stats, same seed, re-planned around failures alike), to be scored as if the
+/// client had asked for only that window.
+fn narrower_plans(
     sim: &SimWorld,
     router: &mut Router,
     stats: &DeliveryStats,
     ctx: PlanContext,
     cfg: &LoopConfig,
     session: u32,
-    widest: &Asks,
-    scored: &mut PlanScore,
-) {
-    for &window in cfg.windows.iter().filter(|w| w.secs() < cfg.widest()) {
-        let ctx = ctx.window(window.secs());
-        let plan = router.plan_with(&sim.table, stats, ctx);
-        let mut asks = Asks::from_plan(sim, &plan);
-        if cfg.replan_on_failure {
-            replan_around_failures(sim, router, stats, ctx, session, &mut asks);
-        }
-        if asks == *widest {
-            continue;
-        }
-        let own = score(sim, &asks, session, &[window]);
-        if let (Some(to), Some(from)) = (
-            scored.windows.iter_mut().find(|w| w.window == window),
-            own.window(window),
-        ) {
-            *to = from.clone();
-        }
-        if let (Some(to), Some(from)) = (
-            scored.cost.iter_mut().find(|c| c.window == window),
-            own.cost.iter().find(|c| c.window == window),
-        ) {
-            *to = from.clone();
-        }
-    }
+) -> Vec<(Window, Asks)> {
+    let narrower = cfg.windows.iter().filter(|w| w.secs() < cfg.widest());
+    narrower
+        .map(|&window| {
+            let ctx = ctx.window(window.secs());
+            let plan = router.plan_with(&sim.table, stats, ctx);
+            let mut asks = Asks::from_plan(sim, &plan);
+            if cfg.replan_on_failure {
+                replan_around_failures(sim, router, stats, ctx, session, &mut asks);
+            }
+            (window, asks)
+        })
+        .collect()
 }
 
 /// Learns from what `asks` return in `session` with `since`: every relay's frames go through a
