@@ -65,8 +65,8 @@ pub use routes::{
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
 pub use stats::{
-    AuthorStats, Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, PairStats, RelayStats,
-    RoundReport, StatsStore, StatsStoreError,
+    AuthorStats, Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, PairStats, Pairs,
+    RelayStats, RoundReport, StatsStore, StatsStoreError,
 };
 pub use url_policy::{blocked_relays, DenyList, DropReason, UrlPolicy};
 

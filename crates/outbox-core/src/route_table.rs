@@ -450,26 +450,31 @@ impl RouteTable {
     }
 
     /// Number of follows (authors are `AuthorId(0..n)`).
+    #[inline]
     pub fn follow_count(&self) -> usize {
         self.follows.len()
     }
 
     /// Number of interned relays (relays are `RelayId(0..n)`).
+    #[inline]
     pub fn relay_count(&self) -> usize {
         self.relay_urls.len()
     }
 
     /// Every follow id.
+    #[inline]
     pub fn authors(&self) -> impl ExactSizeIterator<Item = AuthorId> + '_ {
         (0..self.follows.len() as u32).map(AuthorId)
     }
 
     /// Every relay id.
+    #[inline]
     pub fn relays(&self) -> impl ExactSizeIterator<Item = RelayId> + '_ {
         (0..self.relay_urls.len() as u32).map(RelayId)
     }
 
     /// The public key of a follow.
+    #[inline]
     pub fn pubkey(&self, author: AuthorId) -> &PublicKey {
         &self.follows[author.index()]
     }
@@ -485,6 +490,7 @@ impl RouteTable {
     }
 
     /// The canonical URL of a relay.
+    #[inline]
     pub fn url(&self, relay: RelayId) -> &str {
         &self.relay_urls[relay.index()]
     }
@@ -493,6 +499,7 @@ impl RouteTable {
     /// precomputed so strategies compare integers instead of strings.
     /// An id the table did not issue ranks last (a broken selection must not panic here; the
     /// invariant check reports it).
+    #[inline]
     pub fn url_rank(&self, relay: RelayId) -> u32 {
         self.url_rank
             .get(relay.index())
@@ -511,34 +518,40 @@ impl RouteTable {
     }
 
     /// Whether `relay` is one of the reader's own relays.
+    #[inline]
     pub fn is_reader_relay(&self, relay: RelayId) -> bool {
         self.is_reader_relay[relay.index()]
     }
 
     /// Whether a relay list was kept for this follow (possibly with no usable write relay).
+    #[inline]
     pub fn has_list(&self, author: AuthorId) -> bool {
         self.has_list[author.index()]
     }
 
     /// The follow's usable write relays, in list order.
+    #[inline]
     pub fn write_relays(&self, author: AuthorId) -> &[RelayId] {
         let i = author.index();
         &self.write_targets[self.write_offsets[i] as usize..self.write_offsets[i + 1] as usize]
     }
 
     /// The follows who write to `relay`, in id order.
+    #[inline]
     pub fn writers(&self, relay: RelayId) -> &[AuthorId] {
         let i = relay.index();
         &self.relay_targets[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
     }
 
     /// How many follows write to `relay`.
+    #[inline]
     pub fn popularity(&self, relay: RelayId) -> u32 {
         let i = relay.index();
         self.relay_offsets[i + 1] - self.relay_offsets[i]
     }
 
     /// Whether `author` lists `relay` as a write relay.
+    #[inline]
     pub fn writes_to(&self, author: AuthorId, relay: RelayId) -> bool {
         self.write_relays(author).contains(&relay)
     }

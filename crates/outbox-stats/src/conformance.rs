@@ -131,7 +131,7 @@ pub fn sample(seed: u32, relays: u32, authors: u8) -> DeliveryStats {
                 first: 1_700_000_000 + u64::from(a),
                 last: 1_767_000_000 + u64::from(seed),
                 probed_secs: 86_400.0 * f64::from(a) + 0.5,
-                relays: pairs,
+                relays: pairs.into_iter().collect(),
             },
         );
     }

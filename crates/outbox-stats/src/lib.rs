@@ -162,7 +162,7 @@ impl<'a> From<&'a AuthorStats> for AuthorOut<'a> {
             first: a.first,
             last: a.last,
             probed_secs: a.probed_secs,
-            relays: a.relays.iter().map(|(url, p)| (url.as_str(), *p)).collect(),
+            relays: a.relays.iter().map(|(url, p)| (url, *p)).collect(),
         }
     }
 }
@@ -570,7 +570,7 @@ fn author_from(fields: &Map<String, Value>) -> AuthorStats {
     let updated_at = int("updated_at", d.updated_at);
     let (first, last) = (int("first", d.first), int("last", d.last));
     let probed_secs = float_field(fields, "probed_secs", d.probed_secs);
-    let mut relays = std::collections::HashMap::new();
+    let mut relays = outbox_core::stats::Pairs::new();
     match fields.get("relays") {
         None | Some(Value::Null) => {}
         Some(Value::Object(pairs)) => {

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::stats::{
-    async_trait, lists_to_keep, AuthorStats, Decay, LoadWarning, Loaded, PairStats, Restored,
-    StateStore, StatsStore, StatsStoreError, MAX_STORED_LISTS,
+    async_trait, lists_to_keep, AuthorStats, Decay, LoadWarning, Loaded, PairStats, Pairs,
+    Restored, StateStore, StatsStore, StatsStoreError, MAX_STORED_LISTS,
 };
 use outbox_core::{public_key_from_hex, DeliveryStats, RawRelayList, RelayStats};
 use rusqlite::types::ValueRef;
@@ -639,7 +639,7 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
         insane += usize::from(!relay.is_sane());
         stats.set(url, relay);
     }
-    let mut pairs: HashMap<String, HashMap<String, PairStats>> = HashMap::new();
+    let mut pairs: HashMap<String, Pairs> = HashMap::new();
     let mut pair_rows = tx.prepare("SELECT author, url, hits, misses FROM pairs")?;
     let mut rows = pair_rows.query([])?;
     while let Some(row) = rows.next()? {

@@ -23,6 +23,7 @@ pub struct LazyCandidate {
 }
 
 impl PartialEq for LazyCandidate {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
@@ -31,12 +32,14 @@ impl PartialEq for LazyCandidate {
 impl Eq for LazyCandidate {}
 
 impl PartialOrd for LazyCandidate {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
 impl Ord for LazyCandidate {
+    #[inline]
     /// Larger value first; on equal values the smaller URL wins.
     fn cmp(&self, other: &Self) -> Ordering {
         self.value

@@ -1,6 +1,9 @@
 //! What one planning run believes: per relay and per (relay, author) delivery chances, and per
 //! author a weight, drawn or averaged from the learned stats.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use outbox_core::stats::share_younger;
 use outbox_core::{AuthorId, AuthorStats, DeliveryStats, PlanInput, RelayId, RouteTable};
 use outbox_kit::sample_beta;
@@ -10,6 +13,11 @@ use crate::RecallConfig;
 
 /// Evidence below this many (fractional) observations leaves a pair to the relay-wide prior.
 const MIN_PAIR_EVIDENCE: f64 = 0.5;
+
+/// Marks in `Model::weight` while the average volume is not known yet: an author seen with no
+/// notes, and one nothing was learned about. A real weight is positive (or NaN), never these.
+const SILENT: f64 = -1.0;
+const UNSEEN: f64 = -2.0;
 
 /// One run's beliefs, indexed by route-table ids. Rebuilt every run (tables change between
 /// runs); allocation is reused.
@@ -43,6 +51,10 @@ pub struct Model {
     depth: Vec<f64>,
     /// Scratch: per relay, the next free slot in `relay_q` while laying chances out.
     cursor: Vec<u32>,
+    /// Scratch: per pair URL (by the address of its shared string), its relay in the table
+    /// (`u32::MAX`: none). Pairs share one string per relay, so each URL is hashed and looked
+    /// up once per plan rather than once per pair.
+    pair_relay: HashMap<usize, u32, foldhash::fast::RandomState>,
 }
 
 /// One author's notes as the planner sees them: spread evenly over the ages `[young, old]`,
@@ -121,6 +133,10 @@ impl Reach {
 
 impl Model {
     /// Builds the beliefs for `input`. Draws come from `rng` in relay-id order, once per relay.
+    ///
+    /// One pass over the follows looks each one's stats up once and reads all it needs of them
+    /// (reach, volume, pair evidence) while they are in cache, laying the chances out both
+    /// author by author and relay by relay.
     pub fn build(&mut self, input: &PlanInput<'_>, config: &RecallConfig, rng: &mut dyn RngCore) {
         let table = input.table;
         let stats = input.stats;
@@ -129,18 +145,7 @@ impl Model {
             std::mem::take(&mut self.live),
             std::mem::take(&mut self.kept),
         );
-
-        self.offsets.clear();
-        self.q.clear();
-        self.u.clear();
-        self.offsets.reserve(table.follow_count() + 1);
-        // One lookup per follow serves both its pair evidence and its volume.
-        let learned: Vec<Option<&AuthorStats>> = table
-            .authors()
-            .map(|a| stats.author(table.pubkey(a)))
-            .collect();
         let window_secs = planned_window(input, config);
-        self.reach.clear();
         // As far back as any relay was seen to keep notes: what a fetch can reach.
         let horizon = self
             .depth
@@ -148,44 +153,86 @@ impl Model {
             .copied()
             .filter(|d| d.is_finite())
             .fold(0.0, f64::max);
-        self.reach.extend(learned.iter().map(|s| match s {
-            Some(s) if config.depth => Reach::new(s, input.now, window_secs, horizon),
-            _ => Reach::UNKNOWN,
-        }));
+        self.lay_out_relays(table);
+        let mut cursor = std::mem::take(&mut self.cursor);
+        let mut pair_relay = std::mem::take(&mut self.pair_relay);
+        pair_relay.clear();
+
+        self.offsets.clear();
+        self.q.clear();
+        self.u.clear();
+        self.reach.clear();
+        self.weight.clear();
+        self.offsets.reserve(table.follow_count() + 1);
+        // The volumes seen, summed in author order, for the average weight.
+        let (mut volume_sum, mut volumes) = (0.0, 0usize);
         for author in table.authors() {
+            let learned = stats.author(table.pubkey(author));
+            let reach = match learned {
+                Some(s) if config.depth => Reach::new(s, input.now, window_secs, horizon),
+                _ => Reach::UNKNOWN,
+            };
+            self.reach.push(reach);
+            self.weight.push(match learned {
+                Some(s) if s.volume > 0.0 => {
+                    volume_sum += s.volume;
+                    volumes += 1;
+                    s.volume * reach.scale
+                }
+                Some(_) => SILENT,
+                None => UNSEEN,
+            });
+
             self.offsets.push(self.q.len() as u32);
             let start = self.q.len();
-            let reach = self.reach[author.index()];
-            for &relay in table.write_relays(author) {
+            let relays = table.write_relays(author);
+            for &relay in relays {
                 self.q.push(live[relay.index()] * kept[relay.index()]);
                 self.u.push(reach.share(self.depth[relay.index()]));
             }
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
-            if let Some(a) = learned[author.index()].filter(|_| config.pairs) {
-                let relays = table.write_relays(author);
-                for (url, pair) in &a.relays {
+            if let Some(a) = learned.filter(|_| config.pairs) {
+                for (url, pair) in a.relays.shared() {
                     if pair.hits + pair.misses < MIN_PAIR_EVIDENCE {
                         continue;
                     }
-                    let Some(relay) = table.relay_id(url) else {
+                    // `stats` is borrowed for the whole build, so no address is reused.
+                    let id = *pair_relay
+                        .entry(Arc::as_ptr(url) as *const u8 as usize)
+                        .or_insert_with(|| table.relay_id(url).map_or(u32::MAX, |r| r.0));
+                    if id == u32::MAX {
                         continue;
-                    };
+                    }
+                    let relay = RelayId(id);
                     if let Some(i) = relays.iter().position(|&r| r == relay) {
                         self.q[start + i] = live[relay.index()] * pair.mean();
                     }
                 }
             }
+            // Authors in id order are each relay's writers in order, so this fills every
+            // relay's column in `RouteTable::writers` order.
+            for (i, &relay) in relays.iter().enumerate() {
+                let at = &mut cursor[relay.index()];
+                debug_assert_eq!(
+                    table.writers(relay)[(*at - self.relay_offsets[relay.index()]) as usize],
+                    author
+                );
+                self.relay_q[*at as usize] = self.q[start + i];
+                self.relay_u[*at as usize] = self.u[start + i];
+                *at += 1;
+            }
         }
         self.offsets.push(self.q.len() as u32);
+        self.finish_weights(volume_sum, volumes, config);
+        self.pair_relay = pair_relay;
+        self.cursor = cursor;
         self.live = live;
         self.kept = kept;
-        self.index_by_relay(table);
-        self.weigh_authors(&learned, config);
     }
 
-    /// Lays the chances out relay by relay, so gains are computed without searching lists:
-    /// authors in id order are each relay's writers in order, so one pass scatters them.
-    fn index_by_relay(&mut self, table: &RouteTable) {
+    /// Sizes the relay-ordered chances (`relay_offsets`, `relay_q`, `relay_u`) and points
+    /// `cursor` at each relay's first slot, so gains are computed without searching lists.
+    fn lay_out_relays(&mut self, table: &RouteTable) {
         self.relay_offsets.clear();
         let mut end = 0u32;
         for relay in table.relays() {
@@ -197,23 +244,30 @@ impl Model {
         self.relay_q.resize(end as usize, 0.0);
         self.relay_u.clear();
         self.relay_u.resize(end as usize, 0.0);
-        let mut cursor = std::mem::take(&mut self.cursor);
-        cursor.clear();
-        cursor.extend_from_slice(&self.relay_offsets[..table.relay_count()]);
-        for author in table.authors() {
-            let start = self.offsets[author.index()] as usize;
-            for (i, &relay) in table.write_relays(author).iter().enumerate() {
-                let at = &mut cursor[relay.index()];
-                debug_assert_eq!(
-                    table.writers(relay)[(*at - self.relay_offsets[relay.index()]) as usize],
-                    author
-                );
-                self.relay_q[*at as usize] = self.q[start + i];
-                self.relay_u[*at as usize] = self.u[start + i];
-                *at += 1;
+        self.cursor.clear();
+        self.cursor
+            .extend_from_slice(&self.relay_offsets[..table.relay_count()]);
+    }
+
+    /// Replaces the [`SILENT`] and [`UNSEEN`] marks in `weight` now that the average volume is
+    /// known (every weight is 1 without `volume`).
+    fn finish_weights(&mut self, volume_sum: f64, volumes: usize, config: &RecallConfig) {
+        if !config.volume {
+            self.weight.fill(1.0);
+            return;
+        }
+        let average = if volumes == 0 {
+            1.0
+        } else {
+            volume_sum / volumes as f64
+        };
+        for w in &mut self.weight {
+            if *w == SILENT {
+                *w = config.silent_weight * average;
+            } else if *w == UNSEEN {
+                *w = average;
             }
         }
-        self.cursor = cursor;
     }
 
     /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
@@ -236,27 +290,6 @@ impl Model {
     /// What the planner knows of `author`'s notes' ages.
     pub fn reach(&self, author: AuthorId) -> Reach {
         self.reach[author.index()]
-    }
-
-    fn weigh_authors(&mut self, learned: &[Option<&AuthorStats>], config: &RecallConfig) {
-        self.weight.clear();
-        if !config.volume {
-            self.weight.resize(learned.len(), 1.0);
-            return;
-        }
-        let (sum, n) = learned
-            .iter()
-            .flatten()
-            .map(|s| s.volume)
-            .filter(|v| *v > 0.0)
-            .fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-        let average = if n == 0 { 1.0 } else { sum / n as f64 };
-        self.weight
-            .extend(learned.iter().zip(&self.reach).map(|(s, reach)| match s {
-                Some(s) if s.volume > 0.0 => s.volume * reach.scale,
-                Some(_) => config.silent_weight * average,
-                None => average,
-            }));
     }
 
     /// How much `author`'s notes are worth.

@@ -45,17 +45,20 @@
 //! [`DeliveryStats::sanitize`] and [`DeliveryStats::set`]), with a `tracing` warning, so it
 //! re-enters learning instead of poisoning selection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use nostr::key::PublicKey;
 use serde::{Deserialize, Serialize};
 
 use crate::fastmap::FastMap;
 
+mod pairs;
 mod recorder;
 mod round;
 mod store;
 
+pub use pairs::Pairs;
 pub use recorder::RoundRecorder;
 pub use round::{AuthorRound, RelayRound, RoundReport};
 pub use store::{
@@ -79,6 +82,7 @@ pub const MAX_DEPTH_SECS: f64 = 100.0 * 365.25 * 86_400.0;
 /// The share of an author's notes, taken to be spread evenly over the ages `[young, old]`
 /// (seconds before now), that are younger than `age`: what a relay whose history reaches back
 /// `age` can hold of them. Learning and planning both read note ages this way.
+#[inline]
 pub fn share_younger(age: f64, young: f64, old: f64) -> f64 {
     if old > young {
         ((age - young) / (old - young)).clamp(0.0, 1.0)
@@ -289,6 +293,39 @@ pub struct DeliveryStats {
     session: u64,
     /// What was learned per followed author, see [`AuthorStats`].
     authors: FastMap<PublicKey, AuthorStats>,
+    /// Every relay URL the authors' pairs name, once: their pairs share these.
+    #[serde(skip)]
+    pair_urls: PairUrls,
+}
+
+/// The shared pair URLs. Not part of what the stats say, so equal whatever it holds.
+#[derive(Clone, Default)]
+struct PairUrls(HashSet<Arc<str>>);
+
+impl PairUrls {
+    /// The shared copy of `url`, added when there is none.
+    fn get(&mut self, url: &str) -> Arc<str> {
+        match self.0.get(url) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: Arc<str> = Arc::from(url);
+                self.0.insert(Arc::clone(&shared));
+                shared
+            }
+        }
+    }
+}
+
+impl PartialEq for PairUrls {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PairUrls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} pair URLs", self.0.len())
+    }
 }
 
 impl DeliveryStats {
@@ -471,13 +508,15 @@ impl DeliveryStats {
     }
 
     /// What was learned about one author, if anything.
+    #[inline]
     pub fn author(&self, author: &PublicKey) -> Option<&AuthorStats> {
         self.authors.get(author)
     }
 
     /// Replaces what is known about one author; corrupt values are dropped with a warning.
-    pub fn set_author(&mut self, author: PublicKey, stats: AuthorStats) {
+    pub fn set_author(&mut self, author: PublicKey, mut stats: AuthorStats) {
         if stats.is_sane() {
+            stats.relays.intern(&mut self.pair_urls.0);
             self.authors.insert(author, stats);
         } else {
             tracing::warn!(author = %author, "corrupt author stats dropped");
@@ -511,7 +550,7 @@ pub struct AuthorStats {
     /// Per relay (canonical URL) asked about this author: the share it returned of the notes
     /// its history reaches back to (see [`RelayStats::depth_secs`]), as (hits, misses). Catches
     /// writes that silently fail on one relay for one author.
-    pub relays: HashMap<String, PairStats>,
+    pub relays: Pairs,
 }
 
 /// Evidence about one (relay, author) pair: fractional hits and misses over answered runs.
@@ -526,6 +565,7 @@ pub struct PairStats {
 
 impl PairStats {
     /// Posterior mean under a Beta(1, 1) prior.
+    #[inline]
     pub fn mean(&self) -> f64 {
         (1.0 + self.hits) / (2.0 + self.hits + self.misses)
     }

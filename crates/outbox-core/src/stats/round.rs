@@ -5,6 +5,7 @@
 //! [`DeliveryStats::record_round`]: one code path for everything learned from delivery.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use nostr::key::PublicKey;
 
@@ -171,6 +172,8 @@ impl DeliveryStats {
             let mut shares: Vec<(PublicKey, f64)> = Vec::with_capacity(relay.authors.len());
             // (author, held, reachable) per author judged on its writes.
             let mut kept: Vec<(PublicKey, f64, f64)> = Vec::with_capacity(relay.authors.len());
+            // The relay's URL as every author's pairs share it.
+            let mut pair_url: Option<Arc<str>> = None;
             for a in &relay.authors {
                 let Some(seen) = seen.get(&a.author).filter(|s| s.best > 0) else {
                     continue;
@@ -187,8 +190,9 @@ impl DeliveryStats {
                 let held = f64::from(a.events).min(reachable);
                 kept.push((a.author, held, reachable));
                 let share = held / reachable;
+                let url = pair_url.get_or_insert_with(|| self.pair_urls.get(&relay.url));
                 let author = self.authors.entry(a.author).or_default();
-                let pair = author.relays.entry(relay.url.clone()).or_default();
+                let pair = author.relays.entry(url);
                 pair.hits = (pair.hits + share).min(MAX_PARAM);
                 pair.misses = (pair.misses + 1.0 - share).min(MAX_PARAM);
             }
