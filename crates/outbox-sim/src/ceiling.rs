@@ -120,17 +120,11 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
                 let one = score(sim, asks, s, &[*w]);
                 match &mut combined {
                     None => combined = Some(one),
-                    Some(all) => {
-                        let all: &mut crate::score::PlanScore = all;
-                        all.windows.extend(one.windows);
-                        all.cost.extend(one.cost);
-                    }
+                    Some(all) => all.add_windows(one),
                 }
             }
-            let mut plan_score =
+            let plan_score =
                 combined.unwrap_or_else(|| score(sim, &with_residual(sim, Vec::new()), s, &[]));
-            plan_score.windows.sort_by_key(|w| w.window.secs());
-            plan_score.cost.sort_by_key(|c| c.window.secs());
             SessionOutcome {
                 score: plan_score,
                 plan_us,

@@ -373,21 +373,18 @@ impl PlanScore {
         self.cost.iter().find(|c| c.window == w).map(|c| &c.cost)
     }
 
-    /// Takes window `w`'s recall and cost from `other` (another plan's score of the same
-    /// session), keeping everything else.
-    pub fn replace_window(&mut self, other: &PlanScore, w: Window) {
-        if let (Some(to), Some(from)) = (
-            self.windows.iter_mut().find(|s| s.window == w),
-            other.window(w),
-        ) {
-            *to = from.clone();
-        }
-        if let (Some(to), Some(from)) = (
-            self.cost.iter_mut().find(|c| c.window == w),
-            other.cost.iter().find(|c| c.window == w),
-        ) {
-            *to = from.clone();
-        }
+    /// Takes the windows `other` (another plan's score of the same session) scored: their
+    /// recall and cost replace any this score has for them, in window order; connections,
+    /// disclosure and coverage stay this plan's.
+    pub fn add_windows(&mut self, other: PlanScore) {
+        self.windows
+            .retain(|w| other.windows.iter().all(|o| o.window != w.window));
+        self.cost
+            .retain(|c| other.cost.iter().all(|o| o.window != c.window));
+        self.windows.extend(other.windows);
+        self.cost.extend(other.cost);
+        self.windows.sort_by_key(|w| w.window);
+        self.cost.sort_by_key(|c| c.window);
     }
 }
 

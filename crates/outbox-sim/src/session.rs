@@ -136,15 +136,22 @@ pub fn run_sessions(
         if cfg.replan_on_failure {
             replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, &mut asks);
         }
-        let (mut score, observation) = score_and_observe(sim, &asks, s, &cfg.windows, since);
-        // A narrower window is scored with its own plan; what the session learns from, and its
-        // connections, disclosure and coverage, stay the widest window's plan.
-        if router.reads_window() {
-            for (window, own) in narrower_plans(sim, router, &stats, ctx, cfg, s) {
-                if own != asks {
-                    score.replace_window(&crate::score::score(sim, &own, s, &[window]), window);
-                }
-            }
+        // A narrower window whose own plan differs is scored with it; what the session learns
+        // from, and its connections, disclosure and coverage, stay the widest window's plan.
+        let own: Vec<(Window, Asks)> = if router.reads_window() {
+            narrower_plans(sim, router, &stats, ctx, cfg, s)
+                .into_iter()
+                .filter(|(_, plan)| *plan != asks)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let shared: Vec<Window> = (cfg.windows.iter().copied())
+            .filter(|w| own.iter().all(|(o, _)| o != w))
+            .collect();
+        let (mut score, observation) = score_and_observe(sim, &asks, s, &shared, since);
+        for (window, plan) in &own {
+            score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
         learn(sim, &asks, s, since, &mut stats, now);
         on_session(s, &plan, &observation);

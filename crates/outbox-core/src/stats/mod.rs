@@ -400,7 +400,8 @@ impl DeliveryStats {
     }
 
     /// Resets every corrupt relay (and a corrupt decay setting) to the uniform prior, with a
-    /// warning for each; returns how many values were replaced. Stores call this after loading.
+    /// warning for each, and has every author's pairs share one URL string per relay; returns
+    /// how many values were replaced. Stores call this after loading.
     pub fn sanitize(&mut self) -> usize {
         let mut fixed = 0;
         if !self.decay.is_sane() {
@@ -423,6 +424,10 @@ impl DeliveryStats {
             }
             sane
         });
+        // However they were read, the pairs share one URL string per relay from here on.
+        for a in self.authors.values_mut() {
+            a.relays.intern(&mut self.pair_urls.0);
+        }
         fixed + (before - self.authors.len())
     }
 
@@ -675,6 +680,30 @@ mod tests {
             },
         );
         assert_eq!(s.get("wss://z.example").latency_ms, None);
+    }
+
+    #[test]
+    fn sanitize_shares_pair_urls_however_the_stats_were_read() {
+        let mut s = DeliveryStats::new();
+        for i in 0..2u8 {
+            let mut a = AuthorStats::default();
+            a.relays.insert(
+                String::from("wss://x.example"),
+                PairStats {
+                    hits: 1.0,
+                    misses: 0.0,
+                },
+            );
+            // Straight into the map, as a deserialized file would be.
+            s.authors.insert(PublicKey::from_byte_array([i + 1; 32]), a);
+        }
+        let url = |s: &DeliveryStats, i: u8| {
+            let a = &s.authors[&PublicKey::from_byte_array([i + 1; 32])];
+            Arc::clone(&a.relays.shared()[0].0)
+        };
+        assert!(!Arc::ptr_eq(&url(&s, 0), &url(&s, 1)));
+        assert_eq!(s.sanitize(), 0);
+        assert!(Arc::ptr_eq(&url(&s, 0), &url(&s, 1)));
     }
 
     #[test]
