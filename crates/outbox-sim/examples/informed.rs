@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example informed -- [config.toml] [profiles] [seeds]
-//!     [window] [--relays]
+//!     [window] [--relays] [--family decay]
 //! ```
 //!
 //! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
@@ -16,8 +16,8 @@
 
 use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
 use outbox_sim::{
-    ceiling_asks, generate, run_sessions, score, up_rates, Asks, LoopConfig, Profile, SimWorld,
-    Window,
+    ceiling_asks, generate_in, run_sessions, score, up_rates, Asks, Family, LoopConfig, Profile,
+    SimWorld, Window,
 };
 
 /// Pseudo-observations behind every informed belief.
@@ -195,12 +195,15 @@ fn main() {
     let relays = all.iter().any(|a| a == "--relays");
     let truth_at = all.iter().position(|a| a == "--truth");
     let parts = truth_at.and_then(|i| all.get(i + 1).cloned());
+    let family_at = all.iter().position(|a| a == "--family");
+    let family: Family = family_at
+        .and_then(|i| all.get(i + 1))
+        .map_or(Family::Default, |f| f.parse().expect("family"));
+    let flag = |i: usize, at: Option<usize>| Some(i) == at || Some(i) == at.map(|t| t + 1);
     let args: Vec<String> = all
         .iter()
         .enumerate()
-        .filter(|&(i, a)| {
-            a != "--relays" && Some(i) != truth_at && Some(i) != truth_at.map(|t| t + 1)
-        })
+        .filter(|&(i, a)| a != "--relays" && !flag(i, truth_at) && !flag(i, family_at))
         .map(|(_, a)| a.clone())
         .collect();
     let toml = args
@@ -222,7 +225,7 @@ fn main() {
     let mut n = 0.0;
     for &p in &profiles {
         for &seed in &seeds {
-            let sim = SimWorld::new(generate(p, seed));
+            let sim = SimWorld::new(generate_in(family, p, seed));
             let cfg = LoopConfig::default();
             let mut router = Router::from_toml(&toml).expect("config");
             let mut last_plan = None;

@@ -159,15 +159,26 @@ impl Model {
         pair_relay.clear();
 
         self.offsets.clear();
+        // Sized once (every write pair of the table) and filled by index: pushing pair by pair
+        // costs more than the values.
+        let pairs = *self.relay_offsets.last().unwrap_or(&0) as usize;
         self.q.clear();
+        self.q.resize(pairs, 0.0);
         self.u.clear();
+        self.u.resize(pairs, 0.0);
+        let mut end = 0usize;
         self.reach.clear();
         self.weight.clear();
         self.offsets.reserve(table.follow_count() + 1);
         // The volumes seen, summed in author order, for the average weight.
         let (mut volume_sum, mut volumes) = (0.0, 0usize);
-        for author in table.authors() {
-            let learned = stats.author(table.pubkey(author));
+        // Every follow's stats looked up first, in a loop with nothing else in it, so the
+        // processor overlaps the lookups' cache misses instead of taking them one by one.
+        let found: Vec<Option<&AuthorStats>> = table
+            .authors()
+            .map(|author| stats.author(table.pubkey(author)))
+            .collect();
+        for (author, learned) in table.authors().zip(found) {
             let reach = match learned {
                 Some(s) if config.depth => Reach::new(s, input.now, window_secs, horizon),
                 _ => Reach::UNKNOWN,
@@ -183,12 +194,17 @@ impl Model {
                 None => UNSEEN,
             });
 
-            self.offsets.push(self.q.len() as u32);
-            let start = self.q.len();
+            let start = end;
+            self.offsets.push(start as u32);
             let relays = table.write_relays(author);
-            for &relay in relays {
-                self.q.push(live[relay.index()] * kept[relay.index()]);
-                self.u.push(reach.share(self.depth[relay.index()]));
+            end += relays.len();
+            for ((&relay, q), u) in relays
+                .iter()
+                .zip(&mut self.q[start..end])
+                .zip(&mut self.u[start..end])
+            {
+                *q = live[relay.index()] * kept[relay.index()];
+                *u = reach.share(self.depth[relay.index()]);
             }
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
             if let Some(a) = learned.filter(|_| config.pairs) {
@@ -222,7 +238,8 @@ impl Model {
                 *at += 1;
             }
         }
-        self.offsets.push(self.q.len() as u32);
+        debug_assert_eq!(end, pairs);
+        self.offsets.push(end as u32);
         self.finish_weights(volume_sum, volumes, config);
         self.pair_relay = pair_relay;
         self.cursor = cursor;
@@ -382,19 +399,38 @@ impl Model {
         self.live.resize(table.relay_count(), 1.0);
         self.kept.clear();
         self.kept.resize(table.relay_count(), 1.0);
+        let prior = |b: usize| pooled[b].unwrap_or([1.0, 1.0, 1.0 + config.optimism, 1.0]);
+        // Planning with means, every relay nothing is known of believes its bucket's prior:
+        // worked out once, not per relay (most of a large table was never asked).
+        let fresh: Option<[(f64, f64); BUCKETS]> = (!config.explore).then(|| {
+            std::array::from_fn(|b| {
+                let [la, lb, ka, kb] = prior(b);
+                (
+                    if config.liveness { la / (la + lb) } else { 1.0 },
+                    if config.completeness {
+                        ka / (ka + kb)
+                    } else {
+                        1.0
+                    },
+                )
+            })
+        });
         for relay in table.relays() {
-            if table.popularity(relay) == 0 {
+            let popularity = table.popularity(relay);
+            if popularity == 0 {
                 continue;
             }
-            let [la, lb, ka, kb] = match self.learned[relay.index()] {
+            let i = relay.index();
+            if let Some(fresh) = &fresh {
+                if self.learned[i].is_none() && self.seeded[i].is_none() {
+                    (self.live[i], self.kept[i]) = fresh[bucket(popularity)];
+                    continue;
+                }
+            }
+            let [la, lb, ka, kb] = match self.learned[i] {
                 Some(ab) => ab,
                 None => {
-                    let [la, lb, ka, kb] = pooled[bucket(table.popularity(relay))].unwrap_or([
-                        1.0,
-                        1.0,
-                        1.0 + config.optimism,
-                        1.0,
-                    ]);
+                    let [la, lb, ka, kb] = prior(bucket(popularity));
                     let [sa, sb] = self.seeded[relay.index()].unwrap_or([0.0, 0.0]);
                     [la + sa, lb + sb, ka, kb]
                 }

@@ -225,8 +225,13 @@ impl Recall {
                 h.drop_weakest();
             }
         }
-        extras.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        for &(_, a) in extras.iter().take(total - allowed) {
+        // Only which pairs are the weakest matters, not their order: an author loses its
+        // weakest relay once per pair of it among them.
+        let drop = total - allowed;
+        if drop < extras.len() {
+            extras.select_nth_unstable_by(drop, |x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        }
+        for &(_, a) in extras.iter().take(drop) {
             held[a].drop_weakest();
         }
     }
