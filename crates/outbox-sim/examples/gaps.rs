@@ -1,22 +1,26 @@
-//! Why a learned plan misses what the learnable ceiling fetches: each 1-year note the ceiling's
-//! plan fetched in the last session and the strategy's did not, put in the first class that
-//! explains it.
+//! Why a learned plan misses what the learnable ceiling fetches. Each note of the last year
+//! that the ceiling's plan fetched in the last session and the strategy's did not is put in the
+//! first class that explains it:
 //!
 //! - `unassigned`: a relay serving the note was in the strategy's plan and answered, but the
 //!   note's author was not asked of it (the per-author cap or the disclosure budget);
-//! - `passed over`: a relay serving it had been asked in an earlier session (so something was
+//! - `down`: the strategy asked the author of a relay serving the note, which did not answer;
+//! - `passed over`: a relay serving it had been asked in an earlier session (something was
 //!   learned of it), but the plan left it out;
-//! - `never asked`: no relay serving it had been asked before (exploration);
-//! - `down`: the strategy asked the author of a serving relay that was down this session.
+//! - `never asked`: no relay serving it had been asked before (exploration).
+//!
+//! The missed notes are also split by what was learned of their author (nothing; asked, but no
+//! notes came back; some notes), and the never-asked ones by how many follows list the
+//! ceiling's relay that served them. `-v` lists each world's largest misses.
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example gaps -- [config.toml] [profiles] [seeds]
-//!     [--family decay]
+//!     [--family decay] [-v]
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use outbox_core::Router;
+use outbox_core::{DeliveryStats, Router};
 use outbox_sim::{
     ceiling_asks, fetch, generate_in, run_sessions, up_rates, Asks, Family, LoopConfig, Profile,
     SimWorld, Window,
@@ -33,6 +37,64 @@ where
 }
 
 const CLASSES: [&str; 4] = ["unassigned", "down", "passed over", "never asked"];
+
+/// Popularity buckets of the never-asked relays: listed by 1 follow, 2–3, 4–15, 16+.
+fn bucket(popularity: u32) -> usize {
+    match popularity {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=15 => 2,
+        _ => 3,
+    }
+}
+
+/// Counts over one world or many.
+#[derive(Default)]
+struct Tally {
+    learned: u64,
+    ceiling: u64,
+    /// Fetched by the strategy, not by the ceiling.
+    gained: u64,
+    /// Missed notes per class of [`CLASSES`].
+    missed: [u64; 4],
+    /// Missed notes whose author was: never learned of, learned silent, learned with notes.
+    by_author: [u64; 3],
+    /// Never-asked misses per popularity bucket of the ceiling's relay.
+    by_popularity: [u64; 4],
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.learned += o.learned;
+        self.ceiling += o.ceiling;
+        self.gained += o.gained;
+        for i in 0..4 {
+            self.missed[i] += o.missed[i];
+            self.by_popularity[i] += o.by_popularity[i];
+        }
+        for i in 0..3 {
+            self.by_author[i] += o.by_author[i];
+        }
+    }
+
+    fn shares(&self) -> [f64; 4] {
+        let all = self.missed.iter().sum::<u64>().max(1) as f64;
+        self.missed.map(|c| 100.0 * c as f64 / all)
+    }
+}
+
+/// Per follow, the relays `asks` asks it of.
+fn relays_of(asks: &Asks, follows: usize) -> Vec<Vec<u32>> {
+    let mut of = vec![Vec::new(); follows];
+    for e in &asks.entries {
+        if let Some(r) = e.relay {
+            for &a in &e.authors {
+                of[a as usize].push(r);
+            }
+        }
+    }
+    of
+}
 
 fn main() {
     outbox_strategies::link();
@@ -54,175 +116,143 @@ fn main() {
         .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\n".into());
     let profiles: Vec<Profile> = list(args.get(1), "small,medium,large");
     let seeds: Vec<u64> = list(args.get(2), "1,2,3");
-    let window = Window::Y1;
     println!(
-        "{:<22} {:>7} {:>7} {:>7} | {:>10} {:>6} {:>11} {:>11}",
+        "{:<22} {:>7} {:>7} {:>6} | {:>10} {:>6} {:>11} {:>11}",
         "world", "learned", "ceiling", "gained", CLASSES[0], CLASSES[1], CLASSES[2], CLASSES[3]
     );
-    let mut totals = [0u64; 7];
-    let mut unasked = [0u64; 4];
-    let mut by_state = [0u64; 3];
-    let mut unasked_relays: [HashSet<u32>; 4] = Default::default();
+    let mut total = Tally::default();
     for &p in &profiles {
         for &seed in &seeds {
             let sim = SimWorld::new(generate_in(family, p, seed));
-            let cfg = LoopConfig::default();
-            let last = cfg.sessions - 1;
-            let mut router = Router::from_toml(&toml).expect("config");
-            let mut asked_before: HashSet<u32> = HashSet::new();
-            let mut last_asks = None;
-            let run = run_sessions(&sim, &mut router, &cfg, |s, plan, _| {
-                let asks = Asks::from_plan(&sim, plan);
-                if s < last {
-                    asked_before.extend(asks.entries.iter().filter_map(|e| e.relay));
-                } else {
-                    last_asks = Some(asks);
-                }
-            });
-            let learned = last_asks.expect("a last session");
-            let ceiling = ceiling_asks(&sim, &up_rates(&sim), 20, window);
-            let since = sim.world.now - window.secs();
-            let got = fetch(&sim, &learned, last, since, false).delivered;
-            let best = fetch(&sim, &ceiling, last, since, false).delivered;
-            // Per follow, the relays the strategy asked it of.
-            let mut asked_of = vec![Vec::new(); sim.world.follows.len()];
-            let mut planned = HashSet::new();
-            for e in &learned.entries {
-                if let Some(r) = e.relay {
-                    planned.insert(r);
-                    for &a in &e.authors {
-                        asked_of[a as usize].push(r);
-                    }
-                }
-            }
-            let mut ceiling_of = vec![Vec::new(); sim.world.follows.len()];
-            for e in &ceiling.entries {
-                if let Some(r) = e.relay {
-                    for &a in &e.authors {
-                        ceiling_of[a as usize].push(r);
-                    }
-                }
-            }
-            let w = &sim.world;
-            let mut counts = [0u64; 7];
-            let mut missed_on = std::collections::HashMap::new();
-            for (i, e) in w.events().iter().enumerate() {
-                if e.created_at < since {
-                    continue;
-                }
-                counts[4] += u64::from(got[i]);
-                counts[5] += u64::from(best[i]);
-                if got[i] && !best[i] {
-                    counts[6] += 1;
-                }
-                if !best[i] || got[i] {
-                    continue;
-                }
-                let serving = w.event_relays(e);
-                let up = |r: u32| w.is_up(r, last);
-                let class = if serving.iter().any(|&r| planned.contains(&r) && up(r)) {
-                    0
-                } else if serving
-                    .iter()
-                    .any(|r| asked_of[e.author as usize].contains(r))
-                {
-                    1
-                } else if serving.iter().any(|r| asked_before.contains(r)) {
-                    2
-                } else {
-                    3
-                };
-                counts[class] += 1;
-                let state = match run.stats.author(&w.follows[e.author as usize]) {
-                    None => 0,
-                    Some(s) if s.volume <= 0.0 => 1,
-                    Some(_) => 2,
-                };
-                by_state[state] += 1;
-                if class == 3 {
-                    if let Some(&r) = serving
-                        .iter()
-                        .find(|r| ceiling_of[e.author as usize].contains(r))
-                    {
-                        let url = &w.relays()[r as usize].url;
-                        let pop = sim
-                            .table
-                            .relay_id(url)
-                            .map_or(0, |id| sim.table.popularity(id));
-                        let b = match pop {
-                            0..=1 => 0,
-                            2..=3 => 1,
-                            4..=15 => 2,
-                            _ => 3,
-                        };
-                        unasked[b] += 1;
-                        unasked_relays[b].insert(r);
-                        *missed_on.entry((r, e.author)).or_insert(0u64) += 1;
-                    }
-                }
-            }
-            if verbose {
-                let mut rows: Vec<_> = missed_on.iter().collect();
-                rows.sort_by(|a, b| b.1.cmp(a.1));
-                for (&(r, a), n) in rows.iter().take(8) {
-                    let url = &w.relays()[r as usize].url;
-                    let pop = sim
-                        .table
-                        .relay_id(url)
-                        .map_or(0, |id| sim.table.popularity(id));
-                    let st = run.stats.author(&w.follows[a as usize]);
-                    let age = |t: u64| (w.now.saturating_sub(t)) as f64 / 86_400.0;
-                    let listed = sim.declared(a).len();
-                    eprintln!(
-                        "  {n:>5} notes of follow {a} ({listed} listed) on {url} (in {pop} lists): learned {}",
-                        st.map_or("nothing".into(), |s| format!(
-                            "volume {:.0}, ages {:.0}-{:.0} d, probed {:.0} d, pairs {}",
-                            s.volume,
-                            age(s.last),
-                            age(s.first),
-                            s.probed_secs / 86_400.0,
-                            s.relays.len()
-                        ))
-                    );
-                }
-            }
-            let missed: u64 = counts[..4].iter().sum::<u64>().max(1);
-            let pct = |c: u64| 100.0 * c as f64 / missed as f64;
+            let tally = world_gaps(&sim, &toml, verbose);
+            let s = tally.shares();
             println!(
-                "{:<22} {:>7} {:>7} {:>7} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
-                w.name,
-                counts[4],
-                counts[5],
-                counts[6],
-                pct(counts[0]),
-                pct(counts[1]),
-                pct(counts[2]),
-                pct(counts[3])
+                "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
+                sim.world.name, tally.learned, tally.ceiling, tally.gained, s[0], s[1], s[2], s[3]
             );
-            for (t, c) in totals.iter_mut().zip(counts) {
-                *t += c;
+            total.add(&tally);
+        }
+    }
+    let s = total.shares();
+    println!(
+        "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
+        "all", total.learned, total.ceiling, total.gained, s[0], s[1], s[2], s[3]
+    );
+    println!(
+        "missed notes by what was learned of their author: nothing {}, no notes {}, some notes {}",
+        total.by_author[0], total.by_author[1], total.by_author[2]
+    );
+    println!(
+        "never-asked misses by the follows listing the ceiling's relay: 1: {}, 2-3: {}, 4-15: {}, 16+: {}",
+        total.by_popularity[0], total.by_popularity[1], total.by_popularity[2], total.by_popularity[3]
+    );
+}
+
+/// Runs the strategy's sessions on `sim` and sorts its last session's misses.
+fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
+    let window = Window::Y1;
+    let cfg = LoopConfig::default();
+    let last = cfg.sessions - 1;
+    let mut router = Router::from_toml(toml).expect("config");
+    let mut asked_before: HashSet<u32> = HashSet::new();
+    let mut last_asks = None;
+    let run = run_sessions(sim, &mut router, &cfg, |s, plan, _| {
+        let asks = Asks::from_plan(sim, plan);
+        if s < last {
+            asked_before.extend(asks.entries.iter().filter_map(|e| e.relay));
+        } else {
+            last_asks = Some(asks);
+        }
+    });
+    let learned = last_asks.expect("a last session");
+    let ceiling = ceiling_asks(sim, &up_rates(sim), 20, window);
+    let w = &sim.world;
+    let since = w.now - window.secs();
+    let got = fetch(sim, &learned, last, since, false).delivered;
+    let best = fetch(sim, &ceiling, last, since, false).delivered;
+    let asked_of = relays_of(&learned, w.follows.len());
+    let ceiling_of = relays_of(&ceiling, w.follows.len());
+    let planned: HashSet<u32> = learned.entries.iter().filter_map(|e| e.relay).collect();
+    let popularity = |r: u32| {
+        let url = &w.relays()[r as usize].url;
+        sim.table
+            .relay_id(url)
+            .map_or(0, |id| sim.table.popularity(id))
+    };
+    let mut tally = Tally::default();
+    // Never-asked misses per (ceiling relay, author), for `-v`.
+    let mut unasked: HashMap<(u32, u32), u64> = HashMap::new();
+    for (i, e) in w.events().iter().enumerate() {
+        if e.created_at < since {
+            continue;
+        }
+        tally.learned += u64::from(got[i]);
+        tally.ceiling += u64::from(best[i]);
+        tally.gained += u64::from(got[i] && !best[i]);
+        if !best[i] || got[i] {
+            continue;
+        }
+        let serving = w.event_relays(e);
+        let author = e.author as usize;
+        let class = if serving
+            .iter()
+            .any(|&r| planned.contains(&r) && w.is_up(r, last))
+        {
+            0
+        } else if serving.iter().any(|r| asked_of[author].contains(r)) {
+            1
+        } else if serving.iter().any(|r| asked_before.contains(r)) {
+            2
+        } else {
+            3
+        };
+        tally.missed[class] += 1;
+        tally.by_author[match run.stats.author(&w.follows[author]) {
+            None => 0,
+            Some(s) if s.volume <= 0.0 => 1,
+            Some(_) => 2,
+        }] += 1;
+        if class == 3 {
+            if let Some(&r) = serving.iter().find(|r| ceiling_of[author].contains(r)) {
+                tally.by_popularity[bucket(popularity(r))] += 1;
+                *unasked.entry((r, e.author)).or_default() += 1;
             }
         }
     }
-    println!(
-        "never asked, by the popularity of the ceiling's relay (1, 2-3, 4-15, 16+): notes {unasked:?}, relays {:?}",
-        unasked_relays.iter().map(HashSet::len).collect::<Vec<_>>()
-    );
-    println!("missed notes by what was learned of their author (nothing, no notes, some notes): {by_state:?}");
-    let missed: u64 = totals[..4].iter().sum::<u64>().max(1);
-    println!(
-        "{:<22} {:>7} {:>7} {:>7} | {}",
-        "total",
-        totals[4],
-        totals[5],
-        totals[6],
-        (0..4)
-            .map(|c| format!(
-                "{}: {:.1}%",
-                CLASSES[c],
-                100.0 * totals[c] as f64 / missed as f64
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    if verbose {
+        list_misses(sim, &run.stats, &unasked, popularity);
+    }
+    tally
+}
+
+/// The largest never-asked misses: whose notes, on which relay, and what was learned of them.
+fn list_misses(
+    sim: &SimWorld,
+    stats: &DeliveryStats,
+    unasked: &HashMap<(u32, u32), u64>,
+    popularity: impl Fn(u32) -> u32,
+) {
+    let w = &sim.world;
+    let mut rows: Vec<_> = unasked.iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let days = |t: u64| w.now.saturating_sub(t) as f64 / 86_400.0;
+    for (&(r, a), n) in rows.iter().take(8) {
+        let learned = match stats.author(&w.follows[a as usize]) {
+            None => "nothing".to_string(),
+            Some(s) if s.volume <= 0.0 => "no notes".to_string(),
+            Some(s) => format!(
+                "volume {:.0}, ages {:.0}-{:.0} d, from relays reaching {:.0} d",
+                s.volume,
+                days(s.last),
+                days(s.first),
+                s.probed_secs / 86_400.0
+            ),
+        };
+        eprintln!(
+            "  {n:>5} notes of follow {a} ({} listed) on {} (in {} lists); learned: {learned}",
+            sim.declared(a).len(),
+            w.relays()[r as usize].url,
+            popularity(r)
+        );
+    }
 }
