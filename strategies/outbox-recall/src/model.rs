@@ -14,27 +14,16 @@ use crate::RecallConfig;
 /// Evidence below this many (fractional) observations leaves a pair to the relay-wide prior.
 const MIN_PAIR_EVIDENCE: f64 = 0.5;
 
-/// Marks in `Model::weight` while the average volume is not known yet: an author seen with no
-/// notes, and one nothing was learned about. A real weight is positive (or NaN), never these.
-const SILENT: f64 = -1.0;
-const UNSEEN: f64 = -2.0;
-
 /// One run's beliefs, indexed by route-table ids. Rebuilt every run (tables change between
 /// runs); allocation is reused.
 #[derive(Debug, Default)]
 pub struct Model {
-    /// Per author, the offset of its first write relay in `q`.
-    offsets: Vec<u32>,
-    /// Per (author, write relay) in list order: chance the relay returns the author's notes
-    /// within its history.
-    q: Vec<f64>,
-    /// Parallel to `q`: the share of the author's notes (youngest first) the relay's history
-    /// reaches back to (see [`Reach`]).
-    u: Vec<f64>,
-    /// Per author: what its notes' ages say about how deep a relay must reach.
-    reach: Vec<Reach>,
+    /// Per author: what its notes of each age are worth.
+    worth: Vec<Worth>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
+    /// Per relay: what it would add to a plan holding nothing.
+    alone: Vec<f64>,
     /// The same chances in relay order, parallel to `RouteTable::writers(relay)`.
     relay_offsets: Vec<u32>,
     relay_q: Vec<f64>,
@@ -49,6 +38,8 @@ pub struct Model {
     kept: Vec<f64>,
     /// Per relay: how far back its history reaches, seconds (infinite: not known yet).
     depth: Vec<f64>,
+    /// Scratch: one author's (q, u) per write relay while its chances are worked out.
+    chances: Vec<(f64, f64)>,
     /// Scratch: per relay, the next free slot in `relay_q` while laying chances out.
     cursor: Vec<u32>,
     /// Scratch: per pair URL (by the address of its shared string), its relay in the table
@@ -75,6 +66,36 @@ pub struct Reach {
     pub scale: f64,
     /// The author posted within the last week (or nothing is known yet).
     pub active: bool,
+}
+
+/// What one author's notes are worth, by age (share of its notes, youngest first).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Worth {
+    /// Share of the author's notes within the planned window (each counts 1).
+    pub window: f64,
+    /// What each older note counts.
+    pub beyond: f64,
+    /// What the author's newest notes count on top, as a share of the author's notes: a feed
+    /// shows this week first, so an author whose relays all miss this run costs that much.
+    pub recent: f64,
+}
+
+impl Worth {
+    /// What the author's notes with age shares in `[lo, hi]` are worth together.
+    pub(crate) fn weigh(&self, lo: f64, hi: f64) -> f64 {
+        let w = self.window;
+        (hi.min(w) - lo.min(w)) + self.beyond * (hi.max(w) - lo.max(w))
+    }
+
+    /// What a relay with chance `q` of returning the author's notes up to age share `u` adds
+    /// alone.
+    #[inline]
+    pub(crate) fn alone(&self, q: f64, u: f64) -> f64 {
+        if q <= 0.0 || u <= 0.0 {
+            return 0.0;
+        }
+        q * (self.weigh(0.0, u) + self.recent)
+    }
 }
 
 /// The age, seconds, of the oldest notes the plan is for: the fetch's own window when the
@@ -134,9 +155,9 @@ impl Reach {
 impl Model {
     /// Builds the beliefs for `input`. Draws come from `rng` in relay-id order, once per relay.
     ///
-    /// One pass over the follows looks each one's stats up once and reads all it needs of them
-    /// (reach, volume, pair evidence) while they are in cache, laying the chances out both
-    /// author by author and relay by relay.
+    /// One pass over the follows reads all it needs of each one's stats (reach, volume, pair
+    /// evidence) while they are in cache, lays the chances out relay by relay, and sums what
+    /// each relay would add alone ([`alone`](Self::alone)).
     pub fn build(&mut self, input: &PlanInput<'_>, config: &RecallConfig, rng: &mut dyn RngCore) {
         let table = input.table;
         let stats = input.stats;
@@ -146,6 +167,12 @@ impl Model {
             std::mem::take(&mut self.kept),
         );
         let window_secs = planned_window(input, config);
+        // Notes older than the fetch asks for are never fetched.
+        let beyond = if input.window_secs.is_some() && config.windowed {
+            0.0
+        } else {
+            config.beyond_weight
+        };
         // As far back as any relay was seen to keep notes: what a fetch can reach.
         let horizon = self
             .depth
@@ -157,55 +184,63 @@ impl Model {
         let mut cursor = std::mem::take(&mut self.cursor);
         let mut pair_relay = std::mem::take(&mut self.pair_relay);
         pair_relay.clear();
-
-        self.offsets.clear();
-        // Sized once (every write pair of the table) and filled by index: pushing pair by pair
-        // costs more than the values.
-        let pairs = *self.relay_offsets.last().unwrap_or(&0) as usize;
-        self.q.clear();
-        self.q.resize(pairs, 0.0);
-        self.u.clear();
-        self.u.resize(pairs, 0.0);
-        let mut end = 0usize;
-        self.reach.clear();
+        let mut chances = std::mem::take(&mut self.chances);
+        self.worth.clear();
         self.weight.clear();
-        self.offsets.reserve(table.follow_count() + 1);
-        // The volumes seen, summed in author order, for the average weight.
+        self.alone.clear();
+        self.alone.resize(table.relay_count(), 0.0);
+
+        // Every follow's stats looked up first, in a loop with little else in it, so the
+        // processor overlaps the lookups' cache misses instead of taking them one by one; the
+        // average volume (summed in author order) is known before any weight is needed.
         let (mut volume_sum, mut volumes) = (0.0, 0usize);
-        // Every follow's stats looked up first, in a loop with nothing else in it, so the
-        // processor overlaps the lookups' cache misses instead of taking them one by one.
         let found: Vec<Option<&AuthorStats>> = table
             .authors()
-            .map(|author| stats.author(table.pubkey(author)))
+            .map(|author| {
+                let learned = stats.author(table.pubkey(author));
+                if let Some(s) = learned.filter(|s| s.volume > 0.0) {
+                    volume_sum += s.volume;
+                    volumes += 1;
+                }
+                learned
+            })
             .collect();
+        let average = if volumes == 0 {
+            1.0
+        } else {
+            volume_sum / volumes as f64
+        };
         for (author, learned) in table.authors().zip(found) {
             let reach = match learned {
                 Some(s) if config.depth => Reach::new(s, input.now, window_secs, horizon),
                 _ => Reach::UNKNOWN,
             };
-            self.reach.push(reach);
-            self.weight.push(match learned {
-                Some(s) if s.volume > 0.0 => {
-                    volume_sum += s.volume;
-                    volumes += 1;
-                    s.volume * reach.scale
-                }
-                Some(_) => SILENT,
-                None => UNSEEN,
-            });
+            let worth = Worth {
+                window: reach.window,
+                beyond,
+                recent: if reach.active {
+                    config.recent_weight * reach.window
+                } else {
+                    0.0
+                },
+            };
+            self.worth.push(worth);
+            let weight = match learned {
+                _ if !config.volume => 1.0,
+                Some(s) if s.volume > 0.0 => s.volume * reach.scale,
+                Some(_) => config.silent_weight * average,
+                None => average,
+            };
+            self.weight.push(weight);
 
-            let start = end;
-            self.offsets.push(start as u32);
             let relays = table.write_relays(author);
-            end += relays.len();
-            for ((&relay, q), u) in relays
-                .iter()
-                .zip(&mut self.q[start..end])
-                .zip(&mut self.u[start..end])
-            {
-                *q = live[relay.index()] * kept[relay.index()];
-                *u = reach.share(self.depth[relay.index()]);
-            }
+            chances.clear();
+            chances.extend(relays.iter().map(|relay| {
+                (
+                    live[relay.index()] * kept[relay.index()],
+                    reach.share(self.depth[relay.index()]),
+                )
+            }));
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
             if let Some(a) = learned.filter(|_| config.pairs) {
                 for (url, pair) in a.relays.shared() {
@@ -221,26 +256,25 @@ impl Model {
                     }
                     let relay = RelayId(id);
                     if let Some(i) = relays.iter().position(|&r| r == relay) {
-                        self.q[start + i] = live[relay.index()] * pair.mean();
+                        chances[i].0 = live[relay.index()] * pair.mean();
                     }
                 }
             }
             // Authors in id order are each relay's writers in order, so this fills every
             // relay's column in `RouteTable::writers` order.
-            for (i, &relay) in relays.iter().enumerate() {
+            for (&relay, &(q, u)) in relays.iter().zip(chances.iter()) {
                 let at = &mut cursor[relay.index()];
                 debug_assert_eq!(
                     table.writers(relay)[(*at - self.relay_offsets[relay.index()]) as usize],
                     author
                 );
-                self.relay_q[*at as usize] = self.q[start + i];
-                self.relay_u[*at as usize] = self.u[start + i];
+                self.relay_q[*at as usize] = q;
+                self.relay_u[*at as usize] = u;
                 *at += 1;
+                self.alone[relay.index()] += weight * worth.alone(q, u);
             }
         }
-        debug_assert_eq!(end, pairs);
-        self.offsets.push(end as u32);
-        self.finish_weights(volume_sum, volumes, config);
+        self.chances = chances;
         self.pair_relay = pair_relay;
         self.cursor = cursor;
         self.live = live;
@@ -266,31 +300,10 @@ impl Model {
             .extend_from_slice(&self.relay_offsets[..table.relay_count()]);
     }
 
-    /// Replaces the [`SILENT`] and [`UNSEEN`] marks in `weight` now that the average volume is
-    /// known (every weight is 1 without `volume`).
-    fn finish_weights(&mut self, volume_sum: f64, volumes: usize, config: &RecallConfig) {
-        if !config.volume {
-            self.weight.fill(1.0);
-            return;
-        }
-        let average = if volumes == 0 {
-            1.0
-        } else {
-            volume_sum / volumes as f64
-        };
-        for w in &mut self.weight {
-            if *w == SILENT {
-                *w = config.silent_weight * average;
-            } else if *w == UNSEEN {
-                *w = average;
-            }
-        }
-    }
-
     /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
     /// the writer's notes within its history, and the share of them its history reaches.
     pub fn writer_chances(&self, relay: RelayId) -> impl Iterator<Item = (f64, f64)> + '_ {
-        chances(
+        chances_of(
             &self.relay_offsets,
             &self.relay_q,
             &self.relay_u,
@@ -298,15 +311,15 @@ impl Model {
         )
     }
 
-    /// Per write relay of `author` (parallel to `RouteTable::write_relays(author)`): the same
-    /// chances as [`writer_chances`](Self::writer_chances), author by author.
-    pub fn author_chances(&self, author: AuthorId) -> impl Iterator<Item = (f64, f64)> + '_ {
-        chances(&self.offsets, &self.q, &self.u, author.index())
+    /// What `relay` would add to a plan holding nothing: its first gain in the greedy loop,
+    /// summed author by author while the chances are laid out.
+    pub fn alone(&self, relay: RelayId) -> f64 {
+        self.alone[relay.index()]
     }
 
-    /// What the planner knows of `author`'s notes' ages.
-    pub fn reach(&self, author: AuthorId) -> Reach {
-        self.reach[author.index()]
+    /// What `author`'s notes of each age are worth.
+    pub(crate) fn worth(&self, author: AuthorId) -> Worth {
+        self.worth[author.index()]
     }
 
     /// How much `author`'s notes are worth.
@@ -316,7 +329,7 @@ impl Model {
 }
 
 /// Entry `i` of parallel chance arrays laid out by `offsets`: its (q, u) pairs.
-fn chances<'a>(
+fn chances_of<'a>(
     offsets: &[u32],
     q: &'a [f64],
     u: &'a [f64],

@@ -6,7 +6,7 @@ use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selectio
 use outbox_kit::LazyCandidate;
 use rand::RngCore;
 
-use crate::model::Model;
+use crate::model::{Model, Worth};
 use crate::RecallConfig;
 
 /// The `recall` strategy's selector (see the crate docs).
@@ -20,8 +20,6 @@ pub struct Recall {
     heap: BinaryHeap<LazyCandidate>,
     /// Per relay, its assignment's index in the selection being built (`u32::MAX`: none).
     slot_of: Vec<u32>,
-    /// Per relay, its gain before any relay is chosen.
-    alone: Vec<f64>,
 }
 
 impl Recall {
@@ -33,7 +31,6 @@ impl Recall {
             held: Vec::new(),
             heap: BinaryHeap::new(),
             slot_of: Vec::new(),
-            alone: Vec::new(),
         }
     }
 }
@@ -45,26 +42,6 @@ struct Slot {
     q: f64,
     u: f64,
     relay: RelayId,
-}
-
-/// How one author's notes are worth: see [`Held`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Worth {
-    /// Share of the author's notes within the planned window (each counts 1).
-    pub window: f64,
-    /// What each older note counts.
-    pub beyond: f64,
-    /// What the author's newest notes count on top, as a share of the author's notes: a feed
-    /// shows this week first, so an author whose relays all miss this run costs that much.
-    pub recent: f64,
-}
-
-impl Worth {
-    /// What the author's notes with age shares in `[lo, hi]` are worth together.
-    fn weigh(&self, lo: f64, hi: f64) -> f64 {
-        let w = self.window;
-        (hi.min(w) - lo.min(w)) + self.beyond * (hi.max(w) - lo.max(w))
-    }
 }
 
 /// Per author: the relays it is currently assigned (at most `per_author`, deepest first), and
@@ -146,8 +123,7 @@ impl Held {
             return 0.0;
         }
         if self.slots.is_empty() {
-            // The common case while relays are first valued: one relay alone.
-            return q * (self.worth.weigh(0.0, u) + self.worth.recent);
+            return self.worth.alone(q, u);
         }
         let skip = (self.slots.len() >= cap).then_some(self.weakest);
         (value(&self.slots, skip, Some((q, u)), &self.worth) - self.value).max(0.0)
@@ -258,53 +234,23 @@ impl Selector for Recall {
             return Selection::default();
         }
         let cap = self.config.per_author;
-        // Notes older than the fetch asks for are never fetched.
-        let beyond = if input.window_secs.is_some() && self.config.windowed {
-            0.0
-        } else {
-            self.config.beyond_weight
-        };
         let mut held = std::mem::take(&mut self.held);
         held.resize(table.follow_count(), Held::default());
         held.truncate(table.follow_count());
         for (a, h) in held.iter_mut().enumerate() {
-            let reach = self.model.reach(AuthorId(a as u32));
-            h.reset(Worth {
-                window: reach.window,
-                beyond,
-                recent: if reach.active {
-                    self.config.recent_weight * reach.window
-                } else {
-                    0.0
-                },
-            });
+            h.reset(self.model.worth(AuthorId(a as u32)));
         }
         let heap = std::mem::take(&mut self.heap);
 
-        // Every relay's gain alone, summed author by author: the same sums as `relay_gain`, in
-        // the same order, read in sequence instead of gathered writer by writer.
-        let mut alone = std::mem::take(&mut self.alone);
-        alone.clear();
-        alone.resize(table.relay_count(), 0.0);
-        for author in table.authors() {
-            let (h, weight) = (&held[author.index()], self.model.weight(author));
-            for (&relay, (q, u)) in table
-                .write_relays(author)
-                .iter()
-                .zip(self.model.author_chances(author))
-            {
-                alone[relay.index()] += weight * h.gain(q, u, cap);
-            }
-        }
         // Heapified at once (linear) rather than pushed one by one.
         let mut candidates = heap.into_vec();
         candidates.clear();
         candidates.extend(
             table
                 .relays()
-                .filter(|&relay| alone[relay.index()] > 0.0)
+                .filter(|&relay| self.model.alone(relay) > 0.0)
                 .map(|relay| LazyCandidate {
-                    value: alone[relay.index()],
+                    value: self.model.alone(relay),
                     url_rank: table.url_rank(relay),
                     relay,
                     round: 0,
@@ -365,7 +311,6 @@ impl Selector for Recall {
             }
         }
         self.slot_of = slot_of;
-        self.alone = alone;
         assignments.retain(|a| !a.authors.is_empty());
         let selection = Selection { assignments };
         self.held = held;
