@@ -10,8 +10,9 @@
 //! - `never asked`: no relay serving it had been asked before (exploration).
 //!
 //! The missed notes are also split by what was learned of their author (nothing; asked, but no
-//! notes came back; some notes), and the never-asked ones by how many follows list the
-//! ceiling's relay that served them. `-v` lists each world's largest misses.
+//! notes came back; some notes), the never-asked ones by how many follows list the ceiling's
+//! relay that served them, and the passed-over ones counted apart when their relays never
+//! answered when asked. `-v` lists each world's largest misses.
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example gaps -- [config.toml] [profiles] [seeds]
@@ -61,6 +62,8 @@ struct Tally {
     by_author: [u64; 3],
     /// Never-asked misses per popularity bucket of the ceiling's relay.
     by_popularity: [u64; 4],
+    /// Passed-over misses whose relays asked before never answered once.
+    passed_over_unanswered: u64,
 }
 
 impl Tally {
@@ -68,6 +71,7 @@ impl Tally {
         self.learned += o.learned;
         self.ceiling += o.ceiling;
         self.gained += o.gained;
+        self.passed_over_unanswered += o.passed_over_unanswered;
         for i in 0..4 {
             self.missed[i] += o.missed[i];
             self.by_popularity[i] += o.by_popularity[i];
@@ -143,6 +147,10 @@ fn main() {
         total.by_author[0], total.by_author[1], total.by_author[2]
     );
     println!(
+        "passed-over misses whose relays never answered when asked: {}",
+        total.passed_over_unanswered
+    );
+    println!(
         "never-asked misses by the follows listing the ceiling's relay: 1: {}, 2-3: {}, 4-15: {}, 16+: {}",
         total.by_popularity[0], total.by_popularity[1], total.by_popularity[2], total.by_popularity[3]
     );
@@ -182,6 +190,8 @@ fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
     let mut tally = Tally::default();
     // Never-asked misses per (ceiling relay, author), for `-v`.
     let mut unasked: HashMap<(u32, u32), u64> = HashMap::new();
+    // Passed-over misses per (relay asked before, author), for `-v`.
+    let mut passed: HashMap<(u32, u32), u64> = HashMap::new();
     for (i, e) in w.events().iter().enumerate() {
         if e.created_at < since {
             continue;
@@ -207,6 +217,16 @@ fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
             3
         };
         tally.missed[class] += 1;
+        if class == 2 {
+            let answered = |r: &u32| {
+                asked_before.contains(r)
+                    && run.stats.get(&w.relays()[*r as usize].url).live_alpha > 1.0
+            };
+            tally.passed_over_unanswered += u64::from(!serving.iter().any(answered));
+            if let Some(&r) = serving.iter().find(|r| asked_before.contains(r)) {
+                *passed.entry((r, e.author)).or_default() += 1;
+            }
+        }
         tally.by_author[match run.stats.author(&w.follows[author]) {
             None => 0,
             Some(s) if s.volume <= 0.0 => 1,
@@ -220,7 +240,10 @@ fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
         }
     }
     if verbose {
-        list_misses(sim, &run.stats, &unasked, popularity);
+        eprintln!("{}: never asked", w.name);
+        list_misses(sim, &run.stats, &unasked, &popularity);
+        eprintln!("{}: passed over", w.name);
+        list_misses(sim, &run.stats, &passed, &popularity);
     }
     tally
 }
@@ -230,7 +253,7 @@ fn list_misses(
     sim: &SimWorld,
     stats: &DeliveryStats,
     unasked: &HashMap<(u32, u32), u64>,
-    popularity: impl Fn(u32) -> u32,
+    popularity: &impl Fn(u32) -> u32,
 ) {
     let w = &sim.world;
     let mut rows: Vec<_> = unasked.iter().collect();
@@ -248,11 +271,22 @@ fn list_misses(
                 s.probed_secs / 86_400.0
             ),
         };
+        let url = &w.relays()[r as usize].url;
+        let relay = stats.get(url);
+        let pair = stats
+            .author(&w.follows[a as usize])
+            .and_then(|s| s.relays.get(url))
+            .map_or("none".to_string(), |p| {
+                format!("{:.1}/{:.1}", p.hits, p.misses)
+            });
         eprintln!(
-            "  {n:>5} notes of follow {a} ({} listed) on {} (in {} lists); learned: {learned}",
+            "  {n:>5} notes of follow {a} ({} listed) on {url} (in {} lists); learned: {learned}; relay asked {}, live {:.2}, kept {:.2}, depth {:.0} d, pair {pair}",
             sim.declared(a).len(),
-            w.relays()[r as usize].url,
-            popularity(r)
+            popularity(r),
+            relay.asked,
+            relay.live_mean(),
+            relay.kept_mean(),
+            relay.depth_secs / 86_400.0
         );
     }
 }

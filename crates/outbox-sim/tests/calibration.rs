@@ -5,7 +5,7 @@
 //! Small and medium worlds on fixed seeds, so it runs in reasonable time in debug builds.
 //! Strategies that are not registered are skipped (the suite runs whatever is linked).
 
-use outbox_sim::{default_suite, run_bench, BenchConfig, BenchReport, Profile, Window};
+use outbox_sim::{default_suite, run_bench, BenchConfig, BenchReport, Profile, SuiteEntry, Window};
 
 /// Published 1-year declared recall (%), nostrability/outbox 2026, 20-connection cap.
 const PUBLISHED_1YR: &[(&str, f64)] = &[
@@ -17,6 +17,11 @@ const PUBLISHED_1YR: &[(&str, f64)] = &[
     ("stochastic+thompson", 39.0),
 ];
 const BAND: f64 = 8.0;
+
+/// Published gain of stochastic + Thompson (session 5) over its paired stochastic run, 1 year:
+/// 30.4% → 39.0%.
+const PUBLISHED_GAIN: f64 = 8.6;
+const GAIN_BAND: f64 = 2.0;
 
 fn report() -> BenchReport {
     outbox_strategies::link();
@@ -86,55 +91,66 @@ fn reference_strategies_land_near_the_published_numbers() {
     }
 }
 
-/// The published study has stochastic + Thompson (session 5) at 39.0%, 8.6 points over its
-/// paired stochastic baseline (30.4%; its unpaired stochastic row, the band above, is 23.8%).
-/// On these six worlds Thompson lands at 30.9% (stochastic 24.6%), just below the ±8 pp band.
-/// Neither the learning signal nor the world generator explains it; what does, measured on
-/// seeds 1–20 of the small and medium profiles (40 worlds, 1 year, paired by world):
+/// The published study measured stochastic + Thompson (session 5) at 39.0%, 8.6 points over
+/// its paired stochastic baseline (30.4%). Its per-author algorithms select by the benchmark's
+/// rules, not a client's: a fresh random factor per (follow, relay), and a connection cap that
+/// keeps the 20 relays with the most picks and drops every other pick. Under the client's
+/// rules here (one draw per relay, dropped follows moved to kept relays they write to)
+/// Thompson gains less (+6.3 on these six worlds, +5.6 on 40), because much of the study's gain
+/// is Thompson covering again the follows its cap left out.
 ///
-/// - **The learning signal is the study's** (its `relay-scores.ts`): per relay of the capped
-///   plan, each assigned author with notes is a trial split by the share of its notes the relay
-///   returned, a relay that does not answer fails each, evidence decays by 0.95 a session
-///   toward Beta(1, 1), and the fifth session plans with four learned. One difference: the
-///   study divides by the union of the author's notes on *every* declared relay (it crawls them
-///   all each session), a client only by the most any relay it asked returned. Giving the
-///   learner the study's denominator from the world moves the gain from +5.7 ±0.8 to
-///   +6.9 ±1.6. Dividing by the author's remembered volume changes nothing, nor, on these six
-///   worlds, learning from 1-year REQs only (the study keeps one table per window).
-/// - **These seeds are low.** On the 40 worlds Thompson is 38.8 ±2.2 (held-out seeds
-///   1001–1020: 38.6 ±1.9), the published 39.0; but every stateless row is 7–10 points above
-///   its published row there (stochastic 33.2, filter decomposition 34.5, direct 38.5, NDK
-///   24.9, greedy 23.6), so the reference check above holds on these six worlds only.
-/// - **The gain matches the study's at these sizes.** Ours: +5.0 ±0.9 (small), +6.3 ±1.2
-///   (medium), +3.9 ±0.9 (large), +4.8 ±1.4 (huge, six worlds). The study's, per profile:
-///   +0.1 (194 follows), +2.5 (399), +15.2 (442), +15.2 (943), +14.8 (1,779), +3.6 (2,784).
-///   Its +9 comes from the three mid-sized graphs; our large worlds gain +3.9 where its
-///   1,779-follow profile gained +14.8.
-/// - **The rest is the study's selection, not its learning.** It draws a fresh factor per
-///   (follow, relay) and caps a plan by keeping the 20 relays with the most picks and dropping
-///   every other pick (a follow left with none gets nothing); the per-author selectors here
-///   draw once per relay and move such follows to a kept relay they write to. With the study's
-///   two rules (a follow left without a pick going to the reader's relays, as every plan here
-///   must) the same 40 worlds give stochastic 30.3 → Thompson 39.0 (+8.7 ±1.1; its paired
-///   30.4 → 39.0) against +5.7 ±0.8 with ours, and filter decomposition 25.3 (published 24.8);
-///   on held-out seeds 1001–1020, 30.2 → 37.3 (+7.1 ±1.1) against +5.4 ±0.8, and 25.2. Much of
-///   the study's gain is Thompson covering again the follows its cap left out. Those are the
-///   benchmark's rules, not a client's, so the strategies keep theirs.
-///
-/// Run with `--ignored` to see the gap.
+/// Neither the learning signal nor the world model was found wrong: the signal is the study's
+/// (`relay-scores.ts`: per relay of the capped plan, each assigned author with notes is a trial
+/// split by the share of its notes the relay returned; a relay that does not answer fails each;
+/// evidence fades by 0.95 a session; the fifth session plans with four learned), and with the
+/// study's rules (`rules = "study"`) the worlds give its paired numbers: on these six worlds
+/// 20.8 → 29.4 (+8.6), on the 40 worlds of seeds 1–20, small and medium, 30.3 → 38.6 (+8.3)
+/// against its 30.4 → 39.0. So the check compares like with like: Thompson's gain over
+/// stochastic, both under the study's rules, paired on the same worlds, within ±2 points of
+/// +8.6. (These six worlds sit low for every learning row; the level check of the stateless rows
+/// is the test above.)
 #[test]
-#[ignore = "known calibration gap: Thompson 30.9% on these six worlds (38.8% on 40), the band starts at 31%"]
-fn thompson_matches_the_published_lead() {
-    let report = report();
-    let ours = one_year(&report);
-    let get = |l: &str| ours.iter().find(|(x, _)| *x == l).map(|(_, v)| *v);
-    if let Some(t) = get("stochastic+thompson") {
-        assert!(
-            (t - 39.0).abs() <= BAND,
-            "Thompson {t:.1} within ±{BAND} of 39.0"
-        );
-        if let Some(d) = get("direct") {
-            assert!(t > d, "Thompson {t:.1} > direct {d:.1}");
-        }
-    }
+fn thompson_gains_the_published_lead_under_the_studys_rules() {
+    outbox_strategies::link();
+    let study = |scorer: &str| SuiteEntry {
+        label: format!("stochastic{scorer} (study rules)"),
+        toml: format!(
+            "[strategy]\ntype = \"stochastic\"\nrules = \"study\"\n{}",
+            if scorer.is_empty() {
+                String::new()
+            } else {
+                "[strategy.scorer]\ntype = \"thompson\"\n".to_string()
+            }
+        ),
+    };
+    let suite = vec![study(""), study("+thompson")];
+    let cfg = BenchConfig {
+        profiles: vec![Profile::Small, Profile::Medium],
+        seeds: vec![1, 2, 3],
+        timing_repeats: 0,
+        oracle: false,
+        ..BenchConfig::default()
+    };
+    let report = run_bench(&cfg, &suite, &|_| {});
+    let level = |label: &str| {
+        report
+            .rows
+            .iter()
+            .find(|r| r.label == label)
+            .and_then(|r| r.window(Window::Y1))
+            .map(|w| w.last.mean * 100.0)
+            .unwrap_or_else(|| panic!("no 1-year row for {label}"))
+    };
+    let (s, t) = (
+        level("stochastic (study rules)"),
+        level("stochastic+thompson (study rules)"),
+    );
+    let gain = t - s;
+    eprintln!(
+        "study rules: stochastic {s:.1}%, Thompson {t:.1}%, gain {gain:+.1} (published +8.6)"
+    );
+    assert!(
+        (gain - PUBLISHED_GAIN).abs() <= GAIN_BAND,
+        "Thompson gains {gain:+.1} over stochastic under the study's rules, not within ±{GAIN_BAND} of the published +{PUBLISHED_GAIN}"
+    );
 }

@@ -15,7 +15,7 @@ pub use beta::{draw_or_uniform, sample_beta, BetaError};
 pub use lazy::LazyCandidate;
 pub use per_author::{
     default_per_author, validate_config, validate_per_author, PerAuthorKind, PerAuthorSelector,
-    DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
+    Rules, DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
 };
 
 /// Welshman's popularity weight `1 + ln popularity` (0 for a relay nobody writes to).

@@ -9,6 +9,7 @@
 use std::marker::PhantomData;
 
 use outbox_core::config::ConfigIssue;
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{
     Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
     Selection, Selector,
@@ -63,6 +64,32 @@ pub trait PerAuthorKind: std::fmt::Debug + 'static {
     fn default_scorer() -> Option<Box<dyn Scorer>>;
 }
 
+/// How a per-author selector draws and applies the connection budget.
+///
+/// The published benchmark's per-author algorithms differ from a client's in two ways that
+/// matter to its numbers: they draw a fresh factor for every (follow, relay) pair, and their
+/// connection cap keeps the relays with the most picks and drops every other pick. `Study`
+/// reproduces both, so the benchmark's figures can be checked like for like; `Client` (the
+/// default) is what a client does (see [`select`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(crate = "outbox_core::serde", rename_all = "snake_case")]
+pub enum Rules {
+    /// One draw per relay per run; a follow whose picks fell to the cap moves to kept relays
+    /// it writes to.
+    #[default]
+    Client,
+    /// A draw per (follow, relay); picks on relays the cap drops are lost, and a follow left
+    /// with none goes to the residual.
+    Study,
+}
+
+impl Rules {
+    /// Whether these are the default rules (for `skip_serializing_if`).
+    pub fn is_client(&self) -> bool {
+        *self == Rules::Client
+    }
+}
+
 /// A per-author selector: every follow keeps its top `per_author` write relays, then the
 /// budget is applied by [`select`].
 ///
@@ -77,6 +104,7 @@ pub struct PerAuthorSelector<K> {
     name: String,
     /// The run's score per relay id, reused across runs to avoid reallocating.
     scores: Vec<f64>,
+    rules: Rules,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -95,8 +123,15 @@ impl<K: PerAuthorKind> PerAuthorSelector<K> {
             scorer: scorer.or(default),
             name,
             scores: Vec::new(),
+            rules: Rules::Client,
             kind: PhantomData,
         }
+    }
+
+    /// The same selector under `rules`.
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// The selector a config with these keys describes.
@@ -117,42 +152,71 @@ impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let _span = tracing::debug_span!("select", strategy = %self.name).entered();
         let table = input.table;
+        let reassign = self.rules == Rules::Client;
         let Some(scorer) = self.scorer.as_mut() else {
             return select(
                 table,
                 self.per_author,
                 input.max_connections,
+                reassign,
                 |author, out| out.extend_from_slice(table.write_relays(author)),
             );
         };
         scorer.prepare(input, rng);
+        let view = |relay: RelayId| RelayView {
+            relay,
+            url: table.url(relay),
+            popularity: table.popularity(relay),
+            coverage: 1,
+        };
+        let weight = |relay: RelayId| {
+            if K::POPULARITY_WEIGHT {
+                popularity_weight(table.popularity(relay))
+            } else {
+                1.0
+            }
+        };
+        if self.rules == Rules::Study {
+            // A fresh draw per (follow, relay), follows in id order, each list in its order.
+            let mut drawn: Vec<(f64, RelayId)> = Vec::new();
+            return select(
+                table,
+                self.per_author,
+                input.max_connections,
+                reassign,
+                |author, out| {
+                    drawn.clear();
+                    drawn.extend(
+                        table
+                            .write_relays(author)
+                            .iter()
+                            .map(|&r| (weight(r) * scorer.score(view(r), rng), r)),
+                    );
+                    drawn.retain(|(score, _)| *score > 0.0);
+                    drawn.sort_unstable_by(|a, b| {
+                        b.0.total_cmp(&a.0)
+                            .then_with(|| table.url_rank(a.1).cmp(&table.url_rank(b.1)))
+                    });
+                    out.extend(drawn.iter().map(|&(_, r)| r));
+                },
+            );
+        }
         // One draw per relay per run, in relay-id order, before any ranking: the same seed
         // gives the same draws whatever the lists look like.
         self.scores.clear();
         self.scores.resize(table.relay_count(), 0.0);
         for relay in table.relays() {
-            let popularity = table.popularity(relay);
-            if popularity == 0 {
+            if table.popularity(relay) == 0 {
                 continue;
             }
-            let view = RelayView {
-                relay,
-                url: table.url(relay),
-                popularity,
-                coverage: 1,
-            };
-            let weight = if K::POPULARITY_WEIGHT {
-                popularity_weight(popularity)
-            } else {
-                1.0
-            };
-            self.scores[relay.index()] = weight * scorer.score(view, rng);
+            self.scores[relay.index()] = weight(relay) * scorer.score(view(relay), rng);
         }
         let scores = &self.scores;
         select(
             table,
             self.per_author,
             input.max_connections,
+            reassign,
             |author, out| {
                 out.extend_from_slice(table.write_relays(author));
                 rank_by_score(out, scores, table);
@@ -182,9 +246,11 @@ pub fn rank_by_score(relays: &mut Vec<RelayId>, scores: &[f64], table: &RouteTab
 /// 1. each follow picks the first `n` relays of its ranking;
 /// 2. if the picks use more than `budget` distinct relays, the `budget` relays serving the most
 ///    picks are kept (ties by URL) and the rest dropped;
-/// 3. each follow is then assigned the first `n` relays of its ranking *among the kept ones*,
-///    so a follow whose picks were all dropped still uses a kept relay it writes to, and only
-///    a follow with none falls to the residual.
+/// 3. with `reassign`, each follow is then assigned the first `n` relays of its ranking *among
+///    the kept ones*, so a follow whose picks were all dropped still uses a kept relay it
+///    writes to, and only a follow with none falls to the residual; without it (the published
+///    benchmark's cap, [`Rules::Study`]), each follow keeps only those of its `n` picks that
+///    were kept.
 ///
 /// The result never names more than `budget` relays nor more than `n` per follow, and only
 /// relays the follow writes to (as long as `ranked` only returns those).
@@ -192,6 +258,7 @@ pub fn select(
     table: &RouteTable,
     n: usize,
     budget: usize,
+    reassign: bool,
     mut ranked: impl FnMut(AuthorId, &mut Vec<RelayId>),
 ) -> Selection {
     if n == 0 || budget == 0 || table.relay_count() == 0 {
@@ -240,7 +307,10 @@ pub fn select(
         })
         .collect();
     for author in table.authors() {
-        let ranking = &flat[offsets[author.index()]..offsets[author.index() + 1]];
+        let mut ranking = &flat[offsets[author.index()]..offsets[author.index() + 1]];
+        if !reassign {
+            ranking = &ranking[..ranking.len().min(n)];
+        }
         for r in ranking
             .iter()
             .filter(|r| slot[r.index()] != usize::MAX)

@@ -6,7 +6,8 @@ use outbox_core::{Scorer, ScorerConfig, Selector};
 
 use crate::uniform::UniformScorer;
 use outbox_kit::{
-    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
+    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, Rules,
+    DEFAULT_PER_AUTHOR,
 };
 
 /// `[strategy] type = "stochastic"`.
@@ -19,6 +20,10 @@ pub struct StochasticConfig {
     /// The random factor; `uniform` (`U(0,1)`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
+    /// `client` (default) or `study`: the published benchmark's draws and cap, for checking
+    /// its figures like for like (see [`Rules`]).
+    #[serde(default, skip_serializing_if = "Rules::is_client")]
+    pub rules: Rules,
 }
 
 impl Default for StochasticConfig {
@@ -26,6 +31,7 @@ impl Default for StochasticConfig {
         Self {
             per_author: DEFAULT_PER_AUTHOR,
             scorer: None,
+            rules: Rules::Client,
         }
     }
 }
@@ -39,10 +45,10 @@ outbox_core::register_strategy! {
         }
 
         fn build(&self) -> Box<dyn Selector> {
-            Box::new(Stochastic::from_config(
-                self.per_author,
-                self.scorer.as_deref(),
-            ))
+            Box::new(
+                Stochastic::from_config(self.per_author, self.scorer.as_deref())
+                    .with_rules(self.rules),
+            )
         }
     }
 }

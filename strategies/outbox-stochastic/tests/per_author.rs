@@ -7,6 +7,7 @@ use outbox_core::testkit::{check_config_toml, check_strategy, random_table, Worl
 use outbox_core::{
     check_plan, AuthorId, DeliveryStats, PlanInput, RelayView, RouteTable, Router, Scorer, Selector,
 };
+use outbox_kit::Rules;
 use outbox_stochastic::{
     FilterDecomposition, FilterDecompositionConfig, Stochastic, StochasticConfig,
 };
@@ -227,6 +228,66 @@ fn stochastic_draws_once_per_relay_per_run() {
     s.select(&input, &mut rng);
     let used = t.relays().filter(|r| t.popularity(*r) > 0).count();
     assert_eq!(calls.load(Ordering::Relaxed), used);
+}
+
+#[test]
+fn study_rules_draw_per_pair_and_lose_picks_the_cap_drops() {
+    // A draw per (follow, relay): as many draws as write pairs, not relays.
+    let t = random_table(WorldShape::small(), 11);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut s =
+        Stochastic::new(3, Some(Box::new(Counting(calls.clone())))).with_rules(Rules::Study);
+    let stats = DeliveryStats::new();
+    let input = PlanInput {
+        table: &t,
+        max_connections: 5,
+        stats: &stats,
+        now: 0,
+        window_secs: None,
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    s.select(&input, &mut rng);
+    let pairs: usize = t.authors().map(|a| t.write_relays(a).len()).sum();
+    assert_eq!(calls.load(Ordering::Relaxed), pairs);
+
+    // Author 4 picks `lone` (per_author = 1, list order); budget 1 keeps only `hub`. A client
+    // moves author 4 to `hub`, which it also writes to; the study's cap drops the pick.
+    let t = table(
+        5,
+        vec![
+            list(0, &["wss://hub.example"]),
+            list(1, &["wss://hub.example"]),
+            list(4, &["wss://lone.example", "wss://hub.example"]),
+        ],
+    );
+    let plan = |rules: Rules| {
+        let selector = Stochastic::new(1, Some(Box::new(Favour("lone")))).with_rules(rules);
+        let mut r = Router::new(Box::new(selector), 1);
+        let plan = r.plan(&t, 0);
+        assert!(check_plan(&plan, &t, r.limits()).is_empty());
+        plan
+    };
+    assert_eq!(urls(&t, &plan(Rules::Client), 4), ["wss://hub.example"]);
+    let study = plan(Rules::Study);
+    assert!(urls(&t, &study, 4).is_empty());
+    assert_eq!(study.residual(), &[AuthorId(2), AuthorId(3), AuthorId(4)]);
+}
+
+/// A scorer that ranks the relay whose URL contains its text first.
+#[derive(Debug)]
+struct Favour(&'static str);
+
+impl Scorer for Favour {
+    fn name(&self) -> &str {
+        "favour"
+    }
+    fn score(&mut self, relay: RelayView<'_>, _rng: &mut dyn RngCore) -> f64 {
+        if relay.url.contains(self.0) {
+            100.0
+        } else {
+            1.0
+        }
+    }
 }
 
 #[test]
