@@ -19,34 +19,27 @@
 //!     [--family decay] [-v]
 //! ```
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 
+use common::Args;
 use outbox_core::{DeliveryStats, Router};
 use outbox_sim::{
-    ceiling_asks, fetch, generate_in, run_sessions, up_rates, Asks, Family, LoopConfig, Profile,
-    SimWorld, Window,
+    ceiling_asks, fetch, generate_in, run_sessions, up_rates, Asks, LoopConfig, Profile, SimWorld,
+    Window,
 };
-
-fn list<T: std::str::FromStr>(arg: Option<&String>, default: &str) -> Vec<T>
-where
-    T::Err: std::fmt::Debug,
-{
-    arg.map_or(default, String::as_str)
-        .split(',')
-        .map(|x| x.parse().expect("list item"))
-        .collect()
-}
 
 const CLASSES: [&str; 4] = ["unassigned", "down", "passed over", "never asked"];
 
-/// Popularity buckets of the never-asked relays: listed by 1 follow, 2–3, 4–15, 16+.
+/// The most follows listing a relay in each popularity bucket but the last (16+).
+const BUCKET_TOPS: [u32; 3] = [1, 3, 15];
+
 fn bucket(popularity: u32) -> usize {
-    match popularity {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=15 => 2,
-        _ => 3,
-    }
+    BUCKET_TOPS
+        .iter()
+        .position(|&top| popularity <= top)
+        .unwrap_or(BUCKET_TOPS.len())
 }
 
 /// Counts over one world or many.
@@ -102,24 +95,12 @@ fn relays_of(asks: &Asks, follows: usize) -> Vec<Vec<u32>> {
 
 fn main() {
     outbox_strategies::link();
-    let all: Vec<String> = std::env::args().skip(1).collect();
-    let verbose = all.iter().any(|a| a == "-v");
-    let family_at = all.iter().position(|a| a == "--family");
-    let family: Family = family_at
-        .and_then(|i| all.get(i + 1))
-        .map_or(Family::Default, |f| f.parse().expect("family"));
-    let args: Vec<String> = all
-        .iter()
-        .enumerate()
-        .filter(|&(i, a)| a != "-v" && Some(i) != family_at && Some(i) != family_at.map(|t| t + 1))
-        .map(|(_, a)| a.clone())
-        .collect();
-    let toml = args
-        .first()
-        .map(|p| std::fs::read_to_string(p).expect("config"))
-        .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\n".into());
-    let profiles: Vec<Profile> = list(args.get(1), "small,medium,large");
-    let seeds: Vec<u64> = list(args.get(2), "1,2,3");
+    let args = Args::parse(&["--family"]);
+    let verbose = args.flag("-v");
+    let family = args.family();
+    let toml = args.config();
+    let profiles: Vec<Profile> = args.list(1, "small,medium,large");
+    let seeds: Vec<u64> = args.list(2, "1,2,3");
     println!(
         "{:<22} {:>7} {:>7} {:>6} | {:>10} {:>6} {:>11} {:>11}",
         "world", "learned", "ceiling", "gained", CLASSES[0], CLASSES[1], CLASSES[2], CLASSES[3]

@@ -14,10 +14,13 @@
 //! `authors`, or of the authors' only `volume`, `ages`, `probed`) plans instead with what was learned, those parts replaced by the truth: which
 //! learned fact costs most.
 
+mod common;
+
+use common::Args;
 use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
 use outbox_sim::{
-    ceiling_asks, generate_in, run_sessions, score, up_rates, Asks, Family, LoopConfig, Profile,
-    SimWorld, Window,
+    ceiling_asks, generate_in, run_sessions, score, up_rates, Asks, LoopConfig, Profile, SimWorld,
+    Window,
 };
 
 /// Pseudo-observations behind every informed belief.
@@ -178,41 +181,17 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
     }
 }
 
-/// A comma-separated argument, or `default`, parsed item by item.
-fn list<T: std::str::FromStr>(arg: Option<&String>, default: &str) -> Vec<T>
-where
-    T::Err: std::fmt::Debug,
-{
-    arg.map_or(default, String::as_str)
-        .split(',')
-        .map(|x| x.parse().expect("a list item"))
-        .collect()
-}
-
 fn main() {
     outbox_strategies::link();
-    let all: Vec<String> = std::env::args().skip(1).collect();
-    let relays = all.iter().any(|a| a == "--relays");
-    let truth_at = all.iter().position(|a| a == "--truth");
-    let parts = truth_at.and_then(|i| all.get(i + 1).cloned());
-    let family_at = all.iter().position(|a| a == "--family");
-    let family: Family = family_at
-        .and_then(|i| all.get(i + 1))
-        .map_or(Family::Default, |f| f.parse().expect("family"));
-    let flag = |i: usize, at: Option<usize>| Some(i) == at || Some(i) == at.map(|t| t + 1);
-    let args: Vec<String> = all
-        .iter()
-        .enumerate()
-        .filter(|&(i, a)| a != "--relays" && !flag(i, truth_at) && !flag(i, family_at))
-        .map(|(_, a)| a.clone())
-        .collect();
-    let toml = args
-        .first()
-        .map(|p| std::fs::read_to_string(p).expect("config"))
-        .unwrap_or_else(|| "[strategy]\ntype = \"recall\"\n".into());
-    let profiles: Vec<Profile> = list(args.get(1), "small,medium,large");
-    let seeds: Vec<u64> = list(args.get(2), "1,2,3,4");
+    let args = Args::parse(&["--truth", "--family"]);
+    let relays = args.flag("--relays");
+    let parts = args.value("--truth").map(str::to_string);
+    let family = args.family();
+    let toml = args.config();
+    let profiles: Vec<Profile> = args.list(1, "small,medium,large");
+    let seeds: Vec<u64> = args.list(2, "1,2,3,4");
     let window: Window = args
+        .positional
         .get(3)
         .map_or("1yr", String::as_str)
         .parse()

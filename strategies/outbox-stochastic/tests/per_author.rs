@@ -210,15 +210,11 @@ impl Scorer for Counting {
     }
 }
 
-#[test]
-fn stochastic_draws_once_per_relay_per_run() {
-    let t = random_table(WorldShape::small(), 11);
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut s = Stochastic::new(3, Some(Box::new(Counting(calls.clone()))));
-    assert_eq!(s.name(), "stochastic+counting");
+/// One plan of `s` for `t` with 5 connections and no stats.
+fn select_once(s: &mut Stochastic, t: &RouteTable) {
     let stats = DeliveryStats::new();
     let input = PlanInput {
-        table: &t,
+        table: t,
         max_connections: 5,
         stats: &stats,
         now: 0,
@@ -226,6 +222,15 @@ fn stochastic_draws_once_per_relay_per_run() {
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     s.select(&input, &mut rng);
+}
+
+#[test]
+fn stochastic_draws_once_per_relay_per_run() {
+    let t = random_table(WorldShape::small(), 11);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut s = Stochastic::new(3, Some(Box::new(Counting(calls.clone()))));
+    assert_eq!(s.name(), "stochastic+counting");
+    select_once(&mut s, &t);
     let used = t.relays().filter(|r| t.popularity(*r) > 0).count();
     assert_eq!(calls.load(Ordering::Relaxed), used);
 }
@@ -237,16 +242,7 @@ fn study_rules_draw_per_pair_and_lose_picks_the_cap_drops() {
     let calls = Arc::new(AtomicUsize::new(0));
     let mut s =
         Stochastic::new(3, Some(Box::new(Counting(calls.clone())))).with_rules(Rules::Study);
-    let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table: &t,
-        max_connections: 5,
-        stats: &stats,
-        now: 0,
-        window_secs: None,
-    };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-    s.select(&input, &mut rng);
+    select_once(&mut s, &t);
     let pairs: usize = t.authors().map(|a| t.write_relays(a).len()).sum();
     assert_eq!(calls.load(Ordering::Relaxed), pairs);
 
