@@ -355,7 +355,8 @@ pub fn oracle_asks_within(
     held.asks(sim, &chosen)
 }
 
-/// Scores the oracle in every session.
+/// Scores the oracle in every session: the year's plan for connections, disclosure and the
+/// year, and each other window with the oracle's plan for that window.
 pub fn run_oracle(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {
     run_oracle_within(sim, cfg, budget, OracleScope::AnyRelay)
 }
@@ -371,9 +372,27 @@ pub fn run_oracle_within(
         .map(|s| {
             let started = Instant::now();
             let asks = oracle_asks_within(sim, s, budget, Window::Y1, scope);
+            let others: Vec<(Window, Asks)> = cfg
+                .windows
+                .iter()
+                .filter(|&&w| w != Window::Y1)
+                .map(|&w| (w, oracle_asks_within(sim, s, budget, w, scope)))
+                .collect();
             let plan_us = started.elapsed().as_secs_f64() * 1e6;
+            // Connections and disclosure are the year's plan's; every other window is scored
+            // with the plan made for it, so the oracle bounds every window.
+            let year: Vec<Window> = cfg
+                .windows
+                .iter()
+                .copied()
+                .filter(|&w| w == Window::Y1)
+                .collect();
+            let mut plan_score = score(sim, &asks, s, &year);
+            for (w, asks) in &others {
+                plan_score.add_windows(score(sim, asks, s, &[*w]));
+            }
             SessionOutcome {
-                score: score(sim, &asks, s, &cfg.windows),
+                score: plan_score,
                 plan_us,
             }
         })
@@ -385,6 +404,31 @@ mod tests {
     use super::*;
     use crate::generate::{generate, Profile};
     use crate::score::observe;
+
+    /// Each window of the oracle is scored with the oracle's plan for that window, which for
+    /// the week and three years is not the year's plan.
+    #[test]
+    fn the_oracle_scores_each_window_with_its_own_plan() {
+        let sim = SimWorld::new(generate(Profile::Small, 3));
+        let cfg = LoopConfig {
+            sessions: 2,
+            ..LoopConfig::default()
+        };
+        let oracle = run_oracle(&sim, &cfg, 20);
+        let mut differs = false;
+        for (s, o) in (0u32..).zip(&oracle) {
+            let year = oracle_asks(&sim, s, 20, Window::Y1);
+            for w in [Window::D7, Window::Y3] {
+                let own = score(&sim, &oracle_asks(&sim, s, 20, w), s, &[w]);
+                assert_eq!(o.score.window(w), own.window(w), "session {s}, {w:?}");
+                differs |= score(&sim, &year, s, &[w]).window(w) != own.window(w);
+            }
+            let as_year = score(&sim, &year, s, &[Window::Y1]);
+            assert_eq!(o.score.window(Window::Y1), as_year.window(Window::Y1));
+            assert_eq!(o.score.disclosure, as_year.disclosure);
+        }
+        assert!(differs, "the year's plan scores the other windows the same");
+    }
 
     /// Learning through the recorder, from the pages' events, learns what each session's
     /// observation reports: per asked relay, answered or not, and the distinct events per
