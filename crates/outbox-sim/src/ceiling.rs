@@ -13,7 +13,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use crate::holdings::{with_residual, Holdings};
-use crate::score::{score, Asks, SimWorld, Window};
+use crate::score::{score_each_window, Asks, SimWorld, Window};
 use crate::session::{LoopConfig, SessionOutcome};
 
 /// The label of the learnable-ceiling row.
@@ -113,22 +113,13 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
         .map(|&w| (w, ceiling_asks(sim, &rates, budget, w)))
         .collect();
     let plan_us = started.elapsed().as_secs_f64() * 1e6;
+    let empty = with_residual(sim, Vec::new());
+    let base = plans.last().map_or(&empty, |(_, asks)| asks);
+    let plans: Vec<(Window, &Asks)> = plans.iter().map(|(w, asks)| (*w, asks)).collect();
     (0..cfg.sessions)
-        .map(|s| {
-            let mut combined = None;
-            for (w, asks) in plans.iter().rev() {
-                let one = score(sim, asks, s, &[*w]);
-                match &mut combined {
-                    None => combined = Some(one),
-                    Some(all) => all.add_windows(one),
-                }
-            }
-            let plan_score =
-                combined.unwrap_or_else(|| score(sim, &with_residual(sim, Vec::new()), s, &[]));
-            SessionOutcome {
-                score: plan_score,
-                plan_us,
-            }
+        .map(|s| SessionOutcome {
+            score: score_each_window(sim, base, &plans, s),
+            plan_us,
         })
         .collect()
 }
@@ -168,6 +159,7 @@ impl Ord for Candidate {
 mod tests {
     use super::*;
     use crate::generate::{generate, Profile};
+    use crate::score::score;
     use crate::score::Ask;
     use crate::session::run_oracle;
 

@@ -411,6 +411,21 @@ pub fn score(sim: &SimWorld, asks: &Asks, session: u32, windows: &[Window]) -> P
     score_fetched(sim, asks, session, &windows, &fetched)
 }
 
+/// Scores each window with the plan made for it (`plans`); connections, disclosure and
+/// coverage are `base`'s plan's.
+pub(crate) fn score_each_window(
+    sim: &SimWorld,
+    base: &Asks,
+    plans: &[(Window, &Asks)],
+    session: u32,
+) -> PlanScore {
+    let mut total = score(sim, base, session, &[]);
+    for &(w, asks) in plans {
+        total.add_windows(score(sim, asks, session, &[w]));
+    }
+    total
+}
+
 /// Scores `asks` and observes what its REQs returned with `since`, fetching each window once
 /// (the observation reuses the window that starts at `since`, if any).
 pub fn score_and_observe(

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::fetch::fetch_recorded;
 use crate::holdings::Holdings;
-use crate::score::{score, score_and_observe, Ask, Asks, Observation, PlanScore, SimWorld, Window};
+use crate::score::{
+    score_and_observe, score_each_window, Ask, Asks, Observation, PlanScore, SimWorld, Window,
+};
 
 /// How the loop runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -371,7 +373,7 @@ pub fn run_oracle_within(
     (0..cfg.sessions)
         .map(|s| {
             let started = Instant::now();
-            let asks = oracle_asks_within(sim, s, budget, Window::Y1, scope);
+            let year = oracle_asks_within(sim, s, budget, Window::Y1, scope);
             let others: Vec<(Window, Asks)> = cfg
                 .windows
                 .iter()
@@ -380,19 +382,17 @@ pub fn run_oracle_within(
                 .collect();
             let plan_us = started.elapsed().as_secs_f64() * 1e6;
             // Connections and disclosure are the year's plan's; every other window is scored
-            // with the plan made for it, so the oracle bounds every window.
-            let year: Vec<Window> = cfg
+            // with the plan made for it.
+            let plans: Vec<(Window, &Asks)> = cfg
                 .windows
                 .iter()
-                .copied()
-                .filter(|&w| w == Window::Y1)
+                .map(|&w| {
+                    let own = others.iter().find(|(o, _)| *o == w);
+                    (w, own.map_or(&year, |(_, asks)| asks))
+                })
                 .collect();
-            let mut plan_score = score(sim, &asks, s, &year);
-            for (w, asks) in &others {
-                plan_score.add_windows(score(sim, asks, s, &[*w]));
-            }
             SessionOutcome {
-                score: plan_score,
+                score: score_each_window(sim, &year, &plans, s),
                 plan_us,
             }
         })
@@ -403,7 +403,7 @@ pub fn run_oracle_within(
 mod tests {
     use super::*;
     use crate::generate::{generate, Profile};
-    use crate::score::observe;
+    use crate::score::{observe, score};
 
     /// Each window of the oracle is scored with the oracle's plan for that window, which for
     /// the week and three years is not the year's plan.

@@ -176,35 +176,28 @@ impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
                 1.0
             }
         };
+        self.scores.clear();
+        self.scores.resize(table.relay_count(), 0.0);
         if self.rules == Rules::Study {
-            // A fresh draw per (follow, relay), follows in id order, each list in its order.
-            let mut drawn: Vec<(f64, RelayId)> = Vec::new();
+            // A fresh draw per (follow, relay), follows in id order, each list in its order;
+            // a follow's draws are ranked before the next follow's overwrite them.
+            let scores = &mut self.scores;
             return select(
                 table,
                 self.per_author,
                 input.max_connections,
                 reassign,
                 |author, out| {
-                    drawn.clear();
-                    drawn.extend(
-                        table
-                            .write_relays(author)
-                            .iter()
-                            .map(|&r| (weight(r) * scorer.score(view(r), rng), r)),
-                    );
-                    drawn.retain(|(score, _)| *score > 0.0);
-                    drawn.sort_unstable_by(|a, b| {
-                        b.0.total_cmp(&a.0)
-                            .then_with(|| table.url_rank(a.1).cmp(&table.url_rank(b.1)))
-                    });
-                    out.extend(drawn.iter().map(|&(_, r)| r));
+                    for &r in table.write_relays(author) {
+                        scores[r.index()] = weight(r) * scorer.score(view(r), rng);
+                    }
+                    out.extend_from_slice(table.write_relays(author));
+                    rank_by_score(out, scores, table);
                 },
             );
         }
         // One draw per relay per run, in relay-id order, before any ranking: the same seed
         // gives the same draws whatever the lists look like.
-        self.scores.clear();
-        self.scores.resize(table.relay_count(), 0.0);
         for relay in table.relays() {
             if table.popularity(relay) == 0 {
                 continue;

@@ -57,15 +57,15 @@ pub struct Model {
 /// that is than were seen. A prolific author seen only on a relay that keeps a month is
 /// worth probing a deep relay for.
 #[derive(Clone, Copy, Debug)]
-pub struct Reach {
+struct Reach {
     young: f64,
     old: f64,
     /// Share of the author's notes within the planned window (1 when the ages are unknown).
-    pub window: f64,
+    window: f64,
     /// The author's notes over `[young, old]` per note seen.
-    pub scale: f64,
+    scale: f64,
     /// The author posted within the last week (or nothing is known yet).
-    pub active: bool,
+    active: bool,
 }
 
 /// What one author's notes are worth, by age (share of its notes, youngest first).
@@ -303,12 +303,12 @@ impl Model {
     /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
     /// the writer's notes within its history, and the share of them its history reaches.
     pub fn writer_chances(&self, relay: RelayId) -> impl Iterator<Item = (f64, f64)> + '_ {
-        chances_of(
-            &self.relay_offsets,
-            &self.relay_q,
-            &self.relay_u,
-            relay.index(),
-        )
+        let i = relay.index();
+        let range = self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize;
+        self.relay_q[range.clone()]
+            .iter()
+            .copied()
+            .zip(self.relay_u[range].iter().copied())
     }
 
     /// What `relay` would add to a plan holding nothing: its first gain in the greedy loop,
@@ -326,20 +326,6 @@ impl Model {
     pub fn weight(&self, author: AuthorId) -> f64 {
         self.weight[author.index()]
     }
-}
-
-/// Entry `i` of parallel chance arrays laid out by `offsets`: its (q, u) pairs.
-fn chances_of<'a>(
-    offsets: &[u32],
-    q: &'a [f64],
-    u: &'a [f64],
-    i: usize,
-) -> impl Iterator<Item = (f64, f64)> + 'a {
-    let range = offsets[i] as usize..offsets[i + 1] as usize;
-    q[range.clone()]
-        .iter()
-        .copied()
-        .zip(u[range].iter().copied())
 }
 
 /// Popularity buckets for pooled priors: 1 follow, 2–3, 4–15, 16+.

@@ -236,7 +236,6 @@ impl Selector for Recall {
         let cap = self.config.per_author;
         let mut held = std::mem::take(&mut self.held);
         held.resize(table.follow_count(), Held::default());
-        held.truncate(table.follow_count());
         for (a, h) in held.iter_mut().enumerate() {
             h.reset(self.model.worth(AuthorId(a as u32)));
         }
