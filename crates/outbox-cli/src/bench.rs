@@ -80,6 +80,11 @@ pub struct Args {
     /// apply the world file's monitor data.
     #[arg(long, conflicts_with = "live")]
     monitors: bool,
+    /// Relays every learning strategy probes per session after its fetch, instead of its
+    /// config's `probe_connections` (default 20); 0 is the published benchmark's model, where a
+    /// session learns only what its plan fetched.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
+    probes: Option<u16>,
 }
 
 /// How many budgets one `--budget` list may hold: each runs the whole suite.
@@ -181,6 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             budget,
             monitors: args.monitors,
             family: args.family,
+            probes: args.probes.map(usize::from),
             ..BenchConfig::default()
         };
         if let Some(i) = args.interval {
@@ -489,7 +495,8 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     let sessions = sessions_on_world(args.sessions, world.sessions)?;
     let sim = SimWorld::with_policy(world, &config.url_policy);
     let budget = single_budget(&args.budget)?.unwrap_or(config.max_connections);
-    let mut router = Router::new(config.strategy.build(), budget);
+    let mut router = Router::new(config.strategy.build(), budget)
+        .with_probes(args.probes.map_or(config.probe_connections, usize::from));
     if let Some(dir) = &args.plans_out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

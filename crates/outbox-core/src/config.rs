@@ -23,6 +23,10 @@ use crate::url_policy::UrlPolicy;
 /// the published measurements use 20).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 20;
 
+/// Relays probed per session when a config does not set `probe_connections` (see
+/// [`crate::probe`]): short connections after the fetch, at most the routed budget at once.
+pub const DEFAULT_PROBE_CONNECTIONS: usize = 20;
+
 /// One problem with a config, naming the key it is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigIssue {
@@ -92,6 +96,10 @@ pub struct RouterConfig {
     /// absent. A separate count from the routed budget, since a client with its own relays
     /// sizes the two independently.
     pub pool: Option<usize>,
+    /// Relays probed per session after the fetch ([`crate::probe`]); 0 never probes (the
+    /// published benchmark's model: a session learns only what its plan fetched). Only a
+    /// strategy that learns from delivery ([`crate::Selector::learns`]) is probed for.
+    pub probe_connections: usize,
     /// Which relay-list entries are accepted.
     pub url_policy: UrlPolicy,
     /// The strategy, as picked by `[strategy] type = "..."`.
@@ -119,14 +127,19 @@ impl RouterConfig {
             .filter(|key| {
                 !matches!(
                     key.as_str(),
-                    "max_connections" | "pool" | "url_policy" | "strategy" | "indexers"
+                    "max_connections"
+                        | "pool"
+                        | "probe_connections"
+                        | "url_policy"
+                        | "strategy"
+                        | "indexers"
                 )
             })
             .collect();
         for key in unknown.iter().take(MAX_NAMED_KEYS) {
             issues.push(ConfigIssue::new(
                 key.as_str(),
-                "unknown key (expected max_connections, pool, url_policy, strategy, indexers)",
+                "unknown key (expected max_connections, pool, probe_connections, url_policy, strategy, indexers)",
             ));
         }
         if unknown.len() > MAX_NAMED_KEYS {
@@ -145,6 +158,25 @@ impl RouterConfig {
                 issues.push(ConfigIssue::new(
                     "max_connections",
                     format!("expected a non-negative integer, found {}", describe(other)),
+                ));
+                None
+            }
+        };
+        let probe_connections = match table.get("probe_connections") {
+            None => Some(DEFAULT_PROBE_CONNECTIONS),
+            Some(toml::Value::Integer(n))
+                if (0..=crate::probe::MAX_PROBE_CONNECTIONS as i64).contains(n) =>
+            {
+                Some(*n as usize)
+            }
+            Some(other) => {
+                issues.push(ConfigIssue::new(
+                    "probe_connections",
+                    format!(
+                        "expected an integer from 0 to {}, found {}",
+                        crate::probe::MAX_PROBE_CONNECTIONS,
+                        describe(other)
+                    ),
                 ));
                 None
             }
@@ -199,6 +231,7 @@ impl RouterConfig {
             ) if issues.is_empty() => Ok(Self {
                 max_connections,
                 pool,
+                probe_connections: probe_connections.unwrap_or(DEFAULT_PROBE_CONNECTIONS),
                 url_policy,
                 strategy,
                 indexers,

@@ -30,6 +30,7 @@ pub mod keys;
 pub mod monitor;
 pub mod paging;
 pub mod plan;
+pub mod probe;
 pub mod registry;
 pub mod route_table;
 pub mod router;
@@ -55,6 +56,7 @@ pub use monitor::{
 };
 pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
+pub use probe::{plan_probes, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::{session_seed, BrokenPlan, PlanContext, Router};

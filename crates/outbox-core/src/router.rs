@@ -54,6 +54,7 @@ pub struct Router {
     selector: Box<dyn Selector>,
     max_connections: usize,
     pool: Option<usize>,
+    probe_connections: usize,
     policy: UrlPolicy,
 }
 
@@ -64,8 +65,27 @@ impl Router {
             selector,
             max_connections,
             pool: None,
+            probe_connections: 0,
             policy: UrlPolicy::default(),
         }
+    }
+
+    /// The same router probing up to `connections` relays per session after the fetch
+    /// ([`crate::probe`]); 0 never probes.
+    pub fn with_probes(mut self, connections: usize) -> Self {
+        self.probe_connections = connections.min(crate::probe::MAX_PROBE_CONNECTIONS);
+        self
+    }
+
+    /// What a session may probe: the configured probe connections when the strategy learns from
+    /// delivery ([`Selector::learns`]), none otherwise (its plans would not change).
+    pub fn probe_budget(&self) -> crate::ProbeBudget {
+        let connections = if self.selector.learns() {
+            self.probe_connections
+        } else {
+            0
+        };
+        crate::ProbeBudget::new(connections)
     }
 
     /// The same router with the URL policy its route tables filter with.
@@ -96,6 +116,7 @@ impl Router {
     pub fn from_config(config: &RouterConfig) -> Self {
         Self::new(config.strategy.build(), config.max_connections)
             .with_pool(config.pool)
+            .with_probes(config.probe_connections)
             .with_policy(config.url_policy.clone())
     }
 

@@ -46,6 +46,12 @@ pub trait Scorer: Debug + Send {
     fn is_stable(&self) -> bool {
         true
     }
+
+    /// Whether scores depend on learned delivery ([`PlanInput::stats`]); a selector using
+    /// this scorer says so in [`Selector::learns`](crate::Selector::learns).
+    fn learns(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a [`Scorer`]; picked by `type` in a `[strategy.scorer]` table. Implemented inside

@@ -65,6 +65,12 @@ pub trait Selector: Debug + Send {
     fn reads_window(&self) -> bool {
         false
     }
+
+    /// Whether plans depend on learned delivery ([`PlanInput::stats`]): only then is a session
+    /// worth probing for ([`crate::probe`]).
+    fn learns(&self) -> bool {
+        false
+    }
 }
 
 /// A strategy's config: picked by `type` in the `[strategy]` table of a router config, it

@@ -146,6 +146,9 @@ pub struct BenchConfig {
     pub family: Family,
     /// Also score the inbox and publish routes on every world ([`BenchReport::routes`]).
     pub routes: bool,
+    /// Relays probed per session by every strategy that learns, instead of each config's
+    /// `probe_connections` (`Some(0)`: the published benchmark's model, no probes).
+    pub probes: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -165,6 +168,7 @@ impl Default for BenchConfig {
             monitors: false,
             family: Family::Default,
             routes: true,
+            probes: None,
         }
     }
 }
@@ -419,7 +423,8 @@ pub fn run_bench(
                 let mut local_monitored = Vec::new();
                 for (label, config) in &ready {
                     let record = |loop_cfg: &LoopConfig| {
-                        let mut router = Router::new(config.strategy.build(), cfg.budget);
+                        let mut router = Router::new(config.strategy.build(), cfg.budget)
+                            .with_probes(cfg.probes.unwrap_or(config.probe_connections));
                         let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
                         RunRecord {
                             label: label.clone(),
@@ -753,6 +758,7 @@ mod tests {
                 total_recall: ratio(total),
             }],
             cost: Vec::new(),
+            probe: Default::default(),
         }
     }
 

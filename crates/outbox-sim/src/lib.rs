@@ -23,6 +23,7 @@ pub mod fetch;
 pub mod generate;
 mod holdings;
 pub mod planfile;
+pub mod probe;
 pub mod route_rows;
 pub mod routes;
 pub mod score;

@@ -360,6 +360,9 @@ pub struct PlanScore {
     pub windows: Vec<WindowScore>,
     /// What fetching each window cost (each window is its own paged fetch).
     pub cost: Vec<WindowCost>,
+    /// What the session's probes cost after the fetch (none for a plan scored alone).
+    #[serde(default)]
+    pub probe: crate::probe::ProbeCost,
 }
 
 impl PlanScore {
@@ -576,6 +579,7 @@ fn score_fetched(
                 cost: f.cost.clone(),
             })
             .collect(),
+        probe: Default::default(),
     }
 }
 
@@ -670,6 +674,7 @@ impl Observation {
                                 events: got.map_or(0, |x| x.events),
                                 oldest: got.map_or(0, |x| x.oldest),
                                 newest: got.map_or(0, |x| x.newest),
+                                capped: false,
                             }
                         })
                         .collect(),

@@ -13,11 +13,14 @@ use std::time::Instant;
 use std::collections::HashSet;
 
 use outbox_core::stats::RoundRecorder;
-use outbox_core::{DeliveryStats, Network, Plan, PlanContext, RawRelayList, Router};
+use outbox_core::{
+    plan_probes, DeliveryStats, Network, Plan, PlanContext, ProbeBudget, RawRelayList, Router,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::fetch::fetch_recorded;
 use crate::holdings::Holdings;
+use crate::probe::{probe_recorded, ProbeCost};
 use crate::score::{
     score_and_observe, score_each_window, Ask, Asks, Observation, PlanScore, SimWorld, Window,
 };
@@ -155,7 +158,7 @@ pub fn run_sessions(
         for (window, plan) in &own {
             score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
-        learn(sim, &asks, s, since, &mut stats, now);
+        score.probe = learn(sim, &asks, s, since, &mut stats, now, router.probe_budget());
         on_session(s, &plan, &observation);
         tracing::debug!(
             session = s,
@@ -211,8 +214,11 @@ fn narrower_plans(
 }
 
 /// Learns from what `asks` return in `session` with `since`: every relay's frames go through a
-/// [`RoundRecorder`] and the session's one round into [`DeliveryStats::record_round`]. Relays
-/// that are down fail and never answer: the session's end counts them as not answered.
+/// [`RoundRecorder`] and the session's round into [`DeliveryStats::record_round`]. Relays
+/// that are down fail and never answer: the session's end counts them as not answered. Then,
+/// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
+/// learned from in a second round, measured against what the fetch returned; returns what the
+/// probes cost.
 fn learn(
     sim: &SimWorld,
     asks: &Asks,
@@ -220,12 +226,23 @@ fn learn(
     since: u64,
     stats: &mut DeliveryStats,
     now: u64,
-) {
+    probes: ProbeBudget,
+) -> ProbeCost {
     let mut recorder = RoundRecorder::new();
     fetch_recorded(sim, asks, session, since, &mut recorder);
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
+    if probes.connections == 0 {
+        return ProbeCost::default();
+    }
+    let asked: HashSet<&str> = asks.entries.iter().map(|a| a.url.as_str()).collect();
+    let plan = plan_probes(&sim.table, stats, &asked, &probes, now);
+    let cost = probe_recorded(sim, &plan, session, since, &mut recorder);
+    if let Some(round) = recorder.take_final_round() {
+        stats.record_round(&round, now);
+    }
+    cost
 }
 
 /// Most re-plans in one session (each sets aside at least one relay, so this only bounds
@@ -461,7 +478,7 @@ mod tests {
                 events += o.returned.iter().map(|r| u64::from(r.events)).sum::<u64>();
             }
             expected.record_round(&report, now);
-            learn(&sim, &asks, s, since, &mut got, now);
+            learn(&sim, &asks, s, since, &mut got, now, ProbeBudget::new(0));
             assert_eq!(got, expected, "session {s}");
         }
         assert!(down > 0 && events > 0, "down {down}, events {events}");

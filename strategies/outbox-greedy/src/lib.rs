@@ -136,6 +136,10 @@ impl Selector for Greedy {
         Some(self.coverage_target)
     }
 
+    fn learns(&self) -> bool {
+        self.scorer.learns()
+    }
+
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let table = input.table;
         self.scorer.prepare(input, rng);

@@ -213,6 +213,10 @@ impl Selector for Hysteresis {
         self.inner.per_author_cap()
     }
 
+    fn learns(&self) -> bool {
+        self.inner.learns()
+    }
+
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let table = input.table;
         let budget = input.max_connections;

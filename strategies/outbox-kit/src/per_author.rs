@@ -149,6 +149,10 @@ impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
         Some(self.per_author)
     }
 
+    fn learns(&self) -> bool {
+        self.scorer.as_ref().is_some_and(|s| s.learns())
+    }
+
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let _span = tracing::debug_span!("select", strategy = %self.name).entered();
         let table = input.table;

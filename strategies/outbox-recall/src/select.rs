@@ -226,6 +226,10 @@ impl Selector for Recall {
         self.config.windowed
     }
 
+    fn learns(&self) -> bool {
+        true
+    }
+
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
         let _span = tracing::debug_span!("select", strategy = "recall").entered();
         let table = input.table;

@@ -241,6 +241,7 @@ fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound 
                 events: if answered { events } else { 0 },
                 oldest: NOW - days * DAY,
                 newest: NOW - DAY,
+                capped: false,
             })
             .collect(),
         compare_only: false,

@@ -104,6 +104,10 @@ impl Scorer for Thompson {
     fn is_stable(&self) -> bool {
         false
     }
+
+    fn learns(&self) -> bool {
+        true
+    }
 }
 
 /// `fixed_thompson`: one Beta draw per relay per planning run, taken the first time the relay
@@ -137,6 +141,10 @@ impl FixedThompson {
 impl Scorer for FixedThompson {
     fn name(&self) -> &str {
         "fixed_thompson"
+    }
+
+    fn learns(&self) -> bool {
+        true
     }
 
     /// Forgets the previous run's draws; draws nothing yet.

@@ -103,11 +103,14 @@ struct Feed {
     failed: bool,
     /// The last EOSE said the fetch was complete.
     complete: bool,
+    /// A probe's filters asked at most this many notes per author ([`RoundRecorder::probed`]).
+    limit: Option<u32>,
 }
 
 impl Feed {
     fn new(authors: Vec<PublicKey>, generation: u64) -> Self {
         Self {
+            limit: None,
             returned: vec![HashSet::new(); authors.len()],
             ages: vec![None; authors.len()],
             authors,
@@ -130,11 +133,13 @@ impl Feed {
                 .zip(&self.ages)
                 .map(|((author, ids), ages)| {
                     let (oldest, newest) = ages.unwrap_or((0, 0));
+                    let events = u32::try_from(ids.len()).unwrap_or(u32::MAX);
                     AuthorRound {
                         author: *author,
-                        events: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                        events,
                         oldest,
                         newest,
+                        capped: self.limit.is_some_and(|limit| events >= limit),
                     }
                 })
                 .collect(),
@@ -165,6 +170,23 @@ impl RoundRecorder {
             .insert(relay.to_string(), Feed::new(authors, generation))
         {
             self.retire(relay, old);
+        }
+    }
+
+    /// A probe for `authors` went to `relay` as filter `generation`, asking each author's newest
+    /// `limit` notes ([`crate::probe`]). Recorded like [`asked`](Self::asked), except that an
+    /// author whose page reached the limit is [`capped`](super::AuthorRound::capped): a sample of
+    /// its notes, not all of them.
+    pub fn probed(
+        &mut self,
+        relay: &str,
+        authors: impl IntoIterator<Item = PublicKey>,
+        generation: u64,
+        limit: u32,
+    ) {
+        self.asked(relay, authors, generation);
+        if let Some(feed) = self.feeds.get_mut(relay) {
+            feed.limit = Some(limit.max(1));
         }
     }
 
@@ -608,5 +630,33 @@ mod tests {
             ]
         );
         assert!(r.take_round().is_none());
+    }
+
+    #[test]
+    fn a_probe_page_that_reaches_its_limit_is_capped() {
+        let mut r = RoundRecorder::new();
+        r.asked(A, [key(1)], 1);
+        assert!(r.returned(A, key(1), id(1), 1_700_000_000));
+        assert!(r.eose(A, 1, true));
+        r.take_round().unwrap();
+        r.probed(B, [key(1), key(2)], 1, 2);
+        for n in 2..5 {
+            r.returned(B, key(1), id(n), 1_700_000_000 - u64::from(n));
+        }
+        r.returned(B, key(2), id(9), 1_700_000_000);
+        assert!(r.eose(B, 1, true));
+        let round = r.take_round().unwrap();
+        let probe = round.relays.iter().find(|x| x.url == B).unwrap();
+        let capped: Vec<(PublicKey, u32, bool)> = probe
+            .authors
+            .iter()
+            .map(|a| (a.author, a.events, a.capped))
+            .collect();
+        let mut want = vec![(key(1), 3, true), (key(2), 1, false)];
+        want.sort();
+        assert_eq!(capped, want);
+        // The fetch's relay is the probe round's yardstick, and a fetch is never capped.
+        let fetch = round.relays.iter().find(|x| x.url == A).unwrap();
+        assert!(fetch.compare_only && fetch.authors.iter().all(|a| !a.capped));
     }
 }

@@ -50,6 +50,10 @@ pub struct AuthorRound {
     pub oldest: u64,
     /// `created_at` of the newest event returned (0: none, or not noted).
     pub newest: u64,
+    /// The answer was a sample, not the whole window: a probe's page that reached its limit
+    /// ([`crate::probe`]). It shows the relay alive, its depth at least that far back and the
+    /// author's rate there, but not what share of the author's notes the relay holds.
+    pub capped: bool,
 }
 
 impl AuthorRound {
@@ -60,6 +64,7 @@ impl AuthorRound {
             events,
             oldest: 0,
             newest: 0,
+            capped: false,
         }
     }
 
@@ -162,7 +167,8 @@ impl DeliveryStats {
             let depth = (depth_secs > 0.0).then_some(depth_secs);
             // Only a relay that returned some of the author's notes shows where the author's
             // history starts; one that returned none may have lost the author's writes.
-            for a in relay.authors.iter().filter(|a| a.events > 0) {
+            // A capped page shows the newest notes only, never where the history starts.
+            for a in relay.authors.iter().filter(|a| a.events > 0 && !a.capped) {
                 let p = probed.entry(a.author).or_default();
                 *p = p.max(depth_secs);
             }
@@ -176,8 +182,17 @@ impl DeliveryStats {
             let mut pair_url: Option<Arc<str>> = None;
             for a in &relay.authors {
                 let Some(seen) = seen.get(&a.author).filter(|s| s.best > 0) else {
+                    // Nobody returned a note of the author: no trial, but an empty pair says
+                    // this relay was asked and answered, so a planner can tell an author whose
+                    // own relay answered with nothing from one only asked where it never wrote.
+                    let url = pair_url.get_or_insert_with(|| self.pair_urls.get(&relay.url));
+                    self.authors.entry(a.author).or_default().relays.entry(url);
                     continue;
                 };
+                // A sample says nothing of the share of the author's notes the relay holds.
+                if a.capped {
+                    continue;
+                }
                 let b = seen.best;
                 expected += 1;
                 shares.push((a.author, f64::from(a.events.min(b)) / f64::from(b)));
@@ -398,6 +413,7 @@ mod tests {
             events,
             oldest: NOW - days * DAY,
             newest: NOW - DAY,
+            capped: false,
         }
     }
 
@@ -461,5 +477,74 @@ mod tests {
         let a = stats.author(&key(1)).unwrap();
         assert!((a.probed_secs - 30.0 * DAY as f64).abs() < 1.0, "{a:?}");
         assert_eq!(a.first, NOW - 30 * DAY);
+    }
+
+    #[test]
+    fn a_capped_probe_shows_liveness_depth_and_rate_but_no_share_or_start() {
+        let mut stats = DeliveryStats::new();
+        // The fetch's deep relay returned 300 of author 1's notes over a year (a yardstick
+        // now); the probe's page of 20 covers the last 20 days, and author 2's 5 notes are
+        // all it had there.
+        let capped = AuthorRound {
+            capped: true,
+            ..aged(1, 20, 20)
+        };
+        let report = RoundReport {
+            relays: vec![
+                answered("wss://probed.example", vec![capped, aged(2, 5, 200)]),
+                RelayRound {
+                    compare_only: true,
+                    ..answered(
+                        "wss://deep.example",
+                        vec![aged(1, 300, 360), aged(2, 10, 360)],
+                    )
+                },
+            ],
+        };
+        stats.record_round(&report, NOW);
+        let probed = stats.get_at("wss://probed.example", NOW);
+        assert!(probed.live_mean() > 0.6, "{probed:?}");
+        assert!((probed.depth_secs - 200.0 * DAY as f64).abs() < 1.0);
+        // Only author 2 is a trial: half of what the deep relay had.
+        assert!((probed.alpha - 1.5).abs() < 1e-9, "{probed:?}");
+        assert!((probed.beta - 1.5).abs() < 1e-9, "{probed:?}");
+        assert_eq!(stats.pair(&key(1), "wss://probed.example"), PairStats::default());
+        assert!(stats.pair(&key(2), "wss://probed.example").hits > 0.0);
+        // The deep relay, compare-only, learned nothing.
+        assert!(stats.get("wss://deep.example").is_uniform());
+    }
+
+    #[test]
+    fn a_capped_page_alone_leaves_the_authors_history_censored() {
+        let mut stats = DeliveryStats::new();
+        let capped = AuthorRound {
+            capped: true,
+            ..aged(1, 20, 10)
+        };
+        let report = RoundReport {
+            relays: vec![answered("wss://probed.example", vec![capped])],
+        };
+        stats.record_round(&report, NOW);
+        let a = stats.author(&key(1)).unwrap();
+        assert_eq!(a.volume, 20.0);
+        assert_eq!(a.first, NOW - 10 * DAY);
+        // Nothing shows where its history starts: no relay probed it deeper than its notes.
+        assert_eq!(a.probed_secs, 0.0, "{a:?}");
+    }
+
+    #[test]
+    fn an_answer_with_nothing_for_anyone_leaves_an_empty_pair() {
+        let mut stats = DeliveryStats::new();
+        let report = RoundReport {
+            relays: vec![
+                relay("wss://own.example", true, &[(1, 0), (2, 3)]),
+                relay("wss://down.example", false, &[(1, 0)]),
+            ],
+        };
+        stats.record_round(&report, NOW);
+        let a = stats.author(&key(1)).unwrap();
+        let pairs: Vec<(&str, PairStats)> = a.relays.iter().map(|(u, p)| (u, *p)).collect();
+        assert_eq!(pairs, [("wss://own.example", PairStats::default())]);
+        assert_eq!(a.volume, 0.0);
     }
 }
