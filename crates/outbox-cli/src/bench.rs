@@ -241,6 +241,14 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         eprintln!("skipped {}: {}", s.label, s.reason);
     }
     out!("{}", render_table(&report))?;
+    if report.rows.iter().any(|r| r.probes.connections.mean > 0.0) {
+        out!("{}", render_probe_table(&report))?;
+        out!(
+            "Probes: after each session's fetch, relays the plan did not ask, each asked about the \
+             follows who list it for their newest notes; per session, mean over every session \
+             and world. Probe notes are learned from, never counted as fetched."
+        )?;
+    }
     if !report.monitors.is_empty() {
         out!("{}", render_monitor_table(&report))?;
         out!(
@@ -395,6 +403,33 @@ pub fn render_table(report: &BenchReport) -> Table {
             format!("{:.0}", row.plan_us),
         ] {
             cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        table.add_row(cells);
+    }
+    table
+}
+
+/// What probing cost, per strategy that probed: connections, REQs, follows named and events
+/// per session.
+pub fn render_probe_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "strategy",
+        "probe conns",
+        "probe REQs",
+        "follows named",
+        "probe events",
+    ]);
+    for row in report
+        .rows
+        .iter()
+        .filter(|r| r.probes.connections.mean > 0.0)
+    {
+        let p = &row.probes;
+        let mut cells = vec![Cell::new(&row.label)];
+        for m in [&p.connections, &p.reqs, &p.filters, &p.events] {
+            cells.push(Cell::new(format!("{:.1}", m.mean)).set_alignment(CellAlignment::Right));
         }
         table.add_row(cells);
     }

@@ -274,6 +274,21 @@ pub struct Row {
     pub load_concentration: MeanSe,
     /// Median over worlds of the median planning time, µs.
     pub plan_us: f64,
+    /// What probing cost per session, over every session of every world.
+    pub probes: ProbeRow,
+}
+
+/// Per session: what the probes after the fetch cost ([`crate::probe::ProbeCost`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProbeRow {
+    /// Short connections opened.
+    pub connections: MeanSe,
+    /// REQs answered.
+    pub reqs: MeanSe,
+    /// Follow-relay pairs named (disclosure).
+    pub filters: MeanSe,
+    /// Events returned.
+    pub events: MeanSe,
 }
 
 impl Row {
@@ -660,6 +675,21 @@ fn aggregate(
                 })
                 .collect();
             let mut times: Vec<f64> = mine.iter().map(|r| r.plan_us).collect();
+            let per_session = |f: &dyn Fn(&crate::probe::ProbeCost) -> u64| {
+                MeanSe::of(
+                    &mine
+                        .iter()
+                        .flat_map(|r| r.sessions.iter())
+                        .map(|s| f(&s.probe) as f64)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let probes = ProbeRow {
+                connections: per_session(&|p| p.connections),
+                reqs: per_session(&|p| p.reqs),
+                filters: per_session(&|p| p.filters),
+                events: per_session(&|p| p.events),
+            };
             Row {
                 label: label.to_string(),
                 windows,
@@ -669,6 +699,7 @@ fn aggregate(
                 author_coverage: last(&|s| s.author_coverage),
                 load_concentration: last(&|s| s.load_concentration),
                 plan_us: median(&mut times),
+                probes,
             }
         })
         .collect();
