@@ -601,6 +601,46 @@ fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Re
 mod tests {
     use super::*;
 
+    /// The suite table shows planning time cold and warm, each from its own field.
+    #[test]
+    fn the_table_shows_plan_time_cold_and_warm() {
+        outbox_strategies::link();
+        let cfg = BenchConfig {
+            profiles: vec![Profile::Small],
+            seeds: vec![1],
+            sessions: 1,
+            windows: vec![Window::D7],
+            only: Some(vec!["greedy".into()]),
+            oracle: false,
+            routes: false,
+            threads: 1,
+            ..BenchConfig::default()
+        };
+        let mut report = run_bench(&cfg, &default_suite(), &|_| {});
+        for (i, row) in report.rows.iter_mut().enumerate() {
+            (row.plan_us, row.plan_us_cold, row.plan_us_warm) = (1.0, 2000.0 + i as f64, 30.0);
+        }
+        let text = render_table(&report).to_string();
+        let lines: Vec<Vec<String>> = text
+            .lines()
+            .filter(|l| l.starts_with('│'))
+            .map(|l| {
+                (l.trim_matches('│').split('┆'))
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect();
+        let header = &lines[0];
+        let at = |name: &str| header.iter().position(|h| h == name);
+        let (cold, warm) = (at("plan µs cold").unwrap(), at("warm").unwrap());
+        assert_eq!(at("plan µs"), None, "{header:?}");
+        let greedy = lines.iter().find(|l| l[0] == "greedy").unwrap();
+        assert_eq!(
+            (greedy[cold].as_str(), greedy[warm].as_str()),
+            ("2000", "30")
+        );
+    }
+
     #[test]
     fn seeds_are_a_count_or_an_inclusive_range() {
         let range = |t: &str| parse_seeds(t).map(|s| s.range().collect::<Vec<_>>());

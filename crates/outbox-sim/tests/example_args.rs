@@ -28,7 +28,11 @@ fn worlds(list: &[&str]) -> Result<Worlds, String> {
 fn listed(worlds: &Worlds) -> Vec<(String, String, u32)> {
     let mut out = Vec::new();
     worlds.each(|label, sim| {
-        out.push((label.to_string(), sim.world.name.clone(), sim.world.sessions))
+        out.push((
+            label.to_string(),
+            sim.world.name.clone(),
+            sim.world.sessions,
+        ))
     });
     out
 }
@@ -67,7 +71,11 @@ fn a_world_file_runs_every_session_it_describes_and_no_more() {
 fn a_world_file_replaces_generated_worlds_and_bad_files_are_named() {
     let file = example_world();
     let file = file.to_str().unwrap();
-    for extra in [&["cfg.toml", "small"][..], &["cfg.toml", "small", "3"], &["--family", "decay"]] {
+    for extra in [
+        &["cfg.toml", "small"][..],
+        &["cfg.toml", "small", "3"],
+        &["--family", "decay"],
+    ] {
         let mut list = vec!["--world", file];
         list.extend_from_slice(extra);
         let err = worlds(&list).err().expect("both accepted");
