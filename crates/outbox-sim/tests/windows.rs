@@ -47,6 +47,9 @@ fn each_window_is_scored_with_the_plan_made_for_it() {
     }
 }
 
+/// A session as the loop showed it: its number, plan, plans per window and learned stats.
+type Shown = (u32, Plan, Vec<(Window, Plan)>, DeliveryStats);
+
 /// What the loop shows of each session: per window the plan made for it (the widest window's
 /// being the session's plan), from the stats the session began with, and the stats it ends
 /// with; a router that does not read the window shows its one plan for every window.
@@ -61,7 +64,7 @@ fn each_session_shows_the_plan_made_for_each_window_and_what_it_learned() {
         Router::from_toml("max_connections = 20\n[strategy]\ntype = \"greedy\"\n").expect("config")
     };
     for (make, reads) in [(recall as fn() -> Router, true), (greedy, false)] {
-        let mut shown: Vec<(u32, Plan, Vec<(Window, Plan)>, DeliveryStats)> = Vec::new();
+        let mut shown: Vec<Shown> = Vec::new();
         let run = run_sessions_with(&sim, &mut make(), &cfg, |v| {
             let plans = v.window_plans.iter().map(|(w, p)| (*w, (*p).clone()));
             shown.push((v.session, v.plan.clone(), plans.collect(), v.stats.clone()));
