@@ -11,8 +11,8 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use outbox_core::{Router, RouterConfig};
 use outbox_sim::{
-    default_suite, run_bench, run_sessions, BenchConfig, BenchReport, Family, LoopConfig, MeanSe,
-    Profile, Progress, SimWorld, Window, World, MAX_SESSIONS,
+    default_suite, run_bench, run_sessions_with, BenchConfig, BenchReport, Family, LoopConfig,
+    MeanSe, Profile, Progress, SessionView, SimWorld, Window, World, MAX_SESSIONS,
 };
 
 /// Options of `outbox bench`.
@@ -61,16 +61,22 @@ pub struct Args {
     /// Router config (TOML) for --world.
     #[arg(long, requires = "world")]
     config: Option<PathBuf>,
-    /// With --world: write the plan of session N as DIR/session-N.json (outbox-plan/1).
+    /// With --world: write the plan of session N as DIR/session-N.json (outbox-plan/1), and
+    /// the plan it made for each scored window W as DIR/session-N-W.json (session-3-7d.json).
     #[arg(long, requires = "world")]
     plans_out: Option<PathBuf>,
+    /// With --world: write the stats learned by the end of session N as DIR/stats-N.json (the
+    /// JSON stats file `outbox plan --stats` and `outbox feed --stats` read).
+    #[arg(long, requires = "world")]
+    stats_out: Option<PathBuf>,
     /// Run the real runtime against local relays loaded with a world (--world, or the small
     /// profile) beside the simulator's numbers (--strategies, default greedy,recall).
-    #[arg(long, conflicts_with_all = ["config", "plans_out"])]
+    #[arg(long, conflicts_with_all = ["config", "plans_out", "stats_out"])]
     live: bool,
-    /// With --live: the world's seed when generated, and the base planning seed.
-    #[arg(long, requires = "live", default_value_t = 1)]
-    seed: u64,
+    /// The base planning seed: session N plans with the draw `outbox plan --seed S --session
+    /// N` makes [default: 0 with --world; 1 with --live, where it also seeds a generated world].
+    #[arg(long)]
+    seed: Option<u64>,
     /// With --live: one plan per session, as the simulator models a session (no relay set
     /// aside and re-planned around within a session).
     #[arg(long, requires = "live")]
@@ -129,26 +135,22 @@ fn parse_seeds(text: &str) -> Result<Seeds, String> {
 /// Sessions per strategy on generated worlds when `--sessions` is not given.
 const DEFAULT_SESSIONS: u32 = 5;
 
-/// The sessions to run on a world file that describes `world` sessions: all of them (at least
-/// one) unless `requested`, which must be between 1 and `world`.
-fn sessions_on_world(requested: Option<u32>, world: u32) -> anyhow::Result<u32> {
-    match requested {
-        None => Ok(world.max(1)),
-        Some(0) => bail!("--sessions must be at least 1"),
-        Some(n) if n > world => {
-            bail!("--sessions {n}: the world describes only {world} sessions")
-        }
-        Some(n) => Ok(n),
-    }
-}
+/// The base planning seed of `bench --world` when `--seed` is not given.
+pub const WORLD_SEED: u64 = 0;
+
+/// The base seed of `bench --live` when `--seed` is not given.
+const LIVE_SEED: u64 = 1;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.seed.is_some() && !args.live && args.world.is_none() {
+        bail!("--seed needs --world or --live (generated worlds take --seeds)");
+    }
     if args.live {
         return crate::live::run(crate::live::Options {
             world: args.world,
             strategies: args.strategies,
             sessions: args.sessions.unwrap_or(DEFAULT_SESSIONS),
-            seed: args.seed,
+            seed: args.seed.unwrap_or(LIVE_SEED),
             budget: single_budget(&args.budget)?,
             one_plan: args.one_plan,
         });
@@ -261,8 +263,11 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
          session, relays capping each REQ, mean over worlds; ev/note = events returned per \
-         distinct note fetched; the learnable ceiling knows where events are stored and how \
-         often each relay answers, the oracle also which relays answer in each session. {:.1}s",
+         distinct note fetched; plan µs cold = a session's first plan, mean over sessions, and \
+         warm = the median of {} plans repeated with the final stats, median over worlds (the \
+         two bounds learn nothing: the median of their sessions' plans); the learnable ceiling \
+         knows where events are stored and how often each relay answers, the oracle also which \
+         relays answer in each session. {:.1}s",
         report.config.profiles.len() * report.config.seeds.len(),
         report
             .config
@@ -278,6 +283,7 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         seed_span(&report.config.seeds),
         report.config.sessions,
         report.config.budget,
+        report.config.timing_repeats,
         elapsed.as_secs_f64()
     )?;
     if !report.routes.is_empty() {
@@ -365,9 +371,16 @@ pub fn render_table(report: &BenchReport) -> Table {
         header.push(format!("{w} ev/note"));
     }
     header.extend(
-        ["conns", "disclosure", "orphans", "top relay", "plan µs"]
-            .iter()
-            .map(|s| s.to_string()),
+        [
+            "conns",
+            "disclosure",
+            "orphans",
+            "top relay",
+            "plan µs cold",
+            "warm",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     table.set_header(header);
     for row in &report.rows {
@@ -400,7 +413,8 @@ pub fn render_table(report: &BenchReport) -> Table {
             format!("{:.0}", row.disclosure.mean),
             format!("{:.0}", row.orphans.mean),
             format!("{:.0}%", row.load_concentration.mean * 100.0),
-            format!("{:.0}", row.plan_us),
+            format!("{:.0}", row.plan_us_cold),
+            format!("{:.0}", row.plan_us_warm),
         ] {
             cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
         }
@@ -527,12 +541,14 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         .with_context(|| format!("in config {}", config_path.display()))?;
     let world = World::read_path(world_path)
         .with_context(|| format!("reading world {}", world_path.display()))?;
-    let sessions = sessions_on_world(args.sessions, world.sessions)?;
+    let sessions = world
+        .sessions_to_run(args.sessions)
+        .map_err(|e| anyhow::anyhow!("--sessions: {e}"))?;
     let sim = SimWorld::with_policy(world, &config.url_policy);
     let budget = single_budget(&args.budget)?.unwrap_or(config.max_connections);
     let mut router = Router::new(config.strategy.build(), budget)
         .with_probes(args.probes.map_or(config.probe_connections, usize::from));
-    if let Some(dir) = &args.plans_out {
+    for dir in [&args.plans_out, &args.stats_out].into_iter().flatten() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     // Sorted as scores list them, so the columns line up.
@@ -545,21 +561,18 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         session_interval_secs: args
             .interval
             .unwrap_or(LoopConfig::default().session_interval_secs),
-        seed: 0,
+        seed: args.seed.unwrap_or(WORLD_SEED),
         monitor_prior: args.monitors,
         ..LoopConfig::default()
     };
-    let mut write_error = None;
-    let run = run_sessions(&sim, &mut router, &cfg, |s, plan, _| {
-        let Some(dir) = &args.plans_out else { return };
-        let path = dir.join(format!("session-{s}.json"));
-        let json = outbox_sim::PlanFile::from_plan(plan, &sim.table, s).to_json() + "\n";
-        if let Err(e) = std::fs::write(&path, json) {
-            write_error.get_or_insert((path, e));
+    let mut write_error: Option<anyhow::Error> = None;
+    let run = run_sessions_with(&sim, &mut router, &cfg, |v| {
+        if write_error.is_none() {
+            write_error = write_session(args, &sim, v).err();
         }
     });
-    if let Some((path, e)) = write_error {
-        bail!("writing {}: {e}", path.display());
+    if let Some(e) = write_error {
+        return Err(e);
     }
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
@@ -589,6 +602,13 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         crate::text::escape(&sim.world.name)
     )?;
     out!("{table}")?;
+    out!(
+        "plan µs: cold {:.0} (each session's first plan, mean over sessions), warm {:.0} (the \
+         median of {} plans repeated with the final stats)",
+        run.plan_us_cold,
+        run.plan_us_warm,
+        cfg.timing_repeats
+    )?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&run).context("serialising the run")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
@@ -596,9 +616,72 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes what `--plans-out` and `--stats-out` ask for of one session.
+fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Result<()> {
+    let s = v.session;
+    if let Some(dir) = &args.plans_out {
+        let write = |name: String, plan: &outbox_core::Plan| {
+            let path = dir.join(name);
+            let json = outbox_sim::PlanFile::from_plan(plan, &sim.table, s).to_json() + "\n";
+            std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))
+        };
+        write(format!("session-{s}.json"), v.plan)?;
+        for (window, plan) in v.window_plans {
+            write(format!("session-{s}-{window}.json"), plan)?;
+        }
+    }
+    if let Some(dir) = &args.stats_out {
+        let path = dir.join(format!("stats-{s}.json"));
+        outbox_stats::FileStore::new(&path)
+            .save(v.stats)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The suite table shows planning time cold and warm, each from its own field.
+    #[test]
+    fn the_table_shows_plan_time_cold_and_warm() {
+        outbox_strategies::link();
+        let cfg = BenchConfig {
+            profiles: vec![Profile::Small],
+            seeds: vec![1],
+            sessions: 1,
+            windows: vec![Window::D7],
+            only: Some(vec!["greedy".into()]),
+            oracle: false,
+            routes: false,
+            threads: 1,
+            ..BenchConfig::default()
+        };
+        let mut report = run_bench(&cfg, &default_suite(), &|_| {});
+        for (i, row) in report.rows.iter_mut().enumerate() {
+            (row.plan_us, row.plan_us_cold, row.plan_us_warm) = (1.0, 2000.0 + i as f64, 30.0);
+        }
+        let text = render_table(&report).to_string();
+        let lines: Vec<Vec<String>> = text
+            .lines()
+            .filter(|l| l.starts_with('│'))
+            .map(|l| {
+                (l.trim_matches('│').split('┆'))
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect();
+        let header = &lines[0];
+        let at = |name: &str| header.iter().position(|h| h == name);
+        let (cold, warm) = (at("plan µs cold").unwrap(), at("warm").unwrap());
+        assert_eq!(at("plan µs"), None, "{header:?}");
+        let greedy = lines.iter().find(|l| l[0] == "greedy").unwrap();
+        assert_eq!(
+            (greedy[cold].as_str(), greedy[warm].as_str()),
+            ("2000", "30")
+        );
+    }
 
     #[test]
     fn seeds_are_a_count_or_an_inclusive_range() {

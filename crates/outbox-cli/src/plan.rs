@@ -1,12 +1,13 @@
-//! `outbox plan`: one plan for a world file, as an `outbox-plan/1` file.
+//! `outbox plan`: one plan for a world file, as an `outbox-plan/1` file, from no stats or from
+//! a stats file (what `outbox feed` or `outbox bench --stats-out` learned).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
-use outbox_core::{check_plan, DeliveryStats, PlanContext, Router, RouterConfig};
-use outbox_sim::{PlanFile, World};
+use anyhow::{bail, Context};
+use outbox_core::{check_plan, session_seed, DeliveryStats, PlanContext, Router, RouterConfig};
+use outbox_sim::{PlanFile, Window, World};
 
 /// Options of `outbox plan`.
 #[derive(Debug, clap::Args)]
@@ -17,12 +18,26 @@ pub struct Args {
     /// Router config (TOML): `max_connections` and a `[strategy]` table.
     #[arg(long)]
     config: PathBuf,
-    /// The 0-based session the plan is for (recorded in the file; seeds randomised strategies).
-    #[arg(long, default_value_t = 0)]
-    session: u32,
-    /// Base seed for randomised strategies.
+    /// The 0-based session the plan is for (recorded in the file; seeds randomised strategies)
+    /// [default: with --stats, the sessions the stats counted, as the feed's next run; else 0].
+    #[arg(long)]
+    session: Option<u32>,
+    /// Base seed for randomised strategies: session N plans with the draw the bench and the
+    /// feed make for run N with this base seed (`outbox bench --world` uses 0).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Plan with these learned stats (a JSON stats file, as `outbox feed --stats` keeps and
+    /// `outbox bench --stats-out` writes); checked as the feed checks it, never modified.
+    #[arg(long)]
+    stats: Option<PathBuf>,
+    /// The present to plan at, unix seconds (learned stats fade with time) [default: the
+    /// world's `now`].
+    #[arg(long)]
+    now: Option<u64>,
+    /// How far back the fetch asks: `7d`, `1yr`, `3yr` (the bench's windows) or a duration
+    /// (`30d`, `12h`). Strategies that read it plan for it [default: none, any age].
+    #[arg(long, value_parser = parse_window)]
+    window: Option<u64>,
     /// Write the plan here instead of stdout.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -32,6 +47,37 @@ pub struct Args {
     /// Plan this many times and report the median planning time.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+}
+
+/// A window as the bench labels it (`1yr` is 365 days), or a humantime duration, in seconds.
+fn parse_window(text: &str) -> Result<u64, String> {
+    if let Ok(window) = text.parse::<Window>() {
+        return Ok(window.secs());
+    }
+    match humantime::parse_duration(text) {
+        Ok(d) if d.as_secs() > 0 => Ok(d.as_secs()),
+        Ok(_) => Err("a window must be at least one second".into()),
+        Err(e) => Err(format!(
+            "expected 7d, 1yr, 3yr or a duration (30d, 12h): {e}"
+        )),
+    }
+}
+
+/// The stats to plan with: read from `path` without modifying it, or none learned.
+fn load_stats(path: Option<&std::path::Path>) -> anyhow::Result<DeliveryStats> {
+    let Some(path) = path else {
+        return Ok(DeliveryStats::new());
+    };
+    let loaded = outbox_stats::read_stats_file(path)
+        .with_context(|| format!("reading stats {}", path.display()))?;
+    for warning in &loaded.warnings {
+        eprintln!(
+            "stats {}: {}",
+            crate::text::escape(&path.display().to_string()),
+            crate::text::escape(&warning.to_string())
+        );
+    }
+    Ok(loaded.stats)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -46,8 +92,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain(&table);
     }
 
-    let seed = args.seed.wrapping_add(u64::from(args.session));
-    let stats = DeliveryStats::new();
+    let mut stats = load_stats(args.stats.as_deref())?;
+    // A plan is a run: the session counter moves on as the feed's does before it plans.
+    let counted = stats.session();
+    stats.begin_session();
+    let session = match args.session {
+        Some(s) => s,
+        None => match u32::try_from(counted) {
+            Ok(s) => s,
+            Err(_) => bail!("the stats count {counted} sessions: give --session"),
+        },
+    };
+    let seed = session_seed(args.seed, u64::from(session));
+    let mut ctx = PlanContext::at(args.now.unwrap_or(world.now)).seed(seed);
+    if let Some(secs) = args.window {
+        ctx = ctx.window(secs);
+    }
     let mut router = Router::from_config(&config);
     let mut timings = Vec::with_capacity(args.repeat.max(1) as usize);
     let mut plan = None;
@@ -55,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A fresh router per run, so stateful strategies are timed from the same start.
         router = Router::from_config(&config);
         let started = Instant::now();
-        let p = router.plan_with(&table, &stats, PlanContext::at(world.now).seed(seed));
+        let p = router.plan_with(&table, &stats, ctx);
         timings.push(started.elapsed());
         plan = Some(p);
     }
@@ -65,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("invariant violated: {v}");
     }
 
-    let file = PlanFile::from_plan(&plan, &table, args.session);
+    let file = PlanFile::from_plan(&plan, &table, session);
     match &args.out {
         Some(path) => std::fs::write(path, file.to_json() + "\n")
             .with_context(|| format!("writing {}", path.display()))?,

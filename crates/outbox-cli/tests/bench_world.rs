@@ -128,3 +128,211 @@ fn recall_with_nothing_to_recall_is_shown_as_a_dash() {
     }
     assert!(!stdout.contains("100.0"), "{stdout}");
 }
+
+/// The example world's present, and a step between sessions long enough for what was learned
+/// to fade visibly.
+const NOW: u64 = 1_767_225_600;
+const INTERVAL: u64 = 86_400;
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn config(dir: &Path, name: &str, toml: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+/// `outbox plan` on the example world with `extra`, its plan file's text.
+fn plan_with(config: &Path, out: &Path, extra: &[&str]) -> String {
+    let world = examples_dir().join("world.json");
+    let mut args = vec![
+        "plan",
+        "--world",
+        world.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let run = outbox(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    read(out)
+}
+
+/// Every session's plan for every window, and the stats learned by each session, written out;
+/// `outbox plan` given a session's stats, present, window and seed makes exactly the plan the
+/// bench made for that window in the next session, for a router that plans per window and
+/// for a randomised one that learns.
+#[test]
+fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let recall = config(
+        dir.path(),
+        "recall.toml",
+        "max_connections = 3\n[strategy]\ntype = \"recall\"\n",
+    );
+    let thompson = config(
+        dir.path(),
+        "thompson.toml",
+        "max_connections = 20\n[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+    );
+    let world = examples_dir().join("world.json");
+    for (config, seed, per_window) in [(&recall, None, true), (&thompson, Some("7"), false)] {
+        let plans = dir.path().join("plans");
+        let stats = dir.path().join("stats");
+        let _ = std::fs::remove_dir_all(&plans);
+        let _ = std::fs::remove_dir_all(&stats);
+        let mut args = vec![
+            "bench",
+            "--world",
+            world.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--plans-out",
+            plans.to_str().unwrap(),
+            "--stats-out",
+            stats.to_str().unwrap(),
+            "--interval",
+            "86400",
+        ];
+        if let Some(seed) = seed {
+            args.extend(["--seed", seed]);
+        }
+        let run = outbox(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let (mut own_window_plans, mut other_seed_differs) = (0, false);
+        for s in 0..3u64 {
+            let session = read(&plans.join(format!("session-{s}.json")));
+            // The widest window's plan is the session's plan.
+            assert_eq!(read(&plans.join(format!("session-{s}-3yr.json"))), session);
+            // The stats after each session, as the file store reads them: the sessions counted.
+            let learned = outbox_stats::read_stats_file(&stats.join(format!("stats-{s}.json")))
+                .unwrap_or_else(|e| panic!("stats-{s}: {e}"));
+            assert!(learned.warnings.is_empty(), "{:?}", learned.warnings);
+            assert_eq!(learned.stats.session(), s + 1);
+            for w in ["7d", "1yr", "3yr"] {
+                let written = read(&plans.join(format!("session-{s}-{w}.json")));
+                own_window_plans += usize::from(written != session);
+                let now = (NOW + s * INTERVAL).to_string();
+                let mut extra = vec!["--now", now.as_str(), "--window", w];
+                // Session 0 plans from nothing, session s from what session s − 1 learned.
+                let before = stats.join(format!("stats-{}.json", s.saturating_sub(1)));
+                if s > 0 {
+                    extra.extend(["--stats", before.to_str().unwrap()]);
+                }
+                let out = dir.path().join("plan.json");
+                if seed.is_some() {
+                    // The seed matters here: another one plans otherwise.
+                    let other = [extra.as_slice(), &["--seed", "8"]].concat();
+                    other_seed_differs |= plan_with(config, &out, &other) != written;
+                }
+                if let Some(seed) = seed {
+                    extra.extend(["--seed", seed]);
+                }
+                // Compared whole, reported briefly: a plan file runs to hundreds of lines.
+                assert!(
+                    plan_with(config, &out, &extra) == written,
+                    "{}: session {s}, {w} planned otherwise",
+                    config.display()
+                );
+            }
+        }
+        assert_eq!(other_seed_differs, seed.is_some(), "{}", config.display());
+        assert_eq!(
+            own_window_plans > 0,
+            per_window,
+            "{}: {own_window_plans} window plans differ from the session's",
+            config.display()
+        );
+    }
+}
+
+/// A stats file `outbox plan` cannot read is an error naming it, and is left as it was; so is
+/// a file of another format.
+#[test]
+fn plan_refuses_unreadable_stats_and_leaves_them_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let greedy = examples_dir().join("greedy.toml");
+    let torn = dir.path().join("torn-stats.json");
+    std::fs::write(&torn, "{\"format\": \"outbox-stats\", \"relays\": {").unwrap();
+    let world = examples_dir().join("world.json");
+    for path in [&torn, &world] {
+        let before = std::fs::read(path).unwrap();
+        let out = outbox(&[
+            "plan",
+            "--world",
+            world.to_str().unwrap(),
+            "--config",
+            greedy.to_str().unwrap(),
+            "--stats",
+            path.to_str().unwrap(),
+        ]);
+        assert!(!out.status.success(), "{} was accepted", path.display());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&path.display().to_string()),
+            "the file is not named: {stderr}"
+        );
+        assert_eq!(std::fs::read(path).unwrap(), before);
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+/// The run's JSON and table give planning time cold (each session's first plan, mean over
+/// sessions) and warm (plans repeated with the final stats) apart.
+#[test]
+fn the_world_bench_reports_plan_time_cold_and_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = bench_on(
+        &examples_dir().join("world.json"),
+        &["--json", json.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: serde_json::Value = serde_json::from_str(&read(&json)).unwrap();
+    let sessions: Vec<f64> = run["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["plan_us"].as_f64().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    let cold = run["plan_us_cold"].as_f64().expect("plan_us_cold");
+    let mean = sessions.iter().sum::<f64>() / 3.0;
+    assert!((cold - mean).abs() < 1e-6, "{cold} against {mean}");
+    assert!(run["plan_us_warm"].as_f64().expect("plan_us_warm") > 0.0);
+    assert!(run["plan_us_median"].as_f64().is_some(), "kept");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("plan µs: cold "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains(&format!("cold {cold:.0} ")), "{line}");
+}
+
+#[test]
+fn seed_is_for_a_world_file_or_the_live_bench() {
+    let out = outbox(&["bench", "--seed", "3", "--profiles", "small"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--seed needs --world"), "{stderr}");
+}

@@ -3,17 +3,33 @@
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example ablation -- [--suite FILE] [--profiles small,medium]
-//!     [--seeds 1-8] [--family decay] [--budget 20] [--sessions 5] [--json OUT]
+//!     [--seeds 1-8] [--family decay] [--budget 20] [--sessions 5] [--windows 7d,1yr,3yr]
+//!     [--json OUT]
+//! cargo run --release -p outbox-sim --example ablation -- [--suite FILE] --world FILE
+//!     [--budget 20] [--sessions N] [--windows 7d,1yr,3yr] [--json OUT]
 //! ```
 //!
 //! `--suite FILE`: one row per `[[row]]` table with a `label` and a router config in `toml`
 //! (default: `recall` with each ingredient switched off in turn, and stochastic + Thompson).
 //! Every row is printed with its 1-year declared recall in the first and last session, its
-//! share of the learnable ceiling and its ratio to the first row, both paired by world.
+//! share of the learnable ceiling and its ratio to the first row, both paired by world, and its
+//! planning time: cold (a session's first plan, mean over sessions) and warm (plans repeated
+//! with the final stats), medians over worlds. `--world FILE` runs the rows on one
+//! `outbox-world/1` file instead of generated worlds, over every session it describes
+//! (`--sessions` may ask for fewer), planning with base seed 0 as `outbox bench --world` does.
+
+mod common;
 
 use std::collections::HashMap;
 
-use outbox_sim::{run_bench, BenchConfig, Family, Profile, SuiteEntry, Window, CEILING};
+use common::{fail, parse_list, read_text, Args, Source};
+use outbox_core::Router;
+use outbox_sim::bench::resolve;
+use outbox_sim::session::median;
+use outbox_sim::{
+    run_bench, run_ceiling, run_sessions, BenchConfig, LoopConfig, SimWorld, SuiteEntry, Window,
+    CEILING,
+};
 
 const VARIANTS: &[(&str, &str)] = &[
     ("recall", ""),
@@ -30,19 +46,34 @@ const VARIANTS: &[(&str, &str)] = &[
     ("disclosure 2", "disclosure = 2.0\n"),
 ];
 
-fn value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    let i = args.iter().position(|a| a == flag)?;
-    args.get(i + 1).map(String::as_str)
+/// One row on one world: 1-year declared recall (%) in the first and last session, and
+/// planning times (µs).
+#[derive(Clone, Copy)]
+struct Cell {
+    s1: f64,
+    last: f64,
+    cold: f64,
+    warm: f64,
 }
 
-fn seeds(text: &str) -> Vec<u64> {
-    match text.split_once('-') {
-        Some((a, b)) => (a.parse().expect("seed")..=b.parse().expect("seed")).collect(),
-        None => text.split(',').map(|s| s.parse().expect("seed")).collect(),
+/// 1-year declared recall (%) of session `i` of `sessions`, 0 when not scored.
+fn y1(sessions: &[outbox_sim::PlanScore], i: usize) -> f64 {
+    sessions
+        .get(i)
+        .and_then(|s| s.window(Window::Y1))
+        .map_or(0.0, |w| w.declared_recall * 100.0)
+}
+
+fn cell(sessions: &[outbox_sim::PlanScore], cold: f64, warm: f64) -> Cell {
+    Cell {
+        s1: y1(sessions, 0),
+        last: y1(sessions, sessions.len().saturating_sub(1)),
+        cold,
+        warm,
     }
 }
 
-fn suite(path: Option<&str>) -> Vec<SuiteEntry> {
+fn suite(path: Option<&str>) -> Result<Vec<SuiteEntry>, String> {
     let Some(path) = path else {
         let mut rows: Vec<SuiteEntry> = VARIANTS
             .iter()
@@ -56,89 +87,136 @@ fn suite(path: Option<&str>) -> Vec<SuiteEntry> {
             toml: "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n"
                 .into(),
         });
-        return rows;
+        return Ok(rows);
     };
-    let text = std::fs::read_to_string(path).expect("suite file");
-    let doc: toml::Table = text.parse().expect("suite file is TOML");
-    doc.get("row")
+    let text = read_text(std::path::Path::new(path))?;
+    let doc: toml::Table = text
+        .parse()
+        .map_err(|e| format!("suite file {path}: {e}"))?;
+    let rows = doc
+        .get("row")
         .and_then(|r| r.as_array())
-        .expect("[[row]] tables")
-        .iter()
-        .map(|row| SuiteEntry {
-            label: row["label"].as_str().expect("label").to_string(),
-            toml: row["toml"].as_str().expect("toml").to_string(),
+        .ok_or_else(|| format!("suite file {path}: no [[row]] tables"))?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let text = |key: &str| {
+                row.get(key)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("suite file {path}: row {i} has no {key} string"))
+            };
+            Ok(SuiteEntry {
+                label: text("label")?,
+                toml: text("toml")?,
+            })
         })
         .collect()
 }
 
 fn main() {
     outbox_strategies::link();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = Args::parse(&[
+        "--suite",
+        "--profiles",
+        "--seeds",
+        "--family",
+        "--budget",
+        "--windows",
+        "--json",
+    ]);
     let mut cfg = BenchConfig {
         oracle: false,
         ceiling: true,
         routes: false,
         ..BenchConfig::default()
     };
-    if let Some(p) = value(&args, "--profiles") {
-        cfg.profiles = p
-            .split(',')
-            .map(|s| s.parse::<Profile>().expect("profile"))
-            .collect();
+    let worlds = args
+        .worlds(
+            args.value("--profiles"),
+            args.value("--seeds"),
+            ("small,medium,large", "1,2"),
+        )
+        .unwrap_or_else(|e| fail(e));
+    cfg.sessions = worlds.sessions;
+    if let Some(b) = args.parsed::<usize>("--budget").unwrap_or_else(|e| fail(e)) {
+        if b == 0 {
+            fail("--budget must be at least 1");
+        }
+        cfg.budget = b;
     }
-    if let Some(s) = value(&args, "--seeds") {
-        cfg.seeds = seeds(s);
+    if let Some(w) = args.value("--windows") {
+        cfg.windows = parse_list(w).unwrap_or_else(|e| fail(format!("--windows: {e}")));
     }
-    if let Some(f) = value(&args, "--family") {
-        cfg.family = f.parse::<Family>().expect("family");
-    }
-    if let Some(b) = value(&args, "--budget") {
-        cfg.budget = b.parse().expect("budget");
-    }
-    if let Some(s) = value(&args, "--sessions") {
-        cfg.sessions = s.parse().expect("sessions");
-    }
-    if let Some(w) = value(&args, "--windows") {
-        cfg.windows = w
-            .split(',')
-            .map(|x| x.parse::<Window>().expect("window"))
-            .collect();
-    }
-    let suite = suite(value(&args, "--suite"));
-    let report = run_bench(&cfg, &suite, &|_| {});
-    if let Some(out) = value(&args, "--json") {
-        let json = serde_json::to_string(&report).expect("report serialises");
-        std::fs::write(out, json).expect("write --json");
-    }
+    let suite = suite(args.value("--suite")).unwrap_or_else(|e| fail(e));
+    let json = args.value("--json");
 
-    // Per row, per world: 1-year declared recall in the first and last session.
-    let mut by_world: HashMap<(String, Profile, u64), (f64, f64)> = HashMap::new();
-    for run in &report.runs {
-        let y1 = |i: usize| {
-            run.sessions
-                .get(i)
-                .and_then(|s| s.window(Window::Y1))
-                .map_or(0.0, |w| w.declared_recall * 100.0)
-        };
-        let last = run.sessions.len().saturating_sub(1);
-        by_world.insert(
-            (run.label.clone(), run.profile, run.seed),
-            (y1(0), y1(last)),
-        );
-    }
-    let worlds: Vec<(Profile, u64)> = cfg
-        .profiles
-        .iter()
-        .flat_map(|&p| cfg.seeds.iter().map(move |&s| (p, s)))
-        .collect();
+    // Per row, per world: recall in the first and last session, and planning times.
+    let mut by_world: HashMap<(String, String), Cell> = HashMap::new();
+    let world_keys: Vec<String> = match &worlds.source {
+        Source::Generated {
+            family,
+            profiles,
+            seeds,
+        } => {
+            cfg.family = *family;
+            cfg.profiles = profiles.clone();
+            cfg.seeds = seeds.clone();
+            let report = run_bench(&cfg, &suite, &|_| {});
+            for s in &report.skipped {
+                eprintln!("skipped {}: {}", s.label, s.reason);
+            }
+            if let Some(out) = json {
+                let text = serde_json::to_string(&report).unwrap_or_else(|e| fail(e));
+                std::fs::write(out, text).unwrap_or_else(|e| fail(format!("writing {out}: {e}")));
+            }
+            for run in &report.runs {
+                let key = format!("{}/{}", run.profile, run.seed);
+                let c = cell(&run.sessions, run.plan_us_cold, run.plan_us_warm);
+                by_world.insert((run.label.clone(), key), c);
+            }
+            println!(
+                "{:?} family, profiles {:?}, seeds {:?}, {} sessions, budget {}; 1-year declared recall %",
+                cfg.family, cfg.profiles, cfg.seeds, cfg.sessions, cfg.budget
+            );
+            (cfg.profiles.iter())
+                .flat_map(|p| cfg.seeds.iter().map(move |s| format!("{p}/{s}")))
+                .collect()
+        }
+        Source::File { path, sim } => {
+            let runs = run_on_world(sim, &cfg, &suite);
+            if let Some(out) = json {
+                let text = serde_json::to_string(&serde_json::json!({
+                    "world": sim.world.name,
+                    "config": cfg,
+                    "runs": runs.iter().map(|(label, sessions, cold, warm)| serde_json::json!({
+                        "label": label,
+                        "plan_us_cold": cold,
+                        "plan_us_warm": warm,
+                        "sessions": sessions,
+                    })).collect::<Vec<_>>(),
+                }))
+                .unwrap_or_else(|e| fail(e));
+                std::fs::write(out, text).unwrap_or_else(|e| fail(format!("writing {out}: {e}")));
+            }
+            let key = common::printable(&sim.world.name);
+            for (label, sessions, cold, warm) in &runs {
+                by_world.insert((label.clone(), key.clone()), cell(sessions, *cold, *warm));
+            }
+            println!(
+                "world {key} ({}), {} sessions, budget {}; 1-year declared recall %",
+                common::printable(&path.display().to_string()),
+                cfg.sessions,
+                cfg.budget
+            );
+            vec![key]
+        }
+    };
+
     let first_label = suite.first().map(|e| e.label.clone()).unwrap_or_default();
     println!(
-        "{:?} family, profiles {:?}, seeds {:?}, {} sessions, budget {}; 1-year declared recall %",
-        cfg.family, cfg.profiles, cfg.seeds, cfg.sessions, cfg.budget
-    );
-    println!(
-        "{:<24} {:>6} {:>6} {:>14} {:>16} {:>8}",
-        "row", "s1", "last", "% of ceiling", "× first row", "plan µs"
+        "{:<24} {:>6} {:>6} {:>14} {:>16} {:>8} {:>8}",
+        "row", "s1", "last", "% of ceiling", "× first row", "cold µs", "warm µs"
     );
     let labels: Vec<String> = suite
         .iter()
@@ -146,36 +224,75 @@ fn main() {
         .chain([CEILING.to_string()])
         .collect();
     for label in &labels {
-        let get = |l: &str, w: &(Profile, u64)| by_world.get(&(l.to_string(), w.0, w.1)).copied();
+        let get = |l: &str, w: &String| by_world.get(&(l.to_string(), w.clone())).copied();
         let (mut s1, mut last, mut share, mut ratio) = (vec![], vec![], vec![], vec![]);
-        for w in &worlds {
-            let Some((a, b)) = get(label, w) else {
+        let (mut cold, mut warm) = (vec![], vec![]);
+        for w in &world_keys {
+            let Some(c) = get(label, w) else {
                 continue;
             };
-            s1.push(a);
-            last.push(b);
-            if let Some((_, c)) = get(CEILING, w).filter(|c| c.1 > 0.0) {
-                share.push(b / c * 100.0);
+            s1.push(c.s1);
+            last.push(c.last);
+            cold.push(c.cold);
+            warm.push(c.warm);
+            if let Some(ceil) = get(CEILING, w).filter(|c| c.last > 0.0) {
+                share.push(c.last / ceil.last * 100.0);
             }
-            if let Some((_, f)) = get(&first_label, w).filter(|f| f.1 > 0.0) {
-                ratio.push(b / f);
+            if let Some(first) = get(&first_label, w).filter(|f| f.last > 0.0) {
+                ratio.push(c.last / first.last);
             }
         }
-        let plan_us = report
-            .rows
-            .iter()
-            .find(|r| &r.label == label)
-            .map_or(0.0, |r| r.plan_us);
+        if s1.is_empty() {
+            continue;
+        }
         println!(
-            "{:<24} {:>6.1} {:>6.1} {:>14} {:>16} {:>8.0}",
+            "{:<24} {:>6.1} {:>6.1} {:>14} {:>16} {:>8.0} {:>8.0}",
             label,
             mean(&s1),
             mean(&last),
             format!("{:.1}±{:.1}", mean(&share), se(&share)),
             format!("{:.3}±{:.3}", mean(&ratio), se(&ratio)),
-            plan_us
+            median(&mut cold),
+            median(&mut warm),
         );
     }
+}
+
+/// Every suite row and the learnable ceiling on one world: per row its label, scores by
+/// session, and cold and warm planning times (µs).
+fn run_on_world(
+    sim: &SimWorld,
+    cfg: &BenchConfig,
+    suite: &[SuiteEntry],
+) -> Vec<(String, Vec<outbox_sim::PlanScore>, f64, f64)> {
+    let (ready, skipped) = resolve(suite);
+    for s in &skipped {
+        eprintln!("skipped {}: {}", s.label, s.reason);
+    }
+    let loop_cfg = LoopConfig {
+        sessions: cfg.sessions,
+        windows: cfg.windows.clone(),
+        session_interval_secs: cfg.session_interval_secs,
+        seed: 0,
+        timing_repeats: cfg.timing_repeats,
+        ..LoopConfig::default()
+    };
+    let mut runs: Vec<_> = ready
+        .iter()
+        .map(|(label, config)| {
+            let mut router = Router::new(config.strategy.build(), cfg.budget);
+            let run = run_sessions(sim, &mut router, &loop_cfg, |_, _, _| {});
+            let sessions = run.sessions.into_iter().map(|s| s.score).collect();
+            (label.clone(), sessions, run.plan_us_cold, run.plan_us_warm)
+        })
+        .collect();
+    let ceiling = run_ceiling(sim, &loop_cfg, cfg.budget);
+    let mut times: Vec<f64> = ceiling.iter().map(|o| o.plan_us).collect();
+    let cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    let warm = median(&mut times);
+    let sessions = ceiling.into_iter().map(|o| o.score).collect();
+    runs.push((CEILING.to_string(), sessions, cold, warm));
+    runs
 }
 
 fn mean(xs: &[f64]) -> f64 {

@@ -16,19 +16,20 @@
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example gaps -- [config.toml] [profiles] [seeds]
-//!     [--family decay] [-v]
+//!     [--family decay] [--sessions 5] [-v]
+//! cargo run --release -p outbox-sim --example gaps -- [config.toml] --world FILE [--sessions N]
 //! ```
+//!
+//! `--world FILE` studies one `outbox-world/1` file instead of generated worlds, over every
+//! session it describes (`--sessions` may ask for fewer). Seeds are `A-B` or a list.
 
 mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::Args;
+use common::{fail, Args};
 use outbox_core::{DeliveryStats, Router};
-use outbox_sim::{
-    ceiling_asks, fetch, generate_in, run_sessions, up_rates, Asks, LoopConfig, Profile, SimWorld,
-    Window,
-};
+use outbox_sim::{ceiling_asks, fetch, run_sessions, up_rates, Asks, LoopConfig, SimWorld, Window};
 
 const CLASSES: [&str; 4] = ["unassigned", "down", "passed over", "never asked"];
 
@@ -97,27 +98,32 @@ fn main() {
     outbox_strategies::link();
     let args = Args::parse(&["--family"]);
     let verbose = args.flag("-v");
-    let family = args.family();
     let toml = args.config();
-    let profiles: Vec<Profile> = args.list(1, "small,medium,large");
-    let seeds: Vec<u64> = args.list(2, "1,2,3");
+    if let Err(e) = Router::from_toml(&toml) {
+        fail(format!("config: {e}"));
+    }
+    let positional = |i: usize| args.positional.get(i).map(String::as_str);
+    let worlds = args
+        .worlds(
+            positional(1),
+            positional(2),
+            ("small,medium,large", "1,2,3"),
+        )
+        .unwrap_or_else(|e| fail(e));
     println!(
         "{:<22} {:>7} {:>7} {:>6} | {:>10} {:>6} {:>11} {:>11}",
         "world", "learned", "ceiling", "gained", CLASSES[0], CLASSES[1], CLASSES[2], CLASSES[3]
     );
     let mut total = Tally::default();
-    for &p in &profiles {
-        for &seed in &seeds {
-            let sim = SimWorld::new(generate_in(family, p, seed));
-            let tally = world_gaps(&sim, &toml, verbose);
-            let s = tally.shares();
-            println!(
-                "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
-                sim.world.name, tally.learned, tally.ceiling, tally.gained, s[0], s[1], s[2], s[3]
-            );
-            total.add(&tally);
-        }
-    }
+    worlds.each(|label, sim| {
+        let tally = world_gaps(sim, &toml, worlds.sessions, verbose);
+        let s = tally.shares();
+        println!(
+            "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
+            label, tally.learned, tally.ceiling, tally.gained, s[0], s[1], s[2], s[3]
+        );
+        total.add(&tally);
+    });
     let s = total.shares();
     println!(
         "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
@@ -137,10 +143,13 @@ fn main() {
     );
 }
 
-/// Runs the strategy's sessions on `sim` and sorts its last session's misses.
-fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
+/// Runs the strategy's `sessions` on `sim` and sorts its last session's misses.
+fn world_gaps(sim: &SimWorld, toml: &str, sessions: u32, verbose: bool) -> Tally {
     let window = Window::Y1;
-    let cfg = LoopConfig::default();
+    let cfg = LoopConfig {
+        sessions,
+        ..LoopConfig::default()
+    };
     let last = cfg.sessions - 1;
     let mut router = Router::from_toml(toml).expect("config");
     let mut asked_before: HashSet<u32> = HashSet::new();
@@ -156,7 +165,7 @@ fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
     let learned = last_asks.expect("a last session");
     let ceiling = ceiling_asks(sim, &up_rates(sim), 20, window);
     let w = &sim.world;
-    let since = w.now - window.secs();
+    let since = w.now.saturating_sub(window.secs());
     let got = fetch(sim, &learned, last, since, false).delivered;
     let best = fetch(sim, &ceiling, last, since, false).delivered;
     let asked_of = relays_of(&learned, w.follows.len());
@@ -221,9 +230,10 @@ fn world_gaps(sim: &SimWorld, toml: &str, verbose: bool) -> Tally {
         }
     }
     if verbose {
-        eprintln!("{}: never asked", w.name);
+        let name = common::printable(&w.name);
+        eprintln!("{name}: never asked");
         list_misses(sim, &run.stats, &unasked, &popularity);
-        eprintln!("{}: passed over", w.name);
+        eprintln!("{name}: passed over");
         list_misses(sim, &run.stats, &passed, &popularity);
     }
     tally

@@ -6,8 +6,14 @@
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example informed -- [config.toml] [profiles] [seeds]
-//!     [window] [--relays] [--family decay]
+//!     [window] [--relays] [--family decay] [--sessions 5]
+//! cargo run --release -p outbox-sim --example informed -- [config.toml] --world FILE
+//!     [--window 1yr] [--sessions N] [--relays]
 //! ```
+//!
+//! `--world FILE` studies one `outbox-world/1` file instead of generated worlds, over every
+//! session it describes (`--sessions` may ask for fewer); the window is then `--window`. Seeds
+//! are `A-B` or a list.
 //!
 //! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
 //! and what was learned of it. `--truth PARTS` (comma-separated: `live`, `depth`, `pairs`,
@@ -16,12 +22,9 @@
 
 mod common;
 
-use common::Args;
+use common::{fail, printable, Args};
 use outbox_core::{AuthorStats, DeliveryStats, PairStats, RelayStats, Router};
-use outbox_sim::{
-    ceiling_asks, generate_in, run_sessions, score, up_rates, Asks, LoopConfig, Profile, SimWorld,
-    Window,
-};
+use outbox_sim::{ceiling_asks, run_sessions, score, up_rates, Asks, LoopConfig, SimWorld, Window};
 
 /// Pseudo-observations behind every informed belief.
 const STRENGTH: f64 = 50.0;
@@ -38,7 +41,7 @@ fn truth(sim: &SimWorld) -> DeliveryStats {
             .iter()
             .take_while(|(t, _)| *t >= since)
             .last()
-            .map_or(0, |(t, _)| w.now - t);
+            .map_or(0, |(t, _)| w.now.saturating_sub(*t));
         let p = rates[r];
         stats.set(
             relay.url.clone(),
@@ -81,7 +84,7 @@ fn truth(sim: &SimWorld) -> DeliveryStats {
         for &r in sim.declared(a) {
             let reach: Vec<_> = events
                 .iter()
-                .filter(|e| w.now - e.created_at <= depth[r as usize])
+                .filter(|e| w.now.saturating_sub(e.created_at) <= depth[r as usize])
                 .collect();
             if reach.is_empty() {
                 continue;
@@ -142,7 +145,7 @@ fn mix(learned: &DeliveryStats, truth: &DeliveryStats, parts: &str, now: u64) ->
 fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Window) {
     let rates = up_rates(sim);
     let ceiling = ceiling_asks(sim, &rates, 20, window);
-    let since = sim.world.now - window.secs();
+    let since = sim.world.now.saturating_sub(window.secs());
     eprintln!("notes  lists asked   up  keeps(d) ceiling | asked  live  kept learned(d)  url");
     for e in &asks.entries {
         let l = stats.get(&e.url);
@@ -155,7 +158,7 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
             e.url
         );
         let Some(r) = e.relay else {
-            eprintln!("{:>36} {learned}", "(not in the world)");
+            eprintln!("{:>36} {}", "(not in the world)", printable(&learned));
             continue;
         };
         let held = sim
@@ -171,89 +174,97 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
         let keeps = sim
             .relay_events(r)
             .last()
-            .map_or(0, |(t, _)| (sim.world.now - t) / 86_400);
+            .map_or(0, |(t, _)| sim.world.now.saturating_sub(*t) / 86_400);
         let in_ceiling = ceiling.entries.iter().any(|x| x.url == e.url);
         eprintln!(
-            "{held:>5} {lists:>6} {:>5} {:>4.2} {keeps:>9} {in_ceiling:>7} {learned}",
+            "{held:>5} {lists:>6} {:>5} {:>4.2} {keeps:>9} {in_ceiling:>7} {}",
             e.authors.len(),
             rates[r as usize],
+            printable(&learned),
         );
     }
 }
 
 fn main() {
     outbox_strategies::link();
-    let args = Args::parse(&["--truth", "--family"]);
+    let args = Args::parse(&["--truth", "--family", "--window"]);
     let relays = args.flag("--relays");
     let parts = args.value("--truth").map(str::to_string);
-    let family = args.family();
     let toml = args.config();
-    let profiles: Vec<Profile> = args.list(1, "small,medium,large");
-    let seeds: Vec<u64> = args.list(2, "1,2,3,4");
-    let window: Window = args
-        .positional
-        .get(3)
-        .map_or("1yr", String::as_str)
-        .parse()
-        .expect("window");
+    if let Err(e) = Router::from_toml(&toml) {
+        fail(format!("config: {e}"));
+    }
+    let positional = |i: usize| args.positional.get(i).map(String::as_str);
+    let worlds = args
+        .worlds(
+            positional(1),
+            positional(2),
+            ("small,medium,large", "1,2,3,4"),
+        )
+        .unwrap_or_else(|e| fail(e));
+    let window: Window = match (positional(3), args.value("--window")) {
+        (Some(_), Some(_)) => fail("give the window once: positional or --window"),
+        (Some(w), None) | (None, Some(w)) => w.parse().unwrap_or_else(|e| fail(e)),
+        (None, None) => Window::Y1,
+    };
     println!(
         "{:<12} {:>8} {:>9} {:>8} {:>14}",
         "world", "learned", "informed", "ceiling", "informed/ceil"
     );
     let mut sums = [0.0; 3];
     let mut n = 0.0;
-    for &p in &profiles {
-        for &seed in &seeds {
-            let sim = SimWorld::new(generate_in(family, p, seed));
-            let cfg = LoopConfig::default();
-            let mut router = Router::from_toml(&toml).expect("config");
-            let mut last_plan = None;
-            let run = run_sessions(&sim, &mut router, &cfg, |_, plan, _| {
-                last_plan = Some(Asks::from_plan(&sim, plan));
-            });
-            if let (true, Some(asks)) = (relays, &last_plan) {
-                list_relays(&sim, asks, &run.stats, window);
-            }
-            let learned = run
-                .sessions
-                .last()
-                .and_then(|s| s.score.window(window))
-                .map_or(0.0, |x| x.declared_recall);
-            let stats = match &parts {
-                Some(parts) => mix(&run.stats, &truth(&sim), parts, sim.world.now),
-                None => truth(&sim),
-            };
-            let mut router = Router::from_toml(&toml).expect("config");
-            let ceiling = ceiling_asks(&sim, &up_rates(&sim), 20, window);
-            let (mut informed, mut ceil) = (0.0, 0.0);
-            for s in 0..cfg.sessions {
-                let plan = router.plan_with(
-                    &sim.table,
-                    &stats,
-                    outbox_core::PlanContext::at(sim.world.now)
-                        .seed(cfg.seed_for(s))
-                        .window(window.secs()),
-                );
-                let asks = Asks::from_plan(&sim, &plan);
-                informed += score(&sim, &asks, s, &[window]).windows[0].declared_recall;
-                ceil += score(&sim, &ceiling, s, &[window]).windows[0].declared_recall;
-            }
-            informed /= f64::from(cfg.sessions);
-            ceil /= f64::from(cfg.sessions);
-            println!(
-                "{:<12} {:>8.1} {:>9.1} {:>8.1} {:>14.2}",
-                format!("{p}/{seed}"),
-                learned * 100.0,
-                informed * 100.0,
-                ceil * 100.0,
-                informed / ceil
-            );
-            sums[0] += learned;
-            sums[1] += informed;
-            sums[2] += ceil;
-            n += 1.0;
+    worlds.each(|label, sim| {
+        let cfg = LoopConfig {
+            sessions: worlds.sessions,
+            ..LoopConfig::default()
+        };
+        let mut router = Router::from_toml(&toml).expect("config");
+        let mut last_plan = None;
+        let run = run_sessions(sim, &mut router, &cfg, |_, plan, _| {
+            last_plan = Some(Asks::from_plan(sim, plan));
+        });
+        if let (true, Some(asks)) = (relays, &last_plan) {
+            list_relays(sim, asks, &run.stats, window);
         }
-    }
+        let learned = run
+            .sessions
+            .last()
+            .and_then(|s| s.score.window(window))
+            .map_or(0.0, |x| x.declared_recall);
+        let stats = match &parts {
+            Some(parts) => mix(&run.stats, &truth(sim), parts, sim.world.now),
+            None => truth(sim),
+        };
+        let mut router = Router::from_toml(&toml).expect("config");
+        let ceiling = ceiling_asks(sim, &up_rates(sim), 20, window);
+        let (mut informed, mut ceil) = (0.0, 0.0);
+        for s in 0..cfg.sessions {
+            let plan = router.plan_with(
+                &sim.table,
+                &stats,
+                outbox_core::PlanContext::at(sim.world.now)
+                    .seed(cfg.seed_for(s))
+                    .window(window.secs()),
+            );
+            let asks = Asks::from_plan(sim, &plan);
+            informed += score(sim, &asks, s, &[window]).windows[0].declared_recall;
+            ceil += score(sim, &ceiling, s, &[window]).windows[0].declared_recall;
+        }
+        informed /= f64::from(cfg.sessions);
+        ceil /= f64::from(cfg.sessions);
+        println!(
+            "{:<12} {:>8.1} {:>9.1} {:>8.1} {:>14.2}",
+            label,
+            learned * 100.0,
+            informed * 100.0,
+            ceil * 100.0,
+            informed / ceil
+        );
+        sums[0] += learned;
+        sums[1] += informed;
+        sums[2] += ceil;
+        n += 1.0;
+    });
     println!(
         "{:<12} {:>8.1} {:>9.1} {:>8.1} {:>14.2}",
         "mean",

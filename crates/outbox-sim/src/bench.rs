@@ -199,8 +199,16 @@ pub struct RunRecord {
     pub profile: Profile,
     /// World seed.
     pub seed: u64,
-    /// Median planning time, µs.
+    /// Median planning time over every timed plan, µs ([`StrategyRun::plan_us_median`]).
+    ///
+    /// [`StrategyRun::plan_us_median`]: crate::StrategyRun::plan_us_median
     pub plan_us: f64,
+    /// Mean over sessions of each session's first plan's time, µs (cold).
+    pub plan_us_cold: f64,
+    /// Median of the plans repeated with the final stats after the sessions, µs (warm; 0
+    /// without [`BenchConfig::timing_repeats`]). The bounds, which learn nothing, take the
+    /// median of their sessions' plans.
+    pub plan_us_warm: f64,
     /// Per session.
     pub sessions: Vec<PlanScore>,
 }
@@ -274,6 +282,11 @@ pub struct Row {
     pub load_concentration: MeanSe,
     /// Median over worlds of the median planning time, µs.
     pub plan_us: f64,
+    /// Median over worlds of [`RunRecord::plan_us_cold`], µs: a session's first plan.
+    pub plan_us_cold: f64,
+    /// Median over worlds of [`RunRecord::plan_us_warm`], µs: plans repeated with the final
+    /// stats.
+    pub plan_us_warm: f64,
     /// What probing cost per session, over every session of every world.
     pub probes: ProbeRow,
 }
@@ -446,6 +459,8 @@ pub fn run_bench(
                             profile,
                             seed,
                             plan_us: run.plan_us_median,
+                            plan_us_cold: run.plan_us_cold,
+                            plan_us_warm: run.plan_us_warm,
                             sessions: run.sessions.into_iter().map(|s| s.score).collect(),
                         }
                     };
@@ -469,11 +484,15 @@ pub fn run_bench(
                     }
                     let outcomes = run(&sim, &loop_cfg, cfg.budget);
                     let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
+                    let cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
+                    let plan_us = median(&mut times);
                     local.push(RunRecord {
                         label: label.to_string(),
                         profile,
                         seed,
-                        plan_us: median(&mut times),
+                        plan_us,
+                        plan_us_cold: cold,
+                        plan_us_warm: plan_us,
                         sessions: outcomes.into_iter().map(|o| o.score).collect(),
                     });
                     progress(Progress::Done {
@@ -675,6 +694,8 @@ fn aggregate(
                 })
                 .collect();
             let mut times: Vec<f64> = mine.iter().map(|r| r.plan_us).collect();
+            let mut cold: Vec<f64> = mine.iter().map(|r| r.plan_us_cold).collect();
+            let mut warm: Vec<f64> = mine.iter().map(|r| r.plan_us_warm).collect();
             let per_session = |f: &dyn Fn(&crate::probe::ProbeCost) -> u64| {
                 MeanSe::of(
                     &mine
@@ -699,6 +720,8 @@ fn aggregate(
                 author_coverage: last(&|s| s.author_coverage),
                 load_concentration: last(&|s| s.load_concentration),
                 plan_us: median(&mut times),
+                plan_us_cold: median(&mut cold),
+                plan_us_warm: median(&mut warm),
                 probes,
             }
         })
@@ -756,10 +779,10 @@ impl BenchReport {
             .iter_mut()
             .chain(r.rows_by_profile.values_mut().flatten())
         {
-            row.plan_us = 0.0;
+            (row.plan_us, row.plan_us_cold, row.plan_us_warm) = (0.0, 0.0, 0.0);
         }
         for run in r.runs.iter_mut().chain(&mut r.monitor_runs) {
-            run.plan_us = 0.0;
+            (run.plan_us, run.plan_us_cold, run.plan_us_warm) = (0.0, 0.0, 0.0);
         }
         r.config.threads = 0;
         r
@@ -799,6 +822,8 @@ mod tests {
             profile: Profile::Small,
             seed,
             plan_us: 0.0,
+            plan_us_cold: 0.0,
+            plan_us_warm: 0.0,
             sessions: vec![s],
         }
     }

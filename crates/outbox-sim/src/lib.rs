@@ -51,10 +51,11 @@ pub use score::{
     RelayObservation, ScoreError, SimWorld, Window, WindowScore,
 };
 pub use session::{
-    oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions, LoopConfig,
-    OracleScope, SessionOutcome, StrategyRun,
+    oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions,
+    run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun,
 };
 pub use world::{
-    MonitorEntry, PartMention, World, WorldError, WorldEvent, WorldMention, WorldRelay,
-    WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
+    MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
+    WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
+    WORLD_FORMAT,
 };

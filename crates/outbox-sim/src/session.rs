@@ -86,7 +86,8 @@ impl LoopConfig {
 pub struct SessionOutcome {
     /// Every metric of the session's plan.
     pub score: PlanScore,
-    /// Planning time of this session's plan, µs.
+    /// Planning time of this session's plan, µs: the session's first plan (the widest
+    /// window's), made cold, after the previous session's fetch and learning.
     pub plan_us: f64,
 }
 
@@ -97,20 +98,59 @@ pub struct StrategyRun {
     pub strategy: String,
     /// Per session.
     pub sessions: Vec<SessionOutcome>,
-    /// Median planning time over every timed run, µs.
+    /// Median planning time over every timed run (each session's first plan and the
+    /// [`LoopConfig::timing_repeats`] after the loop), µs.
     pub plan_us_median: f64,
+    /// Mean over sessions of each session's first plan's time, µs: planning cold, as a client
+    /// plans once per run.
+    pub plan_us_cold: f64,
+    /// Median of the [`LoopConfig::timing_repeats`] plans made back to back with the final
+    /// stats after the loop, µs (0 without repeats): planning warm.
+    pub plan_us_warm: f64,
     /// The learned stats at the end.
     #[serde(skip)]
     pub stats: DeliveryStats,
 }
 
+/// What the session loop shows of one session once it has learned from it.
+#[derive(Debug)]
+pub struct SessionView<'a> {
+    /// The 0-based session.
+    pub session: u32,
+    /// The session's plan: the one made for the widest window, which the session learned from.
+    pub plan: &'a Plan,
+    /// Per scored window (in [`LoopConfig::windows`] order), the plan made for it: the
+    /// window's own plan for a router that reads the window ([`Router::reads_window`]), else
+    /// [`SessionView::plan`]. The widest window's is always [`SessionView::plan`]. Each is the
+    /// session's first plan for its window, before any re-plan around failures.
+    pub window_plans: &'a [(Window, &'a Plan)],
+    /// What the session's REQs returned (the widest window's plan).
+    pub observation: &'a Observation,
+    /// The stats learned so far, this session included: what the next session plans with.
+    pub stats: &'a DeliveryStats,
+}
+
 /// Runs the session loop for one router on one world. `on_session` sees each session's plan
-/// and observation (to write plan files, or to feed a richer learner).
+/// and observation (to write plan files, or to feed a richer learner); see
+/// [`run_sessions_with`] for everything else a session shows.
 pub fn run_sessions(
     sim: &SimWorld,
     router: &mut Router,
     cfg: &LoopConfig,
     mut on_session: impl FnMut(u32, &Plan, &Observation),
+) -> StrategyRun {
+    run_sessions_with(sim, router, cfg, |v| {
+        on_session(v.session, v.plan, v.observation)
+    })
+}
+
+/// [`run_sessions`], with `on_session` seeing each session's [`SessionView`]: its plans per
+/// window and the stats learned after it, besides its plan and observation.
+pub fn run_sessions_with(
+    sim: &SimWorld,
+    router: &mut Router,
+    cfg: &LoopConfig,
+    mut on_session: impl FnMut(&SessionView<'_>),
 ) -> StrategyRun {
     let mut stats = DeliveryStats::new();
     if cfg.monitor_prior && !sim.world.monitor().is_empty() {
@@ -143,14 +183,15 @@ pub fn run_sessions(
         }
         // A narrower window whose own plan differs is scored with it; what the session learns
         // from, and its connections, disclosure and coverage, stay the widest window's plan.
-        let own: Vec<(Window, Asks)> = if router.reads_window() {
+        let narrower = if router.reads_window() {
             narrower_plans(sim, router, &stats, ctx, cfg, s)
-                .into_iter()
-                .filter(|(_, plan)| *plan != asks)
-                .collect()
         } else {
             Vec::new()
         };
+        let own: Vec<(Window, &Asks)> = (narrower.iter())
+            .filter(|(_, _, plan)| *plan != asks)
+            .map(|(window, _, plan)| (*window, plan))
+            .collect();
         let shared: Vec<Window> = (cfg.windows.iter().copied())
             .filter(|w| own.iter().all(|(o, _)| o != w))
             .collect();
@@ -159,7 +200,19 @@ pub fn run_sessions(
             score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
         score.probe = learn(sim, &asks, s, since, &mut stats, now, router.probe_budget());
-        on_session(s, &plan, &observation);
+        let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
+            .map(|&w| {
+                let own = narrower.iter().find(|(o, _, _)| *o == w);
+                (w, own.map_or(&plan, |(_, p, _)| p))
+            })
+            .collect();
+        on_session(&SessionView {
+            session: s,
+            plan: &plan,
+            window_plans: &window_plans,
+            observation: &observation,
+            stats: &stats,
+        });
         tracing::debug!(
             session = s,
             connections = score.connections,
@@ -167,6 +220,8 @@ pub fn run_sessions(
         );
         sessions.push(SessionOutcome { score, plan_us });
     }
+    let plan_us_cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    let mut warm = Vec::with_capacity(cfg.timing_repeats);
     let now = sim.world.now + u64::from(cfg.sessions) * cfg.session_interval_secs;
     for i in 0..cfg.timing_repeats {
         let started = Instant::now();
@@ -177,20 +232,23 @@ pub fn run_sessions(
                 .seed(cfg.seed_for(cfg.sessions + i as u32))
                 .window(cfg.widest()),
         );
-        times.push(started.elapsed().as_secs_f64() * 1e6);
+        warm.push(started.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(plan);
     }
+    times.extend_from_slice(&warm);
     StrategyRun {
         strategy: router.strategy().to_string(),
         sessions,
         plan_us_median: median(&mut times),
+        plan_us_cold,
+        plan_us_warm: median(&mut warm),
         stats,
     }
 }
 
 /// For a router whose plans depend on the window: the plan made for each window narrower than
-/// the widest (same stats, same seed, re-planned around failures alike), to be scored as if the
-/// client had asked for only that window.
+/// the widest (same stats, same seed), with what it asks once re-planned around failures
+/// alike, to be scored as if the client had asked for only that window.
 fn narrower_plans(
     sim: &SimWorld,
     router: &mut Router,
@@ -198,7 +256,7 @@ fn narrower_plans(
     ctx: PlanContext,
     cfg: &LoopConfig,
     session: u32,
-) -> Vec<(Window, Asks)> {
+) -> Vec<(Window, Plan, Asks)> {
     let narrower = cfg.windows.iter().filter(|w| w.secs() < cfg.widest());
     narrower
         .map(|&window| {
@@ -208,7 +266,7 @@ fn narrower_plans(
             if cfg.replan_on_failure {
                 replan_around_failures(sim, router, stats, ctx, session, &mut asks);
             }
-            (window, asks)
+            (window, plan, asks)
         })
         .collect()
 }

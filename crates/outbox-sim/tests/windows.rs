@@ -1,8 +1,10 @@
 //! Plans per window: a router whose plans read the fetch's window has each narrower window
 //! scored with the plan made for it, while what it learns from stays the widest window's plan.
 
-use outbox_core::{PlanContext, Router};
-use outbox_sim::{generate, run_sessions, score, Asks, LoopConfig, Profile, SimWorld, Window};
+use outbox_core::{DeliveryStats, Plan, PlanContext, Router};
+use outbox_sim::{
+    generate, run_sessions, run_sessions_with, score, Asks, LoopConfig, Profile, SimWorld, Window,
+};
 
 fn recall() -> Router {
     outbox_strategies::link();
@@ -42,5 +44,54 @@ fn each_window_is_scored_with_the_plan_made_for_it() {
             score(&sim, asks, 1, &[w]).window(w),
             "{w} is scored with its own plan"
         );
+    }
+}
+
+/// A session as the loop showed it: its number, plan, plans per window and learned stats.
+type Shown = (u32, Plan, Vec<(Window, Plan)>, DeliveryStats);
+
+/// What the loop shows of each session: per window the plan made for it (the widest window's
+/// being the session's plan), from the stats the session began with, and the stats it ends
+/// with; a router that does not read the window shows its one plan for every window.
+#[test]
+fn each_session_shows_the_plan_made_for_each_window_and_what_it_learned() {
+    let sim = SimWorld::new(generate(Profile::Small, 1));
+    let cfg = LoopConfig {
+        windows: vec![Window::D7, Window::Y1, Window::Y3],
+        ..sessions(3)
+    };
+    let greedy = || {
+        Router::from_toml("max_connections = 20\n[strategy]\ntype = \"greedy\"\n").expect("config")
+    };
+    for (make, reads) in [(recall as fn() -> Router, true), (greedy, false)] {
+        let mut shown: Vec<Shown> = Vec::new();
+        let run = run_sessions_with(&sim, &mut make(), &cfg, |v| {
+            let plans = v.window_plans.iter().map(|(w, p)| (*w, (*p).clone()));
+            shown.push((v.session, v.plan.clone(), plans.collect(), v.stats.clone()));
+        });
+        assert_eq!(shown.len(), 3);
+        assert_eq!(shown.last().map(|s| &s.3), Some(&run.stats));
+        let mut differs = false;
+        let mut before = DeliveryStats::new();
+        for (s, plan, windows, after) in &shown {
+            let listed: Vec<Window> = windows.iter().map(|(w, _)| *w).collect();
+            assert_eq!(listed, cfg.windows, "session {s}");
+            let mut stats = before.clone();
+            stats.begin_session();
+            let ctx = PlanContext::at(sim.world.now + u64::from(*s) * cfg.session_interval_secs)
+                .seed(cfg.seed_for(*s));
+            for (w, shown_plan) in windows {
+                if reads {
+                    let own = make().plan_with(&sim.table, &stats, ctx.window(w.secs()));
+                    assert_eq!(shown_plan, &own, "session {s}, {w}");
+                } else {
+                    assert_eq!(shown_plan, plan, "session {s}, {w}");
+                }
+                differs |= shown_plan != plan;
+            }
+            assert_eq!(windows.last().map(|(_, p)| p), Some(plan), "session {s}");
+            before = after.clone();
+        }
+        assert_eq!(differs, reads, "some window's plan is its own");
     }
 }

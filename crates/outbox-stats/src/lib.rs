@@ -375,6 +375,26 @@ impl FileStore {
     }
 }
 
+/// Reads the stats file at `path` as [`FileStore::load`] reads it (regular files only, at most
+/// [`MAX_STATS_BYTES`], the same lenient parse and the same sanity checks, with the same
+/// warnings), without touching anything: a file that is missing or unreadable (garbage, another
+/// format) is an error naming it instead of being set aside, and no backup or side file is
+/// consulted. For tools that plan from a saved file.
+pub fn read_stats_file(path: &Path) -> Result<Loaded, StatsStoreError> {
+    let unreadable = |reason: String| StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, reason),
+    };
+    let Some(bytes) = read(path)? else {
+        return Err(StatsStoreError::Io {
+            path: path.to_path_buf(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        });
+    };
+    let parsed = parse(&bytes).map_err(unreadable)?;
+    Ok(finish(parsed, Vec::new()))
+}
+
 /// Sanitises and attaches the warnings of a parsed file.
 fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
     warnings.append(&mut parsed.warnings);

@@ -630,3 +630,64 @@ fn a_missing_directory_is_an_error_not_a_panic() {
     let err = store.save(&sample(1)).unwrap_err();
     assert!(err.to_string().contains("no/such/dir"), "{err}");
 }
+
+/// Reading a file for planning gives what `load` gives, and never moves, replaces or
+/// substitutes anything: garbage, another format and a missing file are errors naming it.
+#[test]
+fn reading_a_file_without_a_store_checks_it_like_load_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let store = FileStore::new(&path);
+    store.save(&learned()).unwrap();
+    let read = outbox_stats::read_stats_file(&path).unwrap();
+    assert_eq!(read.stats, store.load().unwrap().stats);
+    assert!(read.warnings.is_empty(), "{:?}", read.warnings);
+
+    // A good backup beside a bad file: `load` would fall back to it; reading does not.
+    store.save(&learned()).unwrap();
+    assert!(store.backup_path().exists());
+    for bad in [
+        &b"{\"format\": \"outbox-stats\", \"relays\": "[..],
+        b"{\"format\": \"outbox-world/1\", \"relays\": {}}",
+        b"[1, 2, 3]",
+    ] {
+        fs::write(&path, bad).unwrap();
+        let err = outbox_stats::read_stats_file(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stats.json"), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), bad, "the file was touched");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.contains("corrupt")),
+            "set aside: {names:?}"
+        );
+    }
+    let missing = dir.path().join("none.json");
+    let err = outbox_stats::read_stats_file(&missing)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("none.json"), "{err}");
+    let err = outbox_stats::read_stats_file(Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+
+    // Absurd values get load's checks: sanitised, with a warning.
+    fs::write(
+        &path,
+        br#"{"format": "outbox-stats", "version": 2, "relays": {"wss://a.example": {"alpha": -5.0}}}"#,
+    )
+    .unwrap();
+    let read = outbox_stats::read_stats_file(&path).unwrap();
+    assert!(
+        read.warnings
+            .iter()
+            .any(|w| matches!(w, LoadWarning::Sanitised { .. })),
+        "{:?}",
+        read.warnings
+    );
+}

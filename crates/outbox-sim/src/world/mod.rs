@@ -79,6 +79,22 @@ impl WorldError {
     }
 }
 
+/// A number of sessions a world cannot be run for ([`World::sessions_to_run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SessionsError {
+    /// No session at all.
+    #[error("must be at least 1")]
+    Zero,
+    /// More sessions than the world describes (past its last, every relay would be down).
+    #[error("{requested} asked, but the world describes only {described} sessions")]
+    MoreThanDescribed {
+        /// The sessions asked for.
+        requested: u32,
+        /// The world's `sessions`.
+        described: u32,
+    },
+}
+
 /// One kind:10002 relay list as the reader's client fetched it: raw tags, unvalidated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorldRelayList {
@@ -232,6 +248,20 @@ pub struct PartEvent {
 }
 
 impl World {
+    /// The sessions to run on this world: every session it describes (at least one) unless
+    /// `requested`, which must be between 1 and the world's `sessions`.
+    pub fn sessions_to_run(&self, requested: Option<u32>) -> Result<u32, SessionsError> {
+        match requested {
+            None => Ok(self.sessions.max(1)),
+            Some(0) => Err(SessionsError::Zero),
+            Some(n) if n > self.sessions => Err(SessionsError::MoreThanDescribed {
+                requested: n,
+                described: self.sessions,
+            }),
+            Some(n) => Ok(n),
+        }
+    }
+
     /// Every relay (existing ones first, sorted by URL).
     pub fn relays(&self) -> &[WorldRelay] {
         &self.relays
