@@ -87,7 +87,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "live")]
     monitors: bool,
     /// Relays every learning strategy probes per session after its fetch, instead of its
-    /// config's `probe_connections` (default 20); 0 is the published benchmark's model, where a
+    /// config's `probe_connections` (default: the budget); 0 is the published benchmark's model, where a
     /// session learns only what its plan fetched.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
@@ -547,7 +547,11 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     let sim = SimWorld::with_policy(world, &config.url_policy);
     let budget = single_budget(&args.budget)?.unwrap_or(config.max_connections);
     let mut router = Router::new(config.strategy.build(), budget)
-        .with_probes(args.probes.map_or(config.probe_connections, usize::from));
+        .with_probes(
+            (args.probes.map(usize::from))
+                .or(config.probe_connections)
+                .unwrap_or(budget),
+        );
     for dir in [&args.plans_out, &args.stats_out].into_iter().flatten() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

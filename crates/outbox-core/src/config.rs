@@ -23,10 +23,6 @@ use crate::url_policy::UrlPolicy;
 /// the published measurements use 20).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 20;
 
-/// Relays probed per session when a config does not set `probe_connections` (see
-/// [`crate::probe`]): short connections after the fetch, at most the routed budget at once.
-pub const DEFAULT_PROBE_CONNECTIONS: usize = 20;
-
 /// One problem with a config, naming the key it is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigIssue {
@@ -96,10 +92,12 @@ pub struct RouterConfig {
     /// absent. A separate count from the routed budget, since a client with its own relays
     /// sizes the two independently.
     pub pool: Option<usize>,
-    /// Relays probed per session after the fetch ([`crate::probe`]); 0 never probes (the
-    /// published benchmark's model: a session learns only what its plan fetched). Only a
-    /// strategy that learns from delivery ([`crate::Selector::learns`]) is probed for.
-    pub probe_connections: usize,
+    /// Relays probed per session after the fetch ([`crate::probe`]); when not set, as many as
+    /// the routed budget: one budget's worth of short connections, opened at most
+    /// `max_connections` at once. 0 never probes (the published benchmark's model: a session
+    /// learns only what its plan fetched). Only a strategy that learns from delivery
+    /// ([`crate::Selector::learns`]) is probed for.
+    pub probe_connections: Option<usize>,
     /// Which relay-list entries are accepted.
     pub url_policy: UrlPolicy,
     /// The strategy, as picked by `[strategy] type = "..."`.
@@ -163,11 +161,11 @@ impl RouterConfig {
             }
         };
         let probe_connections = match table.get("probe_connections") {
-            None => Some(DEFAULT_PROBE_CONNECTIONS),
+            None => Some(None),
             Some(toml::Value::Integer(n))
                 if (0..=crate::probe::MAX_PROBE_CONNECTIONS as i64).contains(n) =>
             {
-                Some(*n as usize)
+                Some(Some(*n as usize))
             }
             Some(other) => {
                 issues.push(ConfigIssue::new(
@@ -231,7 +229,7 @@ impl RouterConfig {
             ) if issues.is_empty() => Ok(Self {
                 max_connections,
                 pool,
-                probe_connections: probe_connections.unwrap_or(DEFAULT_PROBE_CONNECTIONS),
+                probe_connections: probe_connections.flatten(),
                 url_policy,
                 strategy,
                 indexers,
@@ -683,5 +681,28 @@ mod tests {
             issues("pool = \"all\"\n[strategy]\ntype = \"config_probe\"\n"),
             ["pool"]
         );
+    }
+
+    #[test]
+    fn probe_connections_default_to_the_budget_and_are_bounded() {
+        let parse = |text: &str| RouterConfig::from_toml(text).unwrap().probe_connections;
+        assert_eq!(parse("[strategy]\ntype = \"config_probe\"\n"), None);
+        assert_eq!(
+            parse("probe_connections = 0\n[strategy]\ntype = \"config_probe\"\n"),
+            Some(0)
+        );
+        let router =
+            crate::Router::from_toml("max_connections = 6\n[strategy]\ntype = \"config_probe\"\n")
+                .unwrap();
+        assert_eq!(router.probe_connections(), 6);
+        for bad in ["-1", "100000", "\"many\""] {
+            assert_eq!(
+                issues(&format!(
+                    "probe_connections = {bad}\n[strategy]\ntype = \"config_probe\"\n"
+                )),
+                ["probe_connections"],
+                "{bad}"
+            );
+        }
     }
 }

@@ -77,6 +77,11 @@ impl Router {
         self
     }
 
+    /// Relays probed per session as configured, whether or not the strategy learns.
+    pub fn probe_connections(&self) -> usize {
+        self.probe_connections
+    }
+
     /// What a session may probe: the configured probe connections when the strategy learns from
     /// delivery ([`Selector::learns`]), none otherwise (its plans would not change).
     pub fn probe_budget(&self) -> crate::ProbeBudget {
@@ -116,7 +121,7 @@ impl Router {
     pub fn from_config(config: &RouterConfig) -> Self {
         Self::new(config.strategy.build(), config.max_connections)
             .with_pool(config.pool)
-            .with_probes(config.probe_connections)
+            .with_probes(config.probe_connections.unwrap_or(config.max_connections))
             .with_policy(config.url_policy.clone())
     }
 
