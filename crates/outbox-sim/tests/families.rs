@@ -132,6 +132,17 @@ fn mean_write_relays(world: &World) -> f64 {
     lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64
 }
 
+/// Share of the follows' lists that name exactly one write relay.
+fn single_relay_list_share(world: &World) -> f64 {
+    let table = declared(world);
+    let lens: Vec<usize> = table
+        .authors()
+        .filter(|&a| table.has_list(a))
+        .map(|a| table.write_relays(a).len())
+        .collect();
+    lens.iter().filter(|&&n| n == 1).count() as f64 / lens.len().max(1) as f64
+}
+
 const CASES: [(Profile, u64); 4] = [
     (Profile::Small, 1),
     (Profile::Small, 2),
@@ -166,6 +177,12 @@ fn sparse_worlds_have_short_lists_and_hoarders() {
         assert!(
             sparse + 1.5 <= usual,
             "{}: {sparse:.2} vs {usual:.2}",
+            world.name
+        );
+        let single = single_relay_list_share(&world);
+        assert!(
+            single >= 0.2,
+            "{}: {single:.3} of lists name one relay",
             world.name
         );
         let m = model(Family::Sparse, profile, seed);
