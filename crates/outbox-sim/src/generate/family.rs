@@ -133,7 +133,7 @@ impl Family {
                 m.write_count_min = 1;
                 m.write_count_weights =
                     vec![draw(0.3, 0.45), draw(0.2, 0.3), 0.15, 0.08, 0.04, 0.02];
-                m.long_list_share = draw(0.0, 0.03);
+                m.long_list_share = draw(0.01, 0.05);
                 m.hoarder_share = draw(0.01, 0.02);
                 m.hoarder_rate_per_day = Span::new(1.2, draw(3.0, 6.0));
             }
@@ -210,6 +210,17 @@ mod tests {
         let amnesia = Family::Amnesia.model(&model, 3);
         assert!(amnesia.hub_retention_days.hi <= 44.0);
         assert!(amnesia.hub_retention_days.lo < amnesia.hub_retention_days.hi);
+        let skew = Family::Skew.model(&model, 3);
+        assert!((0.4..=0.6).contains(&skew.top_follows_year_share));
+        assert!((0.005..=0.015).contains(&skew.hoarder_share));
+        let indexed = Family::Indexed.model(&model, 3);
+        assert!((2..=6).contains(&indexed.empty_relays));
+        assert!(indexed.empty_relay_list_share.lo >= 0.15);
+        assert!((40..=60).contains(&indexed.long_list_max));
+        let sparse = Family::Sparse.model(&model, 3);
+        assert_eq!(sparse.write_count_min, 1);
+        let dense = Family::Dense.model(&model, 3);
+        assert_eq!(dense.write_count_weights.len(), 11);
     }
 
     #[test]

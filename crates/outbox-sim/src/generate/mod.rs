@@ -8,8 +8,11 @@
 //! each follow its write relays and relay list (`authors`) and its notes (`events`), then which
 //! relays answer in each session. Per-REQ caps come from a stream of their own, so adding them
 //! changed nothing else; so does the monitor data (`monitor`), and so do the reader's inbox, the
-//! people the reader does not follow and the notes' tags (`mentions`). `model` holds the knobs; `stats`
-//! the headline facts to check a world against the measurements.
+//! people the reader does not follow and the notes' tags (`mentions`). So do the shapes the
+//! default never draws: hoarders (prolific follows on one relay of their own), the heavier volume
+//! tail and the empty widely listed relays each have a stream of their own, and their default
+//! knobs draw nothing. `model` holds the knobs; `stats` the headline facts to check a world
+//! against the measurements.
 
 mod authors;
 mod events;
