@@ -128,7 +128,7 @@ pub struct WorldModel {
     pub long_list_share: f64,
     /// Fewest entries of a far longer list (12): lists that grew by adding relays over years.
     pub long_list_min: usize,
-    /// Most entries of a far longer list (40); lists of 60 and more are seen.
+    /// Most entries of a far longer list (40; the `indexed` and `dense` families draw up to 60).
     pub long_list_max: usize,
     /// Share of lists that also carry read-only entries.
     pub read_entry_share: f64,
@@ -171,8 +171,8 @@ pub struct WorldModel {
     /// Highest posting rate, notes per day (keeps event counts sane).
     pub rate_cap_per_day: f64,
     /// A heavier volume tail: the [`WorldModel::top_follows`] follows with the most notes in the
-    /// last year post at a rate multiplied so that they carry at least this share of the
-    /// year's notes. Real follow lists hold a few accounts (bots, news feeds, power users)
+    /// last year post at a rate multiplied (at most eightfold) so that they carry at least this
+    /// share of the year's notes. Real follow lists hold a few accounts (bots, news feeds, power users)
     /// posting far more than the rest. 0: no change, and nothing drawn.
     pub top_follows_year_share: f64,
     /// See [`WorldModel::top_follows_year_share`].
