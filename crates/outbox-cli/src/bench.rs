@@ -29,9 +29,13 @@ pub struct Args {
     /// apart from the one a change was tuned on).
     #[arg(long, default_value = "2", value_parser = parse_seeds)]
     seeds: Seeds,
-    /// How the worlds' knobs are drawn: `default`, or a perturbation family that draws them
-    /// anew for every seed (`decay`: fewer live relays, flakier answers, lossier writes;
-    /// `amnesia`: relays prune harder; `churn`: more movers, varied hub shares and lists).
+    /// How the worlds' knobs are drawn: `default`, or a family that draws them anew for every
+    /// seed (`decay`: fewer live relays, flakier answers, lossier writes; `amnesia`: relays
+    /// prune harder; `churn`: more movers, varied hub shares and lists; `skew`: the top ten
+    /// follows carry 40–60% of a year's notes, and a few prolific ones keep everything on one
+    /// relay only they list; `indexed`: widely listed relays that answer and keep no notes,
+    /// and lists of dozens; `sparse`: lists of mostly one or two relays, more such prolific
+    /// follows; `dense`: lists of mostly five to nine relays, more of dozens).
     #[arg(long, default_value = "default")]
     family: Family,
     /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session

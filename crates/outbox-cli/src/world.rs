@@ -23,8 +23,8 @@ enum WorldCommand {
         /// World seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// How the knobs are drawn: default, or a perturbation family drawing them per seed
-        /// (decay, amnesia, churn).
+        /// How the knobs are drawn: default, or a family drawing them per seed (decay, amnesia,
+        /// churn, skew, indexed, sparse, dense; `outbox bench --help` says what each moves).
         #[arg(long, default_value = "default")]
         family: Family,
         /// Output file.

@@ -1,6 +1,8 @@
 //! Followed authors: where each writes now, where movers wrote before, and the kind:10002 list
 //! a client fetches for them (some spellings messy, read-only entries and garbage now and then).
 
+use std::collections::HashSet;
+
 use nostr::key::{Keys, PublicKey, SecretKey};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
@@ -39,9 +41,10 @@ pub(super) fn draw_writes(
         model.tail_alive
     };
     let n_write = if long_list {
-        rng.random_range(12..=40)
+        let lo = model.long_list_min.max(1);
+        rng.random_range(lo..=model.long_list_max.max(lo))
     } else {
-        2 + Weighted::new(&model.write_count_weights).sample(rng)
+        model.write_count_min.max(1) + Weighted::new(&model.write_count_weights).sample(rng)
     };
     let mut current: Vec<usize> = Vec::with_capacity(n_write);
     // Hubs first, each independently, then mid and tail relays; shuffled into list order.
@@ -88,6 +91,54 @@ pub(super) fn draw_writes(
         old,
         moved_at,
         has_list,
+    }
+}
+
+/// Which follows (indices) are hoarders: [`WorldModel::hoarder_share`] of them, at random.
+/// Draws nothing when the share is 0.
+pub(super) fn pick_hoarders(model: &WorldModel, rng: &mut ChaCha8Rng) -> HashSet<usize> {
+    let count = (model.hoarder_share.clamp(0.0, 1.0) * model.follows as f64).round() as usize;
+    if count == 0 {
+        return HashSet::new();
+    }
+    rand::seq::index::sample(rng, model.follows, count.min(model.follows))
+        .into_iter()
+        .collect()
+}
+
+/// A hoarder's write set ([`WorldModel::hoarder_share`]): one new relay of their own, a list,
+/// no move.
+pub(super) fn hoarder_writes(
+    model: &WorldModel,
+    net: &mut Network,
+    rng: &mut ChaCha8Rng,
+) -> Writes {
+    Writes {
+        current: vec![net.own_relay(model, rng)],
+        old: Vec::new(),
+        moved_at: None,
+        has_list: true,
+    }
+}
+
+/// A hoarder's relay list: exactly their one relay, dated some time in the history.
+pub(super) fn hoarder_list(
+    model: &WorldModel,
+    author: PublicKey,
+    writes: &Writes,
+    net: &Network,
+    now: u64,
+    rng: &mut ChaCha8Rng,
+) -> WorldRelayList {
+    let history = (model.history_days * DAY).max(DAY);
+    WorldRelayList {
+        author,
+        created_at: now - rng.random_range(DAY..=history),
+        tags: writes
+            .current
+            .iter()
+            .map(|&r| vec!["r".to_string(), net.relays[r].url.clone()])
+            .collect(),
     }
 }
 

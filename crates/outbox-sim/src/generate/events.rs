@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use rand::{Rng, RngCore};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal};
 
@@ -12,6 +12,21 @@ use super::authors::Writes;
 use super::relays::Network;
 use super::{WorldModel, DAY};
 use crate::world::PartEvent;
+
+/// Most a heavier tail multiplies a follow's rate by (keeps event counts sane).
+pub(super) const MAX_TAIL_FACTOR: f64 = 8.0;
+
+/// How one follow posts, drawn once: more notes can be drawn alike later (a heavier tail).
+pub(super) struct Voice {
+    /// Notes per day.
+    pub(super) per_day: f64,
+    active_from: u64,
+    active_until: u64,
+    /// Relays that lose every write of this author.
+    failing: HashSet<usize>,
+    drop_share: f64,
+    broadcast_share: f64,
+}
 
 /// What every author's posting shares: the rate distribution and the simulated history.
 pub(super) struct Posting {
@@ -37,7 +52,8 @@ impl Posting {
         }
     }
 
-    /// Appends the notes of follow `author` to `events`.
+    /// Appends the notes of follow `author` to `events`; returns how they post, so that more
+    /// notes can be drawn alike.
     pub(super) fn post(
         &self,
         model: &WorldModel,
@@ -46,7 +62,7 @@ impl Posting {
         net: &Network,
         rng: &mut ChaCha8Rng,
         events: &mut Vec<PartEvent>,
-    ) {
+    ) -> Voice {
         let (now, history) = (self.now, self.history);
         let relays = &net.relays;
         // A rate, an active period, Poisson arrivals.
@@ -64,12 +80,108 @@ impl Posting {
             .copied()
             .filter(|&r| rng.random_bool(relays[r].write_failure.clamp(0.0, 1.0)))
             .collect();
-        let mut t = active_from as f64;
+        let voice = Voice {
+            per_day,
+            active_from,
+            active_until,
+            failing,
+            drop_share: model.event_drop_share,
+            broadcast_share: model.broadcast_share,
+        };
+        self.arrivals(&voice, voice.per_day, author, writes, net, rng, events);
+        voice
+    }
+
+    /// Appends the notes of a hoarder ([`WorldModel::hoarder_share`]): a rate from
+    /// [`WorldModel::hoarder_rate_per_day`], posting from some time at least a year back until
+    /// now, every note kept on their relays and nowhere else.
+    pub(super) fn post_hoarder(
+        &self,
+        model: &WorldModel,
+        author: u32,
+        writes: &Writes,
+        net: &Network,
+        rng: &mut ChaCha8Rng,
+        events: &mut Vec<PartEvent>,
+    ) -> Voice {
+        let span = self.history.saturating_sub(365 * DAY).max(1);
+        let voice = Voice {
+            per_day: model.hoarder_rate_per_day.draw(rng).max(0.0),
+            active_from: self.start_of_history + rng.random_range(0..span),
+            active_until: self.now,
+            failing: HashSet::new(),
+            drop_share: 0.0,
+            broadcast_share: 0.0,
+        };
+        self.arrivals(&voice, voice.per_day, author, writes, net, rng, events);
+        voice
+    }
+
+    /// The heavier tail ([`WorldModel::top_follows_year_share`]): the top follows by notes in
+    /// the last year post more, at their rate times one factor (at most [`MAX_TAIL_FACTOR`]),
+    /// so that they carry the target share of the year's notes. The extra notes are placed as
+    /// each follow's others are, from a stream of their own; below the target nothing is drawn.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn heavier_tail(
+        &self,
+        model: &WorldModel,
+        seed: u64,
+        voices: &[Voice],
+        writes: &[Writes],
+        net: &Network,
+        events: &mut Vec<PartEvent>,
+    ) {
+        let target = model.top_follows_year_share.min(0.95);
+        if target.is_nan() || target <= 0.0 || model.top_follows == 0 {
+            return;
+        }
+        let since = self.now.saturating_sub(365 * DAY);
+        let mut year = vec![0u64; voices.len()];
+        for e in events.iter().filter(|e| e.created_at >= since) {
+            if let Some(n) = year.get_mut(e.author as usize) {
+                *n += 1;
+            }
+        }
+        let mut order: Vec<usize> = (0..voices.len()).collect();
+        order.sort_by_key(|&a| (std::cmp::Reverse(year[a]), a));
+        order.truncate(model.top_follows);
+        let top: u64 = order.iter().map(|&a| year[a]).sum();
+        let total: u64 = year.iter().sum();
+        if top == 0 || top as f64 >= target * total as f64 {
+            return;
+        }
+        let rest = (total - top) as f64;
+        let factor = (target * rest / ((1.0 - target) * top as f64)).min(MAX_TAIL_FACTOR);
+        let mut rng =
+            ChaCha8Rng::seed_from_u64(seed ^ 0x7461_696c_0000 ^ (model.follows as u64) << 40);
+        for &a in &order {
+            let voice = &voices[a];
+            let extra = voice.per_day * (factor - 1.0);
+            self.arrivals(voice, extra, a as u32, &writes[a], net, &mut rng, events);
+        }
+    }
+
+    /// Poisson arrivals at `per_day` over the voice's active period, each note placed on the
+    /// relays that serve it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn arrivals(
+        &self,
+        voice: &Voice,
+        per_day: f64,
+        author: u32,
+        writes: &Writes,
+        net: &Network,
+        rng: &mut ChaCha8Rng,
+        events: &mut Vec<PartEvent>,
+    ) {
+        let now = self.now;
+        let relays = &net.relays;
+        let mut t = voice.active_from as f64;
         let mean_gap = DAY as f64 / per_day.max(1e-9);
         loop {
             let u: f64 = rng.random();
             t += -mean_gap * (1.0 - u).ln();
-            if t >= active_until as f64 {
+            if t >= voice.active_until as f64 {
                 break;
             }
             let created_at = t as u64;
@@ -81,7 +193,7 @@ impl Posting {
             let age = now - created_at;
             let place = |r: usize, rng: &mut ChaCha8Rng, on: &mut Vec<String>| {
                 let relay = &relays[r];
-                if failing.contains(&r) || !relay.serves(age, model.event_drop_share, rng) {
+                if voice.failing.contains(&r) || !relay.serves(age, voice.drop_share, rng) {
                     return;
                 }
                 if !on.contains(&relay.url) {
@@ -91,7 +203,7 @@ impl Posting {
             for &r in targets {
                 place(r, rng, &mut on);
             }
-            if rng.random_bool(model.broadcast_share.clamp(0.0, 1.0)) {
+            if rng.random_bool(voice.broadcast_share.clamp(0.0, 1.0)) {
                 let h = net.hub_pick.sample(rng);
                 place(h, rng, &mut on);
             }

@@ -1,5 +1,5 @@
-//! World families: the default model, and three perturbations whose knobs are drawn anew for
-//! every world, so a strategy is measured on networks it was not tuned on.
+//! World families: the default model, and perturbations whose knobs are drawn anew for every
+//! world, so a strategy is measured on networks it was not tuned on.
 //!
 //! A family names which knobs move and the range each is drawn from. The ranges stay within
 //! what the published measurements allow (`docs/design.md`: 35–60% of listed relays alive, 70–88%
@@ -8,6 +8,11 @@
 //! default. Knobs are drawn from a stream of their own seeded by the world's seed, so the
 //! family's world for a seed is as reproducible as the default one; the default family draws
 //! nothing and leaves every world as it was.
+//!
+//! `decay`, `amnesia` and `churn` move the default's knobs. `skew`, `indexed`, `sparse` and
+//! `dense` reach shapes the default never draws (a few follows carrying most notes, follows
+//! whose whole history is on one relay only they list, widely listed relays that keep nothing,
+//! lists of one relay or of dozens), as worlds from other generators and real readers show.
 
 use std::fmt;
 
@@ -31,15 +36,30 @@ pub enum Family {
     /// Movement and concentration: more authors moved relays, hub popularity and the share of
     /// follows without a list vary widely.
     Churn,
+    /// Skewed volume: the top ten follows carry 40–60% of a year's notes, and a few prolific
+    /// follows keep everything on one relay only they list.
+    Skew,
+    /// Indexers: a few relays that answer and keep no notes are in 15–55% of the lists each,
+    /// and more lists run to dozens of relays, most of them dead.
+    Indexed,
+    /// Short lists: most name one or two relays, few are long, and more follows keep their
+    /// notes on one relay of their own.
+    Sparse,
+    /// Long lists: most name five to nine relays, and more run to dozens.
+    Dense,
 }
 
 impl Family {
     /// Every family, the default first.
-    pub const ALL: [Family; 4] = [
+    pub const ALL: [Family; 8] = [
         Family::Default,
         Family::Decay,
         Family::Amnesia,
         Family::Churn,
+        Family::Skew,
+        Family::Indexed,
+        Family::Sparse,
+        Family::Dense,
     ];
 
     /// The lower-case name.
@@ -49,6 +69,10 @@ impl Family {
             Family::Decay => "decay",
             Family::Amnesia => "amnesia",
             Family::Churn => "churn",
+            Family::Skew => "skew",
+            Family::Indexed => "indexed",
+            Family::Sparse => "sparse",
+            Family::Dense => "dense",
         }
     }
 
@@ -91,6 +115,38 @@ impl Family {
                 m.broadcast_share = draw(0.05, 0.45);
                 m.quit_share = draw(0.2, 0.5);
             }
+            Family::Skew => {
+                m.top_follows = 10;
+                m.top_follows_year_share = draw(0.4, 0.6);
+                m.hoarder_share = draw(0.005, 0.015);
+                m.hoarder_rate_per_day = Span::new(draw(1.5, 3.0), draw(4.0, 8.0));
+            }
+            Family::Indexed => {
+                m.empty_relays = draw(2.0, 6.0).round() as usize;
+                let lo = draw(0.15, 0.3);
+                m.empty_relay_list_share = Span::new(lo, lo + draw(0.05, 0.25));
+                m.long_list_share = draw(0.08, 0.2);
+                m.long_list_max = draw(40.0, 60.0).round() as usize;
+            }
+            Family::Sparse => {
+                // Lengths 1, 2, …, 6.
+                m.write_count_min = 1;
+                m.write_count_weights =
+                    vec![draw(0.3, 0.45), draw(0.2, 0.3), 0.15, 0.08, 0.04, 0.02];
+                m.long_list_share = draw(0.01, 0.05);
+                m.hoarder_share = draw(0.01, 0.02);
+                m.hoarder_rate_per_day = Span::new(1.2, draw(3.0, 6.0));
+            }
+            Family::Dense => {
+                // Lengths 2, 3, …, 12, centred on 5.5–8.
+                let centre = draw(5.5, 8.0);
+                m.write_count_min = 2;
+                m.write_count_weights = (2..=12)
+                    .map(|n| (-((n as f64 - centre) / 2.5).powi(2) / 2.0).exp())
+                    .collect();
+                m.long_list_share = draw(0.12, 0.25);
+                m.long_list_max = draw(45.0, 60.0).round() as usize;
+            }
         }
         m
     }
@@ -108,7 +164,12 @@ impl std::str::FromStr for Family {
         Family::ALL
             .into_iter()
             .find(|f| f.name() == s)
-            .ok_or_else(|| format!("unknown family {s:?} (default, decay, amnesia, churn)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown family {s:?} (default, decay, amnesia, churn, skew, indexed, \
+                     sparse, dense)"
+                )
+            })
     }
 }
 
@@ -130,7 +191,7 @@ mod tests {
     #[test]
     fn families_draw_their_knobs_per_seed_reproducibly() {
         let model = WorldModel::for_profile(Profile::Small);
-        for family in [Family::Decay, Family::Amnesia, Family::Churn] {
+        for family in Family::ALL.into_iter().skip(1) {
             let one = family.model(&model, 1);
             assert_eq!(one, family.model(&model, 1), "{family}");
             assert_ne!(one, model, "{family} moved no knob");
@@ -149,6 +210,17 @@ mod tests {
         let amnesia = Family::Amnesia.model(&model, 3);
         assert!(amnesia.hub_retention_days.hi <= 44.0);
         assert!(amnesia.hub_retention_days.lo < amnesia.hub_retention_days.hi);
+        let skew = Family::Skew.model(&model, 3);
+        assert!((0.4..=0.6).contains(&skew.top_follows_year_share));
+        assert!((0.005..=0.015).contains(&skew.hoarder_share));
+        let indexed = Family::Indexed.model(&model, 3);
+        assert!((2..=6).contains(&indexed.empty_relays));
+        assert!(indexed.empty_relay_list_share.lo >= 0.15);
+        assert!((40..=60).contains(&indexed.long_list_max));
+        let sparse = Family::Sparse.model(&model, 3);
+        assert_eq!(sparse.write_count_min, 1);
+        let dense = Family::Dense.model(&model, 3);
+        assert_eq!(dense.write_count_weights.len(), 11);
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub(super) fn assign_inbox(
     let mut strangers = Vec::with_capacity(model.strangers.min(100_000));
     for _ in 0..model.strangers.min(100_000) {
         let key = key_from(&mut rng);
-        let want = 2 + count_pick.sample(&mut rng);
+        let want = model.write_count_min.max(1) + count_pick.sample(&mut rng);
         let mut current: Vec<usize> = Vec::with_capacity(want);
         for _ in 0..want * 8 {
             if current.len() == want {

@@ -8,8 +8,11 @@
 //! each follow its write relays and relay list (`authors`) and its notes (`events`), then which
 //! relays answer in each session. Per-REQ caps come from a stream of their own, so adding them
 //! changed nothing else; so does the monitor data (`monitor`), and so do the reader's inbox, the
-//! people the reader does not follow and the notes' tags (`mentions`). `model` holds the knobs; `stats`
-//! the headline facts to check a world against the measurements.
+//! people the reader does not follow and the notes' tags (`mentions`). So do the shapes the
+//! default never draws: hoarders (prolific follows on one relay of their own), the heavier volume
+//! tail and the empty widely listed relays each have a stream of their own, and their default
+//! knobs draw nothing. `model` holds the knobs; `stats` the headline facts to check a world
+//! against the measurements.
 
 mod authors;
 mod events;
@@ -19,6 +22,8 @@ mod model;
 mod monitor;
 mod relays;
 mod stats;
+
+use std::collections::HashSet;
 
 use nostr::key::PublicKey;
 use rand::{Rng, SeedableRng};
@@ -82,28 +87,49 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         .collect();
     let no_list_share = model.no_list_share.draw(&mut rng).clamp(0.0, 1.0);
 
+    // Hoarders are drawn from a stream of their own, which the default draws nothing from.
+    let mut hoard_rng =
+        ChaCha8Rng::seed_from_u64(seed ^ 0x686f_6172_6400 ^ (model.follows as u64) << 40);
+    let hoarders = authors::pick_hoarders(model, &mut hoard_rng);
+
     let posting = events::Posting::new(model, now);
     let mut relay_lists = Vec::new();
     let mut events = Vec::new();
     let mut all_writes = Vec::with_capacity(follows.len());
+    let mut voices = Vec::with_capacity(follows.len());
     for (author_index, author) in follows.iter().enumerate() {
-        let writes = authors::draw_writes(model, &mut net, no_list_share, now, &mut rng);
-        if let Some(list) = authors::relay_list(model, *author, &writes, &net, now, &mut rng) {
-            relay_lists.push(list);
-        }
-        posting.post(
-            model,
-            author_index as u32,
-            &writes,
-            &net,
-            &mut rng,
-            &mut events,
-        );
+        let index = author_index as u32;
+        let (writes, voice) = if hoarders.contains(&author_index) {
+            let r = &mut hoard_rng;
+            let writes = authors::hoarder_writes(model, &mut net, r);
+            relay_lists.push(authors::hoarder_list(model, *author, &writes, &net, now, r));
+            let voice = posting.post_hoarder(model, index, &writes, &net, r, &mut events);
+            (writes, voice)
+        } else {
+            let writes = authors::draw_writes(model, &mut net, no_list_share, now, &mut rng);
+            if let Some(list) = authors::relay_list(model, *author, &writes, &net, now, &mut rng) {
+                relay_lists.push(list);
+            }
+            let voice = posting.post(model, index, &writes, &net, &mut rng, &mut events);
+            (writes, voice)
+        };
         all_writes.push(writes);
+        voices.push(voice);
     }
+    posting.heavier_tail(model, seed, &voices, &all_writes, &net, &mut events);
 
     let reader_relays = net.reader_relays(model.reader_relays);
-    let world_relays = net.up(sessions, &mut rng);
+    let mut world_relays = net.up(sessions, &mut rng);
+    let hoarder_keys: HashSet<PublicKey> = hoarders.iter().map(|&i| follows[i]).collect();
+    relays::add_empty_relays(
+        model,
+        seed,
+        &mut net,
+        &mut relay_lists,
+        &hoarder_keys,
+        &mut world_relays,
+        sessions,
+    );
 
     let mut world = World::from_parts(WorldParts {
         name: name.to_string(),

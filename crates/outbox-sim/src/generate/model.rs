@@ -117,10 +117,19 @@ pub struct WorldModel {
     /// Share of the write slots not taken by hubs that go to mid relays; the rest go to the
     /// tail (relays found in one list each).
     pub mid_slot_share: f64,
-    /// Weights of list lengths 2, 3, …, 8 write relays.
+    /// Weights of list lengths `write_count_min`, `write_count_min + 1`, … write relays (by
+    /// default 2 to 8).
     pub write_count_weights: Vec<f64>,
-    /// Share of lists that are far longer (12–40 entries).
+    /// The shortest ordinary list, in write relays: 2 by default; 1 lets lists name a single
+    /// relay, as many clients' defaults and hand-made lists do.
+    pub write_count_min: usize,
+    /// Share of lists that are far longer ([`WorldModel::long_list_min`] to
+    /// [`WorldModel::long_list_max`] entries).
     pub long_list_share: f64,
+    /// Fewest entries of a far longer list (12): lists that grew by adding relays over years.
+    pub long_list_min: usize,
+    /// Most entries of a far longer list (40; the `indexed` and `dense` families draw up to 60).
+    pub long_list_max: usize,
     /// Share of lists that also carry read-only entries.
     pub read_entry_share: f64,
     /// Per-entry chance of a messy but valid spelling (upper case, trailing slash, `:443`).
@@ -140,6 +149,16 @@ pub struct WorldModel {
     pub long_list_tail_alive: f64,
     /// Chance that a live non-hub relay is paid, auth-gated or refuses reads (~4% overall).
     pub paid_share: f64,
+    /// Relays that answer but keep no notes, named in many lists all the same: indexers and
+    /// aggregators (relays that serve profiles and relay lists, or that only relay and store
+    /// nothing) that clients add to their users' write lists. Each is in a share of the
+    /// follows' lists drawn from [`WorldModel::empty_relay_list_share`]. 0: none, and nothing
+    /// drawn.
+    pub empty_relays: usize,
+    /// Share of the follows' lists that name one such relay, drawn per relay.
+    pub empty_relay_list_share: Span,
+    /// Per-session answer probability of such relays (well run: they answer nearly always).
+    pub empty_relay_reliability: Span,
     /// Per-session answer probability of live hubs.
     pub hub_reliability: Span,
     /// Per-session answer probability of other live relays (70–88% of live relays answer in
@@ -151,6 +170,22 @@ pub struct WorldModel {
     pub rate_sigma: f64,
     /// Highest posting rate, notes per day (keeps event counts sane).
     pub rate_cap_per_day: f64,
+    /// A heavier volume tail: the [`WorldModel::top_follows`] follows with the most notes in the
+    /// last year post at a rate multiplied (at most eightfold) so that they carry at least this
+    /// share of the year's notes. Real follow lists hold a few accounts (bots, news feeds, power users)
+    /// posting far more than the rest. 0: no change, and nothing drawn.
+    pub top_follows_year_share: f64,
+    /// See [`WorldModel::top_follows_year_share`].
+    pub top_follows: usize,
+    /// Share of follows who post a lot and keep it all on one relay of their own: a list that
+    /// names exactly that relay, alive and reliable, listed by no one else, keeping every note
+    /// and never pruning; no broadcasts to hubs, so no other relay has their notes (people who
+    /// run their own relay, and feeds published to one). 0: none, and nothing drawn.
+    pub hoarder_share: f64,
+    /// Posting rate of those follows, notes per day: the top of the rate distribution.
+    pub hoarder_rate_per_day: Span,
+    /// Per-session answer probability of their relays.
+    pub hoarder_reliability: Span,
     /// History simulated, in days (events older than 3 years fall outside every window).
     pub history_days: u64,
     /// Share of authors who stopped posting at some point (silent since).
@@ -271,7 +306,10 @@ impl Default for WorldModel {
             mid_zipf: 1.0,
             mid_slot_share: 0.35,
             write_count_weights: vec![0.14, 0.18, 0.2, 0.17, 0.13, 0.1, 0.08],
+            write_count_min: 2,
             long_list_share: 0.06,
+            long_list_min: 12,
+            long_list_max: 40,
             read_entry_share: 0.3,
             messy_url_share: 0.12,
             garbage_entry_share: 0.06,
@@ -281,11 +319,19 @@ impl Default for WorldModel {
             tail_alive: 0.7,
             long_list_tail_alive: 0.1,
             paid_share: 0.04,
+            empty_relays: 0,
+            empty_relay_list_share: Span::new(0.15, 0.4),
+            empty_relay_reliability: Span::new(0.97, 1.0),
             hub_reliability: Span::new(0.9, 0.99),
             relay_reliability: Span::new(0.55, 0.97),
             rate_median_per_day: 0.06,
             rate_sigma: 1.5,
             rate_cap_per_day: 8.0,
+            top_follows_year_share: 0.0,
+            top_follows: 10,
+            hoarder_share: 0.0,
+            hoarder_rate_per_day: Span::new(2.0, 8.0),
+            hoarder_reliability: Span::new(0.95, 0.99),
             history_days: 3 * 365 + 60,
             quit_share: 0.35,
             hub_retention_days: Span::new(10.0, 45.0),

@@ -2,18 +2,23 @@
 //! each with its liveness, payment, reliability, retention and lossy writes; then who answers in
 //! each session, the reader's relays and the per-REQ caps.
 
+use std::collections::HashSet;
+
+use nostr::key::PublicKey;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Weighted, WorldModel, DAY};
-use crate::world::World;
+use crate::world::{World, WorldRelayList};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Tier {
     Hub,
     Mid,
     Tail,
+    /// Answers, is listed widely, keeps no notes ([`WorldModel::empty_relays`]).
+    Empty,
 }
 
 #[derive(Clone, Debug)]
@@ -33,8 +38,10 @@ impl Relay {
     /// Whether a write of a note now `age` seconds old is still served: the relay is alive,
     /// keeps notes that old, and did not lose the write (`drop_share`, drawn from `rng` only
     /// when the rest holds, so the draws of a world do not depend on how this is spelled).
+    /// An empty relay serves nothing.
     pub(super) fn serves(&self, age: u64, drop_share: f64, rng: &mut impl Rng) -> bool {
         self.alive
+            && self.tier != Tier::Empty
             && self.retention.is_none_or(|keep| age <= keep)
             && !rng.random_bool(drop_share.clamp(0.0, 1.0))
     }
@@ -150,6 +157,22 @@ impl Network {
         }
     }
 
+    /// A new tail relay that a hoarder ([`WorldModel::hoarder_share`]) alone lists: alive, free,
+    /// reliable, keeping everything and losing no write.
+    pub(super) fn own_relay(&mut self, model: &WorldModel, rng: &mut ChaCha8Rng) -> usize {
+        let i = self.relays.len();
+        self.relays.push(Relay {
+            url: format!("wss://t{i}.tail.example"),
+            tier: Tier::Tail,
+            alive: true,
+            paid: false,
+            reliability: model.hoarder_reliability.draw(rng),
+            retention: None,
+            write_failure: 0.0,
+        });
+        i
+    }
+
     /// The reader's relays: the most popular live, free hubs, `count` of them.
     /// An existing hub or mid relay, half and half, each tier by its weights (never a new tail
     /// relay: the network is final once the world is built): for people drawn after the world.
@@ -193,6 +216,60 @@ impl Network {
                 (r.url.clone(), up)
             })
             .collect()
+    }
+}
+
+/// Adds the [`WorldModel::empty_relays`]: each joins the network (so monitors see it) and
+/// `up`, answering with [`WorldModel::empty_relay_reliability`], and is inserted at a random
+/// place in its share of the follows' `lists` (that many lists exactly, picked at random),
+/// never in a hoarder's (`skip`). No note is ever
+/// written to one. From a stream of its own; with no such relays nothing is drawn.
+pub(super) fn add_empty_relays(
+    model: &WorldModel,
+    seed: u64,
+    net: &mut Network,
+    lists: &mut [WorldRelayList],
+    skip: &HashSet<PublicKey>,
+    up: &mut Vec<(String, Vec<bool>)>,
+    sessions: u32,
+) {
+    if model.empty_relays == 0 {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x656d_7074_0000 ^ (model.follows as u64) << 40);
+    for i in 0..model.empty_relays.min(1_000) {
+        let url = format!("wss://index{i}.relay.example");
+        let share = model.empty_relay_list_share.draw(&mut rng).clamp(0.0, 1.0);
+        let reliability = model.empty_relay_reliability.draw(&mut rng).clamp(0.0, 1.0);
+        let open: Vec<usize> = (0..lists.len())
+            .filter(|&l| !skip.contains(&lists[l].author))
+            .collect();
+        let count = ((share * open.len() as f64).ceil() as usize).min(open.len());
+        let mut chosen: Vec<usize> = rand::seq::index::sample(&mut rng, open.len(), count)
+            .into_iter()
+            .map(|i| open[i])
+            .collect();
+        chosen.sort_unstable();
+        for l in chosen {
+            let tags = &mut lists[l].tags;
+            let at = rng.random_range(0..=tags.len());
+            tags.insert(at, vec!["r".to_string(), url.clone()]);
+        }
+        up.push((
+            url.clone(),
+            (0..sessions)
+                .map(|_| rng.random_bool(reliability))
+                .collect(),
+        ));
+        net.relays.push(Relay {
+            url,
+            tier: Tier::Empty,
+            alive: true,
+            paid: false,
+            reliability,
+            retention: None,
+            write_failure: 0.0,
+        });
     }
 }
 
