@@ -151,10 +151,12 @@ impl DeliveryStats {
                 self.relays.insert(relay.url.clone(), s);
                 continue;
             }
-            // How far back this relay's history reaches: the oldest note it ever returned.
+            // How far back this relay's history reaches: the oldest note it ever returned. A
+            // capped sample's oldest note is where the page ended, not where the history does.
             let oldest = relay
                 .authors
                 .iter()
+                .filter(|a| !a.capped)
                 .filter_map(|a| a.ages())
                 .map(|(o, _)| o)
                 .min();
@@ -528,8 +530,12 @@ mod tests {
         let a = stats.author(&key(1)).unwrap();
         assert_eq!(a.volume, 20.0);
         assert_eq!(a.first, NOW - 10 * DAY);
-        // Nothing shows where its history starts: no relay probed it deeper than its notes.
+        // Nothing shows where its history starts: no relay probed it deeper than its notes,
+        // and the relay's own history may reach past the page.
         assert_eq!(a.probed_secs, 0.0, "{a:?}");
+        let relay = stats.get("wss://probed.example");
+        assert_eq!(relay.depth_secs, 0.0, "{relay:?}");
+        assert!(relay.live_mean() > 0.6);
     }
 
     #[test]
