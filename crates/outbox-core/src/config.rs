@@ -691,10 +691,6 @@ mod tests {
             parse("probe_connections = 0\n[strategy]\ntype = \"config_probe\"\n"),
             Some(0)
         );
-        let router =
-            crate::Router::from_toml("max_connections = 6\n[strategy]\ntype = \"config_probe\"\n")
-                .unwrap();
-        assert_eq!(router.probe_connections(), 6);
         for bad in ["-1", "100000", "\"many\""] {
             assert_eq!(
                 issues(&format!(

@@ -453,7 +453,9 @@ pub fn run_bench(
                     let record = |loop_cfg: &LoopConfig| {
                         let mut router = Router::new(config.strategy.build(), cfg.budget)
                             .with_probes(
-                                cfg.probes.or(config.probe_connections).unwrap_or(cfg.budget),
+                                cfg.probes
+                                    .or(config.probe_connections)
+                                    .unwrap_or(cfg.budget),
                             );
                         let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
                         RunRecord {

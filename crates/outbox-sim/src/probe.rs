@@ -58,7 +58,12 @@ pub fn probe_recorded(
     let mut asked = vec![false; world.follows.len()];
     for probe in &plan.probes {
         cost.connections += 1;
-        recorder.probed(&probe.url, probe.authors.iter().copied(), GENERATION, plan.limit);
+        recorder.probed(
+            &probe.url,
+            probe.authors.iter().copied(),
+            GENERATION,
+            plan.limit,
+        );
         let ids: Vec<u32> = probe
             .authors
             .iter()

@@ -238,7 +238,8 @@ impl Model {
             // An empty pair on one of the author's own relays that keeps notes is what makes a
             // follow silent: nothing returned from relays it never wrote to says nothing.
             let mut silent = false;
-            if let Some(a) = learned.filter(|s| config.pairs || (config.volume && s.volume == 0.0)) {
+            if let Some(a) = learned.filter(|s| config.pairs || (config.volume && s.volume == 0.0))
+            {
                 for (url, pair) in a.relays.shared() {
                     let empty = pair.hits + pair.misses == 0.0;
                     if !empty && (!config.pairs || pair.hits + pair.misses < MIN_PAIR_EVIDENCE) {

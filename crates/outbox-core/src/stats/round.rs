@@ -510,7 +510,10 @@ mod tests {
         // Only author 2 is a trial: half of what the deep relay had.
         assert!((probed.alpha - 1.5).abs() < 1e-9, "{probed:?}");
         assert!((probed.beta - 1.5).abs() < 1e-9, "{probed:?}");
-        assert_eq!(stats.pair(&key(1), "wss://probed.example"), PairStats::default());
+        assert_eq!(
+            stats.pair(&key(1), "wss://probed.example"),
+            PairStats::default()
+        );
         assert!(stats.pair(&key(2), "wss://probed.example").hits > 0.0);
         // The deep relay, compare-only, learned nothing.
         assert!(stats.get("wss://deep.example").is_uniform());
