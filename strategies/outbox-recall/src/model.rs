@@ -338,6 +338,10 @@ impl Model {
     }
 }
 
+/// Answers after which a relay that never returned a note is taken to keep none: one empty
+/// answer may be about follows that are silent, two seldom are (a widely listed indexer is).
+const EMPTY_ANSWERS: u64 = 2;
+
 /// Popularity buckets for pooled priors: 1 follow, 2–3, 4–15, 16+.
 const BUCKETS: usize = 4;
 
@@ -391,6 +395,10 @@ impl Model {
             }
             if s.depth_secs > 0.0 {
                 self.depth[relay.index()] = s.depth_secs;
+            } else if s.asked.saturating_sub(s.failures) >= EMPTY_ANSWERS {
+                // Answered, and never returned a note about anyone: an indexer or an
+                // aggregator that keeps no history.
+                self.depth[relay.index()] = 0.0;
             }
             if s.asked > 0 {
                 self.learned[relay.index()] =
