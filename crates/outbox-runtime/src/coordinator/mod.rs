@@ -35,12 +35,15 @@ use tracing::{debug, info, warn};
 use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
+use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::{
-    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status,
+    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeSummary,
+    RelayOutcome, Status,
 };
 
 mod frames;
+mod probes;
 mod summary;
 
 use crate::dedup::Dedup;
@@ -122,6 +125,8 @@ struct Tally {
     lists_from_indexers: usize,
     /// Relays that asked for NIP-42 sign-in, and how it went the last time.
     auth: BTreeMap<String, AuthOutcome>,
+    /// Relays probed after the fetch.
+    probes: ProbeSummary,
 }
 
 struct Coordinator {
@@ -162,6 +167,14 @@ struct Coordinator {
     nip11: Arc<Nip11Cache>,
     /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
     wave_replan: bool,
+    /// Every relay a slot was opened for in this run (feed or lookup): never probed.
+    dialled: HashSet<String>,
+    /// A continuing feed's probes in flight.
+    probing: Option<Probing>,
+    /// A plan was applied since the last probes: probe at the next settle (continuing feed).
+    probe_due: bool,
+    /// The feed was told to stop: a `--once` run ends without probing.
+    stop_requested: bool,
 }
 
 impl Coordinator {
@@ -222,6 +235,10 @@ impl Coordinator {
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
             wave_replan: false,
+            dialled: HashSet::new(),
+            probing: None,
+            probe_due: false,
+            stop_requested: false,
         };
         for list in relay_lists {
             me.add_list(list);
@@ -292,6 +309,7 @@ impl Coordinator {
     /// The live slot for `url`, spawning its task if needed.
     fn ensure_live(&mut self, url: &str) -> &mut Live {
         if !self.live.contains_key(url) {
+            self.dialled.insert(url.to_string());
             let (tx, rx) = mpsc::unbounded_channel();
             let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
             self.tasks.spawn(run_slot(
@@ -420,6 +438,7 @@ impl Coordinator {
         self.tally.uncovered = 0;
         let diff = self.slots.apply(&plan, &table);
         self.tally.plans += 1;
+        self.probe_due = true;
         info!(
             plan = self.tally.plans,
             strategy = plan.strategy(),
@@ -589,7 +608,10 @@ impl Coordinator {
                 self.schedule_replan(Duration::ZERO);
                 true
             }
-            Control::Shutdown => false,
+            Control::Shutdown => {
+                self.stop_requested = true;
+                false
+            }
         }
     }
 
@@ -616,6 +638,7 @@ impl Coordinator {
                 if self.cfg.once {
                     break;
                 }
+                self.start_probes();
             }
             let replan_at = self.replan_at;
             let race_at = self.race_at;
@@ -649,6 +672,10 @@ impl Coordinator {
                 }
                 _ = flush.tick() => {
                     let _ = self.save_stats().await;
+                }
+                answers = probes::join(&mut self.probing), if self.probing.is_some() => {
+                    self.probing = None;
+                    self.learn_probes(answers, false).await;
                 }
                 Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     if let Err(e) = joined {
