@@ -151,6 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             seed: args.seed,
             budget: single_budget(&args.budget)?,
             one_plan: args.one_plan,
+            probes: args.probes.map(usize::from),
         });
     }
     if let Some(world) = &args.world {

@@ -87,7 +87,9 @@ impl Coordinator {
     /// (`RoundRecorder::probed`, the notes, EOSE or the failure), and learns the round. A relay
     /// the feed asks meanwhile (a re-plan picked it) keeps its feed filter: its probe answer is
     /// dropped.
-    pub(super) async fn learn_probes(&mut self, answers: Vec<ProbeAnswer>, ending: bool) {
+    pub(super) async fn learn_probes(&mut self, mut answers: Vec<ProbeAnswer>, ending: bool) {
+        // In URL order, whatever order they finished in: the round is the simulator's.
+        answers.sort_by(|a, b| a.url.cmp(&b.url));
         let mut probed = 0usize;
         let mut answered = 0usize;
         let mut returned = 0u64;
