@@ -100,10 +100,17 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             took.as_secs_f64()
         ),
         Progress::Session { label, result } => eprintln!(
-            "{label} session {}: live {}%, simulated {}% ({:.1}s)",
+            "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
+             notes {}/{} live/simulated ({:.1}s)",
             result.session,
             percent(result.live.declared()),
             percent(result.simulated.declared()),
+            result.probes.live,
+            result.probes.simulated,
+            result.probes.live_answered,
+            result.probes.simulated_answered,
+            result.probes.live_events,
+            result.probes.simulated_events,
             result.elapsed.as_secs_f64()
         ),
     }))?;

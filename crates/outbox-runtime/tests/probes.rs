@@ -385,3 +385,55 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         .values()
         .all(|(e, _)| e.pubkey != lonely.public_key()));
 }
+
+/// A list names more relays than the policy keeps (12): the one past the cap is not among the
+/// follow's relays, and a relay of the list being set aside does not make room for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_probes() {
+    let reader = RealRelay::start().await;
+    let hub = RealRelay::start().await;
+    let beyond = RealRelay::start().await;
+    let now = now();
+    let lonely = keys(1);
+    let aside = dead_url().await;
+    let mut entries = vec![aside.clone()];
+    for _ in 0..11 {
+        entries.push(dead_url().await);
+    }
+    entries.push(beyond.url.clone());
+    let tags: Vec<(&str, Option<&str>)> = entries.iter().map(|u| (u.as_str(), None)).collect();
+    beyond
+        .store(&note(&lonely, now - DAY, "past the cap"))
+        .await;
+    let others = [keys(2), keys(3)];
+    let mut lists = vec![relay_list(&lonely, now - 10, &tags)];
+    for author in &others {
+        lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
+    }
+    let follows = vec![
+        lonely.public_key(),
+        others[0].public_key(),
+        others[1].public_key(),
+    ];
+    let mut input = FeedInput::new(router(&config(1, None)), follows, [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let cfg = runtime(now, true);
+    input.penalties.penalise(
+        &aside,
+        "blocked: set aside by the last run",
+        now,
+        &cfg.penalty,
+    );
+    let (handle, rx) = start(input, cfg).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    // The eleven other relays of the list were probed (they refuse: nothing listens), the
+    // set-aside one and the one past the cap never.
+    let probed: BTreeSet<&str> = summary.probes.relays.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = entries[1..12].iter().map(String::as_str).collect();
+    assert_eq!(probed, expected, "{:#?}", summary.probes);
+    assert!(beyond.counter.reqs().is_empty());
+}

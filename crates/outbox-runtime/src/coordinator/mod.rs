@@ -278,6 +278,12 @@ impl Coordinator {
     /// residual's carriers as its reader relays (see [`Network`]).
     fn build_table(&self, now: u64) -> (RouteTable, Carriers) {
         let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
+        self.table_without(&penalised, now)
+    }
+
+    /// The route table from the known lists without the relays of `left_out` (see
+    /// [`Network::table`]).
+    fn table_without(&self, left_out: &HashSet<&str>, now: u64) -> (RouteTable, Carriers) {
         let lists: Vec<&RawRelayList> = self.lists.values().collect();
         let network = Network {
             policy: &self.policy,
@@ -287,7 +293,7 @@ impl Coordinator {
             lists: &lists,
             routed_carriers: self.cfg.routed_carriers,
         };
-        network.table(&penalised, &self.stats, now)
+        network.table(left_out, &self.stats, now)
     }
 
     fn feed_filter(&self, authors: &[PublicKey]) -> Filter {

@@ -24,7 +24,9 @@ impl Coordinator {
             return ProbePlan::default();
         }
         let now = self.now();
-        let (table, _) = self.build_table(now);
+        // Every relay the lists name, set-aside ones included (they are skipped below): a list
+        // with a relay left out would bring forward an entry its per-list cap had dropped.
+        let (table, _) = self.table_without(&HashSet::new(), now);
         let mut skip: HashSet<&str> = self.dialled.iter().map(String::as_str).collect();
         skip.extend(self.tally.penalised.iter().map(String::as_str));
         skip.extend(self.penalties.penalised(now));
