@@ -40,6 +40,9 @@ const PROBE_SUB: &str = "outbox-probe";
 /// Added to the bound of a whole probe run for closing sockets and scheduling.
 const RUN_SLACK: Duration = Duration::from_secs(1);
 
+/// The bound of a probe run whose timeouts add up past what a clock can hold.
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
+
 /// How a probed relay's question ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
@@ -85,13 +88,19 @@ impl Probing {
     ) -> Self {
         crate::coordinator::install_crypto_provider();
         let (stop, stop_rx) = watch::channel(false);
-        let at_once = at_once.max(1);
+        // No more places than probes (a huge budget must not size the semaphore).
+        let at_once = at_once.min(plan.probes.len()).max(1);
         let gate = Arc::new(Semaphore::new(at_once));
         let mut cfg = cfg.clone();
         cfg.once = true;
-        let per_relay = cfg.connect_timeout + cfg.eose_timeout + RUN_SLACK;
+        let per_relay = cfg
+            .connect_timeout
+            .saturating_add(cfg.eose_timeout)
+            .saturating_add(RUN_SLACK);
         let waves = plan.probes.len().div_ceil(at_once).max(1);
-        let deadline = Instant::now() + per_relay * u32::try_from(waves).unwrap_or(u32::MAX);
+        let bound = per_relay.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
+        let now = Instant::now();
+        let deadline = now.checked_add(bound).unwrap_or_else(|| now + FAR_FUTURE);
         let (tx, rx) = mpsc::channel(plan.probes.len().max(1));
         let mut tasks = JoinSet::new();
         let cfg = Arc::new(cfg);
