@@ -157,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             seed: args.seed.unwrap_or(LIVE_SEED),
             budget: single_budget(&args.budget)?,
             one_plan: args.one_plan,
+            probes: args.probes.map(usize::from),
         });
     }
     if let Some(world) = &args.world {

@@ -29,6 +29,9 @@ pub struct Options {
     pub budget: Option<usize>,
     /// One plan per session, as the simulator models a session.
     pub one_plan: bool,
+    /// Relays probed per session after the fetch, live and simulated alike, instead of each
+    /// config's `probe_connections`.
+    pub probes: Option<usize>,
 }
 
 pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
@@ -62,6 +65,9 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         };
         let (_, mut config) = resolved.remove(at);
         config.max_connections = budget;
+        if let Some(probes) = opts.probes {
+            config.probe_connections = Some(probes);
+        }
         strategies.push(LiveStrategy {
             label: label.clone(),
             config,
@@ -94,10 +100,17 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             took.as_secs_f64()
         ),
         Progress::Session { label, result } => eprintln!(
-            "{label} session {}: live {}%, simulated {}% ({:.1}s)",
+            "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
+             notes {}/{} live/simulated ({:.1}s)",
             result.session,
             percent(result.live.declared()),
             percent(result.simulated.declared()),
+            result.probes.live,
+            result.probes.simulated,
+            result.probes.live_answered,
+            result.probes.simulated_answered,
+            result.probes.live_events,
+            result.probes.simulated_events,
             result.elapsed.as_secs_f64()
         ),
     }))?;
@@ -106,7 +119,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
          {budget}, {}; declared recall, 1-year window. live = notes the runtime delivered; \
          simulated = the simulator's session loop; live plan = the simulator's score of what the \
-         relays were asked. {:.1}s (signing and loading {:.1}s)",
+         relays were asked; probed = relays probed after the fetch. {:.1}s (signing and loading {:.1}s)",
         report.world,
         report.follows,
         report.events,
@@ -149,6 +162,7 @@ fn render(report: &LiveReport) -> Table {
         "REQs",
         "events rcvd",
         "notes",
+        "probed live/sim",
         "s",
     ]);
     for st in &report.strategies {
@@ -170,6 +184,7 @@ fn render(report: &LiveReport) -> Table {
                 right(r.round_trips.to_string()),
                 right(r.events_received.to_string()),
                 right(r.notes.to_string()),
+                right(format!("{}/{}", r.probes.live, r.probes.simulated)),
                 right(format!("{:.1}", r.elapsed.as_secs_f64())),
             ]);
         }
@@ -219,6 +234,7 @@ mod tests {
             set_aside: 0,
             plans: 1,
             seed_matches: true,
+            probes: Default::default(),
             elapsed: Duration::ZERO,
         };
         let report = LiveReport {

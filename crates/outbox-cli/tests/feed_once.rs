@@ -328,3 +328,70 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
     assert!(stderr.contains("newer"), "{stderr}");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
+
+/// A follow whose only relay the budget leaves out of the plan: the run probes that relay
+/// after its fetch and says so in one summary line, without printing what the probe returned;
+/// `--probes 0` probes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
+    let reader = Relay::start().await;
+    let hub = Relay::start().await;
+    let own = Relay::start().await;
+    let now = Timestamp::now().as_secs();
+    let list = |k: &nostr::key::Keys, relay: &Relay| {
+        EventBuilder::new(Kind::RelayList, "")
+            .tags([Tag::parse(["r", relay.url.as_str()]).unwrap()])
+            .custom_created_at(Timestamp::from(now - 1000))
+            .finalize(k)
+            .unwrap()
+    };
+    let mut follows = Vec::new();
+    for i in 0..3u32 {
+        let k = key(100 + i);
+        let relay = if i == 0 { &own } else { &hub };
+        reader.store(&list(&k, relay)).await;
+        for n in 0..3u64 {
+            let note = EventBuilder::new(Kind::TextNote, format!("note {n} of {i}"))
+                .custom_created_at(Timestamp::from(now - 60 - n * 3600))
+                .finalize(&k)
+                .unwrap();
+            relay.store(&note).await;
+        }
+        follows.push(k.public_key().to_hex());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let follows_file = dir.path().join("follows.txt");
+    std::fs::write(&follows_file, follows.join("\n")).unwrap();
+    let config = dir.path().join("router.toml");
+    std::fs::write(
+        &config,
+        "max_connections = 1\n[strategy]\ntype = \"recall\"\n",
+    )
+    .unwrap();
+    let run = |extra: &'static [&'static str]| {
+        let mut cmd = feed(&reader, &follows_file, &["--once", "--no-stats"]);
+        cmd.arg("--config").arg(&config).args(extra);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+
+    let out = run(&[]).await.unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "probes:              1 relays probed, 1 answered, 3 notes learned from (not shown)"
+        ),
+        "{stderr}"
+    );
+    // The hub's notes only: the probed relay's notes are learned from, never printed.
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+    assert!(!stdout.contains(&format!("[{}]", own.url)), "{stdout}");
+
+    let out = run(&["--probes", "0"]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("probes:              none"), "{stderr}");
+}

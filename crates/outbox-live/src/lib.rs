@@ -25,6 +25,14 @@
 //!    runtime really sent (read from the relays' query hooks), which separates delivery (live vs
 //!    that score) from learning divergence (that score vs the simulator's).
 //!
+//! 5. **Probes.** After the fetch, both sides probe the relays no plan of the session asked
+//!    ([`outbox_core::probe`]) with the strategy config's `probe_connections`: the simulator in
+//!    its session loop, the runtime after its slots closed, each leaving out every relay the
+//!    session asked (every plan's, re-plans included, which is what both count as asked) and
+//!    learning from the answers before the next session. The relays' logs of probe REQs are
+//!    kept out of what the runtime asked ([`SessionResult::live_plan`]); the probes themselves
+//!    are counted in [`SessionResult::probes`].
+//!
 //! The simulator runs with no clock step between sessions (live sessions run seconds apart, so
 //! learned stats barely decay between them either) and with the one-year window only (the
 //! widest window asked sets what both learn from).
@@ -41,6 +49,7 @@ use nostr::types::Timestamp;
 use outbox_core::{Router, RouterConfig, UrlPolicy};
 use outbox_runtime::{FeedEvent, FeedInput, PenaltyBox, RuntimeConfig};
 use outbox_sim::delivered::score_delivered;
+use outbox_sim::probe::ProbeCost;
 use outbox_sim::{
     run_sessions, score, Ask, Asks, LoopConfig, SimWorld, Window, WindowScore, World,
 };
@@ -170,8 +179,27 @@ pub struct SessionResult {
     pub plans: u64,
     /// The planning seed the runtime reports; equal to the simulator's for the session.
     pub seed_matches: bool,
+    /// What the runtime's probes did after the fetch, beside the simulator's.
+    pub probes: ProbeCounts,
     /// Wall time of the session.
     pub elapsed: Duration,
+}
+
+/// A session's probes, live and simulated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeCounts {
+    /// Relays the runtime probed.
+    pub live: u64,
+    /// Of those, relays that answered.
+    pub live_answered: u64,
+    /// Notes the runtime's probes returned.
+    pub live_events: u64,
+    /// Relays the simulator probed.
+    pub simulated: u64,
+    /// Of those, relays up in the session (that answered).
+    pub simulated_answered: u64,
+    /// Notes the simulator's probes returned.
+    pub simulated_events: u64,
 }
 
 /// One strategy over every session.
@@ -309,7 +337,7 @@ pub async fn run_live(
         replan_on_failure: !cfg.one_plan,
         monitor_prior: false,
     };
-    let mut simulated: Vec<(String, Vec<WindowScore>, Vec<Asks>)> = Vec::new();
+    let mut simulated: Vec<Simulated> = Vec::new();
     for st in strategies {
         let mut router = Router::from_config(&st.config);
         let mut plans = Vec::new();
@@ -321,7 +349,13 @@ pub async fn run_live(
             .iter()
             .map(|o| o.score.window(Window::Y1).cloned().expect("1yr scored"))
             .collect();
-        simulated.push((run.strategy, scores, plans));
+        let probes = run.sessions.iter().map(|o| o.score.probe.clone()).collect();
+        simulated.push(Simulated {
+            strategy: run.strategy,
+            scores,
+            plans,
+            probes,
+        });
     }
 
     // Live.
@@ -331,9 +365,9 @@ pub async fn run_live(
     let mut results: Vec<StrategyResult> = strategies
         .iter()
         .zip(&simulated)
-        .map(|(st, (name, _, _))| StrategyResult {
+        .map(|(st, sim)| StrategyResult {
             label: st.label.clone(),
-            strategy: name.clone(),
+            strategy: sim.strategy.clone(),
             sessions: Vec::new(),
         })
         .collect();
@@ -378,14 +412,32 @@ pub async fn run_live(
             let delivered = collect(rx, &rekeyed, world.events().len()).await;
             let summary = handle.wait().await;
             let live = score_delivered(&sim, &delivered, s, &[Window::Y1]).remove(0);
-            let seen: Vec<(u32, Vec<SeenFilter>)> =
-                fleet.iter().map(|f| (f.relay, f.log.take())).collect();
+            // A probed relay was asked nothing else in the session: what it logged is the
+            // probe, not the plan.
+            let probed = |f: &FleetRelay| {
+                live_policy
+                    .canonicalize(&format!("ws://127.0.0.1:{}", f.port))
+                    .is_ok_and(|url| summary.probes.relays.contains_key(&url))
+            };
+            let seen: Vec<(u32, Vec<SeenFilter>)> = fleet
+                .iter()
+                .map(|f| {
+                    let log = f.log.take();
+                    (f.relay, if probed(f) { Vec::new() } else { log })
+                })
+                .collect();
             let asks = asks_from_seen(world, &rekeyed, &seen);
             let live_plan = score(&sim, &asks, s, &[Window::Y1])
                 .window(Window::Y1)
                 .cloned()
                 .expect("1yr scored");
-            let (_, sim_scores, sim_plans) = &simulated[i];
+            let Simulated {
+                scores: sim_scores,
+                plans: sim_plans,
+                probes: sim_probes,
+                ..
+            } = &simulated[i];
+            let sim_probe = &sim_probes[s as usize];
             let result = SessionResult {
                 session: s,
                 live,
@@ -403,6 +455,14 @@ pub async fn run_live(
                 set_aside: summary.penalised.len(),
                 plans: summary.plans,
                 seed_matches: summary.seed == loop_cfg.seed_for(s),
+                probes: ProbeCounts {
+                    live: summary.probes.probed() as u64,
+                    live_answered: summary.probes.answered() as u64,
+                    live_events: summary.probes.events(),
+                    simulated: sim_probe.connections,
+                    simulated_answered: sim_probe.reqs,
+                    simulated_events: sim_probe.events,
+                },
                 elapsed: session_started.elapsed(),
             };
             progress(Progress::Session {
@@ -431,6 +491,14 @@ pub async fn run_live(
         strategies: results,
         elapsed: started.elapsed(),
     })
+}
+
+/// The simulator's run of one strategy: per session its 1-year score, its plan and its probes.
+struct Simulated {
+    strategy: String,
+    scores: Vec<WindowScore>,
+    plans: Vec<Asks>,
+    probes: Vec<ProbeCost>,
 }
 
 fn count_urls(world: &World, policy: &UrlPolicy) -> usize {

@@ -1,5 +1,7 @@
 //! Live and simulated recall on one fixed small world: the real runtime against local relays
-//! holding exactly what the world stores, beside the simulator's session loop.
+//! holding exactly what the world stores, beside the simulator's session loop. Both probe the
+//! relays their session did not ask with the configs' budget (`probe_connections`) and learn
+//! from the answers before the next session.
 
 use outbox_live::{run_live, LiveConfig, LiveReport, LiveStrategy, Progress};
 use outbox_sim::{generate, Profile};
@@ -7,12 +9,17 @@ use outbox_sim::{generate, Profile};
 /// Percentage points allowed between live and simulated declared recall (1-year window).
 const BOUND: f64 = 3.0;
 
+/// Relays probed per session by the strategies that learn (`recall`; `greedy` does not).
+const PROBES: usize = 20;
+
 fn strategies() -> Vec<LiveStrategy> {
     outbox_strategies::link();
     ["greedy", "recall"]
         .iter()
         .map(|name| {
-            let toml = format!("max_connections = 20\n[strategy]\ntype = \"{name}\"\n");
+            let toml = format!(
+                "max_connections = 20\nprobe_connections = {PROBES}\n[strategy]\ntype = \"{name}\"\n"
+            );
             LiveStrategy::from_toml(name, &toml).expect("a registered strategy")
         })
         .collect()
@@ -27,13 +34,20 @@ async fn bench(one_plan: bool, port_hint: u16) -> LiveReport {
     run_live(generate(Profile::Small, 1), &strategies(), &cfg, |p| {
         if let Progress::Session { label, result: r } = p {
             eprintln!(
-                "{label} s{}: live {:.1} simulated {:.1} live plan {:.1} (plans {}, set aside {})",
+                "{label} s{}: live {:.1} simulated {:.1} live plan {:.1} (plans {}, set aside {}, \
+                 probed {}/{} answered {}/{} notes {}/{})",
                 r.session,
                 r.live.declared_recall * 100.0,
                 r.simulated.declared_recall * 100.0,
                 r.live_plan.declared_recall * 100.0,
                 r.plans,
-                r.set_aside
+                r.set_aside,
+                r.probes.live,
+                r.probes.simulated,
+                r.probes.live_answered,
+                r.probes.simulated_answered,
+                r.probes.live_events,
+                r.probes.simulated_events,
             );
         }
     })
@@ -67,14 +81,55 @@ fn assert_close(
     );
 }
 
+/// `recall` probed, within its budget, and in every session the runtime's probes are the
+/// simulator's: as many relays, as many answering, as many notes returned. Both leave out every
+/// relay a plan of the session asked (re-plans included) and the same relays answer, so this
+/// holds when the sessions' plans are the same.
+fn assert_probes_agree(report: &LiveReport) {
+    let learning = report
+        .strategies
+        .iter()
+        .find(|st| st.label == "recall")
+        .expect("recall ran");
+    assert!(
+        learning.sessions.iter().any(|r| r.probes.live > 0),
+        "recall probed in some session: {:?}",
+        learning
+            .sessions
+            .iter()
+            .map(|r| &r.probes)
+            .collect::<Vec<_>>()
+    );
+    for st in &report.strategies {
+        for r in &st.sessions {
+            let p = &r.probes;
+            assert!(
+                p.live <= PROBES as u64,
+                "session {} strategy {}: {p:?}",
+                r.session,
+                st.label
+            );
+            assert_eq!(
+                (p.live, p.live_answered, p.live_events),
+                (p.simulated, p.simulated_answered, p.simulated_events),
+                "session {} strategy {}: probes live vs simulated",
+                r.session,
+                st.label
+            );
+        }
+    }
+}
+
 /// With one plan per session (the simulator's model of a session), the runtime sends exactly
-/// the simulator's plans, learns the same from them, and its recall is the simulator's.
+/// the simulator's plans, probes the same relays after each fetch, learns the same from both,
+/// and its recall is the simulator's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_plan_sessions_match_the_simulator() {
     let report = bench(true, 21_000).await;
     assert_close(&report, "simulated", |r| {
         (r.live.declared_recall, r.simulated.declared_recall)
     });
+    assert_probes_agree(&report);
     for st in &report.strategies {
         for r in &st.sessions {
             assert!(
@@ -104,4 +159,5 @@ async fn feed_once_matches_the_simulator() {
     assert_close(&report, "simulated", |r| {
         (r.live.declared_recall, r.simulated.declared_recall)
     });
+    assert_probes_agree(&report);
 }

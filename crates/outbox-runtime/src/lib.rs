@@ -37,6 +37,12 @@
 //!   or were set aside are in that report as not answered; that is the only place a failure is
 //!   learned, so none is counted twice. EOSE latency goes to
 //!   [`DeliveryStats::record_latency`] as it arrives. Stats are saved on a timer and at shutdown.
+//! - **Probes**: after the fetch, a few relays the run did not ask are asked a short question
+//!   each ([`outbox_core::probe`], up to the config's `probe_connections`, at most the routed
+//!   budget of sockets at once), and what they returned is learned like any round; their notes
+//!   are never delivered ([`FeedSummary::probes`]). A `--once` run probes after its slots
+//!   closed, before the stats are saved; a continuing feed probes in a task of its own after
+//!   each settle.
 //!
 //! ```no_run
 //! # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
@@ -61,6 +67,7 @@ pub mod limits;
 pub mod monitor;
 pub mod nip11;
 pub mod penalty;
+mod probe;
 pub mod query;
 pub mod route_feed;
 pub mod slot;
@@ -251,6 +258,16 @@ pub enum Status {
         /// The violations.
         reason: String,
     },
+    /// Relays the plan did not ask were probed and what they returned was learned
+    /// ([`FeedSummary::probes`]).
+    Probed {
+        /// Relays probed.
+        relays: usize,
+        /// Of those, relays that answered.
+        answered: usize,
+        /// Notes they returned (learned from, never delivered).
+        events: u64,
+    },
 }
 
 /// What a relay did during the feed.
@@ -290,6 +307,45 @@ pub enum AuthOutcome {
     /// Signing in did not help (refused, no challenge or no `OK` in time, or still refused
     /// after): it was set aside. The reason is the relay's text; escape it before display.
     Failed(String),
+}
+
+/// One probed relay ([`outbox_core::probe`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeOutcome {
+    /// Follows it was asked about.
+    pub authors: usize,
+    /// It sent EOSE.
+    pub answered: bool,
+    /// Distinct notes of the asked follows it returned within the window (learned from, never
+    /// delivered).
+    pub events: u64,
+    /// Why it did not answer, as the socket or the relay said it; escape it before display.
+    pub failure: Option<String>,
+}
+
+/// What probing did: relays the run did not ask, each asked after the fetch about the follows
+/// who list it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeSummary {
+    /// Per probed relay whose probe answered or failed, by canonical URL.
+    pub relays: BTreeMap<String, ProbeOutcome>,
+}
+
+impl ProbeSummary {
+    /// Relays probed.
+    pub fn probed(&self) -> usize {
+        self.relays.len()
+    }
+
+    /// Relays that answered their probe.
+    pub fn answered(&self) -> usize {
+        self.relays.values().filter(|r| r.answered).count()
+    }
+
+    /// Notes the probes returned.
+    pub fn events(&self) -> u64 {
+        self.relays.values().map(|r| r.events).sum()
+    }
 }
 
 /// The outcome of a feed, returned when it ends.
@@ -351,6 +407,9 @@ pub struct FeedSummary {
     pub dropped: BTreeMap<FrameDrop, u64>,
     /// Per relay, by canonical URL.
     pub relays: BTreeMap<String, RelayOutcome>,
+    /// What probing did (relays probed are not among [`relays`](Self::relays) nor counted in
+    /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
+    pub probes: ProbeSummary,
     /// The learned stats at the end (also saved to the store).
     pub stats: DeliveryStats,
     /// The penalty box at the end (persist it to remember set-aside relays).

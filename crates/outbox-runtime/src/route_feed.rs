@@ -33,6 +33,9 @@ pub const MAX_STORED_EVENTS: usize = 5_000;
 /// The subscription id every route REQ uses (one subscription per socket).
 const SUB_ID: &str = "outbox-route";
 
+/// Longest wait for each of the CLOSE and the WebSocket close when a subscription ends.
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
+
 /// What a route feed reports.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RouteEvent {
@@ -106,7 +109,8 @@ pub fn start_route(
             cfg: cfg.clone(),
             tx: raw_tx.clone(),
             stop: stop_rx.clone(),
-            seed: cfg.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            seed: relay_seed(cfg.seed, i),
+            sub: SUB_ID,
         };
         tasks.spawn(relay.run());
     }
@@ -129,14 +133,29 @@ pub fn start_route(
     (RouteFeed { stop, tasks }, rx)
 }
 
-/// One relay's subscription.
-struct Relay {
-    url: String,
-    filters: Vec<Filter>,
-    cfg: RuntimeConfig,
-    tx: mpsc::Sender<RouteEvent>,
-    stop: watch::Receiver<bool>,
-    seed: u64,
+/// The reconnect jitter seed of the `i`-th relay task of a feed with base `seed`.
+pub(crate) fn relay_seed(seed: u64, i: usize) -> u64 {
+    seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// One relay's subscription: one socket at a time, one REQ with every filter, verified events
+/// that match them sent to `tx` (each relay's copy: de-duplication across relays is the
+/// caller's), then `Eose` or `Failed`. Shared by route feeds and probes (`crate::probe`).
+pub(crate) struct Relay {
+    /// Canonical relay URL.
+    pub(crate) url: String,
+    /// What is asked, as one REQ.
+    pub(crate) filters: Vec<Filter>,
+    /// Timeouts, frame limits, signature checks, `once` and the backoff.
+    pub(crate) cfg: RuntimeConfig,
+    /// Where events, the EOSE and failures go.
+    pub(crate) tx: mpsc::Sender<RouteEvent>,
+    /// `true` ends the subscription.
+    pub(crate) stop: watch::Receiver<bool>,
+    /// Reconnect jitter.
+    pub(crate) seed: u64,
+    /// The subscription id of the REQ.
+    pub(crate) sub: &'static str,
 }
 
 /// How one socket's session ended.
@@ -150,7 +169,9 @@ enum Ended {
 }
 
 impl Relay {
-    async fn run(mut self) {
+    /// Runs the subscription until it is done: with `once`, at EOSE or the first failure;
+    /// otherwise until stopped or nobody listens.
+    pub(crate) async fn run(mut self) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
         let mut newest: Option<Timestamp> = None;
         let mut attempt = 0u32;
@@ -220,12 +241,14 @@ impl Relay {
             .map(|f| f.limit.unwrap_or(MAX_STORED_EVENTS))
             .sum::<usize>()
             .min(MAX_STORED_EVENTS);
-        let sub = SubscriptionId::new(SUB_ID);
+        let sub = SubscriptionId::new(self.sub);
         let req = ClientMessage::req(sub.clone(), filters.clone());
-        if let Err(e) = ws.send(Message::text(req.as_json())).await {
-            return Ended::Lost(format!("sending the REQ failed: {e}"));
-        }
         let eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Ended::Lost(format!("sending the REQ failed: {e}")),
+            Err(_) => return Ended::Lost("sending the REQ timed out".into()),
+        }
         let mut stored = 0usize;
         let mut live = false;
         let ended = loop {
@@ -301,8 +324,8 @@ impl Relay {
             }
         };
         let close = ClientMessage::close(sub);
-        let _ = ws.send(Message::text(close.as_json())).await;
-        let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, ws.send(Message::text(close.as_json()))).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;
         ended
     }
 }

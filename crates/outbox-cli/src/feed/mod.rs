@@ -108,6 +108,12 @@ pub struct Args {
     /// are set aside.
     #[arg(long, value_name = "PATH")]
     secret_key_file: Option<PathBuf>,
+    /// Relays the plan did not ask that are probed after the fetch (a short question each about
+    /// the follows who list them, learned from and never shown), instead of the config's
+    /// `probe_connections` (default: as many as `max_connections`); 0 probes none. Only a
+    /// strategy that learns probes.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
+    probes: Option<u16>,
     /// Print status events (connected, EOSE, failures) to stderr.
     #[arg(long, short)]
     verbose: bool,
@@ -218,6 +224,9 @@ fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
     let mut config = RouterConfig::from_toml(&text).context("in router config")?;
     if args.allow_local {
         config.url_policy.allow_loopback = true;
+    }
+    if let Some(probes) = args.probes {
+        config.probe_connections = Some(usize::from(probes));
     }
     Ok(config)
 }
@@ -526,6 +535,11 @@ fn describe(status: &Status) -> String {
         Status::PlanRejected { reason } => {
             format!("plan rejected, the last good one stays: {reason}")
         }
+        Status::Probed {
+            relays,
+            answered,
+            events,
+        } => format!("probed {relays} relays the plan did not ask: {answered} answered, {events} notes learned from"),
     }
 }
 
@@ -554,6 +568,31 @@ fn describe_auth(s: &FeedSummary) -> Vec<String> {
         lines.push(format!("  {}: {how}", escape(relay)));
     }
     lines
+}
+
+/// One line: what probing did (relays the plan did not ask, probed after the fetch), with the
+/// first failure's reason, escaped.
+fn describe_probes(s: &FeedSummary) -> String {
+    let p = &s.probes;
+    if p.probed() == 0 {
+        return "probes:              none".to_string();
+    }
+    let failed = p.relays.iter().find_map(|(url, r)| {
+        let why: String = r.failure.as_deref()?.chars().take(120).collect();
+        Some(format!(
+            "; {} failed, e.g. {}: {}",
+            p.probed() - p.answered(),
+            escape(url),
+            escape(&why)
+        ))
+    });
+    format!(
+        "probes:              {} relays probed, {} answered, {} notes learned from (not shown){}",
+        p.probed(),
+        p.answered(),
+        p.events(),
+        failed.unwrap_or_default()
+    )
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -593,6 +632,7 @@ fn print_summary(s: &FeedSummary) {
             }
         ),
     ];
+    lines.push(describe_probes(s));
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));
     }

@@ -35,12 +35,15 @@ use tracing::{debug, info, warn};
 use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
+use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::{
-    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, RelayOutcome, Status,
+    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeSummary,
+    RelayOutcome, Status,
 };
 
 mod frames;
+mod probes;
 mod summary;
 
 use crate::dedup::Dedup;
@@ -122,6 +125,8 @@ struct Tally {
     lists_from_indexers: usize,
     /// Relays that asked for NIP-42 sign-in, and how it went the last time.
     auth: BTreeMap<String, AuthOutcome>,
+    /// Relays probed after the fetch.
+    probes: ProbeSummary,
 }
 
 struct Coordinator {
@@ -162,6 +167,14 @@ struct Coordinator {
     nip11: Arc<Nip11Cache>,
     /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
     wave_replan: bool,
+    /// Every relay a slot was opened for in this run (feed or lookup): never probed.
+    dialled: HashSet<String>,
+    /// A continuing feed's probes in flight.
+    probing: Option<Probing>,
+    /// A plan was applied since the last probes: probe at the next settle (continuing feed).
+    probe_due: bool,
+    /// The feed was told to stop: a `--once` run ends without probing.
+    stop_requested: bool,
 }
 
 impl Coordinator {
@@ -222,6 +235,10 @@ impl Coordinator {
             race_at: None,
             nip11: Arc::new(Nip11Cache::new()),
             wave_replan: false,
+            dialled: HashSet::new(),
+            probing: None,
+            probe_due: false,
+            stop_requested: false,
         };
         for list in relay_lists {
             me.add_list(list);
@@ -261,6 +278,12 @@ impl Coordinator {
     /// residual's carriers as its reader relays (see [`Network`]).
     fn build_table(&self, now: u64) -> (RouteTable, Carriers) {
         let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
+        self.table_without(&penalised, now)
+    }
+
+    /// The route table from the known lists without the relays of `left_out` (see
+    /// [`Network::table`]).
+    fn table_without(&self, left_out: &HashSet<&str>, now: u64) -> (RouteTable, Carriers) {
         let lists: Vec<&RawRelayList> = self.lists.values().collect();
         let network = Network {
             policy: &self.policy,
@@ -270,7 +293,7 @@ impl Coordinator {
             lists: &lists,
             routed_carriers: self.cfg.routed_carriers,
         };
-        network.table(&penalised, &self.stats, now)
+        network.table(left_out, &self.stats, now)
     }
 
     fn feed_filter(&self, authors: &[PublicKey]) -> Filter {
@@ -292,6 +315,7 @@ impl Coordinator {
     /// The live slot for `url`, spawning its task if needed.
     fn ensure_live(&mut self, url: &str) -> &mut Live {
         if !self.live.contains_key(url) {
+            self.dialled.insert(url.to_string());
             let (tx, rx) = mpsc::unbounded_channel();
             let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
             self.tasks.spawn(run_slot(
@@ -420,6 +444,7 @@ impl Coordinator {
         self.tally.uncovered = 0;
         let diff = self.slots.apply(&plan, &table);
         self.tally.plans += 1;
+        self.probe_due = true;
         info!(
             plan = self.tally.plans,
             strategy = plan.strategy(),
@@ -589,7 +614,10 @@ impl Coordinator {
                 self.schedule_replan(Duration::ZERO);
                 true
             }
-            Control::Shutdown => false,
+            Control::Shutdown => {
+                self.stop_requested = true;
+                false
+            }
         }
     }
 
@@ -616,6 +644,7 @@ impl Coordinator {
                 if self.cfg.once {
                     break;
                 }
+                self.start_probes();
             }
             let replan_at = self.replan_at;
             let race_at = self.race_at;
@@ -649,6 +678,10 @@ impl Coordinator {
                 }
                 _ = flush.tick() => {
                     let _ = self.save_stats().await;
+                }
+                answers = probes::join(&mut self.probing), if self.probing.is_some() => {
+                    self.probing = None;
+                    self.learn_probes(answers, false).await;
                 }
                 Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     if let Err(e) = joined {

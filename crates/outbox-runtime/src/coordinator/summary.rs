@@ -54,6 +54,9 @@ impl Coordinator {
                 }
             }
         }
+        // What the run did not ask, probed now that its own sockets are closed; learned before
+        // the stats are saved.
+        self.probe_at_end().await;
         let stats_error = self.save_stats().await;
         let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
         let relays = self.tally.relays.values();
@@ -87,6 +90,7 @@ impl Coordinator {
             relays_incomplete,
             dropped: self.tally.dropped,
             relays: self.tally.relays,
+            probes: self.tally.probes,
             stats: self.stats,
             penalties: self.penalties,
             stats_error,
