@@ -135,7 +135,7 @@ impl Scene {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(scene.input(&config(1, None)), runtime(scene.now, true)).await;
+    let (handle, rx) = start(scene.input(&config(1, Some(20))), runtime(scene.now, true)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     scene.assert_plan_left_out_own(&summary);
@@ -217,7 +217,7 @@ async fn probe_connections_zero_probes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continuing_feed_probes_after_it_settles() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(scene.input(&config(1, None)), runtime(scene.now, false)).await;
+    let (handle, rx) = start(scene.input(&config(1, Some(20))), runtime(scene.now, false)).await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(20), |c| c
@@ -305,7 +305,7 @@ async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
         ));
         follows.push(author.public_key());
     }
-    let toml = config(BUDGET, None);
+    let toml = config(BUDGET, Some(20));
     let mut input = FeedInput::new(router(&toml), follows, [&reader.url]);
     input.policy = UrlPolicy::allow_local();
     for l in &lists {
@@ -349,7 +349,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, None)), follows, [&reader.url]);
+    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
     input.policy = UrlPolicy::allow_local();
     for l in &lists {
         assert!(input.add_relay_list_event(l));
@@ -415,7 +415,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, None)), follows, [&reader.url]);
+    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
     input.policy = UrlPolicy::allow_local();
     for l in &lists {
         assert!(input.add_relay_list_event(l));
