@@ -27,7 +27,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::{fail, Args};
+use common::Args;
 use outbox_core::{DeliveryStats, Router};
 use outbox_sim::{ceiling_asks, fetch, run_sessions, up_rates, Asks, LoopConfig, SimWorld, Window};
 
@@ -99,17 +99,7 @@ fn main() {
     let args = Args::parse(&["--family"]);
     let verbose = args.flag("-v");
     let toml = args.config();
-    if let Err(e) = Router::from_toml(&toml) {
-        fail(format!("config: {e}"));
-    }
-    let positional = |i: usize| args.positional.get(i).map(String::as_str);
-    let worlds = args
-        .worlds(
-            positional(1),
-            positional(2),
-            ("small,medium,large", "1,2,3"),
-        )
-        .unwrap_or_else(|e| fail(e));
+    let worlds = args.config_worlds(("small,medium,large", "1,2,3"));
     println!(
         "{:<22} {:>7} {:>7} {:>6} | {:>10} {:>6} {:>11} {:>11}",
         "world", "learned", "ceiling", "gained", CLASSES[0], CLASSES[1], CLASSES[2], CLASSES[3]

@@ -191,17 +191,8 @@ fn main() {
     let relays = args.flag("--relays");
     let parts = args.value("--truth").map(str::to_string);
     let toml = args.config();
-    if let Err(e) = Router::from_toml(&toml) {
-        fail(format!("config: {e}"));
-    }
+    let worlds = args.config_worlds(("small,medium,large", "1,2,3,4"));
     let positional = |i: usize| args.positional.get(i).map(String::as_str);
-    let worlds = args
-        .worlds(
-            positional(1),
-            positional(2),
-            ("small,medium,large", "1,2,3,4"),
-        )
-        .unwrap_or_else(|e| fail(e));
     let window: Window = match (positional(3), args.value("--window")) {
         (Some(_), Some(_)) => fail("give the window once: positional or --window"),
         (Some(w), None) | (None, Some(w)) => w.parse().unwrap_or_else(|e| fail(e)),

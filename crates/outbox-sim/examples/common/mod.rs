@@ -97,12 +97,25 @@ impl Args {
             .unwrap_or(Family::Default)
     }
 
-    /// The router config TOML in the file named by positional argument 0, or plain `recall`.
+    /// The router config TOML in the file named by positional argument 0, or plain `recall`;
+    /// a config that does not parse ends the example with its problems.
     pub fn config(&self) -> String {
-        self.positional.first().map_or_else(
+        let toml = self.positional.first().map_or_else(
             || "[strategy]\ntype = \"recall\"\n".into(),
             |p| read_text(Path::new(p)).unwrap_or_else(|e| fail(e)),
-        )
+        );
+        if let Err(e) = outbox_core::Router::from_toml(&toml) {
+            fail(format!("config: {e}"));
+        }
+        toml
+    }
+
+    /// [`worlds`](Self::worlds) with the profiles and seeds of positional arguments 1 and 2,
+    /// after the config's path; a bad argument ends the example.
+    pub fn config_worlds(&self, defaults: (&str, &str)) -> Worlds {
+        let positional = |i: usize| self.positional.get(i).map(String::as_str);
+        self.worlds(positional(1), positional(2), defaults)
+            .unwrap_or_else(|e| fail(e))
     }
 
     /// Positional argument `i`, comma-separated and parsed item by item, or `default`.
