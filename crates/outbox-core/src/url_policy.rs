@@ -107,6 +107,9 @@ impl UrlPolicy {
 
     fn check_domain(&self, domain: &str) -> Result<(), DropReason> {
         let domain = domain.trim_end_matches('.');
+        if !domain.is_empty() && !is_host_name(domain) {
+            return Err(DropReason::Unparsable);
+        }
         if domain.is_empty() || !domain.contains('.') && domain != "localhost" {
             // A single-label name resolves only inside someone's network.
             return if self.allow_private {
@@ -357,6 +360,23 @@ pub enum DropReason {
     Denied,
 }
 
+/// Most characters in a host name, and in one of its labels (RFC 1035).
+const MAX_HOST_LEN: usize = 253;
+const MAX_LABEL_LEN: usize = 63;
+
+/// Whether `domain` (without a trailing dot) is a name DNS can hold: labels of 1 to 63
+/// characters that neither start nor end with a hyphen, 253 characters in all. The URL parser
+/// accepts `a..example` and `-bad-.example`; no resolver finds them.
+fn is_host_name(domain: &str) -> bool {
+    domain.len() <= MAX_HOST_LEN
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= MAX_LABEL_LEN
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 impl DropReason {
     /// Every reason, in report order.
     pub const ALL: [DropReason; 15] = [
@@ -411,6 +431,29 @@ mod tests {
 
     fn canon(raw: &str) -> Result<String, DropReason> {
         UrlPolicy::default().canonicalize(raw)
+    }
+
+    #[test]
+    fn malformed_host_names_are_dropped() {
+        let long_label = format!("wss://{}.example", "a".repeat(64));
+        for raw in [
+            "wss://a..example",
+            "wss://-bad-.example",
+            "wss://bad-.example",
+            "wss://relay.-x.example",
+            long_label.as_str(),
+        ] {
+            assert_eq!(canon(raw), Err(DropReason::Unparsable), "{raw}");
+        }
+        let longest_label = format!("wss://{}.example", "a".repeat(63));
+        for raw in [
+            "wss://relay.example.",
+            "wss://re-lay.example",
+            "wss://xn--bcher-kva.example",
+            longest_label.as_str(),
+        ] {
+            assert!(canon(raw).is_ok(), "{raw}: {:?}", canon(raw));
+        }
     }
 
     #[test]
