@@ -335,3 +335,25 @@ fn generated_monitor_data_is_noisy_lagging_and_leaves_the_rest_of_the_world_alon
         "{dead_recent} {dead_old}"
     );
 }
+
+#[test]
+fn a_field_given_twice_is_an_error_not_the_last_value() {
+    let relays = r#"{"wss://a.example": {"up": [true, true]}}"#;
+    let note = |extra: &str| {
+        format!(
+            r#"[{{"id": "{ID}", "author": "{KEY_B}", "created_at": 5, "kind": 1, "on": []{extra}}}]"#
+        )
+    };
+    assert!(World::from_json(&world_json(&note(""), relays, "")).is_ok());
+    let twice = [
+        world_json("[]", relays, r#" "now": 2000,"#),
+        world_json("[]", relays, r#" "sessions": 1,"#),
+        world_json("[]", relays, r#" "relays": {},"#),
+        world_json(&note(r#", "created_at": 6"#), relays, ""),
+        world_json(&note(r#", "on": ["wss://a.example"]"#), relays, ""),
+    ];
+    for json in twice {
+        let err = World::from_json(&json).expect_err(&json);
+        assert!(err.to_string().contains("duplicate field"), "{err}");
+    }
+}

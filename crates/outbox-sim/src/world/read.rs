@@ -166,6 +166,20 @@ impl<'de> Deserialize<'de> for PartialWorld {
     }
 }
 
+/// The top-level fields a world file may give once each.
+const WORLD_FIELDS: [&str; 10] = [
+    "format",
+    "name",
+    "now",
+    "sessions",
+    "reader",
+    "relay_lists",
+    "relays",
+    "monitor",
+    "mentions",
+    "events",
+];
+
 struct WorldVisitor;
 
 impl<'de> Visitor<'de> for WorldVisitor {
@@ -195,7 +209,15 @@ impl<'de> Visitor<'de> for WorldVisitor {
             authors: HashMap::new(),
             author_keys: Vec::new(),
         };
+        let mut seen: Vec<&'static str> = Vec::with_capacity(WORLD_FIELDS.len());
         while let Some(key) = map.next_key::<String>()? {
+            // A second value for a field would silently replace (or add to) the first.
+            if let Some(&field) = WORLD_FIELDS.iter().find(|f| **f == key) {
+                if seen.contains(&field) {
+                    return Err(de::Error::duplicate_field(field));
+                }
+                seen.push(field);
+            }
             match key.as_str() {
                 "format" => w.format = Some(map.next_value()?),
                 "name" => w.name = Some(map.next_value()?),
@@ -626,6 +648,17 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         let mut on_range = None;
         let mut p_range = None;
         while let Some(key) = map.next_key::<EventField>()? {
+            let repeated = match key {
+                EventField::Id => id.is_some().then_some("id"),
+                EventField::Author => author.is_some().then_some("author"),
+                EventField::CreatedAt => created_at.is_some().then_some("created_at"),
+                EventField::Kind => kind.is_some().then_some("kind"),
+                EventField::On => on_range.is_some().then_some("on"),
+                EventField::P | EventField::Other => None,
+            };
+            if let Some(field) = repeated {
+                return Err(de::Error::duplicate_field(field));
+            }
             match key {
                 EventField::Id => id = Some(map.next_value::<Hex32>()?.0),
                 EventField::Author => author = Some(map.next_value::<Hex32>()?.0),
