@@ -77,11 +77,6 @@ impl Router {
         self
     }
 
-    /// Relays probed per session as configured, whether or not the strategy learns.
-    pub fn probe_connections(&self) -> usize {
-        self.probe_connections
-    }
-
     /// What a session may probe: the configured probe connections when the strategy learns from
     /// delivery ([`Selector::learns`]), none otherwise (its plans would not change).
     pub fn probe_budget(&self) -> crate::ProbeBudget {

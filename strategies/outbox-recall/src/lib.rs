@@ -74,11 +74,6 @@ pub struct RecallConfig {
     /// The weight of a follow seen to have no notes in the window, as a share of the average
     /// follow's (they must stay covered, but cost little to leave to the residual).
     pub silent_weight: f64,
-    /// Take a follow to be silent only when one of its own relays that keeps notes answered
-    /// with none of them; off, a follow nothing was returned for is silent wherever it was
-    /// asked (the reader's relays, which it may never write to, included). Off by default:
-    /// probes ask such a follow's own relays, and a week's feed loses by valuing quiet follows.
-    pub listed_silence: bool,
     /// Weigh relays by how far back their history was seen to reach: a relay that prunes
     /// after a month adds nothing to another's month, however often both answer.
     pub depth: bool,
@@ -113,7 +108,6 @@ impl Default for RecallConfig {
             pooled_priors: false,
             optimism: 0.0,
             silent_weight: 0.05,
-            listed_silence: false,
             depth: true,
             windowed: true,
             window_days: 365.0,

@@ -225,6 +225,13 @@ impl Model {
                 },
             };
             self.worth.push(worth);
+            let weight = match learned {
+                _ if !config.volume => 1.0,
+                Some(s) if s.volume > 0.0 => s.volume * reach.scale,
+                Some(_) => config.silent_weight * average,
+                None => average,
+            };
+            self.weight.push(weight);
 
             let relays = table.write_relays(author);
             chances.clear();
@@ -235,14 +242,9 @@ impl Model {
                 )
             }));
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
-            // An empty pair on one of the author's own relays that keeps notes is what makes a
-            // follow silent: nothing returned from relays it never wrote to says nothing.
-            let mut silent = false;
-            if let Some(a) = learned.filter(|s| config.pairs || (config.volume && s.volume == 0.0))
-            {
+            if let Some(a) = learned.filter(|_| config.pairs) {
                 for (url, pair) in a.relays.shared() {
-                    let empty = pair.hits + pair.misses == 0.0;
-                    if !empty && (!config.pairs || pair.hits + pair.misses < MIN_PAIR_EVIDENCE) {
+                    if pair.hits + pair.misses < MIN_PAIR_EVIDENCE {
                         continue;
                     }
                     // `stats` is borrowed for the whole build, so no address is reused.
@@ -254,22 +256,10 @@ impl Model {
                     }
                     let relay = RelayId(id);
                     if let Some(i) = relays.iter().position(|&r| r == relay) {
-                        if empty {
-                            let depth = self.depth[relay.index()];
-                            silent |= depth.is_finite() && depth > 0.0;
-                        } else {
-                            chances[i].0 = live[relay.index()] * pair.mean();
-                        }
+                        chances[i].0 = live[relay.index()] * pair.mean();
                     }
                 }
             }
-            let weight = match learned {
-                _ if !config.volume => 1.0,
-                Some(s) if s.volume > 0.0 => s.volume * reach.scale,
-                Some(_) if silent || !config.listed_silence => config.silent_weight * average,
-                _ => average,
-            };
-            self.weight.push(weight);
             // Authors in id order are each relay's writers in order, so this fills every
             // relay's column in `RouteTable::writers` order.
             for (&relay, &(q, u)) in relays.iter().zip(chances.iter()) {

@@ -554,8 +554,7 @@ pub struct AuthorStats {
     pub probed_secs: f64,
     /// Per relay (canonical URL) asked about this author: the share it returned of the notes
     /// its history reaches back to (see [`RelayStats::depth_secs`]), as (hits, misses). Catches
-    /// writes that silently fail on one relay for one author. A pair with neither: the relay
-    /// answered when asked about the author while no relay returned any of its notes.
+    /// writes that silently fail on one relay for one author.
     pub relays: Pairs,
 }
 

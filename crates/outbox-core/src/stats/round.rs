@@ -51,8 +51,8 @@ pub struct AuthorRound {
     /// `created_at` of the newest event returned (0: none, or not noted).
     pub newest: u64,
     /// The answer was a sample, not the whole window: a probe's page that reached its limit
-    /// ([`crate::probe`]). It shows the relay alive, its depth at least that far back and the
-    /// author's rate there, but not what share of the author's notes the relay holds.
+    /// ([`crate::probe`]). It shows the relay alive and the author's rate there, but neither
+    /// what share of the author's notes the relay holds nor how far back its history reaches.
     pub capped: bool,
 }
 
@@ -184,11 +184,6 @@ impl DeliveryStats {
             let mut pair_url: Option<Arc<str>> = None;
             for a in &relay.authors {
                 let Some(seen) = seen.get(&a.author).filter(|s| s.best > 0) else {
-                    // Nobody returned a note of the author: no trial, but an empty pair says
-                    // this relay was asked and answered, so a planner can tell an author whose
-                    // own relay answered with nothing from one only asked where it never wrote.
-                    let url = pair_url.get_or_insert_with(|| self.pair_urls.get(&relay.url));
-                    self.authors.entry(a.author).or_default().relays.entry(url);
                     continue;
                 };
                 // A sample says nothing of the share of the author's notes the relay holds.
@@ -539,21 +534,5 @@ mod tests {
         let relay = stats.get("wss://probed.example");
         assert_eq!(relay.depth_secs, 0.0, "{relay:?}");
         assert!(relay.live_mean() > 0.6);
-    }
-
-    #[test]
-    fn an_answer_with_nothing_for_anyone_leaves_an_empty_pair() {
-        let mut stats = DeliveryStats::new();
-        let report = RoundReport {
-            relays: vec![
-                relay("wss://own.example", true, &[(1, 0), (2, 3)]),
-                relay("wss://down.example", false, &[(1, 0)]),
-            ],
-        };
-        stats.record_round(&report, NOW);
-        let a = stats.author(&key(1)).unwrap();
-        let pairs: Vec<(&str, PairStats)> = a.relays.iter().map(|(u, p)| (u, *p)).collect();
-        assert_eq!(pairs, [("wss://own.example", PairStats::default())]);
-        assert_eq!(a.volume, 0.0);
     }
 }
