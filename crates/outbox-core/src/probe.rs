@@ -118,15 +118,9 @@ fn need(table: &RouteTable, stats: &DeliveryStats, author: AuthorId, now: u64) -
     match stats.author(table.pubkey(author)) {
         None => 1.0,
         Some(s) if s.last == 0 => 1.0,
-        Some(s) => {
-            let seen_old = now.saturating_sub(s.first) as f64;
-            // Only relays that prune were seen returning its notes: older ones may be elsewhere.
-            if s.probed_secs <= seen_old * 1.1 + 7.0 * 86_400.0 {
-                0.5
-            } else {
-                0.1
-            }
-        }
+        // Only relays that prune were seen returning its notes: older ones may be elsewhere.
+        Some(s) if s.censored(now) => 0.5,
+        Some(_) => 0.1,
     }
 }
 

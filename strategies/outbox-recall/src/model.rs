@@ -126,8 +126,7 @@ impl Reach {
         let young = now.saturating_sub(stats.last) as f64;
         let seen_old = now.saturating_sub(stats.first) as f64;
         // Cut off by the relays asked, not by the author's start.
-        let censored = stats.probed_secs <= seen_old + MIN_SPAN_SECS.max(0.1 * seen_old);
-        let old = if censored {
+        let old = if stats.censored(now) {
             seen_old.max(horizon)
         } else {
             seen_old

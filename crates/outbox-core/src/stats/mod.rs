@@ -93,6 +93,10 @@ pub fn share_younger(age: f64, young: f64, old: f64) -> f64 {
     }
 }
 
+/// How much deeper than a follow's oldest note seen a relay must reach for its history to count
+/// as seen to its start ([`AuthorStats::censored`]), at least.
+const CENSOR_MARGIN_SECS: f64 = 7.0 * 86_400.0;
+
 /// Weight of the newest sample in the latency moving average.
 const LATENCY_EWMA_WEIGHT: f64 = 0.3;
 
@@ -577,6 +581,15 @@ impl PairStats {
 }
 
 impl AuthorStats {
+    /// Whether the author's history may go back further than its oldest note seen at `now`:
+    /// no relay that returned its notes reaches more than a week (or a tenth of that note's
+    /// age) deeper, so only relays that prune were asked. Planning and probing read a history
+    /// this way.
+    pub fn censored(&self, now: u64) -> bool {
+        let seen_old = now.saturating_sub(self.first) as f64;
+        self.probed_secs <= seen_old + CENSOR_MARGIN_SECS.max(0.1 * seen_old)
+    }
+
     /// Whether every number is finite, non-negative and not absurd.
     pub fn is_sane(&self) -> bool {
         let ok = |x: f64| x.is_finite() && (0.0..=MAX_PARAM).contains(&x);
