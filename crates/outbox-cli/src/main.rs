@@ -19,6 +19,7 @@ mod churn;
 mod feed;
 mod live;
 mod load;
+mod log;
 mod plan;
 mod route;
 mod secret;
@@ -60,10 +61,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
-        .with_writer(std::io::stderr)
-        .init();
+    log::init(&cli.log);
     outbox_strategies::link();
     let result = match cli.command {
         Command::Strategies(args) => strategies::run(args),
@@ -80,8 +78,9 @@ fn main() -> ExitCode {
         // The reader went away: nothing left to say, and nobody to say it to.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            // Error chains quote files and relays: escaped, so they cannot drive the terminal.
-            eprintln!("error: {}", text::escape_lines(&format!("{err:#}")));
+            // Error chains quote files and relays: escaped, so they cannot drive the terminal,
+            // and with URL credentials hidden.
+            eprintln!("error: {}", text::shown_error(&err));
             ExitCode::FAILURE
         }
     }

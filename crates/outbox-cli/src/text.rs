@@ -49,6 +49,50 @@ pub fn escape_lines(s: &str) -> String {
     s.split('\n').map(escape).collect::<Vec<_>>().join("\n")
 }
 
+/// `s` with the credentials of every URL in it hidden (`wss://user:pass@host` becomes
+/// `wss://***@host`): error chains and logs quote relay URLs as given, and a password in one
+/// must not reach a terminal or a log file.
+pub fn redact(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("://") || !s.contains('@') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        // The authority ends where a path, query, fragment, space or quote begins.
+        let end = after
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        match authority.rfind('@') {
+            Some(sign) => {
+                out.push_str("***");
+                out.push_str(&authority[sign..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// One line of text from a file or the network as it may reach the terminal: credentials
+/// hidden, controls escaped.
+pub fn shown(s: &str) -> String {
+    escape(&redact(s))
+}
+
+/// An error chain as shown to the user: credentials hidden ([`redact`]), and escaped line by
+/// line ([`escape_lines`]).
+pub fn shown_error(err: &anyhow::Error) -> String {
+    escape_lines(&redact(&format!("{err:#}")))
+}
+
 /// The text of the regular file at `path`, at most `limit` bytes: a FIFO, device or directory
 /// is refused before it is opened (it could block or never end), and a longer file is an error
 /// instead of an unbounded read.
@@ -72,7 +116,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> anyhow::Result<String> {
 mod tests {
     use std::path::Path;
 
-    use super::{escape, escape_lines, read_bounded};
+    use super::{escape, escape_lines, read_bounded, redact};
 
     #[test]
     fn messages_keep_their_lines_but_no_controls() {
@@ -115,5 +159,22 @@ mod tests {
             "evil\\u{202e}txt.exe\\u{2066}\\u{2069}\\u{200f}\\u{61c}"
         );
         assert_eq!(escape("a\\u{1b}"), "a\\\\u{1b}");
+    }
+
+    #[test]
+    fn url_credentials_are_hidden() {
+        assert_eq!(
+            redact("relay \"wss://alice:hunter2@relay.example/x\" not usable"),
+            "relay \"wss://***@relay.example/x\" not usable"
+        );
+        assert_eq!(
+            redact("a wss://u@h b https://p:q@r:1?x c"),
+            "a wss://***@h b https://***@r:1?x c"
+        );
+        assert_eq!(
+            redact("mail bob@example.org at wss://relay.example/@x"),
+            "mail bob@example.org at wss://relay.example/@x"
+        );
+        assert_eq!(redact("no urls here"), "no urls here");
     }
 }

@@ -68,7 +68,10 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
             .await
             .map(|loaded| loaded.stats)
             .unwrap_or_else(|e| {
-                eprintln!("warning: stats unreadable, planning without them: {e}");
+                eprintln!(
+                    "warning: stats unreadable, planning without them: {}",
+                    crate::text::shown(&e.to_string())
+                );
                 DeliveryStats::new()
             }),
         None => DeliveryStats::new(),

@@ -340,7 +340,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .context("reading the relay lists and set-aside relays kept by the last run")?;
         for w in kept.warnings {
-            eprintln!("warning: {w}");
+            eprintln!("warning: {}", crate::text::shown(&w.to_string()));
         }
         input.penalties = kept.penalties;
         input.relay_lists = kept.lists;
@@ -367,7 +367,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     }
     print_summary(&summary);
     if let Some(e) = &summary.stats_error {
-        let _ = writeln!(std::io::stderr(), "warning: stats not saved: {e}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: stats not saved: {}",
+            crate::text::shown(e)
+        );
     }
     if summary.uncovered > 0 {
         let _ = writeln!(
