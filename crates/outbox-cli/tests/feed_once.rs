@@ -395,3 +395,67 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("probes:              none"), "{stderr}");
 }
+
+/// A reader that never reads: the pipe fills and stays full. SIGTERM and SIGINT still end the
+/// feed promptly, with the stats saved and the summary on stderr.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_end_the_feed_while_stdout_is_blocked() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    // Far more than a pipe buffer holds.
+    let (reader, follows) = one_follow(dir.path(), 3000).await;
+    for signal in ["-TERM", "-INT"] {
+        let stats = dir.path().join(format!("stats{signal}.json"));
+        let mut cmd = feed(&reader, &follows, &["--once", "--json"]);
+        cmd.arg("--stats").arg(&stats);
+        let (stderr, status, waited) = tokio::task::spawn_blocking(move || {
+            let (unread, writer) = std::io::pipe().unwrap();
+            let mut child = cmd
+                .stdout(std::process::Stdio::from(writer))
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Let the feed fill the pipe and block on it.
+            std::thread::sleep(Duration::from_secs(2));
+            assert!(child.try_wait().unwrap().is_none(), "still writing");
+            let sent = Instant::now();
+            let killed = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if sent.elapsed() > Duration::from_secs(15) {
+                    let _ = child.kill();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let waited = sent.elapsed();
+            let mut stderr = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut stderr)
+                .unwrap();
+            drop(unread);
+            (stderr, status, waited)
+        })
+        .await
+        .unwrap();
+        let status = status.unwrap_or_else(|| panic!("{signal} ignored while stdout is blocked"));
+        assert!(status.success(), "{signal}: {status:?}\n{stderr}");
+        assert!(waited < Duration::from_secs(10), "{signal} took {waited:?}");
+        assert!(
+            stderr.contains("events:"),
+            "the summary is printed:\n{stderr}"
+        );
+        assert!(stats.exists(), "{signal}: stats saved");
+    }
+}

@@ -134,7 +134,7 @@ async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::R
         match event {
             RouteEvent::Note { event, relay } => {
                 tally.entry(relay.clone()).or_default().notes += 1;
-                drain.print(&event, &relay, args.json, shutdown);
+                drain.print(&event, &relay, args.json, shutdown).await;
             }
             RouteEvent::Eose { relay, .. } => {
                 if args.verbose {
@@ -151,6 +151,7 @@ async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::R
         }
     }
     feed.wait().await;
+    drain.finish().await;
     let notes: usize = tally.values().map(|t| t.notes).sum();
     let answered = tally.values().filter(|t| t.eose).count();
     let mut err = std::io::stderr().lock();

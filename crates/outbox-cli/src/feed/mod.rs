@@ -1,15 +1,16 @@
 //! `outbox feed`: a live feed from real relays, routed by a strategy; with `--inbox`, the
 //! reader's mentions from the reader's read relays ([`inbox`]).
 
+mod drain;
 mod inbox;
+
+use drain::Drain;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::mpsc;
 
 use anyhow::{bail, Context};
 use nostr::event::Kind;
@@ -352,7 +353,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let shutdown = || handle.request_shutdown();
     while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
-            FeedEvent::Note { event, relay } => drain.print(&event, &relay, args.json, shutdown),
+            FeedEvent::Note { event, relay } => {
+                drain.print(&event, &relay, args.json, shutdown).await;
+            }
             FeedEvent::Status(status) if args.verbose => {
                 let _ = writeln!(std::io::stderr(), "{}", describe(&status));
             }
@@ -365,6 +368,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .context("keeping the relay lists and set-aside relays")?;
     }
+    drain.finish().await;
     print_summary(&summary);
     if let Some(e) = &summary.stats_error {
         let _ = writeln!(
@@ -384,113 +388,6 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes one note to stdout; an error means stdout is gone.
-fn print_note(event: &nostr::event::Event, relay: &str, json: bool) -> std::io::Result<()> {
-    if json {
-        let line = serde_json::to_string(event).map_err(std::io::Error::other)?;
-        out!("{line}")
-    } else {
-        let content: String = event.content.chars().take(280).collect();
-        out!(
-            "{} {} [{}] {}",
-            event.created_at,
-            &event.pubkey.to_hex()[..12],
-            escape(relay),
-            escape(&content)
-        )
-    }
-}
-
-/// Drains a feed's channel until it closes. A stop signal or a closed stdout asks the feed to
-/// shut down, once; draining goes on meanwhile, so the feed can close its subscriptions and
-/// save before the channel closes.
-struct Drain {
-    stop: Stop,
-    stopping: bool,
-    printing: bool,
-}
-
-impl Drain {
-    fn new() -> anyhow::Result<Self> {
-        Ok(Self {
-            stop: Stop::new()?,
-            stopping: false,
-            printing: true,
-        })
-    }
-
-    /// The next event, `None` once the channel closed.
-    async fn next<E>(&mut self, events: &mut mpsc::Receiver<E>, shutdown: impl Fn()) -> Option<E> {
-        loop {
-            tokio::select! {
-                event = events.recv() => return event,
-                why = self.stop.next(), if !self.stopping => {
-                    tracing::info!(signal = why, "stopping");
-                    self.stopping = true;
-                    shutdown();
-                }
-            }
-        }
-    }
-
-    /// Prints a note while stdout is open; a closed stdout (`| head`) ends the feed like
-    /// Ctrl-C, with the stats saved.
-    fn print(&mut self, event: &nostr::event::Event, relay: &str, json: bool, shutdown: impl Fn()) {
-        if !self.printing {
-            return;
-        }
-        if let Err(e) = print_note(event, relay, json) {
-            tracing::info!(error = %e, "stdout closed; stopping");
-            self.printing = false;
-            if !self.stopping {
-                self.stopping = true;
-                shutdown();
-            }
-        }
-    }
-}
-
-/// What ends a feed early: Ctrl-C (SIGINT), and on Unix SIGTERM (what service managers send)
-/// and SIGHUP (a closed terminal). Each saves the stats like a normal end.
-struct Stop {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Stop {
-    fn new() -> anyhow::Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Self {
-                term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
-                hup: signal(SignalKind::hangup()).context("listening for SIGHUP")?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Self {})
-    }
-
-    /// Waits for the next stop signal; returns its name.
-    async fn next(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = self.term.recv() => "SIGTERM",
-                _ = self.hup.recv() => "SIGHUP",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
-        }
-    }
 }
 
 fn describe(status: &Status) -> String {

@@ -1,0 +1,219 @@
+//! Draining a feed: notes to stdout, stop signals, and a reader that went away or stopped
+//! reading.
+//!
+//! Notes are written by a thread of their own, fed through a bounded queue, so a pipe nobody
+//! reads (`outbox feed | less`, left unread) blocks only that thread: stop signals are still
+//! heard, the feed still shuts down, saves its stats and prints its summary to stderr.
+
+use std::io::Write;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::text::escape;
+
+/// Notes waiting for stdout. Beyond it the drain waits for the reader (back-pressure on the
+/// feed), still listening for stop signals.
+pub const MAX_QUEUED_NOTES: usize = 256;
+
+/// Drains a feed's channel until it closes. A stop signal or a closed stdout asks the feed to
+/// shut down, once; draining goes on meanwhile, so the feed can close its subscriptions and
+/// save before the channel closes. Notes that arrive after a stop are not printed.
+pub(super) struct Drain {
+    stop: Stop,
+    stopping: bool,
+    out: Option<Output>,
+}
+
+/// The stdout writer thread: its queue, and word of how it ended.
+struct Output {
+    lines: mpsc::Sender<String>,
+    ended: oneshot::Receiver<std::io::Result<()>>,
+}
+
+impl Output {
+    fn spawn() -> anyhow::Result<Self> {
+        let (lines, mut queue) = mpsc::channel::<String>(MAX_QUEUED_NOTES);
+        let (done, ended) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("stdout".into())
+            .spawn(move || {
+                let result = (|| {
+                    while let Some(line) = queue.blocking_recv() {
+                        let mut out = std::io::stdout().lock();
+                        writeln!(out, "{line}")?;
+                        while let Ok(line) = queue.try_recv() {
+                            writeln!(out, "{line}")?;
+                        }
+                        out.flush()?;
+                    }
+                    Ok(())
+                })();
+                let _ = done.send(result);
+            })?;
+        Ok(Self { lines, ended })
+    }
+}
+
+impl Drain {
+    pub(super) fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            stop: Stop::new()?,
+            stopping: false,
+            out: Some(Output::spawn()?),
+        })
+    }
+
+    /// The next event, `None` once the channel closed.
+    pub(super) async fn next<E>(
+        &mut self,
+        events: &mut mpsc::Receiver<E>,
+        shutdown: impl Fn(),
+    ) -> Option<E> {
+        loop {
+            let Self {
+                stop,
+                stopping,
+                out,
+            } = self;
+            let ended = async {
+                match out.as_mut() {
+                    Some(out) => (&mut out.ended).await.ok().and_then(Result::err),
+                    None => std::future::pending().await,
+                }
+            };
+            let why = tokio::select! {
+                event = events.recv() => return event,
+                why = stop.next(), if !*stopping => Halt::Signal(why),
+                error = ended => Halt::Closed(error),
+            };
+            self.halt(why, &shutdown);
+        }
+    }
+
+    /// Queues a note for stdout; waits while the queue is full, unless a stop signal comes
+    /// or stdout closes (`| head`), which end the feed like Ctrl-C, with the stats saved.
+    pub(super) async fn print(
+        &mut self,
+        event: &nostr::event::Event,
+        relay: &str,
+        json: bool,
+        shutdown: impl Fn(),
+    ) {
+        let Self {
+            stop,
+            stopping,
+            out,
+        } = self;
+        let Some(out) = out.as_mut() else {
+            return;
+        };
+        let line = note_line(event, relay, json);
+        let why = tokio::select! {
+            sent = out.lines.send(line) => match sent {
+                Ok(()) => return,
+                Err(_) => Halt::Closed(None),
+            },
+            why = stop.next(), if !*stopping => Halt::Signal(why),
+        };
+        self.halt(why, &shutdown);
+    }
+
+    /// Waits until every queued note reached stdout, or a stop signal comes (a reader that
+    /// never reads cannot hold the summary back). A write error ends it quietly: the reader
+    /// went away.
+    pub(super) async fn finish(mut self) {
+        let Some(Output { lines, ended }) = self.out.take() else {
+            return;
+        };
+        drop(lines);
+        let stopping = self.stopping;
+        tokio::select! {
+            _ = ended => {}
+            why = self.stop.next(), if !stopping => {
+                tracing::info!(signal = why, "not waiting for stdout");
+            }
+        }
+    }
+
+    /// Stops printing and asks the feed to shut down, once.
+    fn halt(&mut self, why: Halt, shutdown: &impl Fn()) {
+        match why {
+            Halt::Signal(signal) => tracing::info!(signal, "stopping"),
+            Halt::Closed(error) => tracing::info!(error = ?error, "stdout closed; stopping"),
+        }
+        // Dropping the queue lets the writer end once its current write returns.
+        self.out = None;
+        if !self.stopping {
+            self.stopping = true;
+            shutdown();
+        }
+    }
+}
+
+/// Why a drain stops printing.
+enum Halt {
+    /// A stop signal, by name.
+    Signal(&'static str),
+    /// Stdout closed (with the write error, when the writer saw one).
+    Closed(Option<std::io::Error>),
+}
+
+/// One note as printed: JSON, or time, author, relay and content (cut to 280 characters and
+/// escaped).
+fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
+    if json {
+        // An event always serialises; an empty line is better than stopping the feed.
+        serde_json::to_string(event).unwrap_or_default()
+    } else {
+        let content: String = event.content.chars().take(280).collect();
+        format!(
+            "{} {} [{}] {}",
+            event.created_at,
+            &event.pubkey.to_hex()[..12],
+            escape(relay),
+            escape(&content)
+        )
+    }
+}
+
+/// What ends a feed early: Ctrl-C (SIGINT), and on Unix SIGTERM (what service managers send)
+/// and SIGHUP (a closed terminal). Each saves the stats like a normal end.
+struct Stop {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn new() -> anyhow::Result<Self> {
+        use anyhow::Context;
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+                hup: signal(SignalKind::hangup()).context("listening for SIGHUP")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for the next stop signal; returns its name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.hup.recv() => "SIGHUP",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
