@@ -176,6 +176,33 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
     assert_eq!(urls, ["wss://a.example", "wss://p1.example"]);
+
+    // `--per-person 0` drops the tagged person, and says so.
+    let args = [
+        "route",
+        "publish",
+        "--event",
+        &event,
+        "--world",
+        world,
+        "--per-person",
+        "0",
+    ];
+    let text = stdout(&outbox(&args));
+    assert!(
+        text.contains(&format!(
+            "left out by --per-person 0: tagged-read {}",
+            hex(3)
+        )),
+        "{text}"
+    );
+    let plan: Value =
+        serde_json::from_str(&stdout(&outbox(&[&args[..], &["--json"]].concat()))).unwrap();
+    assert_eq!(
+        plan["route"]["left_out"],
+        json!([{"reason": "tagged_read", "pubkey": hex(3)}])
+    );
+    assert_eq!(plan["violations"], json!([]));
 }
 
 #[test]

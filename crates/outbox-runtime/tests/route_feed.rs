@@ -40,6 +40,7 @@ fn plan(reader: &Keys, urls: &[&str]) -> RoutePlan {
             })
             .collect(),
         cut_off: Vec::new(),
+        left_out: Vec::new(),
         unknown: Vec::new(),
     }
 }

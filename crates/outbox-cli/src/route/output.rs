@@ -2,7 +2,7 @@
 //! cut off and who has no relays; or the whole plan as JSON. Text from files is escaped.
 
 use outbox_core::routes::Candidates;
-use outbox_core::{RouteBudget, RoutePlan, RouteViolation};
+use outbox_core::{Reason, RouteBudget, RoutePlan, RouteViolation};
 use serde_json::json;
 
 use super::input::Inputs;
@@ -50,6 +50,13 @@ pub fn text(
     for reason in &plan.cut_off {
         out!("cut off by the budget: {}", escape(&reason.to_string()))?;
     }
+    for reason in &plan.left_out {
+        out!(
+            "left out by {} 0: {}",
+            cap_flag(reason),
+            escape(&reason.to_string())
+        )?;
+    }
     for person in &plan.unknown {
         out!("no relays known for: {person}")?;
     }
@@ -69,6 +76,16 @@ pub fn text(
         inputs.directory.lists_over_capacity(),
     );
     Ok(())
+}
+
+/// The option whose cap of 0 leaves a group out.
+fn cap_flag(reason: &Reason) -> &'static str {
+    match reason {
+        Reason::AuthorWrite(_) => "--per-author",
+        Reason::TaggedRead(_) | Reason::DmInbox(_) => "--per-person",
+        Reason::Hint => "--hints",
+        Reason::ReaderRead | Reason::ReaderRelay => "a cap of",
+    }
 }
 
 /// The plan, its candidates and any violations as one JSON object.

@@ -35,12 +35,14 @@ pub enum RouteViolation {
         /// Its cap.
         cap: usize,
     },
-    /// A reason with candidate relays that no relay serves, and not reported as cut off: a
-    /// tagged person or recipient the route silently fails to reach.
+    /// A reason with candidate relays that no relay serves, and not reported as cut off or
+    /// left out: a tagged person or recipient the route silently fails to reach.
     Unreached(Reason),
     /// A reason reported as cut off although the budget was not used up or one of its
     /// relays was chosen anyway.
     FalseCutOff(Reason),
+    /// A reason reported as left out although its cap is not 0 or it has no relays.
+    FalseLeftOut(Reason),
     /// A read route's relay with no filter, or a publish route's relay with one.
     WrongFilters(String),
 }
@@ -67,6 +69,9 @@ impl fmt::Display for RouteViolation {
             }
             RouteViolation::FalseCutOff(reason) => {
                 write!(f, "{reason} is reported cut off but the budget allowed it")
+            }
+            RouteViolation::FalseLeftOut(reason) => {
+                write!(f, "{reason} is reported left out but its cap allowed it")
             }
             RouteViolation::WrongFilters(url) => {
                 write!(f, "{url} has filters that do not fit the route")
@@ -128,7 +133,11 @@ pub fn check_route(
         if cut && (!full || reachable) {
             violations.push(RouteViolation::FalseCutOff(group.reason));
         }
-        if count == 0 && !cut && group.cap > 0 && !group.urls.is_empty() {
+        let left_out = plan.left_out.contains(&group.reason);
+        if left_out && (group.cap > 0 || group.urls.is_empty()) {
+            violations.push(RouteViolation::FalseLeftOut(group.reason));
+        }
+        if count == 0 && !cut && !left_out && !group.urls.is_empty() {
             violations.push(RouteViolation::Unreached(group.reason));
         }
     }

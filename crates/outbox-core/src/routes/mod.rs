@@ -296,6 +296,9 @@ pub struct RoutePlan {
     pub targets: Vec<RouteTarget>,
     /// Groups that got no relay because the total budget was used up.
     pub cut_off: Vec<Reason>,
+    /// Groups with relays that got none because their own cap is 0 (`per_person`,
+    /// `per_author` or `hints` set to 0): dropped by choice, and still reported.
+    pub left_out: Vec<Reason>,
     /// People the route should reach but for whom no relay is known.
     pub unknown: Vec<PublicKey>,
 }

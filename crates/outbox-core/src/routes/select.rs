@@ -41,6 +41,12 @@ pub fn select(
     let mut taken = vec![0usize; candidates.groups.len()];
     let mut done = vec![false; candidates.groups.len()];
     let mut cut_off = Vec::new();
+    let left_out = candidates
+        .groups
+        .iter()
+        .filter(|g| g.cap == 0 && !g.urls.is_empty())
+        .map(|g| g.reason)
+        .collect();
     loop {
         let mut progressed = false;
         for (gi, group) in candidates.groups.iter().enumerate() {
@@ -48,7 +54,8 @@ pub fn select(
                 continue;
             }
             if taken[gi] >= group.cap {
-                // Full; a group capped at zero is left out by its own budget, not cut off.
+                // Full; a group capped at zero is left out by its own budget (`left_out`),
+                // not cut off.
                 done[gi] = true;
                 continue;
             }
@@ -103,6 +110,7 @@ pub fn select(
         kind,
         targets,
         cut_off,
+        left_out,
         unknown: candidates.unknown.clone(),
     }
 }

@@ -472,6 +472,44 @@ mod checker {
             plan.cut_off.push(Reason::TaggedRead(key(3)));
         });
         assert_eq!(v, [RouteViolation::FalseCutOff(Reason::TaggedRead(key(3)))]);
+        // Reported as left out while its cap allowed it: also caught.
+        let v = broken(|plan, _| {
+            plan.targets.retain(|t| t.url != "wss://shared.example");
+            plan.left_out.push(Reason::TaggedRead(key(3)));
+        });
+        assert_eq!(
+            v,
+            [RouteViolation::FalseLeftOut(Reason::TaggedRead(key(3)))]
+        );
+    }
+
+    #[test]
+    fn a_cap_of_zero_reports_the_people_it_drops() {
+        let (dir, stats) = (directory(), DeliveryStats::new());
+        let budget = RouteBudget {
+            per_person: 0,
+            ..RouteBudget::default()
+        };
+        let ctx = ctx(&dir, &stats, budget);
+        let query = note(1, &[2, 3]);
+        let (plan, violations) = query.plan_checked(&ctx);
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(
+            plan.left_out,
+            [Reason::TaggedRead(key(2)), Reason::TaggedRead(key(3))]
+        );
+        assert!(plan.cut_off.is_empty());
+        // Dropping them without saying so is caught.
+        let mut silent = plan.clone();
+        silent.left_out.clear();
+        let v = check_route(&silent, &query.candidates(&ctx), &budget);
+        assert_eq!(
+            v,
+            [
+                RouteViolation::Unreached(Reason::TaggedRead(key(2))),
+                RouteViolation::Unreached(Reason::TaggedRead(key(3)))
+            ]
+        );
     }
 
     #[test]
