@@ -147,13 +147,11 @@ async fn one_plan_sessions_match_the_simulator() {
 }
 
 /// As `outbox feed --once` runs, live recall against the simulator's session loop with
-/// in-session re-planning (`LoopConfig::replan_on_failure`). The runtime delivers everything
-/// its plans asked for (live equals the simulator's score of the asked relays), and the first
-/// sessions agree to the tenth of a point; but which relays fail together within a debounce
-/// depends on timing, so the intermediate plans, and with them what `recall` learns, can drift
-/// apart in later sessions (up to 16 points in some runs). Run with `--ignored` to see it.
+/// in-session re-planning (`LoopConfig::replan_on_failure`). A `--once` run re-plans in waves
+/// (once every relay of the plan answered or was set aside), so which failures share a re-plan
+/// does not depend on timing, and the plans, what they deliver and what is learned agree with
+/// the simulator's session by session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "re-plan batching depends on timing; later sessions can drift beyond the bound"]
 async fn feed_once_matches_the_simulator() {
     let report = bench(false, 26_000).await;
     assert_close(&report, "simulated", |r| {
