@@ -149,8 +149,8 @@ async fn one_plan_sessions_match_the_simulator() {
 /// As `outbox feed --once` runs, live recall against the simulator's session loop with
 /// in-session re-planning (`LoopConfig::replan_on_failure`). A `--once` run re-plans in waves
 /// (once every relay of the plan answered or was set aside), so which failures share a re-plan
-/// does not depend on timing, and the plans, what they deliver and what is learned agree with
-/// the simulator's session by session.
+/// does not depend on timing: live recall and the probes agree with the simulator's session
+/// by session (to the tenth of a point in every measured run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_matches_the_simulator() {
     let report = bench(false, 26_000).await;
