@@ -10,11 +10,11 @@
 //! Parsing collects every problem it can find, each naming its key, before failing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use crate::issue::{ConfigError, ConfigIssue};
 use crate::registry;
 use crate::selector::StrategyConfig;
 use crate::url_policy::UrlPolicy;
@@ -22,66 +22,6 @@ use crate::url_policy::UrlPolicy;
 /// The budget used when a config does not set `max_connections` (browsers cap sockets near 30;
 /// the published measurements use 20).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 20;
-
-/// One problem with a config, naming the key it is about.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigIssue {
-    /// Dotted key path, e.g. `strategy.coverage_target`.
-    pub key: String,
-    /// What is wrong, lower-case.
-    pub message: String,
-}
-
-impl ConfigIssue {
-    /// An issue about `key`.
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The same issue with `prefix.` prepended to its key.
-    pub fn under(mut self, prefix: &str) -> Self {
-        self.key = if self.key.is_empty() {
-            prefix.to_string()
-        } else {
-            format!("{prefix}.{}", self.key)
-        };
-        self
-    }
-}
-
-impl fmt::Display for ConfigIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "`{}`: {}", self.key, self.message)
-        }
-    }
-}
-
-/// Every problem found in a config.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigError {
-    /// The problems, in the order found.
-    pub issues: Vec<ConfigIssue>,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid config ({} problem", self.issues.len())?;
-        if self.issues.len() != 1 {
-            f.write_str("s")?;
-        }
-        f.write_str(")")?;
-        for issue in &self.issues {
-            write!(f, "\n  - {issue}")?;
-        }
-        Ok(())
-    }
-}
 
 /// A parsed router config.
 #[derive(Debug)]

@@ -26,6 +26,7 @@ pub mod directory;
 mod fastmap;
 pub mod ids;
 pub mod invariants;
+pub mod issue;
 pub mod keys;
 pub mod monitor;
 pub mod paging;
@@ -43,13 +44,14 @@ pub mod testkit;
 pub mod url_policy;
 
 pub use carriers::{Carriers, Network};
-pub use config::{ConfigError, ConfigIssue, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+pub use config::{RouterConfig, DEFAULT_MAX_CONNECTIONS};
 pub use diff::{PlanDiff, Slot, Slots};
 pub use directory::{
     NotADirectoryList, PersonRelays, RelayDirectory, RelayDirectoryBuilder, MAX_DIRECTORY_PEOPLE,
 };
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
+pub use issue::{ConfigError, ConfigIssue};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
 pub use monitor::{
     apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary,

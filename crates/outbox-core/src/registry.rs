@@ -10,7 +10,7 @@
 //!
 //! The example config is the config type's `Default`, unless the registration gives one.
 
-use crate::config::{ConfigError, ConfigIssue};
+use crate::issue::{ConfigError, ConfigIssue};
 use crate::scorer::ScorerConfig;
 use crate::selector::StrategyConfig;
 

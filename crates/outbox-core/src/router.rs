@@ -3,8 +3,9 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{ConfigError, RouterConfig};
+use crate::config::RouterConfig;
 use crate::invariants::{check_plan, Limits, Violation};
+use crate::issue::ConfigError;
 use crate::plan::Plan;
 use crate::route_table::{RouteTable, RouteTableBuilder};
 use crate::selector::{PlanInput, Selector};

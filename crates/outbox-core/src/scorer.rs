@@ -5,8 +5,8 @@ use std::fmt::Debug;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigIssue;
 use crate::ids::RelayId;
+use crate::issue::ConfigIssue;
 use crate::selector::PlanInput;
 
 /// What a scorer is told about one relay at one moment of a planning run.

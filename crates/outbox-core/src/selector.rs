@@ -4,8 +4,8 @@ use std::fmt::Debug;
 
 use rand::RngCore;
 
-use crate::config::ConfigIssue;
 use crate::ids::{AuthorId, RelayId};
+use crate::issue::ConfigIssue;
 use crate::route_table::RouteTable;
 use crate::stats::DeliveryStats;
 

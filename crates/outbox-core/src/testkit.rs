@@ -9,8 +9,9 @@ use nostr::key::{Keys, PublicKey, SecretKey};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{ConfigIssue, RouterConfig};
+use crate::config::RouterConfig;
 use crate::invariants::check_plan;
+use crate::issue::ConfigIssue;
 use crate::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
 use crate::router::{PlanContext, Router};
 use crate::selector::StrategyConfig;

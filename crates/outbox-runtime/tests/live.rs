@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use outbox_core::config::ConfigIssue;
+use outbox_core::ConfigIssue;
 use outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, UrlPolicy};
 use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
 use outbox_stats::FileStore;

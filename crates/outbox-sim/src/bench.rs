@@ -10,10 +10,13 @@ use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
 use crate::generate::{generate_in, Family, Profile};
+use crate::mean::MeanSe;
 use crate::route_rows::{route_rows, RouteRecord, RouteRow};
 use crate::routes::{score_routes, RouteLoopConfig};
-use crate::score::{PlanScore, SimWorld, Window, WindowScore};
+use crate::score::{PlanScore, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// How a bound row (learnable ceiling, oracle) is scored on a world.
 type BoundRun = fn(&SimWorld, &LoopConfig, usize) -> Vec<crate::session::SessionOutcome>;
@@ -211,35 +214,6 @@ pub struct RunRecord {
     pub plan_us_warm: f64,
     /// Per session.
     pub sessions: Vec<PlanScore>,
-}
-
-/// A mean with its standard error over `n` samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct MeanSe {
-    /// The mean.
-    pub mean: f64,
-    /// Standard error of the mean (0 for one sample).
-    pub se: f64,
-    /// Samples.
-    pub n: usize,
-}
-
-impl MeanSe {
-    /// Mean and standard error of `xs`.
-    pub fn of(xs: &[f64]) -> Self {
-        let n = xs.len();
-        if n == 0 {
-            return Self::default();
-        }
-        let mean = xs.iter().sum::<f64>() / n as f64;
-        let se = if n < 2 {
-            0.0
-        } else {
-            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            (var / n as f64).sqrt()
-        };
-        Self { mean, se, n }
-    }
 }
 
 /// Declared and total recall of one window for a row.

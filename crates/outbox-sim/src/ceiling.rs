@@ -12,9 +12,12 @@
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use crate::asks::Asks;
 use crate::holdings::{with_residual, Holdings};
-use crate::score::{score_each_window, Asks, SimWorld, Window};
+use crate::score::score_each_window;
 use crate::session::{LoopConfig, SessionOutcome};
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// The label of the learnable-ceiling row.
 pub const CEILING: &str = "learnable ceiling";
@@ -158,9 +161,9 @@ impl Ord for Candidate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::asks::Ask;
     use crate::generate::{generate, Profile};
     use crate::score::score;
-    use crate::score::Ask;
     use crate::session::run_oracle;
 
     fn mean_y1(outcomes: &[SessionOutcome]) -> f64 {

@@ -2,7 +2,9 @@
 //! definitions [`score`](crate::score()) applies to a plan, so live and simulated recall are
 //! comparable number for number.
 
-use crate::score::{sorted_windows, window_scores, SimWorld, Window, WindowScore};
+use crate::score::{sorted_windows, window_scores, WindowScore};
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// Scores the world events marked in `delivered` (indexed like [`World::events`]) in `session`.
 ///
@@ -28,7 +30,9 @@ pub fn score_delivered(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::score::{observe, score, Asks};
+    use crate::asks::Asks;
+    use crate::observe::observe;
+    use crate::score::score;
     use crate::{generate, Profile};
 
     /// Delivering exactly what a plan's simulated REQs return scores exactly like the plan.

@@ -27,7 +27,9 @@ use outbox_core::paging::{self, CapEstimate, Cursor, Ended, Next, Page, Paging, 
 use outbox_core::stats::RoundRecorder;
 use serde::{Deserialize, Serialize};
 
-use crate::score::{Asks, AuthorReturn, SimWorld, Window};
+use crate::asks::Asks;
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// What fetching one window of a plan cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,4 +241,17 @@ fn fetch_into(
         relays,
         cost: total,
     }
+}
+
+/// What one author's events from one relay looked like.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuthorReturn {
+    /// The follow.
+    pub author: u32,
+    /// Events returned.
+    pub events: u32,
+    /// `created_at` of the newest event returned.
+    pub newest: u64,
+    /// `created_at` of the oldest event returned.
+    pub oldest: u64,
 }

@@ -1,7 +1,9 @@
 //! What the bounds choose relays from: the window's events each relay would return, and the
 //! asks a choice of relays makes, the residual on the reader's relays included.
 
-use crate::score::{Ask, Asks, SimWorld, Window};
+use crate::asks::{Ask, Asks};
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// The window's events (numbered in author order) that each relay would return, with each
 /// event's author. Only events some relay would return are numbered.

@@ -15,6 +15,7 @@
 //! What a strategy learns from is only what its own REQs returned: [`Observation`] per session,
 //! of which only [`outbox_core::DeliveryStats`] is fed today.
 
+pub mod asks;
 pub mod bench;
 pub mod ceiling;
 pub mod churn;
@@ -22,38 +23,44 @@ pub mod delivered;
 pub mod fetch;
 pub mod generate;
 mod holdings;
+pub mod mean;
+pub mod observe;
 pub mod planfile;
 pub mod probe;
 pub mod route_rows;
 pub mod routes;
 pub mod score;
 pub mod session;
+pub mod sim_world;
+pub mod window;
 pub mod world;
 
+pub use asks::{Ask, Asks, ScoreError};
 pub use bench::{
-    default_suite, run_bench, BenchConfig, BenchReport, MeanSe, Progress, Row, RunRecord, Skipped,
+    default_suite, run_bench, BenchConfig, BenchReport, Progress, Row, RunRecord, Skipped,
     SuiteEntry, COMBINATIONS, ORACLE,
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
-pub use fetch::{fetch, FetchCost, Fetched, RelayFetch, WindowCost};
+pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};
 pub use generate::{
     generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
     WorldStats, DEFAULT_RELAY_CAPS,
 };
+pub use mean::MeanSe;
+pub use observe::{observe, Observation, RelayObservation};
 pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
 pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
 pub use routes::{
     score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
     ROUTES_LABEL,
 };
-pub use score::{
-    observe, score, score_and_observe, Ask, Asks, AuthorReturn, Observation, PlanScore,
-    RelayObservation, ScoreError, SimWorld, Window, WindowScore,
-};
+pub use score::{score, score_and_observe, PlanScore, WindowScore};
 pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions,
     run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun,
 };
+pub use sim_world::SimWorld;
+pub use window::Window;
 pub use world::{
     MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
     WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,

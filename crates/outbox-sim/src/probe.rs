@@ -12,7 +12,7 @@ use outbox_core::stats::RoundRecorder;
 use outbox_core::ProbePlan;
 use serde::{Deserialize, Serialize};
 
-use crate::score::SimWorld;
+use crate::sim_world::SimWorld;
 
 /// What a session's probes cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

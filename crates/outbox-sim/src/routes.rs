@@ -29,7 +29,7 @@ use outbox_core::{
 };
 use serde::Serialize;
 
-use crate::score::Window;
+use crate::window::Window;
 use crate::world::World;
 
 /// The label of the routes library's scores in reports.

@@ -18,12 +18,14 @@ use outbox_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::asks::{Ask, Asks};
 use crate::fetch::fetch_recorded;
 use crate::holdings::Holdings;
+use crate::observe::Observation;
 use crate::probe::{probe_recorded, ProbeCost};
-use crate::score::{
-    score_and_observe, score_each_window, Ask, Asks, Observation, PlanScore, SimWorld, Window,
-};
+use crate::score::{score_and_observe, score_each_window, PlanScore};
+use crate::sim_world::SimWorld;
+use crate::window::Window;
 
 /// How the loop runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -478,7 +480,8 @@ pub fn run_oracle_within(
 mod tests {
     use super::*;
     use crate::generate::{generate, Profile};
-    use crate::score::{observe, score};
+    use crate::observe::observe;
+    use crate::score::score;
 
     /// Each window of the oracle is scored with the oracle's plan for that window, which for
     /// the week and three years is not the year's plan.

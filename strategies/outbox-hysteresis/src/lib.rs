@@ -38,11 +38,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use nostr::key::PublicKey;
-use outbox_core::config::{parse_strategy, ConfigError, ConfigIssue};
+use outbox_core::config::parse_strategy;
 use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{
     Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector, StrategyConfig,
 };
+use outbox_core::{ConfigError, ConfigIssue};
 use rand::RngCore;
 
 /// The default margin: a challenger must cover at least 125% of what the incumbent covers.

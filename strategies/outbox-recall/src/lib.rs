@@ -37,8 +37,8 @@
 mod model;
 mod select;
 
-use outbox_core::config::ConfigIssue;
 use outbox_core::serde::{Deserialize, Serialize};
+use outbox_core::ConfigIssue;
 use outbox_core::Selector;
 
 pub use model::Model;
