@@ -45,6 +45,20 @@ pub struct RuntimeConfig {
     pub since: Option<Timestamp>,
     /// Stop once every slot sent EOSE or was set aside, instead of following new notes.
     pub once: bool,
+    /// With `once`: the run ends this long after it started, with what it has (the round
+    /// learned, stats saved, [`FeedSummary::pending`](crate::FeedSummary::pending) naming the
+    /// relays still awaited); `None`: no bound but the timeouts. Relays that accept a socket
+    /// and never answer cost three connect timeouts each before they are set aside, wave after
+    /// wave of re-plans: 200 of them kept a run going for minutes after every good note had
+    /// arrived. A healthy run ends long before the default: local runs take well under a
+    /// second, and one wave of relays failing three connects and a re-plan answered in one EOSE
+    /// timeout takes about a minute at the default timeouts (3 × 10 s + backoff + 10 s + 15 s).
+    pub deadline: Option<Duration>,
+    /// With `once`: after the first relay answered a lookup (the follows' relay lists, or
+    /// [`fetch_events`](crate::fetch_events)), the others get this long to finish, then the
+    /// lookup ends with what came; a relay that never answers then costs this, not its
+    /// timeouts.
+    pub lookup_grace: Duration,
     /// Fetch the follows' kind:10002 lists from the reader's relays (and the
     /// [`indexers`](Self::indexers)) and re-plan as they arrive.
     pub discover_lists: bool,
@@ -107,6 +121,8 @@ impl Default for RuntimeConfig {
             kinds: vec![Kind::TextNote],
             since: None,
             once: false,
+            deadline: Some(Duration::from_secs(90)),
+            lookup_grace: Duration::from_secs(2),
             discover_lists: true,
             indexers: Vec::new(),
             replan_debounce: Duration::from_millis(500),
@@ -127,7 +143,8 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// Every timeout scaled down for tests on 127.0.0.1 (connect 500 ms, EOSE 700 ms, backoff
-    /// from 20 ms, debounce 50 ms), and no NIP-11 requests (test relays serve no HTTP).
+    /// from 20 ms, debounce 50 ms, lookup grace 200 ms), and no NIP-11 requests (test relays
+    /// serve no HTTP).
     pub fn fast_for_tests() -> Self {
         Self {
             connect_timeout: Duration::from_millis(500),
@@ -138,6 +155,7 @@ impl RuntimeConfig {
                 factor: 2.0,
             },
             replan_debounce: Duration::from_millis(50),
+            lookup_grace: Duration::from_millis(200),
             shutdown_grace: Duration::from_millis(500),
             limits: LimitsConfig::fast_for_tests(),
             ..Self::default()

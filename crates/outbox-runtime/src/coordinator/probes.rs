@@ -69,7 +69,7 @@ impl Coordinator {
     /// stops the probes in flight and learns what already came back.
     pub(super) async fn probe_at_end(&mut self) {
         let answers = if self.cfg.once {
-            if self.stop_requested {
+            if self.stop_requested || self.tally.deadline_reached {
                 return;
             }
             match self.spawn_probes() {
