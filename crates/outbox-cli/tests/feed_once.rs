@@ -410,12 +410,19 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
         }
     });
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    cmd.args(["feed", "--once", "--no-stats", "--allow-local", "--since", "7d"])
-        .args(["--relays", &reader.url, "--relays", &hole_url])
-        .arg("--follows")
-        .arg(&follows)
-        .args(["--connect-timeout", "60s", "--eose-timeout", "60s"])
-        .args(["--deadline", "1s"]);
+    cmd.args([
+        "feed",
+        "--once",
+        "--no-stats",
+        "--allow-local",
+        "--since",
+        "7d",
+    ])
+    .args(["--relays", &reader.url, "--relays", &hole_url])
+    .arg("--follows")
+    .arg(&follows)
+    .args(["--connect-timeout", "60s", "--eose-timeout", "60s"])
+    .args(["--deadline", "1s"]);
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || {
         let mut child = cmd
@@ -439,7 +446,11 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
     holder.abort();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{:?} after {wall:?}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "{:?} after {wall:?}\n{stderr}",
+        out.status
+    );
     // The deadline, then the slots' shutdown grace at most.
     assert!(wall < std::time::Duration::from_secs(8), "{wall:?}");
     let line = stderr
@@ -448,6 +459,10 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
         .unwrap_or_else(|| panic!("no deadline line:\n{stderr}"));
     assert!(line.contains(&hole_url), "{line}");
     assert!(!line.contains(&reader.url), "{line}");
-    assert_eq!(stdout.lines().count(), 3, "the good relay's notes:\n{stdout}");
+    assert_eq!(
+        stdout.lines().count(),
+        3,
+        "the good relay's notes:\n{stdout}"
+    );
     eprintln!("measured `outbox feed --once --deadline 1s` with a black hole: {wall:?}\n{stderr}");
 }

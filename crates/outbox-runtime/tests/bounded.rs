@@ -141,7 +141,10 @@ async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
         .map(|h| (h.url.as_str(), h.accepts.load(Ordering::SeqCst)))
         .filter(|(_, n)| *n > 1)
         .collect();
-    assert!(twice.is_empty(), "dialled again after a set-aside: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "dialled again after a set-aside: {twice:?}"
+    );
     let dialled = holes
         .iter()
         .filter(|h| h.accepts.load(Ordering::SeqCst) == 1)
@@ -324,7 +327,11 @@ async fn a_relay_document_redirect_is_not_followed() {
     let cache = Nip11Cache::new();
     assert_eq!(cache.limits(&relay_url, &cfg).await, None);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(observed.load(Ordering::SeqCst), 0, "the redirect was followed");
+    assert_eq!(
+        observed.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
     observer_task.abort();
     relay_task.abort();
 }

@@ -205,11 +205,16 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
     let strikes = collected
         .statuses
         .iter()
-        .filter(|s| matches!(s, Status::Failed { relay, reason, .. }
-            if relay == &replayer.url && reason.contains("misbehaving")))
+        .filter(|s| {
+            matches!(s, Status::Failed { relay, reason, .. }
+            if relay == &replayer.url && reason.contains("misbehaving"))
+        })
         .count();
     assert_eq!(strikes, 3, "{:?}", summary.penalties);
-    assert!(summary.penalties.get(&replayer.url).is_some_and(|e| e.misbehaved));
+    assert!(summary
+        .penalties
+        .get(&replayer.url)
+        .is_some_and(|e| e.misbehaved));
     println!("replaying relay set aside after {took:?}");
 }
 
@@ -238,7 +243,11 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let took = started.elapsed();
 
-    assert_eq!(summary.penalised, vec![duplicator.url.clone()], "{summary:#?}");
+    assert_eq!(
+        summary.penalised,
+        vec![duplicator.url.clone()],
+        "{summary:#?}"
+    );
     assert!(summary
         .penalties
         .get(&duplicator.url)

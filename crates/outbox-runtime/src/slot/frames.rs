@@ -59,7 +59,11 @@ impl Slot {
                     }
                     Err(false) => return self.drop_frame(FrameDrop::Unrequested).await,
                 };
-                if self.open.get(&n).is_some_and(|s| s.seen.contains(&event.id)) {
+                if self
+                    .open
+                    .get(&n)
+                    .is_some_and(|s| s.seen.contains(&event.id))
+                {
                     // Sent already on this subscription: a replay or a duplicate costs parsing
                     // and counts as unrequested; it is not verified again.
                     trace!(id = %event.id, "event sent again on its subscription");
