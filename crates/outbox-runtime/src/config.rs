@@ -50,9 +50,10 @@ pub struct RuntimeConfig {
     /// relays still awaited); `None`: no bound but the timeouts. Relays that accept a socket
     /// and never answer cost three connect timeouts each before they are set aside, wave after
     /// wave of re-plans: 200 of them kept a run going for minutes after every good note had
-    /// arrived. A healthy run ends long before the default: local runs take well under a
-    /// second, and one wave of relays failing three connects and a re-plan answered in one EOSE
-    /// timeout takes about a minute at the default timeouts (3 × 10 s + backoff + 10 s + 15 s).
+    /// arrived in 48 ms. The default never cuts a healthy run: 200 follows on ten local relays
+    /// take 0.14 to 0.19 s, and at the default timeouts each wave of dead relays costs about
+    /// 31 s (3 × 10 s and backoff), so two such waves and a re-plan answered within its EOSE
+    /// timeout (about 77 s) still end before it.
     pub deadline: Option<Duration>,
     /// With `once`: after the first relay answered a lookup (the follows' relay lists, or
     /// [`fetch_events`](crate::fetch_events)), the others get this long to finish, then the
