@@ -459,3 +459,74 @@ async fn signals_end_the_feed_while_stdout_is_blocked() {
         assert!(stats.exists(), "{signal}: stats saved");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, follows) = one_follow(dir.path(), 3).await;
+    // A second reader relay that accepts sockets and never answers.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_url = format!("ws://{}", hole.local_addr().unwrap());
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hole.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args([
+        "feed",
+        "--once",
+        "--no-stats",
+        "--allow-local",
+        "--since",
+        "7d",
+    ])
+    .args(["--relays", &reader.url, "--relays", &hole_url])
+    .arg("--follows")
+    .arg(&follows)
+    .args(["--connect-timeout", "60s", "--eose-timeout", "60s"])
+    .args(["--deadline", "1s"]);
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let limit = Instant::now() + std::time::Duration::from_secs(15);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > limit {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let wall = started.elapsed();
+    holder.abort();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?} after {wall:?}\n{stderr}",
+        out.status
+    );
+    // The deadline, then the slots' shutdown grace at most.
+    assert!(wall < std::time::Duration::from_secs(8), "{wall:?}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("deadline reached:"))
+        .unwrap_or_else(|| panic!("no deadline line:\n{stderr}"));
+    assert!(line.contains(&hole_url), "{line}");
+    assert!(!line.contains(&reader.url), "{line}");
+    assert_eq!(
+        stdout.lines().count(),
+        3,
+        "the good relay's notes:\n{stdout}"
+    );
+    eprintln!("measured `outbox feed --once --deadline 1s` with a black hole: {wall:?}\n{stderr}");
+}

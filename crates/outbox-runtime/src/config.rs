@@ -45,6 +45,21 @@ pub struct RuntimeConfig {
     pub since: Option<Timestamp>,
     /// Stop once every slot sent EOSE or was set aside, instead of following new notes.
     pub once: bool,
+    /// With `once`: the run ends this long after it started, with what it has (the round
+    /// learned, stats saved, [`FeedSummary::pending`](crate::FeedSummary::pending) naming the
+    /// relays still awaited); `None`: no bound but the timeouts. Relays that accept a socket
+    /// and never answer cost three connect timeouts each before they are set aside, wave after
+    /// wave of re-plans: 200 of them kept a run going for minutes after every good note had
+    /// arrived in 48 ms. The default never cuts a healthy run: 200 follows on ten local relays
+    /// take 0.14 to 0.19 s, and at the default timeouts each wave of dead relays costs about
+    /// 31 s (3 × 10 s and backoff), so two such waves and a re-plan answered within its EOSE
+    /// timeout (about 77 s) still end before it.
+    pub deadline: Option<Duration>,
+    /// With `once`: after the first relay answered a lookup (the follows' relay lists, or
+    /// [`fetch_events`](crate::fetch_events)), the others get this long to finish, then the
+    /// lookup ends with what came; a relay that never answers then costs this, not its
+    /// timeouts.
+    pub lookup_grace: Duration,
     /// Fetch the follows' kind:10002 lists from the reader's relays (and the
     /// [`indexers`](Self::indexers)) and re-plan as they arrive.
     pub discover_lists: bool,
@@ -107,6 +122,8 @@ impl Default for RuntimeConfig {
             kinds: vec![Kind::TextNote],
             since: None,
             once: false,
+            deadline: Some(Duration::from_secs(90)),
+            lookup_grace: Duration::from_secs(2),
             discover_lists: true,
             indexers: Vec::new(),
             replan_debounce: Duration::from_millis(500),
@@ -127,7 +144,8 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// Every timeout scaled down for tests on 127.0.0.1 (connect 500 ms, EOSE 700 ms, backoff
-    /// from 20 ms, debounce 50 ms), and no NIP-11 requests (test relays serve no HTTP).
+    /// from 20 ms, debounce 50 ms, lookup grace 200 ms), and no NIP-11 requests (test relays
+    /// serve no HTTP).
     pub fn fast_for_tests() -> Self {
         Self {
             connect_timeout: Duration::from_millis(500),
@@ -138,6 +156,7 @@ impl RuntimeConfig {
                 factor: 2.0,
             },
             replan_debounce: Duration::from_millis(50),
+            lookup_grace: Duration::from_millis(200),
             shutdown_grace: Duration::from_millis(500),
             limits: LimitsConfig::fast_for_tests(),
             ..Self::default()

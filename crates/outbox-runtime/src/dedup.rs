@@ -21,6 +21,11 @@ impl Dedup {
         }
     }
 
+    /// Whether `id` is remembered.
+    pub(crate) fn contains(&self, id: &EventId) -> bool {
+        self.set.contains(id)
+    }
+
     /// True the first time an id is seen.
     pub(crate) fn insert(&mut self, id: EventId) -> bool {
         if !self.set.insert(id) {

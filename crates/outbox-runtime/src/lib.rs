@@ -383,6 +383,12 @@ pub struct FeedSummary {
     pub time_to_full_eose: Option<Duration>,
     /// The run stopped at the end of its EOSE race, before every relay answered.
     pub raced: bool,
+    /// The run stopped at its [`RuntimeConfig::deadline`]: before every relay answered or was
+    /// set aside, or while probing after the fetch.
+    pub deadline_reached: bool,
+    /// Relays still awaited (a feed or lookup not answered) when the run stopped at its
+    /// deadline or at the end of its EOSE race, by canonical URL.
+    pub pending: Vec<String>,
     /// The planning seed of this run (see [`RuntimeConfig::seed`]).
     pub seed: u64,
     /// Who carried the residual in the last plan.

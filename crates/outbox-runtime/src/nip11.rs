@@ -134,12 +134,15 @@ impl Nip11Cache {
         );
     }
 
+    /// The HTTP client. Redirects are not followed: a relay's document is at the relay's own
+    /// URL, and a redirect could send the request anywhere (another port, a metadata service)
+    /// past the URL policy. A redirect is a failed fetch.
     fn client(&self) -> Option<&reqwest::Client> {
         self.client
             .get_or_init(|| {
                 crate::coordinator::install_crypto_provider();
                 match reqwest::Client::builder()
-                    .redirect(reqwest::redirect::Policy::limited(3))
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                 {
                     Ok(client) => Some(client),

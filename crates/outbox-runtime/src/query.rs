@@ -1,7 +1,9 @@
 //! One-shot lookups: ask a few relays one filter, collect until EOSE or timeout.
 //!
 //! Used before a feed starts, e.g. to fetch the reader's own kind:3 follow list. Each relay gets
-//! its own task and its own timeouts, so one slow relay costs at most the timeouts. A long
+//! its own task and its own timeouts, so one slow relay costs at most the timeouts; once one
+//! relay answered, the others get [`RuntimeConfig::lookup_grace`] and the lookup ends with what
+//! came, so a relay that accepts a socket and never answers costs the grace. A long
 //! author list is asked in chunks that fit relays' message limits (the rules of
 //! `outbox_core::paging`), one after the other on one socket; each chunk reads at most its
 //! `limit` events, so what a relay can make us read is bounded.
@@ -14,8 +16,9 @@ use nostr::event::{Event, EventId};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -24,7 +27,8 @@ use outbox_core::paging::{self, RelayLimits};
 use crate::config::RuntimeConfig;
 
 /// Asks every relay in `relays` (canonical URLs) for `filter` and returns the verified, matching,
-/// de-duplicated events, newest first. Relays that fail or time out just contribute nothing.
+/// de-duplicated events, newest first. Relays that fail or time out contribute what they sent
+/// before. Once a relay answered every chunk, the rest get [`RuntimeConfig::lookup_grace`].
 ///
 /// Each author chunk asks `limit` events (the filter's, else [`Paging::page_limit`]) and reads
 /// no more: lookups are of replaceable events, one per author, so no older pages are asked.
@@ -32,31 +36,56 @@ use crate::config::RuntimeConfig;
 /// [`Paging::page_limit`]: outbox_core::paging::Paging::page_limit
 pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
     crate::coordinator::install_crypto_provider();
+    // Each relay's events come as they are read (at most each chunk's limit), so a relay cut
+    // off by the grace keeps what it sent.
+    let (found, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = JoinSet::new();
     for url in relays {
         let url = url.clone();
         let filter = filter.clone();
         let cfg = cfg.clone();
+        let found = found.clone();
         tasks.spawn(async move {
-            let events = ask_one(&url, &filter, &cfg).await;
-            tracing::debug!(relay = %url, events = events.len(), "lookup done");
-            events
+            let answered = ask_one(&url, &filter, &cfg, &found).await;
+            tracing::debug!(relay = %url, answered, "lookup done");
+            answered
         });
     }
-    let mut all: HashMap<EventId, Event> = HashMap::new();
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok(events) = joined {
-            for e in events {
-                all.entry(e.id).or_insert(e);
+    drop(found);
+    let mut grace_until: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                None => break,
+                Some(Ok(true)) if grace_until.is_none() => {
+                    grace_until = Some(Instant::now() + cfg.lookup_grace);
+                }
+                Some(_) => {}
+            },
+            _ = sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => {
+                tracing::debug!(left = tasks.len(), "lookup grace over; not waiting for the rest");
+                tasks.abort_all();
+                break;
             }
         }
+    }
+    drop(tasks);
+    let mut all: HashMap<EventId, Event> = HashMap::new();
+    while let Ok(e) = events_rx.try_recv() {
+        all.entry(e.id).or_insert(e);
     }
     let mut events: Vec<Event> = all.into_values().collect();
     events.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
     events
 }
 
-async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
+/// Asks one relay, sending what matches to `found`; whether every chunk was answered.
+async fn ask_one(
+    url: &str,
+    filter: &Filter,
+    cfg: &RuntimeConfig,
+    found: &mpsc::UnboundedSender<Event>,
+) -> bool {
     let ws_config = WebSocketConfig::default()
         .max_message_size(Some(cfg.hard_frame_limit))
         .max_frame_size(Some(cfg.hard_frame_limit));
@@ -66,9 +95,9 @@ async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> 
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => {
             tracing::debug!(relay = %url, error = %e, "lookup connect failed");
-            return Vec::new();
+            return false;
         }
-        Err(_) => return Vec::new(),
+        Err(_) => return false,
     };
     // No document is waited for: a lookup fits the conservative defaults.
     let limits = RelayLimits::default();
@@ -87,7 +116,7 @@ async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> 
                 .collect()
         }
     };
-    let mut out = Vec::new();
+    let mut answered = true;
     for (i, authors) in chunks.into_iter().enumerate() {
         let mut asked = filter.clone();
         asked.authors = authors;
@@ -95,6 +124,7 @@ async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> 
         let sub = SubscriptionId::new(format!("outbox-lookup-{i}"));
         let req = ClientMessage::req(sub.clone(), asked.clone());
         if ws.send(Message::text(req.as_json())).await.is_err() {
+            answered = false;
             break;
         }
         let deadline = Instant::now() + cfg.eose_timeout;
@@ -121,7 +151,8 @@ async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> 
                     let event = event.into_owned();
                     let verified = !cfg.verify_signatures || event.verify().is_ok();
                     if verified && asked.match_event(&event, MatchEventOptions::new()) {
-                        out.push(event);
+                        // The receiver outlives every task it waits for.
+                        let _ = found.send(event);
                     }
                 }
                 Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub => break true,
@@ -133,13 +164,15 @@ async fn ask_one(url: &str, filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> 
         };
         if !finished {
             // A timeout or a lost socket: keep what came, ask no more of this relay.
+            answered = false;
             break;
         }
         let close = ClientMessage::close(sub);
         if ws.send(Message::text(close.as_json())).await.is_err() {
+            answered = false;
             break;
         }
     }
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
-    out
+    answered
 }

@@ -158,3 +158,105 @@ async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
     assert!(!summary.penalised.contains(&good.url));
     assert!(!summary.penalised.contains(&reader.url));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
+    let reader = RealRelay::start().await;
+    let now = now();
+    let f = keys(1);
+    let notes: Vec<_> = (0..3)
+        .map(|i| note(&f, now - 100 - i, &format!("note {i}")))
+        .collect();
+    let replayer = FaultServer::start(Fault::Replay, notes.clone()).await;
+    let mut world = World::default();
+    for n in &notes {
+        world.put(n.clone(), &[&reader]).await;
+    }
+    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&replayer.url, None)])));
+    // A continuing feed: the replays land on the first page, kept open for live notes.
+    let config = RuntimeConfig {
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let bound = Duration::from_secs(10);
+    let set_aside = wait_for(&out, bound, |c| {
+        c.statuses.iter().any(|s| {
+            matches!(s, Status::Penalised { relay, reason, .. }
+                if relay == &replayer.url && reason.contains("misbehaving"))
+        })
+    })
+    .await;
+    let took = started.elapsed();
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+
+    assert!(set_aside, "the replayer was not set aside: {summary:#?}");
+    assert!(took < bound, "{took:?}");
+    let connections = replayer.connections.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&connections), "{connections} connections");
+    let collected = out.lock().unwrap();
+    assert!(notes.iter().all(|n| collected.notes.contains_key(&n.id)));
+    let strikes = collected
+        .statuses
+        .iter()
+        .filter(|s| {
+            matches!(s, Status::Failed { relay, reason, .. }
+            if relay == &replayer.url && reason.contains("misbehaving"))
+        })
+        .count();
+    assert_eq!(strikes, 3, "{:?}", summary.penalties);
+    assert!(summary
+        .penalties
+        .get(&replayer.url)
+        .is_some_and(|e| e.misbehaved));
+    println!("replaying relay set aside after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
+    let reader = RealRelay::start().await;
+    let now = now();
+    let f = keys(1);
+    let n = note(&f, now - 100, "once is enough");
+    let duplicator = FaultServer::start(Fault::Duplicates, vec![n.clone()]).await;
+    let mut world = World::default();
+    world.put(n.clone(), &[&reader]).await;
+    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&duplicator.url, None)])));
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        // Time enough to read every copy: only the duplicate bound ends the page early.
+        eose_timeout: Duration::from_secs(60),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let took = started.elapsed();
+
+    assert_eq!(
+        summary.penalised,
+        vec![duplicator.url.clone()],
+        "{summary:#?}"
+    );
+    assert!(summary
+        .penalties
+        .get(&duplicator.url)
+        .is_some_and(|e| e.misbehaved && e.last_reason.contains("misbehaving")));
+    // Each connection stopped at the bound (1,000 beyond the page's 500), not after 100,000.
+    let received = summary.relays[&duplicator.url].received;
+    assert!(received <= 3, "{received}");
+    let collected = out.lock().unwrap();
+    assert!(collected.notes.contains_key(&n.id));
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    println!("a page of {DUPLICATES} duplicates: the run took {took:?}");
+}

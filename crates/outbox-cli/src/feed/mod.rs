@@ -86,6 +86,10 @@ pub struct Args {
     /// Stop when every relay sent EOSE or was set aside, then print a summary.
     #[arg(long)]
     once: bool,
+    /// With `--once`: end the run this long after it started with what it has, naming the
+    /// relays still awaited (default: 90s, far above what a healthy run takes).
+    #[arg(long, value_parser = humantime::parse_duration, requires = "once")]
+    deadline: Option<Duration>,
     /// Accept loopback relays (local testing).
     #[arg(long)]
     allow_local: bool,
@@ -275,7 +279,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         config.indexers.iter().chain(&args.indexers),
         "indexer",
     )?;
+    let defaults = RuntimeConfig::default();
     let runtime_config = RuntimeConfig {
+        deadline: args.deadline.or(defaults.deadline),
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
         verify_signatures: !args.no_verify,
@@ -286,7 +292,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         eose_race: args.eose_race,
         indexers: indexers.clone(),
         auth,
-        ..RuntimeConfig::default()
+        ..defaults
     };
 
     let follows = match &args.npub {
@@ -471,6 +477,43 @@ fn describe_auth(s: &FeedSummary) -> Vec<String> {
     lines
 }
 
+/// Most pending relays named in the summary; the rest are counted.
+const MAX_PENDING_SHOWN: usize = 10;
+
+/// One line when the run stopped early (its deadline, its EOSE race): the relays still
+/// awaited, escaped.
+fn describe_pending(s: &FeedSummary) -> Option<String> {
+    if !s.deadline_reached && s.pending.is_empty() {
+        return None;
+    }
+    let why = if s.deadline_reached {
+        "deadline reached"
+    } else {
+        "stopped early"
+    };
+    if s.pending.is_empty() {
+        return Some(format!("{:<21}nothing pending", format!("{why}:")));
+    }
+    let shown: Vec<String> = s
+        .pending
+        .iter()
+        .take(MAX_PENDING_SHOWN)
+        .map(|url| escape(url))
+        .collect();
+    let more = s.pending.len().saturating_sub(MAX_PENDING_SHOWN);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{:<21}{} relays pending: {}{more}",
+        format!("{why}:"),
+        s.pending.len(),
+        shown.join(", ")
+    ))
+}
+
 /// One line: what probing did (relays the plan did not ask, probed after the fetch), with the
 /// first failure's reason, escaped.
 fn describe_probes(s: &FeedSummary) -> String {
@@ -533,6 +576,7 @@ fn print_summary(s: &FeedSummary) {
             }
         ),
     ];
+    lines.extend(describe_pending(s));
     lines.push(describe_probes(s));
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));

@@ -73,6 +73,9 @@ impl Coordinator {
                     .or_default()
                     .lookup_pages += pages;
                 let once = self.cfg.once;
+                if once && self.lists_race_at.is_none() {
+                    self.lists_race_at = Some(Instant::now() + self.cfg.lookup_grace);
+                }
                 if let Some(live) = self.live.get_mut(url) {
                     if once {
                         live.lists = None;

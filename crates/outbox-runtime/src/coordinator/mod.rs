@@ -119,6 +119,10 @@ struct Tally {
     dropped: BTreeMap<FrameDrop, u64>,
     /// A `once` run stopped at the end of its EOSE race.
     raced: bool,
+    /// A `once` run stopped at its deadline.
+    deadline_reached: bool,
+    /// Relays still awaited (feed or lookup) when a `once` run stopped early.
+    pending: Vec<String>,
     relays: BTreeMap<String, RelayOutcome>,
     penalised: BTreeSet<String>,
     /// Relay lists an indexer delivered first (none of the reader's relays had sent them).
@@ -163,6 +167,11 @@ struct Coordinator {
     plan_seed: u64,
     /// With `once` and an EOSE race: when to stop waiting for stragglers.
     race_at: Option<Instant>,
+    /// With `once`: when the relay-list lookup stops waiting for relays that have not answered
+    /// (set by the first lookup answer, see [`RuntimeConfig::lookup_grace`]).
+    lists_race_at: Option<Instant>,
+    /// With `once` and a deadline: when the run ends, whatever is still pending.
+    deadline_at: Option<Instant>,
     /// Relay documents (NIP-11), shared by every slot.
     nip11: Arc<Nip11Cache>,
     /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
@@ -233,6 +242,8 @@ impl Coordinator {
             indexers,
             plan_seed,
             race_at: None,
+            lists_race_at: None,
+            deadline_at: None,
             nip11: Arc::new(Nip11Cache::new()),
             wave_replan: false,
             dialled: HashSet::new(),
@@ -275,10 +286,16 @@ impl Coordinator {
     }
 
     /// The route table from the known lists, leaving out relays in the penalty box, with the
-    /// residual's carriers as its reader relays (see [`Network`]).
+    /// residual's carriers as its reader relays (see [`Network`]). A `--once` run also leaves
+    /// out every relay it set aside itself, for the rest of the run: a first set-aside lasts a
+    /// minute, and a run still re-planning when it expires would dial again relays it already
+    /// gave up on (the box keeps its deadlines for later runs).
     fn build_table(&self, now: u64) -> (RouteTable, Carriers) {
-        let penalised: HashSet<&str> = self.penalties.penalised(now).collect();
-        self.table_without(&penalised, now)
+        let mut left_out: HashSet<&str> = self.penalties.penalised(now).collect();
+        if self.cfg.once {
+            left_out.extend(self.tally.penalised.iter().map(String::as_str));
+        }
+        self.table_without(&left_out, now)
     }
 
     /// The route table from the known lists without the relays of `left_out` (see
@@ -360,6 +377,7 @@ impl Coordinator {
         let usable = |urls: &[String]| -> Vec<String> {
             urls.iter()
                 .filter(|u| !self.penalties.is_penalised(u, now))
+                .filter(|u| !(self.cfg.once && self.tally.penalised.contains(*u)))
                 .cloned()
                 .collect()
         };
@@ -514,6 +532,44 @@ impl Coordinator {
                 .all(|l| l.lists.is_none_or(|p| p == Progress::Eose))
     }
 
+    /// Relays still awaited: a feed filter not answered, or a lookup not finished.
+    fn pending(&self) -> Vec<String> {
+        let answered: HashSet<&str> = self.recorder.answered().map(|(url, _)| url).collect();
+        self.live
+            .iter()
+            .filter(|(url, live)| {
+                let feed = self.recorder.is_asked(url) && !answered.contains(url.as_str());
+                feed || live.lists == Some(Progress::Pending)
+            })
+            .map(|(url, _)| url.clone())
+            .collect()
+    }
+
+    /// The lookup's grace is over (`--once`): relays that have not answered it are not waited
+    /// for; what they sent is kept.
+    fn end_lookups(&mut self) {
+        self.lists_race_at = None;
+        let waiting: Vec<String> = self
+            .live
+            .iter()
+            .filter(|(_, l)| l.lists == Some(Progress::Pending))
+            .map(|(url, _)| url.clone())
+            .collect();
+        for url in &waiting {
+            debug!(relay = %url, "relay-list lookup not answered in its grace; not waiting");
+            if let Some(live) = self.live.get_mut(url) {
+                live.lists = None;
+                live.send(SlotCommand::Close {
+                    sub: SubKind::Lists,
+                });
+            }
+            self.close_live_if_idle(url);
+        }
+        if !waiting.is_empty() && self.lists_changed {
+            self.schedule_replan(Duration::ZERO);
+        }
+    }
+
     /// Ends the feed subscription on `url` (and its socket, if nothing else uses it). An answer
     /// not learned yet stays with the recorder for the next round.
     fn close_feed(&mut self, url: &str) {
@@ -626,6 +682,9 @@ impl Coordinator {
         // the residual on the reader's relays.
         self.replan().await;
         self.start_discovery();
+        if self.cfg.once {
+            self.deadline_at = self.cfg.deadline.map(|d| self.started + d);
+        }
         let mut flush = tokio::time::interval(self.cfg.stats_flush_interval);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         flush.tick().await;
@@ -648,10 +707,25 @@ impl Coordinator {
             }
             let replan_at = self.replan_at;
             let race_at = self.race_at;
+            let lists_race_at = self.lists_race_at;
+            let deadline_at = self.deadline_at;
             tokio::select! {
+                _ = tokio::time::sleep_until(deadline_at.unwrap_or_else(Instant::now)), if deadline_at.is_some() => {
+                    // The run ends with what it has; the rest is named in the summary.
+                    self.tally.pending = self.pending();
+                    warn!(pending = self.tally.pending.len(), "deadline reached; ending the run");
+                    self.tally.deadline_reached = true;
+                    self.record_round(false);
+                    self.note_time_to_90();
+                    break;
+                }
+                _ = tokio::time::sleep_until(lists_race_at.unwrap_or_else(Instant::now)), if lists_race_at.is_some() => {
+                    self.end_lookups();
+                }
                 _ = tokio::time::sleep_until(race_at.unwrap_or_else(Instant::now)), if race_at.is_some() && self.tally.full_eose.is_none() => {
                     // The EOSE race is over: learn from who answered, stop waiting for the rest.
                     debug!("EOSE race over; not waiting for the remaining relays");
+                    self.tally.pending = self.pending();
                     self.record_round(false);
                     self.tally.raced = true;
                     self.note_time_to_90();

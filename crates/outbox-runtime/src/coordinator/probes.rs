@@ -65,16 +65,28 @@ impl Coordinator {
     }
 
     /// The end of a feed, after its slots closed: a `--once` run that was not told to stop
-    /// probes now and waits for the answers (bounded by the probes' timeouts); a continuing feed
+    /// and did not reach its deadline probes now and waits for the answers (bounded by the
+    /// probes' timeouts and the deadline); a continuing feed
     /// stops the probes in flight and learns what already came back.
     pub(super) async fn probe_at_end(&mut self) {
         let answers = if self.cfg.once {
-            if self.stop_requested {
+            if self.stop_requested || self.tally.deadline_reached {
                 return;
             }
-            match self.spawn_probes() {
-                Some(mut probing) => probing.join().await,
-                None => return,
+            let Some(mut probing) = self.spawn_probes() else {
+                return;
+            };
+            // The run's deadline bounds its probes too: what answered by then is learned.
+            match self.deadline_at {
+                None => probing.join().await,
+                Some(at) => match tokio::time::timeout_at(at, probing.join()).await {
+                    Ok(answers) => answers,
+                    Err(_) => {
+                        warn!("deadline reached while probing; stopping the probes");
+                        self.tally.deadline_reached = true;
+                        probing.stop(self.cfg.shutdown_grace).await
+                    }
+                },
             }
         } else {
             match self.probing.take() {

@@ -79,6 +79,8 @@ impl Coordinator {
             time_to_90_percent: self.tally.to_90,
             time_to_full_eose: self.tally.full_eose,
             raced: self.tally.raced,
+            deadline_reached: self.tally.deadline_reached,
+            pending: self.tally.pending,
             seed: self.plan_seed,
             carriers: self.carriers,
             uncovered: self.tally.uncovered,

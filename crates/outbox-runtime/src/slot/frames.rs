@@ -59,6 +59,19 @@ impl Slot {
                     }
                     Err(false) => return self.drop_frame(FrameDrop::Unrequested).await,
                 };
+                if self
+                    .open
+                    .get(&n)
+                    .is_some_and(|s| s.seen.contains(&event.id))
+                {
+                    // Sent already on this subscription: a replay or a duplicate costs parsing
+                    // and counts as unrequested; it is not verified again.
+                    trace!(id = %event.id, "event sent again on its subscription");
+                    return match self.flood.count(self.cfg.max_unrequested) {
+                        Some(failure) => Handled::End(Ended::Failed(failure)),
+                        None => Handled::Ok,
+                    };
+                }
                 let horizon = Timestamp::now()
                     .as_secs()
                     .saturating_add(self.cfg.future_tolerance.as_secs());
@@ -176,6 +189,7 @@ impl Slot {
                 Handled::End(Ended::Shutdown)
             };
         }
+        open.seen.insert(event.id);
         let kind = open.kind;
         let fresh = match open.page.as_mut() {
             Some(page) => {

@@ -27,8 +27,9 @@
 //! connection does the same for every purpose. Answers to closed subscriptions are dropped
 //! quietly (they may cross our CLOSE); ids we never issued are unrequested frames.
 //!
-//! A relay that floods (valid events outside the filter asked, or answers to subscriptions
-//! closed longer than the EOSE timeout ago) is counted per connection; past
+//! A relay that floods (valid events outside the filter asked, the same event again on one
+//! subscription, or answers to subscriptions closed longer than the EOSE timeout ago) is
+//! counted per connection; past
 //! [`RuntimeConfig::max_unrequested`] beyond the events asked for, the connection ends as
 //! [`Failure::Flooded`]. Events dated beyond [`RuntimeConfig::future_tolerance`] are bad frames.
 //!
@@ -60,6 +61,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tracing::{debug, info, trace, warn, Instrument};
 
 use crate::config::RuntimeConfig;
+use crate::dedup::Dedup;
 use crate::nip11::Nip11Cache;
 
 mod auth;
@@ -283,7 +285,14 @@ struct OpenSub {
     /// Sent after the relay accepted our AUTH on this connection: a second `auth-required:`
     /// refusal of it is final.
     signed_in: bool,
+    /// Ids the relay sent on this subscription (the newest [`MAX_SEEN_PER_SUB`]): the same id
+    /// again, before or after EOSE, is a replay and counts as unrequested.
+    seen: Dedup,
 }
+
+/// Event ids remembered per open subscription to recognise replays: a page's answer (at most
+/// its limit when the relay is honest) and the newest live notes.
+pub const MAX_SEEN_PER_SUB: usize = 10_000;
 
 struct PageInFlight {
     deadline: Instant,

@@ -155,6 +155,7 @@ impl Slot {
                     answer: Page::default(),
                 }),
                 signed_in,
+                seen: Dedup::new(MAX_SEEN_PER_SUB),
             },
         );
         ws.send(Message::text(json))

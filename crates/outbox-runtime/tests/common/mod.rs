@@ -161,10 +161,19 @@ pub enum Fault {
     /// other events over and over (valid, but not what was asked) until the socket fails or
     /// [`FLOOD`] frames were sent.
     Flood,
+    /// Answers a REQ with its events and EOSE, then sends the same events again and again on
+    /// the subscription (valid, asked for, already sent) until the socket fails or [`FLOOD`]
+    /// frames were sent.
+    Replay,
+    /// Answers a REQ with the first event [`DUPLICATES`] times, then EOSE.
+    Duplicates,
 }
 
-/// Most frames one [`Fault::Flood`] answer sends.
+/// Most frames one [`Fault::Flood`] or [`Fault::Replay`] answer sends.
 pub const FLOOD: usize = 300_000;
+
+/// Copies of one event a [`Fault::Duplicates`] page carries.
+pub const DUPLICATES: usize = 100_000;
 
 /// A tiny WebSocket server that misbehaves in one way; counts connections.
 pub struct FaultServer {
@@ -229,6 +238,34 @@ impl FaultServer {
                                 let _ = ws.send(Message::text(huge)).await;
                                 let _ = ws.send(Message::text(r#"["EVENT"]"#)).await;
                                 let _ = ws.send(Message::binary(vec![0u8, 1, 2])).await;
+                            }
+                            Fault::Replay => {
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                let answer = events.iter().map(event_frame).chain([eose]);
+                                for frame in answer {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
+                                }
+                                for e in events.iter().cycle().take(FLOOD) {
+                                    if ws.send(Message::text(event_frame(e))).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                            Fault::Duplicates => {
+                                if let Some(e) = events.first() {
+                                    let frame = event_frame(e);
+                                    for _ in 0..DUPLICATES {
+                                        if ws.send(Message::text(frame.clone())).await.is_err() {
+                                            return;
+                                        }
+                                    }
+                                }
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                if ws.send(Message::text(eose)).await.is_err() {
+                                    return;
+                                }
                             }
                             Fault::Flood => {
                                 if let Some(e) = events.first() {

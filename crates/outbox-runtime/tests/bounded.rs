@@ -1,0 +1,337 @@
+//! Relays that never answer cannot keep a run going: black holes (a listener that accepts a
+//! socket and never reads or writes) and silent WebSockets. A `--once` run never dials again a
+//! relay it set aside, ends at its deadline naming what is still pending, and its lookups end
+//! once the good answers are in. A relay document's redirect is not followed anywhere.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures_util::StreamExt;
+use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::filter::Filter;
+use nostr::key::Keys;
+use nostr::types::Timestamp;
+use outbox_core::{MemoryStore, StatsStore, UrlPolicy};
+use outbox_runtime::{
+    fetch_events, start, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A listener that accepts sockets and holds them without reading or writing; counts accepts.
+struct BlackHole {
+    url: String,
+    accepts: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BlackHole {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl BlackHole {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let accepts = Arc::new(AtomicUsize::new(0));
+        let count = accepts.clone();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        Self { url, accepts, task }
+    }
+}
+
+/// A WebSocket server that completes the handshake and then never answers anything.
+struct Silent {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Silent {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    // Read and ignore everything, answer nothing.
+                    while let Some(Ok(_)) = ws.next().await {}
+                });
+            }
+        });
+        Self { url, task }
+    }
+}
+
+const CONFIG: &str = "max_connections = 50\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
+
+const HOLES: usize = 200;
+
+/// 200 follows, each listing one black hole as its only write relay; every note is on the
+/// reader's relay (the residual finds it once the black holes are set aside).
+async fn black_hole_world(reader: &RealRelay) -> (Vec<BlackHole>, FeedInput, Vec<Event>) {
+    let now = now();
+    let mut holes = Vec::new();
+    for _ in 0..HOLES {
+        holes.push(BlackHole::start().await);
+    }
+    let f: Vec<Keys> = (1..=HOLES as u8).map(keys).collect();
+    let mut notes = Vec::new();
+    let mut world = World::default();
+    for (i, k) in f.iter().enumerate() {
+        let n = note(k, now - 100 - i as u64, &format!("note {i}"));
+        world.put(n.clone(), &[reader]).await;
+        notes.push(n);
+    }
+    let follows = f.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    for (k, hole) in f.iter().zip(&holes) {
+        assert!(input.add_relay_list_event(&relay_list(k, now, &[(&hole.url, None)])));
+    }
+    (holes, input, notes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
+    let reader = RealRelay::start().await;
+    let (holes, input, notes) = black_hole_world(&reader).await;
+    // One failed connect sets a relay aside, for a second: far shorter than the run, so a run
+    // that planned from the penalty box alone would dial the first ones again.
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        connect_timeout: Duration::from_millis(300),
+        penalty: PenaltyPolicy {
+            strikes: 1,
+            initial: Duration::from_secs(1),
+            ..PenaltyPolicy::default()
+        },
+        deadline: Some(Duration::from_secs(15)),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(20)).await;
+    let took = started.elapsed();
+
+    let twice: Vec<(&str, usize)> = holes
+        .iter()
+        .map(|h| (h.url.as_str(), h.accepts.load(Ordering::SeqCst)))
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "dialled again after a set-aside: {twice:?}"
+    );
+    let dialled = holes
+        .iter()
+        .filter(|h| h.accepts.load(Ordering::SeqCst) == 1)
+        .count();
+    assert_eq!(dialled, HOLES, "every black hole is tried once");
+    assert_eq!(summary.penalised.len(), HOLES, "{:?}", summary.penalised);
+    assert!(!summary.deadline_reached, "{took:?}");
+    assert!(summary.pending.is_empty(), "{:?}", summary.pending);
+    let collected = out.lock().unwrap();
+    let missing = notes
+        .iter()
+        .filter(|n| !collected.notes.contains_key(&n.id))
+        .count();
+    assert_eq!(missing, 0, "every note comes from the reader's relay");
+    println!("{HOLES} black holes, each dialled once: the run took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_run_ends_at_its_deadline_and_names_what_is_pending() {
+    let reader = RealRelay::start().await;
+    let (holes, mut input, notes) = black_hole_world(&reader).await;
+    let store = Arc::new(MemoryStore::new());
+    input.store = store.clone();
+    // Timeouts far longer than the deadline: only the deadline can end this run early.
+    let deadline = Duration::from_secs(2);
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        connect_timeout: Duration::from_secs(60),
+        eose_timeout: Duration::from_secs(60),
+        deadline: Some(deadline),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, config.clone()).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let took = started.elapsed();
+
+    // The deadline, then at most the slots' shutdown (twice the grace).
+    let bound = deadline + config.shutdown_grace * 2 + Duration::from_millis(500);
+    assert!(took >= deadline && took < bound, "{took:?}");
+    assert!(summary.deadline_reached);
+    // Pending: the black holes of the first plan, still connecting. Nothing else.
+    let holes_urls: Vec<&str> = holes.iter().map(|h| h.url.as_str()).collect();
+    assert!(!summary.pending.is_empty());
+    assert!(
+        summary
+            .pending
+            .iter()
+            .all(|p| holes_urls.contains(&p.as_str())),
+        "{:?}",
+        summary.pending
+    );
+    assert!(!summary.pending.contains(&reader.url));
+    // What the run had is kept: the reader's answer learned and saved.
+    assert!(summary.relays_answered >= 1, "{summary:#?}");
+    assert!(summary.stats_error.is_none());
+    let saved = StatsStore::load(store.as_ref()).await.expect("saved").stats;
+    assert_eq!(saved.session(), 1, "the run was counted and saved");
+    assert!(saved.get(&reader.url).latency_ms.is_some());
+    // Notes of follows the first plan left to the residual arrived.
+    let collected = out.lock().unwrap();
+    assert!(notes.iter().any(|n| collected.notes.contains_key(&n.id)));
+    println!(
+        "deadline {deadline:?}: ended after {took:?}, {} relays pending",
+        summary.pending.len()
+    );
+}
+
+/// A signed kind:3 follow list.
+fn follow_list(author: &Keys, created_at: u64) -> Event {
+    let tag = Tag::parse(["p".to_string(), keys(7).public_key().to_hex()]).unwrap();
+    EventBuilder::new(Kind::ContactList, "")
+        .tags([tag])
+        .custom_created_at(Timestamp::from(created_at))
+        .finalize(author)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_ends_once_the_good_answers_are_in() {
+    let good = RealRelay::start().await;
+    let hole = BlackHole::start().await;
+    let silent = Silent::start().await;
+    let reader = keys(1);
+    let list = follow_list(&reader, now() - 10);
+    good.store(&list).await;
+    let config = RuntimeConfig {
+        connect_timeout: Duration::from_secs(10),
+        eose_timeout: Duration::from_secs(10),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let filter = Filter::new()
+        .author(reader.public_key())
+        .kind(Kind::ContactList);
+    let relays = [hole.url.clone(), good.url.clone(), silent.url.clone()];
+    let started = Instant::now();
+    let found = fetch_events(&relays, &filter, &config).await;
+    let took = started.elapsed();
+
+    assert_eq!(found.iter().map(|e| e.id).collect::<Vec<_>>(), [list.id]);
+    assert!(hole.accepts.load(Ordering::SeqCst) >= 1);
+    // The grace after the good answer, far from either timeout.
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    println!("lookup with a black hole and a silent relay: {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
+    let reader = RealRelay::start().await;
+    let hole = BlackHole::start().await;
+    let now = now();
+    let f: Vec<Keys> = (1..=3).map(keys).collect();
+    let mut world = World::default();
+    let mut notes = Vec::new();
+    for (i, k) in f.iter().enumerate() {
+        let n = note(k, now - 100 - i as u64, &format!("note {i}"));
+        world.put(n.clone(), &[&reader]).await;
+        notes.push(n);
+        reader
+            .store(&relay_list(k, now, &[(&reader.url, None)]))
+            .await;
+    }
+    let follows = f.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
+    input.policy = UrlPolicy::allow_local();
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: true,
+        indexers: vec![hole.url.clone()],
+        connect_timeout: Duration::from_secs(5),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let took = started.elapsed();
+
+    assert_eq!(summary.relay_lists, 3, "{summary:#?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert!(!summary.deadline_reached);
+    let collected = out.lock().unwrap();
+    assert!(notes.iter().all(|n| collected.notes.contains_key(&n.id)));
+    println!("list lookup with a black-holed indexer: the run took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_document_redirect_is_not_followed() {
+    // The observer: anything that reaches it was sent where the relay pointed.
+    let observer = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let observer_port = observer.local_addr().unwrap().port();
+    let observed = Arc::new(AtomicUsize::new(0));
+    let seen = observed.clone();
+    let observer_task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = observer.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\n\r\n").await;
+        }
+    });
+    let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_url = format!("ws://{}", relay.local_addr().unwrap());
+    let relay_task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = relay.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let answer = format!(
+                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{observer_port}/latest/meta-data/iam\r\n\
+                 Content-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+        }
+    });
+    let cfg = Nip11Config {
+        enabled: true,
+        timeout: Duration::from_secs(2),
+        ..Nip11Config::default()
+    };
+    let cache = Nip11Cache::new();
+    assert_eq!(cache.limits(&relay_url, &cfg).await, None);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        observed.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+    observer_task.abort();
+    relay_task.abort();
+}
