@@ -64,22 +64,17 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<Strin
 
 /// Runs `outbox feed --once` on `relay` with `extra` arguments (a store among them or
 /// `--no-stats`) and environment.
-async fn feed_with(
-    relay: &str,
-    follows: &Path,
-    extra: Vec<String>,
-    env: Option<String>,
-) -> Output {
+async fn feed_with(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
     let (relay, follows) = (relay.to_string(), follows.to_path_buf());
     tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
         cmd.args(["feed", "--once", "--allow-local", "--seed", "1"])
-        .args(["--relays", &relay])
-        .arg("--follows")
-        .arg(&follows)
-        .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-        .args(extra)
-        .env_remove("OUTBOX_SECRET_KEY");
+            .args(["--relays", &relay])
+            .arg("--follows")
+            .arg(&follows)
+            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+            .args(extra)
+            .env_remove("OUTBOX_SECRET_KEY");
         if let Some(value) = env {
             cmd.env("OUTBOX_SECRET_KEY", value);
         }
@@ -233,10 +228,17 @@ async fn a_relay_that_needed_sign_in_is_read_at_once_when_a_key_is_given() {
     let out = feed_with(&url, &follows, store.clone(), None).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.stdout.len(), 0, "{stderr}");
-    assert!(stderr.contains("needs sign-in (NIP-42) and no key was given"), "{stderr}");
+    assert!(
+        stderr.contains("needs sign-in (NIP-42) and no key was given"),
+        "{stderr}"
+    );
 
     let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
-    let file = key_file(dir.path(), "reader.key", &reader.secret_key().to_secret_hex());
+    let file = key_file(
+        dir.path(),
+        "reader.key",
+        &reader.secret_key().to_secret_hex(),
+    );
     let mut with_key = store;
     with_key.extend(["--secret-key-file".to_string(), file.display().to_string()]);
     let out = feed_with(&url, &follows, with_key, None).await;
@@ -270,6 +272,12 @@ async fn a_key_file_holding_the_readers_public_key_is_refused() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("the reader's public key, not a secret key"), "{stderr}");
-    assert!(!stderr.contains("no follow list"), "refused before fetching: {stderr}");
+    assert!(
+        stderr.contains("the reader's public key, not a secret key"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("no follow list"),
+        "refused before fetching: {stderr}"
+    );
 }

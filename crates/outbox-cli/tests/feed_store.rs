@@ -37,7 +37,13 @@ async fn relay_with_notes(dir: &Path) -> (Relay, std::path::PathBuf) {
     let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
     for n in 0..2 {
         relay
-            .store(&signed(&author, Kind::TextNote, &format!("n{n}"), vec![], 60 + n))
+            .store(&signed(
+                &author,
+                Kind::TextNote,
+                &format!("n{n}"),
+                vec![],
+                60 + n,
+            ))
             .await;
     }
     let follows = dir.join("follows.txt");
@@ -125,11 +131,22 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
         ),
     )
     .unwrap();
-    let out = feed(url, &follows, vec!["--stats".into(), stats.display().to_string()]).await;
+    let out = feed(
+        url,
+        &follows,
+        vec!["--stats".into(), stats.display().to_string()],
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(&format!("{url}: set aside until 20")), "{stderr}");
-    assert!(stderr.contains("blocked: go away\\u{1b}[2J"), "escaped: {stderr}");
+    assert!(
+        stderr.contains(&format!("{url}: set aside until 20")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("blocked: go away\\u{1b}[2J"),
+        "escaped: {stderr}"
+    );
     assert!(!stderr.contains("go away\u{1b}"), "{stderr}");
 
     let now = std::time::SystemTime::now()
@@ -139,5 +156,8 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
     let kept: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&penalties).unwrap()).unwrap();
     let until = kept["relays"][url]["until"].as_u64().unwrap();
-    assert!(until <= now + 6 * 3600 + 60, "kept until {until}, now {now}");
+    assert!(
+        until <= now + 6 * 3600 + 60,
+        "kept until {until}, now {now}"
+    );
 }

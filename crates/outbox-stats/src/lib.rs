@@ -186,8 +186,9 @@ impl FileStore {
         &self.path
     }
 
-    /// The lock file saves hold while they read, merge and replace the stats file
-    /// (`<name>.lock`; the stats file itself is replaced by a rename, so it cannot be locked).
+    /// The lock file a save holds while it reads, merges and replaces the stats file
+    /// (`<name>.lock`, created and removed by each save; the stats file itself is replaced by a
+    /// rename, so it cannot be locked).
     pub fn lock_path(&self) -> PathBuf {
         sibling(&self.path, ".lock")
     }
@@ -433,35 +434,62 @@ fn set_base(base: &Mutex<Option<DeliveryStats>>, stats: &DeliveryStats) {
 /// How long a save waits for another process's save to release the lock file.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Takes the exclusive lock on `path` (created owner-only if missing), waiting at most
-/// [`LOCK_WAIT`]; released when the returned file is dropped.
-fn lock_file(path: &Path) -> Result<fs::File, StatsStoreError> {
+/// A lock file older than this is left over by a save that never finished (a crash), and is
+/// taken over. A save holds it for moments.
+pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A held lock file; removed when dropped.
+struct LockFile(PathBuf);
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Takes the lock: creates `path` (owner-only) if no one holds it, waiting at most
+/// [`LOCK_WAIT`] for another save; a lock older than [`STALE_LOCK`] is taken over. Anything
+/// but a regular file there is an error at once.
+fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
     let io_err = |source| StatsStoreError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = private_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io_err)?;
     let started = std::time::Instant::now();
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(io_err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!("held by another process for over {} s", LOCK_WAIT.as_secs()),
-                )))
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(e)),
+        match private_options().write(true).create_new(true).open(path) {
+            Ok(_) => return Ok(LockFile(path.to_path_buf())),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(e)),
         }
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            // Released meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err(e)),
+        };
+        if !meta.is_file() {
+            return Err(io_err(io::Error::other(
+                "the lock file is not a regular file",
+            )));
+        }
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .unwrap_or_default();
+        if age > STALE_LOCK {
+            tracing::warn!(path = %path.display(), "taking over a lock file left by a save that never finished");
+            let _ = fs::remove_file(path);
+            continue;
+        }
+        if started.elapsed() >= LOCK_WAIT {
+            return Err(io_err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("held by another save for over {} s", LOCK_WAIT.as_secs()),
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

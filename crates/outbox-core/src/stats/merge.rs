@@ -82,7 +82,7 @@ impl DeliveryStats {
                 self.authors.get(&author),
                 base.authors.get(&author),
                 run.authors.get(&author),
-                |t, b, r| combine_author(t, b, r),
+                combine_author,
             );
             match merged {
                 Some(mut m) => {
