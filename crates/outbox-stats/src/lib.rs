@@ -56,7 +56,10 @@
 //!
 //! - Writes are atomic: a temporary file in the same directory is written, fsynced and renamed
 //!   over the target, then the directory is fsynced. A crash leaves either the old or the new
-//!   file, never a mix; concurrent writers each replace the file whole (the last one wins).
+//!   file, never a mix. A save holds the lock file `<name>.lock` while it reads what is stored,
+//!   adds what its run learned since it loaded ([`DeliveryStats::merge_learning`]) and
+//!   replaces the file, so concurrent runs keep each other's learning. Files are created
+//!   owner-only (0600 on Unix), and what is kept is bounded ([`DeliveryStats::prune`]).
 //! - Before a save replaces the file, the current file is checked: if it parses, it is kept as
 //!   `<name>.bak` (hard link, or copy where links are not supported); if it does not, it is
 //!   moved aside as `<name>.corrupt-<unix seconds>` instead of being overwritten; if it is from

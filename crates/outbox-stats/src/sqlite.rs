@@ -15,14 +15,20 @@
 //!
 //! - Every save is one `BEGIN IMMEDIATE` transaction, so a crash or an error midway leaves the
 //!   previous state; the journal is WAL with `synchronous = FULL`.
-//! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]; each
-//!   save replaces its part whole, the last one wins.
+//! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]. A
+//!   stats save reads what is stored, adds what its run learned since it loaded
+//!   ([`DeliveryStats::merge_learning`]) and writes, in one transaction: concurrent runs keep
+//!   each other's learning. Lists and the penalty box are replaced whole, the last one wins.
 //! - A database that is not one (garbage) or fails SQLite's integrity check is renamed to
 //!   `<name>.corrupt-<unix seconds>` (with its `-wal`), reported as a [`LoadWarning`], and a
 //!   fresh one starts in its place. So is one larger than [`MAX_STATS_BYTES`] (a bound on what a
 //!   load reads).
 //! - A database of a newer schema version is refused ([`StatsStoreError::Newer`]) before
-//!   anything is written to it; so is a database of some other program (tables but no `meta`).
+//!   anything is written to it; so is a database of some other program: another
+//!   `PRAGMA application_id` than [`APPLICATION_ID`], or none and tables that are not all ours
+//!   (databases of earlier builds have none and only our tables; they are marked on save).
+//! - The database is created owner-only (0600 on Unix); SQLite gives its side files the same
+//!   mode. What is kept is bounded ([`DeliveryStats::prune`]).
 //! - Values are read like the file store reads them: a wrong-typed number is corrupt and reset
 //!   by sanitising, an author key that is not a public key is dropped with a warning.
 //! - Loads never create the database; anything but a regular file is refused unopened.
