@@ -60,12 +60,28 @@ fn check_private(_path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses keys whose secret is the reader's public key: a key file holding the reader's
+/// 64-hex public key parses as a secret key of someone nobody knows, and every sign-in with it
+/// would fail as if the relay refused.
+pub fn refuse_public(keys: &Keys, reader: &nostr::key::PublicKey) -> anyhow::Result<()> {
+    if keys.secret_key().to_secret_hex() == reader.to_hex() {
+        bail!(
+            "the secret key given is the reader's public key, not a secret key: \
+             give the nsec or the 64 hex characters of the secret key"
+        );
+    }
+    Ok(())
+}
+
 /// An nsec or 64 hex characters, surrounding whitespace ignored. The parser's own error is
 /// not shown: it may quote the input.
 fn parse(text: &str) -> anyhow::Result<Keys> {
     let text = text.trim();
     if text.is_empty() {
         bail!("no secret key: expected an nsec or 64 hex characters");
+    }
+    if text.starts_with("npub1") {
+        bail!("a public key (npub), not a secret key: expected an nsec or 64 hex characters");
     }
     Keys::parse(text)
         .map_err(|_| anyhow::anyhow!("not a secret key: expected an nsec or 64 hex characters"))
@@ -94,6 +110,18 @@ mod tests {
             assert!(!err.contains(bad), "{err}");
         }
         assert!(format!("{:#}", parse(" \n").unwrap_err()).contains("no secret key"));
+    }
+
+    #[test]
+    fn public_keys_are_refused_as_secret_keys() {
+        let reader = Keys::generate().public_key();
+        let err = format!("{:#}", parse(&reader.to_bech32().unwrap()).unwrap_err());
+        assert!(err.contains("public key (npub)"), "{err}");
+        let as_secret = parse(&reader.to_hex()).expect("any 32 bytes parse");
+        let err = format!("{:#}", refuse_public(&as_secret, &reader).unwrap_err());
+        assert!(err.contains("public key"), "{err}");
+        let own = Keys::generate();
+        refuse_public(&own, &own.public_key()).unwrap();
     }
 
     #[cfg(unix)]

@@ -57,23 +57,24 @@ fn key_file(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Runs `outbox feed --once` on `relay` with extra arguments and environment.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
+    let mut args = vec!["--no-stats".to_string()];
+    args.extend(extra);
+    feed_with(relay, follows, args, env).await
+}
+
+/// Runs `outbox feed --once` on `relay` with `extra` arguments (a store among them or
+/// `--no-stats`) and environment.
+async fn feed_with(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
     let (relay, follows) = (relay.to_string(), follows.to_path_buf());
     tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        cmd.args([
-            "feed",
-            "--once",
-            "--allow-local",
-            "--no-stats",
-            "--seed",
-            "1",
-        ])
-        .args(["--relays", &relay])
-        .arg("--follows")
-        .arg(&follows)
-        .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-        .args(extra)
-        .env_remove("OUTBOX_SECRET_KEY");
+        cmd.args(["feed", "--once", "--allow-local", "--seed", "1"])
+            .args(["--relays", &relay])
+            .arg("--follows")
+            .arg(&follows)
+            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+            .args(extra)
+            .env_remove("OUTBOX_SECRET_KEY");
         if let Some(value) = env {
             cmd.env("OUTBOX_SECRET_KEY", value);
         }
@@ -127,7 +128,7 @@ async fn a_secret_key_signs_in_to_a_relay_that_requires_it() {
     assert!(!out.status.success(), "{stderr}");
     assert!(
         stderr.contains("1 relays required it, 0 signed in")
-            && stderr.contains("set aside: no key (--secret-key-file or OUTBOX_SECRET_KEY)"),
+            && stderr.contains("needs sign-in: no key (--secret-key-file or OUTBOX_SECRET_KEY)"),
         "{stderr}"
     );
 }
@@ -205,4 +206,78 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("--secret-key-file"), "{text}");
     assert!(!text.contains(&good), "{text}");
+}
+
+/// A relay that refused a run without a key is remembered as needing sign-in, not as failing:
+/// the next run without a key skips it and says so, and a run with a key reads it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_needed_sign_in_is_read_at_once_when_a_key_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_relay, url, follows) = private_relay(dir.path()).await;
+    let stats = dir.path().join("stats.json");
+    let store = vec!["--stats".to_string(), stats.display().to_string()];
+
+    let out = feed_with(&url, &follows, store.clone(), None).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.stdout.len(), 0, "{stderr}");
+    assert!(stderr.contains("needs sign-in: no key"), "{stderr}");
+    let kept = std::fs::read_to_string(dir.path().join("stats.json.penalties.json")).unwrap();
+    assert!(kept.contains("\"needs_sign_in\": true"), "{kept}");
+
+    // Again without a key: skipped, and the summary says why.
+    let out = feed_with(&url, &follows, store.clone(), None).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.stdout.len(), 0, "{stderr}");
+    assert!(
+        stderr.contains("needs sign-in (NIP-42) and no key was given"),
+        "{stderr}"
+    );
+
+    let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
+    let file = key_file(
+        dir.path(),
+        "reader.key",
+        &reader.secret_key().to_secret_hex(),
+    );
+    let mut with_key = store;
+    with_key.extend(["--secret-key-file".to_string(), file.display().to_string()]);
+    let out = feed_with(&url, &follows, with_key, None).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stderr:\n{stderr}");
+    assert_eq!(stdout.lines().count() as u64, NOTES, "{stdout}\n{stderr}");
+}
+
+/// A key file holding the reader's public key (hex) is refused before anything is fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_holding_the_readers_public_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
+    let file = key_file(dir.path(), "reader.key", &reader.public_key().to_hex());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["feed", "--once", "--allow-local", "--no-stats"])
+            .args(["--relays", "ws://127.0.0.1:9"])
+            .args(["--npub", &reader.public_key().to_bech32().unwrap()])
+            .arg("--secret-key-file")
+            .arg(&file)
+            .args(["--connect-timeout", "1s"])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the reader's public key, not a secret key"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("no follow list"),
+        "refused before fetching: {stderr}"
+    );
 }

@@ -482,9 +482,18 @@ impl FeedHandle {
 /// A store that cannot be read (the medium failing, not bad content, which stores repair) is
 /// logged and the feed starts with fresh stats: a feed is more useful than an error.
 pub async fn start(
-    input: FeedInput,
+    mut input: FeedInput,
     config: RuntimeConfig,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+    let now = config
+        .clock
+        .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
+    // A kept deadline is never believed beyond the longest set-aside; with a key, relays that
+    // only needed sign-in are asked again.
+    input.penalties.clamp(now, &config.penalty);
+    if config.auth.is_some() {
+        input.penalties.retry_sign_in();
+    }
     let store = input.store.clone();
     // A task of its own: a store that panics costs the stored stats, not the feed.
     let stats = match tokio::spawn(async move { store.load().await }).await {

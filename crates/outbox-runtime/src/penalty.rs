@@ -29,6 +29,10 @@ pub struct PenaltyEntry {
     /// A strike was for misbehaviour (bad frames, floods): a success does not clear the
     /// strikes, since a relay that floods after its EOSE succeeds on every connection.
     pub misbehaved: bool,
+    /// Set aside because it refused to serve without sign-in (NIP-42) and no key was given:
+    /// not a failure of the relay. Runs without a key skip it until `until`; a run with a key
+    /// asks it at once ([`PenaltyBox::retry_sign_in`]).
+    pub needs_sign_in: bool,
 }
 
 /// Relays with recent failures, keyed by canonical URL.
@@ -92,6 +96,53 @@ impl PenaltyBox {
         let until = now.saturating_add(policy.duration.as_secs());
         entry.until = Some(until);
         until
+    }
+
+    /// A relay refused to serve without sign-in and no key was given: it is skipped by runs
+    /// without a key for the longest set-aside, with no strike or escalation (nothing is wrong
+    /// with it); returns the deadline.
+    pub fn needs_sign_in(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+    ) -> u64 {
+        let entry = self.relays.entry(url.to_string()).or_default();
+        entry.needs_sign_in = true;
+        entry.last_reason = reason.chars().take(200).collect();
+        let until = now.saturating_add(policy.duration.as_secs());
+        entry.until = Some(entry.until.map_or(until, |u| u.max(until)));
+        until
+    }
+
+    /// A run with a key: relays set aside only because they needed sign-in are asked again
+    /// at once. Returns how many.
+    pub fn retry_sign_in(&mut self) -> usize {
+        let before = self.relays.len();
+        self.relays.retain(|_, e| !e.needs_sign_in);
+        before - self.relays.len()
+    }
+
+    /// Brings deadlines beyond the longest set-aside from `now` back to it: a stored deadline
+    /// far in the future (a hostile or damaged file, or one written while the clock ran years
+    /// ahead) would set a relay aside forever. Returns how many were brought back.
+    pub fn clamp(&mut self, now: u64, policy: &PenaltyPolicy) -> usize {
+        let horizon = now.saturating_add(policy.duration.as_secs());
+        let mut clamped = 0;
+        for (url, e) in self.relays.iter_mut() {
+            if e.until.is_some_and(|u| u > horizon) {
+                tracing::warn!(relay = %url, until = ?e.until, horizon, "stored set-aside deadline too far ahead; shortened");
+                e.until = Some(horizon);
+                clamped += 1;
+            }
+        }
+        clamped
+    }
+
+    /// Every relay in the box with its entry, by URL.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &PenaltyEntry)> {
+        self.relays.iter().map(|(url, e)| (url.as_str(), e))
     }
 
     /// A success: the relay's strikes and escalation are forgotten (a deadline already set
@@ -223,6 +274,35 @@ mod tests {
             b.strike_misbehaving(url, "misbehaving", 10, &policy),
             Some(70)
         );
+    }
+
+    #[test]
+    fn a_deadline_far_ahead_is_brought_back_to_the_longest_set_aside() {
+        let policy = policy();
+        let b: PenaltyBox = serde_json::from_str(
+            r#"{"relays":{"wss://a.example":{"until":18446744073709551615,"last_reason":"x"},
+                          "wss://b.example":{"until":500,"last_reason":"y"}}}"#,
+        )
+        .unwrap();
+        let mut b = b;
+        assert_eq!(b.clamp(100, &policy), 1);
+        assert_eq!(b.get("wss://a.example").and_then(|e| e.until), Some(3700));
+        assert_eq!(b.get("wss://b.example").and_then(|e| e.until), Some(500));
+        assert!(!b.is_penalised("wss://a.example", 3700));
+    }
+
+    #[test]
+    fn needing_sign_in_is_no_failure_and_a_key_retries_at_once() {
+        let policy = policy();
+        let mut b = PenaltyBox::new();
+        b.needs_sign_in("wss://private.example", "auth-required: x", 10, &policy);
+        b.strike("wss://down.example", "timeout", 10, &policy);
+        let e = b.get("wss://private.example").unwrap();
+        assert!(e.needs_sign_in && e.times == 0 && e.strikes == 0);
+        assert!(b.is_penalised("wss://private.example", 11));
+        assert_eq!(b.retry_sign_in(), 1);
+        assert!(!b.is_penalised("wss://private.example", 11));
+        assert!(b.get("wss://down.example").is_some());
     }
 
     #[test]

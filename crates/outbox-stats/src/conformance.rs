@@ -8,7 +8,9 @@
 //! - [`round_trip`]: stats, relay lists and the penalty box come back exactly; a save replaces.
 //! - [`torn_write`]: a save interrupted midway fails and leaves the previous state readable.
 //! - [`concurrent_writers`]: two stores on one path saving at once: no error, no corruption,
-//!   one whole save wins.
+//!   one whole save wins when neither loaded.
+//! - [`concurrent_runs`]: runs that loaded the same stats and save at once: every run's
+//!   learning is kept (the session counter and counts add up).
 //! - [`corrupt_data_set_aside`]: garbage loads as fresh stats with a warning, and is moved aside
 //!   (byte for byte), never deleted or overwritten.
 //! - [`versions`]: the oldest stored form loads; a newer version's data is refused or read
@@ -241,15 +243,16 @@ pub async fn torn_write<M: Medium>(medium: &M) {
     assert_eq!(store.load().await.expect("loads").stats, next);
 }
 
-/// Two stores on one path saving at once: both succeed, the result is one whole save.
+/// Two stores on one path saving at once: both succeed, the result is one whole save (stores
+/// that loaded nothing have no base to merge from, so each save replaces; see
+/// [`concurrent_runs`] for runs that loaded).
 pub async fn concurrent_writers<M: Medium>(medium: &M) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let a = medium.open(dir.path());
-    let b = medium.open(dir.path());
+    let (a, b) = (medium.open(dir.path()), medium.open(dir.path()));
     let mine = [sample(6, 40, 6), sample(7, 25, 3)];
     for round in 0..12 {
         let (sa, sb) = (mine[0].clone(), mine[1].clone());
-        let (ta, tb) = (a.clone(), b.clone());
+        let (ta, tb) = (medium.open(dir.path()), medium.open(dir.path()));
         let first = tokio::spawn(async move { ta.save(&sa).await });
         let second = tokio::spawn(async move { tb.save(&sb).await });
         let (ra, rb) = (first.await, second.await);
@@ -281,6 +284,71 @@ pub async fn concurrent_writers<M: Medium>(medium: &M) {
         set_aside(dir.path()).is_empty(),
         "nothing was taken for corrupt"
     );
+}
+
+/// Runs that each loaded the same stored stats, learned and saved at once: what is stored
+/// holds every run's learning (sessions and counts add up), not the last writer's alone.
+pub async fn concurrent_runs<M: Medium>(medium: &M) {
+    const RUNS: u64 = 5;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = "wss://shared.example";
+    let mut base = DeliveryStats::new();
+    base.set_session(7);
+    base.set(
+        url,
+        RelayStats {
+            alpha: 4.0,
+            asked: 10,
+            failures: 2,
+            updated_at: 1_767_225_600,
+            ..RelayStats::default()
+        },
+    );
+    medium
+        .open(dir.path())
+        .save(&base)
+        .await
+        .expect("saves the base");
+    // Every run loads before any saves.
+    let mut loaded = Vec::new();
+    for _ in 0..RUNS {
+        let store = medium.open(dir.path());
+        let stats = store.load().await.expect("loads the base").stats;
+        assert_eq!(stats, base);
+        loaded.push((store, stats));
+    }
+    let mut runs = Vec::new();
+    for (n, (store, mut stats)) in loaded.into_iter().enumerate() {
+        // One run's learning: a session, one more ask of the shared relay, a relay of its own.
+        stats.begin_session();
+        let mut shared = stats.get(url);
+        (shared.asked, shared.alpha) = (shared.asked + 1, shared.alpha + 1.0);
+        stats.set(url, shared);
+        stats.set(
+            format!("wss://own{n}.example"),
+            RelayStats {
+                asked: 1,
+                updated_at: 1_767_225_700,
+                ..RelayStats::default()
+            },
+        );
+        runs.push(tokio::spawn(async move { store.save(&stats).await }));
+    }
+    for run in runs {
+        run.await.expect("no panic").expect("every run saves");
+    }
+    let stored = medium.open(dir.path()).load().await.expect("loads");
+    assert!(stored.warnings.is_empty(), "{:?}", stored.warnings);
+    let stats = stored.stats;
+    assert_eq!(stats.session(), 7 + RUNS, "every run's session counted");
+    let shared = stats.get(url);
+    assert_eq!(shared.asked, 10 + RUNS, "every run's asks counted");
+    assert_eq!(shared.alpha, 4.0 + RUNS as f64);
+    assert_eq!(shared.failures, 2);
+    for n in 0..RUNS {
+        assert_eq!(stats.get(&format!("wss://own{n}.example")).asked, 1);
+    }
+    assert!(set_aside(dir.path()).is_empty(), "nothing was corrupt");
 }
 
 /// Garbage loads as fresh stats with a warning and is kept aside byte for byte.

@@ -56,7 +56,10 @@
 //!
 //! - Writes are atomic: a temporary file in the same directory is written, fsynced and renamed
 //!   over the target, then the directory is fsynced. A crash leaves either the old or the new
-//!   file, never a mix; concurrent writers each replace the file whole (the last one wins).
+//!   file, never a mix. A save holds the lock file `<name>.lock` while it reads what is stored,
+//!   adds what its run learned since it loaded ([`DeliveryStats::merge_learning`]) and
+//!   replaces the file, so concurrent runs keep each other's learning. Files are created
+//!   owner-only (0600 on Unix), and what is kept is bounded ([`DeliveryStats::prune`]).
 //! - Before a save replaces the file, the current file is checked: if it parses, it is kept as
 //!   `<name>.bak` (hard link, or copy where links are not supported); if it does not, it is
 //!   moved aside as `<name>.corrupt-<unix seconds>` instead of being overwritten; if it is from
@@ -120,6 +123,9 @@ pub struct FileStore {
     write_lock: Arc<Mutex<()>>,
     /// Set by the conformance suite: the next save stops halfway through writing.
     interrupt: Arc<AtomicBool>,
+    /// What this store last loaded or saved: a save adds the difference to what is stored
+    /// then. Locked only to copy or replace it.
+    base: Arc<Mutex<Option<DeliveryStats>>>,
 }
 
 /// What one file held, parsed leniently.
@@ -174,12 +180,20 @@ impl FileStore {
             path: path.into(),
             write_lock: Arc::new(Mutex::new(())),
             interrupt: Arc::new(AtomicBool::new(false)),
+            base: Arc::new(Mutex::new(None)),
         }
     }
 
     /// The stats file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The lock file a save holds while it reads, merges and replaces the stats file
+    /// (`<name>.lock`, created and removed by each save; the stats file itself is replaced by a
+    /// rename, so it cannot be locked).
+    pub fn lock_path(&self) -> PathBuf {
+        sibling(&self.path, ".lock")
     }
 
     /// Where the last good file is kept.
@@ -246,8 +260,28 @@ impl FileStore {
 }
 
 impl FileStore {
-    /// The stored stats (blocking; see the crate docs for what is worked around).
+    /// The stored stats (blocking; see the crate docs for what is worked around). They are
+    /// this store's base: its next save adds what was learned since to what is stored then.
     pub fn load(&self) -> Result<Loaded, StatsStoreError> {
+        let loaded = self.load_unlocked()?;
+        set_base(&self.base, &loaded.stats);
+        Ok(loaded)
+    }
+
+    /// Whether a save could be written now: the directory exists and takes a new file, and
+    /// the stats file, if any, is a regular file (blocking).
+    pub fn check_writable(&self) -> Result<(), StatsStoreError> {
+        check_dir_writable(&self.dir())?;
+        match fs::metadata(&self.path) {
+            Ok(meta) if !meta.is_file() => Err(StatsStoreError::Io {
+                path: self.path.clone(),
+                source: io::Error::other("not a regular file"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn load_unlocked(&self) -> Result<Loaded, StatsStoreError> {
         let mut warnings = Vec::new();
         match read(&self.path)? {
             None => return Ok(Loaded::default()),
@@ -309,10 +343,53 @@ impl FileStore {
         })
     }
 
-    /// Stores `stats` (blocking): atomically, keeping the last good file.
+    /// Stores `stats` (blocking): atomically, keeping the last good file. Under the lock file,
+    /// what is stored now is read and what this run learned since its base (the last load or
+    /// save) is added to it ([`DeliveryStats::merge_learning`]); with no base, `stats` replaces
+    /// it. Concurrent runs on one file so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let mut clean = stats.clone();
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = lock_file(&self.lock_path())?;
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StatsStoreError::Io { path, source }
+        };
+        // Never replace unreadable data: keep a good file as the backup, set a bad one aside.
+        // Never replace a newer version's file either: it holds fields this build would drop.
+        let mut target = self.path.clone();
+        let mut stored = None;
+        if let Some(current) = read(&self.path)? {
+            match parse(&current) {
+                Ok(parsed) if parsed.newer => {
+                    target = self.side_path();
+                    tracing::warn!(path = %self.path.display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
+                    stored = read(&target)?
+                        .and_then(|b| parse(&b).ok())
+                        .filter(|own| !own.newer)
+                        .map(|own| own.stats);
+                }
+                Ok(parsed) => {
+                    if let Err(err) = self.backup() {
+                        tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
+                    }
+                    stored = Some(parsed.stats);
+                }
+                Err(_) => {
+                    self.move_aside(&self.path);
+                }
+            }
+        }
+        let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut clean = match (base, stored) {
+            (Some(base), Some(mut stored)) => {
+                stored.sanitize();
+                stored.merge_learning(&base, stats);
+                stored
+            }
+            _ => stats.clone(),
+        };
         clean.sanitize();
+        clean.prune();
         let out = FileOut {
             format: STATS_FORMAT,
             version: STATS_VERSION,
@@ -328,31 +405,6 @@ impl FileStore {
         let mut bytes =
             serde_json::to_vec_pretty(&out).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
         bytes.push(b'\n');
-
-        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let io_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| StatsStoreError::Io { path, source }
-        };
-        // Never replace unreadable data: keep a good file as the backup, set a bad one aside.
-        // Never replace a newer version's file either: it holds fields this build would drop.
-        let mut target = self.path.clone();
-        if let Some(current) = read(&self.path)? {
-            match parse(&current) {
-                Ok(parsed) if parsed.newer => {
-                    target = self.side_path();
-                    tracing::warn!(path = %self.path.display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
-                }
-                Ok(_) => {
-                    if let Err(err) = self.backup() {
-                        tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
-                    }
-                }
-                Err(_) => {
-                    self.move_aside(&self.path);
-                }
-            }
-        }
         let dir = self.dir();
         let mut tmp = tempfile::Builder::new()
             .prefix(".outbox-stats")
@@ -371,8 +423,113 @@ impl FileStore {
             source: e.error,
         })?;
         sync_dir(&dir).map_err(io_err(&dir))?;
+        set_base(&self.base, stats);
         Ok(())
     }
+}
+
+/// Records what a store last loaded or saved (its base for the next save).
+fn set_base(base: &Mutex<Option<DeliveryStats>>, stats: &DeliveryStats) {
+    let copy = stats.clone();
+    *base.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+}
+
+/// How long a save waits for another process's save to release the lock file.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A lock file older than this is left over by a save that never finished (a crash), and is
+/// taken over. A save holds it for moments.
+pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A held lock file; removed when dropped.
+struct LockFile(PathBuf);
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Takes the lock: creates `path` (owner-only) if no one holds it, waiting at most
+/// [`LOCK_WAIT`] for another save; a lock older than [`STALE_LOCK`] is taken over. Anything
+/// but a regular file there is an error at once.
+fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
+    let io_err = |source| StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let started = std::time::Instant::now();
+    loop {
+        match private_options().write(true).create_new(true).open(path) {
+            Ok(_) => return Ok(LockFile(path.to_path_buf())),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(e)),
+        }
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            // Released meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err(e)),
+        };
+        if !meta.is_file() {
+            return Err(io_err(io::Error::other(
+                "the lock file is not a regular file",
+            )));
+        }
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .unwrap_or_default();
+        if age > STALE_LOCK {
+            tracing::warn!(path = %path.display(), "taking over a lock file left by a save that never finished");
+            let _ = fs::remove_file(path);
+            continue;
+        }
+        if started.elapsed() >= LOCK_WAIT {
+            return Err(io_err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("held by another save for over {} s", LOCK_WAIT.as_secs()),
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Options that create a file readable and writable by its owner alone (on Unix).
+pub(crate) fn private_options() -> fs::OpenOptions {
+    #[allow(unused_mut)]
+    let mut options = fs::OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// Whether `dir` exists and takes a new file: one is created there and removed.
+pub(crate) fn check_dir_writable(dir: &Path) -> Result<(), StatsStoreError> {
+    let io_err = |source| StatsStoreError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => return Err(io_err(io::Error::other("not a directory"))),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(io_err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the directory does not exist",
+            )))
+        }
+        Err(e) => return Err(io_err(e)),
+    }
+    tempfile::Builder::new()
+        .prefix(".outbox-check")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(io_err)
 }
 
 /// Reads the stats file at `path` as [`FileStore::load`] reads it (regular files only, at most
@@ -402,6 +559,7 @@ fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
     if count > 0 {
         warnings.push(LoadWarning::Sanitised { count });
     }
+    parsed.stats.prune();
     Loaded {
         stats: parsed.stats,
         warnings,

@@ -15,14 +15,20 @@
 //!
 //! - Every save is one `BEGIN IMMEDIATE` transaction, so a crash or an error midway leaves the
 //!   previous state; the journal is WAL with `synchronous = FULL`.
-//! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]; each
-//!   save replaces its part whole, the last one wins.
+//! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]. A
+//!   stats save reads what is stored, adds what its run learned since it loaded
+//!   ([`DeliveryStats::merge_learning`]) and writes, in one transaction: concurrent runs keep
+//!   each other's learning. Lists and the penalty box are replaced whole, the last one wins.
 //! - A database that is not one (garbage) or fails SQLite's integrity check is renamed to
 //!   `<name>.corrupt-<unix seconds>` (with its `-wal`), reported as a [`LoadWarning`], and a
 //!   fresh one starts in its place. So is one larger than [`MAX_STATS_BYTES`] (a bound on what a
 //!   load reads).
 //! - A database of a newer schema version is refused ([`StatsStoreError::Newer`]) before
-//!   anything is written to it; so is a database of some other program (tables but no `meta`).
+//!   anything is written to it; so is a database of some other program: another
+//!   `PRAGMA application_id` than [`APPLICATION_ID`], or none and tables that are not all ours
+//!   (databases of earlier builds have none and only our tables; they are marked on save).
+//! - The database is created owner-only (0600 on Unix); SQLite gives its side files the same
+//!   mode. What is kept is bounded ([`DeliveryStats::prune`]).
 //! - Values are read like the file store reads them: a wrong-typed number is corrupt and reset
 //!   by sanitising, an author key that is not a public key is dropped with a warning.
 //! - Loads never create the database; anything but a regular file is refused unopened.
@@ -31,7 +37,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outbox_core::stats::{
@@ -44,7 +50,10 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Tran
 use serde_json::Value;
 
 use crate::task::blocking;
-use crate::{finish, now_secs, sibling, Parsed, MAX_STATS_BYTES};
+use crate::{
+    check_dir_writable, finish, now_secs, private_options, set_base, sibling, Parsed,
+    MAX_STATS_BYTES,
+};
 
 /// The SQLite binding used, for callers that inspect the database themselves.
 pub use rusqlite;
@@ -65,6 +74,26 @@ UPDATE meta SET value = 2 WHERE key = 'schema_version';
 
 /// How long a save waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the check before a run ([`SqliteStore::check_writable`]) waits for a lock another
+/// process holds: a save holds it for moments, so longer means it is held for the run.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `PRAGMA application_id` of every database this store writes ("OUTB"), so another program's
+/// database is told apart from ours without guessing by its tables.
+pub const APPLICATION_ID: i32 = 0x4f55_5442;
+
+/// The tables of this store (every schema version): a database without an application id is
+/// ours, written before the id was set, if its tables are among these and include `meta`
+/// and `relays`.
+const OUR_TABLES: [&str; 6] = [
+    "meta",
+    "relays",
+    "authors",
+    "pairs",
+    "relay_lists",
+    "documents",
+];
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
@@ -97,6 +126,12 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Set by the conformance suite: the next stats save fails halfway through its rows.
     interrupt: Arc<AtomicBool>,
+    /// What this store last loaded or saved: a save adds the difference to what is stored
+    /// then. Locked only to copy or replace it.
+    base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// Serialises this store's own stats saves, so two of them never add the same difference.
+    /// Taken before the database's lock, never the other way round.
+    save_lock: Arc<Mutex<()>>,
 }
 
 /// Why opening or reading failed: the content (set it aside) or the medium.
@@ -117,6 +152,8 @@ impl SqliteStore {
         Self {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
+            base: Arc::new(Mutex::new(None)),
+            save_lock: Arc::new(Mutex::new(())),
         }
     }
 
@@ -199,9 +236,24 @@ impl SqliteStore {
             }
             Ok(meta) => meta.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Created owner-only: SQLite gives its -wal, -shm and journal the same mode.
+                match private_options()
+                    .write(true)
+                    .create_new(true)
+                    .open(&self.path)
+                {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io(e).into()),
+                }
+                0
+            }
             Err(e) => return Err(io(e).into()),
         };
+        if create {
+            make_private(&self.path);
+        }
         let wal = fs::metadata(sibling(&self.path, "-wal")).map_or(0, |m| m.len());
         if size.saturating_add(wal) > MAX_STATS_BYTES {
             return Err(Failure::Corrupt(format!(
@@ -225,6 +277,11 @@ impl SqliteStore {
         if version == Some(SQLITE_SCHEMA_VERSION) {
             conn.pragma_update(None, "synchronous", "FULL")
                 .map_err(|e| self.db_err(e))?;
+            if create && application_id(&conn).map_err(|e| self.db_err(e))? == 0 {
+                // Ours from before the id was set (see `version`): marked from now on.
+                conn.pragma_update(None, "application_id", APPLICATION_ID)
+                    .map_err(|e| self.db_err(e))?;
+            }
             return Ok(Some(conn));
         }
         if !create {
@@ -245,6 +302,8 @@ impl SqliteStore {
         // Another writer may have created it meanwhile.
         if self.version(&tx)? != Some(SQLITE_SCHEMA_VERSION) {
             tx.execute_batch(SCHEMA).map_err(|e| self.db_err(e))?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(|e| self.db_err(e))?;
             tx.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
                 [SQLITE_SCHEMA_VERSION],
@@ -269,27 +328,39 @@ impl SqliteStore {
         tx.commit().map_err(|e| self.db_err(e))
     }
 
-    /// The schema version: `None` for an empty database (version 0). Newer is refused, a
-    /// database with tables but no `meta` is someone else's and refused too.
+    /// The schema version: `None` for an empty database (version 0). Newer is refused; so is
+    /// another program's database: one with another application id, or without ours and with
+    /// tables that are not all ours (see [`OUR_TABLES`]). Such a database is left untouched.
     fn version(&self, conn: &Connection) -> Result<Option<u32>, Failure> {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(|e| self.db_err(e))?;
-        let has_meta: bool = conn
-            .query_row(
-                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.db_err(e))?;
-        if !has_meta {
-            if tables == 0 {
-                return Ok(None);
-            }
-            return Err(Failure::Store(StatsStoreError::Database {
+        let foreign = |why: String| {
+            Failure::Store(StatsStoreError::Database {
                 path: self.path.clone(),
-                message: "not an outbox store (tables but no meta table); left untouched".into(),
-            }));
+                message: format!("not an outbox store ({why}); left untouched"),
+            })
+        };
+        let id = application_id(conn).map_err(|e| self.db_err(e))?;
+        if id != 0 && id != APPLICATION_ID {
+            return Err(foreign(format!("application id {id:#x}")));
+        }
+        let tables: Vec<String> = (|| {
+            let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+            let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            names.collect::<rusqlite::Result<Vec<String>>>()
+        })()
+        .map_err(|e| self.db_err(e))?;
+        if tables.is_empty() {
+            return Ok(None);
+        }
+        if id == 0 {
+            let ours = |name: &str| OUR_TABLES.contains(&name);
+            let has = |name: &str| tables.iter().any(|t| t == name);
+            if let Some(other) = tables.iter().find(|t| !ours(t)) {
+                let shown: String = other.chars().take(40).collect();
+                return Err(foreign(format!("it has a table {shown:?}")));
+            }
+            if !has("meta") || !has("relays") {
+                return Err(foreign("tables but no meta and relays tables".into()));
+            }
         }
         let raw: Option<i64> = conn
             .query_row(
@@ -361,27 +432,95 @@ impl SqliteStore {
             }
             read_stats(&tx).map_err(|e| self.db_err(e))
         })?;
-        Ok(match read {
+        let loaded = match read {
             Some(parsed) => finish(parsed, warnings),
             None => Loaded {
                 stats: DeliveryStats::new(),
                 warnings,
             },
-        })
+        };
+        set_base(&self.base, &loaded.stats);
+        Ok(loaded)
     }
 
-    /// Stores `stats` in one transaction (blocking).
+    /// Whether a save could be written now (blocking): a missing database's directory takes a
+    /// new file; an existing one is ours, of a version this build writes, not read-only, and
+    /// its write lock can be taken within [`CHECK_TIMEOUT`] (it is released at once).
+    pub fn check_writable(&self) -> Result<(), StatsStoreError> {
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        check_dir_writable(&dir)?;
+        match fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => {
+                return Err(StatsStoreError::Io {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+            Ok(meta) if !meta.is_file() => {
+                return Err(StatsStoreError::Io {
+                    path: self.path.clone(),
+                    source: std::io::Error::other("not a regular file"),
+                })
+            }
+            Ok(_) => {}
+        }
+        let check = || -> Result<(), Failure> {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let mut conn =
+                Connection::open_with_flags(&self.path, flags).map_err(|e| self.db_err(e))?;
+            conn.busy_timeout(CHECK_TIMEOUT)
+                .map_err(|e| self.db_err(e))?;
+            self.version(&conn)?;
+            if conn.is_readonly(c"main").map_err(|e| self.db_err(e))? {
+                return Err(Failure::Store(StatsStoreError::Database {
+                    path: self.path.clone(),
+                    message: "opened read-only".into(),
+                }));
+            }
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
+            tx.rollback().map_err(|e| self.db_err(e))
+        };
+        match check() {
+            Ok(()) => Ok(()),
+            Err(Failure::Store(e)) => Err(e),
+            // A corrupt database is set aside by the load and started fresh: writable.
+            Err(Failure::Corrupt(_)) => Ok(()),
+        }
+    }
+
+    /// Stores `stats` in one write transaction (blocking): what is stored is read, what this
+    /// run learned since its base (the last load or save) is added to it
+    /// ([`DeliveryStats::merge_learning`]) and the result written; with no base, `stats`
+    /// replaces it. Concurrent runs on one database so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let mut clean = stats.clone();
-        clean.sanitize();
+        let _guard = self.save_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut warnings = Vec::new();
         self.with_db(true, &mut warnings, |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
+            let mut clean = match &base {
+                Some(base) => {
+                    let mut stored = read_stats(&tx).map_err(|e| self.db_err(e))?.stats;
+                    stored.sanitize();
+                    stored.merge_learning(base, stats);
+                    stored
+                }
+                None => stats.clone(),
+            };
+            clean.sanitize();
+            clean.prune();
             write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
             tx.commit().map_err(|e| self.db_err(e))
         })?;
+        set_base(&self.base, stats);
         Ok(())
     }
 
@@ -480,6 +619,33 @@ impl SqliteStore {
         })?;
         Ok(())
     }
+}
+
+/// The database's `PRAGMA application_id` (0: none set).
+fn application_id(conn: &Connection) -> rusqlite::Result<i32> {
+    conn.query_row("PRAGMA application_id", [], |r| r.get(0))
+}
+
+/// Takes group and other permissions off the database and its side files (databases of
+/// earlier builds were created with the process's umask).
+fn make_private(path: &Path) {
+    #[cfg(unix)]
+    for file in [
+        path.to_path_buf(),
+        sibling(path, "-wal"),
+        sibling(path, "-shm"),
+        sibling(path, "-journal"),
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = fs::metadata(&file) {
+            if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                let mode = meta.permissions().mode() & 0o700;
+                let _ = fs::set_permissions(&file, fs::Permissions::from_mode(mode));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Whether an error means the file is not a healthy database (as opposed to locked or full).
@@ -750,6 +916,11 @@ impl StatsStore for SqliteStore {
         let stats = stats.clone();
         blocking(&self.path, move || SqliteStore::save(&me, &stats)).await
     }
+
+    async fn check_writable(&self) -> Result<(), StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || SqliteStore::check_writable(&me)).await
+    }
 }
 
 #[async_trait]
@@ -906,6 +1077,106 @@ mod tests {
         ));
         assert!(store.save(&DeliveryStats::new()).is_err());
         assert_eq!(fs::read(store.path()).unwrap(), before);
+    }
+
+    #[test]
+    fn a_foreign_database_with_a_meta_table_is_refused_untouched() {
+        let (dir, store) = store();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value);
+             INSERT INTO meta VALUES ('owner', 'someone else');
+             CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);",
+        )
+        .unwrap();
+        drop(conn);
+        let before = fs::read(store.path()).unwrap();
+        for err in [
+            store.load().unwrap_err(),
+            store.save(&DeliveryStats::new()).unwrap_err(),
+            store.check_writable().unwrap_err(),
+        ] {
+            assert!(err.to_string().contains("not an outbox store"), "{err}");
+        }
+        assert_eq!(fs::read(store.path()).unwrap(), before);
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains("corrupt")), "{names:?}");
+
+        // Another program's id, whatever its tables, is refused too.
+        let (_dir, store) = self::store();
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute_batch(&format!("PRAGMA application_id = 7; {SCHEMA}"))
+            .unwrap();
+        drop(conn);
+        assert!(store.load().is_err());
+    }
+
+    #[test]
+    fn databases_are_marked_and_unmarked_ones_of_ours_are_kept() {
+        let (_dir, store) = store();
+        store.save(&DeliveryStats::new()).unwrap();
+        let conn = Connection::open(store.path()).unwrap();
+        assert_eq!(application_id(&conn).unwrap(), APPLICATION_ID);
+        // As an earlier build left it: no id; recognised by its tables and marked on save.
+        conn.execute_batch("PRAGMA application_id = 0").unwrap();
+        drop(conn);
+        let mut stats = DeliveryStats::new();
+        stats.set("wss://a.example", RelayStats::default());
+        store.load().unwrap();
+        store.save(&stats).unwrap();
+        assert_eq!(store.load().unwrap().stats, stats);
+        let conn = Connection::open(store.path()).unwrap();
+        assert_eq!(application_id(&conn).unwrap(), APPLICATION_ID);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_and_its_side_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = store();
+        // A reader keeps the WAL and shared memory in place while the store writes.
+        store.save(&DeliveryStats::new()).unwrap();
+        let reader = Connection::open(store.path()).unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM relays", [], |r| r.get(0))
+            .unwrap();
+        store.save_penalties(&serde_json::json!({})).unwrap();
+        let mut seen = Vec::new();
+        for entry in fs::read_dir(dir.path()).unwrap() {
+            let entry = entry.unwrap();
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert_eq!(mode, 0o600, "{name}");
+            seen.push(name);
+        }
+        seen.sort();
+        assert!(seen.len() >= 2, "{seen:?}");
+    }
+
+    #[test]
+    fn a_database_another_process_holds_locked_is_found_before_a_run() {
+        let (_dir, store) = store();
+        store.save(&DeliveryStats::new()).unwrap();
+        store.check_writable().unwrap();
+        let holder = Connection::open(store.path()).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let started = std::time::Instant::now();
+        let err = store.check_writable().unwrap_err();
+        assert!(
+            started.elapsed() < CHECK_TIMEOUT * 3,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(err.to_string().contains("outbox.sqlite"), "{err}");
+        holder.execute_batch("ROLLBACK").unwrap();
+        store.check_writable().unwrap();
+
+        let missing = SqliteStore::new("/nonexistent-outbox-dir/outbox.sqlite");
+        let err = missing.check_writable().unwrap_err().to_string();
+        assert!(err.contains("/nonexistent-outbox-dir"), "{err}");
     }
 
     #[test]

@@ -179,6 +179,11 @@ impl StatsStore for FileStore {
         let stats = stats.clone();
         blocking(&self.path, move || FileStore::save(&me, &stats)).await
     }
+
+    async fn check_writable(&self) -> Result<(), StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || FileStore::check_writable(&me)).await
+    }
 }
 
 #[async_trait]

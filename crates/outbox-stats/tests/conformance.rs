@@ -149,6 +149,11 @@ macro_rules! cases {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn concurrent_runs() {
+                suite::concurrent_runs(&$medium).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn corrupt_data_set_aside() {
                 suite::corrupt_data_set_aside(&$medium).await;
             }

@@ -120,7 +120,7 @@ fn round_trip_is_exact_and_versioned() {
     let text = fs::read_to_string(store.path()).unwrap();
     assert!(text.contains("\"format\": \"outbox-stats\""));
     assert!(text.contains(&format!("\"version\": {STATS_VERSION}")));
-    // Only the stats file (no backup yet, no temp files left behind).
+    // Only the stats file (no backup yet, no temp files or lock left behind).
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
@@ -690,4 +690,64 @@ fn reading_a_file_without_a_store_checks_it_like_load_and_touches_nothing() {
         "{:?}",
         read.warnings
     );
+}
+
+/// A file of far more relays than any reader's follows name (a bloated or hostile file) is
+/// bounded: the long-unseen are forgotten and the rest capped, on load and in what is saved.
+#[test]
+fn a_stats_file_of_too_many_relays_is_bounded() {
+    use outbox_core::stats::{FORGET_AFTER_SECS, MAX_STORED_RELAYS};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let now = 1_767_225_600u64;
+    let mut relays = serde_json::Map::new();
+    for i in 0..MAX_STORED_RELAYS + 3_000 {
+        // The newest-seen relays have the highest numbers.
+        let at = now - 3_000_000 + i as u64;
+        relays.insert(
+            format!("wss://r{i}.example"),
+            serde_json::json!({"alpha": 2.0, "updated_at": at, "asked": 1}),
+        );
+    }
+    relays.insert(
+        "wss://long-gone.example".into(),
+        serde_json::json!({"alpha": 2.0, "updated_at": now - FORGET_AFTER_SECS - 86_400}),
+    );
+    let doc = serde_json::json!({"format": "outbox-stats", "version": 2, "relays": relays});
+    fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let store = FileStore::new(&path);
+    let loaded = store.load().unwrap().stats;
+    assert_eq!(loaded.len(), MAX_STORED_RELAYS);
+    assert_eq!(loaded.get("wss://long-gone.example").asked, 0, "forgotten");
+    let newest = format!("wss://r{}.example", MAX_STORED_RELAYS + 2_999);
+    assert_eq!(loaded.get(&newest).asked, 1, "the most recently seen stay");
+    assert_eq!(loaded.get("wss://r0.example").asked, 0);
+    store.save(&loaded).unwrap();
+    let saved: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(
+        saved["relays"].as_object().unwrap().len(),
+        MAX_STORED_RELAYS
+    );
+}
+
+/// Every file the JSON store writes (stats, backup, lists, penalties) is its owner's alone.
+#[cfg(unix)]
+#[test]
+fn every_state_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    store.save(&learned()).unwrap();
+    store.save(&learned()).unwrap();
+    store.save_lists(&[]).unwrap();
+    store.save_penalties(&serde_json::json!({})).unwrap();
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+        names.push(name);
+    }
+    assert_eq!(names.len(), 4, "{names:?}");
 }

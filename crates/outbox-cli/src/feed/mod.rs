@@ -264,10 +264,20 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let policy = config.url_policy.clone();
     let relays = canonical_relays(&policy, &args.relays, "relay")?;
     let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    if let (Some(keys), Some(npub)) = (&auth, &args.npub) {
+        crate::secret::refuse_public(keys, &parse_key(npub)?)?;
+    }
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
     let store = open_store(&args)?;
+    // Before anything is fetched: a store found unwritable at the end loses the run's learning.
+    if let Some(store) = &store {
+        store.check_writable().await.context(
+            "the store cannot be written, so nothing this run learns could be kept \
+             (fix it, or give --no-stats to keep nothing)",
+        )?;
+    }
     // With kept stats the run counter varies the draws; without, only a random base can.
     let seed = match (args.seed, &store) {
         (Some(seed), _) => seed,
@@ -339,6 +349,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let router = Router::from_config(&config);
+    let carriers = runtime_config_relays(&relays, &args, &policy);
     let mut input = FeedInput::new(router, follows, relays);
     input.policy = config.url_policy.clone();
     input.monitor_relays = args.monitors.clone();
@@ -369,31 +380,93 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let summary = handle.wait().await;
-    if let Some(store) = &store {
-        save_kept(store.as_ref(), &summary.lists, &summary.penalties)
-            .await
-            .context("keeping the relay lists and set-aside relays")?;
+    // Whatever saving does, the summary is printed; what could not be kept follows it.
+    let mut not_kept = Vec::new();
+    if let Some(e) = &summary.stats_error {
+        not_kept.push(format!("stats not saved: {e}"));
     }
+    if let Some(store) = &store {
+        if let Err(e) = save_kept(store.as_ref(), &summary.lists, &summary.penalties).await {
+            not_kept.push(format!(
+                "the relay lists and set-aside relays not kept: {e:#}"
+            ));
+        }
+    }
+    // Queued notes reach stdout before the summary (a stop signal ends the wait).
     drain.finish().await;
     print_summary(&summary);
-    if let Some(e) = &summary.stats_error {
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: stats not saved: {}",
-            crate::text::shown(e)
-        );
+    let mut err = std::io::stderr().lock();
+    for line in &not_kept {
+        let _ = writeln!(err, "error: {}", crate::text::shown(line));
     }
     if summary.uncovered > 0 {
         let _ = writeln!(
-            std::io::stderr(),
+            err,
             "error: {} of {} follows were asked of no relay: none of --relays, \
              --fallback-relays or the follows' listed relays was usable",
-            summary.uncovered,
-            summary.follows
+            summary.uncovered, summary.follows
         );
+        for line in describe_unusable(&summary, &carriers) {
+            let _ = writeln!(err, "  {line}");
+        }
         return Ok(ExitCode::from(2));
     }
+    if !not_kept.is_empty() {
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The relays a run could have carried the residual with: `--relays`, then the usable
+/// `--fallback-relays`, canonical.
+fn runtime_config_relays(
+    relays: &[String],
+    args: &Args,
+    policy: &outbox_core::UrlPolicy,
+) -> Vec<String> {
+    let mut out = relays.to_vec();
+    for raw in &args.fallback_relays {
+        if let Ok(url) = policy.canonicalize(raw) {
+            if !out.contains(&url) {
+                out.push(url);
+            }
+        }
+    }
+    out
+}
+
+/// One line per relay of `relays`: why it carried nothing (set aside until when, and the last
+/// reason, escaped), from the penalty box the run ended with.
+fn describe_unusable(s: &FeedSummary, relays: &[String]) -> Vec<String> {
+    relays
+        .iter()
+        .map(|url| match s.penalties.get(url) {
+            Some(e) if e.needs_sign_in => format!(
+                "{}: needs sign-in (NIP-42) and no key was given ({}); \
+                 give --secret-key-file to read it",
+                escape(url),
+                escape(&e.last_reason)
+            ),
+            Some(e) => match e.until {
+                Some(until) => format!(
+                    "{}: set aside until {} ({})",
+                    escape(url),
+                    when(until),
+                    escape(&e.last_reason)
+                ),
+                None => format!("{}: failed ({})", escape(url), escape(&e.last_reason)),
+            },
+            None => format!("{}: answered nothing", escape(url)),
+        })
+        .collect()
+}
+
+/// Unix seconds as an RFC 3339 time (UTC); beyond what it can show, the number.
+fn when(secs: u64) -> String {
+    match std::time::UNIX_EPOCH.checked_add(Duration::from_secs(secs)) {
+        Some(t) if secs < 253_402_300_800 => humantime::format_rfc3339_seconds(t).to_string(),
+        _ => format!("unix time {secs}"),
+    }
 }
 
 fn describe(status: &Status) -> String {
@@ -467,9 +540,9 @@ fn describe_auth(s: &FeedSummary) -> Vec<String> {
     for (relay, outcome) in &s.auth {
         let how = match outcome {
             AuthOutcome::SignedIn => "signed in".to_string(),
-            AuthOutcome::NoKeys => {
-                "set aside: no key (--secret-key-file or OUTBOX_SECRET_KEY)".to_string()
-            }
+            AuthOutcome::NoKeys => "needs sign-in: no key (--secret-key-file or \
+                 OUTBOX_SECRET_KEY); skipped until a run has one"
+                .to_string(),
             AuthOutcome::Failed(why) => format!("set aside: {}", escape(why)),
         };
         lines.push(format!("  {}: {how}", escape(relay)));
@@ -594,6 +667,22 @@ fn print_summary(s: &FeedSummary) {
         lines.push(format!("set aside:           {}", s.penalised.join(", ")));
     }
     lines.extend(describe_auth(s));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let skipped: Vec<String> = s
+        .penalties
+        .entries()
+        .filter(|(url, e)| e.needs_sign_in && !s.auth.contains_key(*url))
+        .filter(|(_, e)| e.until.is_some_and(|u| u > now))
+        .map(|(url, _)| escape(url))
+        .collect();
+    if !skipped.is_empty() {
+        lines.push(format!(
+            "needs sign-in:       {} (skipped: no key; give --secret-key-file)",
+            skipped.join(", ")
+        ));
+    }
     let mut err = std::io::stderr().lock();
     for line in lines {
         // Nothing useful to do if stderr is gone.

@@ -53,11 +53,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::fastmap::FastMap;
 
+mod merge;
 mod pairs;
 mod recorder;
 mod round;
 mod store;
 
+pub use merge::{FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS};
 pub use pairs::Pairs;
 pub use recorder::RoundRecorder;
 pub use round::{AuthorRound, RelayRound, RoundReport};

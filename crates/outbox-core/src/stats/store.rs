@@ -160,8 +160,17 @@ pub trait StatsStore: Send + Sync + fmt::Debug {
     /// The stored stats, or fresh ones when nothing is stored yet.
     async fn load(&self) -> Result<Loaded, StatsStoreError>;
 
-    /// Stores `stats`, replacing what was stored.
+    /// Stores `stats`. A store that several runs share folds what this run learned since its
+    /// `load` into what is stored now ([`DeliveryStats::merge_learning`]) instead of replacing
+    /// another run's learning.
     async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError>;
+
+    /// Whether a save could be written now (the directory exists and takes files, the database
+    /// is ours and not locked by another program). Checked before a run fetches anything, so
+    /// an unwritable store is found before a run's learning depends on it. The default: yes.
+    async fn check_writable(&self) -> Result<(), StatsStoreError> {
+        Ok(())
+    }
 }
 
 /// The rest of what a client keeps between runs, beside its stats: the relay lists it fetched

@@ -132,9 +132,14 @@ impl Coordinator {
                     reason: message.clone(),
                 })
                 .await;
-                let until = self
-                    .penalties
-                    .penalise(url, &message, now, &self.cfg.penalty);
+                // Without a key, needing sign-in is its own state: a run with a key asks at once.
+                let until = if is_auth_required(&message) && self.cfg.auth.is_none() {
+                    self.penalties
+                        .needs_sign_in(url, &message, now, &self.cfg.penalty)
+                } else {
+                    self.penalties
+                        .penalise(url, &message, now, &self.cfg.penalty)
+                };
                 debug!(relay = %url, sub = sub.id(), "refused");
                 self.penalise(url, until, message).await;
             }

@@ -1,0 +1,313 @@
+//! Keeping stored stats whole when several runs save to one store, and bounded.
+//!
+//! A run loads the stored stats (its *base*), learns, and saves. Another run may have saved in
+//! between; replacing what is stored would lose that run's learning (the last writer wins).
+//! [`DeliveryStats::merge_learning`] instead folds into what is stored *now* what the run
+//! learned since its base: counts and evidence add, the session counter advances from the
+//! stored value. Where nobody else wrote, the result is exactly the run's stats.
+//!
+//! [`DeliveryStats::prune`] bounds what a store keeps: relays not updated for
+//! [`FORGET_AFTER_SECS`] while others were, and beyond [`MAX_STORED_RELAYS`] (and authors
+//! beyond [`MAX_STORED_AUTHORS`]) the least recently updated, are forgotten.
+
+use super::{AuthorStats, DeliveryStats, PairStats, Pairs, RelayStats, MAX_PARAM};
+
+/// The most relays a store keeps (a reader's follows name a few thousand); beyond it the least
+/// recently updated are forgotten. A bound on the size of a stats file and on what a load
+/// allocates.
+pub const MAX_STORED_RELAYS: usize = 20_000;
+
+/// The most followed authors a store keeps per-author stats for; beyond it the least recently
+/// updated are forgotten (and learned again if followed).
+pub const MAX_STORED_AUTHORS: usize = 50_000;
+
+/// A relay or author not updated for this long before the newest update in the stats is
+/// forgotten (half a year): it is no longer listed or no longer answers. Measured against the
+/// stats' own newest update, not the clock, so a wrong clock or a long pause forgets nothing.
+pub const FORGET_AFTER_SECS: u64 = 183 * 86_400;
+
+impl DeliveryStats {
+    /// Folds what `run` learned since `base` (what it loaded) into `self` (what is stored now).
+    ///
+    /// Per relay, author and pair: unchanged by the run, the stored value stays; unchanged since
+    /// the base by others, the run's value is taken; changed by both, the run's differences
+    /// are added to the stored value (α, β and pair evidence within their bounds, counters
+    /// saturating), the newest latency and the deepest depth kept. An entry the run dropped
+    /// (pruned) that nobody else changed is dropped. With nothing stored, the result is the run's
+    /// stats. The session counter advances by the
+    /// sessions the run began; the decay setting is the run's.
+    pub fn merge_learning(&mut self, base: &DeliveryStats, run: &DeliveryStats) {
+        if self.session == 0 && self.relays.is_empty() && self.authors.is_empty() {
+            // Nothing stored (never saved, or set aside as unreadable): the run's stats whole.
+            *self = run.clone();
+            return;
+        }
+        let stored_session = self.session;
+        self.session = if stored_session == base.session {
+            run.session
+        } else {
+            stored_session.saturating_add(run.session.saturating_sub(base.session))
+        };
+        self.decay = run.decay;
+        let mut urls: Vec<String> = run
+            .relays
+            .keys()
+            .chain(base.relays.keys())
+            .cloned()
+            .collect();
+        urls.sort_unstable();
+        urls.dedup();
+        for url in urls {
+            let merged = merge_entry(
+                self.relays.get(&url),
+                base.relays.get(&url),
+                run.relays.get(&url),
+                |t, b, r| combine_relay(t, b.unwrap_or(&RelayStats::default()), r),
+            );
+            match merged {
+                Some(m) => self.relays.insert(url, m),
+                None => self.relays.remove(&url),
+            };
+        }
+        let mut authors: Vec<_> = run
+            .authors
+            .keys()
+            .chain(base.authors.keys())
+            .copied()
+            .collect();
+        authors.sort_unstable();
+        authors.dedup();
+        for author in authors {
+            let merged = merge_entry(
+                self.authors.get(&author),
+                base.authors.get(&author),
+                run.authors.get(&author),
+                combine_author,
+            );
+            match merged {
+                Some(mut m) => {
+                    m.relays.intern(&mut self.pair_urls.0);
+                    self.authors.insert(author, m)
+                }
+                None => self.authors.remove(&author),
+            };
+        }
+    }
+
+    /// Forgets relays and authors not updated for [`FORGET_AFTER_SECS`] before the newest
+    /// update, then the least recently updated beyond [`MAX_STORED_RELAYS`] and
+    /// [`MAX_STORED_AUTHORS`] (ties: the most asked relay stays, then by URL or key). Returns
+    /// how many entries were forgotten. Stores call it on load and before saving.
+    pub fn prune(&mut self) -> usize {
+        let before = self.relays.len() + self.authors.len();
+        let newest = self
+            .relays
+            .values()
+            .map(|r| r.updated_at)
+            .max()
+            .unwrap_or(0);
+        let horizon = newest.saturating_sub(FORGET_AFTER_SECS);
+        if horizon > 0 {
+            self.relays.retain(|_, r| r.updated_at >= horizon);
+        }
+        if self.relays.len() > MAX_STORED_RELAYS {
+            let mut order: Vec<(&String, &RelayStats)> = self.relays.iter().collect();
+            order.sort_by(|(ua, a), (ub, b)| {
+                (b.updated_at, b.asked)
+                    .cmp(&(a.updated_at, a.asked))
+                    .then_with(|| ua.cmp(ub))
+            });
+            let forget: Vec<String> = order[MAX_STORED_RELAYS..]
+                .iter()
+                .map(|(url, _)| (*url).clone())
+                .collect();
+            for url in forget {
+                self.relays.remove(&url);
+            }
+        }
+        let newest = self
+            .authors
+            .values()
+            .map(|a| a.updated_at)
+            .max()
+            .unwrap_or(0);
+        let horizon = newest.saturating_sub(FORGET_AFTER_SECS);
+        if horizon > 0 {
+            self.authors.retain(|_, a| a.updated_at >= horizon);
+        }
+        if self.authors.len() > MAX_STORED_AUTHORS {
+            let mut order: Vec<_> = self
+                .authors
+                .iter()
+                .map(|(k, a)| (a.updated_at, *k))
+                .collect();
+            order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            for (_, key) in order.split_off(MAX_STORED_AUTHORS) {
+                self.authors.remove(&key);
+            }
+        }
+        let forgotten = before - (self.relays.len() + self.authors.len());
+        if forgotten > 0 {
+            tracing::info!(
+                forgotten,
+                "stats of long-unseen relays and authors forgotten"
+            );
+        }
+        forgotten
+    }
+}
+
+/// One entry of a three-way merge: `stored` now, the run's `base` and the `run`'s own.
+fn merge_entry<T: Clone + PartialEq>(
+    stored: Option<&T>,
+    base: Option<&T>,
+    run: Option<&T>,
+    combine: impl Fn(&T, Option<&T>, &T) -> T,
+) -> Option<T> {
+    match (stored, base, run) {
+        // Nobody else changed it since the run loaded it: the run's view (or its removal).
+        (Some(t), Some(b), r) if t == b => r.cloned(),
+        (None, _, r) => r.cloned(),
+        // The run did not change it: what is stored stays.
+        (Some(t), Some(b), Some(r)) if r == b => Some(t.clone()),
+        (Some(t), _, None) => Some(t.clone()),
+        (Some(t), b, Some(r)) => Some(combine(t, b, r)),
+    }
+}
+
+/// `stored + (run − base)`, within `[lo, MAX_PARAM]`.
+fn add(stored: f64, base: f64, run: f64, lo: f64) -> f64 {
+    let v = stored + (run - base);
+    if v.is_finite() {
+        v.clamp(lo, MAX_PARAM)
+    } else {
+        stored
+    }
+}
+
+fn count(stored: u64, base: u64, run: u64) -> u64 {
+    stored.saturating_add(run.saturating_sub(base))
+}
+
+fn combine_relay(t: &RelayStats, b: &RelayStats, r: &RelayStats) -> RelayStats {
+    RelayStats {
+        alpha: add(t.alpha, b.alpha, r.alpha, 1.0),
+        beta: add(t.beta, b.beta, r.beta, 1.0),
+        latency_ms: if r.latency_ms != b.latency_ms {
+            r.latency_ms
+        } else {
+            t.latency_ms
+        },
+        updated_at: t.updated_at.max(r.updated_at),
+        session: t.session.max(r.session),
+        asked: count(t.asked, b.asked, r.asked),
+        failures: count(t.failures, b.failures, r.failures),
+        live_alpha: add(t.live_alpha, b.live_alpha, r.live_alpha, 1.0),
+        live_beta: add(t.live_beta, b.live_beta, r.live_beta, 1.0),
+        kept_alpha: add(t.kept_alpha, b.kept_alpha, r.kept_alpha, 1.0),
+        kept_beta: add(t.kept_beta, b.kept_beta, r.kept_beta, 1.0),
+        depth_secs: t.depth_secs.max(r.depth_secs),
+    }
+}
+
+fn combine_author(t: &AuthorStats, b: Option<&AuthorStats>, r: &AuthorStats) -> AuthorStats {
+    let empty = AuthorStats::default();
+    let b = b.unwrap_or(&empty);
+    let seen = |x: u64, y: u64| match (x, y) {
+        (0, v) | (v, 0) => v,
+        (x, y) => x.min(y),
+    };
+    let mut relays = Pairs::new();
+    let mut urls: Vec<&str> = t
+        .relays
+        .iter()
+        .chain(r.relays.iter())
+        .map(|(u, _)| u)
+        .collect();
+    urls.sort_unstable();
+    urls.dedup();
+    for url in urls {
+        let merged = merge_entry(t.relays.get(url), b.relays.get(url), r.relays.get(url), {
+            |t: &PairStats, b: Option<&PairStats>, r: &PairStats| {
+                let b = b.copied().unwrap_or_default();
+                PairStats {
+                    hits: add(t.hits, b.hits, r.hits, 0.0),
+                    misses: add(t.misses, b.misses, r.misses, 0.0),
+                }
+            }
+        });
+        if let Some(p) = merged {
+            relays.insert(url.to_string(), p);
+        }
+    }
+    AuthorStats {
+        volume: if r.volume != b.volume {
+            r.volume
+        } else {
+            t.volume
+        },
+        updated_at: t.updated_at.max(r.updated_at),
+        first: seen(t.first, r.first),
+        last: t.last.max(r.last),
+        probed_secs: t.probed_secs.max(r.probed_secs),
+        relays,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learned(asked: u64, alpha: f64, at: u64) -> RelayStats {
+        RelayStats {
+            alpha,
+            asked,
+            updated_at: at,
+            ..RelayStats::default()
+        }
+    }
+
+    #[test]
+    fn runs_from_one_base_add_up_and_a_lone_run_is_taken_whole() {
+        let mut base = DeliveryStats::new();
+        base.set_session(3);
+        base.set("wss://a.example", learned(2, 3.0, 10));
+        let mut stored = base.clone();
+        for _ in 0..4 {
+            let mut run = base.clone();
+            run.begin_session();
+            run.set("wss://a.example", learned(3, 4.5, 20));
+            run.set("wss://new.example", learned(1, 2.0, 20));
+            stored.merge_learning(&base, &run);
+        }
+        assert_eq!(stored.session(), 7);
+        let a = stored.get("wss://a.example");
+        assert_eq!((a.asked, a.alpha), (6, 9.0));
+        assert_eq!(stored.get("wss://new.example").asked, 4);
+
+        // Nobody else wrote: exactly the run's stats.
+        let mut run = stored.clone();
+        run.begin_session();
+        run.set("wss://a.example", learned(9, 0.1 + 2.0, 30));
+        let mut again = stored.clone();
+        again.merge_learning(&stored, &run);
+        assert_eq!(again, run);
+    }
+
+    #[test]
+    fn prune_forgets_the_long_unseen_and_caps_the_rest() {
+        let mut s = DeliveryStats::new();
+        s.set("wss://old.example", learned(1, 2.0, 1_000));
+        s.set(
+            "wss://new.example",
+            learned(1, 2.0, 1_000 + FORGET_AFTER_SECS + 1),
+        );
+        assert_eq!(s.prune(), 1);
+        assert_eq!(s.len(), 1);
+        for i in 0..MAX_STORED_RELAYS + 5 {
+            s.set(format!("wss://r{i}.example"), learned(1, 2.0, 5_000_000));
+        }
+        s.prune();
+        assert_eq!(s.len(), MAX_STORED_RELAYS);
+    }
+}
