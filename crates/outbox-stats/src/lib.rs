@@ -118,13 +118,11 @@ pub const MAX_STATS_BYTES: u64 = 256 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct FileStore {
     path: PathBuf,
-    /// Serialises this store's own saves, so threads sharing one store do not race on the
-    /// backup step. Never held while calling out of this module.
-    write_lock: Arc<Mutex<()>>,
     /// Set by the conformance suite: the next save stops halfway through writing.
     interrupt: Arc<AtomicBool>,
     /// What this store last loaded or saved: a save adds the difference to what is stored
-    /// then. Locked only to copy or replace it.
+    /// then. A save holds it throughout, so threads sharing one store never race on the backup
+    /// step or add one difference twice. Never held while calling out of this crate.
     base: Arc<Mutex<Option<DeliveryStats>>>,
 }
 
@@ -178,7 +176,6 @@ impl FileStore {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
-            write_lock: Arc::new(Mutex::new(())),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
         }
@@ -348,7 +345,7 @@ impl FileStore {
     /// save) is added to it ([`DeliveryStats::merge_learning`]); with no base, `stats` replaces
     /// it. Concurrent runs on one file so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = lock_file(&self.lock_path())?;
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -379,11 +376,10 @@ impl FileStore {
                 }
             }
         }
-        let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut clean = match (base, stored) {
+        let mut clean = match (held.as_ref(), stored) {
             (Some(base), Some(mut stored)) => {
                 stored.sanitize();
-                stored.merge_learning(&base, stats);
+                stored.merge_learning(base, stats);
                 stored
             }
             _ => stats.clone(),
@@ -423,7 +419,7 @@ impl FileStore {
             source: e.error,
         })?;
         sync_dir(&dir).map_err(io_err(&dir))?;
-        set_base(&self.base, stats);
+        *held = Some(stats.clone());
         Ok(())
     }
 }

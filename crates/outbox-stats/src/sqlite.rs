@@ -127,17 +127,18 @@ pub struct SqliteStore {
     /// Set by the conformance suite: the next stats save fails halfway through its rows.
     interrupt: Arc<AtomicBool>,
     /// What this store last loaded or saved: a save adds the difference to what is stored
-    /// then. Locked only to copy or replace it.
+    /// then. A stats save holds it throughout, so two of them never add the same difference;
+    /// taken before the database's lock, never the other way round.
     base: Arc<Mutex<Option<DeliveryStats>>>,
-    /// Serialises this store's own stats saves, so two of them never add the same difference.
-    /// Taken before the database's lock, never the other way round.
-    save_lock: Arc<Mutex<()>>,
 }
 
 /// Why opening or reading failed: the content (set it aside) or the medium.
 enum Failure {
     Corrupt(String),
     Store(StatsStoreError),
+    /// Another connection holds a lock SQLite would not wait for (switching to WAL while
+    /// another writer creates the database, a read upgraded to a write): tried again.
+    Busy(StatsStoreError),
 }
 
 impl From<StatsStoreError> for Failure {
@@ -153,7 +154,6 @@ impl SqliteStore {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
-            save_lock: Arc::new(Mutex::new(())),
         }
     }
 
@@ -171,8 +171,17 @@ impl SqliteStore {
     }
 
     fn db_err(&self, e: rusqlite::Error) -> Failure {
+        let busy = matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        );
         if is_corrupt(&e) {
             Failure::Corrupt(e.to_string())
+        } else if busy {
+            Failure::Busy(StatsStoreError::Database {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })
         } else {
             Failure::Store(StatsStoreError::Database {
                 path: self.path.clone(),
@@ -189,8 +198,11 @@ impl SqliteStore {
         warnings: &mut Vec<LoadWarning>,
         work: impl Fn(&mut Connection) -> Result<T, Failure>,
     ) -> Result<Option<T>, StatsStoreError> {
-        // Twice at most: a corrupt database is set aside once, then the fresh one is used.
-        for _ in 0..2 {
+        // Twice at most: a corrupt database is set aside once, then the fresh one is used. A
+        // busy database is tried again until `BUSY_TIMEOUT`.
+        let started = std::time::Instant::now();
+        let mut fresh = 0;
+        while fresh < 2 {
             let outcome = self.open(create).and_then(|conn| match conn {
                 None => Ok(None),
                 Some(mut conn) => {
@@ -203,7 +215,10 @@ impl SqliteStore {
             match outcome {
                 Ok(v) => return Ok(v),
                 Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::Busy(e)) if started.elapsed() >= BUSY_TIMEOUT => return Err(e),
+                Err(Failure::Busy(_)) => std::thread::sleep(Duration::from_millis(20)),
                 Err(Failure::Corrupt(reason)) => {
+                    fresh += 1;
                     tracing::warn!(path = %self.path.display(), %reason, "stats database is unreadable; setting it aside and starting fresh");
                     let moved_to = self.move_aside()?;
                     warnings.push(LoadWarning::Unreadable {
@@ -488,7 +503,8 @@ impl SqliteStore {
         };
         match check() {
             Ok(()) => Ok(()),
-            Err(Failure::Store(e)) => Err(e),
+            // Held by another writer for longer than the check waits.
+            Err(Failure::Store(e) | Failure::Busy(e)) => Err(e),
             // A corrupt database is set aside by the load and started fresh: writable.
             Err(Failure::Corrupt(_)) => Ok(()),
         }
@@ -499,14 +515,14 @@ impl SqliteStore {
     /// ([`DeliveryStats::merge_learning`]) and the result written; with no base, `stats`
     /// replaces it. Concurrent runs on one database so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let _guard = self.save_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let base = self.base.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
+        let base = held.as_ref();
         let mut warnings = Vec::new();
         self.with_db(true, &mut warnings, |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
-            let mut clean = match &base {
+            let mut clean = match base {
                 Some(base) => {
                     let mut stored = read_stats(&tx).map_err(|e| self.db_err(e))?.stats;
                     stored.sanitize();
@@ -520,7 +536,7 @@ impl SqliteStore {
             write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
             tx.commit().map_err(|e| self.db_err(e))
         })?;
-        set_base(&self.base, stats);
+        *held = Some(stats.clone());
         Ok(())
     }
 
