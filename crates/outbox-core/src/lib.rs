@@ -15,27 +15,23 @@
 //! assert_eq!(filters.len(), 1);
 //! ```
 //!
-//! This crate does no IO. Strategies live in their own crates and register themselves with
-//! [`register_strategy!`] (see [`registry`] for what "strategy" and "selector" mean); the
-//! runtime, simulator and CLI are separate crates.
+//! This crate does no IO and is all a strategy needs. Strategies live in their own crates and
+//! register themselves with [`register_strategy!`] (see [`registry`] for what "strategy" and
+//! "selector" mean). What a client does around a plan without IO (routes, directory, paging,
+//! recording rounds, store traits) is `outbox-client`; the runtime, simulator and CLI are
+//! separate crates.
 
-pub mod carriers;
 pub mod config;
-pub mod diff;
-pub mod directory;
 mod fastmap;
 pub mod ids;
 pub mod invariants;
 pub mod issue;
 pub mod keys;
-pub mod monitor;
-pub mod paging;
 pub mod plan;
 pub mod probe;
 pub mod registry;
 pub mod route_table;
 pub mod router;
-pub mod routes;
 pub mod scorer;
 pub mod selector;
 pub mod stats;
@@ -43,35 +39,19 @@ pub mod stats;
 pub mod testkit;
 pub mod url_policy;
 
-pub use carriers::{Carriers, Network};
 pub use config::{RouterConfig, DEFAULT_MAX_CONNECTIONS};
-pub use diff::{PlanDiff, Slot, Slots};
-pub use directory::{
-    NotADirectoryList, PersonRelays, RelayDirectory, RelayDirectoryBuilder, MAX_DIRECTORY_PEOPLE,
-};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};
 pub use keys::{parse_public_key, public_key_from_hex, KeyError};
-pub use monitor::{
-    apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary,
-};
-pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
 pub use probe::{plan_probes, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
 pub use router::{session_seed, BrokenPlan, PlanContext, Router};
-pub use routes::{
-    check_route, relay_quality, InboxQuery, Pointer, PointerError, PublishQuery, Reason, Route,
-    RouteBudget, RouteContext, RouteKind, RoutePlan, RouteTarget, RouteViolation, ThreadQuery,
-};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};
-pub use stats::{
-    AuthorStats, Decay, DeliveryStats, LoadWarning, Loaded, MemoryStore, PairStats, Pairs,
-    RelayStats, RoundReport, StatsStore, StatsStoreError,
-};
+pub use stats::{AuthorStats, Decay, DeliveryStats, PairStats, Pairs, RelayStats, RoundReport};
 pub use url_policy::{blocked_relays, DenyList, DropReason, UrlPolicy};
 
 /// Re-exported so strategy crates name the RNG type of [`Selector::select`] without depending

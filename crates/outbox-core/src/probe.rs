@@ -11,8 +11,7 @@
 //! window on that relay.
 //!
 //! [`plan_probes`] picks the relays; a client asks them with [`ProbePlan::filters`], passes the
-//! frames to a [`RoundRecorder`](crate::stats::RoundRecorder) with
-//! [`probed`](crate::stats::RoundRecorder::probed), and learns from the round like from any
+//! frames to a `RoundRecorder` (`outbox-client`) with `probed`, and learns from the round like from any
 //! other ([`DeliveryStats::record_round`]). What a probe returns is never a fetched note: a
 //! full page is a sample, learned as one (see [`AuthorRound::capped`](crate::stats::AuthorRound)).
 //! Every question names follows to a relay, so probes count in disclosure; asking a relay only

@@ -48,7 +48,9 @@ pub struct DropReport {
 impl DropReport {
     const EXAMPLES_PER_REASON: usize = 3;
 
-    pub(crate) fn drop(&mut self, reason: DropReason, raw: &str) {
+    /// Counts one dropped entry under `reason`, keeping the first few as examples (cut to 60
+    /// characters).
+    pub fn drop(&mut self, reason: DropReason, raw: &str) {
         *self.by_reason.entry(reason).or_default() += 1;
         let examples = self.examples.entry(reason).or_default();
         if examples.len() < Self::EXAMPLES_PER_REASON {
@@ -314,8 +316,9 @@ impl RouteTableBuilder {
     }
 }
 
-/// Keeps the newest list per author, counting the ones it replaces or refuses.
-pub(crate) fn keep_newest(
+/// Keeps the newest list per author, counting the ones it replaces or refuses: the one rule
+/// for which of an author's kind:10002 lists counts, for route tables and directories alike.
+pub fn keep_newest(
     newest: &mut HashMap<PublicKey, RawRelayList>,
     list: RawRelayList,
     report: &mut DropReport,
@@ -345,14 +348,18 @@ fn reader_read_relays(list: &RawRelayList, report: &mut DropReport) -> Vec<Strin
         .collect()
 }
 
-pub(crate) struct RTag<'a> {
-    pub(crate) url: &'a str,
-    pub(crate) write: bool,
-    pub(crate) read: bool,
+/// One NIP-65 `r` tag, read ([`parse_r_tag`]).
+pub struct RTag<'a> {
+    /// The relay URL as written (not yet canonical).
+    pub url: &'a str,
+    /// The author writes there (`write` or no marker).
+    pub write: bool,
+    /// The author reads there (`read` or no marker).
+    pub read: bool,
 }
 
 /// Reads one tag as a NIP-65 `r` tag; `None` for other tags (malformed `r` tags are counted).
-pub(crate) fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a>> {
+pub fn parse_r_tag<'a>(tag: &'a [String], report: &mut DropReport) -> Option<RTag<'a>> {
     if tag.first().map(String::as_str) != Some("r") {
         return None;
     }

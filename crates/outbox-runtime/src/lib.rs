@@ -8,7 +8,7 @@
 //! # How it works
 //!
 //! - **One coordinator task owns all state**: the relay lists, the route table, the plan's
-//!   [`Slots`](outbox_core::Slots), the learned stats and the penalty box. Everything else talks
+//!   [`Slots`](outbox_client::Slots), the learned stats and the penalty box. Everything else talks
 //!   to it with messages. The one lock in this crate is the leaf behind the shared cache of
 //!   relay documents ([`Nip11Cache`]), never held across an `.await`.
 //! - **One task per relay** (a slot) owns that relay's WebSocket. It sends REQ/CLOSE when told,
@@ -16,11 +16,11 @@
 //!   or floods only ever blocks its own task.
 //! - **Paging**: relays cap each REQ, so a slot splits its filter into author chunks that fit
 //!   the relay's limits (its NIP-11 document, else defaults) and pages each backwards until the
-//!   window is complete or the page budget runs out ([`slot`], `outbox_core::paging`).
+//!   window is complete or the page budget runs out ([`slot`], `outbox_client::paging`).
 //! - **The first REQ goes out before any relay list is known**: with lists missing, the plan
 //!   asks the reader's relays about everyone (the residual). Those relays are also asked for the
 //!   follows' kind:10002 lists; when lists arrive (debounced) the coordinator re-plans and
-//!   applies the [`PlanDiff`](outbox_core::PlanDiff): new relays are dialled, dropped ones closed,
+//!   applies the [`PlanDiff`](outbox_client::PlanDiff): new relays are dialled, dropped ones closed,
 //!   changed filters replaced in place (paged again on the open socket), and the rest
 //!   left alone.
 //! - **Faults**: connect and EOSE timeouts, reconnects with exponential backoff and jitter, a
@@ -79,14 +79,15 @@ use std::time::Duration;
 
 use nostr::event::Event;
 use nostr::key::PublicKey;
-use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore, UrlPolicy};
+use outbox_client::{MemoryStore, StatsStore};
+use outbox_core::{DeliveryStats, RawRelayList, Router, UrlPolicy};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
 pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
-pub use outbox_core::Carriers;
+pub use outbox_client::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use query::fetch_events;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
@@ -111,7 +112,7 @@ pub struct FeedInput {
     pub penalties: PenaltyBox,
     /// NIP-66 monitor relays: at start, their kind:30166 reports about the relays of the known
     /// lists seed a liveness prior for relays the stats know nothing about
-    /// ([`outbox_core::apply_monitor_prior`]). Empty: no monitor data.
+    /// ([`outbox_client::apply_monitor_prior`]). Empty: no monitor data.
     pub monitor_relays: Vec<String>,
 }
 
@@ -534,7 +535,7 @@ async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut D
     let now = config
         .clock
         .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
-    let summary = outbox_core::apply_monitor_prior(stats, &reports, &input.policy, now);
+    let summary = outbox_client::apply_monitor_prior(stats, &reports, &input.policy, now);
     tracing::info!(
         reports = reports.len(),
         alive = summary.alive,

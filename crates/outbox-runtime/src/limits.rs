@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use outbox_core::paging::Paging;
+use outbox_client::paging::Paging;
 
 /// Paging, subscription and NIP-11 settings of a feed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LimitsConfig {
-    /// Author chunks, page size and page budget (the rules of `outbox_core::paging`).
+    /// Author chunks, page size and page budget (the rules of `outbox_client::paging`).
     pub paging: Paging,
     /// Fetching relay information documents.
     pub nip11: Nip11Config,

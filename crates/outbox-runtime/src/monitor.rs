@@ -1,12 +1,13 @@
 //! NIP-66 monitor reports fetched at the start of a feed, so the first plan can lean away from
-//! relays a monitor has not seen online for long (see [`outbox_core::monitor`]).
+//! relays a monitor has not seen online for long (see [`outbox_client::monitor`]).
 
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use std::collections::HashSet;
 
 use nostr::key::PublicKey;
-use outbox_core::{MonitorReport, RawRelayList, UrlPolicy};
+use outbox_client::MonitorReport;
+use outbox_core::{RawRelayList, UrlPolicy};
 
 use crate::config::RuntimeConfig;
 use crate::query::fetch_events;
@@ -16,7 +17,7 @@ use crate::query::fetch_events;
 pub const MONITOR_CHUNK: usize = 100;
 
 /// Most reports kept from the monitor relays (the core reads at most this many).
-pub const MAX_FETCHED_REPORTS: usize = outbox_core::monitor::MAX_MONITOR_REPORTS;
+pub const MAX_FETCHED_REPORTS: usize = outbox_client::monitor::MAX_MONITOR_REPORTS;
 
 /// Reports (kind:30166) per relay asked for: several monitors may report on one relay.
 const REPORTS_PER_RELAY: usize = 4;

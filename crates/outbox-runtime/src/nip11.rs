@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use outbox_core::paging::RelayLimits;
+use outbox_client::paging::RelayLimits;
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;

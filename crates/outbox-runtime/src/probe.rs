@@ -7,7 +7,7 @@
 //! more than the routed budget of probe sockets are open at once: a relay waits for a free
 //! place before it dials. Nothing is de-duplicated across relays: every relay's own answer is
 //! what is learned from, so each comes back whole, as one [`ProbeAnswer`], for the coordinator
-//! to pass to its recorder ([`outbox_core::stats::RoundRecorder::probed`]). Probe notes are
+//! to pass to its recorder ([`outbox_client::RoundRecorder::probed`]). Probe notes are
 //! never delivered to the feed.
 //!
 //! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those,

@@ -5,7 +5,7 @@
 //! relay answered, the others get [`RuntimeConfig::lookup_grace`] and the lookup ends with what
 //! came, so a relay that accepts a socket and never answers costs the grace. A long
 //! author list is asked in chunks that fit relays' message limits (the rules of
-//! `outbox_core::paging`), one after the other on one socket; each chunk reads at most its
+//! `outbox_client::paging`), one after the other on one socket; each chunk reads at most its
 //! `limit` events, so what a relay can make us read is bounded.
 
 use std::collections::{BTreeSet, HashMap};
@@ -22,7 +22,7 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
-use outbox_core::paging::{self, RelayLimits};
+use outbox_client::{paging, paging::RelayLimits};
 
 use crate::config::RuntimeConfig;
 
@@ -33,7 +33,7 @@ use crate::config::RuntimeConfig;
 /// Each author chunk asks `limit` events (the filter's, else [`Paging::page_limit`]) and reads
 /// no more: lookups are of replaceable events, one per author, so no older pages are asked.
 ///
-/// [`Paging::page_limit`]: outbox_core::paging::Paging::page_limit
+/// [`Paging::page_limit`]: outbox_client::paging::Paging::page_limit
 pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
     crate::coordinator::install_crypto_provider();
     // Each relay's events come as they are read (at most each chunk's limit), so a relay cut

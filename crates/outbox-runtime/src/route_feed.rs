@@ -1,4 +1,4 @@
-//! Live subscriptions for the reads of a route plan (`outbox_core::routes`): the inbox (events
+//! Live subscriptions for the reads of a route plan (`outbox_client::routes`): the inbox (events
 //! tagging the reader), a thread, a pointer.
 //!
 //! A route plan is small and fixed (a handful of relays, one set of filters each), so there is
@@ -15,7 +15,7 @@ use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use nostr::types::Timestamp;
-use outbox_core::routes::RoutePlan;
+use outbox_client::routes::RoutePlan;
 use rand::SeedableRng;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;

@@ -11,8 +11,9 @@ use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use outbox_core::stats::{StateStore, MAX_STORED_LISTS};
-use outbox_core::{LoadWarning, RawRelayList, StatsStoreError};
+use outbox_client::{LoadWarning, StatsStoreError};
+use outbox_client::{StateStore, MAX_STORED_LISTS};
+use outbox_core::RawRelayList;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -143,7 +144,7 @@ pub fn save_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StatsStoreE
 mod tests {
     use std::sync::Arc;
 
-    use outbox_core::MemoryStore;
+    use outbox_client::MemoryStore;
     use outbox_stats::{FileStore, SqliteStore};
 
     use super::*;

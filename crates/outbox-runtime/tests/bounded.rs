@@ -15,7 +15,8 @@ use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr::types::Timestamp;
-use outbox_core::{MemoryStore, StatsStore, UrlPolicy};
+use outbox_client::{MemoryStore, StatsStore};
+use outbox_core::UrlPolicy;
 use outbox_runtime::{
     fetch_events, start, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
 };

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use outbox_core::{MemoryStore, UrlPolicy};
+use outbox_client::MemoryStore;
+use outbox_core::UrlPolicy;
 use outbox_runtime::{start, Carriers, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 const GREEDY: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";

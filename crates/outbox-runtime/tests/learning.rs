@@ -12,7 +12,7 @@ use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use outbox_core::stats::RoundRecorder;
+use outbox_client::RoundRecorder;
 use outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, UrlPolicy};
 use outbox_runtime::{start, FeedInput, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;

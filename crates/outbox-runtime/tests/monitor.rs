@@ -10,8 +10,9 @@ use std::time::Duration;
 use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::Keys;
-use outbox_core::stats::{RelayRound, RoundReport};
-use outbox_core::{DeliveryStats, MemoryStore, UrlPolicy};
+use outbox_client::MemoryStore;
+use outbox_core::{stats::RelayRound, stats::RoundReport};
+use outbox_core::{DeliveryStats, UrlPolicy};
 use outbox_runtime::{start, FeedInput, FeedSummary, RuntimeConfig};
 
 /// Recall by posterior means (no draws), one routed connection.

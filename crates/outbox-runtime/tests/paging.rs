@@ -14,7 +14,7 @@ use nostr::event::{Event, EventId, Kind};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
-use outbox_core::paging::Paging;
+use outbox_client::paging::Paging;
 use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
 use outbox_runtime::{fetch_events, start, FeedInput, Nip11Config, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -12,7 +12,7 @@ use common::*;
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
-use outbox_core::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
+use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
 use outbox_runtime::{start_route, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
 

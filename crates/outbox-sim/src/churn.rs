@@ -9,16 +9,17 @@
 //! - at one tick a new relay appears in the lists of a large share of follows and stays (a
 //!   sudden, permanent improvement).
 //!
-//! Every plan is applied to [`Slots`], and the resulting [`PlanDiff`](outbox_core::PlanDiff)s
+//! Every plan is applied to [`Slots`], and the resulting [`PlanDiff`](outbox_client::PlanDiff)s
 //! are counted: dials, closes and in-place replacements. Every plan is also checked against
 //! the invariants of its own tick; a follow that no filter names counts as uncovered.
 
 use std::fmt;
 
 use nostr::key::PublicKey;
+use outbox_client::Slots;
 use outbox_core::{
     check_plan, DeliveryStats, Limits, Plan, PlanInput, RawRelayList, RouteTable,
-    RouteTableBuilder, Slots, StrategyConfig, UrlPolicy, Violation,
+    RouteTableBuilder, StrategyConfig, UrlPolicy, Violation,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

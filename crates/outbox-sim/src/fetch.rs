@@ -1,6 +1,6 @@
 //! What a plan's REQs return when relays cap each REQ: the runtime's paged fetch, simulated.
 //!
-//! The simulated client pages by the rules of [`outbox_core::paging`], exactly as the runtime
+//! The simulated client pages by the rules of [`outbox_client::paging`], exactly as the runtime
 //! does, and knows no relay's cap (the simulator has no NIP-11 documents, so
 //! [`RelayLimits::default`]):
 //!
@@ -23,8 +23,11 @@
 //! learns through the same code as a live client.
 
 use nostr::event::EventId;
-use outbox_core::paging::{self, CapEstimate, Cursor, Ended, Next, Page, Paging, RelayLimits};
-use outbox_core::stats::RoundRecorder;
+use outbox_client::RoundRecorder;
+use outbox_client::{
+    paging, paging::CapEstimate, paging::Cursor, paging::Ended, paging::Next, paging::Page,
+    paging::Paging, paging::RelayLimits,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::asks::Asks;

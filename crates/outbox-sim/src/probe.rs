@@ -8,7 +8,7 @@
 //! delivers a note to the feed.
 
 use nostr::event::EventId;
-use outbox_core::stats::RoundRecorder;
+use outbox_client::RoundRecorder;
 use outbox_core::ProbePlan;
 use serde::{Deserialize, Serialize};
 

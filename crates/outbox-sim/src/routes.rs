@@ -22,11 +22,9 @@
 use std::collections::HashSet;
 
 use nostr::key::PublicKey;
-use outbox_core::stats::RoundRecorder;
-use outbox_core::{
-    DeliveryStats, InboxQuery, PublishQuery, RelayDirectory, Route, RouteBudget, RouteContext,
-    UrlPolicy,
-};
+use outbox_client::RoundRecorder;
+use outbox_client::{InboxQuery, PublishQuery, RelayDirectory, Route, RouteBudget, RouteContext};
+use outbox_core::{DeliveryStats, UrlPolicy};
 use serde::Serialize;
 
 use crate::window::Window;

@@ -12,9 +12,10 @@ use std::time::Instant;
 
 use std::collections::HashSet;
 
-use outbox_core::stats::RoundRecorder;
+use outbox_client::Network;
+use outbox_client::RoundRecorder;
 use outbox_core::{
-    plan_probes, DeliveryStats, Network, Plan, PlanContext, ProbeBudget, RawRelayList, Router,
+    plan_probes, DeliveryStats, Plan, PlanContext, ProbeBudget, RawRelayList, Router,
 };
 use serde::{Deserialize, Serialize};
 
@@ -45,12 +46,12 @@ pub struct LoopConfig {
     pub timing_repeats: usize,
     /// Within a session, set aside the asked relays that did not answer and plan again without
     /// them until a plan's relays all answer, as the live runtime does (see
-    /// [`outbox_core::Network`]); the session fetches what every plan's answering relays
+    /// [`outbox_client::Network`]); the session fetches what every plan's answering relays
     /// returned. Off: one plan per session, the published benchmark's model.
     #[serde(default)]
     pub replan_on_failure: bool,
     /// Before session 0, seed the stats with the world's NIP-66 monitor data
-    /// ([`outbox_core::apply_monitor_prior`] at the world's `now`), as the runtime does with
+    /// ([`outbox_client::apply_monitor_prior`] at the world's `now`), as the runtime does with
     /// `--monitors`. Off, or a world without `monitor`: a cold start knowing nothing.
     #[serde(default)]
     pub monitor_prior: bool,
@@ -156,7 +157,7 @@ pub fn run_sessions_with(
 ) -> StrategyRun {
     let mut stats = DeliveryStats::new();
     if cfg.monitor_prior && !sim.world.monitor().is_empty() {
-        let summary = outbox_core::apply_monitor_prior(
+        let summary = outbox_client::apply_monitor_prior(
             &mut stats,
             &sim.world.monitor_reports(),
             &sim.policy,

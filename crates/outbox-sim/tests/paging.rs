@@ -2,7 +2,7 @@
 //! and the bench counts what that costs.
 
 use nostr::key::PublicKey;
-use outbox_core::paging::Paging;
+use outbox_client::paging::Paging;
 use outbox_sim::world::{PartEvent, WorldParts};
 use outbox_sim::{fetch, generate, observe, score, Ask, Asks, Profile, SimWorld, Window, World};
 

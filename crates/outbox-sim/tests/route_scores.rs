@@ -1,6 +1,7 @@
 //! Inbox recall and publish reach on hand-made worlds whose answers are known exactly.
 
-use outbox_core::{RouteBudget, UrlPolicy};
+use outbox_client::RouteBudget;
+use outbox_core::UrlPolicy;
 use outbox_sim::{score_routes, RouteLoopConfig, Window, World};
 
 const R: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";

@@ -20,9 +20,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nostr::key::{Keys, PublicKey, SecretKey};
-use outbox_core::stats::{
-    AuthorStats, Decay, LoadWarning, PairStats, StateStore, StatsStore, StatsStoreError,
-};
+use outbox_client::{LoadWarning, StateStore, StatsStore, StatsStoreError};
+use outbox_core::{stats::AuthorStats, stats::Decay, stats::PairStats};
 use outbox_core::{DeliveryStats, RawRelayList, RelayStats};
 use serde_json::{json, Value};
 

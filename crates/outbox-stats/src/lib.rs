@@ -1,4 +1,4 @@
-//! The embedded default [`StatsStore`](outbox_core::StatsStore): delivery statistics in one
+//! The embedded default [`StatsStore`](outbox_client::StatsStore): delivery statistics in one
 //! versioned JSON file.
 //!
 //! # Format (`outbox-stats`, version 2)
@@ -72,7 +72,7 @@
 //!
 //! - [`state`]: the relay lists and the penalty box the runtime keeps between runs, in
 //!   `<name>.lists.json` and `<name>.penalties.json`, and the async
-//!   [`StatsStore`](outbox_core::StatsStore) / [`StateStore`](outbox_core::stats::StateStore)
+//!   [`StatsStore`](outbox_client::StatsStore) / [`StateStore`](outbox_client::StateStore)
 //!   implementations (file IO on tokio's blocking threads).
 //! - [`sqlite`] (feature `sqlite`, on by default): the same state in one SQLite database.
 //! - `conformance` (feature `conformance`): the suite every store here passes.
@@ -85,8 +85,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use outbox_core::stats::{AuthorStats, Decay, LoadWarning, Loaded, PairStats, StatsStoreError};
+use outbox_client::{LoadWarning, Loaded, StatsStoreError};
 use outbox_core::{public_key_from_hex, DeliveryStats, RelayStats};
+use outbox_core::{stats::AuthorStats, stats::Decay, stats::PairStats};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -113,7 +114,7 @@ pub const MAX_STATS_BYTES: u64 = 256 * 1024 * 1024;
 /// the relay lists and penalty box beside it ([`state`]).
 ///
 /// `load` and `save` here block on the file system; through the async
-/// [`StatsStore`](outbox_core::StatsStore) trait they run on tokio's blocking threads. A clone
+/// [`StatsStore`](outbox_client::StatsStore) trait they run on tokio's blocking threads. A clone
 /// is the same store (it shares the save lock).
 #[derive(Clone, Debug)]
 pub struct FileStore {

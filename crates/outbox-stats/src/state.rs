@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use outbox_core::stats::{
+use outbox_client::{
     async_trait, lists_to_keep, LoadWarning, Loaded, Restored, StateStore, StatsStore,
     StatsStoreError, MAX_STORED_LISTS,
 };

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use outbox_core::StatsStoreError;
+use outbox_client::StatsStoreError;
 
 /// Runs `f` on tokio's blocking threads, so a slow disk or a busy database never stalls the
 /// async workers. Outside a tokio runtime (another executor, or none) it runs on the calling

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use nostr::key::{Keys, SecretKey};
-use outbox_core::stats::{LoadWarning, Loaded};
+use outbox_client::{LoadWarning, Loaded};
 use outbox_core::DeliveryStats;
 use outbox_stats::{FileStore, MAX_STATS_BYTES, STATS_VERSION};
 use proptest::prelude::*;

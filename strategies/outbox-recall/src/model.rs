@@ -355,7 +355,7 @@ const POOLED_STRENGTH: f64 = 2.0;
 /// usually someone's own small relay (often dead, complete when alive), a relay in hundreds of
 /// lists a hub (alive, pruning); the pooled prior lets the first session's answers say so.
 ///
-/// A relay never asked whose stats carry a liveness prior (`outbox_core::monitor`: a relay
+/// A relay never asked whose stats carry a liveness prior (`outbox_client::monitor`: a relay
 /// monitor's report) adds those pseudo-observations to its liveness prior, pooled or uniform.
 impl Model {
     fn relay_beliefs(

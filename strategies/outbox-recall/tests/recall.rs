@@ -1,8 +1,10 @@
 //! The recall strategy: conformance, config errors, and that what it learns moves its plans.
 
-use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use outbox_core::testkit::{check_strategy, relay_list, table_with_lists, test_key};
 use outbox_core::{check_plan, DeliveryStats, PlanContext, RouteTable, Router};
+use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
+use outbox_core::{
+    testkit::check_strategy, testkit::relay_list, testkit::table_with_lists, testkit::test_key,
+};
 use outbox_recall::RecallConfig;
 
 /// Follows are `test_key(0..n)`, one list each.
@@ -203,7 +205,8 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
 /// connection and no draws, the relay leaning alive is the one asked, whichever sorts first.
 #[test]
 fn a_monitor_prior_steers_the_first_plan() {
-    use outbox_core::{apply_monitor_prior, MonitorReport, UrlPolicy};
+    use outbox_client::{apply_monitor_prior, MonitorReport};
+    use outbox_core::UrlPolicy;
     const NOW: u64 = 1_767_225_600;
     for (alive, dead) in [
         ("wss://a.example", "wss://b.example"),

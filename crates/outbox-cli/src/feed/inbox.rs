@@ -10,8 +10,11 @@ use anyhow::bail;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
-use outbox_core::routes::{InboxQuery, Route, RouteBudget, RouteContext, RoutePlan};
-use outbox_core::{DeliveryStats, RelayDirectoryBuilder};
+use outbox_client::RelayDirectoryBuilder;
+use outbox_client::{
+    routes::InboxQuery, routes::Route, routes::RouteBudget, routes::RouteContext, routes::RoutePlan,
+};
+use outbox_core::DeliveryStats;
 use outbox_runtime::{fetch_events, start_route, RouteEvent, RuntimeConfig};
 
 use super::{canonical_relays, open_store, parse_key, router_config, Args, Drain};

@@ -17,7 +17,7 @@ use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use outbox_core::stats::StateStore;
+use outbox_client::StateStore;
 use outbox_core::{Router, RouterConfig};
 use outbox_runtime::store::{load_kept, save_kept};
 use outbox_runtime::{

@@ -6,9 +6,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use nostr::event::{Event, EventId};
 use nostr::key::PublicKey;
-use outbox_core::{
-    parse_public_key, DeliveryStats, RelayDirectory, RelayDirectoryBuilder, RouterConfig, UrlPolicy,
-};
+use outbox_client::{RelayDirectory, RelayDirectoryBuilder};
+use outbox_core::{parse_public_key, DeliveryStats, RouterConfig, UrlPolicy};
 use outbox_sim::World;
 use serde_json::Value;
 

@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use nostr::event::Kind;
-use outbox_core::routes::Route;
-use outbox_core::{
-    check_route, parse_public_key, InboxQuery, Pointer, PublishQuery, RouteBudget, RouteContext,
-    ThreadQuery,
+use outbox_client::routes::Route;
+use outbox_client::{
+    check_route, InboxQuery, Pointer, PublishQuery, RouteBudget, RouteContext, ThreadQuery,
 };
+use outbox_core::parse_public_key;
 
 /// Options of `outbox route`.
 #[derive(Debug, clap::Args)]
@@ -175,7 +175,7 @@ fn thread_query(raw: &str) -> anyhow::Result<ThreadQuery> {
             quotes: true,
         }),
         Ok(_) => bail!("--event points at a profile or an address, not an event"),
-        Err(outbox_core::PointerError::SecretKey) => {
+        Err(outbox_client::PointerError::SecretKey) => {
             bail!("--event is a secret key, not an event; it was not used")
         }
         Err(why) => {

@@ -1,8 +1,8 @@
 //! How `outbox route` prints a plan: one line per relay with its reasons, then what the budget
 //! cut off and who has no relays; or the whole plan as JSON. Text from files is escaped.
 
-use outbox_core::routes::Candidates;
-use outbox_core::{Reason, RouteBudget, RoutePlan, RouteViolation};
+use outbox_client::routes::Candidates;
+use outbox_client::{Reason, RouteBudget, RoutePlan, RouteViolation};
 use serde_json::json;
 
 use super::input::Inputs;

@@ -1,5 +1,6 @@
 //! Learned delivery statistics: a Beta(α, β) prior and a latency estimate per relay, plus the
-//! [`StatsStore`] trait that persists them across runs.
+//! rules of keeping them (the store traits that persist them across runs are `outbox-client`'s
+//! `StatsStore` and `StateStore`).
 //!
 //! # What a client can observe, and what it records
 //!
@@ -10,7 +11,7 @@
 //! 2. for each of those authors, how many distinct events the relay returned, and
 //! 3. the same two facts for every *other* relay it asked in that run.
 //!
-//! A [`RoundRecorder`] takes note of exactly these from relay frames and hands them over as a
+//! A `RoundRecorder` (`outbox-client`) takes note of exactly these from relay frames and hands them over as a
 //! [`RoundReport`]; [`DeliveryStats::record_round`] is the one way stats learn from delivery.
 //! Per asked relay `r`, every author `a` of its filter for whom **some** relay asked in this run
 //! (`r` itself or another relay whose filter also named `a`, routed or residual) returned at
@@ -55,18 +56,11 @@ use crate::fastmap::FastMap;
 
 mod merge;
 mod pairs;
-mod recorder;
 mod round;
-mod store;
 
 pub use merge::{FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS};
 pub use pairs::Pairs;
-pub use recorder::RoundRecorder;
 pub use round::{AuthorRound, RelayRound, RoundReport};
-pub use store::{
-    async_trait, lists_to_keep, LoadWarning, Loaded, MemoryStore, Restored, StateStore, StatsStore,
-    StatsStoreError, MAX_STORED_LISTS,
-};
 
 /// The default hourly decay factor toward the uniform prior.
 pub const DEFAULT_HOURLY_DECAY: f64 = 0.95;
@@ -446,7 +440,7 @@ impl DeliveryStats {
     }
 
     /// [`entry_at`](Self::entry_at) for a trial: a relay never asked before drops any
-    /// prior it was seeded with (a monitor's, see [`crate::monitor`]), so the reader's own first
+    /// prior it was seeded with (a NIP-66 monitor's, see `outbox_client::monitor`), so the reader's own first
     /// round replaces the stand-in instead of being weighed against it.
     fn first_trial_at(&self, url: &str, now: u64) -> RelayStats {
         let s = self.entry_at(url, now);
@@ -766,17 +760,5 @@ mod tests {
         s.record_latency("wss://a.example", 200.0, 0);
         let l = s.get("wss://a.example").latency_ms.unwrap();
         assert!((l - 130.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn memory_store_round_trips() {
-        let store = MemoryStore::new();
-        assert!(store.load().unwrap().stats.is_empty());
-        let mut s = DeliveryStats::new();
-        s.record_delivery("wss://a.example", 3.0, 4, 9);
-        store.save(&s).unwrap();
-        let loaded = store.load().unwrap();
-        assert_eq!(loaded.stats, s);
-        assert!(loaded.warnings.is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! One planning run's outcome, as a client observes it, and how it is learned from.
 //!
 //! The live runtime, the simulator and any client with its own relay pool build a
-//! [`RoundReport`] with a [`RoundRecorder`](super::RoundRecorder) and call
+//! [`RoundReport`] with a `RoundRecorder` (`outbox-client`) and call
 //! [`DeliveryStats::record_round`]: one code path for everything learned from delivery.
 
 use std::collections::{HashMap, HashSet};

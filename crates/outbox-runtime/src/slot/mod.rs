@@ -10,7 +10,7 @@
 //! # Paging
 //!
 //! Real relays cap each REQ, so one filter per relay fetches only the newest few hundred notes.
-//! The slot pages by the rules of [`outbox_core::paging`] (the simulator pages by the same):
+//! The slot pages by the rules of [`outbox_client::paging`] (the simulator pages by the same):
 //! a purpose's filter is split into author chunks that fit the relay's limits (its NIP-11
 //! document, fetched alongside the connect, or defaults), each chunk is asked with `limit` and
 //! then again with an inclusive `until` while its pages come back full, and events are
@@ -49,7 +49,9 @@ use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
 use nostr::message::{ClientMessage, MachineReadablePrefix, RelayMessage, SubscriptionId};
 use nostr::types::Timestamp;
-use outbox_core::paging::{self, CapEstimate, Cursor, Next, Page, RelayLimits};
+use outbox_client::{
+    paging, paging::CapEstimate, paging::Cursor, paging::Next, paging::Page, paging::RelayLimits,
+};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpStream;

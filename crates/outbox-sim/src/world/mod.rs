@@ -297,11 +297,11 @@ impl World {
         self.monitor = entries;
     }
 
-    /// The monitor data as the core's reports, for [`outbox_core::apply_monitor_prior`].
-    pub fn monitor_reports(&self) -> Vec<outbox_core::MonitorReport> {
+    /// The monitor data as the core's reports, for [`outbox_client::apply_monitor_prior`].
+    pub fn monitor_reports(&self) -> Vec<outbox_client::MonitorReport> {
         self.monitor
             .iter()
-            .map(|e| outbox_core::MonitorReport::seen(e.url.clone(), e.last_seen))
+            .map(|e| outbox_client::MonitorReport::seen(e.url.clone(), e.last_seen))
             .collect()
     }
 

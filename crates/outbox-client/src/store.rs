@@ -2,7 +2,7 @@
 //! and an in-memory store. Implementations that touch a medium live at the edges (the
 //! `outbox-stats` crate: a JSON file store and a SQLite store).
 //!
-//! The traits are async (through [`async_trait`], re-exported here so implementations name
+//! The traits are async (through [`async_trait`](macro@async_trait), re-exported here so implementations name
 //! the same version) because a client's storage may be: IndexedDB, an async SQL driver, a
 //! remote key-value store. A store doing blocking IO runs it off the async threads.
 
@@ -13,8 +13,8 @@ use std::sync::Mutex;
 pub use async_trait::async_trait;
 use serde_json::Value;
 
-use super::DeliveryStats;
-use crate::route_table::RawRelayList;
+use outbox_core::route_table::RawRelayList;
+use outbox_core::DeliveryStats;
 
 /// The most relay lists a store keeps and returns (a reader follows at most ~10k people); a
 /// bound on what a load allocates.
@@ -323,7 +323,7 @@ mod tests {
         let dynamic: &dyn StateStore = &store;
         assert!(ready(dynamic.load()).unwrap().stats.is_empty());
         let mut s = DeliveryStats::new();
-        s.record_delivery("wss://a.example", 3.0, 4, 9);
+        s.record_latency("wss://a.example", 100.0, 9);
         ready(dynamic.save(&s)).unwrap();
         assert_eq!(ready(dynamic.load()).unwrap().stats, s);
         assert_eq!(store.load().unwrap().stats, s, "the inherent form agrees");

@@ -8,8 +8,8 @@ use nostr::types::RelayUrl;
 
 use super::*;
 use crate::directory::RelayDirectoryBuilder;
-use crate::route_table::RawRelayList;
-use crate::stats::RelayStats;
+use outbox_core::route_table::RawRelayList;
+use outbox_core::stats::RelayStats;
 
 pub(crate) fn key(n: u8) -> PublicKey {
     Keys::new(SecretKey::from_slice(&[n.max(1); 32]).unwrap()).public_key()

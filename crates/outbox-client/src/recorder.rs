@@ -2,7 +2,7 @@
 //!
 //! The runtime, the simulator and any client with its own relay pool feed a [`RoundRecorder`]
 //! what they asked and what came back, and learn from each [`RoundRecorder::take_round`] with
-//! [`DeliveryStats::record_round`](super::DeliveryStats::record_round). The rules of what a
+//! [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round). The rules of what a
 //! round holds live here once, so every client learns the same from the same frames.
 
 use std::collections::{BTreeMap, HashSet};
@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use nostr::event::{Event, EventId};
 use nostr::key::PublicKey;
 
-use super::{AuthorRound, RelayRound, RoundReport};
+use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
 
 /// Takes notes of REQs, events, EOSEs and failures per relay, and hands them over as rounds.
 ///
@@ -50,7 +50,7 @@ use super::{AuthorRound, RelayRound, RoundReport};
 /// ```
 /// use nostr::event::{EventBuilder, FinalizeEvent, Kind};
 /// use nostr::key::Keys;
-/// use outbox_core::stats::RoundRecorder;
+/// use outbox_client::RoundRecorder;
 /// use outbox_core::DeliveryStats;
 ///
 /// let alice = Keys::generate();
@@ -174,8 +174,8 @@ impl RoundRecorder {
     }
 
     /// A probe for `authors` went to `relay` as filter `generation`, asking each author's newest
-    /// `limit` notes ([`crate::probe`]). Recorded like [`asked`](Self::asked), except that an
-    /// author whose page reached the limit is [`capped`](super::AuthorRound::capped): a sample of
+    /// `limit` notes ([`outbox_core::probe`]). Recorded like [`asked`](Self::asked), except that an
+    /// author whose page reached the limit is [`capped`](outbox_core::stats::AuthorRound::capped): a sample of
     /// its notes, not all of them.
     pub fn probed(
         &mut self,

@@ -1,4 +1,4 @@
-//! The route invariants: one checker returning every violation, like [`crate::check_plan`].
+//! The route invariants: one checker returning every violation, like [`outbox_core::check_plan`].
 
 use std::collections::HashSet;
 use std::fmt;

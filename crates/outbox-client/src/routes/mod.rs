@@ -15,9 +15,9 @@
 //! One file per route kind: [`inbox`], [`thread`], [`pointer`](mod@pointer), [`publish`].
 //!
 //! ```
-//! use outbox_core::routes::Route;
-//! use outbox_core::{DeliveryStats, PublishQuery, RawRelayList, Reason, RelayDirectory,
-//!                   RouteBudget, RouteContext, UrlPolicy};
+//! use outbox_client::routes::Route;
+//! use outbox_client::{PublishQuery, Reason, RelayDirectory, RouteBudget, RouteContext};
+//! use outbox_core::{DeliveryStats, RawRelayList, UrlPolicy};
 //! # let (author, friend) = (nostr::key::Keys::generate().public_key(),
 //! #                         nostr::key::Keys::generate().public_key());
 //! let r = |url: &str, marker: &str| vec!["r".to_string(), url.to_string(), marker.to_string()];
@@ -44,8 +44,8 @@ use nostr::key::PublicKey;
 use serde::Serialize;
 
 use crate::directory::RelayDirectory;
-use crate::stats::DeliveryStats;
-use crate::url_policy::UrlPolicy;
+use outbox_core::stats::DeliveryStats;
+use outbox_core::url_policy::UrlPolicy;
 
 mod check;
 pub mod inbox;
@@ -358,7 +358,7 @@ pub(crate) fn tagged_people(tags: &[Vec<String>]) -> Vec<PublicKey> {
         }
         if let Some(pk) = tag
             .get(1)
-            .and_then(|hex| crate::keys::public_key_from_hex(hex).ok())
+            .and_then(|hex| outbox_core::keys::public_key_from_hex(hex).ok())
         {
             if seen.insert(pk) {
                 out.push(pk);

@@ -13,8 +13,8 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 
-use crate::plan::Plan;
-use crate::route_table::RouteTable;
+use outbox_core::plan::Plan;
+use outbox_core::route_table::RouteTable;
 
 /// One connection slot: a relay, the authors of its filter and the filter's generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,11 +160,11 @@ fn diff_slots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route_table::{RawRelayList, RouteTableBuilder};
-    use crate::selector::{Assignment, Selection};
-    use crate::url_policy::UrlPolicy;
-    use crate::{AuthorId, RelayId};
     use nostr::key::{Keys, SecretKey};
+    use outbox_core::url_policy::UrlPolicy;
+    use outbox_core::{route_table::RawRelayList, route_table::RouteTableBuilder};
+    use outbox_core::{selector::Assignment, selector::Selection};
+    use outbox_core::{AuthorId, RelayId};
 
     fn key(n: u8) -> PublicKey {
         let mut sk = [7u8; 32];
