@@ -60,7 +60,9 @@ pub use paging::{Paging, RelayLimits};
 pub use plan::{Plan, PlanEntry};
 pub use probe::{plan_probes, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
-pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
+pub use route_table::{
+    keep_newest_list, DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder,
+};
 pub use router::{session_seed, BrokenPlan, PlanContext, Router};
 pub use routes::{
     check_route, relay_quality, InboxQuery, Pointer, PointerError, PublishQuery, Reason, Route,

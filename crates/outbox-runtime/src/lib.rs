@@ -72,6 +72,7 @@ pub mod query;
 pub mod route_feed;
 pub mod slot;
 pub mod store;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -79,7 +80,7 @@ use std::time::Duration;
 
 use nostr::event::Event;
 use nostr::key::PublicKey;
-use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore, UrlPolicy};
+use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -95,10 +96,9 @@ pub use slot::{Failure, FrameDrop, SubKind};
 /// Everything a feed starts from.
 #[derive(Debug)]
 pub struct FeedInput {
-    /// The strategy and its budget.
+    /// The strategy, its budget and its URL policy ([`Router::policy`]): which relay URLs are
+    /// acceptable, everywhere the feed canonicalises one.
     pub router: Router,
-    /// Which relay URLs are acceptable (loopback only for tests).
-    pub policy: UrlPolicy,
     /// The reader's follows.
     pub follows: Vec<PublicKey>,
     /// The reader's own relays: the residual pool and where relay lists are looked up.
@@ -116,7 +116,8 @@ pub struct FeedInput {
 }
 
 impl FeedInput {
-    /// An input with no relay lists yet, the default URL policy, and stats kept in memory.
+    /// An input with no relay lists yet and stats kept in memory; URLs go through the router's
+    /// policy.
     pub fn new<S: AsRef<str>>(
         router: Router,
         follows: Vec<PublicKey>,
@@ -124,7 +125,6 @@ impl FeedInput {
     ) -> Self {
         Self {
             router,
-            policy: UrlPolicy::default(),
             follows,
             reader_relays: reader_relays
                 .into_iter()
@@ -515,10 +515,11 @@ pub async fn start(
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a
 /// monitor that fails or knows nothing leaves the stats as they were.
 async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
+    let policy = input.router.policy();
     let monitors: Vec<String> = input
         .monitor_relays
         .iter()
-        .filter_map(|m| match input.policy.canonicalize(m) {
+        .filter_map(|m| match policy.canonicalize(m) {
             Ok(url) => Some(url),
             Err(reason) => {
                 tracing::warn!(relay = %m, %reason, "monitor relay not usable");
@@ -529,12 +530,12 @@ async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut D
     if monitors.is_empty() {
         return;
     }
-    let relays = monitor::list_relays(&input.relay_lists, &input.follows, &input.policy);
+    let relays = monitor::list_relays(&input.relay_lists, &input.follows, policy);
     let reports = monitor::fetch_monitor_reports(&monitors, &relays, config).await;
     let now = config
         .clock
         .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
-    let summary = outbox_core::apply_monitor_prior(stats, &reports, &input.policy, now);
+    let summary = outbox_core::apply_monitor_prior(stats, &reports, policy, now);
     tracing::info!(
         reports = reports.len(),
         alive = summary.alive,

@@ -55,7 +55,7 @@ async fn run(
         vec![a.public_key(), b.public_key()],
         [home.url.clone()],
     );
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.relay_lists = lists;
     input.store = store;
     input.monitor_relays = monitors;

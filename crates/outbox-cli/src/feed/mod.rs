@@ -348,10 +348,10 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         bail!("no follows: give --follows or --npub");
     }
 
+    // The router carries the URL policy, the reader's blocked relays denied.
     let router = Router::from_config(&config);
     let carriers = runtime_config_relays(&relays, &args, &policy);
     let mut input = FeedInput::new(router, follows, relays);
-    input.policy = config.url_policy.clone();
     input.monitor_relays = args.monitors.clone();
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
