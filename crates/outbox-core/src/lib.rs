@@ -52,7 +52,7 @@ pub use directory::{
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};
-pub use keys::{parse_public_key, public_key_from_hex, KeyError};
+pub use keys::{follows_from_contact_list, parse_public_key, public_key_from_hex, KeyError};
 pub use monitor::{
     apply_monitor_prior, MonitorAnnouncement, MonitorReport, NotAMonitorEvent, PriorSummary,
 };

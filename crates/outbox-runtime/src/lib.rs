@@ -81,6 +81,7 @@ use std::time::Duration;
 use nostr::event::Event;
 use nostr::key::PublicKey;
 use outbox_core::{DeliveryStats, MemoryStore, RawRelayList, Router, StatsStore};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -211,8 +212,8 @@ pub enum Status {
     Failed {
         /// Canonical relay URL.
         relay: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (its `Display` is the text to show; escape it before display).
+        reason: Failure,
         /// Consecutive failures so far.
         strikes: u32,
     },
@@ -271,7 +272,7 @@ pub enum Status {
 }
 
 /// What a relay did during the feed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RelayOutcome {
     /// Authors in its last feed filter.
     pub authors: usize,
@@ -298,7 +299,8 @@ pub struct RelayOutcome {
 }
 
 /// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AuthOutcome {
     /// It accepted our AUTH event and was asked again.
     SignedIn,
@@ -310,7 +312,7 @@ pub enum AuthOutcome {
 }
 
 /// One probed relay ([`outbox_core::probe`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeOutcome {
     /// Follows it was asked about.
     pub authors: usize,
@@ -325,7 +327,7 @@ pub struct ProbeOutcome {
 
 /// What probing did: relays the run did not ask, each asked after the fetch about the follows
 /// who list it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeSummary {
     /// Per probed relay whose probe answered or failed, by canonical URL.
     pub relays: BTreeMap<String, ProbeOutcome>,
@@ -348,8 +350,16 @@ impl ProbeSummary {
     }
 }
 
+/// The `format` of a serialised [`FeedSummary`] document (`outbox feed --summary-json`):
+/// `{"format": SUMMARY_FORMAT, "summary": {...}}`.
+pub const SUMMARY_FORMAT: &str = "outbox-feed-summary/1";
+
 /// The outcome of a feed, returned when it ends.
-#[derive(Clone, Debug)]
+///
+/// It serialises (`serde`) for tools, durations as serde's `{"secs", "nanos"}`, without the
+/// learned [`stats`](Self::stats) and the [`lists`](Self::lists), which are large and kept by
+/// the store.
+#[derive(Clone, Debug, Serialize)]
 pub struct FeedSummary {
     /// Distinct notes delivered.
     pub events: u64,
@@ -399,6 +409,7 @@ pub struct FeedSummary {
     /// Plans that broke an invariant and were not applied.
     pub plans_rejected: u64,
     /// The relay lists known at the end (persist them so the next run plans routed at once).
+    #[serde(skip)]
     pub lists: Vec<RawRelayList>,
     /// From start to the end.
     pub elapsed: Duration,
@@ -417,6 +428,7 @@ pub struct FeedSummary {
     /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
     pub probes: ProbeSummary,
     /// The learned stats at the end (also saved to the store).
+    #[serde(skip)]
     pub stats: DeliveryStats,
     /// The penalty box at the end (persist it to remember set-aside relays).
     pub penalties: PenaltyBox,
