@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use nostr_relay_builder::prelude as rb;
 use outbox_core::{RawRelayList, UrlPolicy};
-use serde::Deserialize;
 use outbox_sim::{generate_with, Span, World, WorldModel};
+use serde::Deserialize;
 
 use crate::fleet::{free_port_range, FleetError, FleetRelay};
 use crate::rekey::{note_content, rekey, Rekeyed};
@@ -47,8 +47,9 @@ const STDERR_LINES: usize = 200;
 /// Longest stderr line kept, in characters.
 const STDERR_LINE_CHARS: usize = 1_000;
 
-/// Most bytes of the child's JSON summary read.
-const SUMMARY_READ_LIMIT: u64 = 1024 * 1024;
+/// Most bytes of the child's JSON summary read (it names every relay asked: a few hundred
+/// bytes each).
+const SUMMARY_READ_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Most bytes read from one `/proc` file.
 const PROC_READ_LIMIT: u64 = 64 * 1024;
@@ -890,7 +891,10 @@ mod tests {
         );
         let text = std::str::from_utf8(json).unwrap();
         let none = text.replace(r#"{"secs":1,"nanos":234000000}"#, "null");
-        assert_eq!(parse_summary(none.as_bytes()).unwrap().time_to_full_eose, None);
+        assert_eq!(
+            parse_summary(none.as_bytes()).unwrap().time_to_full_eose,
+            None
+        );
         let other = text.replace("outbox-feed-summary/1", "outbox-feed-summary/2");
         assert_eq!(parse_summary(other.as_bytes()), None);
         assert_eq!(parse_summary(b"events: 12"), None);

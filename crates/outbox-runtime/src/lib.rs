@@ -1,7 +1,8 @@
 //! The live runtime: a feed from real relays, routed by an outbox strategy.
 //!
 //! A client hands [`start`] its follows, its own relays, whatever kind:10002 relay lists it
-//! already has, a [`Router`] (a strategy from config) and a [`StatsStore`]. It gets back a
+//! already has, a [`Router`] (a strategy from config, with the URL policy every relay URL of the
+//! feed goes through) and a [`StatsStore`]. It gets back a
 //! [`FeedHandle`] and a channel of [`FeedEvent`]s: verified, de-duplicated notes and status
 //! events (connected, EOSE, failed, set aside, re-planned).
 //!

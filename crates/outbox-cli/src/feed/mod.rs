@@ -428,8 +428,7 @@ fn write_summary_json(path: &Path, summary: &FeedSummary) -> anyhow::Result<()> 
     });
     let mut text = doc.to_string();
     text.push('\n');
-    std::fs::write(path, text)
-        .with_context(|| format!("writing the summary to {}", path.display()))
+    std::fs::write(path, text).with_context(|| format!("writing the summary to {}", path.display()))
 }
 
 /// The relays a run could have carried the residual with: `--relays`, then the usable
