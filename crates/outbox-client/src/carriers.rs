@@ -12,11 +12,9 @@ use std::collections::{HashMap, HashSet};
 use nostr::key::PublicKey;
 use serde::Serialize;
 
+use outbox_core::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
 use outbox_core::stats::DeliveryStats;
 use outbox_core::url_policy::UrlPolicy;
-use outbox_core::{
-    route_table::RawRelayList, route_table::RouteTable, route_table::RouteTableBuilder,
-};
 
 /// Who carries the residual (the follows no routed relay covers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -161,9 +161,9 @@ fn diff_slots(
 mod tests {
     use super::*;
     use nostr::key::{Keys, SecretKey};
+    use outbox_core::route_table::{RawRelayList, RouteTableBuilder};
+    use outbox_core::selector::{Assignment, Selection};
     use outbox_core::url_policy::UrlPolicy;
-    use outbox_core::{route_table::RawRelayList, route_table::RouteTableBuilder};
-    use outbox_core::{selector::Assignment, selector::Selection};
     use outbox_core::{AuthorId, RelayId};
 
     fn key(n: u8) -> PublicKey {

@@ -14,11 +14,8 @@ use nostr::event::{Event, Kind};
 use nostr::key::PublicKey;
 use serde::Serialize;
 
-use outbox_core::{
-    route_table::keep_newest, route_table::parse_r_tag, route_table::DropReport,
-    route_table::RawRelayList,
-};
-use outbox_core::{url_policy::DropReason, url_policy::UrlPolicy};
+use outbox_core::route_table::{keep_newest, parse_r_tag, DropReport, RawRelayList};
+use outbox_core::url_policy::{DropReason, UrlPolicy};
 
 /// The most people a directory holds by default: lists of further people are counted and
 /// ignored, so a flood of lists cannot grow it without bound.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use nostr::event::{Event, EventId};
 use nostr::key::PublicKey;
 
-use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 
 /// Takes notes of REQs, events, EOSEs and failures per relay, and hands them over as rounds.
 ///

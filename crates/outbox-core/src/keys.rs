@@ -5,6 +5,7 @@
 //! event, so a follow or plan entry holding one can never be served: it is rejected where keys
 //! enter (follow lists, world and plan files, stats) instead of being planned for forever.
 
+use nostr::event::{Event, Kind};
 use nostr::key::PublicKey;
 
 /// Why a string is not a usable public key.
@@ -37,6 +38,25 @@ pub fn is_on_curve(key: &PublicKey) -> bool {
     key.xonly().is_ok()
 }
 
+/// The follows of a reader's kind:3 contact list: its `p` tags' keys, each checked to be on
+/// the curve (others are skipped), sorted and without repeats; empty for any other kind.
+pub fn follows_from_contact_list(event: &Event) -> Vec<PublicKey> {
+    if event.kind != Kind::ContactList {
+        return Vec::new();
+    }
+    let mut follows: Vec<PublicKey> = event
+        .tags
+        .iter()
+        .map(|t| t.as_slice())
+        .filter(|t| t.first().map(String::as_str) == Some("p"))
+        .filter_map(|t| t.get(1))
+        .filter_map(|hex| public_key_from_hex(hex).ok())
+        .collect();
+    follows.sort_unstable();
+    follows.dedup();
+    follows
+}
+
 fn on_curve(key: PublicKey) -> Result<PublicKey, KeyError> {
     if is_on_curve(&key) {
         Ok(key)
@@ -57,6 +77,35 @@ mod tests {
 
     /// The field prime: the smallest 32-byte value that is no coordinate at all.
     const P: &str = "fffffffffffffffffffffffffffffffffffffffffffffffffffffffefffffc2f";
+
+    #[test]
+    fn a_contact_list_gives_its_p_tags_sorted_without_repeats() {
+        use nostr::event::{EventBuilder, FinalizeEvent, Tag};
+        let keys = nostr::key::Keys::generate();
+        let a = nostr::key::Keys::generate().public_key();
+        let b = nostr::key::Keys::generate().public_key();
+        let (ha, hb, off) = (a.to_hex(), b.to_hex(), x(5));
+        let tags = [
+            Tag::parse(["p", hb.as_str()]).unwrap(),
+            Tag::parse(["p", ha.as_str(), "wss://hint.example"]).unwrap(),
+            Tag::parse(["p", hb.as_str()]).unwrap(),
+            Tag::parse(["p", off.as_str()]).unwrap(),
+            Tag::parse(["p", "not hex"]).unwrap(),
+            Tag::parse(["e", ha.as_str()]).unwrap(),
+        ];
+        let list = EventBuilder::new(Kind::ContactList, "")
+            .tags(tags.clone())
+            .finalize(&keys)
+            .unwrap();
+        let mut want = vec![a, b];
+        want.sort_unstable();
+        assert_eq!(follows_from_contact_list(&list), want);
+        let other = EventBuilder::new(Kind::RelayList, "")
+            .tags(tags)
+            .finalize(&keys)
+            .unwrap();
+        assert!(follows_from_contact_list(&other).is_empty());
+    }
 
     #[test]
     fn nostr_alone_accepts_a_coordinate_off_the_curve() {

@@ -43,11 +43,13 @@ pub use config::{RouterConfig, DEFAULT_MAX_CONNECTIONS};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};
-pub use keys::{parse_public_key, public_key_from_hex, KeyError};
+pub use keys::{follows_from_contact_list, parse_public_key, public_key_from_hex, KeyError};
 pub use plan::{Plan, PlanEntry};
 pub use probe::{plan_probes, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
-pub use route_table::{DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder};
+pub use route_table::{
+    keep_newest_list, DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder,
+};
 pub use router::{session_seed, BrokenPlan, PlanContext, Router};
 pub use scorer::{CoverageScorer, RelayView, Scorer, ScorerConfig};
 pub use selector::{Assignment, PlanInput, Selection, Selector, StrategyConfig};

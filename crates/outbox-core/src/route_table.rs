@@ -316,23 +316,28 @@ impl RouteTableBuilder {
     }
 }
 
-/// Keeps the newest list per author, counting the ones it replaces or refuses: the one rule
-/// for which of an author's kind:10002 lists counts, for route tables and directories alike.
+/// [`keep_newest_list`], counting the lists it replaces or refuses (route tables and
+/// directories report them).
 pub fn keep_newest(
     newest: &mut HashMap<PublicKey, RawRelayList>,
     list: RawRelayList,
     report: &mut DropReport,
 ) {
+    if newest.contains_key(&list.author) {
+        report.superseded_lists += 1;
+    }
+    keep_newest_list(newest, list);
+}
+
+/// Keeps `list` in `newest` when its author has none there or an older one (on equal
+/// `created_at` the list kept first stays): the one rule by which the newest list per author
+/// wins, for clients that keep lists as they arrive. Returns whether `list` was kept.
+pub fn keep_newest_list(newest: &mut HashMap<PublicKey, RawRelayList>, list: RawRelayList) -> bool {
     match newest.get(&list.author) {
-        Some(current) if current.created_at >= list.created_at => {
-            report.superseded_lists += 1;
-        }
-        Some(_) => {
-            report.superseded_lists += 1;
+        Some(current) if current.created_at >= list.created_at => false,
+        _ => {
             newest.insert(list.author, list);
-        }
-        None => {
-            newest.insert(list.author, list);
+            true
         }
     }
 }
@@ -628,6 +633,24 @@ mod tests {
         assert_eq!(t.drop_report().read_only_entries, 1);
         assert_eq!(t.popularity(t.relay_id("wss://w.example").unwrap()), 1);
         assert!(t.relay_id("wss://old.example").is_none());
+    }
+
+    #[test]
+    fn a_list_is_kept_only_when_newer_than_the_one_kept() {
+        let a = key(1);
+        let list = |created_at| RawRelayList {
+            author: a,
+            created_at,
+            tags: vec![r(&format!("wss://r{created_at}.example"))],
+        };
+        let mut newest = HashMap::new();
+        assert!(keep_newest_list(&mut newest, list(10)));
+        assert!(!keep_newest_list(&mut newest, list(5)));
+        let mut same = list(10);
+        same.tags.clear();
+        assert!(!keep_newest_list(&mut newest, same));
+        assert!(keep_newest_list(&mut newest, list(20)));
+        assert_eq!(newest[&a], list(20));
     }
 
     #[test]

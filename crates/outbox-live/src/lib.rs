@@ -388,11 +388,10 @@ pub async fn run_live(
                 dir.path().join(format!("strategy-{i}.json")),
             ));
             let mut input = FeedInput::new(
-                Router::from_config(&st.config),
+                Router::from_config(&st.config).with_policy(live_policy.clone()),
                 rekeyed.follows.clone(),
                 &rekeyed.reader_relays,
             );
-            input.policy = live_policy.clone();
             input.relay_lists = rekeyed.relay_lists.clone();
             input.store = store;
             input.penalties = PenaltyBox::new();

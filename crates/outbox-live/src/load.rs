@@ -14,7 +14,7 @@
 //! peak resident set, `utime + stime` its CPU time, read once more when it has exited but is
 //! not yet reaped, so the CPU time is complete. The peak misses only growth in the last
 //! sampling interval before exit (the address space is gone by then). Events received and the
-//! time to full EOSE come from the summary `outbox feed --once` prints on stderr.
+//! time to full EOSE come from the summary the child writes as JSON (`--summary-json`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use nostr_relay_builder::prelude as rb;
 use outbox_core::{RawRelayList, UrlPolicy};
 use outbox_sim::{generate_with, Span, World, WorldModel};
+use serde::Deserialize;
 
 use crate::fleet::{free_port_range, FleetError, FleetRelay};
 use crate::rekey::{note_content, rekey, Rekeyed};
@@ -40,11 +41,15 @@ pub const MAX_RELAYS: usize = 5_000;
 /// Most follows of one load point (about what a reader follows at most).
 pub const MAX_FOLLOWS: usize = 100_000;
 
-/// Stderr lines of the child kept (its summary is the last dozen).
+/// Stderr lines of the child kept (to say why a run failed).
 const STDERR_LINES: usize = 200;
 
 /// Longest stderr line kept, in characters.
 const STDERR_LINE_CHARS: usize = 1_000;
+
+/// Most bytes of the child's JSON summary read (it names every relay asked: a few hundred
+/// bytes each).
+const SUMMARY_READ_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Most bytes read from one `/proc` file.
 const PROC_READ_LIMIT: u64 = 64 * 1024;
@@ -110,8 +115,9 @@ impl LoadConfig {
     }
 }
 
-/// What the child's `outbox feed --once` summary says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What the child's `outbox feed --once` summary says: the fields of its
+/// `outbox_runtime::FeedSummary` that the benchmark reports, read from `--summary-json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct FeedReport {
     /// Distinct notes delivered.
     pub events: u64,
@@ -404,9 +410,10 @@ pub async fn run_point(
             .map(|s| ticks(s.utime.saturating_add(s.stime)))
     };
     let cpu_before = own_cpu();
-    let measured = tokio::task::spawn_blocking(move || measure(command, timeout, every))
+    let mut measured = tokio::task::spawn_blocking(move || measure(command, timeout, every))
         .await
         .map_err(|e| std::io::Error::other(format!("measuring thread: {e}")))??;
+    measured.report = read_summary(&summary_path(dir.path()));
     let relays_cpu = own_cpu()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
@@ -563,10 +570,9 @@ fn feed_command(
         ),
     )?;
     let stats = dir.join("stats.json");
-    // Where the feed keeps the lists it fetched (`STATS.lists.json`).
-    let mut lists_path = stats.as_os_str().to_owned();
-    lists_path.push(".lists.json");
-    outbox_runtime::store::save_json(Path::new(&lists_path), &lists.to_vec())
+    // Kept by the feed's own store, where it keeps the lists it fetched.
+    outbox_stats::FileStore::new(&stats)
+        .save_lists(lists)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut cmd = Command::new(&cfg.program);
     cmd.args(["--log", "warn", "feed", "--once", "--allow-local"])
@@ -586,12 +592,42 @@ fn feed_command(
         .arg(format!("{}ms", cfg.connect_timeout.as_millis().max(1)))
         .arg("--eose-timeout")
         .arg(format!("{}ms", cfg.eose_timeout.as_millis().max(1)))
+        .arg("--summary-json")
+        .arg(summary_path(dir))
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // The tempdir must outlive the child: the command is run before `dir` is dropped.
     Ok(cmd)
+}
+
+/// Where the child writes its summary (`--summary-json`).
+fn summary_path(dir: &Path) -> PathBuf {
+    dir.join("summary.json")
+}
+
+/// The summary the child wrote (`outbox feed --summary-json`); `None` if it wrote none or
+/// not one this build reads.
+pub fn read_summary(path: &Path) -> Option<FeedReport> {
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(SUMMARY_READ_LIMIT)
+        .read_to_end(&mut text)
+        .ok()?;
+    parse_summary(&text)
+}
+
+/// Parses a `--summary-json` document: `{"format": "outbox-feed-summary/1", "summary": {...}}`.
+pub fn parse_summary(json: &[u8]) -> Option<FeedReport> {
+    #[derive(Deserialize)]
+    struct Document {
+        format: String,
+        summary: FeedReport,
+    }
+    let doc: Document = serde_json::from_slice(json).ok()?;
+    (doc.format == outbox_runtime::SUMMARY_FORMAT).then_some(doc.summary)
 }
 
 /// What `/proc/<pid>/stat` says about a process.
@@ -668,7 +704,7 @@ pub fn measure(
         exit_code: status.code(),
         timed_out: sampled.timed_out,
         stdout_lines,
-        report: parse_summary(&stderr_tail),
+        report: None,
         stderr_tail,
     })
 }
@@ -783,46 +819,6 @@ fn tail_lines(mut r: impl Read) -> VecDeque<String> {
     tail
 }
 
-/// A summary value after its label (`label:` then spaces).
-fn field<'a>(lines: &'a [String], label: &str) -> Option<&'a str> {
-    lines
-        .iter()
-        .rev()
-        .find_map(|l| l.strip_prefix(label)?.strip_prefix(':').map(str::trim))
-}
-
-/// `123 ms` as printed by the summary; `-` is none.
-fn millis(text: &str) -> Option<Duration> {
-    let n: u64 = text.split_whitespace().next()?.parse().ok()?;
-    text.contains("ms").then(|| Duration::from_millis(n))
-}
-
-/// The numbers in `text`, in order (`1, 2 and 3` → `[1, 2, 3]`).
-fn numbers(text: &str) -> Vec<u64> {
-    text.split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
-/// Parses the summary `outbox feed --once` prints on stderr; `None` if it printed none.
-pub fn parse_summary(lines: &[String]) -> Option<FeedReport> {
-    let events = field(lines, "events")?.parse().ok()?;
-    let relays = numbers(field(lines, "relays")?);
-    let transfer = numbers(field(lines, "transfer")?);
-    let covered = numbers(field(lines, "authors covered")?);
-    Some(FeedReport {
-        events,
-        events_received: *transfer.get(1)?,
-        round_trips: *transfer.first()?,
-        relays_asked: *relays.first()?,
-        relays_answered: *relays.get(1)?,
-        relays_failed: *relays.get(2)?,
-        authors_covered: *covered.first()?,
-        time_to_first_event: field(lines, "time to first event").and_then(millis),
-        time_to_full_eose: field(lines, "time to full EOSE").and_then(millis),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -873,18 +869,12 @@ mod tests {
 
     #[test]
     fn the_feed_summary_parses() {
-        let text = "warning: something\n\
-            events:              12\n\
-            relays:              5 asked, 4 answered, 1 failed\n\
-            authors covered:     290/300\n\
-            relay lists:         200\n\
-            plans:               2 (seed 0x1)\n\
-            transfer:            31 REQ pages, 40 events received\n\
-            time to first event: 7 ms\n\
-            time to 90% events:  9 ms\n\
-            time to full EOSE:   1234 ms\n";
-        let lines: Vec<String> = text.lines().map(String::from).collect();
-        let r = parse_summary(&lines).unwrap();
+        let json = br#"{"format":"outbox-feed-summary/1","summary":{"events":12,
+            "follows":300,"authors_covered":290,"relays_asked":5,"relays_answered":4,
+            "relays_failed":1,"round_trips":31,"events_received":40,"raced":false,
+            "time_to_first_event":{"secs":0,"nanos":7000000},"time_to_90_percent":null,
+            "time_to_full_eose":{"secs":1,"nanos":234000000},"relays":{}}}"#;
+        let r = parse_summary(json).unwrap();
         assert_eq!(
             r,
             FeedReport {
@@ -899,13 +889,15 @@ mod tests {
                 time_to_full_eose: Some(Duration::from_millis(1_234)),
             }
         );
-        let none: Vec<String> = text
-            .replace("1234 ms", "-")
-            .lines()
-            .map(String::from)
-            .collect();
-        assert_eq!(parse_summary(&none).unwrap().time_to_full_eose, None);
-        assert_eq!(parse_summary(&lines[..1]), None);
+        let text = std::str::from_utf8(json).unwrap();
+        let none = text.replace(r#"{"secs":1,"nanos":234000000}"#, "null");
+        assert_eq!(
+            parse_summary(none.as_bytes()).unwrap().time_to_full_eose,
+            None
+        );
+        let other = text.replace("outbox-feed-summary/1", "outbox-feed-summary/2");
+        assert_eq!(parse_summary(other.as_bytes()), None);
+        assert_eq!(parse_summary(b"events: 12"), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The live runtime: a feed from real relays, routed by an outbox strategy.
 //!
 //! A client hands [`start`] its follows, its own relays, whatever kind:10002 relay lists it
-//! already has, a [`Router`] (a strategy from config) and a [`StatsStore`]. It gets back a
+//! already has, a [`Router`] (a strategy from config, with the URL policy every relay URL of the
+//! feed goes through) and a [`StatsStore`]. It gets back a
 //! [`FeedHandle`] and a channel of [`FeedEvent`]s: verified, de-duplicated notes and status
 //! events (connected, EOSE, failed, set aside, re-planned).
 //!
@@ -72,6 +73,7 @@ pub mod query;
 pub mod route_feed;
 pub mod slot;
 pub mod store;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,7 +82,8 @@ use std::time::Duration;
 use nostr::event::Event;
 use nostr::key::PublicKey;
 use outbox_client::{MemoryStore, StatsStore};
-use outbox_core::{DeliveryStats, RawRelayList, Router, UrlPolicy};
+use outbox_core::{DeliveryStats, RawRelayList, Router};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -96,10 +99,9 @@ pub use slot::{Failure, FrameDrop, SubKind};
 /// Everything a feed starts from.
 #[derive(Debug)]
 pub struct FeedInput {
-    /// The strategy and its budget.
+    /// The strategy, its budget and its URL policy ([`Router::policy`]): which relay URLs are
+    /// acceptable, everywhere the feed canonicalises one.
     pub router: Router,
-    /// Which relay URLs are acceptable (loopback only for tests).
-    pub policy: UrlPolicy,
     /// The reader's follows.
     pub follows: Vec<PublicKey>,
     /// The reader's own relays: the residual pool and where relay lists are looked up.
@@ -117,7 +119,8 @@ pub struct FeedInput {
 }
 
 impl FeedInput {
-    /// An input with no relay lists yet, the default URL policy, and stats kept in memory.
+    /// An input with no relay lists yet and stats kept in memory; URLs go through the router's
+    /// policy.
     pub fn new<S: AsRef<str>>(
         router: Router,
         follows: Vec<PublicKey>,
@@ -125,7 +128,6 @@ impl FeedInput {
     ) -> Self {
         Self {
             router,
-            policy: UrlPolicy::default(),
             follows,
             reader_relays: reader_relays
                 .into_iter()
@@ -212,8 +214,8 @@ pub enum Status {
     Failed {
         /// Canonical relay URL.
         relay: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (its `Display` is the text to show; escape it before display).
+        reason: Failure,
         /// Consecutive failures so far.
         strikes: u32,
     },
@@ -272,7 +274,7 @@ pub enum Status {
 }
 
 /// What a relay did during the feed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RelayOutcome {
     /// Authors in its last feed filter.
     pub authors: usize,
@@ -299,7 +301,8 @@ pub struct RelayOutcome {
 }
 
 /// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AuthOutcome {
     /// It accepted our AUTH event and was asked again.
     SignedIn,
@@ -311,7 +314,7 @@ pub enum AuthOutcome {
 }
 
 /// One probed relay ([`outbox_core::probe`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeOutcome {
     /// Follows it was asked about.
     pub authors: usize,
@@ -326,7 +329,7 @@ pub struct ProbeOutcome {
 
 /// What probing did: relays the run did not ask, each asked after the fetch about the follows
 /// who list it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeSummary {
     /// Per probed relay whose probe answered or failed, by canonical URL.
     pub relays: BTreeMap<String, ProbeOutcome>,
@@ -349,8 +352,16 @@ impl ProbeSummary {
     }
 }
 
+/// The `format` of a serialised [`FeedSummary`] document (`outbox feed --summary-json`):
+/// `{"format": SUMMARY_FORMAT, "summary": {...}}`.
+pub const SUMMARY_FORMAT: &str = "outbox-feed-summary/1";
+
 /// The outcome of a feed, returned when it ends.
-#[derive(Clone, Debug)]
+///
+/// It serialises (`serde`) for tools, durations as serde's `{"secs", "nanos"}`, without the
+/// learned [`stats`](Self::stats) and the [`lists`](Self::lists), which are large and kept by
+/// the store.
+#[derive(Clone, Debug, Serialize)]
 pub struct FeedSummary {
     /// Distinct notes delivered.
     pub events: u64,
@@ -400,6 +411,7 @@ pub struct FeedSummary {
     /// Plans that broke an invariant and were not applied.
     pub plans_rejected: u64,
     /// The relay lists known at the end (persist them so the next run plans routed at once).
+    #[serde(skip)]
     pub lists: Vec<RawRelayList>,
     /// From start to the end.
     pub elapsed: Duration,
@@ -418,6 +430,7 @@ pub struct FeedSummary {
     /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
     pub probes: ProbeSummary,
     /// The learned stats at the end (also saved to the store).
+    #[serde(skip)]
     pub stats: DeliveryStats,
     /// The penalty box at the end (persist it to remember set-aside relays).
     pub penalties: PenaltyBox,
@@ -516,10 +529,11 @@ pub async fn start(
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a
 /// monitor that fails or knows nothing leaves the stats as they were.
 async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
+    let policy = input.router.policy();
     let monitors: Vec<String> = input
         .monitor_relays
         .iter()
-        .filter_map(|m| match input.policy.canonicalize(m) {
+        .filter_map(|m| match policy.canonicalize(m) {
             Ok(url) => Some(url),
             Err(reason) => {
                 tracing::warn!(relay = %m, %reason, "monitor relay not usable");
@@ -530,12 +544,12 @@ async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut D
     if monitors.is_empty() {
         return;
     }
-    let relays = monitor::list_relays(&input.relay_lists, &input.follows, &input.policy);
+    let relays = monitor::list_relays(&input.relay_lists, &input.follows, policy);
     let reports = monitor::fetch_monitor_reports(&monitors, &relays, config).await;
     let now = config
         .clock
         .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
-    let summary = outbox_client::apply_monitor_prior(stats, &reports, &input.policy, now);
+    let summary = outbox_client::apply_monitor_prior(stats, &reports, policy, now);
     tracing::info!(
         reports = reports.len(),
         alive = summary.alive,

@@ -140,7 +140,7 @@ impl Nip11Cache {
     fn client(&self) -> Option<&reqwest::Client> {
         self.client
             .get_or_init(|| {
-                crate::coordinator::install_crypto_provider();
+                crate::tls::install_crypto_provider();
                 match reqwest::Client::builder()
                     .redirect(reqwest::redirect::Policy::none())
                     .build()

@@ -86,7 +86,7 @@ impl Probing {
         kinds: &[Kind],
         since: Option<u64>,
     ) -> Self {
-        crate::coordinator::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let (stop, stop_rx) = watch::channel(false);
         // No more places than probes (a huge budget must not size the semaphore).
         let at_once = at_once.min(plan.probes.len()).max(1);

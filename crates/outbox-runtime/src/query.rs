@@ -35,7 +35,7 @@ use crate::config::RuntimeConfig;
 ///
 /// [`Paging::page_limit`]: outbox_client::paging::Paging::page_limit
 pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
-    crate::coordinator::install_crypto_provider();
+    crate::tls::install_crypto_provider();
     // Each relay's events come as they are read (at most each chunk's limit), so a relay cut
     // off by the grace keeps what it sent.
     let (found, mut events_rx) = mpsc::unbounded_channel();

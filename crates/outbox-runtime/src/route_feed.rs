@@ -94,7 +94,7 @@ pub fn start_route(
     plan: &RoutePlan,
     cfg: &RuntimeConfig,
 ) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
-    crate::coordinator::install_crypto_provider();
+    crate::tls::install_crypto_provider();
     let (stop, stop_rx) = watch::channel(false);
     let (raw_tx, mut raw_rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
     let (tx, rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));

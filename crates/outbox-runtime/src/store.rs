@@ -1,21 +1,16 @@
 //! What a run keeps between runs besides its stats: the relay lists and the penalty box, kept
 //! by a [`StateStore`] (the `outbox-stats` crate's file and SQLite stores, or a client's own).
 //!
-//! The runtime saves its stats through [`FeedInput::store`](crate::FeedInput::store) itself.
+//! The runtime reads and writes state only through the stores' traits: it saves its stats
+//! through [`FeedInput::store`](crate::FeedInput::store) itself.
 //! Lists and penalties are the caller's to restore into the [`FeedInput`](crate::FeedInput)
 //! before a run ([`load_kept`]) and to keep from its [`FeedSummary`](crate::FeedSummary) after
 //! ([`save_kept`]), so a caller decides whether a run remembers set-aside relays (the live bench,
 //! for one, starts every session with an empty box).
 
-use std::fs;
-use std::io::{Read, Write};
-use std::path::Path;
-
 use outbox_client::{LoadWarning, StatsStoreError};
 use outbox_client::{StateStore, MAX_STORED_LISTS};
 use outbox_core::RawRelayList;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use crate::PenaltyBox;
 
@@ -71,73 +66,6 @@ pub async fn save_kept(
         serde_json::to_value(penalties).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
     store.save_penalties(&doc).await?;
     store.save_lists(lists).await
-}
-
-/// The largest state file read (a bound on memory, whatever the path points at).
-pub const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
-
-/// Reads a JSON file (a plain file helper; the stores above are the way to keep state).
-/// A missing file is `None`; an unreadable one is moved aside to
-/// `<file>.corrupt` and reported as a warning. Anything that is not a regular file (a FIFO, a
-/// device) or is larger than [`MAX_STATE_BYTES`] is an error, never read.
-pub fn load_json<T: DeserializeOwned>(
-    path: &Path,
-) -> Result<(Option<T>, Vec<LoadWarning>), StatsStoreError> {
-    let io = |source| StatsStoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    // Looked at before opening: opening a FIFO would block until someone writes to it.
-    match fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => {
-            return Err(io(std::io::Error::other("not a regular file")));
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
-        Err(source) => return Err(io(source)),
-    }
-    let mut text = Vec::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut text))
-        .map_err(io)?;
-    if text.len() as u64 > MAX_STATE_BYTES {
-        return Err(io(std::io::Error::other(format!(
-            "larger than {MAX_STATE_BYTES} bytes"
-        ))));
-    }
-    match serde_json::from_slice::<T>(&text) {
-        Ok(value) => Ok((Some(value), Vec::new())),
-        Err(e) => {
-            let aside = path.with_extension("corrupt");
-            let moved_to = fs::rename(path, &aside).ok().map(|_| aside);
-            let warning = LoadWarning::Unreadable {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-                moved_to,
-            };
-            tracing::warn!(%warning, "starting fresh");
-            Ok((None, vec![warning]))
-        }
-    }
-}
-
-/// Writes `value` as pretty JSON atomically (temp file, fsync, rename).
-pub fn save_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StatsStoreError> {
-    let io = |source| StatsStoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let json =
-        serde_json::to_vec_pretty(value).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(&json).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -226,47 +154,5 @@ mod tests {
         let kept = load_kept(&FileStore::new(stats)).await.unwrap();
         assert_eq!(kept.penalties, boxed());
         assert_eq!(kept.lists, vec![list()]);
-    }
-
-    #[test]
-    #[cfg(unix)]
-    fn devices_and_fifos_are_refused_without_reading() {
-        // `/dev/zero` would be read forever; a FIFO would block the open.
-        assert!(load_json::<PenaltyBox>(Path::new("/dev/zero")).is_err());
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if made.is_ok_and(|s| s.success()) {
-            assert!(load_json::<PenaltyBox>(&fifo).is_err());
-        }
-    }
-
-    #[test]
-    fn round_trips_and_survives_garbage() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("penalties.json");
-        assert!(load_json::<PenaltyBox>(&path).unwrap().0.is_none());
-        let mut b = PenaltyBox::new();
-        b.penalise(
-            "wss://a.example",
-            "auth-required: x",
-            10,
-            &Default::default(),
-        );
-        save_json(&path, &b).unwrap();
-        let (back, warnings) = load_json::<PenaltyBox>(&path).unwrap();
-        assert_eq!(back, Some(b));
-        assert!(warnings.is_empty());
-
-        fs::write(&path, b"{not json").unwrap();
-        let (back, warnings) = load_json::<PenaltyBox>(&path).unwrap();
-        assert!(back.is_none());
-        assert!(matches!(
-            warnings[0],
-            LoadWarning::Unreadable {
-                moved_to: Some(_),
-                ..
-            }
-        ));
     }
 }

@@ -38,7 +38,7 @@ async fn run(
 ) -> (FeedSummary, Vec<Status>, BTreeSet<nostr::event::EventId>) {
     let follows: Vec<_> = follows.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(CONFIG), follows, [reader]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in lists {
         assert!(input.add_relay_list_event(l));
     }

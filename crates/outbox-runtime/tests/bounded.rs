@@ -106,7 +106,7 @@ async fn black_hole_world(reader: &RealRelay) -> (Vec<BlackHole>, FeedInput, Vec
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (k, hole) in f.iter().zip(&holes) {
         assert!(input.add_relay_list_event(&relay_list(k, now, &[(&hole.url, None)])));
     }
@@ -272,7 +272,7 @@ async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let config = RuntimeConfig {
         once: true,
         discover_lists: true,

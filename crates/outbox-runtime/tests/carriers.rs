@@ -45,7 +45,7 @@ async fn a_dead_reader_relay_hands_the_residual_to_the_fallback() {
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let config = RuntimeConfig {
         fallback_relays: vec![fallback.url.clone()],
         ..config()
@@ -82,7 +82,7 @@ async fn with_no_reader_or_fallback_relay_a_list_relay_carries_the_residual() {
     world.put(note(&without, now - 20, "b"), &[&listed]).await;
     let follows = vec![with_list.public_key(), without.public_key()];
     let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&with_list, now, &[(&listed.url, None)])));
     let (summary, _, notes) = run(input, config()).await;
 
@@ -99,7 +99,7 @@ async fn with_nobody_to_ask_the_run_says_so_and_does_not_panic() {
     let reader = dead_url().await;
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
     let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let (summary, statuses, notes) = run(input, config()).await;
 
     assert_eq!(notes, 0);
@@ -118,7 +118,7 @@ async fn each_run_plans_with_a_fresh_seed_from_the_stored_stats() {
     let mut seeds = Vec::new();
     for _ in 0..3 {
         let mut input = FeedInput::new(router(GREEDY), vec![keys(1).public_key()], [&relay.url]);
-        input.policy = UrlPolicy::allow_local();
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
         input.store = store.clone();
         let (summary, _, _) = run(input, config()).await;
         seeds.push(summary.seed);
@@ -144,7 +144,7 @@ async fn the_eose_race_stops_waiting_for_stragglers() {
         vec![a.public_key(), b.public_key()],
         [&fast.url],
     );
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&a, now, &[(&fast.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&b, now, &[(&straggler.url, None)])));
     let config = RuntimeConfig {
@@ -181,7 +181,7 @@ async fn an_answer_closed_by_a_re_plan_is_still_learned() {
         vec![x.public_key(), y.public_key()],
         [&reader.url],
     );
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&x, now, &[(&answered.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&y, now, &[(&straggler.url, None)])));
     let config = RuntimeConfig {

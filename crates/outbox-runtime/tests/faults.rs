@@ -52,7 +52,7 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
 
     let config_toml = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let mut input = FeedInput::new(router(config_toml), follows.clone(), [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -166,7 +166,7 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let config_toml = "max_connections = 5\n[strategy]\ntype = \"greedy\"\n";
     let mut input = FeedInput::new(router(config_toml), follows.clone(), [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -226,7 +226,7 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
         follows,
         [&reader.url],
     );
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }

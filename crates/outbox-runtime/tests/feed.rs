@@ -78,7 +78,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
     );
 
     let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -144,7 +144,7 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
 
     let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let config = RuntimeConfig {
         once: true,
         discover_lists: true,

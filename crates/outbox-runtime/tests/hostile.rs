@@ -293,7 +293,7 @@ async fn run_case(script: Vec<Frame>, end: End) {
 
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
     let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let config = RuntimeConfig {
         once: true,
         discover_lists: false,

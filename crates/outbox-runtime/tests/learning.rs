@@ -157,7 +157,7 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
     );
 
     let mut input = FeedInput::new(router(CONFIG), follows, readers);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         input.add_relay_list_event(l);
     }

@@ -41,7 +41,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
     // Every author gets all of its relays (target 2, budget 3): no residual.
     let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
     let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -235,7 +235,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
         let path = path.clone();
         async move {
             let mut input = FeedInput::new(router(toml), follows, [reader_url]);
-            input.policy = UrlPolicy::allow_local();
+            input.router = input.router.with_policy(UrlPolicy::allow_local());
             input.store = Arc::new(FileStore::new(path));
             for l in &lists {
                 input.add_relay_list_event(l);
@@ -328,7 +328,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
     let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.add_relay_list_event(&relay_list(&f[0], now - 100, &[(&deep.url, None)]));
     input.add_relay_list_event(&relay_list(&f[1], now - 100, &[(&deep.url, None)]));
     let config = RuntimeConfig {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, FrameDrop, RuntimeConfig, Status};
+use outbox_runtime::{start, Failure, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -40,7 +40,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
     }
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&liar.url, None)])));
     let config = RuntimeConfig {
         once: true,
@@ -76,7 +76,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
     assert_eq!(summary.penalised, vec![liar.url.clone()], "{summary:#?}");
     assert!(collected.statuses.iter().any(|s| matches!(
         s,
-        Status::Failed { relay, reason, .. } if relay == &liar.url && reason.contains("bad frames")
+        Status::Failed { relay, reason: Failure::BadFrames(_), .. } if relay == &liar.url
     )));
 }
 
@@ -102,7 +102,7 @@ async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
     world.put(f1_note.clone(), &[&good]).await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&f[0], now, &[(&flooder.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&good.url, None)])));
     // A continuing feed: the flood lands on a subscription kept open for live notes.
@@ -173,7 +173,7 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
         world.put(n.clone(), &[&reader]).await;
     }
     let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&replayer.url, None)])));
     // A continuing feed: the replays land on the first page, kept open for live notes.
     let config = RuntimeConfig {
@@ -206,8 +206,8 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
         .statuses
         .iter()
         .filter(|s| {
-            matches!(s, Status::Failed { relay, reason, .. }
-            if relay == &replayer.url && reason.contains("misbehaving"))
+            matches!(s, Status::Failed { relay, reason: Failure::Flooded(_), .. }
+            if relay == &replayer.url)
         })
         .count();
     assert_eq!(strikes, 3, "{:?}", summary.penalties);
@@ -228,7 +228,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     let mut world = World::default();
     world.put(n.clone(), &[&reader]).await;
     let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&duplicator.url, None)])));
     let config = RuntimeConfig {
         once: true,

@@ -11,7 +11,7 @@ use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::Keys;
 use outbox_client::MemoryStore;
-use outbox_core::{stats::RelayRound, stats::RoundReport};
+use outbox_core::stats::{RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, UrlPolicy};
 use outbox_runtime::{start, FeedInput, FeedSummary, RuntimeConfig};
 
@@ -56,7 +56,7 @@ async fn run(
         vec![a.public_key(), b.public_key()],
         [home.url.clone()],
     );
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.relay_lists = lists;
     input.store = store;
     input.monitor_relays = monitors;

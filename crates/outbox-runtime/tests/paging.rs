@@ -85,7 +85,7 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     let predicted = world.predict(&plan, &table, since);
 
     let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -337,7 +337,7 @@ async fn published_limits_shape_every_req() {
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(toml), pubkeys, [&relay.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.discover_lists = true;
     cfg.limits.nip11 = Nip11Config {
@@ -399,7 +399,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(toml), pubkeys.clone(), [&relay.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let mut cfg = config(now - DAY, Paging::default());
     cfg.discover_lists = true;
     let (handle, rx) = start(input, cfg).await;
@@ -453,7 +453,7 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     let list = relay_list(&f0, now - 50, &[(&capped.url, None)]);
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let mut input = FeedInput::new(router(toml), vec![f0.public_key()], [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.add_relay_list_event(&list);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.once = false;

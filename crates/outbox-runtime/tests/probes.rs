@@ -103,7 +103,7 @@ impl Scene {
 
     fn input(&self, toml: &str) -> FeedInput {
         let mut input = FeedInput::new(router(toml), self.follows.clone(), [&self.reader.url]);
-        input.policy = UrlPolicy::allow_local();
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
         for l in &self.lists {
             assert!(input.add_relay_list_event(l));
         }
@@ -307,7 +307,7 @@ async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
     }
     let toml = config(BUDGET, Some(20));
     let mut input = FeedInput::new(router(&toml), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -350,7 +350,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         others[1].public_key(),
     ];
     let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -416,7 +416,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         others[1].public_key(),
     ];
     let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.policy = UrlPolicy::allow_local();
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }

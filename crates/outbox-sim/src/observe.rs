@@ -1,8 +1,8 @@
 //! What a client could observe of one session's REQs, and how it is fed into learning exactly
 //! as the runtime feeds a live round.
 
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::DeliveryStats;
-use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
 use serde::Serialize;
 
 use crate::asks::Asks;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use nostr::key::{Keys, PublicKey, SecretKey};
 use outbox_client::{LoadWarning, StateStore, StatsStore, StatsStoreError};
-use outbox_core::{stats::AuthorStats, stats::Decay, stats::PairStats};
+use outbox_core::stats::{AuthorStats, Decay, PairStats};
 use outbox_core::{DeliveryStats, RawRelayList, RelayStats};
 use serde_json::{json, Value};
 

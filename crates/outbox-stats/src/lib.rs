@@ -86,8 +86,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use outbox_client::{LoadWarning, Loaded, StatsStoreError};
+use outbox_core::stats::{AuthorStats, Decay, PairStats};
 use outbox_core::{public_key_from_hex, DeliveryStats, RelayStats};
-use outbox_core::{stats::AuthorStats, stats::Decay, stats::PairStats};
 use serde::Serialize;
 use serde_json::{Map, Value};
 

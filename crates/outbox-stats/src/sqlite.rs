@@ -44,8 +44,8 @@ use outbox_client::{
     async_trait, lists_to_keep, LoadWarning, Loaded, Restored, StateStore, StatsStore,
     StatsStoreError, MAX_STORED_LISTS,
 };
+use outbox_core::stats::{AuthorStats, Decay, PairStats, Pairs};
 use outbox_core::{public_key_from_hex, DeliveryStats, RawRelayList, RelayStats};
-use outbox_core::{stats::AuthorStats, stats::Decay, stats::PairStats, stats::Pairs};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use nostr::key::{Keys, PublicKey, SecretKey};
 use outbox_client::{LoadWarning, StatsStore};
+use outbox_core::stats::{AuthorRound, Decay, RelayRound, RoundReport};
 use outbox_core::DeliveryStats;
-use outbox_core::{stats::AuthorRound, stats::Decay, stats::RelayRound, stats::RoundReport};
 use outbox_stats::{FileStore, STATS_VERSION};
 
 fn key(n: u8) -> PublicKey {
@@ -697,7 +697,7 @@ fn reading_a_file_without_a_store_checks_it_like_load_and_touches_nothing() {
 /// bounded: the long-unseen are forgotten and the rest capped, on load and in what is saved.
 #[test]
 fn a_stats_file_of_too_many_relays_is_bounded() {
-    use outbox_core::{stats::FORGET_AFTER_SECS, stats::MAX_STORED_RELAYS};
+    use outbox_core::stats::{FORGET_AFTER_SECS, MAX_STORED_RELAYS};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stats.json");
     let now = 1_767_225_600u64;

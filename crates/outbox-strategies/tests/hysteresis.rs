@@ -6,12 +6,10 @@ use std::time::Duration;
 
 use nostr::key::PublicKey;
 use outbox_client::{PlanDiff, Slots};
+use outbox_core::testkit::{check_strategy, random_table, test_key, WorldShape};
 use outbox_core::{
     check_plan, DeliveryStats, Plan, PlanInput, RawRelayList, RouteTable, RouteTableBuilder,
     RouterConfig, Selector, StrategyConfig, UrlPolicy,
-};
-use outbox_core::{
-    testkit::check_strategy, testkit::random_table, testkit::test_key, testkit::WorldShape,
 };
 use outbox_greedy::{Greedy, GreedyConfig};
 use outbox_hysteresis::{Hysteresis, HysteresisConfig};

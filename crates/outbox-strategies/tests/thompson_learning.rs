@@ -4,8 +4,8 @@
 //! X never returns events, Y always does, and each Z answers in a random 60% of sessions. Learning must move selection away from X
 //! and toward Y, using only what the plan's own REQs returned (no oracle).
 
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use outbox_core::testkit::test_key;
-use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
 use outbox_core::{
     AuthorId, DeliveryStats, Plan, PlanContext, RawRelayList, RouteTable, RouteTableBuilder,
     Router, UrlPolicy,

@@ -1,8 +1,6 @@
 //! Thompson scorers and the `per_author` strategy: stability, seeds, laziness, config combinations.
 
-use outbox_core::{
-    testkit::check_config_toml, testkit::random_table, testkit::test_key, testkit::WorldShape,
-};
+use outbox_core::testkit::{check_config_toml, random_table, test_key, WorldShape};
 use outbox_core::{
     DeliveryStats, PlanContext, PlanInput, RawRelayList, RelayId, RelayStats, RelayView,
     RouteTable, RouteTableBuilder, Router, RouterConfig, Scorer, UrlPolicy,

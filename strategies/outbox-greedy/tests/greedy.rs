@@ -1,13 +1,11 @@
 //! Greedy plans: residual, per-author cap, determinism, invariants over random tables.
 
+use outbox_core::testkit::{check_strategy, random_table, test_key, WorldShape};
 use outbox_core::{check_plan, AuthorId, RouteTable, Router, UrlPolicy};
-use outbox_core::{
-    testkit::check_strategy, testkit::random_table, testkit::test_key, testkit::WorldShape,
-};
 use outbox_greedy::GreedyConfig;
 use proptest::prelude::*;
 
-use outbox_core::{testkit::relay_list as list, testkit::table_with_lists as table};
+use outbox_core::testkit::{relay_list as list, table_with_lists as table};
 
 fn greedy(budget: usize) -> Router {
     Router::from_toml(&format!(

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use nostr::key::PublicKey;
 use outbox_core::config::parse_strategy;
-use outbox_core::{serde::Deserialize, serde::Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{
     Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector, StrategyConfig,
 };

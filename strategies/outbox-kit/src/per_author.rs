@@ -8,8 +8,8 @@
 
 use std::marker::PhantomData;
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{
     Assignment, AuthorId, PlanInput, RelayId, RelayView, RouteTable, Scorer, ScorerConfig,
     Selection, Selector,

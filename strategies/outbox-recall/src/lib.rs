@@ -37,9 +37,9 @@
 mod model;
 mod select;
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
 use outbox_core::Selector;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 
 pub use model::Model;
 pub use select::Recall;

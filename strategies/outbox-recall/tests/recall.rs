@@ -1,10 +1,8 @@
 //! The recall strategy: conformance, config errors, and that what it learns moves its plans.
 
+use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
+use outbox_core::testkit::{check_strategy, relay_list, table_with_lists, test_key};
 use outbox_core::{check_plan, DeliveryStats, PlanContext, RouteTable, Router};
-use outbox_core::{stats::AuthorRound, stats::RelayRound, stats::RoundReport};
-use outbox_core::{
-    testkit::check_strategy, testkit::relay_list, testkit::table_with_lists, testkit::test_key,
-};
 use outbox_recall::RecallConfig;
 
 /// Follows are `test_key(0..n)`, one list each.

@@ -15,8 +15,8 @@
 //!
 //! Not reproduced: the optional custom `score` callback (no default ships).
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, Selection, Selector};
 use rand::RngCore;
 

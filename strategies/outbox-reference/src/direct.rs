@@ -2,7 +2,7 @@
 //! the relays with the most writers among the follows (the published study's "every declared
 //! relay, cut to 20"). Deterministic; ties break by URL.
 
-use outbox_core::{serde::Deserialize, serde::Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{Assignment, PlanInput, RelayId, RouteTable, Selection, Selector};
 use rand::RngCore;
 

@@ -2,8 +2,8 @@
 //! relays already chosen for earlier follows, then the most popular; new relays are opened only
 //! while the budget allows. Deterministic; ties break by URL.
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, Selection, Selector};
 use rand::RngCore;
 

@@ -21,8 +21,8 @@
 //! - welshman has no connection budget. Here a chunk's relay that is not routed yet is dropped
 //!   once the budget is spent, chunk by chunk in order (no substitute is taken).
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Assignment, AuthorId, PlanInput, RelayId, Selection, Selector};
 use rand::{Rng, RngCore};
 

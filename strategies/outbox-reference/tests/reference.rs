@@ -1,6 +1,6 @@
 //! The reference strategies: behaviour on hand-made tables and the conformance suite.
 
-use outbox_core::{testkit::check_config_toml, testkit::relay_list, testkit::table_with_lists};
+use outbox_core::testkit::{check_config_toml, relay_list, table_with_lists};
 use outbox_core::{
     AuthorId, DeliveryStats, PlanInput, RngCore, RouteTable, Router, RouterConfig, Selector,
 };

@@ -1,8 +1,8 @@
 //! `filter_decomposition`: per follow, the first N write relays in list order (rust-nostr), or,
 //! with a scorer, the top N by the scorer's per-relay draw.
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Scorer, ScorerConfig, Selector};
 
 use outbox_kit::{

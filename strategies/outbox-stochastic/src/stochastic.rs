@@ -1,7 +1,7 @@
 //! `stochastic`: per follow, the top N write relays by `(1 + ln popularity) · scorer`.
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Scorer, ScorerConfig, Selector};
 
 use crate::uniform::UniformScorer;

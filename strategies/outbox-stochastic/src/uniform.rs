@@ -1,6 +1,6 @@
 //! The `uniform` scorer: a fresh `U(0,1)` draw, scaled by coverage.
 
-use outbox_core::{serde::Deserialize, serde::Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{RelayView, Scorer};
 use rand::{Rng, RngCore};
 

@@ -3,11 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use outbox_core::testkit::{check_config_toml, check_strategy, random_table, WorldShape};
 use outbox_core::{
     check_plan, AuthorId, DeliveryStats, PlanInput, RelayView, RouteTable, Router, Scorer, Selector,
-};
-use outbox_core::{
-    testkit::check_config_toml, testkit::check_strategy, testkit::random_table, testkit::WorldShape,
 };
 use outbox_kit::Rules;
 use outbox_stochastic::{
@@ -16,7 +14,7 @@ use outbox_stochastic::{
 use proptest::prelude::*;
 use rand::{RngCore, SeedableRng};
 
-use outbox_core::{testkit::relay_list as list, testkit::table_with_lists as table};
+use outbox_core::testkit::{relay_list as list, table_with_lists as table};
 
 fn router(budget: usize, strategy: &str) -> Router {
     Router::from_toml(&format!(

@@ -1,7 +1,7 @@
 //! `per_author`: per follow, the top N relays by score, for bounded lookups.
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Scorer, ScorerConfig, Selector};
 use outbox_kit::{
     default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,

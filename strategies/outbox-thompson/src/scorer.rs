@@ -1,6 +1,6 @@
 //! The `thompson` and `fixed_thompson` scorers.
 
-use outbox_core::{serde::Deserialize, serde::Serialize};
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::{PlanInput, RelayId, RelayStats, RelayView, Scorer};
 use rand::RngCore;
 

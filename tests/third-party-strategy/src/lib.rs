@@ -5,8 +5,8 @@
 //! `most_popular_first` asks each follow of their single most popular write relay (most popular
 //! among the reader's follows), then keeps the relays serving the most follows up to the budget.
 
+use outbox_core::serde::{Deserialize, Serialize};
 use outbox_core::ConfigIssue;
-use outbox_core::{serde::Deserialize, serde::Serialize};
 use outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector};
 
 /// `[strategy] type = "most_popular_first"`.

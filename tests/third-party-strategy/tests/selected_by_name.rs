@@ -1,7 +1,7 @@
 //! The outside strategy is picked by name from TOML, without touching the project's crates.
 
+use outbox_core::testkit::{check_config_toml, random_table, WorldShape};
 use outbox_core::{check_plan, registry, Router};
-use outbox_core::{testkit::check_config_toml, testkit::random_table, testkit::WorldShape};
 
 // Linking the crate is what registers its strategy.
 use third_party_strategy as _;

@@ -125,6 +125,12 @@ pub struct Args {
     /// Print notes as JSON lines instead of text.
     #[arg(long)]
     json: bool,
+    /// When the feed ends, also write its summary to this file as one JSON object, for tools:
+    /// `{"format": "outbox-feed-summary/1", "summary": {...}}`, the summary's fields named as
+    /// in `outbox_runtime::FeedSummary` (counts as numbers, durations as `{"secs", "nanos"}`,
+    /// `null` when unknown). The text summary on stderr is printed as before.
+    #[arg(long, value_name = "FILE")]
+    summary_json: Option<PathBuf>,
     /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
     /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`.
     #[arg(long, requires = "npub")]
@@ -331,16 +337,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                     lookup.join(", ")
                 );
             };
-            let mut follows: Vec<PublicKey> = newest
-                .tags
-                .iter()
-                .filter(|t| t.as_slice().first().map(String::as_str) == Some("p"))
-                .filter_map(|t| t.as_slice().get(1))
-                .filter_map(|hex| outbox_core::public_key_from_hex(hex).ok())
-                .collect();
-            follows.sort_unstable();
-            follows.dedup();
-            follows
+            outbox_core::follows_from_contact_list(newest)
         }
         None => read_follows(&args.follows)?,
     };
@@ -348,10 +345,10 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         bail!("no follows: give --follows or --npub");
     }
 
+    // The router carries the URL policy, the reader's blocked relays denied.
     let router = Router::from_config(&config);
     let carriers = runtime_config_relays(&relays, &args, &policy);
     let mut input = FeedInput::new(router, follows, relays);
-    input.policy = config.url_policy.clone();
     input.monitor_relays = args.monitors.clone();
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
@@ -395,6 +392,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     // Queued notes reach stdout before the summary (a stop signal ends the wait).
     drain.finish().await;
     print_summary(&summary);
+    if let Some(path) = &args.summary_json {
+        if let Err(e) = write_summary_json(path, &summary) {
+            not_kept.push(format!("{e:#}"));
+        }
+    }
     let mut err = std::io::stderr().lock();
     for line in &not_kept {
         let _ = writeln!(err, "error: {}", crate::text::shown(line));
@@ -415,6 +417,18 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `summary` to `path` as one JSON object (see `--summary-json`).
+fn write_summary_json(path: &Path, summary: &FeedSummary) -> anyhow::Result<()> {
+    let summary = serde_json::to_value(summary).context("encoding the summary")?;
+    let doc = serde_json::json!({
+        "format": outbox_runtime::SUMMARY_FORMAT,
+        "summary": summary,
+    });
+    let mut text = doc.to_string();
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing the summary to {}", path.display()))
 }
 
 /// The relays a run could have carried the residual with: `--relays`, then the usable
@@ -500,7 +514,10 @@ fn describe(status: &Status) -> String {
             relay,
             reason,
             strikes,
-        } => format!("failed {relay}: {} (strike {strikes})", escape(reason)),
+        } => format!(
+            "failed {relay}: {} (strike {strikes})",
+            escape(&reason.to_string())
+        ),
         Status::Authenticated { relay } => format!("signed in to {} (NIP-42)", escape(relay)),
         Status::Refused { relay, reason } => format!("refused by {relay}: {}", escape(reason)),
         Status::Penalised { relay, reason, .. } => {

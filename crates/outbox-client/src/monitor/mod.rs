@@ -28,8 +28,8 @@
 use nostr::key::PublicKey;
 use serde::{Deserialize, Serialize};
 
+use outbox_core::stats::{DeliveryStats, RelayStats};
 use outbox_core::url_policy::UrlPolicy;
-use outbox_core::{stats::DeliveryStats, stats::RelayStats};
 
 pub mod event;
 
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn own_evidence_wins_over_any_report() {
-        use outbox_core::{stats::RelayRound, stats::RoundReport};
+        use outbox_core::stats::{RelayRound, RoundReport};
         let mut stats = DeliveryStats::new();
         let round = |answered: bool| RoundReport {
             relays: ["wss://failed.example", "wss://answered.example"]
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn the_first_own_round_replaces_the_prior() {
-        use outbox_core::{stats::RelayRound, stats::RoundReport};
+        use outbox_core::stats::{RelayRound, RoundReport};
         let mut stats = DeliveryStats::new();
         apply_monitor_prior(
             &mut stats,

@@ -12,7 +12,7 @@ use nostr::nips::nip01::Coordinate;
 use nostr::nips::nip19::{FromBech32, Nip19};
 
 use super::{Candidates, Reason, Route, RouteContext, RouteKind};
-use outbox_core::{keys::is_on_curve, keys::public_key_from_hex};
+use outbox_core::keys::{is_on_curve, public_key_from_hex};
 
 /// The longest code [`Pointer::parse`] reads (NIP-19 codes are far shorter; hints make them
 /// grow, but not past this).

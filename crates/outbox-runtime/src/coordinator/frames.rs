@@ -172,7 +172,7 @@ impl Coordinator {
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
                 self.status(Status::Failed {
                     relay: url.to_string(),
-                    reason: reason.clone(),
+                    reason: failure,
                     strikes,
                 })
                 .await;

@@ -58,7 +58,7 @@ pub(crate) fn spawn(
     config: RuntimeConfig,
     stats: DeliveryStats,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
-    install_crypto_provider();
+    crate::tls::install_crypto_provider();
     let (out_tx, out_rx) = mpsc::channel(config.channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let coordinator = Coordinator::new(input, config, stats, out_tx);
@@ -70,11 +70,6 @@ pub(crate) fn spawn(
         },
         out_rx,
     )
-}
-
-/// rustls needs one process-wide crypto provider for `wss://`; installing twice is harmless.
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn system_now() -> u64 {
@@ -137,7 +132,7 @@ struct Tally {
 
 struct Coordinator {
     cfg: Arc<RuntimeConfig>,
-    policy: UrlPolicy,
+    /// The strategy, with the URL policy every URL of the feed goes through.
     router: Router,
     follows: Vec<PublicKey>,
     follow_set: HashSet<PublicKey>,
@@ -202,7 +197,6 @@ impl Coordinator {
     ) -> Self {
         let FeedInput {
             router,
-            policy,
             follows,
             reader_relays,
             relay_lists,
@@ -210,16 +204,16 @@ impl Coordinator {
             penalties,
             monitor_relays: _,
         } = input;
-        let canonical_readers = canonical_list(&policy, &reader_relays, "reader relay");
-        let fallback_relays = canonical_list(&policy, &cfg.fallback_relays, "fallback relay");
-        let indexers = canonical_list(&policy, &cfg.indexers, "indexer relay");
+        let policy = router.policy();
+        let canonical_readers = canonical_list(policy, &reader_relays, "reader relay");
+        let fallback_relays = canonical_list(policy, &cfg.fallback_relays, "fallback relay");
+        let indexers = canonical_list(policy, &cfg.indexers, "indexer relay");
         let session = stats.begin_session();
         let plan_seed = outbox_core::session_seed(cfg.seed, session.saturating_sub(1));
         let (reports_tx, reports) = mpsc::channel(REPORT_CAPACITY);
         let mut me = Self {
             seen: Dedup::new(cfg.dedup_capacity),
             cfg: Arc::new(cfg),
-            policy,
             router,
             follow_set: follows.iter().copied().collect(),
             follows,
@@ -272,14 +266,9 @@ impl Coordinator {
         if !self.follow_set.contains(&list.author) {
             return false;
         }
-        match self.lists.get(&list.author) {
-            Some(current) if current.created_at >= list.created_at => false,
-            _ => {
-                self.lists.insert(list.author, list);
-                self.lists_changed = true;
-                true
-            }
-        }
+        let kept = outbox_core::keep_newest_list(&mut self.lists, list);
+        self.lists_changed |= kept;
+        kept
     }
 
     fn schedule_replan(&mut self, after: Duration) {
@@ -305,7 +294,7 @@ impl Coordinator {
     fn table_without(&self, left_out: &HashSet<&str>, now: u64) -> (RouteTable, Carriers) {
         let lists: Vec<&RawRelayList> = self.lists.values().collect();
         let network = Network {
-            policy: &self.policy,
+            policy: self.router.policy(),
             follows: &self.follows,
             readers: &self.reader_relays,
             fallback: &self.fallback_relays,
@@ -313,16 +302,6 @@ impl Coordinator {
             routed_carriers: self.cfg.routed_carriers,
         };
         network.table(left_out, &self.stats, now)
-    }
-
-    fn feed_filter(&self, authors: &[PublicKey]) -> Filter {
-        let mut filter = Filter::new()
-            .authors(authors.iter().copied())
-            .kinds(self.cfg.kinds.iter().copied());
-        if let Some(since) = self.cfg.since {
-            filter = filter.since(since);
-        }
-        filter
     }
 
     fn lists_filter(&self) -> Filter {
@@ -490,8 +469,8 @@ impl Coordinator {
             let Some(slot) = self.slots.get(url) else {
                 continue;
             };
+            let filter = slot.filter(&self.cfg.kinds, self.cfg.since);
             let (authors, generation) = (slot.authors.clone(), slot.generation);
-            let filter = self.feed_filter(&authors);
             let outcome = self.tally.relays.entry(url.clone()).or_default();
             outcome.reqs += 1;
             outcome.authors = authors.len();

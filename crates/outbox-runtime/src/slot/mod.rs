@@ -121,7 +121,8 @@ fn parse_sub_id(id: &SubscriptionId) -> Option<(SubKind, u64)> {
 }
 
 /// Why a frame was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FrameDrop {
     /// Longer than [`RuntimeConfig::max_message_bytes`].
     TooLarge,
