@@ -221,7 +221,7 @@ fn named_in(doc: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>)
     // `outbox X` in code (inline or in blocks), and `-p outbox-cli -- X`.
     for pattern in ["`outbox ", "\noutbox ", "outbox-cli -- ", "release/outbox "] {
         for (i, _) in doc.match_indices(pattern) {
-            let rest = doc[i + pattern.len()..].trim_start_matches(|c: char| c == ' ');
+            let rest = doc[i + pattern.len()..].trim_start_matches(' ');
             let rest = skip_global_options(rest);
             let command: String = rest
                 .chars()

@@ -7,7 +7,7 @@
 //! [`Scorer`](crate::Scorer). One macro call per strategy or scorer writes its name once: it
 //! registers the config type with `typetag` (what TOML is deserialised through) and submits the
 //! descriptor listed here (name, summary, example config), so the two cannot disagree. The same
-//! name is what [`StrategyConfig::name`](crate::StrategyConfig::name) returns (the macro writes
+//! name is what [`StrategyConfig::name`] returns (the macro writes
 //! it) and what starts the label a router's plans carry.
 //!
 //! The example config is the config type's `Default`, unless the registration gives one.
