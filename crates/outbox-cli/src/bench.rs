@@ -551,7 +551,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         .map_err(|e| anyhow::anyhow!("--sessions: {e}"))?;
     let sim = SimWorld::with_policy(world, &config.url_policy);
     let budget = single_budget(&args.budget)?.unwrap_or(config.max_connections);
-    let mut router = Router::new(config.strategy.build(), budget).with_probes(
+    let mut router = Router::new(&*config.strategy, budget).with_probes(
         (args.probes.map(usize::from))
             .or(config.probe_connections)
             .unwrap_or(budget),

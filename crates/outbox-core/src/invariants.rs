@@ -231,9 +231,6 @@ mod tests {
     struct Fixed(Selection);
 
     impl Selector for Fixed {
-        fn name(&self) -> &str {
-            "fixed"
-        }
         fn per_author_cap(&self) -> Option<usize> {
             LIMITS.per_author_cap
         }
@@ -251,7 +248,8 @@ mod tests {
 
     /// Plans `assignments` through a router and returns what the router rejected it for.
     fn through_router(table: &RouteTable, assignments: Vec<Assignment>) -> Vec<Violation> {
-        let mut router = Router::new(Box::new(Fixed(Selection { assignments })), 2);
+        let mut router =
+            Router::with_selector("fixed", Box::new(Fixed(Selection { assignments })), 2);
         match router.try_plan_with(table, &DeliveryStats::new(), PlanContext::default()) {
             Ok(_) => Vec::new(),
             Err(broken) => broken.violations,
@@ -291,7 +289,8 @@ mod tests {
     fn over_budget() {
         let t = table(true);
         let (f1, f2, _, a, b, _) = ids(&t);
-        let mut router = Router::new(
+        let mut router = Router::with_selector(
+            "fixed",
             Box::new(Fixed(Selection {
                 assignments: vec![assign(a, &[f1]), assign(b, &[f2])],
             })),
@@ -408,7 +407,8 @@ mod tests {
     fn plan_with_panics_on_a_broken_plan_in_debug_builds() {
         let t = table(false);
         let (f1, f2, _, a, _, _) = ids(&t);
-        let mut router = Router::new(
+        let mut router = Router::with_selector(
+            "fixed",
             Box::new(Fixed(Selection {
                 assignments: vec![assign(a, &[f1, f2])],
             })),

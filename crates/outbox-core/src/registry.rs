@@ -6,7 +6,9 @@
 //! A **scorer** is the same for [`ScorerConfig`] and [`register_scorer!`](crate::register_scorer), building a
 //! [`Scorer`](crate::Scorer). One macro call per strategy or scorer writes its name once: it
 //! registers the config type with `typetag` (what TOML is deserialised through) and submits the
-//! descriptor listed here (name, summary, example config), so the two cannot disagree.
+//! descriptor listed here (name, summary, example config), so the two cannot disagree. The same
+//! name is what [`StrategyConfig::name`] returns (the macro writes
+//! it) and what starts the label a router's plans carry.
 //!
 //! The example config is the config type's `Default`, unless the registration gives one.
 
@@ -148,7 +150,10 @@ pub const fn is_snake_case(name: &str) -> bool {
 
 /// Registers a strategy: its config type with `typetag` under `name`, and its descriptor.
 ///
-/// The name is written once; the example config is the type's `Default` unless `example:`
+/// The name is written once: it is the `type` in config, the descriptor's name and
+/// [`StrategyConfig::name`] (which the macro writes), so plans, which carry
+/// [`StrategyConfig::label`], name the strategy as registered. The example config is the type's
+/// `Default` unless `example:`
 /// gives an expression of type `Result<Config, ConfigError>`. The caller needs no `serde`,
 /// `typetag` or `inventory` dependency: config types derive through the re-export with
 /// `#[serde(crate = "outbox_core::serde")]`.
@@ -176,6 +181,10 @@ macro_rules! register_strategy {
 
             #[typetag::serde(name = $name)]
             impl $crate::StrategyConfig for $ty {
+                fn name(&self) -> &'static str {
+                    $name
+                }
+
                 $($body)*
             }
 

@@ -8,7 +8,7 @@ use crate::invariants::{check_plan, Limits, Violation};
 use crate::issue::ConfigError;
 use crate::plan::Plan;
 use crate::route_table::{RouteTable, RouteTableBuilder};
-use crate::selector::{PlanInput, Selector};
+use crate::selector::{PlanInput, Selector, StrategyConfig};
 use crate::stats::DeliveryStats;
 use crate::url_policy::UrlPolicy;
 
@@ -53,6 +53,8 @@ impl PlanContext {
 #[derive(Debug)]
 pub struct Router {
     selector: Box<dyn Selector>,
+    /// The strategy's label ([`StrategyConfig::label`]), carried by every plan.
+    label: String,
     max_connections: usize,
     pool: Option<usize>,
     probe_connections: usize,
@@ -60,10 +62,22 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router for a selector and budget.
-    pub fn new(selector: Box<dyn Selector>, max_connections: usize) -> Self {
+    /// A router for a strategy and budget: it plans with the strategy's selector, and its plans
+    /// carry the strategy's label, named as registered.
+    pub fn new(strategy: &dyn StrategyConfig, max_connections: usize) -> Self {
+        Self::with_selector(strategy.label(), strategy.build(), max_connections)
+    }
+
+    /// A router for a selector no strategy registration built (tests, experiments), its plans
+    /// carrying `label`.
+    pub fn with_selector(
+        label: impl Into<String>,
+        selector: Box<dyn Selector>,
+        max_connections: usize,
+    ) -> Self {
         Self {
             selector,
+            label: label.into(),
             max_connections,
             pool: None,
             probe_connections: 0,
@@ -115,7 +129,7 @@ impl Router {
 
     /// A router from a parsed config.
     pub fn from_config(config: &RouterConfig) -> Self {
-        Self::new(config.strategy.build(), config.max_connections)
+        Self::new(&*config.strategy, config.max_connections)
             .with_pool(config.pool)
             .with_probes(config.probe_connections.unwrap_or(config.max_connections))
             .with_policy(config.url_policy.clone())
@@ -126,9 +140,10 @@ impl Router {
         RouterConfig::from_toml(text).map(|c| Self::from_config(&c))
     }
 
-    /// The strategy's name.
+    /// The strategy's label ([`StrategyConfig::label`]): its registered name, with any
+    /// non-default scorer or inner strategy appended.
     pub fn strategy(&self) -> &str {
-        self.selector.name()
+        &self.label
     }
 
     /// Whether plans depend on the fetch's window ([`Selector::reads_window`]): if not, one
@@ -198,8 +213,11 @@ impl Router {
             window_secs: ctx.window_secs,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
-        let selection = self.selector.select(&input, &mut rng);
-        let mut plan = Plan::from_selection(table, self.selector.name(), selection);
+        let selection = {
+            let _span = tracing::debug_span!("select", strategy = %self.label).entered();
+            self.selector.select(&input, &mut rng)
+        };
+        let mut plan = Plan::from_selection(table, &self.label, selection);
         if let Some(pool) = self.pool {
             plan = plan.with_pool_limit(pool);
         }
@@ -208,7 +226,7 @@ impl Router {
             Ok(plan)
         } else {
             Err(BrokenPlan {
-                strategy: self.selector.name().to_string(),
+                strategy: self.label.clone(),
                 violations,
                 plan: Box::new(plan),
             })

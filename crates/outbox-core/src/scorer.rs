@@ -27,7 +27,7 @@ pub struct RelayView<'a> {
 /// Scorers are synchronous and object-safe. Selectors call [`Scorer::prepare`] once per planning
 /// run, then [`Scorer::score`] as often as they need. A scorer whose score for a relay can change
 /// between calls with the same `coverage` (a fresh random draw per call) must say so in
-/// [`Scorer::is_stable`]: lazy selectors refuse such a scorer when their config is validated,
+/// [`Scorer::supports_lazy_greedy`]: lazy selectors refuse such a scorer when their config is validated,
 /// since a cached score no longer bounds the next one.
 pub trait Scorer: Debug + Send {
     /// The registered name (for traces and reports).
@@ -41,9 +41,10 @@ pub trait Scorer: Debug + Send {
     /// The relay's score.
     fn score(&mut self, relay: RelayView<'_>, rng: &mut dyn RngCore) -> f64;
 
-    /// Whether `score` is a pure, non-decreasing function of `coverage` for a given relay
-    /// within one run (what lazy greedy evaluation relies on).
-    fn is_stable(&self) -> bool {
+    /// Whether lazy greedy evaluation may use this scorer: `score` is a pure, non-decreasing
+    /// function of `coverage` for a given relay within one run, so a cached score bounds the
+    /// next. A scorer that draws anew on every call says `false`.
+    fn supports_lazy_greedy(&self) -> bool {
         true
     }
 

@@ -48,11 +48,10 @@ pub struct Selection {
 /// Synchronous and object-safe. Randomness comes only from the `rng` passed in, so a
 /// (seed, input) pair always gives the same selection. Selectors may keep state across runs
 /// (hysteresis does); `&mut self` allows it.
+///
+/// A selector has no name of its own: plans carry the label of the strategy that built it
+/// ([`StrategyConfig::label`]), which starts with the name it is registered under.
 pub trait Selector: Debug + Send {
-    /// The name of the strategy that built it (for traces, reports and plan files), with any
-    /// non-default scorer or inner strategy appended (`greedy+fixed_thompson`).
-    fn name(&self) -> &str;
-
     /// The most routed relays any one follow may be assigned, if the selector promises a cap.
     fn per_author_cap(&self) -> Option<usize>;
 
@@ -75,9 +74,21 @@ pub trait Selector: Debug + Send {
 
 /// A strategy's config: picked by `type` in the `[strategy]` table of a router config, it
 /// builds the strategy's [`Selector`]. Implemented inside
-/// [`register_strategy!`](crate::register_strategy), which registers the type under its name.
+/// [`register_strategy!`](crate::register_strategy), which registers the type under its name
+/// and writes [`name`](Self::name).
 #[typetag::serde(tag = "type")]
 pub trait StrategyConfig: Debug + Send + Sync {
+    /// The name the strategy is registered under (its `type` in config). Written by
+    /// [`register_strategy!`](crate::register_strategy), never by hand.
+    fn name(&self) -> &'static str;
+
+    /// What plans, traces, reports and plan files call this strategy: its registered
+    /// [`name`](Self::name), with any non-default scorer or inner strategy appended
+    /// (`greedy+fixed_thompson`, `hysteresis+greedy`). The default is the name alone.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
+
     /// Checks parameters; every problem names its key relative to the strategy table.
     fn validate(&self) -> Vec<ConfigIssue> {
         Vec::new()

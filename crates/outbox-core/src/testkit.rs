@@ -140,7 +140,7 @@ impl fmt::Display for Failure {
 }
 
 /// Runs the conformance suite on a strategy config: plan invariants over random worlds and
-/// budgets, determinism for a seed, and no panic on degenerate inputs (no follows, no lists,
+/// budgets, a label that starts with the registered name, determinism for a seed, and no panic on degenerate inputs (no follows, no lists,
 /// budget 0, one relay, no reader relays). Returns every failure; empty means conformant.
 pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
     let mut failures = Vec::new();
@@ -167,7 +167,7 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         let table = random_table(shape, world_seed);
         let stats = skewed_stats(&table, world_seed);
         for budget in [0usize, 1, 3, 8, 40] {
-            let mut router = Router::new(config.build(), budget);
+            let mut router = Router::new(config, budget);
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let plan =
                     router.plan_with(&table, &stats, PlanContext::at(1_000_000).seed(world_seed));
@@ -187,11 +187,28 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         }
     }
 
+    // Named as registered: plans carry the label, which starts with the registered name.
+    let label = config.label();
+    let named = crate::registry::strategy(config.name()).is_some_and(|d| d.name == config.name());
+    let prefixed = label == config.name()
+        || label
+            .strip_prefix(config.name())
+            .is_some_and(|rest| rest.starts_with('+'));
+    if !named || !prefixed {
+        fail(
+            "name",
+            format!(
+                "label `{label}` does not start with the registered name `{}`",
+                config.name()
+            ),
+        );
+    }
+
     // Determinism: two fresh routers, same seed, same input → same plan.
     let table = random_table(WorldShape::small(), 99);
     let stats = skewed_stats(&table, 99);
-    let a = Router::new(config.build(), 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
-    let b = Router::new(config.build(), 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
+    let a = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
+    let b = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
     if a != b {
         fail(
             "determinism",
@@ -228,7 +245,7 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
     for (name, table) in degenerate {
         for budget in [0usize, 1, 20] {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut router = Router::new(config.build(), budget);
+                let mut router = Router::new(config, budget);
                 match router.try_plan_with(
                     &table,
                     &DeliveryStats::new(),

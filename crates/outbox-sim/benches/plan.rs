@@ -20,7 +20,7 @@ fn bench_group(
     let mut group = c.benchmark_group(name);
     group.sample_size(20);
     for (label, config) in ready {
-        let mut router = Router::new(config.strategy.build(), 20);
+        let mut router = Router::new(&*config.strategy, 20);
         let stats = prepare(&mut router);
         let mut seed = 0u64;
         group.bench_function(BenchmarkId::from_parameter(label), |b| {

@@ -280,7 +280,7 @@ fn run_on_world(
     let mut runs: Vec<_> = ready
         .iter()
         .map(|(label, config)| {
-            let mut router = Router::new(config.strategy.build(), cfg.budget)
+            let mut router = Router::new(&*config.strategy, cfg.budget)
                 .with_probes(config.probe_connections.unwrap_or(cfg.budget));
             let run = run_sessions(sim, &mut router, &loop_cfg, |_, _, _| {});
             let sessions = run.sessions.into_iter().map(|s| s.score).collect();

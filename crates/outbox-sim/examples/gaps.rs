@@ -266,7 +266,7 @@ fn list_misses(
             popularity(r),
             relay.asked,
             relay.live_mean(),
-            relay.kept_mean(),
+            relay.completeness_mean(),
             relay.depth_secs / 86_400.0
         );
     }

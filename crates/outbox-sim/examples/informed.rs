@@ -153,7 +153,7 @@ fn list_relays(sim: &SimWorld, asks: &Asks, stats: &DeliveryStats, window: Windo
             "| {:>5} {:>5.2} {:>5.2} {:>10.0}  {}",
             l.asked,
             l.live_mean(),
-            l.kept_mean(),
+            l.completeness_mean(),
             l.depth_secs / 86_400.0,
             e.url
         );

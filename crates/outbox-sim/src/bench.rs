@@ -425,12 +425,11 @@ pub fn run_bench(
                 let mut local_monitored = Vec::new();
                 for (label, config) in &ready {
                     let record = |loop_cfg: &LoopConfig| {
-                        let mut router = Router::new(config.strategy.build(), cfg.budget)
-                            .with_probes(
-                                cfg.probes
-                                    .or(config.probe_connections)
-                                    .unwrap_or(cfg.budget),
-                            );
+                        let mut router = Router::new(&*config.strategy, cfg.budget).with_probes(
+                            cfg.probes
+                                .or(config.probe_connections)
+                                .unwrap_or(cfg.budget),
+                        );
                         let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
                         RunRecord {
                             label: label.clone(),

@@ -263,11 +263,12 @@ pub fn run(
     seed: u64,
 ) -> ChurnReport {
     let mut selector = config.build();
+    let name = config.label();
     let stats = DeliveryStats::new();
     let mut slots = Slots::new();
     let mut report = ChurnReport {
         label: label.to_string(),
-        strategy: selector.name().to_string(),
+        strategy: name.clone(),
         ticks: scenario.ticks.len(),
         initial: 0,
         dials: 0,
@@ -291,7 +292,7 @@ pub fn run(
         };
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x2545_f491));
         let selection = selector.select(&input, &mut rng);
-        let plan = Plan::from_selection(table, selector.name(), selection);
+        let plan = Plan::from_selection(table, &name, selection);
         let limits = Limits {
             max_connections,
             per_author_cap: selector.per_author_cap(),

@@ -35,7 +35,7 @@ fn every_scorer_pairing_a_strategy_accepts_passes_the_suite() {
     for strategy in registry::strategies() {
         for scorer in &scorers {
             // Strategies that take no scorer reject the table (deny_unknown_fields), and lazy ones
-            // reject an unstable scorer; skip those.
+            // reject a scorer unfit for lazy evaluation; skip those.
             let mut table = toml::Table::new();
             table.insert("type".into(), strategy.name.into());
             table.insert("scorer".into(), scorer.example_table().unwrap().into());
@@ -66,7 +66,7 @@ fn every_scorer_pairing_a_strategy_accepts_passes_the_suite() {
             "{must} not accepted: {accepted:?}"
         );
     }
-    // Lazy greedy needs stable scores: per-call draws are refused.
+    // Lazy greedy needs a scorer that supports it: per-call draws are refused.
     for refused in ["greedy+thompson", "greedy+uniform"] {
         assert!(
             !accepted.iter().any(|a| a == refused),

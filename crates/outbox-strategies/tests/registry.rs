@@ -50,9 +50,51 @@ fn every_strategy_example_parses_builds_and_round_trips_through_toml() {
             d.name
         );
         let text = d.example_router_toml(8).unwrap();
-        let config =
-            RouterConfig::from_toml(&text).unwrap_or_else(|e| panic!("`{}`: {e}\n{text}", d.name));
-        assert!(config.strategy.build().name().starts_with(d.name));
+        RouterConfig::from_toml(&text).unwrap_or_else(|e| panic!("`{}`: {e}\n{text}", d.name));
+    }
+}
+
+/// Plans name their strategy as it is registered: the label a router's plans carry starts with
+/// the registered name, and whatever follows it (`+scorer`, `+inner`) names registered things
+/// too, with every scorer a strategy accepts.
+#[test]
+fn every_strategy_plans_under_its_registered_name() {
+    outbox_strategies::link();
+    let registered: BTreeSet<&str> = registry::strategies()
+        .iter()
+        .map(|d| d.name)
+        .chain(registry::scorers().iter().map(|d| d.name))
+        .collect();
+    let table = outbox_core::RouteTable::without_lists(
+        outbox_core::UrlPolicy::default(),
+        [outbox_core::testkit::test_key(1)],
+        ["wss://home.example"],
+    );
+    for d in registry::strategies() {
+        let mut configs = vec![d.example_router_toml(8).unwrap()];
+        for scorer in registry::scorers() {
+            let mut strategy = d.example_table().unwrap();
+            strategy.insert("scorer".into(), scorer.example_table().unwrap().into());
+            configs.push(registry::router_toml(8, strategy).unwrap());
+        }
+        for text in configs {
+            // Strategies that take no scorer, or not this one, refuse the table.
+            let Ok(config) = RouterConfig::from_toml(&text) else {
+                continue;
+            };
+            assert_eq!(config.strategy.name(), d.name, "{text}");
+            let mut router = outbox_core::Router::from_config(&config);
+            let label = router.strategy().to_string();
+            let mut parts = label.split('+');
+            assert_eq!(parts.next(), Some(d.name), "`{label}` from\n{text}");
+            for part in parts {
+                assert!(
+                    registered.contains(part),
+                    "`{label}`: `{part}` is not registered"
+                );
+            }
+            assert_eq!(router.plan(&table, 0).strategy(), label);
+        }
     }
 }
 

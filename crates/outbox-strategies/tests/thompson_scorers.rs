@@ -49,13 +49,13 @@ fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
 }
 
 #[test]
-fn fixed_thompson_is_stable_within_a_run_and_scales_with_coverage() {
+fn fixed_thompson_supports_lazy_greedy_and_scales_with_coverage() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
     let input = input(&t, &stats);
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let mut s = FixedThompson::new(ThompsonOptions::default());
-    assert!(s.is_stable());
+    assert!(s.supports_lazy_greedy());
     s.prepare(&input, &mut rng);
     for r in t.relays() {
         let first = s.score(view(&t, r, 1), &mut rng);
@@ -67,7 +67,7 @@ fn fixed_thompson_is_stable_within_a_run_and_scales_with_coverage() {
     }
     // A fresh Thompson scorer is not stable: repeated calls draw anew.
     let mut fresh = Thompson::new(ThompsonOptions::default());
-    assert!(!fresh.is_stable());
+    assert!(!fresh.supports_lazy_greedy());
     fresh.prepare(&input, &mut rng);
     let r = t.relays().next().unwrap();
     let draws: Vec<f64> = (0..5)

@@ -6,7 +6,7 @@
 //! gain only shrinks as others are chosen, a popped entry that was scored in the current round
 //! is the true best. Scores come from a [`Scorer`] (default: coverage), computed once per
 //! evaluation and never inside a comparator; ties break by URL so plans are deterministic.
-//! Only stable scorers ([`Scorer::is_stable`]) are accepted: a cached score must bound the next.
+//! Only scorers fit for lazy evaluation ([`Scorer::supports_lazy_greedy`]) are accepted: a cached score must bound the next.
 
 use std::collections::BinaryHeap;
 
@@ -30,7 +30,8 @@ pub struct GreedyConfig {
     /// Routed relays wanted per follow (also the per-author cap).
     #[serde(default = "default_coverage_target")]
     pub coverage_target: usize,
-    /// How relays are scored; coverage when absent. Must be stable ([`Scorer::is_stable`]).
+    /// How relays are scored; coverage when absent. Must support lazy greedy
+    /// ([`Scorer::supports_lazy_greedy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<Box<dyn ScorerConfig>>,
 }
@@ -52,6 +53,15 @@ outbox_core::register_strategy! {
     name: "greedy",
     summary: "set cover: most uncovered follows first, per-author coverage target, lazy gains",
     impl StrategyConfig for GreedyConfig {
+        fn label(&self) -> String {
+            match self.scorer.as_ref().map(|s| s.build()) {
+                Some(scorer) if scorer.name() != "coverage" => {
+                    format!("{}+{}", self.name(), scorer.name())
+                }
+                _ => self.name().to_string(),
+            }
+        }
+
         fn validate(&self) -> Vec<ConfigIssue> {
             let mut issues = Vec::new();
             if !(1..=64).contains(&self.coverage_target) {
@@ -66,13 +76,13 @@ outbox_core::register_strategy! {
                     // Lazy evaluation trusts a cached score to be an upper bound of the next one; a
                     // score redrawn on every call breaks that, so the relay picked is arbitrary.
                     let built = scorer.build();
-                    if !built.is_stable() {
+                    if !built.supports_lazy_greedy() {
                         issues.push(ConfigIssue::new(
                             "scorer",
                             format!(
                                 "scorer `{}` gives a new score on every call, which greedy's lazy \
-                                 evaluation cannot use; use a stable scorer such as \
-                                 `fixed_thompson` (one draw per relay per run)",
+                                 evaluation cannot use; use a scorer that draws once per relay per \
+                                 run, such as `fixed_thompson`",
                                 built.name()
                             ),
                         ));
@@ -98,20 +108,14 @@ outbox_core::register_strategy! {
 pub struct Greedy {
     coverage_target: usize,
     scorer: Box<dyn Scorer>,
-    name: String,
 }
 
 impl Greedy {
     /// Greedy with a coverage target and a scorer.
     pub fn new(coverage_target: usize, scorer: Box<dyn Scorer>) -> Self {
-        let name = match scorer.name() {
-            "coverage" => "greedy".to_string(),
-            other => format!("greedy+{other}"),
-        };
         Self {
             coverage_target: coverage_target.max(1),
             scorer,
-            name,
         }
     }
 }
@@ -128,10 +132,6 @@ impl Greedy {
 }
 
 impl Selector for Greedy {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.coverage_target)
     }

@@ -149,7 +149,7 @@ impl outbox_core::Scorer for Redraw {
     ) -> f64 {
         f64::from(rng.next_u32() % 100) * f64::from(relay.coverage)
     }
-    fn is_stable(&self) -> bool {
+    fn supports_lazy_greedy(&self) -> bool {
         false
     }
 }

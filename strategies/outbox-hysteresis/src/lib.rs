@@ -98,6 +98,10 @@ outbox_core::register_strategy! {
     summary: "wraps another strategy: keeps incumbents unless a challenger wins by a margin for a settle window",
     example: HysteresisConfig::example(),
     impl StrategyConfig for HysteresisConfig {
+        fn label(&self) -> String {
+            format!("{}+{}", self.name(), self.inner.label())
+        }
+
         fn validate(&self) -> Vec<ConfigIssue> {
             let mut issues = Vec::new();
             if !(self.margin.is_finite() && self.margin >= 1.0) {
@@ -151,7 +155,6 @@ pub struct Hysteresis {
     inner: Box<dyn Selector>,
     margin: f64,
     settle_secs: u64,
-    name: String,
     /// `None` until the first plan: the first plan adopts the inner proposal as is.
     incumbent: Option<Vec<Held>>,
     /// Challenger URL → unix second it was first seen qualifying, unbroken since.
@@ -166,7 +169,6 @@ impl Hysteresis {
         let settle_secs = settle
             .as_secs()
             .saturating_add(u64::from(settle.subsec_nanos() > 0));
-        let name = format!("hysteresis+{}", inner.name());
         Self {
             inner,
             margin: if margin.is_finite() {
@@ -175,7 +177,6 @@ impl Hysteresis {
                 DEFAULT_MARGIN
             },
             settle_secs,
-            name,
             incumbent: None,
             pending: BTreeMap::new(),
         }
@@ -206,10 +207,6 @@ struct Kept {
 }
 
 impl Selector for Hysteresis {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         self.inner.per_author_cap()
     }
@@ -243,7 +240,7 @@ impl Selector for Hysteresis {
                 }
                 _ => {
                     died += 1;
-                    tracing::debug!(strategy = %self.name, url = %held.url, "incumbent left every list; dropped at once");
+                    tracing::debug!(url = %held.url, "incumbent left every list; dropped at once");
                 }
             }
         }
@@ -327,7 +324,12 @@ impl Selector for Hysteresis {
                 _ => now,
             };
             if now - since >= self.settle_secs {
-                tracing::debug!(strategy = %self.name, url, waited = now - since, victim = victim.map(|v| table.url(kept[v].relay)), "challenger settled; applying");
+                tracing::debug!(
+                    url,
+                    waited = now - since,
+                    victim = victim.map(|v| table.url(kept[v].relay)),
+                    "challenger settled; applying"
+                );
                 admitted.push(challenger.relay);
                 evicted.extend(victim);
             } else {

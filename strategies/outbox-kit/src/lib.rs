@@ -14,8 +14,8 @@ pub mod per_author;
 pub use beta::{draw_or_uniform, sample_beta, BetaError};
 pub use lazy::LazyCandidate;
 pub use per_author::{
-    default_per_author, validate_config, validate_per_author, PerAuthorKind, PerAuthorSelector,
-    Rules, DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
+    default_per_author, label as per_author_label, validate_config, validate_per_author,
+    PerAuthorKind, PerAuthorSelector, Rules, DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
 };
 
 /// Welshman's popularity weight `1 + ln popularity` (0 for a relay nobody writes to).

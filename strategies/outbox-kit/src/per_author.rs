@@ -2,7 +2,7 @@
 //! the ranking by per-relay score, the budget rule ([`select`]) and the config checks.
 //!
 //! The `stochastic` and `filter_decomposition` strategies (`outbox-stochastic`) and the
-//! `per_author` strategy (`outbox-thompson`) differ only in their name, their default scorer
+//! `per_author` strategy (`outbox-thompson`) differ only in their registration, their default scorer
 //! (none means list order) and whether draws are multiplied by the popularity weight; each is a
 //! [`PerAuthorKind`] marker, so they cannot drift apart.
 
@@ -49,13 +49,21 @@ pub fn validate_config(per_author: usize, scorer: Option<&dyn ScorerConfig>) -> 
     issues
 }
 
+/// The label of a per-author strategy registered as `name` (what
+/// [`StrategyConfig::label`](outbox_core::StrategyConfig::label) returns): the name, with the
+/// scorer appended unless it is the kind's default (`stochastic+thompson`).
+pub fn label<K: PerAuthorKind>(name: &str, scorer: Option<&dyn ScorerConfig>) -> String {
+    let default = K::default_scorer();
+    match (scorer.map(|c| c.build()), default) {
+        (Some(s), Some(d)) if s.name() == d.name() => name.to_string(),
+        (Some(s), _) => format!("{name}+{}", s.name()),
+        (None, _) => name.to_string(),
+    }
+}
+
 /// What sets one per-author strategy apart from another. Implemented by zero-sized markers;
 /// the selector for a kind is [`PerAuthorSelector<Kind>`].
 pub trait PerAuthorKind: std::fmt::Debug + 'static {
-    /// The strategy's registered name; also the selector's name when it runs with its default
-    /// scorer (any other scorer is appended: `stochastic+thompson`).
-    const NAME: &'static str;
-
     /// Whether each draw is multiplied by [`popularity_weight`] (welshman's rule), so popular
     /// relays are favoured on top of whatever the scorer says.
     const POPULARITY_WEIGHT: bool;
@@ -101,7 +109,6 @@ impl Rules {
 pub struct PerAuthorSelector<K> {
     per_author: usize,
     scorer: Option<Box<dyn Scorer>>,
-    name: String,
     /// The run's score per relay id, reused across runs to avoid reallocating.
     scores: Vec<f64>,
     rules: Rules,
@@ -112,16 +119,9 @@ impl<K: PerAuthorKind> PerAuthorSelector<K> {
     /// Keeps `per_author` relays per follow (at least 1), ranked by `scorer`, or by the kind's
     /// default scorer when `None`.
     pub fn new(per_author: usize, scorer: Option<Box<dyn Scorer>>) -> Self {
-        let default = K::default_scorer();
-        let name = match (&scorer, &default) {
-            (Some(s), Some(d)) if s.name() == d.name() => K::NAME.to_string(),
-            (Some(s), _) => format!("{}+{}", K::NAME, s.name()),
-            (None, _) => K::NAME.to_string(),
-        };
         Self {
             per_author: per_author.max(1),
-            scorer: scorer.or(default),
-            name,
+            scorer: scorer.or_else(K::default_scorer),
             scores: Vec::new(),
             rules: Rules::Client,
             kind: PhantomData,
@@ -141,10 +141,6 @@ impl<K: PerAuthorKind> PerAuthorSelector<K> {
 }
 
 impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.per_author)
     }
@@ -154,7 +150,6 @@ impl<K: PerAuthorKind> Selector for PerAuthorSelector<K> {
     }
 
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
-        let _span = tracing::debug_span!("select", strategy = %self.name).entered();
         let table = input.table;
         let reassign = self.rules == Rules::Client;
         let Some(scorer) = self.scorer.as_mut() else {

@@ -214,10 +214,6 @@ impl Recall {
 }
 
 impl Selector for Recall {
-    fn name(&self) -> &str {
-        "recall"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.config.per_author)
     }
@@ -231,7 +227,6 @@ impl Selector for Recall {
     }
 
     fn select(&mut self, input: &PlanInput<'_>, rng: &mut dyn RngCore) -> Selection {
-        let _span = tracing::debug_span!("select", strategy = "recall").entered();
         let table = input.table;
         self.model.build(input, &self.config, rng);
         if input.max_connections == 0 {

@@ -62,10 +62,6 @@ pub struct Applesauce {
 }
 
 impl Selector for Applesauce {
-    fn name(&self) -> &str {
-        "applesauce"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         None
     }

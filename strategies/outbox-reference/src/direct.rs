@@ -26,10 +26,6 @@ outbox_core::register_strategy! {
 pub struct Direct;
 
 impl Selector for Direct {
-    fn name(&self) -> &str {
-        "direct"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         None
     }

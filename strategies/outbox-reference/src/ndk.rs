@@ -63,10 +63,6 @@ pub struct NdkPriority {
 }
 
 impl Selector for NdkPriority {
-    fn name(&self) -> &str {
-        "ndk_priority"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.per_author)
     }

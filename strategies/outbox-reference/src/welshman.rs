@@ -130,10 +130,6 @@ impl Welshman {
 }
 
 impl Selector for Welshman {
-    fn name(&self) -> &str {
-        "welshman"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.relays_per_chunk)
     }

@@ -135,7 +135,7 @@ fn run(
         window_secs: None,
     };
     let selection: Selection = selector.select(&input, rng);
-    let plan = Plan::from_selection(table, selector.name(), selection);
+    let plan = Plan::from_selection(table, &config.strategy.label(), selection);
     let limits = Limits {
         max_connections: budget,
         per_author_cap: selector.per_author_cap(),

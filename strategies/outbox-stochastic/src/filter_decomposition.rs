@@ -40,6 +40,10 @@ outbox_core::register_strategy! {
     name: "filter_decomposition",
     summary: "per follow, the first N write relays in list order (rust-nostr), or top N by an optional scorer",
     impl StrategyConfig for FilterDecompositionConfig {
+        fn label(&self) -> String {
+            outbox_kit::per_author_label::<FilterDecompositionKind>(self.name(), self.scorer.as_deref())
+        }
+
         fn validate(&self) -> Vec<ConfigIssue> {
             validate_config(self.per_author, self.scorer.as_deref())
         }
@@ -58,7 +62,6 @@ outbox_core::register_strategy! {
 pub enum FilterDecompositionKind {}
 
 impl PerAuthorKind for FilterDecompositionKind {
-    const NAME: &'static str = "filter_decomposition";
     const POPULARITY_WEIGHT: bool = false;
 
     fn default_scorer() -> Option<Box<dyn Scorer>> {

@@ -40,6 +40,10 @@ outbox_core::register_strategy! {
     name: "stochastic",
     summary: "per follow, top N write relays by (1 + ln popularity) · random factor (welshman)",
     impl StrategyConfig for StochasticConfig {
+        fn label(&self) -> String {
+            outbox_kit::per_author_label::<StochasticKind>(self.name(), self.scorer.as_deref())
+        }
+
         fn validate(&self) -> Vec<ConfigIssue> {
             validate_config(self.per_author, self.scorer.as_deref())
         }
@@ -58,7 +62,6 @@ outbox_core::register_strategy! {
 pub enum StochasticKind {}
 
 impl PerAuthorKind for StochasticKind {
-    const NAME: &'static str = "stochastic";
     const POPULARITY_WEIGHT: bool = true;
 
     fn default_scorer() -> Option<Box<dyn Scorer>> {

@@ -20,7 +20,7 @@ impl Scorer for UniformScorer {
     }
 
     /// Every call is a new draw.
-    fn is_stable(&self) -> bool {
+    fn supports_lazy_greedy(&self) -> bool {
         false
     }
 }

@@ -89,7 +89,6 @@ fn filter_decomposition_with_a_scorer_ranks_by_its_draws_instead_of_list_order()
         ("wss://d.example", 1.0),
     ]);
     let mut fd = FilterDecomposition::new(2, Some(Box::new(scorer)));
-    assert_eq!(fd.name(), "filter_decomposition+by_url");
     let stats = DeliveryStats::new();
     let input = PlanInput {
         table: &t,
@@ -229,7 +228,6 @@ fn stochastic_draws_once_per_relay_per_run() {
     let t = random_table(WorldShape::small(), 11);
     let calls = Arc::new(AtomicUsize::new(0));
     let mut s = Stochastic::new(3, Some(Box::new(Counting(calls.clone()))));
-    assert_eq!(s.name(), "stochastic+counting");
     select_once(&mut s, &t);
     let used = t.relays().filter(|r| t.popularity(*r) > 0).count();
     assert_eq!(calls.load(Ordering::Relaxed), used);
@@ -258,7 +256,7 @@ fn study_rules_draw_per_pair_and_lose_picks_the_cap_drops() {
     );
     let plan = |rules: Rules| {
         let selector = Stochastic::new(1, Some(Box::new(Favour("lone")))).with_rules(rules);
-        let mut r = Router::new(Box::new(selector), 1);
+        let mut r = Router::with_selector("stochastic", Box::new(selector), 1);
         let plan = r.plan(&t, 0);
         assert!(check_plan(&plan, &t, r.limits()).is_empty());
         plan

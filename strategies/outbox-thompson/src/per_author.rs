@@ -48,6 +48,10 @@ outbox_core::register_strategy! {
         })),
     }),
     impl StrategyConfig for PerAuthorConfig {
+        fn label(&self) -> String {
+            outbox_kit::per_author_label::<PerAuthorThompsonKind>(self.name(), self.scorer.as_deref())
+        }
+
         fn validate(&self) -> Vec<ConfigIssue> {
             validate_config(self.per_author, self.scorer.as_deref())
         }
@@ -67,7 +71,6 @@ outbox_core::register_strategy! {
 pub enum PerAuthorThompsonKind {}
 
 impl PerAuthorKind for PerAuthorThompsonKind {
-    const NAME: &'static str = "per_author";
     const POPULARITY_WEIGHT: bool = false;
 
     fn default_scorer() -> Option<Box<dyn Scorer>> {

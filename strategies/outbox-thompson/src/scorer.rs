@@ -101,7 +101,7 @@ impl Scorer for Thompson {
     }
 
     /// Every call is a new draw.
-    fn is_stable(&self) -> bool {
+    fn supports_lazy_greedy(&self) -> bool {
         false
     }
 

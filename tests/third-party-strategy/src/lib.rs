@@ -45,10 +45,6 @@ pub struct MostPopularFirst {
 }
 
 impl Selector for MostPopularFirst {
-    fn name(&self) -> &str {
-        "most_popular_first"
-    }
-
     fn per_author_cap(&self) -> Option<usize> {
         Some(1)
     }

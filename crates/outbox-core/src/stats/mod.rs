@@ -207,8 +207,14 @@ impl RelayStats {
     }
 
     /// Posterior mean of completeness: the share of the asked authors' notes it returns.
-    pub fn kept_mean(&self) -> f64 {
+    pub fn completeness_mean(&self) -> f64 {
         self.kept_alpha / (self.kept_alpha + self.kept_beta)
+    }
+
+    /// The former name of [`completeness_mean`](Self::completeness_mean), still used by some
+    /// callers; "kept" otherwise means stored between runs.
+    pub fn kept_mean(&self) -> f64 {
+        self.completeness_mean()
     }
 
     /// Whether the values are usable (finite, α and β in `[1, MAX_PARAM]`, latency finite and

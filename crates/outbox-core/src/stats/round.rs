@@ -306,8 +306,8 @@ mod tests {
         let deep = stats.get_at("wss://deep.example", 4);
         let prunes = stats.get_at("wss://prunes.example", 4);
         let dead = stats.get_at("wss://dead.example", 4);
-        assert!(deep.kept_mean() > 0.8, "{deep:?}");
-        assert!(prunes.kept_mean() < 0.3, "{prunes:?}");
+        assert!(deep.completeness_mean() > 0.8, "{deep:?}");
+        assert!(prunes.completeness_mean() < 0.3, "{prunes:?}");
         // Both answered every run and returned something for every author anyone had notes of;
         // delivery counts the share of each author's notes, so the pruning relay earns a tenth.
         assert!(
@@ -358,7 +358,7 @@ mod tests {
             alone(&mut stats, true, t);
         }
         let shallow = stats.get_at("wss://shallow.example", 4);
-        assert!(shallow.kept_mean() < 0.3, "{shallow:?}");
+        assert!(shallow.completeness_mean() < 0.3, "{shallow:?}");
         assert!(stats.pair(&key(1), "wss://shallow.example").mean() < 0.3);
         // Nothing was recorded for the compare-only relay, and the volume it already taught
         // did not fade because the shallow relay saw less.
@@ -371,7 +371,7 @@ mod tests {
         for t in 1..4 {
             alone(&mut fresh, false, t);
         }
-        assert!(fresh.get_at("wss://shallow.example", 4).kept_mean() > 0.7);
+        assert!(fresh.get_at("wss://shallow.example", 4).completeness_mean() > 0.7);
     }
 
     #[test]
@@ -451,7 +451,7 @@ mod tests {
             "{month:?}"
         );
         assert!(
-            month.kept_mean() > 0.6,
+            month.completeness_mean() > 0.6,
             "not faulted for notes it never kept: {month:?}"
         );
         assert!(stats.pair(&key(1), "wss://month.example").mean() > 0.6);
