@@ -141,9 +141,12 @@ impl RealRelay {
 
 /// A URL on 127.0.0.1 where nothing listens.
 pub async fn dead_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
+    // Bound and never listening: every connection is refused, and the port stays taken for the
+    // rest of the test binary, so no relay of a test running beside it can be handed it.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::mem::forget(socket);
     format!("ws://127.0.0.1:{port}")
 }
 
