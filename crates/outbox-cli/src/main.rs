@@ -23,6 +23,8 @@ mod log;
 mod plan;
 mod route;
 mod secret;
+mod stats;
+mod store;
 mod strategies;
 mod text;
 mod world;
@@ -57,6 +59,9 @@ enum Command {
     /// The runtime under load: `outbox feed --once` against many local relays and follows,
     /// its peak memory, CPU time, events/s and time to full EOSE.
     Load(load::Args),
+    /// What was learned about relays (stats, set-asides): shown, or edited with `--forget` and
+    /// `--clear-set-asides`.
+    Stats(stats::Args),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +77,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
         Command::Load(args) => load::run(args),
+        Command::Stats(args) => stats::run(args),
     };
     match result {
         Ok(code) => code,

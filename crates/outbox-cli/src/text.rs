@@ -43,6 +43,24 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// JSON text with every control character and bidirectional control written as a `\uXXXX`
+/// escape: still the same JSON, but a string in it cannot drive the terminal (serde_json
+/// leaves C1 controls and bidirectional controls raw).
+pub fn json_safe(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if (c.is_control() && c != '\n') || is_bidi_control(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write!(out, "\\u{unit:04x}").expect("writing to a string cannot fail");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// [`escape`] line by line: the lines of a multi-line message (a TOML error's excerpt) stay
 /// lines, and nothing else in them reaches the terminal raw.
 pub fn escape_lines(s: &str) -> String {

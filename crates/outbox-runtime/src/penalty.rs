@@ -176,6 +176,11 @@ impl PenaltyBox {
             .map(|(url, _)| url.as_str())
     }
 
+    /// Drops a relay from the box; returns whether it was in it.
+    pub fn forget(&mut self, url: &str) -> bool {
+        self.relays.remove(url).is_some()
+    }
+
     /// The entry of a relay, if it has failed recently.
     pub fn get(&self, url: &str) -> Option<&PenaltyEntry> {
         self.relays.get(url)
@@ -214,6 +219,16 @@ mod tests {
             growth: 4,
             duration: Duration::from_secs(3600),
         }
+    }
+
+    #[test]
+    fn forget_drops_one_relay_only() {
+        let mut b = PenaltyBox::new();
+        b.penalise("wss://a.example", "x", 10, &policy());
+        b.penalise("wss://b.example", "y", 10, &policy());
+        assert!(b.forget("wss://a.example"));
+        assert!(!b.forget("wss://a.example"));
+        assert!(b.get("wss://a.example").is_none() && b.get("wss://b.example").is_some());
     }
 
     #[test]

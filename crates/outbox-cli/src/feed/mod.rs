@@ -23,7 +23,6 @@ use outbox_runtime::store::{load_kept, save_kept};
 use outbox_runtime::{
     fetch_events, AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
-use outbox_stats::{FileStore, SqliteStore};
 
 use crate::text::escape;
 
@@ -46,24 +45,11 @@ pub struct Args {
     /// Router config (TOML): `max_connections`, `url_policy` and a `[strategy]` table.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Learned relay stats (JSON); read at start, written on a timer and at the end. The
-    /// relays set aside and the relay lists are kept beside it (`FILE.penalties.json`,
-    /// `FILE.lists.json`). Default: `stats.json` in the data directory. Same as
-    /// `--store file:FILE`.
-    #[arg(long)]
-    stats: Option<PathBuf>,
-    /// Where to keep stats, set-aside relays and relay lists: `file:FILE` (JSON files, as
-    /// `--stats`) or `sqlite:PATH` (one SQLite database; `sqlite` alone: `outbox.sqlite` in
-    /// the data directory). Default: JSON files in the data directory.
-    #[arg(long, value_parser = parse_store, conflicts_with = "stats")]
-    store: Option<StoreArg>,
+    #[command(flatten)]
+    keep: crate::store::StoreArgs,
     /// Keep nothing between runs (every run starts from scratch and explores anew).
     #[arg(long, conflicts_with_all = ["stats", "store"])]
     no_stats: bool,
-    /// Where stats, set-aside relays and relay lists are kept by default (default: the
-    /// platform's data directory, e.g. `~/.local/share/outbox`).
-    #[arg(long, env = "OUTBOX_DATA_DIR")]
-    data_dir: Option<PathBuf>,
     /// Relays that collect relay lists (comma-separated or repeated), asked for the follows'
     /// kind:10002 lists beside `--relays`; added to the config's `indexers`.
     #[arg(long, value_delimiter = ',')]
@@ -145,57 +131,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(feed(args))
 }
 
-/// A `--store` value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum StoreArg {
-    /// JSON files: the stats file, with the lists and penalties beside it.
-    File(PathBuf),
-    /// One SQLite database; `None`: in the data directory.
-    Sqlite(Option<PathBuf>),
-}
-
-fn parse_store(raw: &str) -> Result<StoreArg, String> {
-    let (kind, path) = raw.split_once(':').unwrap_or((raw, ""));
-    match (kind, path) {
-        ("sqlite", "") => Ok(StoreArg::Sqlite(None)),
-        ("sqlite", path) => Ok(StoreArg::Sqlite(Some(PathBuf::from(path)))),
-        ("file", "") => Err("file: needs a path (file:FILE)".into()),
-        ("file", path) => Ok(StoreArg::File(PathBuf::from(path))),
-        _ => Err(format!(
-            "{raw:?} is not a store: use file:FILE, sqlite:PATH or sqlite"
-        )),
-    }
-}
-
 /// The store learned state is kept in this run: `--store`, `--stats`, else JSON files in the
 /// data directory; none with `--no-stats`.
 fn open_store(args: &Args) -> anyhow::Result<Option<Arc<dyn StateStore>>> {
     if args.no_stats {
         return Ok(None);
     }
-    let store: Arc<dyn StateStore> = match (&args.store, &args.stats) {
-        (Some(StoreArg::File(path)), _) | (None, Some(path)) => Arc::new(FileStore::new(path)),
-        (Some(StoreArg::Sqlite(Some(path))), _) => Arc::new(SqliteStore::new(path)),
-        (Some(StoreArg::Sqlite(None)), _) => {
-            Arc::new(SqliteStore::new(data_dir(args)?.join("outbox.sqlite")))
-        }
-        (None, None) => Arc::new(FileStore::new(data_dir(args)?.join("stats.json"))),
-    };
-    Ok(Some(store))
-}
-
-/// `--data-dir`, else the platform's data directory; created if missing.
-fn data_dir(args: &Args) -> anyhow::Result<PathBuf> {
-    let dir = match &args.data_dir {
-        Some(dir) => dir.clone(),
-        None => directories::ProjectDirs::from("", "", "outbox")
-            .context("no home directory to keep stats in: give --stats FILE or --no-stats")?
-            .data_dir()
-            .to_path_buf(),
-    };
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the data directory {}", dir.display()))?;
-    Ok(dir)
+    args.keep.open().map(Some)
 }
 
 fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {

@@ -503,6 +503,12 @@ impl DeliveryStats {
         self.relays.insert(url.to_string(), s);
     }
 
+    /// Forgets what was learned about one relay (its per-author pair evidence stays); returns
+    /// whether anything was known.
+    pub fn forget(&mut self, url: &str) -> bool {
+        self.relays.remove(url).is_some()
+    }
+
     /// Number of relays with recorded stats.
     pub fn len(&self) -> usize {
         self.relays.len()
@@ -606,6 +612,17 @@ impl AuthorStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forget_drops_one_relay_only() {
+        let mut s = DeliveryStats::new();
+        s.record_delivery("wss://a.example", 1.0, 1, 5);
+        s.record_delivery("wss://b.example", 1.0, 1, 5);
+        assert!(s.forget("wss://a.example"));
+        assert!(!s.forget("wss://a.example"));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.iter().next().map(|(u, _)| u), Some("wss://b.example"));
+    }
 
     #[test]
     fn delivery_moves_the_mean_and_decay_pulls_it_back() {
