@@ -56,6 +56,7 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
     let location = args.keep.location(false)?;
     if !location.exists() {
         if args.json {
+            eprintln!("nothing learned yet");
             out!("{}", json!({ "relays": [] }))?;
         } else {
             out!("nothing learned yet")?;

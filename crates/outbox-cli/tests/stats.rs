@@ -1,0 +1,228 @@
+//! `outbox stats`: what was learned, written through the store APIs, shown and edited by the
+//! command on both stores (JSON files and SQLite).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use outbox_client::StateStore;
+use outbox_core::{DeliveryStats, RelayStats};
+use outbox_runtime::store::{load_kept, save_kept};
+use outbox_runtime::{PenaltyBox, PenaltyPolicy};
+use outbox_stats::{FileStore, SqliteStore};
+
+const ALIVE: &str = "wss://alive.example";
+const DEAD: &str = "wss://dead.example";
+const LOCKED: &str = "wss://locked.example";
+
+/// The two stores, each with its `--store` argument.
+fn stores(dir: &Path) -> Vec<(Arc<dyn StateStore>, String)> {
+    let file = dir.join("stats.json");
+    let sqlite = dir.join("outbox.sqlite");
+    vec![
+        (
+            Arc::new(FileStore::new(&file)),
+            format!("file:{}", file.display()),
+        ),
+        (
+            Arc::new(SqliteStore::new(&sqlite)),
+            format!("sqlite:{}", sqlite.display()),
+        ),
+    ]
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Two relays with stats (one alive, one dead) and two set aside, one for a reason holding an
+/// escape sequence that would clear the screen.
+async fn learn(store: &dyn StateStore) {
+    let now = now();
+    let mut stats = DeliveryStats::new();
+    stats.set(
+        ALIVE,
+        RelayStats {
+            live_alpha: 9.0,
+            live_beta: 1.0,
+            depth_secs: 30.0 * 86_400.0,
+            updated_at: now,
+            ..RelayStats::default()
+        },
+    );
+    stats.set(
+        DEAD,
+        RelayStats {
+            live_alpha: 1.0,
+            live_beta: 9.0,
+            updated_at: now,
+            ..RelayStats::default()
+        },
+    );
+    store.save(&stats).await.unwrap();
+    let mut penalties = PenaltyBox::new();
+    let policy = PenaltyPolicy::default();
+    penalties.penalise(DEAD, "timeout \u{1b}[2J gone", now, &policy);
+    penalties.needs_sign_in(LOCKED, "auth-required: members", now, &policy);
+    save_kept(store, &[], &penalties).await.unwrap();
+}
+
+async fn outbox(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .arg("stats")
+            .args(args)
+            .env_remove("OUTBOX_DATA_DIR")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn args(store: &str, extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["--store".to_string(), store.to_string()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn the_table_lists_every_relay_with_reasons_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        let table = stdout(&outbox(args(&arg, &[])).await);
+        for relay in [ALIVE, DEAD, LOCKED] {
+            assert!(table.contains(relay), "{arg}: {table}");
+        }
+        assert!(!table.contains('\u{1b}'), "{arg}: raw escape in {table:?}");
+        assert!(table.contains("timeout \\u{1b}[2J gone"), "{arg}: {table}");
+        assert!(table.contains("30d"), "{arg}: depth missing in {table}");
+        // By URL: alive, dead, locked; by liveness the alive relay leads and the dead one
+        // (learned 0.10) follows the unlearned one.
+        let order = |t: &str| {
+            let mut at: Vec<(usize, &str)> = [ALIVE, DEAD, LOCKED]
+                .iter()
+                .map(|r| (t.find(r).unwrap(), *r))
+                .collect();
+            at.sort();
+            at.into_iter().map(|(_, r)| r).collect::<Vec<_>>()
+        };
+        assert_eq!(order(&table), [ALIVE, DEAD, LOCKED], "{arg}");
+        let by_live = stdout(&outbox(args(&arg, &["--sort", "liveness"])).await);
+        assert_eq!(order(&by_live), [ALIVE, LOCKED, DEAD], "{arg}: {by_live}");
+
+        let one = stdout(&outbox(args(&arg, &[DEAD])).await);
+        assert!(one.contains("timeout \\u{1b}[2J gone"), "{arg}: {one}");
+        assert!(!one.contains('\u{1b}') && one.contains("strikes"), "{one}");
+    }
+}
+
+#[tokio::test]
+async fn json_parses_and_keeps_the_reason_without_raw_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        let text = stdout(&outbox(args(&arg, &["--json"])).await);
+        assert!(!text.contains('\u{1b}'), "{arg}: {text:?}");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let relays = doc["relays"].as_array().unwrap();
+        assert_eq!(relays.len(), 3, "{arg}: {text}");
+        let dead = relays.iter().find(|r| r["relay"] == DEAD).unwrap();
+        assert_eq!(dead["set_aside"]["reason"], "timeout \u{1b}[2J gone");
+        assert!((dead["stats"]["liveness"].as_f64().unwrap() - 0.1).abs() < 1e-9);
+        let locked = relays.iter().find(|r| r["relay"] == LOCKED).unwrap();
+        assert_eq!(locked["set_aside"]["needs_sign_in"], true);
+        assert!(locked["stats"].is_null());
+    }
+}
+
+#[tokio::test]
+async fn forget_drops_a_relays_stats_and_set_aside_and_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        stdout(&outbox(args(&arg, &["--forget", DEAD, "--forget", LOCKED])).await);
+        let (fresh, _) = stores(dir.path())
+            .into_iter()
+            .find(|(_, a)| *a == arg)
+            .unwrap();
+        let stats = fresh.load().await.unwrap().stats;
+        let urls: Vec<&str> = stats.iter().map(|(u, _)| u).collect();
+        assert_eq!(urls, [ALIVE], "{arg}");
+        let kept = load_kept(fresh.as_ref()).await.unwrap();
+        assert_eq!(kept.penalties.entries().count(), 0, "{arg}");
+        let table = stdout(&outbox(args(&arg, &[])).await);
+        assert!(table.contains(ALIVE) && !table.contains(DEAD), "{arg}: {table}");
+    }
+}
+
+#[tokio::test]
+async fn clear_set_asides_empties_the_box_and_keeps_the_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        stdout(&outbox(args(&arg, &["--clear-set-asides"])).await);
+        let (fresh, _) = stores(dir.path())
+            .into_iter()
+            .find(|(_, a)| *a == arg)
+            .unwrap();
+        let kept = load_kept(fresh.as_ref()).await.unwrap();
+        assert_eq!(kept.penalties, PenaltyBox::new(), "{arg}");
+        assert_eq!(fresh.load().await.unwrap().stats.len(), 2, "{arg}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_store_has_nothing_learned_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    for arg in [
+        format!("file:{}", dir.path().join("none.json").display()),
+        format!("sqlite:{}", dir.path().join("none.sqlite").display()),
+    ] {
+        let out = stdout(&outbox(args(&arg, &[])).await);
+        assert!(out.contains("nothing learned yet"), "{arg}: {out}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // The data directory is not created just to be looked at.
+    let missing = dir.path().join("data");
+    let out = outbox(vec!["--data-dir".into(), missing.display().to_string()]).await;
+    assert!(stdout(&out).contains("nothing learned yet"));
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
+async fn bad_input_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stats.json");
+    std::fs::write(&file, "\u{1b}[2J not json").unwrap();
+    std::fs::write(dir.path().join("stats.json.penalties.json"), "[1,").unwrap();
+    let out = outbox(args(&format!("file:{}", file.display()), &[])).await;
+    assert!(out.status.code().is_some(), "{:?}", out.status);
+    assert!(!out.stderr.contains(&0x1b) && !out.stdout.contains(&0x1b));
+    let sqlite = dir.path().join("outbox.sqlite");
+    std::fs::write(&sqlite, "not a database").unwrap();
+    let out = outbox(args(&format!("sqlite:{}", sqlite.display()), &["--json"])).await;
+    assert!(out.status.code().is_some(), "{:?}", out.status);
+
+    let (store, arg) = stores(dir.path()).remove(0);
+    learn(store.as_ref()).await;
+    let unknown = outbox(args(&arg, &["wss://x.example"])).await;
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nothing known"));
+    let bad = outbox(args(&arg, &["--forget", "\u{1b}not a url"])).await;
+    assert!(bad.status.success() && !bad.stderr.contains(&0x1b));
+}
