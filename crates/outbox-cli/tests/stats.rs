@@ -65,7 +65,7 @@ async fn learn(store: &dyn StateStore) {
     store.save(&stats).await.unwrap();
     let mut penalties = PenaltyBox::new();
     let policy = PenaltyPolicy::default();
-    penalties.penalise(DEAD, "timeout \u{1b}[2J gone", now, &policy);
+    penalties.penalise(DEAD, "timeout \u{1b}[2J \u{9b}2J gone", now, &policy);
     penalties.needs_sign_in(LOCKED, "auth-required: members", now, &policy);
     save_kept(store, &[], &penalties).await.unwrap();
 }
@@ -109,7 +109,11 @@ async fn the_table_lists_every_relay_with_reasons_escaped() {
             assert!(table.contains(relay), "{arg}: {table}");
         }
         assert!(!table.contains('\u{1b}'), "{arg}: raw escape in {table:?}");
-        assert!(table.contains("timeout \\u{1b}[2J gone"), "{arg}: {table}");
+        assert!(!table.contains('\u{9b}'), "{arg}: raw C1 control in {table:?}");
+        assert!(
+            table.contains("timeout \\u{1b}[2J \\u{9b}2J gone"),
+            "{arg}: {table}"
+        );
         assert!(table.contains("30d"), "{arg}: depth missing in {table}");
         // By URL: alive, dead, locked; by liveness the alive relay leads and the dead one
         // (learned 0.10) follows the unlearned one.
@@ -126,7 +130,7 @@ async fn the_table_lists_every_relay_with_reasons_escaped() {
         assert_eq!(order(&by_live), [ALIVE, LOCKED, DEAD], "{arg}: {by_live}");
 
         let one = stdout(&outbox(args(&arg, &[DEAD])).await);
-        assert!(one.contains("timeout \\u{1b}[2J gone"), "{arg}: {one}");
+        assert!(one.contains("timeout \\u{1b}[2J \\u{9b}2J gone"), "{arg}: {one}");
         assert!(!one.contains('\u{1b}') && one.contains("strikes"), "{one}");
     }
 }
@@ -137,12 +141,15 @@ async fn json_parses_and_keeps_the_reason_without_raw_controls() {
     for (store, arg) in stores(dir.path()) {
         learn(store.as_ref()).await;
         let text = stdout(&outbox(args(&arg, &["--json"])).await);
-        assert!(!text.contains('\u{1b}'), "{arg}: {text:?}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{9b}'),
+            "{arg}: {text:?}"
+        );
         let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
         let relays = doc["relays"].as_array().unwrap();
         assert_eq!(relays.len(), 3, "{arg}: {text}");
         let dead = relays.iter().find(|r| r["relay"] == DEAD).unwrap();
-        assert_eq!(dead["set_aside"]["reason"], "timeout \u{1b}[2J gone");
+        assert_eq!(dead["set_aside"]["reason"], "timeout \u{1b}[2J \u{9b}2J gone");
         assert!((dead["stats"]["liveness"].as_f64().unwrap() - 0.1).abs() < 1e-9);
         let locked = relays.iter().find(|r| r["relay"] == LOCKED).unwrap();
         assert_eq!(locked["set_aside"]["needs_sign_in"], true);
@@ -225,4 +232,27 @@ async fn bad_input_fails_cleanly() {
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("nothing known"));
     let bad = outbox(args(&arg, &["--forget", "\u{1b}not a url"])).await;
     assert!(bad.status.success() && !bad.stderr.contains(&0x1b));
+}
+
+#[tokio::test]
+async fn a_closed_stdout_ends_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, arg) = stores(dir.path()).remove(1);
+    learn(store.as_ref()).await;
+    for extra in [&[][..], &["--json"], &[DEAD]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .arg("stats")
+            .args(args(&arg, extra))
+            .stdout(std::process::Stdio::from(writer))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("panicked"),
+            "{extra:?}: {:?} {stderr}",
+            out.status
+        );
+    }
 }
