@@ -235,7 +235,7 @@ fn time(secs: u64) -> String {
 
 /// A retention depth: days, or hours below a day; `-` when unknown.
 fn depth(secs: f64) -> String {
-    if !(secs > 0.0) {
+    if secs.is_nan() || secs <= 0.0 {
         "-".into()
     } else if secs >= 86_400.0 {
         format!("{:.0}d", secs / 86_400.0)
@@ -304,22 +304,40 @@ fn detail(r: &Row) -> std::io::Result<()> {
     out!("relay            {}", shown(&r.url))?;
     match &r.stats {
         Some(s) => {
-            out!("liveness         {:.3}  (Beta {}, {})", s.live_mean(), s.live_alpha, s.live_beta)?;
-            out!("delivery         {:.3}  (Beta {}, {})", s.mean(), s.alpha, s.beta)?;
+            out!(
+                "liveness         {:.3}  (Beta {}, {})",
+                s.live_mean(),
+                s.live_alpha,
+                s.live_beta
+            )?;
+            out!(
+                "delivery         {:.3}  (Beta {}, {})",
+                s.mean(),
+                s.alpha,
+                s.beta
+            )?;
             out!(
                 "completeness     {:.3}  (Beta {}, {})",
                 s.completeness_mean(),
                 s.kept_alpha,
                 s.kept_beta
             )?;
-            out!("depth            {} ({} s)", depth(s.depth_secs), s.depth_secs)?;
+            out!(
+                "depth            {} ({} s)",
+                depth(s.depth_secs),
+                s.depth_secs
+            )?;
             match s.latency_ms {
                 Some(l) => out!("latency          {l:.0} ms")?,
                 None => out!("latency          -")?,
             }
             out!("asked            {}", s.asked)?;
             out!("failures         {}", s.failures)?;
-            out!("updated          {} (session {})", time(s.updated_at), s.session)?;
+            out!(
+                "updated          {} (session {})",
+                time(s.updated_at),
+                s.session
+            )?;
         }
         None => out!("stats            none")?,
     }
@@ -330,8 +348,14 @@ fn detail(r: &Row) -> std::io::Result<()> {
             out!("reason           {}", shown(&p.last_reason))?;
             out!("strikes          {}", p.strikes)?;
             out!("set-asides       {} in a row", p.times)?;
-            out!("misbehaved       {}", if p.misbehaved { "yes" } else { "no" })?;
-            out!("needs sign-in    {}", if p.needs_sign_in { "yes" } else { "no" })?;
+            out!(
+                "misbehaved       {}",
+                if p.misbehaved { "yes" } else { "no" }
+            )?;
+            out!(
+                "needs sign-in    {}",
+                if p.needs_sign_in { "yes" } else { "no" }
+            )?;
         }
         None => out!("set aside        no")?,
     }

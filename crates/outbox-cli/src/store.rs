@@ -11,8 +11,8 @@ use outbox_stats::{FileStore, SqliteStore};
 /// The options naming a store.
 #[derive(Debug, clap::Args)]
 pub struct StoreArgs {
-    /// Learned relay stats (JSON); read at start, written on a timer and at the end. The
-    /// relays set aside and the relay lists are kept beside it (`FILE.penalties.json`,
+    /// Learned relay stats (JSON file); `outbox feed` reads it at start and writes it on a
+    /// timer and at the end. The relays set aside and the relay lists are kept beside it (`FILE.penalties.json`,
     /// `FILE.lists.json`). Default: `stats.json` in the data directory. Same as
     /// `--store file:FILE`.
     #[arg(long)]

@@ -109,7 +109,10 @@ async fn the_table_lists_every_relay_with_reasons_escaped() {
             assert!(table.contains(relay), "{arg}: {table}");
         }
         assert!(!table.contains('\u{1b}'), "{arg}: raw escape in {table:?}");
-        assert!(!table.contains('\u{9b}'), "{arg}: raw C1 control in {table:?}");
+        assert!(
+            !table.contains('\u{9b}'),
+            "{arg}: raw C1 control in {table:?}"
+        );
         assert!(
             table.contains("timeout \\u{1b}[2J \\u{9b}2J gone"),
             "{arg}: {table}"
@@ -130,7 +133,10 @@ async fn the_table_lists_every_relay_with_reasons_escaped() {
         assert_eq!(order(&by_live), [ALIVE, LOCKED, DEAD], "{arg}: {by_live}");
 
         let one = stdout(&outbox(args(&arg, &[DEAD])).await);
-        assert!(one.contains("timeout \\u{1b}[2J \\u{9b}2J gone"), "{arg}: {one}");
+        assert!(
+            one.contains("timeout \\u{1b}[2J \\u{9b}2J gone"),
+            "{arg}: {one}"
+        );
         assert!(!one.contains('\u{1b}') && one.contains("strikes"), "{one}");
     }
 }
@@ -149,7 +155,10 @@ async fn json_parses_and_keeps_the_reason_without_raw_controls() {
         let relays = doc["relays"].as_array().unwrap();
         assert_eq!(relays.len(), 3, "{arg}: {text}");
         let dead = relays.iter().find(|r| r["relay"] == DEAD).unwrap();
-        assert_eq!(dead["set_aside"]["reason"], "timeout \u{1b}[2J \u{9b}2J gone");
+        assert_eq!(
+            dead["set_aside"]["reason"],
+            "timeout \u{1b}[2J \u{9b}2J gone"
+        );
         assert!((dead["stats"]["liveness"].as_f64().unwrap() - 0.1).abs() < 1e-9);
         let locked = relays.iter().find(|r| r["relay"] == LOCKED).unwrap();
         assert_eq!(locked["set_aside"]["needs_sign_in"], true);
@@ -173,7 +182,10 @@ async fn forget_drops_a_relays_stats_and_set_aside_and_saves() {
         let kept = load_kept(fresh.as_ref()).await.unwrap();
         assert_eq!(kept.penalties.entries().count(), 0, "{arg}");
         let table = stdout(&outbox(args(&arg, &[])).await);
-        assert!(table.contains(ALIVE) && !table.contains(DEAD), "{arg}: {table}");
+        assert!(
+            table.contains(ALIVE) && !table.contains(DEAD),
+            "{arg}: {table}"
+        );
     }
 }
 
