@@ -44,7 +44,11 @@ fn text(out: &Output) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_reaches_every_relay_given_and_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, listed) = (Relay::start().await, Relay::start().await, Relay::start().await);
+    let (a, b, listed) = (
+        Relay::start().await,
+        Relay::start().await,
+        Relay::start().await,
+    );
     let author = key(1);
     let list = signed(
         &author,

@@ -104,7 +104,10 @@ impl PublishOutcome {
 
     /// Trying again later may help.
     pub fn is_retryable(self) -> bool {
-        matches!(self, Self::RateLimited | Self::Timeout | Self::ConnectFailed)
+        matches!(
+            self,
+            Self::RateLimited | Self::Timeout | Self::ConnectFailed
+        )
     }
 
     /// The outcome's name, as in JSON.
@@ -193,12 +196,7 @@ pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> 
     ));
     let mut tasks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
-        let (url, event, cfg, permits) = (
-            url.clone(),
-            event.clone(),
-            cfg.clone(),
-            permits.clone(),
-        );
+        let (url, event, cfg, permits) = (url.clone(), event.clone(), cfg.clone(), permits.clone());
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await;
             (i, to_relay(url, &event, &cfg, deadline, i).await)
@@ -241,12 +239,14 @@ async fn to_relay(
         attempts += 1;
         let (outcome, message) = match timeout_at(deadline, attempt(&url, event, cfg)).await {
             Ok(result) => result,
-            Err(_) => (PublishOutcome::Timeout, "the publish deadline passed".into()),
+            Err(_) => (
+                PublishOutcome::Timeout,
+                "the publish deadline passed".into(),
+            ),
         };
         let delay = cfg.runtime.backoff.delay(attempts - 1, &mut rng);
-        let retry = outcome.is_retryable()
-            && attempts < max_attempts
-            && Instant::now() + delay < deadline;
+        let retry =
+            outcome.is_retryable() && attempts < max_attempts && Instant::now() + delay < deadline;
         tracing::debug!(relay = %url, outcome = outcome.as_str(), attempts, retry, "publish attempt");
         if !retry {
             return RelayPublish {
@@ -402,7 +402,10 @@ async fn exchange(
             continue;
         }
         if outcome == PublishOutcome::AuthRequired && matches!(sign_in, SignIn::SignedIn) {
-            return (outcome, format!("{message} (still refused after signing in)"));
+            return (
+                outcome,
+                format!("{message} (still refused after signing in)"),
+            );
         }
         return (outcome, message);
     }

@@ -176,6 +176,10 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     let mut cfg = PublishConfig::fast_for_tests();
     cfg.runtime.auth = Some(keys(1));
     let signed = publish(&event, &targets, &cfg).await;
-    assert_eq!(signed.relays[0].outcome, PublishOutcome::Accepted, "{signed:?}");
+    assert_eq!(
+        signed.relays[0].outcome,
+        PublishOutcome::Accepted,
+        "{signed:?}"
+    );
     assert!(stored(&relay.url, &event).await);
 }
