@@ -183,3 +183,50 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     );
     assert!(stored(&relay.url, &event).await);
 }
+
+/// A server that holds each EVENT for a while before accepting it, tracking how many EVENTs
+/// wait for their OK at once across every server sharing `gauge` (current, peak).
+async fn slow_server(gauge: Arc<(AtomicUsize, AtomicUsize)>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let gauge = gauge.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(Message::Text(text))) = ws.next().await {
+                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if value[0] != "EVENT" {
+                        continue;
+                    }
+                    // From the EVENT to its OK, the publisher holds this relay's socket.
+                    let now = gauge.0.fetch_add(1, Ordering::SeqCst) + 1;
+                    gauge.1.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                    gauge.0.fetch_sub(1, Ordering::SeqCst);
+                    let id = value[1]["id"].as_str().unwrap().to_string();
+                    let answer = serde_json::json!(["OK", id, true, ""]).to_string();
+                    let _ = ws.send(Message::text(answer)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_open_at_once_are_capped() {
+    use outbox_runtime::publish::MAX_PUBLISH_SOCKETS;
+    let gauge = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let mut targets = Vec::new();
+    for _ in 0..MAX_PUBLISH_SOCKETS + 8 {
+        targets.push(slow_server(gauge.clone()).await);
+    }
+    let report = publish(&event(), &targets, &PublishConfig::fast_for_tests()).await;
+    assert_eq!(report.successes(), targets.len(), "{report:?}");
+    let peak = gauge.1.load(Ordering::SeqCst);
+    assert!(peak <= MAX_PUBLISH_SOCKETS, "{peak} sockets at once");
+    assert!(peak > 1, "relays were not asked concurrently");
+}
