@@ -21,6 +21,7 @@ mod live;
 mod load;
 mod log;
 mod plan;
+mod publish;
 mod route;
 mod secret;
 mod stats;
@@ -48,6 +49,8 @@ enum Command {
     Plan(plan::Args),
     /// Where to publish, read the inbox, or find a thread or one event: relays and reasons.
     Route(route::Args),
+    /// Send a signed event to the relays its route names (and `--to` relays); one line per relay.
+    Publish(publish::Args),
     /// Replay a churn scenario: plain re-planning vs hysteresis, per strategy.
     Churn(churn::Args),
     /// A live feed from real relays, routed by a strategy (`--once` for one pass and a summary).
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Strategies(args) => strategies::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Route(args) => route::run(args),
+        Command::Publish(args) => publish::run(args),
         Command::Churn(args) => churn::run(args),
         Command::Feed(args) => feed::run(args),
         Command::Bench(args) => bench::run(args),

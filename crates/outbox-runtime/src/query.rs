@@ -19,7 +19,6 @@ use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, timeout_at, Instant};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use outbox_client::{paging, paging::RelayLimits};
@@ -86,18 +85,12 @@ async fn ask_one(
     cfg: &RuntimeConfig,
     found: &mpsc::UnboundedSender<Event>,
 ) -> bool {
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(cfg.hard_frame_limit))
-        .max_frame_size(Some(cfg.hard_frame_limit));
-    let connect =
-        tokio_tungstenite::connect_async_tls_with_config(url, Some(ws_config), true, None);
-    let mut ws = match tokio::time::timeout(cfg.connect_timeout, connect).await {
-        Ok(Ok((ws, _))) => ws,
-        Ok(Err(e)) => {
-            tracing::debug!(relay = %url, error = %e, "lookup connect failed");
+    let mut ws = match crate::ws::dial(url, cfg).await {
+        Ok(ws) => ws,
+        Err(why) => {
+            tracing::debug!(relay = %url, error = %why, "lookup failed");
             return false;
         }
-        Err(_) => return false,
     };
     // No document is waited for: a lookup fits the conservative defaults.
     let limits = RelayLimits::default();

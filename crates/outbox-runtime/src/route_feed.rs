@@ -20,7 +20,6 @@ use rand::SeedableRng;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
@@ -210,20 +209,10 @@ impl Relay {
 
     /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
     async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
-        let ws_config = WebSocketConfig::default()
-            .max_message_size(Some(self.cfg.hard_frame_limit))
-            .max_frame_size(Some(self.cfg.hard_frame_limit));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            &self.url,
-            Some(ws_config),
-            true,
-            None,
-        );
         let mut ws = tokio::select! {
-            dialled = tokio::time::timeout(self.cfg.connect_timeout, connect) => match dialled {
-                Ok(Ok((ws, _))) => ws,
-                Ok(Err(e)) => return Ended::Lost(format!("connect failed: {e}")),
-                Err(_) => return Ended::Lost("connect timed out".into()),
+            dialled = crate::ws::dial(&self.url, &self.cfg) => match dialled {
+                Ok(ws) => ws,
+                Err(why) => return Ended::Lost(why),
             },
             _ = self.stop.changed() => return Ended::Done,
         };

@@ -185,7 +185,7 @@ fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
 }
 
 /// `raws` under the policy; a relay that is not usable is an error naming the option.
-fn canonical_relays(
+pub(crate) fn canonical_relays(
     policy: &outbox_core::UrlPolicy,
     raws: impl IntoIterator<Item = impl AsRef<str>>,
     what: &str,

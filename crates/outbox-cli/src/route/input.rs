@@ -39,7 +39,13 @@ pub struct Inputs {
 impl Inputs {
     /// Reads every input `common` names.
     pub fn load(common: &Common) -> anyhow::Result<Self> {
-        let policy = match &common.config {
+        Self::load_with(common, false)
+    }
+
+    /// Reads every input `common` names; `allow_loopback` keeps loopback relays in the lists
+    /// (for local relays).
+    pub fn load_with(common: &Common, allow_loopback: bool) -> anyhow::Result<Self> {
+        let mut policy = match &common.config {
             Some(path) => {
                 let text = read_bounded(path, MAX_CONFIG_BYTES).context("reading config")?;
                 RouterConfig::from_toml(&text)
@@ -48,6 +54,9 @@ impl Inputs {
             }
             None => UrlPolicy::default(),
         };
+        if allow_loopback {
+            policy.allow_loopback = true;
+        }
         let mut builder = RelayDirectoryBuilder::new(policy);
         let mut reader = None;
         let mut world_reader_relays = Vec::new();

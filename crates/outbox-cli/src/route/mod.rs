@@ -1,7 +1,7 @@
 //! `outbox route`: where to publish an event, where the reader's inbox is, where a thread or
 //! one event is — from a world file or relay-list events, without the network.
 
-mod input;
+pub(crate) mod input;
 mod output;
 
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ enum RouteCommand {
 
 /// Where the relay lists come from, the budget and the output.
 #[derive(Debug, clap::Args)]
-struct Common {
+pub(crate) struct Common {
     /// World file (`outbox-world/1`): its reader, reader relays and relay lists.
     #[arg(long, global = true)]
     world: Option<PathBuf>,
@@ -99,20 +99,53 @@ struct Common {
     json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let common = &args.common;
-    let inputs = input::Inputs::load(common)?;
-    let budget = RouteBudget {
-        max_relays: common.max_relays,
-        per_person: common.per_person,
-        per_author: common.per_author,
-        hints: common.hints,
-    };
+impl Common {
+    /// Whether output is JSON.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Whether relay lists were given (a world or a lists file).
+    pub(crate) fn has_lists(&self) -> bool {
+        self.world.is_some() || self.lists.is_some()
+    }
+
+    fn budget(&self) -> RouteBudget {
+        RouteBudget {
+            max_relays: self.max_relays,
+            per_person: self.per_person,
+            per_author: self.per_author,
+            hints: self.hints,
+        }
+    }
+}
+
+/// The relays `outbox route publish` names for `event`, from the lists `common` gives;
+/// `allow_loopback` keeps loopback relays. Nothing is printed.
+pub(crate) fn publish_targets(
+    common: &Common,
+    allow_loopback: bool,
+    event: &nostr::event::Event,
+) -> anyhow::Result<Vec<String>> {
+    let inputs = input::Inputs::load_with(common, allow_loopback)?;
     let ctx = RouteContext {
         directory: &inputs.directory,
         stats: &inputs.stats,
         now: inputs.now,
-        budget,
+        budget: common.budget(),
+    };
+    let plan = PublishQuery::of_event(event).plan(&ctx);
+    Ok(plan.targets.into_iter().map(|t| t.url).collect())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let common = &args.common;
+    let inputs = input::Inputs::load(common)?;
+    let ctx = RouteContext {
+        directory: &inputs.directory,
+        stats: &inputs.stats,
+        now: inputs.now,
+        budget: common.budget(),
     };
     match args.route {
         RouteCommand::Publish { event } => {

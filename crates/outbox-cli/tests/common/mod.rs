@@ -45,6 +45,13 @@ impl Relay {
         }
     }
 
+    /// Whether the relay holds the event with this id (hex).
+    pub async fn has(&self, id: &str) -> bool {
+        use rb::NostrDatabase;
+        let theirs = rb::EventId::from_hex(id).unwrap();
+        self.db.event_by_id(&theirs).await.unwrap().is_some()
+    }
+
     /// Stores an event as if it had been published.
     pub async fn store(&self, event: &Event) {
         use rb::{JsonUtil, NostrDatabase};

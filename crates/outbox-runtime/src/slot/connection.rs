@@ -25,9 +25,7 @@ impl Slot {
                     return;
                 }
             }
-            let ws_config = WebSocketConfig::default()
-                .max_message_size(Some(self.cfg.hard_frame_limit))
-                .max_frame_size(Some(self.cfg.hard_frame_limit));
+            let ws_config = crate::ws::ws_config(&self.cfg);
             let started = Instant::now();
             let mut document = self.start_nip11();
             let url = self.url.to_string();

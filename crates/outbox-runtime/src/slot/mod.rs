@@ -57,7 +57,6 @@ use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tracing::{debug, info, trace, warn, Instrument};
@@ -67,6 +66,7 @@ use crate::dedup::Dedup;
 use crate::nip11::Nip11Cache;
 
 mod auth;
+pub(crate) use auth::{auth_event, MAX_CHALLENGE_BYTES};
 mod connection;
 mod frames;
 mod pages;

@@ -1,0 +1,127 @@
+//! `outbox publish`: send a signed event to the relays its publish route names (the author's
+//! write relays and the read relays of everyone it tags, as `outbox route publish` plans them)
+//! and to relays given by hand, and report what each relay did.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use nostr::event::Event;
+use outbox_core::UrlPolicy;
+use outbox_runtime::{PublishConfig, PublishReport, RuntimeConfig};
+
+use crate::route::input::MAX_EVENT_BYTES;
+use crate::text::{escape, read_bounded};
+
+/// Options of `outbox publish`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The signed event (JSON).
+    #[arg(long)]
+    event: PathBuf,
+    /// A relay to publish to besides the route's (repeatable); enough alone when no relay
+    /// lists are known.
+    #[arg(long = "to")]
+    to: Vec<String>,
+    /// Another relay to publish to besides the route's (repeatable; same as `--to`).
+    #[arg(long = "relay")]
+    relays: Vec<String>,
+    /// File holding the secret key to sign in with (NIP-42) where a relay asks; or set
+    /// OUTBOX_SECRET_KEY.
+    #[arg(long)]
+    secret_key_file: Option<PathBuf>,
+    /// Allow loopback relays (ws://127.0.0.1, ws://localhost), for local relays.
+    #[arg(long)]
+    allow_local: bool,
+    /// The whole publish ends after this many seconds.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Where the relay lists come from (`--world`, `--lists`), the route's budget and `--json`,
+    /// as for `outbox route`.
+    #[command(flatten)]
+    common: crate::route::Common,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let event = read_signed(&args.event)?;
+    let mut targets: Vec<String> = Vec::new();
+    if args.common.has_lists() {
+        targets = crate::route::publish_targets(&args.common, args.allow_local, &event)?;
+    }
+    let policy = UrlPolicy {
+        allow_loopback: args.allow_local,
+        ..UrlPolicy::default()
+    };
+    for url in crate::feed::canonical_relays(&policy, args.to.iter().chain(&args.relays), "relay")?
+    {
+        if !targets.contains(&url) {
+            targets.push(url);
+        }
+    }
+    if targets.is_empty() {
+        bail!(
+            "no relay to publish to: give --to URL, or --world/--lists with the author's relay list"
+        );
+    }
+    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    let cfg = PublishConfig {
+        runtime: RuntimeConfig {
+            auth,
+            ..RuntimeConfig::default()
+        },
+        deadline: Duration::from_secs(args.timeout.max(1)),
+        ..PublishConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(outbox_runtime::publish(&event, &targets, &cfg));
+    print(&event, &report, args.common.json())?;
+    Ok(if report.successes() > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Reads a signed event file; an unsigned event or a bad id or signature is refused.
+fn read_signed(path: &std::path::Path) -> anyhow::Result<Event> {
+    let shown = escape(&path.display().to_string());
+    let text = read_bounded(path, MAX_EVENT_BYTES)?;
+    let event: Event = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a signed event (JSON with id, pubkey, created_at, kind, tags, content, sig): {}",
+            escape(&e.to_string())
+        )
+    })?;
+    if let Err(e) = event.verify() {
+        bail!(
+            "{shown}: the event's id or signature does not check out ({}); it was not sent",
+            escape(&e.to_string())
+        );
+    }
+    Ok(event)
+}
+
+fn print(event: &Event, report: &PublishReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        let value = serde_json::json!({
+            "event": event.id.to_hex(),
+            "successes": report.successes(),
+            "relays": &report.relays,
+        });
+        out!("{}", serde_json::to_string_pretty(&value)?)?;
+        return Ok(());
+    }
+    for r in &report.relays {
+        out!(
+            "{}  {}  {}",
+            escape(&r.url),
+            r.outcome.as_str(),
+            escape(&r.message)
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `outbox publish` against local relays (nostr-relay-builder on 127.0.0.1): the event reaches
+//! the `--to` relays and the author's write relays from `--lists`, an event whose signature
+//! does not check out is refused before anything is sent, the exit status says whether any
+//! relay took it, and a relay requiring NIP-42 sign-in accepts with a key file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nostr::event::{Event, Kind, Tag};
+use nostr::nips::nip19::ToBech32;
+use nostr_relay_builder::prelude as rb;
+
+mod common;
+
+use common::{key, signed, Relay};
+
+/// Runs `outbox publish --allow-local` with `args`.
+async fn publish(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["publish", "--allow-local", "--timeout", "5"])
+            .args(args)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(event).unwrap()).unwrap();
+    path
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_reaches_every_relay_given_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, listed) = (
+        Relay::start().await,
+        Relay::start().await,
+        Relay::start().await,
+    );
+    let author = key(1);
+    let list = signed(
+        &author,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", listed.url.as_str(), "write"]).unwrap()],
+        100,
+    );
+    let lists = dir.path().join("lists.json");
+    std::fs::write(&lists, serde_json::to_string(&vec![list]).unwrap()).unwrap();
+    let note = signed(&author, Kind::TextNote, "hello relays", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--lists".into(),
+        lists.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--relay".into(),
+        b.url.clone(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    for relay in [&a, &b, &listed] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&relay.url))
+            .unwrap_or_else(|| panic!("no line for {}: {stdout}", relay.url));
+        assert!(line.contains("accepted"), "{line}");
+        assert!(relay.has(&note.id.to_hex()).await, "{} lacks it", relay.url);
+    }
+
+    // Again, as JSON: every relay already has it.
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--json".into(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["event"], note.id.to_hex());
+    assert_eq!(json["successes"], 1);
+    assert_eq!(json["relays"][0]["url"], a.url.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_event_is_refused_and_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = Relay::start().await;
+    let note = signed(&key(1), Kind::TextNote, "original", vec![], 10);
+    let mut value = serde_json::to_value(&note).unwrap();
+    value["content"] = "forged".into();
+    let path = dir.path().join("forged.json");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let out = publish(vec![
+        "--event".into(),
+        path.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("does not check out"), "{stderr}");
+    assert!(!relay.has(&note.id.to_hex()).await);
+
+    value.as_object_mut().unwrap().remove("sig");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let out = publish(vec![
+        "--event".into(),
+        path.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ])
+    .await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("is not a signed event"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_relay_taking_it_is_exit_status_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let note = signed(&key(1), Kind::TextNote, "nobody listens", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    // A port just released: connections are refused.
+    let dead = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("ws://{}", socket.local_addr().unwrap())
+    };
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        dead,
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("connect-failed"), "{stdout}");
+
+    let out = publish(vec!["--event".into(), file.display().to_string()]).await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("no relay to publish to"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = Relay::start_with(|b| {
+        b.nip42(rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Write,
+        })
+    })
+    .await;
+    let author = key(1);
+    let note = signed(&author, Kind::TextNote, "members only", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let base = vec![
+        "--event".to_string(),
+        file.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ];
+
+    let out = publish(base.clone()).await;
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("auth-required"), "{stdout}");
+
+    let key_path = dir.path().join("key.nsec");
+    std::fs::write(&key_path, author.secret_key().to_bech32().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut args = base;
+    args.extend(["--secret-key-file".into(), key_path.display().to_string()]);
+    let out = publish(args).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("accepted"), "{stdout}");
+    assert!(relay.has(&note.id.to_hex()).await);
+}

@@ -1,0 +1,232 @@
+//! Publishing against real local relays and small scripted servers: every target gets the
+//! event, a definitive refusal is reported and not retried, a rate limit is retried, a dead
+//! relay is a connect failure, and a relay requiring NIP-42 accepts once signed in.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::Event;
+use nostr::filter::Filter;
+use nostr_relay_builder::prelude as rb;
+use outbox_runtime::{fetch_events, publish, PublishConfig, PublishOutcome};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+use common::{dead_url, keys, note, now, RealRelay};
+
+/// A server that answers the n-th EVENT it receives (over all connections) with the n-th
+/// answer of its script (the last one repeats), after a frame about something else.
+struct Scripted {
+    url: String,
+    events: Arc<AtomicUsize>,
+}
+
+impl Scripted {
+    async fn start(script: Vec<(bool, &'static str)>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let events = Arc::new(AtomicUsize::new(0));
+        let seen = events.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (seen, script) = (seen.clone(), script.clone());
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    while let Some(Ok(Message::Text(text))) = ws.next().await {
+                        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        if value[0] != "EVENT" {
+                            continue;
+                        }
+                        let n = seen.fetch_add(1, Ordering::SeqCst);
+                        let (ok, message) = script[n.min(script.len() - 1)];
+                        let id = value[1]["id"].as_str().unwrap().to_string();
+                        let other = "0".repeat(64);
+                        let noise = [
+                            r#"["NOTICE","hello"]"#.to_string(),
+                            format!(r#"["OK","{other}",false,"blocked: not yours"]"#),
+                        ];
+                        for frame in noise {
+                            let _ = ws.send(Message::text(frame)).await;
+                        }
+                        let answer = serde_json::json!(["OK", id, ok, message]).to_string();
+                        let _ = ws.send(Message::text(answer)).await;
+                    }
+                });
+            }
+        });
+        Self { url, events }
+    }
+
+    fn events(&self) -> usize {
+        self.events.load(Ordering::SeqCst)
+    }
+}
+
+fn event() -> Event {
+    note(&keys(1), now() - 10, "published")
+}
+
+async fn stored(url: &str, event: &Event) -> bool {
+    let cfg = outbox_runtime::RuntimeConfig {
+        once: true,
+        ..outbox_runtime::RuntimeConfig::fast_for_tests()
+    };
+    let found = fetch_events(&[url.to_string()], &Filter::new().id(event.id), &cfg).await;
+    found.iter().any(|e| e.id == event.id)
+}
+
+#[tokio::test]
+async fn a_published_event_reaches_every_target() {
+    let relays = [
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    ];
+    let targets: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
+    let event = event();
+    let report = publish(&event, &targets, &PublishConfig::fast_for_tests()).await;
+    assert_eq!(report.relays.len(), 3, "{report:?}");
+    for (r, url) in report.relays.iter().zip(&targets) {
+        assert_eq!(&r.url, url);
+        assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
+        assert_eq!(r.attempts, 1);
+    }
+    assert_eq!(report.successes(), 3);
+    for url in &targets {
+        assert!(stored(url, &event).await, "{url} does not have the event");
+    }
+}
+
+#[tokio::test]
+async fn a_blocked_event_is_reported_and_not_retried() {
+    let server = Scripted::start(vec![(false, "blocked: you are banned")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::Blocked, "{r:?}");
+    assert_eq!(r.message, "blocked: you are banned");
+    assert_eq!(r.attempts, 1);
+    assert_eq!(server.events(), 1);
+    assert_eq!(report.successes(), 0);
+}
+
+#[tokio::test]
+async fn a_rate_limited_event_is_sent_again_and_accepted() {
+    let server = Scripted::start(vec![(false, "rate-limited: slow down"), (true, "")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
+    assert_eq!(r.attempts, 2);
+    assert_eq!(server.events(), 2);
+}
+
+#[tokio::test]
+async fn a_duplicate_counts_as_success() {
+    let server = Scripted::start(vec![(true, "duplicate: already have it")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    assert_eq!(report.relays[0].outcome, PublishOutcome::Duplicate);
+    assert_eq!(report.successes(), 1);
+}
+
+#[tokio::test]
+async fn a_dead_relay_is_a_connect_failure_after_every_attempt() {
+    let url = dead_url().await;
+    let cfg = PublishConfig::fast_for_tests();
+    let report = publish(&event(), std::slice::from_ref(&url), &cfg).await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::ConnectFailed, "{r:?}");
+    assert_eq!(r.attempts, cfg.max_attempts);
+}
+
+#[tokio::test]
+async fn a_relay_requiring_sign_in_accepts_with_a_key() {
+    let relay = RealRelay::start_with(|b| {
+        b.nip42(rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Write,
+        })
+    })
+    .await;
+    let event = event();
+    let targets = [relay.url.clone()];
+    let anonymous = publish(&event, &targets, &PublishConfig::fast_for_tests()).await;
+    assert_eq!(
+        anonymous.relays[0].outcome,
+        PublishOutcome::AuthRequired,
+        "{anonymous:?}"
+    );
+    let mut cfg = PublishConfig::fast_for_tests();
+    cfg.runtime.auth = Some(keys(1));
+    let signed = publish(&event, &targets, &cfg).await;
+    assert_eq!(
+        signed.relays[0].outcome,
+        PublishOutcome::Accepted,
+        "{signed:?}"
+    );
+    assert!(stored(&relay.url, &event).await);
+}
+
+/// A server that holds each EVENT for a while before accepting it, tracking how many EVENTs
+/// wait for their OK at once across every server sharing `gauge` (current, peak).
+async fn slow_server(gauge: Arc<(AtomicUsize, AtomicUsize)>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let gauge = gauge.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(Message::Text(text))) = ws.next().await {
+                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if value[0] != "EVENT" {
+                        continue;
+                    }
+                    // From the EVENT to its OK, the publisher holds this relay's socket.
+                    let now = gauge.0.fetch_add(1, Ordering::SeqCst) + 1;
+                    gauge.1.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                    gauge.0.fetch_sub(1, Ordering::SeqCst);
+                    let id = value[1]["id"].as_str().unwrap().to_string();
+                    let answer = serde_json::json!(["OK", id, true, ""]).to_string();
+                    let _ = ws.send(Message::text(answer)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_open_at_once_are_capped() {
+    use outbox_runtime::publish::MAX_PUBLISH_SOCKETS;
+    let gauge = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let mut targets = Vec::new();
+    for _ in 0..MAX_PUBLISH_SOCKETS + 8 {
+        targets.push(slow_server(gauge.clone()).await);
+    }
+    let report = publish(&event(), &targets, &PublishConfig::fast_for_tests()).await;
+    assert_eq!(report.successes(), targets.len(), "{report:?}");
+    let peak = gauge.1.load(Ordering::SeqCst);
+    assert!(peak <= MAX_PUBLISH_SOCKETS, "{peak} sockets at once");
+    assert!(peak > 1, "relays were not asked concurrently");
+}
