@@ -143,14 +143,7 @@ fn key(raw: &str, stats: &DeliveryStats, penalties: &PenaltyBox) -> String {
     if known(raw) {
         return raw.to_string();
     }
-    let permissive = UrlPolicy {
-        allow_loopback: true,
-        allow_private: true,
-        allow_ip_literals: true,
-        allow_onion: true,
-        ..UrlPolicy::default()
-    };
-    permissive
+    UrlPolicy::permissive()
         .canonicalize(raw.trim())
         .unwrap_or_else(|_| raw.to_string())
 }

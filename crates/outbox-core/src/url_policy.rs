@@ -55,6 +55,19 @@ impl UrlPolicy {
         }
     }
 
+    /// A policy that accepts any address (loopback, private, IP literals, onion): for naming a
+    /// relay someone already chose (a deny list entry, a relay to look up in kept stats) in its
+    /// canonical form, never for choosing relays to dial.
+    pub fn permissive() -> Self {
+        Self {
+            allow_loopback: true,
+            allow_private: true,
+            allow_ip_literals: true,
+            allow_onion: true,
+            ..Self::default()
+        }
+    }
+
     /// Normalises `raw` into a canonical relay URL (`wss://host[:port][/path]`, lower-case host,
     /// no trailing slash), or says why it is not acceptable.
     ///
@@ -178,14 +191,7 @@ impl DenyList {
     pub fn normalize(raw: &str) -> Option<String> {
         let raw = raw.trim();
         if raw.contains("://") {
-            let permissive = UrlPolicy {
-                allow_loopback: true,
-                allow_private: true,
-                allow_ip_literals: true,
-                allow_onion: true,
-                ..UrlPolicy::default()
-            };
-            return permissive.canonicalize(raw).ok();
+            return UrlPolicy::permissive().canonicalize(raw).ok();
         }
         let host = raw.trim_end_matches('.').to_ascii_lowercase();
         let valid = !host.is_empty()
