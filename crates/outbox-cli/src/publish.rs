@@ -112,7 +112,10 @@ fn print(event: &Event, report: &PublishReport, json: bool) -> anyhow::Result<()
             "successes": report.successes(),
             "relays": &report.relays,
         });
-        out!("{}", serde_json::to_string_pretty(&value)?)?;
+        out!(
+            "{}",
+            crate::text::json_safe(&serde_json::to_string_pretty(&value)?)
+        )?;
         return Ok(());
     }
     for r in &report.relays {

@@ -9,7 +9,7 @@ use std::io::Write;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::text::escape;
+use crate::text::{escape, json_safe};
 
 /// Notes waiting for stdout. Beyond it the drain waits for the reader (back-pressure on the
 /// feed), still listening for stop signals.
@@ -163,7 +163,7 @@ enum Halt {
 fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
     if json {
         // An event always serialises; an empty line is better than stopping the feed.
-        serde_json::to_string(event).unwrap_or_default()
+        json_safe(&serde_json::to_string(event).unwrap_or_default())
     } else {
         let content: String = event.content.chars().take(280).collect();
         format!(
@@ -215,5 +215,30 @@ impl Stop {
             let _ = tokio::signal::ctrl_c().await;
             "Ctrl-C"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+    use nostr::key::Keys;
+
+    use super::note_line;
+
+    #[test]
+    fn a_note_cannot_drive_the_terminal_as_text_or_json() {
+        let note = EventBuilder::new(Kind::TextNote, "a\u{9b}2Jb\u{202e}c\u{1b}[31m")
+            .finalize(&Keys::generate())
+            .unwrap();
+        for json in [false, true] {
+            let line = note_line(&note, "wss://r.example", json);
+            assert!(
+                !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+                "{line:?}"
+            );
+        }
+        let back: nostr::event::Event =
+            serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
+        assert_eq!(back, note, "still the same JSON");
     }
 }

@@ -101,6 +101,8 @@ pub fn json(
     });
     out!(
         "{}",
-        serde_json::to_string_pretty(&value).map_err(std::io::Error::other)?
+        crate::text::json_safe(
+            &serde_json::to_string_pretty(&value).map_err(std::io::Error::other)?
+        )
     )
 }
