@@ -254,6 +254,7 @@ async fn probe_one(
                 stop,
                 seed,
                 sub: PROBE_SUB,
+                role: crate::pool::Role::Probe,
             };
             let ((), gathered) = tokio::join!(relay.run(), gather);
             gathered

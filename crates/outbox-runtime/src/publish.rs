@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventId};
 use nostr::message::{ClientMessage, RelayMessage};
 use rand::SeedableRng;
@@ -20,7 +19,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
-use crate::ws::Socket;
+use crate::pool::{Link as Socket, Role};
 
 /// Sockets open at once during one publish, whatever the number of targets.
 pub const MAX_PUBLISH_SOCKETS: usize = 32;
@@ -282,12 +281,17 @@ enum SignIn {
 
 /// One socket: dial, EVENT, the OK (signing in once if asked and possible), close.
 async fn attempt(url: &str, event: &Event, cfg: &PublishConfig) -> (PublishOutcome, String) {
-    let mut ws = match crate::ws::dial(url, &cfg.runtime).await {
+    let mut ws = match cfg
+        .runtime
+        .pool
+        .link(url, Role::Publish, &cfg.runtime)
+        .await
+    {
         Ok(ws) => ws,
-        Err(why) => return (PublishOutcome::ConnectFailed, why),
+        Err(why) => return (PublishOutcome::ConnectFailed, why.to_string()),
     };
     let result = exchange(&mut ws, url, event, cfg).await;
-    let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     result
 }
 
@@ -311,7 +315,7 @@ async fn exchange(
     let mut sign_in = SignIn::Anonymous;
     let mut refusal = String::new();
     loop {
-        let text = match timeout_at(ok_deadline, ws.next()).await {
+        let text = match timeout_at(ok_deadline, ws.recv()).await {
             Err(_) => {
                 let why = match sign_in {
                     SignIn::AwaitingChallenge => {

@@ -11,7 +11,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventId};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
@@ -85,7 +84,7 @@ async fn ask_one(
     cfg: &RuntimeConfig,
     found: &mpsc::UnboundedSender<Event>,
 ) -> bool {
-    let mut ws = match crate::ws::dial(url, cfg).await {
+    let mut ws = match cfg.pool.link(url, crate::pool::Role::Lookup, cfg).await {
         Ok(ws) => ws,
         Err(why) => {
             tracing::debug!(relay = %url, error = %why, "lookup failed");
@@ -123,7 +122,7 @@ async fn ask_one(
         let deadline = Instant::now() + cfg.eose_timeout;
         let mut read = 0usize;
         let finished = loop {
-            let frame = match timeout_at(deadline, ws.next()).await {
+            let frame = match timeout_at(deadline, ws.recv()).await {
                 Ok(Some(Ok(Message::Text(text)))) => text,
                 Ok(Some(Ok(_))) => continue,
                 Ok(Some(Err(_)) | None) | Err(_) => break false,
@@ -166,6 +165,6 @@ async fn ask_one(
             break;
         }
     }
-    let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     answered
 }

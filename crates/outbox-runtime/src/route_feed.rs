@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
@@ -24,6 +23,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
+use crate::pool::Role;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.
@@ -110,6 +110,7 @@ pub fn start_route(
             stop: stop_rx.clone(),
             seed: relay_seed(cfg.seed, i),
             sub: SUB_ID,
+            role: Role::Route,
         };
         tasks.spawn(relay.run());
     }
@@ -155,6 +156,8 @@ pub(crate) struct Relay {
     pub(crate) seed: u64,
     /// The subscription id of the REQ.
     pub(crate) sub: &'static str,
+    /// What the link is for, in the pool's budget.
+    pub(crate) role: Role,
 }
 
 /// How one socket's session ended.
@@ -210,9 +213,9 @@ impl Relay {
     /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
     async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
         let mut ws = tokio::select! {
-            dialled = crate::ws::dial(&self.url, &self.cfg) => match dialled {
+            dialled = self.cfg.pool.link(&self.url, self.role, &self.cfg) => match dialled {
                 Ok(ws) => ws,
-                Err(why) => return Ended::Lost(why),
+                Err(why) => return Ended::Lost(why.to_string()),
             },
             _ = self.stop.changed() => return Ended::Done,
         };
@@ -243,9 +246,9 @@ impl Relay {
         let ended = loop {
             let next = async {
                 if live {
-                    Some(ws.next().await)
+                    Some(ws.recv().await)
                 } else {
-                    timeout_at(eose_deadline, ws.next()).await.ok()
+                    timeout_at(eose_deadline, ws.recv()).await.ok()
                 }
             };
             let frame = tokio::select! {
@@ -314,7 +317,7 @@ impl Relay {
         };
         let close = ClientMessage::close(sub);
         let _ = tokio::time::timeout(CLOSE_WAIT, ws.send(Message::text(close.as_json()))).await;
-        let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, ws.close()).await;
         ended
     }
 }

@@ -2,6 +2,7 @@
 //! EOSE deadlines), and closing politely.
 
 use super::*;
+use crate::pool::{DialError, Role};
 
 impl Slot {
     /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
@@ -25,14 +26,10 @@ impl Slot {
                     return;
                 }
             }
-            let ws_config = crate::ws::ws_config(&self.cfg);
             let started = Instant::now();
             let mut document = self.start_nip11();
-            let url = self.url.to_string();
-            let connect = timeout(
-                self.cfg.connect_timeout,
-                tokio_tungstenite::connect_async_tls_with_config(url, Some(ws_config), true, None),
-            );
+            let (pool, cfg, url) = (self.cfg.pool.clone(), self.cfg.clone(), self.url.clone());
+            let connect = async move { pool.link(&url, Role::Feed, &cfg).await };
             tokio::pin!(connect);
             let connected = loop {
                 tokio::select! {
@@ -45,9 +42,9 @@ impl Slot {
                 }
             };
             let outcome = match connected {
-                Err(_) => Ended::Failed(Failure::ConnectTimeout),
-                Ok(Err(e)) => Ended::Failed(Failure::Connect(e.to_string())),
-                Ok(Ok((ws, _response))) => {
+                Err(DialError::TimedOut) => Ended::Failed(Failure::ConnectTimeout),
+                Err(DialError::Failed(e)) => Ended::Failed(Failure::Connect(e)),
+                Ok(mut ws) => {
                     let handshake = started.elapsed();
                     info!(handshake_ms = handshake.as_millis() as u64, "connected");
                     if !self.report(ReportKind::Connected { handshake }).await {
@@ -61,7 +58,15 @@ impl Slot {
                         None => RelayLimits::default(),
                     };
                     debug!(limits = ?self.limits, "relay limits");
-                    self.session(ws, commands, &mut attempt).await
+                    let ended = self.session(&mut ws, commands, &mut attempt).await;
+                    // A relay that stalls or misbehaves is dropped for every purpose on it.
+                    if let Ended::Failed(
+                        f @ (Failure::EoseTimeout(_) | Failure::BadFrames(_) | Failure::Flooded(_)),
+                    ) = &ended
+                    {
+                        ws.abandon(f.to_string());
+                    }
+                    ended
                 }
             };
             // A fetch still running is left to finish into the cache.
@@ -94,7 +99,7 @@ impl Slot {
 
     pub(super) async fn session(
         &mut self,
-        mut ws: Socket,
+        ws: &mut Socket,
         commands: &mut mpsc::UnboundedReceiver<SlotCommand>,
         attempt: &mut u32,
     ) -> Ended {
@@ -110,7 +115,7 @@ impl Slot {
             .map(|(k, _)| *k)
             .collect();
         for kind in kinds {
-            match self.begin(&mut ws, kind).await {
+            match self.begin(ws, kind).await {
                 Ok(true) => {}
                 Ok(false) => return Ended::Shutdown,
                 Err(f) => return Ended::Failed(f),
@@ -127,36 +132,36 @@ impl Slot {
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(SlotCommand::Req { sub, filter, generation }) => {
-                        if let Err(f) = self.close_purpose(&mut ws, sub).await {
+                        if let Err(f) = self.close_purpose(ws, sub).await {
                             return Ended::Failed(f);
                         }
                         self.set_purpose(sub, *filter, generation);
-                        match self.begin(&mut ws, sub).await {
+                        match self.begin(ws, sub).await {
                             Ok(true) => {}
                             Ok(false) => return Ended::Shutdown,
                             Err(f) => return Ended::Failed(f),
                         }
                     }
                     Some(SlotCommand::Close { sub }) => {
-                        if let Err(f) = self.close_purpose(&mut ws, sub).await {
+                        if let Err(f) = self.close_purpose(ws, sub).await {
                             return Ended::Failed(f);
                         }
                         self.purposes.remove(&sub);
                         self.sign_in.forget(sub);
                         // The other purpose may use the freed subscriptions.
-                        if let Err(f) = self.pump(&mut ws, sub.other()).await {
+                        if let Err(f) = self.pump(ws, sub.other()).await {
                             return Ended::Failed(f);
                         }
                     }
                     Some(SlotCommand::Shutdown) | None => {
-                        self.close_socket(&mut ws).await;
+                        self.close_socket(ws).await;
                         return Ended::Shutdown;
                     }
                 },
-                frame = ws.next() => {
+                frame = ws.recv() => {
                     let text = match frame {
                         None => return Ended::Failed(Failure::Lost("end of stream".into())),
-                        Some(Err(e)) => return Ended::Failed(Failure::Lost(e.to_string())),
+                        Some(Err(e)) => return Ended::Failed(Failure::Lost(e)),
                         Some(Ok(Message::Text(text))) => text,
                         Some(Ok(Message::Close(frame))) => {
                             let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
@@ -175,7 +180,7 @@ impl Slot {
                         }
                         Some(Ok(_)) => continue,
                     };
-                    match self.handle_text(&mut ws, text.as_str(), attempt).await {
+                    match self.handle_text(ws, text.as_str(), attempt).await {
                         Handled::Ok => {}
                         Handled::Bad => {
                             bad_frames += 1;
@@ -189,7 +194,7 @@ impl Slot {
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
                     if self.sign_in.deadline().is_some_and(|d| d <= now) {
-                        match self.sign_in_expired(&mut ws).await {
+                        match self.sign_in_expired(ws).await {
                             Handled::End(ended) => return ended,
                             Handled::Ok | Handled::Bad => continue,
                         }
@@ -217,7 +222,7 @@ impl Slot {
                 let close = ClientMessage::close(sub_id(kind, n));
                 ws.send(Message::text(close.as_json())).await?;
             }
-            ws.close(None).await
+            ws.close().await
         };
         match timeout(grace, polite).await {
             Ok(Ok(())) => debug!("closed"),

@@ -43,7 +43,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventId};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
@@ -54,11 +53,9 @@ use outbox_client::{
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tracing::{debug, info, trace, warn, Instrument};
 
 use crate::config::RuntimeConfig;
@@ -73,7 +70,7 @@ mod pages;
 
 use auth::SignIn;
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Socket = crate::pool::Link;
 
 /// What a subscription on a slot is for. Each purpose names its subscriptions with its own
 /// prefix and a number.

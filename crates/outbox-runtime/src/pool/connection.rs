@@ -1,0 +1,307 @@
+//! One socket's task: dials, then writes what its links send and hands each frame read to the
+//! link it is for (every link when it names none of them), until the relay closes it, a link
+//! abandons it, or it has been unused for the pool's idle time.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Weak;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::{frame, DialError, Inner, MAX_PENDING_OKS};
+use crate::config::RuntimeConfig;
+use crate::ws::Socket;
+
+/// What a link reads: a frame, or how the socket ended.
+pub(crate) type Incoming = Result<Message, String>;
+
+/// What links (and the pool) tell a socket's task.
+pub(crate) enum Command {
+    /// A link joins; `ready` says whether the socket opened.
+    Attach {
+        link: u64,
+        frames: mpsc::Sender<Incoming>,
+        ready: oneshot::Sender<Result<(), DialError>>,
+    },
+    /// A frame to write; `ok_id` is the id of the event it carries, whose `OK` goes back to
+    /// this link.
+    Send {
+        link: u64,
+        msg: Message,
+        ok_id: Option<String>,
+    },
+    /// A link leaves; with `kill`, the socket ends for every link.
+    Detach { link: u64, kill: Option<String> },
+    /// Close now if no link uses the socket: someone waits for its place.
+    CloseIdle,
+}
+
+pub(super) struct Connection {
+    url: String,
+    socket: u64,
+    cfg: RuntimeConfig,
+    idle: Duration,
+    pool: Weak<Inner>,
+    links: HashMap<u64, mpsc::Sender<Incoming>>,
+    /// Event id → the link that sent it, oldest first in `ok_order`.
+    oks: HashMap<String, u64>,
+    ok_order: VecDeque<String>,
+}
+
+/// How a socket ended.
+enum End {
+    /// Nobody needs it: close politely.
+    Quiet,
+    /// Failed or closed by the relay; every link is told why.
+    Broken(String),
+}
+
+impl Connection {
+    pub(super) fn new(
+        url: String,
+        socket: u64,
+        cfg: RuntimeConfig,
+        idle: Duration,
+        pool: Weak<Inner>,
+    ) -> Self {
+        Self {
+            url,
+            socket,
+            cfg,
+            idle,
+            pool,
+            links: HashMap::new(),
+            oks: HashMap::new(),
+            ok_order: VecDeque::new(),
+        }
+    }
+
+    pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let dialled = self.dial(&mut commands).await;
+        match dialled {
+            Some(Ok(mut ws)) => {
+                let end = self.serve(&mut ws, &mut commands).await;
+                match end {
+                    End::Quiet => {
+                        let grace = self.cfg.shutdown_grace.min(Duration::from_secs(1));
+                        let _ = timeout(grace, ws.close(None)).await;
+                    }
+                    End::Broken(why) => {
+                        tracing::debug!(relay = %self.url, reason = %why, "socket ended");
+                        for frames in self.links.values() {
+                            let _ = frames.try_send(Err(why.clone()));
+                        }
+                    }
+                }
+                drop(ws);
+                self.finish(&mut commands, None);
+            }
+            Some(Err(e)) => self.finish(&mut commands, Some(e)),
+            None => self.finish(&mut commands, None),
+        }
+    }
+
+    /// Dials while collecting the links that join meanwhile; `None` when every link left
+    /// before the socket opened.
+    async fn dial(
+        &mut self,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+    ) -> Option<Result<Socket, DialError>> {
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            self.url.clone(),
+            Some(crate::ws::ws_config(&self.cfg)),
+            true,
+            None,
+        );
+        let connect = timeout(self.cfg.connect_timeout, connect);
+        tokio::pin!(connect);
+        let mut waiting: Vec<(u64, mpsc::Sender<Incoming>, oneshot::Sender<_>)> = Vec::new();
+        let mut joined = false;
+        let result = loop {
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Attach { link, frames, ready }) => {
+                        joined = true;
+                        waiting.push((link, frames, ready));
+                    }
+                    Some(Command::Detach { link, .. }) => {
+                        waiting.retain(|(l, _, _)| *l != link);
+                        if joined && waiting.is_empty() {
+                            return None;
+                        }
+                    }
+                    Some(Command::Send { .. }) | Some(Command::CloseIdle) => {}
+                    None => return None,
+                },
+                res = &mut connect => break match res {
+                    Err(_) => Err(DialError::TimedOut),
+                    Ok(Err(e)) => Err(DialError::Failed(e.to_string())),
+                    Ok(Ok((ws, _))) => Ok(ws),
+                },
+            }
+        };
+        for (link, frames, ready) in waiting {
+            match &result {
+                Ok(_) => {
+                    if ready.send(Ok(())).is_ok() {
+                        self.links.insert(link, frames);
+                    }
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e.clone()));
+                }
+            }
+        }
+        Some(result)
+    }
+
+    async fn serve(
+        &mut self,
+        ws: &mut Socket,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+    ) -> End {
+        let mut unused_since = self.links.is_empty().then(Instant::now);
+        loop {
+            let idle_at = unused_since.map(|t| t + self.idle);
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Attach { link, frames, ready }) => {
+                        if ready.send(Ok(())).is_ok() {
+                            self.links.insert(link, frames);
+                            unused_since = None;
+                        }
+                    }
+                    Some(Command::Send { link, msg, ok_id }) => {
+                        if !self.links.contains_key(&link) {
+                            continue;
+                        }
+                        if let Some(id) = ok_id {
+                            self.expect_ok(id, link);
+                        }
+                        if let Err(e) = ws.send(msg).await {
+                            return End::Broken(format!("sending failed: {e}"));
+                        }
+                    }
+                    Some(Command::Detach { link, kill }) => {
+                        self.links.remove(&link);
+                        self.forget_oks(link);
+                        if let Some(why) = kill {
+                            return End::Broken(format!("abandoned: {why}"));
+                        }
+                        if self.links.is_empty() {
+                            unused_since = Some(Instant::now());
+                        }
+                    }
+                    Some(Command::CloseIdle) => {
+                        if self.links.is_empty() {
+                            return End::Quiet;
+                        }
+                    }
+                    None => return End::Quiet,
+                },
+                frame = ws.next() => match frame {
+                    None => return End::Broken("end of stream".into()),
+                    Some(Err(e)) => return End::Broken(e.to_string()),
+                    Some(Ok(Message::Close(close))) => {
+                        self.broadcast(Message::Close(close.clone())).await;
+                        let why = close.map(|f| f.reason.to_string()).unwrap_or_default();
+                        return End::Broken(format!("closed by relay {why}"));
+                    }
+                    Some(Ok(Message::Text(text))) => self.route(text.as_str(), Message::Text(text.clone())).await,
+                    Some(Ok(msg @ Message::Binary(_))) => self.broadcast(msg).await,
+                    Some(Ok(_)) => {}
+                },
+                _ = sleep_until(idle_at.unwrap_or_else(Instant::now)), if idle_at.is_some() => {
+                    return End::Quiet;
+                }
+            }
+        }
+    }
+
+    /// Hands a text frame to the link it names, or to every link.
+    async fn route(&mut self, text: &str, msg: Message) {
+        let target = match frame::head(text) {
+            Some((ty, Some(id))) if frame::names_subscription(ty) => {
+                match frame::untag(&text[id.clone()]) {
+                    Some((link, own)) if self.links.contains_key(&link) => {
+                        let msg = Message::text(frame::splice(text, id, own));
+                        Some((link, msg))
+                    }
+                    // Ours, for a link that left: nobody is listening.
+                    Some(_) => return,
+                    None => None,
+                }
+            }
+            Some(("OK", Some(id))) => self.oks.get(&text[id]).map(|link| (*link, msg.clone())),
+            _ => None,
+        };
+        match target {
+            Some((link, msg)) => self.deliver(link, msg).await,
+            None => self.broadcast(msg).await,
+        }
+    }
+
+    async fn deliver(&mut self, link: u64, msg: Message) {
+        let Some(frames) = self.links.get(&link) else {
+            return;
+        };
+        if frames.send(Ok(msg)).await.is_err() {
+            self.links.remove(&link);
+            self.forget_oks(link);
+        }
+    }
+
+    async fn broadcast(&mut self, msg: Message) {
+        let mut gone = Vec::new();
+        for (link, frames) in &self.links {
+            if frames.send(Ok(msg.clone())).await.is_err() {
+                gone.push(*link);
+            }
+        }
+        for link in gone {
+            self.links.remove(&link);
+            self.forget_oks(link);
+        }
+    }
+
+    fn expect_ok(&mut self, id: String, link: u64) {
+        if self.oks.insert(id.clone(), link).is_none() {
+            self.ok_order.push_back(id);
+        }
+        while self.ok_order.len() > MAX_PENDING_OKS {
+            if let Some(old) = self.ok_order.pop_front() {
+                self.oks.remove(&old);
+            }
+        }
+    }
+
+    fn forget_oks(&mut self, link: u64) {
+        self.oks.retain(|_, l| *l != link);
+        let oks = &self.oks;
+        self.ok_order.retain(|id| oks.contains_key(id));
+    }
+
+    /// Frees the socket's place, then answers every link still joining with `error` (or with
+    /// a closed socket): no link is left waiting.
+    fn finish(
+        &mut self,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+        error: Option<DialError>,
+    ) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.ended(&self.url, self.socket);
+        }
+        commands.close();
+        while let Ok(cmd) = commands.try_recv() {
+            if let Command::Attach { ready, .. } = cmd {
+                if let Some(e) = &error {
+                    let _ = ready.send(Err(e.clone()));
+                }
+            }
+        }
+        self.links.clear();
+    }
+}

@@ -1,0 +1,114 @@
+//! A link: one purpose's view of a shared socket. It sends frames and reads the frames meant
+//! for it as if the socket were its own.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::connection::{Command, Incoming};
+use super::{frame, Inner};
+
+/// The socket is gone (closed by the relay, failed, or abandoned by another link).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LinkClosed;
+
+impl std::fmt::Display for LinkClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the connection is closed")
+    }
+}
+
+/// One purpose's handle on a relay's socket ([`RelayPool::link`](super::RelayPool)). Dropping
+/// it leaves the socket to the other links (or to the pool's idle timer).
+pub(crate) struct Link {
+    url: String,
+    link: u64,
+    socket: u64,
+    commands: mpsc::UnboundedSender<Command>,
+    frames: mpsc::Receiver<Incoming>,
+    pool: Arc<Inner>,
+    left: bool,
+}
+
+impl Link {
+    pub(super) fn new(
+        url: &str,
+        link: u64,
+        socket: u64,
+        commands: mpsc::UnboundedSender<Command>,
+        frames: mpsc::Receiver<Incoming>,
+        pool: Arc<Inner>,
+    ) -> Self {
+        Self {
+            url: url.to_string(),
+            link,
+            socket,
+            commands,
+            frames,
+            pool,
+            left: false,
+        }
+    }
+
+    /// Sends a frame. Subscription ids are made this link's own on the wire; an event's id is
+    /// remembered so its `OK` comes back here. Never waits for the socket: a frame the socket
+    /// cannot write ends it, and the link then reads its end.
+    pub(crate) async fn send(&mut self, msg: Message) -> Result<(), LinkClosed> {
+        let (msg, ok_id) = match &msg {
+            Message::Text(text) => {
+                let text = text.as_str();
+                match frame::head(text) {
+                    Some((ty, Some(id))) if matches!(ty, "REQ" | "CLOSE" | "COUNT") => {
+                        let wire = frame::tag(&text[id.clone()], self.link);
+                        (Message::text(frame::splice(text, id, &wire)), None)
+                    }
+                    Some(("EVENT" | "AUTH", _)) => (msg.clone(), frame::sent_event_id(text)),
+                    _ => (msg.clone(), None),
+                }
+            }
+            _ => (msg, None),
+        };
+        self.commands
+            .send(Command::Send {
+                link: self.link,
+                msg,
+                ok_id,
+            })
+            .map_err(|_| LinkClosed)
+    }
+
+    /// The next frame for this link; `None` once the socket ended. An error says how it ended.
+    pub(crate) async fn recv(&mut self) -> Option<Result<Message, String>> {
+        self.frames.recv().await
+    }
+
+    /// Leaves the socket politely (the link's subscriptions should be closed first).
+    pub(crate) async fn close(&mut self) -> Result<(), LinkClosed> {
+        self.leave(None);
+        Ok(())
+    }
+
+    /// Ends the socket for every link on it: the relay misbehaved (`why` is logged).
+    pub(crate) fn abandon(&mut self, why: String) {
+        self.leave(Some(why));
+    }
+
+    fn leave(&mut self, kill: Option<String>) {
+        if self.left {
+            return;
+        }
+        self.left = true;
+        self.pool.left(&self.url, self.socket);
+        let _ = self.commands.send(Command::Detach {
+            link: self.link,
+            kill,
+        });
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.leave(None);
+    }
+}

@@ -1,0 +1,415 @@
+//! The relay pool: one socket per relay, shared by every purpose, under one budget.
+//!
+//! Everything the runtime sends to a relay — the feed's slots, the relay-list lookups, route
+//! feeds (inbox, thread, pointer), probes and publishing — asks the pool for a [`Link`] to that
+//! relay. The first link dials; later links to the same relay join the open socket, so a client
+//! holds at most one connection per relay whatever it is doing. The pool keeps the count of
+//! sockets (open or dialling) within [`PoolConfig::max_sockets`]: a link to a relay with no
+//! socket waits while the pool is full, and a socket nobody uses any more is closed after
+//! [`PoolConfig::idle`], or at once when someone is waiting for its place.
+//!
+//! Lasting purposes (the feed, route feeds) may fill the pool only up to `max_sockets -
+//! reserve`: the [`reserve`](PoolConfig::reserve) is kept for short work (lookups, probes,
+//! publishing), which ends by its own timeouts and so always frees its place again. A feed can
+//! never starve a lookup, and a lookup never waits for a feed to end.
+//!
+//! On a shared socket each link sees only its own traffic: subscription ids are suffixed with
+//! the link's number on the way out (`outbox-feed-3~2`) and the suffix is taken off on the way
+//! back, so two links may use the same ids; `OK` goes to the link that sent the event; `AUTH`
+//! challenges, `NOTICE`s and frames for ids no link issued go to every link, which treats them
+//! as it would on a socket of its own. A link that finds the relay misbehaving
+//! ([`Link::abandon`]) ends the socket for every link on it.
+//!
+//! The one lock here guards the table of sockets; it is never held across an `.await` nor
+//! while calling code that takes another lock.
+
+mod connection;
+mod frame;
+mod link;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::config::RuntimeConfig;
+pub(crate) use link::Link;
+
+/// Event ids awaiting an `OK` that one socket remembers, across its links; the oldest are
+/// forgotten first (their `OK` then reaches every link, which ignore ids they did not send).
+pub const MAX_PENDING_OKS: usize = 4096;
+
+/// Frames queued for one link before the socket waits for that link to read.
+pub const LINK_QUEUE: usize = 512;
+
+/// How many sockets a client may hold, and how long an unused one stays open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Sockets open or dialling at once, for every purpose together; `None`: no bound.
+    pub max_sockets: Option<usize>,
+    /// Of [`max_sockets`](Self::max_sockets), places lasting purposes (the feed, route feeds)
+    /// leave to short ones (lookups, probes, publishing).
+    pub reserve: usize,
+    /// A socket no link uses is closed this long after its last link left.
+    pub idle: Duration,
+}
+
+impl PoolConfig {
+    /// A desktop client: 32 sockets, 4 of them kept for lookups, probes and publishing; an
+    /// unused socket lingers 30 s (a re-plan or the next lookup often wants it again). The
+    /// feed's 20 routed relays and a few reader relays fit beside the reserve.
+    pub fn desktop() -> Self {
+        Self {
+            max_sockets: Some(32),
+            reserve: 4,
+            idle: Duration::from_secs(30),
+        }
+    }
+
+    /// A phone: 8 sockets, 2 kept for short work, unused ones closed after 5 s.
+    pub fn mobile() -> Self {
+        Self {
+            max_sockets: Some(8),
+            reserve: 2,
+            idle: Duration::from_secs(5),
+        }
+    }
+
+    /// No bound on sockets (sharing still holds: one per relay).
+    pub fn unbounded() -> Self {
+        Self {
+            max_sockets: None,
+            reserve: 0,
+            idle: Duration::from_secs(30),
+        }
+    }
+
+    /// Sockets lasting purposes may hold: `max_sockets - reserve`, at least one.
+    pub fn lasting_sockets(&self) -> Option<usize> {
+        self.max_sockets
+            .map(|max| max.saturating_sub(self.reserve).max(1))
+    }
+
+    fn limit(&self, role: Role) -> usize {
+        let limit = if role.lasting() {
+            self.lasting_sockets()
+        } else {
+            self.max_sockets
+        };
+        limit.unwrap_or(usize::MAX).max(1)
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self::desktop()
+    }
+}
+
+/// What a link is for: lasting purposes hold their socket for the run, short ones end by their
+/// own timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A feed slot (the plan's filter for one relay, and the relay-list lookup).
+    Feed,
+    /// A route feed: inbox, thread or pointer reads.
+    Route,
+    /// A one-shot lookup ([`fetch_events`](crate::fetch_events), monitors).
+    Lookup,
+    /// A probe after the fetch.
+    Probe,
+    /// Publishing an event.
+    Publish,
+}
+
+impl Role {
+    /// Whether links of this purpose hold their socket for as long as the feed runs.
+    pub fn lasting(self) -> bool {
+        matches!(self, Role::Feed | Role::Route)
+    }
+}
+
+/// What the pool has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Sockets open or dialling now.
+    pub open: usize,
+    /// The most open or dialling at once.
+    pub peak: usize,
+    /// Sockets dialled.
+    pub dials: u64,
+    /// Links that joined a socket already open or dialling.
+    pub joins: u64,
+}
+
+/// The sockets of one client, shared by every purpose (see the [module docs](self)). Clones
+/// share the pool; every clone of a [`RuntimeConfig`] carries the same one.
+#[derive(Clone)]
+pub struct RelayPool {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RelayPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayPool")
+            .field("config", &self.inner.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Default for RelayPool {
+    fn default() -> Self {
+        Self::new(PoolConfig::default())
+    }
+}
+
+pub(crate) struct Inner {
+    config: PoolConfig,
+    table: Mutex<Table>,
+    /// Woken whenever a socket opens, falls unused or ends: a waiting link may join it, have
+    /// it closed, or take its place.
+    freed: Notify,
+}
+
+#[derive(Default)]
+struct Table {
+    sockets: HashMap<String, Entry>,
+    next_socket: u64,
+    next_link: u64,
+    stats: PoolStats,
+}
+
+struct Entry {
+    socket: u64,
+    commands: mpsc::UnboundedSender<connection::Command>,
+    links: usize,
+    /// Told to close (idle, someone waits for its place): no new links join it.
+    closing: bool,
+}
+
+/// What a link to a relay did not get.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DialError {
+    /// The handshake took longer than the connect timeout.
+    TimedOut,
+    /// TCP, TLS or the WebSocket handshake failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DialError::TimedOut => f.write_str("connect timed out"),
+            DialError::Failed(e) => write!(f, "connect failed: {e}"),
+        }
+    }
+}
+
+/// Times a link may find its socket ended between joining and being admitted before giving up.
+const MAX_JOIN_RACES: u32 = 3;
+
+enum Step {
+    Join {
+        commands: mpsc::UnboundedSender<connection::Command>,
+        socket: u64,
+        link: u64,
+        dial: Option<mpsc::UnboundedReceiver<connection::Command>>,
+    },
+    Wait {
+        close: Option<mpsc::UnboundedSender<connection::Command>>,
+    },
+}
+
+impl RelayPool {
+    /// An empty pool.
+    pub fn new(config: PoolConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                table: Mutex::new(Table::default()),
+                freed: Notify::new(),
+            }),
+        }
+    }
+
+    /// Its budget.
+    pub fn config(&self) -> PoolConfig {
+        self.inner.config
+    }
+
+    /// Sockets open now, the peak, dials and joins so far.
+    pub fn stats(&self) -> PoolStats {
+        let table = self.inner.lock();
+        PoolStats {
+            open: table.sockets.len(),
+            ..table.stats
+        }
+    }
+
+    /// A link to `url` (canonical) for `purpose`: joins the relay's socket, or dials one when
+    /// the budget allows, waiting for a place while it does not. The dial is bounded by the
+    /// config's connect timeout; waiting for a place is bounded by the caller.
+    pub(crate) async fn link(
+        &self,
+        url: &str,
+        role: Role,
+        cfg: &RuntimeConfig,
+    ) -> Result<Link, DialError> {
+        let mut races = 0;
+        loop {
+            let freed = self.inner.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.inner.step(url, role) {
+                Step::Wait { close } => {
+                    if let Some(idle) = close {
+                        let _ = idle.send(connection::Command::CloseIdle);
+                    }
+                    freed.await;
+                }
+                Step::Join {
+                    commands,
+                    socket,
+                    link,
+                    dial,
+                } => {
+                    if let Some(rx) = dial {
+                        let task = connection::Connection::new(
+                            url.to_string(),
+                            socket,
+                            cfg.clone(),
+                            self.inner.config.idle,
+                            Arc::downgrade(&self.inner),
+                        );
+                        tokio::spawn(task.run(rx));
+                    }
+                    let (frames_tx, frames) = mpsc::channel(LINK_QUEUE);
+                    let (ready_tx, ready) = oneshot::channel();
+                    let attach = connection::Command::Attach {
+                        link,
+                        frames: frames_tx,
+                        ready: ready_tx,
+                    };
+                    let handle = Link::new(
+                        url,
+                        link,
+                        socket,
+                        commands.clone(),
+                        frames,
+                        self.inner.clone(),
+                    );
+                    if commands.send(attach).is_ok() {
+                        match ready.await {
+                            Ok(Ok(())) => return Ok(handle),
+                            Ok(Err(e)) => return Err(e),
+                            Err(_) => {}
+                        }
+                    }
+                    // The socket ended between joining and admitting us: try again.
+                    drop(handle);
+                    races += 1;
+                    if races >= MAX_JOIN_RACES {
+                        return Err(DialError::Failed("the connection closed at once".into()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the table leaves counts, never broken references: go on.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a new link to `url` does now, decided under the lock.
+    fn step(&self, url: &str, role: Role) -> Step {
+        let mut table = self.lock();
+        let link = table.next_link;
+        table.next_link += 1;
+        if let Some(entry) = table.sockets.get_mut(url) {
+            if !entry.closing && !entry.commands.is_closed() {
+                entry.links += 1;
+                let step = Step::Join {
+                    commands: entry.commands.clone(),
+                    socket: entry.socket,
+                    link,
+                    dial: None,
+                };
+                table.stats.joins += 1;
+                return step;
+            }
+        }
+        if table.sockets.len() < self.config.limit(role) && !table.sockets.contains_key(url) {
+            let (commands, rx) = mpsc::unbounded_channel();
+            let socket = table.next_socket;
+            table.next_socket += 1;
+            table.sockets.insert(
+                url.to_string(),
+                Entry {
+                    socket,
+                    commands: commands.clone(),
+                    links: 1,
+                    closing: false,
+                },
+            );
+            table.stats.dials += 1;
+            table.stats.peak = table.stats.peak.max(table.sockets.len());
+            drop(table);
+            // Links waiting for this relay may join the new socket.
+            self.freed.notify_waiters();
+            return Step::Join {
+                commands,
+                socket,
+                link,
+                dial: Some(rx),
+            };
+        }
+        // Full: make room by closing a socket nobody uses, then wait for it to end.
+        let idle = table
+            .sockets
+            .values_mut()
+            .filter(|e| e.links == 0 && !e.closing)
+            .min_by_key(|e| e.socket);
+        let close = idle.map(|e| {
+            e.closing = true;
+            e.commands.clone()
+        });
+        Step::Wait { close }
+    }
+
+    /// A link left its socket.
+    fn left(&self, url: &str, socket: u64) {
+        let unused = {
+            let mut table = self.lock();
+            match table.sockets.get_mut(url) {
+                Some(entry) if entry.socket == socket => {
+                    entry.links = entry.links.saturating_sub(1);
+                    entry.links == 0
+                }
+                _ => false,
+            }
+        };
+        if unused {
+            // A waiting link may have this socket closed to take its place.
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// A socket's task ended: its place is free.
+    fn ended(&self, url: &str, socket: u64) {
+        {
+            let mut table = self.lock();
+            if table.sockets.get(url).is_some_and(|e| e.socket == socket) {
+                table.sockets.remove(url);
+            }
+        }
+        self.freed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests;

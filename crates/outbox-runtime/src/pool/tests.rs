@@ -1,0 +1,260 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpListener;
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::*;
+
+/// A relay that answers every REQ with EOSE, every EVENT with OK, and counts its sockets.
+struct Echo {
+    url: String,
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+}
+
+impl Echo {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (a, o) = (accepted.clone(), open.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let open = o.clone();
+                open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await {
+                        while let Some(Ok(Message::Text(text))) = ws.next().await {
+                            let v: serde_json::Value = match serde_json::from_str(text.as_str()) {
+                                Ok(v) => v,
+                                Err(_) => continue,
+                            };
+                            let reply = match v[0].as_str() {
+                                Some("REQ") => serde_json::json!(["EOSE", v[1]]),
+                                Some("EVENT") => serde_json::json!(["OK", v[1]["id"], true, ""]),
+                                Some("NOTICE") => serde_json::json!(["NOTICE", v[1]]),
+                                _ => continue,
+                            };
+                            if ws.send(Message::text(reply.to_string())).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self {
+            url,
+            accepted,
+            open,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+fn cfg(pool: PoolConfig) -> RuntimeConfig {
+    RuntimeConfig {
+        pool: RelayPool::new(pool),
+        ..RuntimeConfig::fast_for_tests()
+    }
+}
+
+async fn text(link: &mut Link) -> String {
+    match timeout(Duration::from_secs(2), link.recv()).await {
+        Ok(Some(Ok(Message::Text(t)))) => t.to_string(),
+        other => panic!("no frame: {other:?}"),
+    }
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test]
+async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
+    let relay = Echo::start().await;
+    let cfg = cfg(PoolConfig::unbounded());
+    let mut feed = cfg.pool.link(&relay.url, Role::Feed, &cfg).await.unwrap();
+    let mut lookup = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    // The same subscription id on both links: each gets its own EOSE, unchanged.
+    feed.send(Message::text(r#"["REQ","sub-1",{}]"#))
+        .await
+        .unwrap();
+    lookup
+        .send(Message::text(r#"["REQ","sub-1",{}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut feed).await, r#"["EOSE","sub-1"]"#);
+    assert_eq!(text(&mut lookup).await, r#"["EOSE","sub-1"]"#);
+    assert!(timeout(Duration::from_millis(100), feed.recv())
+        .await
+        .is_err());
+    // An OK goes to the link that sent the event.
+    lookup
+        .send(Message::text(r#"["EVENT",{"id":"abc","kind":1}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut lookup).await, r#"["OK","abc",true,""]"#);
+    assert!(timeout(Duration::from_millis(100), feed.recv())
+        .await
+        .is_err());
+    // A frame that names no link reaches every link.
+    feed.send(Message::text(r#"["NOTICE","hello"]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut feed).await, r#"["NOTICE","hello"]"#);
+    assert_eq!(text(&mut lookup).await, r#"["NOTICE","hello"]"#);
+    assert_eq!(relay.accepted(), 1);
+    let stats = cfg.pool.stats();
+    assert_eq!((stats.dials, stats.joins, stats.open), (1, 1, 1));
+}
+
+#[tokio::test]
+async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
+    let relays = [
+        Echo::start().await,
+        Echo::start().await,
+        Echo::start().await,
+    ];
+    let cfg = cfg(PoolConfig {
+        max_sockets: Some(2),
+        reserve: 0,
+        idle: Duration::from_secs(60),
+    });
+    let a = cfg
+        .pool
+        .link(&relays[0].url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
+    let b = cfg
+        .pool
+        .link(&relays[1].url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
+    let pool = cfg.pool.clone();
+    let (url, c) = (relays[2].url.clone(), cfg.clone());
+    let third = tokio::spawn(async move { pool.link(&url, Role::Lookup, &c).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(
+        !third.is_finished(),
+        "a third socket was opened beyond the budget"
+    );
+    assert_eq!(relays[2].accepted(), 0);
+    // Leaving makes `a`'s socket idle; the waiting link has it closed and takes its place.
+    drop(a);
+    assert!(timeout(Duration::from_secs(2), third)
+        .await
+        .unwrap()
+        .unwrap());
+    wait_until("the idle socket closed", || relays[0].open() == 0).await;
+    assert_eq!(relays[2].accepted(), 1);
+    assert!(cfg.pool.stats().peak <= 2);
+    drop(b);
+}
+
+#[tokio::test]
+async fn lasting_links_leave_the_reserve_to_short_work() {
+    let relays = [Echo::start().await, Echo::start().await];
+    let cfg = cfg(PoolConfig {
+        max_sockets: Some(2),
+        reserve: 1,
+        idle: Duration::from_secs(60),
+    });
+    let _feed = cfg
+        .pool
+        .link(&relays[0].url, Role::Feed, &cfg)
+        .await
+        .unwrap();
+    let pool = cfg.pool.clone();
+    let (url, c) = (relays[1].url.clone(), cfg.clone());
+    let second_feed = tokio::spawn(async move { pool.link(&url, Role::Route, &c).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!second_feed.is_finished(), "a feed took the reserve");
+    // A lookup gets the reserved place at once.
+    let lookup = timeout(
+        Duration::from_secs(1),
+        cfg.pool.link(&relays[1].url, Role::Lookup, &cfg),
+    )
+    .await
+    .expect("the reserve was free")
+    .unwrap();
+    // The waiting feed link joins the lookup's socket instead of opening another.
+    assert!(timeout(Duration::from_secs(1), second_feed)
+        .await
+        .unwrap()
+        .unwrap());
+    assert_eq!(relays[1].accepted(), 1);
+    drop(lookup);
+}
+
+#[tokio::test]
+async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew() {
+    let relay = Echo::start().await;
+    let cfg = cfg(PoolConfig::unbounded());
+    let mut feed = cfg.pool.link(&relay.url, Role::Feed, &cfg).await.unwrap();
+    let mut lookup = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    feed.abandon("flooded".into());
+    match timeout(Duration::from_secs(2), lookup.recv())
+        .await
+        .unwrap()
+    {
+        Some(Err(why)) => assert!(why.contains("flooded"), "{why}"),
+        other => panic!("the other link did not hear the end: {other:?}"),
+    }
+    assert!(lookup
+        .send(Message::text(r#"["REQ","x",{}]"#))
+        .await
+        .is_err());
+    let mut again = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    again
+        .send(Message::text(r#"["REQ","x",{}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut again).await, r#"["EOSE","x"]"#);
+    assert_eq!(relay.accepted(), 2);
+}
+
+#[tokio::test]
+async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_reported() {
+    let relay = Echo::start().await;
+    let cfg = cfg(PoolConfig {
+        idle: Duration::from_millis(100),
+        ..PoolConfig::unbounded()
+    });
+    let link = cfg.pool.link(&relay.url, Role::Probe, &cfg).await.unwrap();
+    drop(link);
+    wait_until("the socket closed", || relay.open() == 0).await;
+    wait_until("the pool forgot it", || cfg.pool.stats().open == 0).await;
+    let dead = {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        drop(listener);
+        url
+    };
+    match cfg.pool.link(&dead, Role::Lookup, &cfg).await {
+        Err(DialError::Failed(_)) => {}
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a dead address connected"),
+    }
+    assert_eq!(cfg.pool.stats().open, 0);
+}
