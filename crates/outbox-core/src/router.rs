@@ -120,6 +120,13 @@ impl Router {
         &self.policy
     }
 
+    /// The same router with a routed-relay budget of `max_connections`: for a client that
+    /// holds fewer sockets than the strategy's budget would use.
+    pub fn with_max_connections(mut self, max_connections: usize) -> Self {
+        self.max_connections = max_connections;
+        self
+    }
+
     /// The same router with the residual carried by at most `pool` of the reader's relays (the
     /// first ones, in the reader's order; at least one); `None` means all of them.
     pub fn with_pool(mut self, pool: Option<usize>) -> Self {

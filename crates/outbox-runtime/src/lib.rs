@@ -431,6 +431,9 @@ pub struct FeedSummary {
     pub dropped: BTreeMap<FrameDrop, u64>,
     /// Per relay, by canonical URL.
     pub relays: BTreeMap<String, RelayOutcome>,
+    /// The pool's sockets when the feed ended: the most open at once (for every purpose that
+    /// shares the pool), dials and joins.
+    pub sockets: PoolStats,
     /// What probing did (relays probed are not among [`relays`](Self::relays) nor counted in
     /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
     pub probes: ProbeSummary,
@@ -510,6 +513,7 @@ pub async fn start(
     // A kept deadline is never believed beyond the longest set-aside; with a key, relays that
     // only needed sign-in are asked again.
     input.penalties.clamp(now, &config.penalty);
+    let mut input = fit_pool(input, &config);
     if config.auth.is_some() {
         input.penalties.retry_sign_in();
     }
@@ -529,6 +533,30 @@ pub async fn start(
     let mut stats = stats;
     apply_monitors(&input, &config, &mut stats).await;
     coordinator::spawn(input, config, stats)
+}
+
+/// Keeps the feed's slots within the pool's places for lasting work: the reader's relays and
+/// the indexers are slots too, so the routed budget is what remains of them (at least one).
+/// Without this a plan could ask more relays than the pool lets the feed hold, and the slots
+/// past the budget would wait for places that never free.
+fn fit_pool(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
+    let Some(lasting) = config.pool.config().lasting_sockets() else {
+        return input;
+    };
+    let fixed: std::collections::BTreeSet<&String> =
+        input.reader_relays.iter().chain(&config.indexers).collect();
+    let routed = lasting.saturating_sub(fixed.len()).max(1);
+    let budget = input.router.max_connections();
+    if routed < budget {
+        tracing::info!(
+            budget,
+            routed,
+            sockets = lasting,
+            "the routed budget is cut to fit the socket pool"
+        );
+        input.router = input.router.with_max_connections(routed);
+    }
+    input
 }
 
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a

@@ -105,6 +105,11 @@ pub struct Args {
     /// strategy that learns probes.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
+    /// Event kinds of the feed (comma-separated numbers; e.g. `1,6` for notes and reposts).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    kinds: Vec<u16>,
+    #[command(flatten)]
+    sockets: SocketArgs,
     /// Print status events (connected, EOSE, failures) to stderr.
     #[arg(long, short)]
     verbose: bool,
@@ -121,6 +126,44 @@ pub struct Args {
     /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`.
     #[arg(long, requires = "npub")]
     inbox: bool,
+}
+
+/// How many sockets a run may hold, for every purpose together.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Profile {
+    /// 32 sockets, 4 of them kept for lookups and probes; unused ones close after 30 s.
+    Desktop,
+    /// 8 sockets, 2 of them kept for lookups and probes; unused ones close after 5 s.
+    Mobile,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SocketArgs {
+    /// The socket budget for everything the run does (the feed's relays, the reader's relays,
+    /// lookups and probes share one socket per relay). When the config's `max_connections`
+    /// and the reader's relays do not fit, the routed budget shrinks to what does.
+    #[arg(long, value_enum, default_value = "desktop")]
+    profile: Profile,
+    /// Sockets at most, instead of the profile's (at least 2: one of them is kept for lookups
+    /// and probes).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=1000))]
+    max_sockets: Option<u16>,
+}
+
+impl SocketArgs {
+    /// The pool every purpose of this run shares.
+    pub fn pool(&self) -> outbox_runtime::RelayPool {
+        let mut config = match self.profile {
+            Profile::Desktop => outbox_runtime::PoolConfig::desktop(),
+            Profile::Mobile => outbox_runtime::PoolConfig::mobile(),
+        };
+        if let Some(max) = self.max_sockets {
+            let max = usize::from(max);
+            config.max_sockets = Some(max);
+            config.reserve = config.reserve.min(max / 2).max(1);
+        }
+        outbox_runtime::RelayPool::new(config)
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -250,6 +293,8 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         eose_race: args.eose_race,
         indexers: indexers.clone(),
         auth,
+        kinds: args.kinds.iter().map(|k| Kind::from(*k)).collect(),
+        pool: args.sockets.pool(),
         ..defaults
     };
 
@@ -610,6 +655,10 @@ fn print_summary(s: &FeedSummary) {
     ];
     lines.extend(describe_pending(s));
     lines.push(describe_probes(s));
+    lines.push(format!(
+        "sockets:             {} at most open at once, {} dialled, {} shared",
+        s.sockets.peak, s.sockets.dials, s.sockets.joins
+    ));
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));
     }

@@ -15,6 +15,9 @@ use super::{frame, DialError, Inner, MAX_PENDING_OKS};
 use crate::config::RuntimeConfig;
 use crate::ws::Socket;
 
+/// How the reason of a socket a link abandoned starts.
+const ABANDONED: &str = "abandoned: ";
+
 /// What a link reads: a frame, or how the socket ended.
 pub(crate) type Incoming = Result<Message, String>;
 
@@ -84,17 +87,25 @@ impl Connection {
         match dialled {
             Some(Ok(mut ws)) => {
                 let end = self.serve(&mut ws, &mut commands).await;
-                match end {
-                    End::Quiet => {
-                        let grace = self.cfg.shutdown_grace.min(Duration::from_secs(1));
-                        let _ = timeout(grace, ws.close(None)).await;
-                    }
+                let open = match &end {
+                    End::Quiet => true,
                     End::Broken(why) => {
                         tracing::debug!(relay = %self.url, reason = %why, "socket ended");
                         for frames in self.links.values() {
                             let _ = frames.try_send(Err(why.clone()));
                         }
+                        why.starts_with(ABANDONED)
                     }
+                };
+                if open {
+                    // The closing handshake: the place is freed once the relay closed its end
+                    // too, so the relay never sees more sockets than the budget.
+                    let grace = self.cfg.shutdown_grace.min(Duration::from_secs(1));
+                    let _ = timeout(grace, async {
+                        let _ = ws.close(None).await;
+                        while let Some(Ok(_)) = ws.next().await {}
+                    })
+                    .await;
                 }
                 drop(ws);
                 self.finish(&mut commands, None);
@@ -189,7 +200,7 @@ impl Connection {
                         self.links.remove(&link);
                         self.forget_oks(link);
                         if let Some(why) = kill {
-                            return End::Broken(format!("abandoned: {why}"));
+                            return End::Broken(format!("{ABANDONED}{why}"));
                         }
                         if self.links.is_empty() {
                             unused_since = Some(Instant::now());

@@ -131,7 +131,7 @@ impl Role {
 }
 
 /// What the pool has done so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStats {
     /// Sockets open or dialling now.
     pub open: usize,

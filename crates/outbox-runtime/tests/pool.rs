@@ -1,0 +1,196 @@
+//! One pool for everything: a feed, an inbox route feed and lookups running together on one
+//! config hold at most the pool's sockets at once, counted where the relays accept them.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::filter::Filter;
+use nostr::types::Timestamp;
+use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
+use outbox_core::UrlPolicy;
+use outbox_runtime::{
+    fetch_events, start, start_route, FeedInput, PoolConfig, RelayPool, RouteEvent, RuntimeConfig,
+};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Connections open now and the most at once, over every proxy that shares it.
+#[derive(Clone, Default)]
+struct Gauge {
+    open: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Gauge {
+    fn opened(&self) {
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn closed(&self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A TCP proxy in front of `upstream` (a `ws://host:port` URL) that counts the client's
+/// connections in `gauge`, each from its accept until either end closed it; returns its URL.
+async fn proxy(upstream: &str, gauge: Gauge) -> String {
+    let target = upstream.trim_start_matches("ws://").to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            gauge.opened();
+            let (target, gauge) = (target.clone(), gauge.clone());
+            tokio::spawn(async move {
+                let Ok(server) = TcpStream::connect(&target).await else {
+                    gauge.closed();
+                    return;
+                };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                // Closed as soon as either side closed: the relay's end or the client's.
+                tokio::select! {
+                    _ = tokio::io::copy(&mut server_read, &mut client_write) => {}
+                    _ = tokio::io::copy(&mut client_read, &mut server_write) => {}
+                }
+                gauge.closed();
+                let _ = client_write.shutdown().await;
+                let _ = server_write.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
+    const MAX_SOCKETS: usize = 4;
+    let gauge = Gauge::default();
+    let mut relays = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..8 {
+        let relay = RealRelay::start().await;
+        urls.push(proxy(&relay.url, gauge.clone()).await);
+        relays.push(relay);
+    }
+    let now = now();
+    let reader = keys(100);
+    // Twelve follows, each writing to relay 1 or 2 and to one of relays 3 to 7: the two
+    // routed places the pool leaves the feed (four sockets, one kept for short work, one for
+    // the reader's relay) cover everyone.
+    let follows: Vec<_> = (1..=12).map(keys).collect();
+    let mut lists = Vec::new();
+    for (i, f) in follows.iter().enumerate() {
+        let (x, y) = (1 + i % 2, 3 + i % 5);
+        lists.push(relay_list(
+            f,
+            now - 100,
+            &[(&urls[x], None), (&urls[y], None)],
+        ));
+        let n = note(f, now - 60 - i as u64, &format!("note {i}"));
+        relays[x].store(&n).await;
+        relays[y].store(&n).await;
+        // Everyone also has their list on every relay: the lookups below find them.
+        for r in &relays {
+            r.store(&lists[i]).await;
+        }
+    }
+    // A mention of the reader on the reader's relay and on another.
+    let p = Tag::parse(["p", reader.public_key().to_hex().as_str()]).unwrap();
+    let mention = EventBuilder::new(Kind::TextNote, "hello reader")
+        .tags([p])
+        .custom_created_at(Timestamp::from(now - 30))
+        .finalize(&follows[0])
+        .unwrap();
+    relays[0].store(&mention).await;
+    relays[5].store(&mention).await;
+
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        since: Some(Timestamp::from(now - 7 * DAY)),
+        pool: RelayPool::new(PoolConfig {
+            max_sockets: Some(MAX_SOCKETS),
+            reserve: 1,
+            idle: Duration::from_millis(200),
+        }),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
+    let mut input = FeedInput::new(
+        router(toml),
+        follows.iter().map(|k| k.public_key()).collect(),
+        [&urls[0]],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+
+    let (handle, rx) = start(input, config.clone()).await;
+    let collected = drain(rx);
+    let inbox = RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: [&urls[0], &urls[5]]
+            .iter()
+            .map(|u| RouteTarget {
+                url: u.to_string(),
+                reasons: vec![Reason::ReaderRead],
+                quality: 0.25,
+                filters: vec![Filter::new().pubkey(reader.public_key())],
+            })
+            .collect(),
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    };
+    let (route, mut route_rx) = start_route(&inbox, &config);
+    let lists_filter = Filter::new()
+        .authors(follows.iter().map(|k| k.public_key()))
+        .kind(Kind::RelayList);
+    let lookup = fetch_events(&urls, &lists_filter, &config);
+    let (found, summary) = tokio::join!(
+        lookup,
+        run_once(handle, &collected, Duration::from_secs(30))
+    );
+    let mut mentions = 0;
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(10), route_rx.recv()).await
+    {
+        if let RouteEvent::Note { event, .. } = event {
+            assert_eq!(event.id, mention.id);
+            mentions += 1;
+        }
+    }
+    route.shutdown().await;
+
+    assert_eq!(found.len(), follows.len(), "the lookup found every list");
+    assert_eq!(mentions, 1, "the inbox delivered the mention once");
+    let notes = collected.lock().unwrap().notes.len();
+    assert_eq!(
+        notes,
+        follows.len(),
+        "the feed delivered every note: {summary:?}"
+    );
+    let peak = gauge.peak.load(Ordering::SeqCst);
+    assert!(
+        peak <= MAX_SOCKETS,
+        "{peak} sockets open at once on the relays' side, over the budget of {MAX_SOCKETS}"
+    );
+    assert!(summary.sockets.peak <= MAX_SOCKETS, "{:?}", summary.sockets);
+    assert!(
+        summary.relays_asked <= MAX_SOCKETS - 1,
+        "the routed budget shrank to fit: {:?}",
+        summary.relays.keys()
+    );
+    // Sharing, not serialising: some link joined a socket another purpose had open.
+    assert!(summary.sockets.joins > 0, "{:?}", summary.sockets);
+    assert!(gauge.accepted.load(Ordering::SeqCst) >= relays.len());
+}
