@@ -8,7 +8,7 @@ use nostr::types::Timestamp;
 use rand::Rng;
 
 use crate::limits::LimitsConfig;
-use crate::pool::RelayPool;
+use crate::sockets::Sockets;
 
 /// How a feed behaves on the wire. The defaults suit the public network; tests shorten every
 /// timeout so that faults resolve in well under a second.
@@ -105,10 +105,10 @@ pub struct RuntimeConfig {
     /// keys such a relay is set aside like any definitive refusal. `Keys`' `Debug` shows only the
     /// public key, so printing a config never prints the secret.
     pub auth: Option<Keys>,
-    /// The sockets every purpose shares, under one budget ([`RelayPool`]). Clones of this
-    /// config share the pool: build one config per client and clone it for the feed, route
+    /// The sockets every purpose shares, under one budget ([`Sockets`]). Clones of this
+    /// config share them: build one config per client and clone it for the feed, route
     /// feeds, lookups and publishing.
-    pub pool: RelayPool,
+    pub sockets: Sockets,
 }
 
 impl Default for RuntimeConfig {
@@ -143,7 +143,7 @@ impl Default for RuntimeConfig {
             shutdown_grace: Duration::from_secs(2),
             limits: LimitsConfig::default(),
             auth: None,
-            pool: RelayPool::default(),
+            sockets: Sockets::default(),
         }
     }
 }

@@ -12,9 +12,12 @@
 //!   [`Slots`](outbox_client::Slots), the learned stats and the penalty box. Everything else talks
 //!   to it with messages. The one lock in this crate is the leaf behind the shared cache of
 //!   relay documents ([`Nip11Cache`]), never held across an `.await`.
-//! - **One task per relay** (a slot) owns that relay's WebSocket. It sends REQ/CLOSE when told,
+//! - **One task per relay** (a slot) owns a link to that relay. It sends REQ/CLOSE when told,
 //!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
 //!   or floods only ever blocks its own task.
+//! - **One socket per relay, one budget** ([`Sockets`], in [`RuntimeConfig::sockets`]): slots,
+//!   route feeds, lookups, probes and publishing share a relay's socket, and the sockets open
+//!   at once stay within the budget, a reserve of it kept for short work.
 //! - **Paging**: relays cap each REQ, so a slot splits its filter into author chunks that fit
 //!   the relay's limits (its NIP-11 document, else defaults) and pages each backwards until the
 //!   window is complete or the page budget runs out ([`slot`], `outbox_client::paging`).
@@ -68,12 +71,13 @@ pub mod limits;
 pub mod monitor;
 pub mod nip11;
 pub mod penalty;
-pub mod pool;
 mod probe;
 pub mod publish;
 pub mod query;
 pub mod route_feed;
+mod signin;
 pub mod slot;
+pub mod sockets;
 pub mod store;
 mod tls;
 mod ws;
@@ -95,11 +99,11 @@ pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
 pub use outbox_client::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
-pub use pool::{PoolConfig, PoolStats, RelayPool, Role};
 pub use publish::{publish, PublishConfig, PublishOutcome, PublishReport, RelayPublish};
 pub use query::fetch_events;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};
+pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 
 /// Everything a feed starts from.
 #[derive(Debug)]
@@ -431,9 +435,9 @@ pub struct FeedSummary {
     pub dropped: BTreeMap<FrameDrop, u64>,
     /// Per relay, by canonical URL.
     pub relays: BTreeMap<String, RelayOutcome>,
-    /// The pool's sockets when the feed ended: the most open at once (for every purpose that
-    /// shares the pool), dials and joins.
-    pub sockets: PoolStats,
+    /// The sockets when the feed ended: the most open at once (for every purpose that shares
+    /// them), dials and joins.
+    pub sockets: SocketStats,
     /// What probing did (relays probed are not among [`relays`](Self::relays) nor counted in
     /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
     pub probes: ProbeSummary,
@@ -513,7 +517,7 @@ pub async fn start(
     // A kept deadline is never believed beyond the longest set-aside; with a key, relays that
     // only needed sign-in are asked again.
     input.penalties.clamp(now, &config.penalty);
-    let mut input = fit_pool(input, &config);
+    let mut input = fit_sockets(input, &config);
     if config.auth.is_some() {
         input.penalties.retry_sign_in();
     }
@@ -535,12 +539,12 @@ pub async fn start(
     coordinator::spawn(input, config, stats)
 }
 
-/// Keeps the feed's slots within the pool's places for lasting work: the reader's relays and
+/// Keeps the feed's slots within the places the socket budget leaves lasting work: the reader's relays and
 /// the indexers are slots too, so the routed budget is what remains of them (at least one).
-/// Without this a plan could ask more relays than the pool lets the feed hold, and the slots
+/// Without this a plan could ask more relays than the budget lets the feed hold, and the slots
 /// past the budget would wait for places that never free.
-fn fit_pool(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
-    let Some(lasting) = config.pool.config().lasting_sockets() else {
+fn fit_sockets(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
+    let Some(lasting) = config.sockets.budget().lasting_sockets() else {
         return input;
     };
     let fixed: std::collections::BTreeSet<&String> =
@@ -552,7 +556,7 @@ fn fit_pool(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
             budget,
             routed,
             sockets = lasting,
-            "the routed budget is cut to fit the socket pool"
+            "the routed budget is cut to fit the socket budget"
         );
         input.router = input.router.with_max_connections(routed);
     }

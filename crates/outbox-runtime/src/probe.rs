@@ -254,7 +254,7 @@ async fn probe_one(
                 stop,
                 seed,
                 sub: PROBE_SUB,
-                role: crate::pool::Role::Probe,
+                role: crate::sockets::Role::Probe,
             };
             let ((), gathered) = tokio::join!(relay.run(), gather);
             gathered

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use nostr::event::{Event, EventId};
+use nostr::event::Event;
 use nostr::message::{ClientMessage, RelayMessage};
 use rand::SeedableRng;
 use serde::Serialize;
@@ -19,7 +19,8 @@ use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
-use crate::pool::{Link as Socket, Role};
+use crate::signin::{SignIn, Step};
+use crate::sockets::{Link as Socket, Role};
 
 /// Sockets open at once during one publish, whatever the number of targets.
 pub const MAX_PUBLISH_SOCKETS: usize = 32;
@@ -267,23 +268,11 @@ fn bounded(s: &str) -> String {
     }
 }
 
-/// Where sign-in stands on one socket.
-enum SignIn {
-    /// Not asked.
-    Anonymous,
-    /// Refused for want of sign-in; no challenge yet.
-    AwaitingChallenge,
-    /// AUTH sent: waiting for its OK.
-    Pending(EventId),
-    /// Accepted; the event was sent again.
-    SignedIn,
-}
-
 /// One socket: dial, EVENT, the OK (signing in once if asked and possible), close.
 async fn attempt(url: &str, event: &Event, cfg: &PublishConfig) -> (PublishOutcome, String) {
     let mut ws = match cfg
         .runtime
-        .pool
+        .sockets
         .link(url, Role::Publish, &cfg.runtime)
         .await
     {
@@ -311,29 +300,13 @@ async fn exchange(
         return e;
     }
     let mut ok_deadline = Instant::now() + cfg.ok_timeout;
-    let mut challenge: Option<String> = None;
-    let mut sign_in = SignIn::Anonymous;
-    let mut refusal = String::new();
+    let mut sign_in = SignIn::new(cfg.runtime.auth.as_ref(), url);
     loop {
         let text = match timeout_at(ok_deadline, ws.recv()).await {
-            Err(_) => {
-                let why = match sign_in {
-                    SignIn::AwaitingChallenge => {
-                        return (
-                            PublishOutcome::AuthRequired,
-                            format!("{refusal} (no AUTH challenge came in time)"),
-                        )
-                    }
-                    SignIn::Pending(_) => {
-                        return (
-                            PublishOutcome::AuthRequired,
-                            format!("{refusal} (no OK for the AUTH event in time)"),
-                        )
-                    }
-                    _ => "no OK in time",
-                };
-                return (PublishOutcome::Timeout, why.into());
+            Err(_) if sign_in.waiting() => {
+                return (PublishOutcome::AuthRequired, sign_in.timed_out());
             }
+            Err(_) => return (PublishOutcome::Timeout, "no OK in time".into()),
             Ok(None) => {
                 return (
                     PublishOutcome::Timeout,
@@ -347,89 +320,42 @@ async fn exchange(
         if text.len() > cfg.runtime.max_message_bytes {
             continue;
         }
-        let (id, accepted, message) = match RelayMessage::from_json(text.as_str()) {
-            Ok(RelayMessage::Auth { challenge: c }) => {
-                if c.is_empty() || c.len() > crate::slot::MAX_CHALLENGE_BYTES {
-                    continue;
-                }
-                challenge = Some(c.into_owned());
-                if matches!(sign_in, SignIn::AwaitingChallenge) {
-                    match start_sign_in(ws, url, challenge.as_deref(), cfg).await {
-                        Ok(Some(id)) => {
-                            sign_in = SignIn::Pending(id);
-                            ok_deadline = Instant::now() + cfg.ok_timeout;
-                        }
-                        Ok(None) => {}
-                        Err(e) => return e,
-                    }
-                }
-                continue;
-            }
+        let step = match RelayMessage::from_json(text.as_str()) {
+            Ok(RelayMessage::Auth { challenge }) => sign_in.challenge(&challenge),
             Ok(RelayMessage::Ok {
                 event_id,
                 status,
                 message,
-            }) => (event_id, status, message.into_owned()),
+            }) => match sign_in.ok(&event_id, status, &message) {
+                Some(step) => step,
+                None if event_id != event.id => continue,
+                None => {
+                    let outcome = PublishOutcome::classify(status, &message);
+                    if outcome != PublishOutcome::AuthRequired {
+                        return (outcome, message.into_owned());
+                    }
+                    sign_in.refused(&message)
+                }
+            },
             _ => continue,
         };
-        if let SignIn::Pending(auth_id) = sign_in {
-            if id == auth_id {
-                if !accepted {
-                    return (
-                        PublishOutcome::AuthRequired,
-                        format!("{refusal} (sign-in refused: {message})"),
-                    );
+        match step {
+            Step::Wait => {}
+            Step::Send(auth) => {
+                if let Err(e) = send(ws, *auth).await {
+                    return e;
                 }
-                sign_in = SignIn::SignedIn;
+                ok_deadline = Instant::now() + cfg.ok_timeout;
+            }
+            Step::Retry => {
                 if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
                     return e;
                 }
                 ok_deadline = Instant::now() + cfg.ok_timeout;
-                continue;
             }
+            Step::GiveUp(why) => return (PublishOutcome::AuthRequired, why),
         }
-        if id != event.id {
-            continue;
-        }
-        let outcome = PublishOutcome::classify(accepted, &message);
-        if outcome == PublishOutcome::AuthRequired
-            && matches!(sign_in, SignIn::Anonymous)
-            && cfg.runtime.auth.is_some()
-        {
-            refusal = message;
-            match start_sign_in(ws, url, challenge.as_deref(), cfg).await {
-                Ok(Some(id)) => sign_in = SignIn::Pending(id),
-                Ok(None) => sign_in = SignIn::AwaitingChallenge,
-                Err(e) => return e,
-            }
-            ok_deadline = Instant::now() + cfg.ok_timeout;
-            continue;
-        }
-        if outcome == PublishOutcome::AuthRequired && matches!(sign_in, SignIn::SignedIn) {
-            return (
-                outcome,
-                format!("{message} (still refused after signing in)"),
-            );
-        }
-        return (outcome, message);
     }
-}
-
-/// Signs `challenge` and sends the AUTH; `None` when there is no challenge yet.
-async fn start_sign_in(
-    ws: &mut Socket,
-    url: &str,
-    challenge: Option<&str>,
-    cfg: &PublishConfig,
-) -> Result<Option<EventId>, (PublishOutcome, String)> {
-    let (Some(keys), Some(challenge)) = (cfg.runtime.auth.as_ref(), challenge) else {
-        return Ok(None);
-    };
-    let auth = crate::slot::auth_event(keys, url, challenge)
-        .map_err(|why| (PublishOutcome::AuthRequired, why))?;
-    let id = auth.id;
-    send(ws, ClientMessage::auth(auth)).await?;
-    Ok(Some(id))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::Message;
 use outbox_client::{paging, paging::RelayLimits};
 
 use crate::config::RuntimeConfig;
+use crate::signin::{SignIn, Step};
 
 /// Asks every relay in `relays` (canonical URLs) for `filter` and returns the verified, matching,
 /// de-duplicated events, newest first. Relays that fail or time out contribute what they sent
@@ -84,7 +85,11 @@ async fn ask_one(
     cfg: &RuntimeConfig,
     found: &mpsc::UnboundedSender<Event>,
 ) -> bool {
-    let mut ws = match cfg.pool.link(url, crate::pool::Role::Lookup, cfg).await {
+    let mut ws = match cfg
+        .sockets
+        .link(url, crate::sockets::Role::Lookup, cfg)
+        .await
+    {
         Ok(ws) => ws,
         Err(why) => {
             tracing::debug!(relay = %url, error = %why, "lookup failed");
@@ -109,6 +114,7 @@ async fn ask_one(
         }
     };
     let mut answered = true;
+    let mut sign_in = SignIn::new(cfg.auth.as_ref(), url);
     for (i, authors) in chunks.into_iter().enumerate() {
         let mut asked = filter.clone();
         asked.authors = authors;
@@ -119,7 +125,7 @@ async fn ask_one(
             answered = false;
             break;
         }
-        let deadline = Instant::now() + cfg.eose_timeout;
+        let mut deadline = Instant::now() + cfg.eose_timeout;
         let mut read = 0usize;
         let finished = loop {
             let frame = match timeout_at(deadline, ws.recv()).await {
@@ -130,7 +136,7 @@ async fn ask_one(
             if frame.len() > cfg.max_message_bytes {
                 continue;
             }
-            match RelayMessage::from_json(frame.as_str()) {
+            let step = match RelayMessage::from_json(frame.as_str()) {
                 Ok(RelayMessage::Event {
                     subscription_id,
                     event,
@@ -146,13 +152,42 @@ async fn ask_one(
                         // The receiver outlives every task it waits for.
                         let _ = found.send(event);
                     }
+                    continue;
                 }
                 Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub => break true,
                 Ok(RelayMessage::Closed {
-                    subscription_id, ..
-                }) if *subscription_id == sub => break true,
-                _ => {}
+                    subscription_id,
+                    message,
+                }) if *subscription_id == sub => {
+                    if !message.starts_with("auth-required:") {
+                        break true;
+                    }
+                    sign_in.refused(&message)
+                }
+                Ok(RelayMessage::Auth { challenge }) => sign_in.challenge(&challenge),
+                Ok(RelayMessage::Ok {
+                    event_id,
+                    status,
+                    message,
+                }) => match sign_in.ok(&event_id, status, &message) {
+                    Some(step) => step,
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let resend = match step {
+                Step::Wait => continue,
+                Step::Send(auth) => auth.as_json(),
+                Step::Retry => req.as_json(),
+                Step::GiveUp(why) => {
+                    tracing::debug!(relay = %url, reason = %why, "lookup refused");
+                    break true;
+                }
+            };
+            if ws.send(Message::text(resend)).await.is_err() {
+                break false;
             }
+            deadline = Instant::now() + cfg.eose_timeout;
         };
         if !finished {
             // A timeout or a lost socket: keep what came, ask no more of this relay.

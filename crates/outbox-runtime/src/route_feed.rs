@@ -23,7 +23,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
-use crate::pool::Role;
+use crate::signin::{SignIn, Step};
+use crate::sockets::{Link, Role};
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.
@@ -156,7 +157,7 @@ pub(crate) struct Relay {
     pub(crate) seed: u64,
     /// The subscription id of the REQ.
     pub(crate) sub: &'static str,
-    /// What the link is for, in the pool's budget.
+    /// What the link is for, in the socket budget.
     pub(crate) role: Role,
 }
 
@@ -200,6 +201,28 @@ impl Relay {
         }
     }
 
+    /// Acts on a sign-in step: sends the AUTH or the REQ again (the EOSE wait starts anew), or
+    /// ends the session when the refusal stands.
+    async fn sign_in_step(
+        &self,
+        ws: &mut Link,
+        step: Step,
+        req: &ClientMessage<'_>,
+        eose_deadline: &mut Instant,
+    ) -> Option<Ended> {
+        let frame = match step {
+            Step::Wait => return None,
+            Step::Send(auth) => auth.as_json(),
+            Step::Retry => req.as_json(),
+            Step::GiveUp(why) => return Some(Ended::Refused(format!("closed: {why}"))),
+        };
+        if let Err(e) = ws.send(Message::text(frame)).await {
+            return Some(Ended::Lost(format!("sending failed: {e}")));
+        }
+        *eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        None
+    }
+
     async fn fail(&self, reason: String) {
         let _ = self
             .tx
@@ -213,7 +236,7 @@ impl Relay {
     /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
     async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
         let mut ws = tokio::select! {
-            dialled = self.cfg.pool.link(&self.url, self.role, &self.cfg) => match dialled {
+            dialled = self.cfg.sockets.link(&self.url, self.role, &self.cfg) => match dialled {
                 Ok(ws) => ws,
                 Err(why) => return Ended::Lost(why.to_string()),
             },
@@ -235,7 +258,8 @@ impl Relay {
             .min(MAX_STORED_EVENTS);
         let sub = SubscriptionId::new(self.sub);
         let req = ClientMessage::req(sub.clone(), filters.clone());
-        let eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        let mut eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        let mut sign_in = SignIn::new(self.cfg.auth.as_ref(), &self.url);
         match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Ended::Lost(format!("sending the REQ failed: {e}")),
@@ -256,6 +280,7 @@ impl Relay {
                 _ = self.stop.changed() => break Ended::Done,
             };
             let text = match frame {
+                None if sign_in.waiting() => break Ended::Refused(sign_in.timed_out()),
                 None => break Ended::Lost("no EOSE in time".into()),
                 Some(None) => break Ended::Lost("the relay closed the connection".into()),
                 Some(Some(Err(e))) => break Ended::Lost(format!("socket error: {e}")),
@@ -310,7 +335,39 @@ impl Relay {
                     subscription_id,
                     message,
                 }) if *subscription_id == sub => {
-                    break Ended::Refused(format!("closed: {message}"));
+                    if !message.starts_with("auth-required:") {
+                        break Ended::Refused(format!("closed: {message}"));
+                    }
+                    let step = sign_in.refused(&message);
+                    if let Some(ended) = self
+                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
+                        .await
+                    {
+                        break ended;
+                    }
+                }
+                Ok(RelayMessage::Auth { challenge }) => {
+                    let step = sign_in.challenge(&challenge);
+                    if let Some(ended) = self
+                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
+                        .await
+                    {
+                        break ended;
+                    }
+                }
+                Ok(RelayMessage::Ok {
+                    event_id,
+                    status,
+                    message,
+                }) => {
+                    if let Some(step) = sign_in.ok(&event_id, status, &message) {
+                        if let Some(ended) = self
+                            .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
+                            .await
+                        {
+                            break ended;
+                        }
+                    }
                 }
                 _ => {}
             }

@@ -1,4 +1,4 @@
-//! The WebSocket layer under the pool: the socket type and the frame limits every socket is
+//! The WebSocket layer under [`Sockets`](crate::Sockets): the socket type and the frame limits every socket is
 //! opened with.
 
 use tokio::net::TcpStream;

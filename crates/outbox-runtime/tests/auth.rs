@@ -430,3 +430,122 @@ fn debug_of_a_runtime_config_never_prints_the_secret_key() {
     // The public key may show: it says who signs in.
     assert!(printed.contains("auth: Some("), "{printed}");
 }
+
+/// A route plan asking `url` for `author`'s notes.
+fn route_plan(url: &str, author: &Keys) -> outbox_client::routes::RoutePlan {
+    use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
+    RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: vec![RouteTarget {
+            url: url.to_string(),
+            reasons: vec![Reason::ReaderRead],
+            quality: 0.25,
+            filters: vec![Filter::new().author(author.public_key())],
+        }],
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    }
+}
+
+/// The notes a `once` route feed over `plan` delivers.
+async fn route_notes(
+    plan: &outbox_client::routes::RoutePlan,
+    cfg: &RuntimeConfig,
+) -> Vec<nostr::event::EventId> {
+    let (feed, mut rx) = outbox_runtime::start_route(plan, cfg);
+    let mut notes = Vec::new();
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+        if let outbox_runtime::RouteEvent::Note { event, .. } = e {
+            notes.push(event.id);
+        }
+    }
+    feed.shutdown().await;
+    notes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
+    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+        let s = scene(script).await;
+        let filter = Filter::new().author(s.follows[0].public_key());
+        let anonymous = RuntimeConfig {
+            once: true,
+            ..RuntimeConfig::fast_for_tests()
+        };
+        let signed = RuntimeConfig {
+            auth: Some(reader_keys()),
+            ..anonymous.clone()
+        };
+        let found =
+            outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &anonymous).await;
+        assert!(found.is_empty(), "{script:?}: served without sign-in");
+        assert!(s.private.seen().auths.is_empty(), "{script:?}");
+        let found = outbox_runtime::fetch_events(
+            &[s.private.url.clone(), s.open.url.clone()],
+            &filter,
+            &signed,
+        )
+        .await;
+        let ids: Vec<_> = found.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [s.private_note.id], "{script:?}: the lookup signed in");
+        // Sockets of its own, so the lookup's sign-in does not serve it.
+        let signed_alone = RuntimeConfig {
+            sockets: Default::default(),
+            ..signed.clone()
+        };
+        let routed = route_notes(&route_plan(&s.private.url, &s.follows[0]), &signed_alone).await;
+        assert_eq!(
+            routed,
+            [s.private_note.id],
+            "{script:?}: the route feed signed in"
+        );
+        // Sign-in holds for the socket: an anonymous reader has sockets of its own.
+        let alone = RuntimeConfig {
+            sockets: Default::default(),
+            ..anonymous.clone()
+        };
+        let refused = route_notes(&route_plan(&s.private.url, &s.follows[0]), &alone).await;
+        assert!(refused.is_empty(), "{script:?}");
+        assert!(
+            s.open.seen().auths.is_empty(),
+            "{script:?}: an open relay saw an AUTH"
+        );
+        let seen = s.private.seen();
+        assert!(!seen.auths.is_empty(), "{script:?}");
+        for (event, challenge) in &seen.auths {
+            assert_eq!(tag(event, "relay"), Some(s.private.url.as_str()));
+            assert_eq!(tag(event, "challenge"), Some(challenge.as_str()));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
+    // The relay challenges once, at connect. The first lookup (no key) opens the socket and is
+    // refused; the second (with a key, the same sockets) joins that socket after the challenge
+    // went by and must sign in with it.
+    let s = scene(Script::ChallengeFirst).await;
+    let filter = Filter::new().author(s.follows[0].public_key());
+    let anonymous = RuntimeConfig {
+        once: true,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let signed = RuntimeConfig {
+        auth: Some(reader_keys()),
+        ..anonymous.clone()
+    };
+    let found = outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &anonymous).await;
+    assert!(found.is_empty());
+    let found = outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &signed).await;
+    assert_eq!(
+        found.len(),
+        1,
+        "the joining link signed in with the replayed challenge"
+    );
+    assert_eq!(
+        signed.sockets.stats().dials,
+        1,
+        "one socket served both lookups"
+    );
+}

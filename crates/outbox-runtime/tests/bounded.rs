@@ -129,6 +129,14 @@ async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
             ..PenaltyPolicy::default()
         },
         deadline: Some(Duration::from_secs(15)),
+        // A slot's own retry waits far longer than the coordinator takes to close a slot it
+        // set aside: what is tested is the plan never asking again, not a race with the retry
+        // (a loaded machine can take longer than the tests' usual 20 ms backoff to re-plan).
+        backoff: outbox_runtime::Backoff {
+            initial: Duration::from_secs(5),
+            max: Duration::from_secs(5),
+            factor: 1.0,
+        },
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();

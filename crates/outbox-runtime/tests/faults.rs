@@ -301,3 +301,43 @@ fn answered_after_set_aside(c: &common::Collected, relay: &str) -> bool {
             .any(|s| matches!(s, Status::Eose { .. }))
     })
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_relay_is_asked_again_after_a_wait_not_set_aside() {
+    let reader = RealRelay::start().await;
+    let now = now();
+    let f = keys(1);
+    let n = note(&f, now - 100, "behind a rate limit");
+    // Only the rate-limited relay has the note: the residual cannot stand in.
+    let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
+    let mut input = FeedInput::new(
+        router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
+        vec![f.public_key()],
+        [&reader.url],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&limited.url, None)])));
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let notes: Vec<_> = out.lock().unwrap().notes.keys().copied().collect();
+    assert_eq!(notes, [n.id], "{summary:#?}");
+    assert!(summary.penalised.is_empty(), "{:?}", summary.penalised);
+    let outcome = &summary.relays[&limited.url];
+    assert_eq!(
+        outcome.failures, 0,
+        "a rate limit is not a failure: {outcome:?}"
+    );
+    assert_eq!(
+        limited
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "asked again on the same socket"
+    );
+}

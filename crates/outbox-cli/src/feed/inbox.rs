@@ -43,7 +43,7 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         verify_signatures: !args.no_verify,
         once: args.once,
         seed: args.seed.unwrap_or_else(rand::random),
-        pool: args.sockets.pool(),
+        sockets: args.sockets.sockets(),
         ..RuntimeConfig::default()
     };
 

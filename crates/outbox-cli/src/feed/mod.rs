@@ -151,18 +151,18 @@ pub struct SocketArgs {
 }
 
 impl SocketArgs {
-    /// The pool every purpose of this run shares.
-    pub fn pool(&self) -> outbox_runtime::RelayPool {
-        let mut config = match self.profile {
-            Profile::Desktop => outbox_runtime::PoolConfig::desktop(),
-            Profile::Mobile => outbox_runtime::PoolConfig::mobile(),
+    /// The sockets every purpose of this run shares.
+    pub fn sockets(&self) -> outbox_runtime::Sockets {
+        let mut budget = match self.profile {
+            Profile::Desktop => outbox_runtime::SocketBudget::desktop(),
+            Profile::Mobile => outbox_runtime::SocketBudget::mobile(),
         };
         if let Some(max) = self.max_sockets {
             let max = usize::from(max);
-            config.max_sockets = Some(max);
-            config.reserve = config.reserve.min(max / 2).max(1);
+            budget.max_sockets = Some(max);
+            budget.reserve = budget.reserve.min(max / 2).max(1);
         }
-        outbox_runtime::RelayPool::new(config)
+        outbox_runtime::Sockets::new(budget)
     }
 }
 
@@ -294,7 +294,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         indexers: indexers.clone(),
         auth,
         kinds: args.kinds.iter().map(|k| Kind::from(*k)).collect(),
-        pool: args.sockets.pool(),
+        sockets: args.sockets.sockets(),
         ..defaults
     };
 

@@ -12,7 +12,8 @@
 //! reported in [`RoutePlan::cut_off`]. [`check_route`] checks a plan against its candidates and
 //! returns every violation.
 //!
-//! One file per route kind: [`inbox`], [`thread`], [`pointer`](mod@pointer), [`publish`].
+//! One file per route kind: [`inbox`], [`thread`], [`pointer`](mod@pointer), [`publish`], and
+//! [`filter`] for any filter a client subscribes to.
 //!
 //! ```
 //! use outbox_client::routes::Route;
@@ -48,6 +49,7 @@ use outbox_core::stats::DeliveryStats;
 use outbox_core::url_policy::UrlPolicy;
 
 mod check;
+pub mod filter;
 pub mod inbox;
 pub mod pointer;
 pub mod publish;
@@ -55,6 +57,7 @@ mod select;
 pub mod thread;
 
 pub use check::{check_route, RouteViolation};
+pub use filter::FilterQuery;
 pub use inbox::InboxQuery;
 pub use pointer::{Pointer, PointerError};
 pub use publish::PublishQuery;
@@ -73,6 +76,8 @@ pub enum RouteKind {
     Pointer,
     /// Where to send an event.
     Publish,
+    /// Any filter, routed by what it names ([`FilterQuery`]).
+    Subscription,
 }
 
 impl RouteKind {
@@ -89,6 +94,7 @@ impl fmt::Display for RouteKind {
             RouteKind::Thread => "thread",
             RouteKind::Pointer => "pointer",
             RouteKind::Publish => "publish",
+            RouteKind::Subscription => "subscription",
         })
     }
 }

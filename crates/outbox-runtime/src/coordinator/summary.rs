@@ -93,7 +93,7 @@ impl Coordinator {
             dropped: self.tally.dropped,
             relays: self.tally.relays,
             probes: self.tally.probes,
-            sockets: self.cfg.pool.stats(),
+            sockets: self.cfg.sockets.stats(),
             stats: self.stats,
             penalties: self.penalties,
             stats_error,

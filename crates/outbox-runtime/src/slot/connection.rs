@@ -2,7 +2,7 @@
 //! EOSE deadlines), and closing politely.
 
 use super::*;
-use crate::pool::{DialError, Role};
+use crate::sockets::{DialError, Role};
 
 impl Slot {
     /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
@@ -28,8 +28,9 @@ impl Slot {
             }
             let started = Instant::now();
             let mut document = self.start_nip11();
-            let (pool, cfg, url) = (self.cfg.pool.clone(), self.cfg.clone(), self.url.clone());
-            let connect = async move { pool.link(&url, Role::Feed, &cfg).await };
+            let (sockets, cfg, url) =
+                (self.cfg.sockets.clone(), self.cfg.clone(), self.url.clone());
+            let connect = async move { sockets.link(&url, Role::Feed, &cfg).await };
             tokio::pin!(connect);
             let connected = loop {
                 tokio::select! {
@@ -107,6 +108,8 @@ impl Slot {
         self.open.clear();
         self.cap = CapEstimate::new(&self.limits);
         self.flood = FloodGuard::default();
+        self.paused = None;
+        self.rate_limited = 0;
         self.reset_sign_in();
         let kinds: Vec<SubKind> = self
             .purposes
@@ -128,6 +131,7 @@ impl Slot {
                 .values()
                 .filter_map(|s| s.page.as_ref().map(|p| p.deadline))
                 .chain(self.sign_in.deadline())
+                .chain(self.paused)
                 .min();
             tokio::select! {
                 cmd = commands.recv() => match cmd {
@@ -193,6 +197,14 @@ impl Slot {
                 },
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
+                    if self.paused.is_some_and(|p| p <= now) {
+                        self.paused = None;
+                        for kind in [SubKind::Feed, SubKind::Lists] {
+                            if let Err(f) = self.pump(ws, kind).await {
+                                return Ended::Failed(f);
+                            }
+                        }
+                    }
                     if self.sign_in.deadline().is_some_and(|d| d <= now) {
                         match self.sign_in_expired(ws).await {
                             Handled::End(ended) => return ended,

@@ -108,6 +108,9 @@ impl Slot {
                     return Handled::Ok;
                 };
                 info!(sub = %subscription_id, reason = %truncate(&message), "CLOSED");
+                if is_rate_limited(&message) && self.rate_limited < MAX_RATE_LIMITED_RESENDS {
+                    return self.slow_down(&open);
+                }
                 if !is_definitive_refusal(&message) {
                     return Handled::End(Ended::Failed(Failure::Refused(message)));
                 }
@@ -142,6 +145,29 @@ impl Slot {
 
     /// Sets a purpose aside for this slot's life: a refusal retrying cannot fix (the
     /// coordinator sets the relay aside).
+    /// A page refused with `rate-limited:`: asked again after the config's backoff, no page
+    /// sent meanwhile. Not a failure: the relay is up and answers, it only asks us to wait.
+    fn slow_down(&mut self, open: &OpenSub) -> Handled {
+        if let Some(chunk) = self
+            .purposes
+            .get_mut(&open.kind)
+            .and_then(|p| p.chunks.get_mut(open.chunk))
+        {
+            if chunk.state == ChunkState::Asking {
+                chunk.state = ChunkState::Ready;
+            }
+        }
+        let delay = self.cfg.backoff.delay(self.rate_limited, &mut self.rng);
+        self.rate_limited += 1;
+        info!(
+            delay_ms = delay.as_millis() as u64,
+            times = self.rate_limited,
+            "rate-limited: asking again later"
+        );
+        self.paused = Some(Instant::now() + delay);
+        Handled::Ok
+    }
+
     pub(super) async fn refuse(
         &mut self,
         ws: &mut Socket,

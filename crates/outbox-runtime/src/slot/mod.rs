@@ -1,7 +1,8 @@
-//! One slot: one task, one WebSocket to one relay, two purposes (the feed, the relay-list
-//! lookup), each fetched completely in author chunks and backward pages.
+//! One slot: one task, one link to one relay's socket, two purposes (the feed, the
+//! relay-list lookup), each fetched completely in author chunks and backward pages.
 //!
-//! A slot owns its socket and nothing else. It is told what to do by the coordinator
+//! A slot owns its link and nothing else (the socket under it may also carry lookups, probes
+//! or publishing, each seeing only its own answers). It is told what to do by the coordinator
 //! (`SlotCommand`) and reports what happened (`SlotReport`); it never touches the route
 //! table, the stats or another slot, so a relay that stalls, floods or lies can only ever
 //! stall its own task. It reconnects on its own with exponential backoff and jitter; deciding
@@ -70,7 +71,7 @@ mod pages;
 
 use auth::SignIn;
 
-type Socket = crate::pool::Link;
+type Socket = crate::sockets::Link;
 
 /// What a subscription on a slot is for. Each purpose names its subscriptions with its own
 /// prefix and a number.
@@ -328,6 +329,8 @@ pub(crate) async fn run_slot(
             cap: CapEstimate::default(),
             flood: FloodGuard::default(),
             sign_in: SignIn::default(),
+            paused: None,
+            rate_limited: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         slot.run(&mut commands).await;
@@ -355,6 +358,10 @@ struct Slot {
     flood: FloodGuard,
     /// The current connection's NIP-42 challenge and sign-in.
     sign_in: SignIn,
+    /// After a `rate-limited:` refusal, no page is sent before this.
+    paused: Option<Instant>,
+    /// `rate-limited:` refusals answered by waiting on this connection.
+    rate_limited: u32,
     rng: ChaCha8Rng,
 }
 
@@ -451,6 +458,18 @@ pub(crate) fn is_definitive_refusal(message: &str) -> bool {
                 | MachineReadablePrefix::Restricted
                 | MachineReadablePrefix::Blocked
         )
+    )
+}
+
+/// `rate-limited:` refusals of pages one connection answers by waiting (the config's backoff)
+/// and asking again; one more is a failure like any other refusal.
+pub const MAX_RATE_LIMITED_RESENDS: u32 = 3;
+
+/// Whether a CLOSED reason asks the client to slow down.
+pub(crate) fn is_rate_limited(message: &str) -> bool {
+    matches!(
+        MachineReadablePrefix::parse(message.trim_start()),
+        Some(MachineReadablePrefix::RateLimited)
     )
 }
 

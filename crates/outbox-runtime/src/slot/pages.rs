@@ -81,9 +81,10 @@ impl Slot {
     }
 
     /// Sends every due page of `kind` the budget allows.
-    /// Nothing is sent while a sign-in is under way: the relay would refuse it.
+    /// Nothing is sent while a sign-in is under way, nor while a rate limit is waited out: the
+    /// relay would refuse it.
     pub(super) async fn pump(&mut self, ws: &mut Socket, kind: SubKind) -> Result<(), Failure> {
-        while self.may_open(kind) && !self.sign_in.holds_pages() {
+        while self.may_open(kind) && !self.sign_in.holds_pages() && self.paused.is_none() {
             let Some(purpose) = self.purposes.get(&kind) else {
                 return Ok(());
             };

@@ -170,7 +170,13 @@ pub enum Fault {
     Replay,
     /// Answers a REQ with the first event [`DUPLICATES`] times, then EOSE.
     Duplicates,
+    /// Refuses the first [`RATE_LIMITED`] REQs of every connection with `CLOSED`
+    /// `rate-limited:`, then answers each with its events and EOSE.
+    RateLimited,
 }
+
+/// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
+pub const RATE_LIMITED: usize = 2;
 
 /// Most frames one [`Fault::Flood`] or [`Fault::Replay`] answer sends.
 pub const FLOOD: usize = 300_000;
@@ -205,6 +211,7 @@ impl FaultServer {
                     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
                         return;
                     };
+                    let mut reqs = 0usize;
                     while let Some(Ok(msg)) = ws.next().await {
                         let Message::Text(text) = msg else { continue };
                         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -213,6 +220,7 @@ impl FaultServer {
                         if value[0] != "REQ" {
                             continue;
                         }
+                        reqs += 1;
                         let sub = value[1].as_str().unwrap_or_default().to_string();
                         let event_frame =
                             |e: &Event| format!(r#"["EVENT","{sub}",{}]"#, e.as_json());
@@ -268,6 +276,22 @@ impl FaultServer {
                                 let eose = format!(r#"["EOSE","{sub}"]"#);
                                 if ws.send(Message::text(eose)).await.is_err() {
                                     return;
+                                }
+                            }
+                            Fault::RateLimited => {
+                                let mut frames = Vec::new();
+                                if reqs <= RATE_LIMITED {
+                                    frames.push(format!(
+                                        r#"["CLOSED","{sub}","rate-limited: slow down"]"#
+                                    ));
+                                } else {
+                                    frames.extend(events.iter().map(event_frame));
+                                    frames.push(format!(r#"["EOSE","{sub}"]"#));
+                                }
+                                for frame in frames {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
                                 }
                             }
                             Fault::Flood => {

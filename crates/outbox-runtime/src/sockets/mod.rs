@@ -1,15 +1,15 @@
-//! The relay pool: one socket per relay, shared by every purpose, under one budget.
+//! The client's sockets: one per relay, shared by every purpose, under one budget.
 //!
 //! Everything the runtime sends to a relay — the feed's slots, the relay-list lookups, route
-//! feeds (inbox, thread, pointer), probes and publishing — asks the pool for a [`Link`] to that
+//! feeds (inbox, thread, pointer), probes and publishing — asks [`Sockets`] for a [`Link`] to that
 //! relay. The first link dials; later links to the same relay join the open socket, so a client
-//! holds at most one connection per relay whatever it is doing. The pool keeps the count of
-//! sockets (open or dialling) within [`PoolConfig::max_sockets`]: a link to a relay with no
-//! socket waits while the pool is full, and a socket nobody uses any more is closed after
-//! [`PoolConfig::idle`], or at once when someone is waiting for its place.
+//! holds at most one connection per relay whatever it is doing. The count of
+//! sockets (open or dialling) stays within [`SocketBudget::max_sockets`]: a link to a relay
+//! with no socket waits while the budget is spent, and a socket nobody uses any more is closed after
+//! [`SocketBudget::idle`], or at once when someone is waiting for its place.
 //!
-//! Lasting purposes (the feed, route feeds) may fill the pool only up to `max_sockets -
-//! reserve`: the [`reserve`](PoolConfig::reserve) is kept for short work (lookups, probes,
+//! Lasting purposes (the feed, route feeds) may hold sockets only up to `max_sockets -
+//! reserve`: the [`reserve`](SocketBudget::reserve) is kept for short work (lookups, probes,
 //! publishing), which ends by its own timeouts and so always frees its place again. A feed can
 //! never starve a lookup, and a lookup never waits for a feed to end.
 //!
@@ -45,7 +45,7 @@ pub const LINK_QUEUE: usize = 512;
 
 /// How many sockets a client may hold, and how long an unused one stays open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolConfig {
+pub struct SocketBudget {
     /// Sockets open or dialling at once, for every purpose together; `None`: no bound.
     pub max_sockets: Option<usize>,
     /// Of [`max_sockets`](Self::max_sockets), places lasting purposes (the feed, route feeds)
@@ -55,7 +55,7 @@ pub struct PoolConfig {
     pub idle: Duration,
 }
 
-impl PoolConfig {
+impl SocketBudget {
     /// A desktop client: 32 sockets, 4 of them kept for lookups, probes and publishing; an
     /// unused socket lingers 30 s (a re-plan or the next lookup often wants it again). The
     /// feed's 20 routed relays and a few reader relays fit beside the reserve.
@@ -101,7 +101,7 @@ impl PoolConfig {
     }
 }
 
-impl Default for PoolConfig {
+impl Default for SocketBudget {
     fn default() -> Self {
         Self::desktop()
     }
@@ -130,9 +130,9 @@ impl Role {
     }
 }
 
-/// What the pool has done so far.
+/// What the sockets have done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PoolStats {
+pub struct SocketStats {
     /// Sockets open or dialling now.
     pub open: usize,
     /// The most open or dialling at once.
@@ -144,29 +144,29 @@ pub struct PoolStats {
 }
 
 /// The sockets of one client, shared by every purpose (see the [module docs](self)). Clones
-/// share the pool; every clone of a [`RuntimeConfig`] carries the same one.
+/// share them; every clone of a [`RuntimeConfig`] carries the same one.
 #[derive(Clone)]
-pub struct RelayPool {
+pub struct Sockets {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for RelayPool {
+impl std::fmt::Debug for Sockets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RelayPool")
-            .field("config", &self.inner.config)
+        f.debug_struct("Sockets")
+            .field("budget", &self.inner.budget)
             .field("stats", &self.stats())
             .finish()
     }
 }
 
-impl Default for RelayPool {
+impl Default for Sockets {
     fn default() -> Self {
-        Self::new(PoolConfig::default())
+        Self::new(SocketBudget::default())
     }
 }
 
 pub(crate) struct Inner {
-    config: PoolConfig,
+    budget: SocketBudget,
     table: Mutex<Table>,
     /// Woken whenever a socket opens, falls unused or ends: a waiting link may join it, have
     /// it closed, or take its place.
@@ -178,7 +178,7 @@ struct Table {
     sockets: HashMap<String, Entry>,
     next_socket: u64,
     next_link: u64,
-    stats: PoolStats,
+    stats: SocketStats,
 }
 
 struct Entry {
@@ -222,12 +222,12 @@ enum Step {
     },
 }
 
-impl RelayPool {
-    /// An empty pool.
-    pub fn new(config: PoolConfig) -> Self {
+impl Sockets {
+    /// No sockets yet.
+    pub fn new(budget: SocketBudget) -> Self {
         Self {
             inner: Arc::new(Inner {
-                config,
+                budget,
                 table: Mutex::new(Table::default()),
                 freed: Notify::new(),
             }),
@@ -235,14 +235,14 @@ impl RelayPool {
     }
 
     /// Its budget.
-    pub fn config(&self) -> PoolConfig {
-        self.inner.config
+    pub fn budget(&self) -> SocketBudget {
+        self.inner.budget
     }
 
     /// Sockets open now, the peak, dials and joins so far.
-    pub fn stats(&self) -> PoolStats {
+    pub fn stats(&self) -> SocketStats {
         let table = self.inner.lock();
-        PoolStats {
+        SocketStats {
             open: table.sockets.len(),
             ..table.stats
         }
@@ -280,7 +280,7 @@ impl RelayPool {
                             url.to_string(),
                             socket,
                             cfg.clone(),
-                            self.inner.config.idle,
+                            self.inner.budget.idle,
                             Arc::downgrade(&self.inner),
                         );
                         tokio::spawn(task.run(rx));
@@ -343,7 +343,7 @@ impl Inner {
                 return step;
             }
         }
-        if table.sockets.len() < self.config.limit(role) && !table.sockets.contains_key(url) {
+        if table.sockets.len() < self.budget.limit(role) && !table.sockets.contains_key(url) {
             let (commands, rx) = mpsc::unbounded_channel();
             let socket = table.next_socket;
             table.next_socket += 1;
@@ -396,6 +396,16 @@ impl Inner {
         if unused {
             // A waiting link may have this socket closed to take its place.
             self.freed.notify_waiters();
+        }
+    }
+
+    /// A socket is closing: new links wait for it to end, then dial anew.
+    fn closing(&self, url: &str, socket: u64) {
+        let mut table = self.lock();
+        if let Some(entry) = table.sockets.get_mut(url) {
+            if entry.socket == socket {
+                entry.closing = true;
+            }
         }
     }
 

@@ -66,9 +66,9 @@ impl Echo {
     }
 }
 
-fn cfg(pool: PoolConfig) -> RuntimeConfig {
+fn cfg(budget: SocketBudget) -> RuntimeConfig {
     RuntimeConfig {
-        pool: RelayPool::new(pool),
+        sockets: Sockets::new(budget),
         ..RuntimeConfig::fast_for_tests()
     }
 }
@@ -93,9 +93,17 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test]
 async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
     let relay = Echo::start().await;
-    let cfg = cfg(PoolConfig::unbounded());
-    let mut feed = cfg.pool.link(&relay.url, Role::Feed, &cfg).await.unwrap();
-    let mut lookup = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    let cfg = cfg(SocketBudget::unbounded());
+    let mut feed = cfg
+        .sockets
+        .link(&relay.url, Role::Feed, &cfg)
+        .await
+        .unwrap();
+    let mut lookup = cfg
+        .sockets
+        .link(&relay.url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
     // The same subscription id on both links: each gets its own EOSE, unchanged.
     feed.send(Message::text(r#"["REQ","sub-1",{}]"#))
         .await
@@ -125,7 +133,7 @@ async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
     assert_eq!(text(&mut feed).await, r#"["NOTICE","hello"]"#);
     assert_eq!(text(&mut lookup).await, r#"["NOTICE","hello"]"#);
     assert_eq!(relay.accepted(), 1);
-    let stats = cfg.pool.stats();
+    let stats = cfg.sockets.stats();
     assert_eq!((stats.dials, stats.joins, stats.open), (1, 1, 1));
 }
 
@@ -136,24 +144,24 @@ async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
         Echo::start().await,
         Echo::start().await,
     ];
-    let cfg = cfg(PoolConfig {
+    let cfg = cfg(SocketBudget {
         max_sockets: Some(2),
         reserve: 0,
         idle: Duration::from_secs(60),
     });
     let a = cfg
-        .pool
+        .sockets
         .link(&relays[0].url, Role::Lookup, &cfg)
         .await
         .unwrap();
     let b = cfg
-        .pool
+        .sockets
         .link(&relays[1].url, Role::Lookup, &cfg)
         .await
         .unwrap();
-    let pool = cfg.pool.clone();
+    let sockets = cfg.sockets.clone();
     let (url, c) = (relays[2].url.clone(), cfg.clone());
-    let third = tokio::spawn(async move { pool.link(&url, Role::Lookup, &c).await.is_ok() });
+    let third = tokio::spawn(async move { sockets.link(&url, Role::Lookup, &c).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(
         !third.is_finished(),
@@ -168,32 +176,33 @@ async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
         .unwrap());
     wait_until("the idle socket closed", || relays[0].open() == 0).await;
     assert_eq!(relays[2].accepted(), 1);
-    assert!(cfg.pool.stats().peak <= 2);
+    assert!(cfg.sockets.stats().peak <= 2);
     drop(b);
 }
 
 #[tokio::test]
 async fn lasting_links_leave_the_reserve_to_short_work() {
     let relays = [Echo::start().await, Echo::start().await];
-    let cfg = cfg(PoolConfig {
+    let cfg = cfg(SocketBudget {
         max_sockets: Some(2),
         reserve: 1,
         idle: Duration::from_secs(60),
     });
     let _feed = cfg
-        .pool
+        .sockets
         .link(&relays[0].url, Role::Feed, &cfg)
         .await
         .unwrap();
-    let pool = cfg.pool.clone();
+    let sockets = cfg.sockets.clone();
     let (url, c) = (relays[1].url.clone(), cfg.clone());
-    let second_feed = tokio::spawn(async move { pool.link(&url, Role::Route, &c).await.is_ok() });
+    let second_feed =
+        tokio::spawn(async move { sockets.link(&url, Role::Route, &c).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!second_feed.is_finished(), "a feed took the reserve");
     // A lookup gets the reserved place at once.
     let lookup = timeout(
         Duration::from_secs(1),
-        cfg.pool.link(&relays[1].url, Role::Lookup, &cfg),
+        cfg.sockets.link(&relays[1].url, Role::Lookup, &cfg),
     )
     .await
     .expect("the reserve was free")
@@ -210,9 +219,17 @@ async fn lasting_links_leave_the_reserve_to_short_work() {
 #[tokio::test]
 async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew() {
     let relay = Echo::start().await;
-    let cfg = cfg(PoolConfig::unbounded());
-    let mut feed = cfg.pool.link(&relay.url, Role::Feed, &cfg).await.unwrap();
-    let mut lookup = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    let cfg = cfg(SocketBudget::unbounded());
+    let mut feed = cfg
+        .sockets
+        .link(&relay.url, Role::Feed, &cfg)
+        .await
+        .unwrap();
+    let mut lookup = cfg
+        .sockets
+        .link(&relay.url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
     feed.abandon("flooded".into());
     match timeout(Duration::from_secs(2), lookup.recv())
         .await
@@ -225,7 +242,11 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
         .send(Message::text(r#"["REQ","x",{}]"#))
         .await
         .is_err());
-    let mut again = cfg.pool.link(&relay.url, Role::Lookup, &cfg).await.unwrap();
+    let mut again = cfg
+        .sockets
+        .link(&relay.url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
     again
         .send(Message::text(r#"["REQ","x",{}]"#))
         .await
@@ -237,24 +258,28 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
 #[tokio::test]
 async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_reported() {
     let relay = Echo::start().await;
-    let cfg = cfg(PoolConfig {
+    let cfg = cfg(SocketBudget {
         idle: Duration::from_millis(100),
-        ..PoolConfig::unbounded()
+        ..SocketBudget::unbounded()
     });
-    let link = cfg.pool.link(&relay.url, Role::Probe, &cfg).await.unwrap();
+    let link = cfg
+        .sockets
+        .link(&relay.url, Role::Probe, &cfg)
+        .await
+        .unwrap();
     drop(link);
     wait_until("the socket closed", || relay.open() == 0).await;
-    wait_until("the pool forgot it", || cfg.pool.stats().open == 0).await;
+    wait_until("the socket was forgotten", || cfg.sockets.stats().open == 0).await;
     let dead = {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         drop(listener);
         url
     };
-    match cfg.pool.link(&dead, Role::Lookup, &cfg).await {
+    match cfg.sockets.link(&dead, Role::Lookup, &cfg).await {
         Err(DialError::Failed(_)) => {}
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a dead address connected"),
     }
-    assert_eq!(cfg.pool.stats().open, 0);
+    assert_eq!(cfg.sockets.stats().open, 0);
 }

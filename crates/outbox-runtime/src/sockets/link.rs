@@ -19,8 +19,8 @@ impl std::fmt::Display for LinkClosed {
     }
 }
 
-/// One purpose's handle on a relay's socket ([`RelayPool::link`](super::RelayPool)). Dropping
-/// it leaves the socket to the other links (or to the pool's idle timer).
+/// One purpose's handle on a relay's socket ([`Sockets::link`](super::Sockets)). Dropping
+/// it leaves the socket to the other links (or to the idle timer).
 pub(crate) struct Link {
     url: String,
     link: u64,
@@ -59,7 +59,7 @@ impl Link {
             Message::Text(text) => {
                 let text = text.as_str();
                 match frame::head(text) {
-                    Some((ty, Some(id))) if matches!(ty, "REQ" | "CLOSE" | "COUNT") => {
+                    Some(("REQ" | "CLOSE" | "COUNT", Some(id))) => {
                         let wire = frame::tag(&text[id.clone()], self.link);
                         (Message::text(frame::splice(text, id, &wire)), None)
                     }

@@ -1,5 +1,6 @@
-//! One pool for everything: a feed, an inbox route feed and lookups running together on one
-//! config hold at most the pool's sockets at once, counted where the relays accept them.
+//! One set of sockets for everything: a feed, an inbox route feed and lookups running
+//! together on one config hold at most the budget's sockets at once, counted where the relays
+//! accept them.
 
 mod common;
 
@@ -14,7 +15,7 @@ use nostr::types::Timestamp;
 use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    fetch_events, start, start_route, FeedInput, PoolConfig, RelayPool, RouteEvent, RuntimeConfig,
+    fetch_events, start, start_route, FeedInput, RouteEvent, RuntimeConfig, SocketBudget, Sockets,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -73,6 +74,7 @@ async fn proxy(upstream: &str, gauge: Gauge) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
     const MAX_SOCKETS: usize = 4;
+    const RESERVE: usize = 1;
     let gauge = Gauge::default();
     let mut relays = Vec::new();
     let mut urls = Vec::new();
@@ -84,7 +86,7 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
     let now = now();
     let reader = keys(100);
     // Twelve follows, each writing to relay 1 or 2 and to one of relays 3 to 7: the two
-    // routed places the pool leaves the feed (four sockets, one kept for short work, one for
+    // routed places the budget leaves the feed (four sockets, one kept for short work, one for
     // the reader's relay) cover everyone.
     let follows: Vec<_> = (1..=12).map(keys).collect();
     let mut lists = Vec::new();
@@ -117,9 +119,9 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         once: true,
         discover_lists: false,
         since: Some(Timestamp::from(now - 7 * DAY)),
-        pool: RelayPool::new(PoolConfig {
+        sockets: Sockets::new(SocketBudget {
             max_sockets: Some(MAX_SOCKETS),
-            reserve: 1,
+            reserve: RESERVE,
             idle: Duration::from_millis(200),
         }),
         ..RuntimeConfig::fast_for_tests()
@@ -186,7 +188,7 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
     );
     assert!(summary.sockets.peak <= MAX_SOCKETS, "{:?}", summary.sockets);
     assert!(
-        summary.relays_asked <= MAX_SOCKETS - 1,
+        summary.relays_asked <= MAX_SOCKETS - RESERVE,
         "the routed budget shrank to fit: {:?}",
         summary.relays.keys()
     );

@@ -1,6 +1,6 @@
 //! One socket's task: dials, then writes what its links send and hands each frame read to the
 //! link it is for (every link when it names none of them), until the relay closes it, a link
-//! abandons it, or it has been unused for the pool's idle time.
+//! abandons it, or it has been unused for the budget's idle time.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Weak;
@@ -15,13 +15,17 @@ use super::{frame, DialError, Inner, MAX_PENDING_OKS};
 use crate::config::RuntimeConfig;
 use crate::ws::Socket;
 
+/// The longest `AUTH` frame kept for links that join later (a challenge is at most
+/// [`MAX_CHALLENGE_BYTES`](crate::slot::MAX_CHALLENGE_BYTES), escaped at most six times over).
+const MAX_CHALLENGE_FRAME: usize = 8 * 1024;
+
 /// How the reason of a socket a link abandoned starts.
 const ABANDONED: &str = "abandoned: ";
 
 /// What a link reads: a frame, or how the socket ended.
 pub(crate) type Incoming = Result<Message, String>;
 
-/// What links (and the pool) tell a socket's task.
+/// What links (and [`Sockets`](super::Sockets)) tell a socket's task.
 pub(crate) enum Command {
     /// A link joins; `ready` says whether the socket opened.
     Attach {
@@ -52,6 +56,9 @@ pub(super) struct Connection {
     /// Event id → the link that sent it, oldest first in `ok_order`.
     oks: HashMap<String, u64>,
     ok_order: VecDeque<String>,
+    /// The relay's latest `AUTH` challenge, handed to links that join later: a relay sends it
+    /// once per connection, and each link signs in for itself.
+    challenge: Option<Message>,
 }
 
 /// How a socket ended.
@@ -79,6 +86,7 @@ impl Connection {
             links: HashMap::new(),
             oks: HashMap::new(),
             ok_order: VecDeque::new(),
+            challenge: None,
         }
     }
 
@@ -87,6 +95,11 @@ impl Connection {
         match dialled {
             Some(Ok(mut ws)) => {
                 let end = self.serve(&mut ws, &mut commands).await;
+                // No link joins or writes any more; the place stays taken until it is closed.
+                if let Some(pool) = self.pool.upgrade() {
+                    pool.closing(&self.url, self.socket);
+                }
+                commands.close();
                 let open = match &end {
                     End::Quiet => true,
                     End::Broken(why) => {
@@ -181,6 +194,9 @@ impl Connection {
                 cmd = commands.recv() => match cmd {
                     Some(Command::Attach { link, frames, ready }) => {
                         if ready.send(Ok(())).is_ok() {
+                            if let Some(challenge) = &self.challenge {
+                                let _ = frames.try_send(Ok(challenge.clone()));
+                            }
                             self.links.insert(link, frames);
                             unused_since = None;
                         }
@@ -247,6 +263,10 @@ impl Connection {
                 }
             }
             Some(("OK", Some(id))) => self.oks.get(&text[id]).map(|link| (*link, msg.clone())),
+            Some(("AUTH", Some(_))) if text.len() <= MAX_CHALLENGE_FRAME => {
+                self.challenge = Some(msg.clone());
+                None
+            }
             _ => None,
         };
         match target {
