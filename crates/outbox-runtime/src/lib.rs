@@ -87,7 +87,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr::event::Event;
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use outbox_client::routes::{FilterQuery, RouteBudget, RoutePlan};
 use outbox_client::{MemoryStore, StatsStore};
 use outbox_core::{DeliveryStats, RawRelayList, Router};
 use serde::Serialize;
@@ -454,7 +456,47 @@ pub struct FeedSummary {
 enum Control {
     AddLists(Vec<RawRelayList>),
     SetFollows(Vec<PublicKey>),
+    /// Plan a client's subscription over what the feed knows now.
+    Route {
+        query: FilterQuery,
+        budget: RouteBudget,
+        reply: tokio::sync::oneshot::Sender<Result<RoutePlan, SubscribeError>>,
+    },
     Shutdown,
+}
+
+/// Why [`FeedHandle::subscribe`] opened nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SubscribeError {
+    /// The feed has ended.
+    Ended,
+    /// No relay to ask: none known for what the filter names, and no usable reader relay.
+    NoRelay,
+    /// The route broke an invariant (a bug, reported rather than sent).
+    Broken(String),
+}
+
+impl std::fmt::Display for SubscribeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubscribeError::Ended => f.write_str("the feed has ended"),
+            SubscribeError::NoRelay => f.write_str("no relay to ask"),
+            SubscribeError::Broken(why) => write!(f, "the route is broken: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for SubscribeError {}
+
+/// A client's own subscription on a running feed's sockets ([`FeedHandle::subscribe`]).
+#[derive(Debug)]
+pub struct Subscription {
+    /// Where it asks, and why.
+    pub plan: RoutePlan,
+    /// Stop it with [`RouteFeed::shutdown`] (or let it end at EOSE with `once`).
+    pub feed: RouteFeed,
+    /// Verified events that match the filter, each once, with EOSE and failures per relay.
+    pub events: mpsc::Receiver<RouteEvent>,
 }
 
 /// Controls a running feed.
@@ -462,9 +504,41 @@ enum Control {
 pub struct FeedHandle {
     control: mpsc::UnboundedSender<Control>,
     task: JoinHandle<FeedSummary>,
+    /// The feed's config: subscriptions share its sockets, timeouts and keys.
+    config: RuntimeConfig,
+    reader_relays: Vec<String>,
 }
 
 impl FeedHandle {
+    /// Opens a subscription for `filter`, routed by what it names over the relay lists the
+    /// feed knows and what it learned ([`FilterQuery`]): `authors` to their write relays,
+    /// `#p` to the tagged people's read relays, and always the reader's relays. It runs on the
+    /// feed's sockets (a relay the feed holds is not dialled again), live unless the feed is
+    /// `once`; close it with [`RouteFeed::shutdown`].
+    pub async fn subscribe(&self, filter: Filter) -> Result<Subscription, SubscribeError> {
+        self.subscribe_with(filter, RouteBudget::default()).await
+    }
+
+    /// [`subscribe`](Self::subscribe) within `budget` relays.
+    pub async fn subscribe_with(
+        &self,
+        filter: Filter,
+        budget: RouteBudget,
+    ) -> Result<Subscription, SubscribeError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let query = FilterQuery::new(filter, &self.reader_relays);
+        self.control
+            .send(Control::Route {
+                query,
+                budget,
+                reply,
+            })
+            .map_err(|_| SubscribeError::Ended)?;
+        let plan = answer.await.map_err(|_| SubscribeError::Ended)??;
+        let (feed, events) = start_route(&plan, &self.config);
+        Ok(Subscription { plan, feed, events })
+    }
+
     /// Adds relay lists learned elsewhere; the feed re-plans (debounced) and applies the diff.
     pub fn add_relay_lists(&self, lists: Vec<RawRelayList>) {
         let _ = self.control.send(Control::AddLists(lists));
@@ -490,7 +564,7 @@ impl FeedHandle {
 
     /// Waits for the feed to end by itself (`once` mode) and returns the summary.
     pub async fn wait(self) -> FeedSummary {
-        let FeedHandle { control, task } = self;
+        let FeedHandle { control, task, .. } = self;
         let summary = task.await;
         drop(control);
         match summary {

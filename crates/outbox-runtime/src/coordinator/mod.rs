@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use outbox_client::routes::{FilterQuery, Route, RouteBudget, RouteContext, RoutePlan};
 use outbox_client::RoundRecorder;
 use outbox_client::Slots;
-use outbox_client::{Carriers, Network, StatsStore};
+use outbox_client::{Carriers, Network, RelayDirectory, StatsStore};
 use outbox_core::{DeliveryStats, PlanContext, RawRelayList, RouteTable, Router};
 use outbox_core::{UrlPolicy, Violation};
 use tokio::sync::mpsc;
@@ -61,12 +62,16 @@ pub(crate) fn spawn(
     crate::tls::install_crypto_provider();
     let (out_tx, out_rx) = mpsc::channel(config.channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let reader_relays = input.reader_relays.clone();
+    let route_config = config.clone();
     let coordinator = Coordinator::new(input, config, stats, out_tx);
     let task = tokio::spawn(coordinator.run(control_rx));
     (
         FeedHandle {
             control: control_tx,
             task,
+            config: route_config,
+            reader_relays,
         },
         out_rx,
     )
@@ -628,6 +633,36 @@ impl Coordinator {
         .await;
     }
 
+    /// Routes a client's filter over the relay lists known now and what was learned.
+    fn route(
+        &self,
+        query: &FilterQuery,
+        budget: RouteBudget,
+    ) -> Result<RoutePlan, crate::SubscribeError> {
+        let directory = RelayDirectory::from_relay_lists(
+            self.router.policy().clone(),
+            self.lists.values().cloned(),
+        );
+        let ctx = RouteContext {
+            directory: &directory,
+            stats: &self.stats,
+            now: self.now(),
+            budget,
+        };
+        let (plan, violations) = query.plan_checked(&ctx);
+        if !violations.is_empty() {
+            let why = violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>();
+            return Err(crate::SubscribeError::Broken(why.join("; ")));
+        }
+        if plan.targets.is_empty() {
+            return Err(crate::SubscribeError::NoRelay);
+        }
+        Ok(plan)
+    }
+
     async fn on_control(&mut self, control: Control) -> bool {
         match control {
             Control::AddLists(lists) => {
@@ -649,6 +684,14 @@ impl Coordinator {
                     self.start_discovery();
                 }
                 self.schedule_replan(Duration::ZERO);
+                true
+            }
+            Control::Route {
+                query,
+                budget,
+                reply,
+            } => {
+                let _ = reply.send(self.route(&query, budget));
                 true
             }
             Control::Shutdown => {
