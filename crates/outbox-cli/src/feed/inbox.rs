@@ -34,10 +34,13 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         config.indexers.iter().chain(&args.indexers),
         "indexer",
     )?;
-    if args.secret_key_file.is_some() {
-        eprintln!("warning: --inbox does not sign in yet; relays that require it are skipped");
+    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    if let Some(keys) = &auth {
+        crate::secret::refuse_public(keys, &reader)?;
+        tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
     let runtime_config = RuntimeConfig {
+        auth,
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
         verify_signatures: !args.no_verify,
