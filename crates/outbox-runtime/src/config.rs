@@ -84,6 +84,11 @@ pub struct RuntimeConfig {
     /// Carry the residual when no reader relay is usable (none given, all set aside, all
     /// refusing): canonical or raw relay URLs, tried in order.
     pub fallback_relays: Vec<String>,
+    /// Relays the reader has paid for (canonical URLs): a relay that says it requires payment
+    /// (its NIP-11 document, or a NIP-66 monitor's `R payment`) is left out of plans unless it
+    /// is here. Relays that require sign-in are left out when no [`auth`](Self::auth) keys are
+    /// given.
+    pub paid_relays: Vec<String>,
     /// When neither reader nor fallback relays are usable, this many of the best-known live
     /// relays from the follows' lists carry the residual.
     pub routed_carriers: usize,
@@ -136,6 +141,7 @@ impl Default for RuntimeConfig {
             seed: 0,
             clock: None,
             fallback_relays: Vec::new(),
+            paid_relays: Vec::new(),
             routed_carriers: 2,
             eose_race: None,
             dedup_capacity: 200_000,

@@ -458,7 +458,7 @@ enum Control {
     SetFollows(Vec<PublicKey>),
     /// Plan a client's subscription over what the feed knows now.
     Route {
-        query: FilterQuery,
+        query: Box<FilterQuery>,
         budget: RouteBudget,
         reply: tokio::sync::oneshot::Sender<Result<RoutePlan, SubscribeError>>,
     },
@@ -526,7 +526,7 @@ impl FeedHandle {
         budget: RouteBudget,
     ) -> Result<Subscription, SubscribeError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let query = FilterQuery::new(filter, &self.reader_relays);
+        let query = Box::new(FilterQuery::new(filter, &self.reader_relays));
         self.control
             .send(Control::Route {
                 query,
@@ -595,6 +595,10 @@ pub async fn start(
     if config.auth.is_some() {
         input.penalties.retry_sign_in();
     }
+    // A relay the reader now pays for gets a fresh chance, whatever was kept about it.
+    for url in &config.paid_relays {
+        input.penalties.forget(url);
+    }
     let store = input.store.clone();
     // A task of its own: a store that panics costs the stored stats, not the feed.
     let stats = match tokio::spawn(async move { store.load().await }).await {
@@ -609,7 +613,7 @@ pub async fn start(
         }
     };
     let mut stats = stats;
-    apply_monitors(&input, &config, &mut stats).await;
+    apply_monitors(&mut input, &config, &mut stats).await;
     coordinator::spawn(input, config, stats)
 }
 
@@ -639,7 +643,7 @@ fn fit_sockets(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
 
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a
 /// monitor that fails or knows nothing leaves the stats as they were.
-async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
+async fn apply_monitors(input: &mut FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
     let policy = input.router.policy();
     let monitors: Vec<String> = input
         .monitor_relays
@@ -668,4 +672,35 @@ async fn apply_monitors(input: &FeedInput, config: &RuntimeConfig, stats: &mut D
         own_evidence = summary.own_evidence,
         "monitor reports applied"
     );
+    // Relays a monitor says require what the reader lacks are left out of plans.
+    let mut left_out = Vec::new();
+    for report in &reports {
+        let Ok(url) = policy.canonicalize(&report.url) else {
+            continue;
+        };
+        let limits = outbox_client::paging::RelayLimits {
+            payment_required: report.requires_payment == Some(true),
+            auth_required: report.requires_auth == Some(true),
+            ..Default::default()
+        };
+        if let Some(lacking) = slot::Requirement::unmet(&limits, &url, config) {
+            left_out.push((url, lacking));
+        }
+    }
+    for (url, lacking) in left_out {
+        let reason = lacking.reason("NIP-66 monitor");
+        tracing::info!(relay = %url, %reason, "left out of plans");
+        match lacking {
+            slot::Requirement::SignIn => {
+                input
+                    .penalties
+                    .needs_sign_in(&url, &reason, now, &config.penalty);
+            }
+            slot::Requirement::Payment => {
+                input
+                    .penalties
+                    .penalise(&url, &reason, now, &config.penalty);
+            }
+        }
+    }
 }

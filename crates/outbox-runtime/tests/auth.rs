@@ -478,7 +478,8 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
             ..anonymous.clone()
         };
         let found =
-            outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &anonymous).await;
+            outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &anonymous)
+                .await;
         assert!(found.is_empty(), "{script:?}: served without sign-in");
         assert!(s.private.seen().auths.is_empty(), "{script:?}");
         let found = outbox_runtime::fetch_events(
@@ -535,9 +536,12 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
         auth: Some(reader_keys()),
         ..anonymous.clone()
     };
-    let found = outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &anonymous).await;
+    let found =
+        outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &anonymous)
+            .await;
     assert!(found.is_empty());
-    let found = outbox_runtime::fetch_events(&[s.private.url.clone()], &filter, &signed).await;
+    let found =
+        outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &signed).await;
     assert_eq!(
         found.len(),
         1,

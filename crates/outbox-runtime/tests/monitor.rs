@@ -165,3 +165,61 @@ async fn a_report_never_overrides_the_readers_own_evidence() {
         summary.relays
     );
 }
+
+/// A report saying `relay` requires payment (`R payment`).
+fn paid_report(monitor: &Keys, relay: &str, last_seen: u64) -> nostr::event::Event {
+    EventBuilder::new(Kind::RelayDiscovery, "")
+        .tags([
+            Tag::parse(["d", relay]).unwrap(),
+            Tag::parse(["R", "payment"]).unwrap(),
+        ])
+        .custom_created_at(nostr::types::Timestamp::from_secs(last_seen))
+        .finalize(monitor)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
+    let (paid, home, monitor) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let a = keys(1);
+    let n = note(&a, now() - 60, "behind a paywall");
+    paid.store(&n).await;
+    home.store(&n).await;
+    monitor
+        .store(&paid_report(&keys(9), &paid.url, now() - 600))
+        .await;
+    let feed = |paid_relays: Vec<String>| {
+        let mut input = FeedInput::new(router(CONFIG), vec![a.public_key()], [home.url.clone()]);
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        input.relay_lists = vec![raw(&relay_list(&a, now() - DAY, &[(&paid.url, None)]))];
+        input.monitor_relays = vec![monitor.url.clone()];
+        let config = RuntimeConfig {
+            once: true,
+            discover_lists: false,
+            since: Some(nostr::types::Timestamp::from_secs(now() - 7 * DAY)),
+            paid_relays,
+            ..RuntimeConfig::fast_for_tests()
+        };
+        (input, config)
+    };
+    let (input, config) = feed(Vec::new());
+    let (handle, rx) = start(input, config).await;
+    let unpaid = run_once(handle, &drain(rx), Duration::from_secs(20)).await;
+    assert!(
+        !unpaid.relays.contains_key(&paid.url),
+        "asked a relay that requires payment: {:?}",
+        unpaid.relays
+    );
+    assert_eq!(unpaid.events, 1, "the residual still finds the note");
+    let kept = unpaid.penalties.get(&paid.url).expect("remembered");
+    assert!(kept.last_reason.contains("requires payment"), "{kept:?}");
+
+    let (input, config) = feed(vec![paid.url.clone()]);
+    let (handle, rx) = start(input, config).await;
+    let paying = run_once(handle, &drain(rx), Duration::from_secs(20)).await;
+    assert!(paying.relays[&paid.url].answered, "{:?}", paying.relays);
+}

@@ -498,3 +498,47 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     assert_eq!(summary.events, 401);
     assert_eq!(summary.relays[&capped.url].pages, pages as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
+    let doc = r#"{"name":"paid","limitation":{"payment_required":true}}"#.to_string();
+    let now = now();
+    let author = key(1);
+    let n = note(&author, now - 100, "for members");
+    let relay = TestRelay::start(Some(doc), 500, 1 << 20).await;
+    relay.put([n.clone()]);
+    let reader = RealRelay::start().await;
+    reader.store(&n).await;
+    let run = |paid_relays: Vec<String>| {
+        let mut input = FeedInput::new(
+            router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
+            vec![author.public_key()],
+            [&reader.url],
+        );
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        assert!(input.add_relay_list_event(&relay_list(&author, now, &[(&relay.url, None)])));
+        let mut cfg = config(now - DAY, Paging::default());
+        cfg.paid_relays = paid_relays;
+        cfg.limits.nip11 = Nip11Config {
+            timeout: Duration::from_secs(2),
+            wait: Duration::from_secs(2),
+            ..Nip11Config::default()
+        };
+        (input, cfg)
+    };
+    let (input, cfg) = run(Vec::new());
+    let (handle, rx) = start(input, cfg).await;
+    let out = drain(rx);
+    let unpaid = run_once(handle, &out, Duration::from_secs(20)).await;
+    assert!(unpaid.penalised.contains(&relay.url), "{unpaid:?}");
+    let kept = unpaid.penalties.get(&relay.url).expect("remembered");
+    assert_eq!(kept.last_reason, "requires payment (NIP-11)");
+    assert_eq!(unpaid.events, 1, "the reader's relay stands in");
+
+    let (input, cfg) = run(vec![relay.url.clone()]);
+    let (handle, rx) = start(input, cfg).await;
+    let out = drain(rx);
+    let paying = run_once(handle, &out, Duration::from_secs(20)).await;
+    assert!(paying.penalised.is_empty(), "{:?}", paying.penalised);
+    assert!(paying.relays[&relay.url].answered, "{:?}", paying.relays);
+}

@@ -104,7 +104,7 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
         .unwrap();
     // Published by someone else's client (sockets of its own).
     let publish = outbox_runtime::PublishConfig::fast_for_tests();
-    outbox_runtime::publish(&later, &[a.url.clone()], &publish).await;
+    outbox_runtime::publish(&later, std::slice::from_ref(&a.url), &publish).await;
     assert_eq!(next_note(&mut sub.events).await.id, later.id);
     sub.feed.shutdown().await;
 

@@ -59,6 +59,10 @@ pub struct Args {
     /// A relay the kept stats already know is judged by them alone.
     #[arg(long, value_delimiter = ',')]
     monitors: Vec<String>,
+    /// Relays you pay for (comma-separated): a relay that says it requires payment (its NIP-11
+    /// document, or a NIP-66 monitor) is left out of plans unless it is named here.
+    #[arg(long, value_delimiter = ',')]
+    paid_relays: Vec<String>,
     /// Carry the follows no routed relay covers when none of `--relays` is usable.
     #[arg(long, value_delimiter = ',')]
     fallback_relays: Vec<String>,
@@ -294,6 +298,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         indexers: indexers.clone(),
         auth,
         kinds: args.kinds.iter().map(|k| Kind::from(*k)).collect(),
+        paid_relays: canonical_relays(&policy, &args.paid_relays, "paid relay")?,
         sockets: args.sockets.sockets(),
         ..defaults
     };

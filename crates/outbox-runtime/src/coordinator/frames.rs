@@ -2,7 +2,7 @@
 //! the recorder's frames, set-asides, re-plans and the feed.
 
 use super::*;
-use crate::slot::is_auth_required;
+use crate::slot::{is_auth_required, Requirement};
 
 impl Coordinator {
     pub(super) async fn on_report(&mut self, report: SlotReport) {
@@ -23,6 +23,22 @@ impl Coordinator {
                     handshake,
                 })
                 .await;
+            }
+            ReportKind::Requires(lacking) => {
+                let now = self.now();
+                let reason = lacking.reason("NIP-11");
+                let until = match lacking {
+                    Requirement::SignIn => {
+                        self.tally.auth.insert(url.to_string(), AuthOutcome::NoKeys);
+                        self.penalties
+                            .needs_sign_in(url, &reason, now, &self.cfg.penalty)
+                    }
+                    Requirement::Payment => {
+                        self.penalties
+                            .penalise(url, &reason, now, &self.cfg.penalty)
+                    }
+                };
+                self.penalise(url, until, reason).await;
             }
             ReportKind::Event { sub, event } => self.on_event(url, sub, event).await,
             ReportKind::Eose {

@@ -59,6 +59,12 @@ impl Slot {
                         None => RelayLimits::default(),
                     };
                     debug!(limits = ?self.limits, "relay limits");
+                    if let Some(lacking) = Requirement::unmet(&self.limits, &self.url, &self.cfg) {
+                        // The coordinator leaves it out of the plan and closes this slot.
+                        if !self.report(ReportKind::Requires(lacking)).await {
+                            return;
+                        }
+                    }
                     let ended = self.session(&mut ws, commands, &mut attempt).await;
                     // A relay that stalls or misbehaves is dropped for every purpose on it.
                     if let Ended::Failed(

@@ -176,6 +176,36 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What a relay may require that the reader cannot give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Requirement {
+    /// Payment, and the relay is not among [`RuntimeConfig::paid_relays`].
+    Payment,
+    /// NIP-42 sign-in, and no keys are configured.
+    SignIn,
+}
+
+impl Requirement {
+    /// What the reader lacks, per a relay's limits, under `cfg`.
+    pub(crate) fn unmet(limits: &RelayLimits, url: &str, cfg: &RuntimeConfig) -> Option<Self> {
+        if limits.payment_required && !cfg.paid_relays.iter().any(|p| p == url) {
+            Some(Requirement::Payment)
+        } else if limits.auth_required && cfg.auth.is_none() {
+            Some(Requirement::SignIn)
+        } else {
+            None
+        }
+    }
+
+    /// The reason shown when the relay is left out.
+    pub(crate) fn reason(self, source: &str) -> String {
+        match self {
+            Requirement::Payment => format!("requires payment ({source})"),
+            Requirement::SignIn => format!("auth-required: requires sign-in ({source})"),
+        }
+    }
+}
+
 /// What the coordinator tells a slot.
 #[derive(Debug)]
 pub(crate) enum SlotCommand {
@@ -203,6 +233,8 @@ pub(crate) enum ReportKind {
     Connected {
         handshake: Duration,
     },
+    /// The relay's document says it requires what the reader does not have.
+    Requires(Requirement),
     Event {
         sub: SubKind,
         event: Box<Event>,
