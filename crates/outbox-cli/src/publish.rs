@@ -34,6 +34,14 @@ pub struct Args {
     /// Allow loopback relays (ws://127.0.0.1, ws://localhost), for local relays.
     #[arg(long)]
     allow_local: bool,
+    /// Send only to the relays that do not have the event yet: each is asked for it first
+    /// (e.g. to repair a publish some write relays missed).
+    #[arg(long)]
+    rebroadcast: bool,
+    /// Record in the learned stats (`--stats FILE`, else the default store's stats file) that
+    /// every relay that answered is up, so the next feed's plans lean towards live relays.
+    #[arg(long)]
+    learn: bool,
     /// The whole publish ends after this many seconds.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -77,13 +85,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let report = runtime.block_on(outbox_runtime::publish(&event, &targets, &cfg));
+    let report = if args.rebroadcast {
+        runtime.block_on(outbox_runtime::rebroadcast(&event, &targets, &cfg))
+    } else {
+        runtime.block_on(outbox_runtime::publish(&event, &targets, &cfg))
+    };
     print(&event, &report, args.common.json())?;
+    if args.learn {
+        runtime.block_on(learn(&args, &report))?;
+    }
     Ok(if report.successes() > 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Every relay that answered (an `OK` of any kind, or the event found there) is up: one
+/// liveness success each in the stats store, merged with what is stored.
+async fn learn(args: &Args, report: &PublishReport) -> anyhow::Result<()> {
+    use outbox_runtime::PublishOutcome as O;
+    let keep = crate::store::StoreArgs {
+        stats: args.common.stats_path().map(Into::into),
+        store: None,
+        data_dir: None,
+    };
+    let store = keep.open()?;
+    store
+        .check_writable()
+        .await
+        .context("the stats store cannot be written; run without --learn")?;
+    let mut stats = store.load().await.context("reading the stats")?.stats;
+    let now = nostr::types::Timestamp::now().as_secs();
+    let mut up = 0;
+    for r in &report.relays {
+        if !matches!(r.outcome, O::Timeout | O::ConnectFailed) {
+            stats.record_alive(&r.url, now);
+            up += 1;
+        }
+    }
+    // The store folds this into what other runs saved since the load.
+    store.save(&stats).await.context("saving the stats")?;
+    tracing::info!(relays = up, "recorded as up");
+    Ok(())
 }
 
 /// Reads a signed event file; an unsigned event or a bad id or signature is refused.

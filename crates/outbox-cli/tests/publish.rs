@@ -203,3 +203,46 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     assert!(stdout.contains("accepted"), "{stdout}");
     assert!(relay.has(&note.id.to_hex()).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (Relay::start().await, Relay::start().await);
+    let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let stats = dir.path().join("stats.json");
+    let first = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+    ])
+    .await;
+    assert!(first.status.success(), "{:?}", text(&first));
+    let again = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--to".into(),
+        b.url.clone(),
+        "--rebroadcast".into(),
+        "--learn".into(),
+        "--stats".into(),
+        stats.display().to_string(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&again);
+    assert!(again.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("{}  duplicate  already there", a.url)),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("{}  accepted", b.url)), "{stdout}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for relay in [&a.url, &b.url] {
+        let live = kept["relays"][relay.as_str()]["live_alpha"].as_f64();
+        assert!(live.is_some_and(|l| l > 1.0), "{relay}: {kept}");
+    }
+}

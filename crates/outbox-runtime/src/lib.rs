@@ -101,7 +101,9 @@ pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
 pub use outbox_client::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
-pub use publish::{publish, PublishConfig, PublishOutcome, PublishReport, RelayPublish};
+pub use publish::{
+    publish, rebroadcast, PublishConfig, PublishOutcome, PublishReport, RelayPublish,
+};
 pub use query::fetch_events;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};

@@ -223,6 +223,75 @@ pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> 
     PublishReport { relays }
 }
 
+/// Sends an existing `event` to the targets that do not have it yet (NIP-65 rebroadcast: after
+/// a write relay failed, or to relays newly on the route). Each target is first asked for the
+/// event's id, on the same sockets the sending then uses; those that return it are reported
+/// [`Duplicate`](PublishOutcome::Duplicate) with no attempt, the others get the EVENT as in
+/// [`publish`].
+pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
+    crate::tls::install_crypto_provider();
+    let mut urls: Vec<String> = Vec::new();
+    for t in targets {
+        if !urls.contains(t) {
+            urls.push(t.clone());
+        }
+    }
+    let filter = nostr::filter::Filter::new().id(event.id).limit(1);
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
+        urls.len().clamp(1, MAX_PUBLISH_SOCKETS),
+    ));
+    let mut asks = JoinSet::new();
+    for (i, url) in urls.iter().enumerate() {
+        let (url, filter, runtime, permits) = (
+            url.clone(),
+            filter.clone(),
+            cfg.runtime.clone(),
+            permits.clone(),
+        );
+        asks.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let found = crate::query::fetch_events(std::slice::from_ref(&url), &filter, &runtime);
+            (i, !found.await.is_empty())
+        });
+    }
+    let mut has = vec![false; urls.len()];
+    while let Some(joined) = asks.join_next().await {
+        if let Ok((i, found)) = joined {
+            has[i] = found;
+        }
+    }
+    let missing: Vec<String> = urls
+        .iter()
+        .zip(&has)
+        .filter(|(_, h)| !**h)
+        .map(|(u, _)| u.clone())
+        .collect();
+    let sent = publish(event, &missing, cfg).await;
+    let mut sent = sent.relays.into_iter();
+    let relays = urls
+        .into_iter()
+        .zip(has)
+        .map(|(url, had)| {
+            if had {
+                RelayPublish {
+                    url,
+                    outcome: PublishOutcome::Duplicate,
+                    message: "already there: not sent again".into(),
+                    attempts: 0,
+                }
+            } else {
+                sent.next().unwrap_or(RelayPublish {
+                    url,
+                    outcome: PublishOutcome::Error,
+                    message: "the publishing task failed".into(),
+                    attempts: 0,
+                })
+            }
+        })
+        .collect();
+    PublishReport { relays }
+}
+
 /// One relay: attempts with backoff until a final outcome, the attempts or the deadline.
 async fn to_relay(
     url: String,

@@ -230,3 +230,30 @@ async fn sockets_open_at_once_are_capped() {
     assert!(peak <= MAX_PUBLISH_SOCKETS, "{peak} sockets at once");
     assert!(peak > 1, "relays were not asked concurrently");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
+    let (has, lacks) = (RealRelay::start().await, RealRelay::start().await);
+    let event = note(&keys(1), now() - 30, "say it again");
+    has.store(&event).await;
+    let cfg = PublishConfig::fast_for_tests();
+    let targets = [has.url.clone(), lacks.url.clone()];
+    let report = outbox_runtime::rebroadcast(&event, &targets, &cfg).await;
+    let outcomes: Vec<_> = report
+        .relays
+        .iter()
+        .map(|r| (r.url.as_str(), r.outcome, r.attempts))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (has.url.as_str(), PublishOutcome::Duplicate, 0),
+            (lacks.url.as_str(), PublishOutcome::Accepted, 1),
+        ]
+    );
+    let filter = Filter::new().id(event.id);
+    let found = fetch_events(std::slice::from_ref(&lacks.url), &filter, &cfg.runtime).await;
+    assert_eq!(found.len(), 1, "the relay that lacked it has it now");
+    // One socket per relay served both the question and the EVENT.
+    assert_eq!(cfg.runtime.sockets.stats().dials, 2);
+}

@@ -105,6 +105,11 @@ impl Common {
         self.json
     }
 
+    /// The `--stats` file, if given.
+    pub(crate) fn stats_path(&self) -> Option<&std::path::Path> {
+        self.stats.as_deref()
+    }
+
     /// Whether relay lists were given (a world or a lists file).
     pub(crate) fn has_lists(&self) -> bool {
         self.world.is_some() || self.lists.is_some()

@@ -487,6 +487,14 @@ impl DeliveryStats {
         self.relays.insert(url.to_string(), s);
     }
 
+    /// A relay answered something other than a fetch — an `OK` to a published event — so it is
+    /// up: one liveness success, nothing about what it delivers. Not part of a round.
+    pub fn record_alive(&mut self, url: &str, now: u64) {
+        let mut s = self.entry_at(url, now);
+        s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
+        self.relays.insert(url.to_string(), s);
+    }
+
     /// Folds a measured latency (REQ sent to EOSE) into the relay's moving average. Not part of
     /// a round: a client adds it when the EOSE arrives. NaN, infinite, negative or absurdly
     /// large samples are ignored with a trace event.
@@ -612,6 +620,20 @@ impl AuthorStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ok_to_a_publish_raises_liveness_only() {
+        let mut s = DeliveryStats::new();
+        let before = s.get_at("wss://w.example", 5);
+        s.record_alive("wss://w.example", 5);
+        let after = s.get_at("wss://w.example", 5);
+        assert!(
+            after.live_mean() > before.live_mean(),
+            "{before:?} {after:?}"
+        );
+        assert_eq!(after.mean(), before.mean());
+        assert_eq!(s.session, 0, "not a session");
+    }
 
     #[test]
     fn forget_drops_one_relay_only() {
