@@ -59,6 +59,10 @@ impl Slot {
                         None => RelayLimits::default(),
                     };
                     debug!(limits = ?self.limits, "relay limits");
+                    if let Some(max) = self.limits.max_subscriptions {
+                        // Every purpose on the socket shares the relay's limit.
+                        ws.limit_subscriptions(usize::try_from(max).unwrap_or(usize::MAX));
+                    }
                     if let Some(lacking) = Requirement::unmet(&self.limits, &self.url, &self.cfg) {
                         // The coordinator leaves it out of the plan and closes this slot.
                         if !self.report(ReportKind::Requires(lacking)).await {

@@ -19,11 +19,21 @@ use crate::ws::Socket;
 /// [`MAX_CHALLENGE_BYTES`](crate::slot::MAX_CHALLENGE_BYTES), escaped at most six times over).
 const MAX_CHALLENGE_FRAME: usize = 8 * 1024;
 
+/// REQs that wait at once for the relay's subscription limit; past this they are sent anyway
+/// (the relay then refuses or closes what it cannot hold, as it would without the wait).
+const MAX_WAITING_REQS: usize = 1024;
+
 /// How the reason of a socket a link abandoned starts.
 const ABANDONED: &str = "abandoned: ";
 
 /// What a link reads: a frame, or how the socket ended.
 pub(crate) type Incoming = Result<Message, String>;
+
+/// A subscription a frame opens (`REQ`) or closes (`CLOSE`), by its id on the wire.
+pub(crate) enum Sub {
+    Open(String),
+    Close(String),
+}
 
 /// What links (and [`Sockets`](super::Sockets)) tell a socket's task.
 pub(crate) enum Command {
@@ -34,12 +44,15 @@ pub(crate) enum Command {
         ready: oneshot::Sender<Result<(), DialError>>,
     },
     /// A frame to write; `ok_id` is the id of the event it carries, whose `OK` goes back to
-    /// this link.
+    /// this link; `sub` the subscription it opens or closes.
     Send {
         link: u64,
         msg: Message,
         ok_id: Option<String>,
+        sub: Option<Sub>,
     },
+    /// The relay's subscription limit.
+    Limit { max: usize },
     /// A link leaves; with `kill`, the socket ends for every link.
     Detach { link: u64, kill: Option<String> },
     /// Close now if no link uses the socket: someone waits for its place.
@@ -59,6 +72,14 @@ pub(super) struct Connection {
     /// The relay's latest `AUTH` challenge, handed to links that join later: a relay sends it
     /// once per connection, and each link signs in for itself.
     challenge: Option<Message>,
+    /// Subscriptions open on the relay, by wire id, with the link that opened them.
+    open: HashMap<String, u64>,
+    /// The relay's subscription limit, once a link read it.
+    max_subs: Option<usize>,
+    /// REQs waiting for a subscription to close, oldest first.
+    waiting: VecDeque<(u64, String, Message)>,
+    /// A `CLOSED` freed a subscription: waiting REQs may go.
+    freed_sub: bool,
 }
 
 /// How a socket ended.
@@ -87,6 +108,10 @@ impl Connection {
             oks: HashMap::new(),
             ok_order: VecDeque::new(),
             challenge: None,
+            open: HashMap::new(),
+            max_subs: None,
+            waiting: VecDeque::new(),
+            freed_sub: false,
         }
     }
 
@@ -157,7 +182,7 @@ impl Connection {
                             return None;
                         }
                     }
-                    Some(Command::Send { .. }) | Some(Command::CloseIdle) => {}
+                    Some(Command::Send { .. } | Command::CloseIdle | Command::Limit { .. }) => {}
                     None => return None,
                 },
                 res = &mut connect => break match res {
@@ -201,20 +226,31 @@ impl Connection {
                             unused_since = None;
                         }
                     }
-                    Some(Command::Send { link, msg, ok_id }) => {
+                    Some(Command::Send { link, msg, ok_id, sub }) => {
                         if !self.links.contains_key(&link) {
                             continue;
                         }
                         if let Some(id) = ok_id {
                             self.expect_ok(id, link);
                         }
-                        if let Err(e) = ws.send(msg).await {
+                        if let Err(e) = self.write(ws, link, msg, sub).await {
+                            return End::Broken(format!("sending failed: {e}"));
+                        }
+                    }
+                    Some(Command::Limit { max }) => {
+                        self.max_subs = Some(max.max(1));
+                        if let Err(e) = self.flush(ws).await {
                             return End::Broken(format!("sending failed: {e}"));
                         }
                     }
                     Some(Command::Detach { link, kill }) => {
                         self.links.remove(&link);
                         self.forget_oks(link);
+                        if kill.is_none() {
+                            if let Err(e) = self.close_subs_of(ws, link).await {
+                                return End::Broken(format!("sending failed: {e}"));
+                            }
+                        }
                         if let Some(why) = kill {
                             return End::Broken(format!("{ABANDONED}{why}"));
                         }
@@ -237,7 +273,14 @@ impl Connection {
                         let why = close.map(|f| f.reason.to_string()).unwrap_or_default();
                         return End::Broken(format!("closed by relay {why}"));
                     }
-                    Some(Ok(Message::Text(text))) => self.route(text.as_str(), Message::Text(text.clone())).await,
+                    Some(Ok(Message::Text(text))) => {
+                        self.route(text.as_str(), Message::Text(text.clone())).await;
+                        if std::mem::take(&mut self.freed_sub) {
+                            if let Err(e) = self.flush(ws).await {
+                                return End::Broken(format!("sending failed: {e}"));
+                            }
+                        }
+                    }
                     Some(Ok(msg @ Message::Binary(_))) => self.broadcast(msg).await,
                     Some(Ok(_)) => {}
                 },
@@ -248,8 +291,87 @@ impl Connection {
         }
     }
 
+    /// Writes a link's frame, keeping the relay's open subscriptions within its limit: a REQ
+    /// for a new subscription past the limit waits for one to close.
+    async fn write(
+        &mut self,
+        ws: &mut Socket,
+        link: u64,
+        msg: Message,
+        sub: Option<Sub>,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        match sub {
+            Some(Sub::Open(wire)) => {
+                let full = self.max_subs.is_some_and(|max| self.open.len() >= max);
+                if full && !self.open.contains_key(&wire) && self.waiting.len() < MAX_WAITING_REQS {
+                    self.waiting.push_back((link, wire, msg));
+                    return Ok(());
+                }
+                self.open.insert(wire, link);
+                ws.send(msg).await
+            }
+            Some(Sub::Close(wire)) => {
+                self.waiting.retain(|(_, w, _)| *w != wire);
+                let was_open = self.open.remove(&wire).is_some();
+                ws.send(msg).await?;
+                if was_open {
+                    self.flush(ws).await?;
+                }
+                Ok(())
+            }
+            None => ws.send(msg).await,
+        }
+    }
+
+    /// Sends waiting REQs while the relay's limit allows.
+    async fn flush(
+        &mut self,
+        ws: &mut Socket,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        while self.max_subs.is_none_or(|max| self.open.len() < max) {
+            let Some((link, wire, msg)) = self.waiting.pop_front() else {
+                break;
+            };
+            if !self.links.contains_key(&link) {
+                continue;
+            }
+            self.open.insert(wire, link);
+            ws.send(msg).await?;
+        }
+        Ok(())
+    }
+
+    /// A link left: its subscriptions still open on the relay are closed for it (a lookup cut
+    /// short leaves nothing behind), and its waiting REQs dropped.
+    async fn close_subs_of(
+        &mut self,
+        ws: &mut Socket,
+        link: u64,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        self.waiting.retain(|(l, _, _)| *l != link);
+        let mut ids: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(_, l)| **l == link)
+            .map(|(w, _)| w.clone())
+            .collect();
+        ids.sort();
+        for wire in ids {
+            self.open.remove(&wire);
+            let close = serde_json::json!(["CLOSE", wire]).to_string();
+            ws.send(Message::text(close)).await?;
+        }
+        self.flush(ws).await
+    }
+
     /// Hands a text frame to the link it names, or to every link.
     async fn route(&mut self, text: &str, msg: Message) {
+        if let Some(("CLOSED", Some(id))) = frame::head(text) {
+            // The relay ended it: its place is free.
+            if self.open.remove(&text[id]).is_some() {
+                self.freed_sub = true;
+            }
+        }
         let target = match frame::head(text) {
             Some((ty, Some(id))) if frame::names_subscription(ty) => {
                 match frame::untag(&text[id.clone()]) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::connection::{Command, Incoming};
+use super::connection::{Command, Incoming, Sub};
 use super::{frame, Inner};
 
 /// The socket is gone (closed by the relay, failed, or abandoned by another link).
@@ -55,27 +55,39 @@ impl Link {
     /// remembered so its `OK` comes back here. Never waits for the socket: a frame the socket
     /// cannot write ends it, and the link then reads its end.
     pub(crate) async fn send(&mut self, msg: Message) -> Result<(), LinkClosed> {
-        let (msg, ok_id) = match &msg {
+        let (msg, ok_id, sub) = match &msg {
             Message::Text(text) => {
                 let text = text.as_str();
                 match frame::head(text) {
-                    Some(("REQ" | "CLOSE" | "COUNT", Some(id))) => {
+                    Some((ty @ ("REQ" | "CLOSE" | "COUNT"), Some(id))) => {
                         let wire = frame::tag(&text[id.clone()], self.link);
-                        (Message::text(frame::splice(text, id, &wire)), None)
+                        let sub = match ty {
+                            "REQ" => Some(Sub::Open(wire.clone())),
+                            "CLOSE" => Some(Sub::Close(wire.clone())),
+                            _ => None,
+                        };
+                        (Message::text(frame::splice(text, id, &wire)), None, sub)
                     }
-                    Some(("EVENT" | "AUTH", _)) => (msg.clone(), frame::sent_event_id(text)),
-                    _ => (msg.clone(), None),
+                    Some(("EVENT" | "AUTH", _)) => (msg.clone(), frame::sent_event_id(text), None),
+                    _ => (msg.clone(), None, None),
                 }
             }
-            _ => (msg, None),
+            _ => (msg, None, None),
         };
         self.commands
             .send(Command::Send {
                 link: self.link,
                 msg,
                 ok_id,
+                sub,
             })
             .map_err(|_| LinkClosed)
+    }
+
+    /// The relay's published subscription limit (NIP-11 `max_subscriptions`): REQs of every
+    /// link on the socket beyond it wait until one of them is closed.
+    pub(crate) fn limit_subscriptions(&mut self, max: usize) {
+        let _ = self.commands.send(Command::Limit { max });
     }
 
     /// The next frame for this link; `None` once the socket ended. An error says how it ended.

@@ -9,11 +9,13 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::*;
 
-/// A relay that answers every REQ with EOSE, every EVENT with OK, and counts its sockets.
+/// A relay that answers every REQ with EOSE, every EVENT with OK, and counts its sockets and
+/// the CLOSEs it was sent.
 struct Echo {
     url: String,
     accepted: Arc<AtomicUsize>,
     open: Arc<AtomicUsize>,
+    closes: Arc<AtomicUsize>,
 }
 
 impl Echo {
@@ -22,11 +24,12 @@ impl Echo {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
-        let (a, o) = (accepted.clone(), open.clone());
+        let closes = Arc::new(AtomicUsize::new(0));
+        let (a, o, c) = (accepted.clone(), open.clone(), closes.clone());
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 a.fetch_add(1, Ordering::SeqCst);
-                let open = o.clone();
+                let (open, closes) = (o.clone(), c.clone());
                 open.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     if let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await {
@@ -39,6 +42,10 @@ impl Echo {
                                 Some("REQ") => serde_json::json!(["EOSE", v[1]]),
                                 Some("EVENT") => serde_json::json!(["OK", v[1]["id"], true, ""]),
                                 Some("NOTICE") => serde_json::json!(["NOTICE", v[1]]),
+                                Some("CLOSE") => {
+                                    closes.fetch_add(1, Ordering::SeqCst);
+                                    continue;
+                                }
                                 _ => continue,
                             };
                             if ws.send(Message::text(reply.to_string())).await.is_err() {
@@ -54,6 +61,7 @@ impl Echo {
             url,
             accepted,
             open,
+            closes,
         }
     }
 
@@ -282,4 +290,47 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
         Ok(_) => panic!("a dead address connected"),
     }
     assert_eq!(cfg.sockets.stats().open, 0);
+}
+
+#[tokio::test]
+async fn every_link_s_subscriptions_share_the_relay_s_limit() {
+    let relay = Echo::start().await;
+    let cfg = cfg(SocketBudget::unbounded());
+    let mut feed = cfg
+        .sockets
+        .link(&relay.url, Role::Feed, &cfg)
+        .await
+        .unwrap();
+    let mut lookup = cfg
+        .sockets
+        .link(&relay.url, Role::Lookup, &cfg)
+        .await
+        .unwrap();
+    feed.limit_subscriptions(1);
+    feed.send(Message::text(r#"["REQ","page-1",{}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut feed).await, r#"["EOSE","page-1"]"#);
+    // The relay holds one subscription: the lookup's REQ waits for it to close.
+    lookup
+        .send(Message::text(r#"["REQ","look",{}]"#))
+        .await
+        .unwrap();
+    assert!(timeout(Duration::from_millis(150), lookup.recv())
+        .await
+        .is_err());
+    feed.send(Message::text(r#"["CLOSE","page-1"]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut lookup).await, r#"["EOSE","look"]"#);
+    // A link that leaves with a subscription open has it closed for it.
+    drop(lookup);
+    wait_until("the lookup's subscription closed", || {
+        relay.closes.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    feed.send(Message::text(r#"["REQ","page-2",{}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut feed).await, r#"["EOSE","page-2"]"#);
 }
