@@ -517,6 +517,22 @@ impl FeedHandle {
     /// `#p` to the tagged people's read relays, and always the reader's relays. It runs on the
     /// feed's sockets (a relay the feed holds is not dialled again), live unless the feed is
     /// `once`; close it with [`RouteFeed::shutdown`].
+    ///
+    /// ```no_run
+    /// # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
+    /// use nostr::{event::Kind, filter::Filter};
+    /// use outbox_runtime::{start, FeedInput, RouteEvent, RuntimeConfig, SocketBudget, Sockets};
+    /// let config = RuntimeConfig { sockets: Sockets::new(SocketBudget::mobile()), ..Default::default() };
+    /// let input = FeedInput::new(router, follows.clone(), ["wss://relay.example"]);
+    /// let (feed, _notes) = start(input, config.clone()).await;
+    /// // Reactions to the follows' notes, on the feed's sockets.
+    /// let filter = Filter::new().authors(follows).kind(Kind::Reaction);
+    /// let mut reactions = feed.subscribe(filter).await.expect("a relay to ask");
+    /// while let Some(RouteEvent::Note { event, relay }) = reactions.events.recv().await {
+    ///     println!("{relay}: {}", event.content);
+    /// }
+    /// # }
+    /// ```
     pub async fn subscribe(&self, filter: Filter) -> Result<Subscription, SubscribeError> {
         self.subscribe_with(filter, RouteBudget::default()).await
     }
