@@ -101,7 +101,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         ),
         Progress::Session { label, result } => eprintln!(
             "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
-             notes {}/{} live/simulated ({:.1}s)",
+             notes {}/{} live/simulated; {} sockets at most ({:.1}s)",
             result.session,
             percent(result.live.declared()),
             percent(result.simulated.declared()),
@@ -111,6 +111,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             result.probes.simulated_answered,
             result.probes.live_events,
             result.probes.simulated_events,
+            result.sockets,
             result.elapsed.as_secs_f64()
         ),
     }))?;
@@ -235,6 +236,7 @@ mod tests {
             plans: 1,
             seed_matches: true,
             probes: Default::default(),
+            sockets: 0,
             elapsed: Duration::ZERO,
         };
         let report = LiveReport {

@@ -181,6 +181,8 @@ pub struct SessionResult {
     pub seed_matches: bool,
     /// What the runtime's probes did after the fetch, beside the simulator's.
     pub probes: ProbeCounts,
+    /// The most sockets the runtime held at once (feed, reader relays, probes).
+    pub sockets: usize,
     /// Wall time of the session.
     pub elapsed: Duration,
 }
@@ -396,6 +398,9 @@ pub async fn run_live(
             input.store = store;
             input.penalties = PenaltyBox::new();
             let mut runtime = cfg.runtime.clone();
+            // Sockets of its own per session: its peak is the session's, and no socket a
+            // previous session left idle is reused.
+            runtime.sockets = outbox_runtime::Sockets::new(cfg.runtime.sockets.budget());
             runtime.once = true;
             runtime.discover_lists = false;
             runtime.since = Some(Timestamp::from(since_live));
@@ -462,6 +467,7 @@ pub async fn run_live(
                     simulated_answered: sim_probe.reqs,
                     simulated_events: sim_probe.events,
                 },
+                sockets: summary.sockets.peak,
                 elapsed: session_started.elapsed(),
             };
             progress(Progress::Session {
