@@ -37,7 +37,9 @@
 //! the relay is believed to deliver, and is judged by its own evidence once asked. A follow
 //! with no list, or whose declared relays are dead or keep no history, is then routed where it
 //! was hinted; one whose declared relays serve it well rarely is, since a hint adds little to
-//! them and costs disclosure. A table without hints plans exactly as before.
+//! them and costs disclosure. A hint at one of the reader's relays (notes seen arriving for the
+//! residual) is never routed to: the residual asks those relays anyway, and a routed one would
+//! spend a connection. A table without hints plans exactly as before.
 //!
 //! Each ingredient can be switched off in config, which is how the ablation is measured.
 

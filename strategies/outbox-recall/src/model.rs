@@ -267,6 +267,14 @@ impl Model {
                     }
                 }
             }
+            // A follow left unrouted is asked of the reader's relays anyway (the residual), and
+            // routing it to one of them would spend a connection on what is free: a hint there
+            // (notes seen arriving for the residual) is never a reason to route.
+            for (i, relay) in relays.iter().enumerate().skip(declared) {
+                if table.is_reader_relay(*relay) {
+                    chances[i].0 = 0.0;
+                }
+            }
             // Authors in id order are each relay's candidate writers in order, so this fills
             // every relay's column in `RouteTable::candidate_writers` order.
             for (&relay, &(q, u)) in relays.iter().zip(chances.iter()) {

@@ -176,12 +176,19 @@ impl Recall {
 
 impl Recall {
     /// Drops the (follow, relay) pairs worth least until the plan names at most
-    /// `disclosure × listed follows` pairs (a follow with hinted relays counts as listed). A
-    /// follow always keeps its best relay.
+    /// `disclosure × listed follows` pairs (a follow hinted a relay it may be routed to counts
+    /// as listed). A follow always keeps its best relay.
     fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
+        // Hints at the reader's relays are never routed to (see `Model::build`).
         let listed = table
             .authors()
-            .filter(|&a| !table.candidates(a).is_empty())
+            .filter(|&a| {
+                !table.write_relays(a).is_empty()
+                    || table
+                        .hint_relays(a)
+                        .iter()
+                        .any(|&r| !table.is_reader_relay(r))
+            })
             .count();
         let allowed = (self.config.disclosure * listed as f64).floor() as usize;
         let total: usize = held.iter().map(|h| h.slots.len()).sum();

@@ -383,3 +383,24 @@ fn a_follow_without_a_list_is_asked_where_it_was_hinted() {
         }
     }
 }
+
+/// A hint at one of the reader's relays (a residual follow's notes seen arriving there) never
+/// spends a connection: the residual asks the reader's relays about the follow anyway.
+#[test]
+fn a_hint_at_a_reader_relay_leaves_the_follow_to_the_residual() {
+    use outbox_core::{HintSource, RouteTableBuilder, UrlPolicy};
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows((0..3).map(test_key))
+        .reader_relays(["wss://home.example"]);
+    for k in 0..2 {
+        b.add_list(relay_list(k, &["wss://a.example"]));
+    }
+    b.hint(test_key(2), "wss://home.example", HintSource::SeenOn);
+    let t = b.build();
+    let mut r = router(5, "");
+    let plan = r.plan_with(&t, &DeliveryStats::new(), PlanContext::at(0));
+    let lonely = t.author_id(&test_key(2)).unwrap();
+    let home = t.relay_id("wss://home.example").unwrap();
+    assert!(plan.residual().contains(&lonely));
+    assert!(plan.routed().iter().all(|a| a.relay != home), "{plan:?}");
+}
