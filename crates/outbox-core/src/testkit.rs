@@ -95,7 +95,7 @@ pub fn random_table(shape: WorldShape, seed: u64) -> RouteTable {
 /// [`random_table`]'s for the same shape and seed.
 pub fn random_hinted_table(shape: WorldShape, seed: u64) -> RouteTable {
     let (mut builder, follows) = random_builder(shape, seed);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6869_6e74_73);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0068_696e_7473);
     for pk in &follows {
         if !rng.random_bool(0.5) {
             continue;
