@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use nostr::key::PublicKey;
 use serde::Serialize;
 
+use outbox_core::hints::Hint;
 use outbox_core::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
 use outbox_core::stats::DeliveryStats;
 use outbox_core::url_policy::UrlPolicy;
@@ -112,6 +113,18 @@ impl Network<'_> {
         stats: &DeliveryStats,
         now: u64,
     ) -> (RouteTable, Carriers) {
+        self.table_with_hints(set_aside, stats, now, &[])
+    }
+
+    /// [`table`](Self::table), with `hints` ([`outbox_core::hints`]) offered to it too, those
+    /// naming a set-aside relay left out.
+    pub fn table_with_hints(
+        &self,
+        set_aside: &HashSet<&str>,
+        stats: &DeliveryStats,
+        now: u64,
+        hints: &[Hint],
+    ) -> (RouteTable, Carriers) {
         let (readers, carriers) = self.carriers(set_aside, stats, now);
         let mut builder = RouteTableBuilder::new(self.policy.clone())
             .follows(self.follows.iter().copied())
@@ -138,6 +151,13 @@ impl Network<'_> {
                 created_at: list.created_at,
                 tags,
             });
+        }
+        for h in hints {
+            let aside = (self.policy.canonicalize(&h.relay).ok())
+                .is_some_and(|url| set_aside.contains(url.as_str()));
+            if !aside {
+                builder.hint(h.author, &h.relay, h.source);
+            }
         }
         (builder.build(), carriers)
     }
@@ -208,5 +228,40 @@ mod tests {
         assert_eq!(table.reader_relays().len(), 1);
         aside.insert("wss://a.example");
         assert_eq!(net.carriers(&aside, &stats, 0).1, Carriers::Nobody);
+    }
+
+    #[test]
+    fn hints_join_the_table_unless_their_relay_is_set_aside() {
+        use outbox_core::hints::HintSource;
+        let policy = UrlPolicy::default();
+        let follows = [key(1), key(2)];
+        let readers = ["wss://home.example".to_string()];
+        let a = list(1, &["wss://a.example"]);
+        let lists = [&a];
+        let net = Network {
+            policy: &policy,
+            follows: &follows,
+            readers: &readers,
+            fallback: &[],
+            lists: &lists,
+            routed_carriers: 1,
+        };
+        let hint = |relay: &str| Hint {
+            author: key(2),
+            relay: relay.to_string(),
+            source: HintSource::ContactList,
+        };
+        let hints = [hint("wss://h.example/"), hint("wss://gone.example")];
+        let aside: HashSet<&str> = ["wss://gone.example"].into_iter().collect();
+        let (table, _) = net.table_with_hints(&aside, &DeliveryStats::new(), 0, &hints);
+        let two = table.author_id(&key(2)).unwrap();
+        let hinted: Vec<&str> = table
+            .hint_relays(two)
+            .iter()
+            .map(|&r| table.url(r))
+            .collect();
+        assert_eq!(hinted, ["wss://h.example"]);
+        let (plain, _) = net.table(&aside, &DeliveryStats::new(), 0);
+        assert_eq!(plain.hint_count(), 0);
     }
 }

@@ -45,6 +45,11 @@ pub struct RouterConfig {
     /// Relays asked for relay lists besides the reader's own (`indexers = ["wss://…"]`):
     /// lists that live only on an indexer route their authors from the first run on.
     pub indexers: Vec<String>,
+    /// Give route tables the relay hints the client knows (`hints = true`; [`crate::hints`]):
+    /// kind:3 and pointer hints, and the relays learned stats saw each follow's notes arrive
+    /// on. Off by default: tables hold the declared lists alone. The simulator's session loop
+    /// honours it; the live runtime does not feed hints yet.
+    pub hints: bool,
 }
 
 /// The most indexer relays a config may name: each is one more connection per run.
@@ -71,13 +76,14 @@ impl RouterConfig {
                         | "url_policy"
                         | "strategy"
                         | "indexers"
+                        | "hints"
                 )
             })
             .collect();
         for key in unknown.iter().take(MAX_NAMED_KEYS) {
             issues.push(ConfigIssue::new(
                 key.as_str(),
-                "unknown key (expected max_connections, pool, probe_connections, url_policy, strategy, indexers)",
+                "unknown key (expected max_connections, pool, probe_connections, url_policy, strategy, indexers, hints)",
             ));
         }
         if unknown.len() > MAX_NAMED_KEYS {
@@ -149,6 +155,17 @@ impl RouterConfig {
             }
             Some(value) => deserialize_at::<Vec<String>>(value, "indexers", &mut issues),
         };
+        let hints = match table.get("hints") {
+            None => Some(false),
+            Some(toml::Value::Boolean(b)) => Some(*b),
+            Some(other) => {
+                issues.push(ConfigIssue::new(
+                    "hints",
+                    format!("expected true or false, found {}", describe(other)),
+                ));
+                None
+            }
+        };
         let strategy = match table.get("strategy") {
             None => {
                 issues.push(ConfigIssue::new(
@@ -159,13 +176,14 @@ impl RouterConfig {
             }
             Some(value) => parse_strategy(value, "strategy", &mut issues),
         };
-        match (max_connections, pool, url_policy, strategy, indexers) {
+        match (max_connections, pool, url_policy, strategy, indexers, hints) {
             (
                 Some(max_connections),
                 Some(pool),
                 Some(url_policy),
                 Some(strategy),
                 Some(indexers),
+                Some(hints),
             ) if issues.is_empty() => Ok(Self {
                 max_connections,
                 pool,
@@ -173,6 +191,7 @@ impl RouterConfig {
                 url_policy,
                 strategy,
                 indexers,
+                hints,
             }),
             _ => Err(ConfigError { issues }),
         }
@@ -640,5 +659,16 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn hints_are_off_unless_asked_for_and_must_be_a_boolean() {
+        let parse = |text: &str| RouterConfig::from_toml(text).unwrap().hints;
+        assert!(!parse("[strategy]\ntype = \"config_probe\"\n"));
+        assert!(parse("hints = true\n[strategy]\ntype = \"config_probe\"\n"));
+        assert_eq!(
+            issues("hints = \"yes\"\n[strategy]\ntype = \"config_probe\"\n"),
+            ["hints"]
+        );
     }
 }

@@ -44,7 +44,8 @@ pub enum Violation {
     NotAFollow(AuthorId),
     /// A relay that is neither in the route table nor among the reader's relays.
     UnknownRelay(RelayId),
-    /// A routed relay is asked about a follow who does not write there.
+    /// A routed relay is asked about a follow who neither declares it a write relay nor was
+    /// hinted there ([`RouteTable::may_route`]).
     NotAWriteRelay {
         /// The relay.
         relay: RelayId,
@@ -73,7 +74,7 @@ impl fmt::Display for Violation {
             Violation::NotAWriteRelay { relay, author } => {
                 write!(
                     f,
-                    "{relay} is asked about {author}, who does not write there"
+                    "{relay} is asked about {author}, who neither writes nor was hinted there"
                 )
             }
             Violation::PoolNotReaderRelay(r) => {
@@ -119,7 +120,7 @@ pub fn check_plan(plan: &Plan, table: &RouteTable, limits: Limits) -> Vec<Violat
                 violations.push(Violation::NotAFollow(author));
                 continue;
             }
-            if !table.writes_to(author, a.relay) {
+            if !table.may_route(author, a.relay) {
                 violations.push(Violation::NotAWriteRelay {
                     relay: a.relay,
                     author,
@@ -353,6 +354,64 @@ mod tests {
                 author: f3,
             },
         );
+    }
+
+    /// Follow 3 (no list) hinted at c.example, follow 1 at c.example too (beside its list).
+    fn hinted_table() -> RouteTable {
+        let mut b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1), key(2), key(3)])
+            .reader_relays(["wss://home.example"]);
+        for n in [1, 2] {
+            b.add_list(RawRelayList {
+                author: key(n),
+                created_at: 1,
+                tags: vec![vec!["r".to_string(), "wss://a.example".to_string()]],
+            });
+        }
+        b.hint(key(3), "wss://c.example", crate::HintSource::ContactList);
+        b.hint(key(1), "wss://c.example/", crate::HintSource::SeenOn);
+        b.build()
+    }
+
+    #[test]
+    fn hinted_relays_may_be_routed() {
+        let t = hinted_table();
+        let (f1, f2, f3) = (
+            t.author_id(&key(1)).unwrap(),
+            t.author_id(&key(2)).unwrap(),
+            t.author_id(&key(3)).unwrap(),
+        );
+        let (a, c) = (
+            t.relay_id("wss://a.example").unwrap(),
+            t.relay_id("wss://c.example").unwrap(),
+        );
+        let v = through_router(&t, vec![assign(a, &[f2]), assign(c, &[f1, f3])]);
+        assert_eq!(v, vec![]);
+    }
+
+    #[test]
+    fn a_relay_neither_declared_nor_hinted_is_refused_with_hints_about() {
+        let t = hinted_table();
+        let (f2, f3) = (t.author_id(&key(2)).unwrap(), t.author_id(&key(3)).unwrap());
+        let (a, c) = (
+            t.relay_id("wss://a.example").unwrap(),
+            t.relay_id("wss://c.example").unwrap(),
+        );
+        // f2 declares a and was hinted nowhere; f3 was hinted at c only.
+        let v = through_router(&t, vec![assign(c, &[f2]), assign(a, &[f3])]);
+        assert!(
+            v.iter()
+                .all(|x| matches!(x, Violation::NotAWriteRelay { .. })),
+            "{v:?}"
+        );
+        assert!(v.contains(&Violation::NotAWriteRelay {
+            relay: c,
+            author: f2
+        }));
+        assert!(v.contains(&Violation::NotAWriteRelay {
+            relay: a,
+            author: f3
+        }));
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 pub mod config;
 mod fastmap;
+pub mod hints;
 pub mod ids;
 pub mod invariants;
 pub mod issue;
@@ -40,6 +41,7 @@ pub mod testkit;
 pub mod url_policy;
 
 pub use config::{RouterConfig, DEFAULT_MAX_CONNECTIONS};
+pub use hints::{contact_list_hints, seen_on_hints, Hint, HintCounts, HintSource};
 pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};

@@ -15,7 +15,9 @@
 //! other ([`DeliveryStats::record_round`]). What a probe returns is never a fetched note: a
 //! full page is a sample, learned as one (see [`AuthorRound::capped`](crate::stats::AuthorRound)).
 //! Every question names follows to a relay, so probes count in disclosure; asking a relay only
-//! about the follows who list it keeps that to what the outbox model already tells it.
+//! about the follows who list it keeps that to what the outbox model already tells it. A relay
+//! hinted for a follow ([`crate::hints`]) is a candidate too, for the follows hinted there,
+//! each worth its source's share of a declared relay ([`HintSource::prior`](crate::HintSource::prior)).
 
 use std::collections::HashSet;
 
@@ -131,12 +133,28 @@ fn unexplored(stats: &DeliveryStats, url: &str) -> bool {
     answered == 0 && s.failures < MAX_PROBE_FAILURES
 }
 
+/// How much of a follow's unknown a candidate relay carries: 1 for a declared write relay, the
+/// source's prior for a hinted one ([`HintSource::prior`](crate::HintSource::prior)).
+fn weight(table: &RouteTable, author: AuthorId, at: usize) -> f64 {
+    let declared = table.write_relays(author).len();
+    if at < declared {
+        1.0
+    } else {
+        table
+            .hint_sources(author)
+            .get(at - declared)
+            .map_or(0.0, |s| s.prior())
+    }
+}
+
 /// The relays to probe after a session's fetch: relays never seen answering, not in `skip`
 /// (the relays the session asked, those set aside), each valued by what it may hold that is
-/// unknown — per follow who lists it, what is unknown of the follow's notes, shared among the
-/// follow's unexplored relays, so a follow's only relay carries all of it and one of thirty a
-/// thirtieth. The best `budget.connections` relays, ties by URL; each is asked about its
-/// follows with the most unknown first, at most `budget.authors`.
+/// unknown — per follow who lists it or was hinted there, what is unknown of the follow's
+/// notes, shared among the follow's unexplored relays, so a follow's only relay carries all of
+/// it and one of thirty a thirtieth. A hinted relay carries its source's share
+/// ([`HintSource::prior`](crate::HintSource::prior)) of what a declared one would: `need · w / max(1, Σ w)` over the
+/// follow's unexplored candidates. The best `budget.connections` relays, ties by URL; each is
+/// asked about its follows with the most unknown there first, at most `budget.authors`.
 pub fn plan_probes(
     table: &RouteTable,
     stats: &DeliveryStats,
@@ -155,30 +173,39 @@ pub fn plan_probes(
         .relays()
         .map(|r| {
             let url = table.url(r);
-            table.popularity(r) > 0 && !skip.contains(url) && unexplored(stats, url)
+            table.candidate_popularity(r) > 0 && !skip.contains(url) && unexplored(stats, url)
         })
         .collect();
+    // Per follow: its need over the summed weight of its unexplored candidates (at least 1).
     let needs: Vec<f64> = table
         .authors()
         .map(|a| {
-            let shared = table
-                .write_relays(a)
-                .iter()
-                .filter(|r| open[r.index()])
-                .count();
-            if shared == 0 {
+            let shared: f64 = (table.candidates(a).iter().enumerate())
+                .filter(|(_, r)| open[r.index()])
+                .map(|(at, _)| weight(table, a, at))
+                .sum();
+            if shared <= 0.0 {
                 0.0
             } else {
-                need(table, stats, a, now) / shared as f64
+                need(table, stats, a, now) / shared.max(1.0)
             }
         })
         .collect();
+    // What probing `relay` about `author` may find.
+    let value = |author: AuthorId, relay: RelayId| {
+        let at = table.candidates(author).iter().position(|&r| r == relay);
+        at.map_or(0.0, |at| needs[author.index()] * weight(table, author, at))
+    };
     let mut candidates: Vec<(f64, RelayId)> = table
         .relays()
         .filter(|r| open[r.index()])
         .map(|r| {
-            let value: f64 = table.writers(r).iter().map(|a| needs[a.index()]).sum();
-            (value, r)
+            let v: f64 = table
+                .candidate_writers(r)
+                .iter()
+                .map(|&a| value(a, r))
+                .sum();
+            (v, r)
         })
         .filter(|(value, _)| *value > 0.0)
         .collect();
@@ -187,16 +214,19 @@ pub fn plan_probes(
             .then_with(|| table.url(*ra).cmp(table.url(*rb)))
     });
     for (_, relay) in candidates.into_iter().take(budget.connections) {
-        let mut writers: Vec<AuthorId> = table.writers(relay).to_vec();
-        writers.sort_by(|a, b| {
-            needs[b.index()]
-                .total_cmp(&needs[a.index()])
+        let mut writers: Vec<(f64, AuthorId)> = table
+            .candidate_writers(relay)
+            .iter()
+            .map(|&a| (value(a, relay), a))
+            .collect();
+        writers.sort_by(|(va, a), (vb, b)| {
+            vb.total_cmp(va)
                 .then_with(|| table.pubkey(*a).cmp(table.pubkey(*b)))
         });
         writers.truncate(budget.authors);
         plan.probes.push(Probe {
             url: table.url(relay).to_string(),
-            authors: writers.iter().map(|a| *table.pubkey(*a)).collect(),
+            authors: writers.iter().map(|(_, a)| *table.pubkey(*a)).collect(),
         });
     }
     plan
@@ -206,7 +236,7 @@ pub fn plan_probes(
 mod tests {
     use super::*;
     use crate::stats::{AuthorRound, RelayRound, RoundReport};
-    use crate::{RawRelayList, RouteTableBuilder, UrlPolicy};
+    use crate::{HintSource, RawRelayList, RouteTableBuilder, UrlPolicy};
 
     fn key(n: u8) -> PublicKey {
         let mut sk = [4u8; 32];
@@ -268,6 +298,35 @@ mod tests {
         let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 10);
         let urls: Vec<&str> = plan.probes.iter().map(|p| p.url.as_str()).collect();
         assert_eq!(urls, ["wss://hub.example"]);
+    }
+
+    #[test]
+    fn hinted_relays_are_probed_for_the_follows_hinted_there_below_declared_ones() {
+        let list = |author: u8, relays: &[&str]| RawRelayList {
+            author: key(author),
+            created_at: 1,
+            tags: relays
+                .iter()
+                .map(|r| vec!["r".to_string(), r.to_string()])
+                .collect(),
+        };
+        let mut b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1), key(4), key(5), key(6)])
+            .reader_relays(["wss://home.example"]);
+        b.add_list(list(1, &["wss://own.example"]));
+        // 4 and 6 have no list, only a kind:3 hint each (worth a quarter of a declared relay
+        // each: together less than own.example); 5 has no list, a pointer to own.example.
+        b.hint(key(4), "wss://hinted.example", HintSource::ContactList);
+        b.hint(key(6), "wss://hinted.example", HintSource::ContactList);
+        b.hint(key(5), "wss://own.example", HintSource::Pointer);
+        let t = b.build();
+        let stats = DeliveryStats::new();
+        let all = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 0);
+        let urls: Vec<&str> = all.probes.iter().map(|p| p.url.as_str()).collect();
+        assert_eq!(urls, ["wss://own.example", "wss://hinted.example"]);
+        // The declared follow first, then the one hinted there.
+        assert_eq!(all.probes[0].authors, vec![key(1), key(5)]);
+        assert_eq!(all.probes[1].authors.len(), 2);
     }
 
     #[test]

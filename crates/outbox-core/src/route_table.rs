@@ -3,10 +3,16 @@
 //! Built from kind:10002 relay lists (NIP-65), either as signed `nostr::Event`s or as raw tag
 //! arrays from a world file. The newest list per author wins. Every entry passes through a
 //! [`UrlPolicy`]; what is dropped is counted in a [`DropReport`].
+//!
+//! Relay hints ([`crate::hints`]) are kept beside the declared write relays, never among them:
+//! [`RouteTable::write_relays`] and [`RouteTable::writers`] are what the lists declare,
+//! [`RouteTable::hint_relays`] what hints add, and [`RouteTable::candidates`] /
+//! [`RouteTable::candidate_writers`] both together.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::fastmap::FastMap;
+use crate::hints::{Hint, HintCounts, HintSource, MAX_HINTS_PER_SOURCE};
 
 use nostr::event::{Event, Kind};
 use nostr::key::PublicKey;
@@ -43,6 +49,8 @@ pub struct DropReport {
     pub rejected_events: u64,
     /// Entries marked `read` only (kept out of routing, not an error).
     pub read_only_entries: u64,
+    /// Relay hints offered, per source, and what became of them (absent: none offered).
+    pub hints: BTreeMap<HintSource, HintCounts>,
 }
 
 impl DropReport {
@@ -123,6 +131,10 @@ pub struct RouteTableBuilder {
     /// The reader's own kind:10002, newest kept; its relays join `reader_relays` at build.
     reader_list: Option<RawRelayList>,
     newest: HashMap<PublicKey, RawRelayList>,
+    /// Hints offered, canonical, in the order offered.
+    hints: Vec<(PublicKey, String, HintSource)>,
+    /// Hints held per source (at most [`MAX_HINTS_PER_SOURCE`] each).
+    hints_held: [usize; 3],
     report: DropReport,
 }
 
@@ -136,7 +148,43 @@ impl RouteTableBuilder {
             reader_relays: Vec::new(),
             reader_list: None,
             newest: HashMap::new(),
+            hints: Vec::new(),
+            hints_held: [0; 3],
             report: DropReport::default(),
+        }
+    }
+
+    /// Offers a relay hint: `author` may write to `url` ([`crate::hints`]). The URL goes
+    /// through the policy like a list entry; hints are matched against the follows and their
+    /// lists only in [`build`](Self::build), where each follow keeps at most
+    /// [`HintSource::per_author_cap`] hints of each source (the first offered), none naming one
+    /// of its declared write relays, and a relay hinted by several sources once, under the
+    /// strongest. At most [`MAX_HINTS_PER_SOURCE`] hints of a source are held; every hint is
+    /// counted in [`DropReport::hints`]. Returns whether the hint is held.
+    pub fn hint(&mut self, author: PublicKey, url: &str, source: HintSource) -> bool {
+        let counts = self.report.hints.entry(source).or_default();
+        counts.offered += 1;
+        let canonical = match self.policy.canonicalize(url) {
+            Ok(canonical) => canonical,
+            Err(reason) => {
+                *counts.refused.entry(reason).or_default() += 1;
+                return false;
+            }
+        };
+        let held = &mut self.hints_held[source.index()];
+        if *held >= MAX_HINTS_PER_SOURCE {
+            counts.over_source_cap += 1;
+            return false;
+        }
+        *held += 1;
+        self.hints.push((author, canonical, source));
+        true
+    }
+
+    /// Offers every hint of `hints` ([`hint`](Self::hint)).
+    pub fn add_hints<'h>(&mut self, hints: impl IntoIterator<Item = &'h Hint>) {
+        for h in hints {
+            self.hint(h.author, &h.relay, h.source);
         }
     }
 
@@ -234,6 +282,8 @@ impl RouteTableBuilder {
             reader_relays,
             reader_list: _,
             newest: lists,
+            hints,
+            hints_held: _,
             mut report,
         } = builder;
         let mut newest: HashMap<AuthorId, RawRelayList> = HashMap::with_capacity(lists.len());
@@ -286,8 +336,35 @@ impl RouteTableBuilder {
             write_offsets.push(write_targets.len() as u32);
         }
 
+        let (hint_offsets, hint_targets, hint_sources) = keep_hints(
+            hints,
+            &follow_index,
+            &write_offsets,
+            &write_targets,
+            &mut relays,
+            &mut report,
+        );
         let relay_count = relays.urls.len();
         let (reader_offsets, reader_targets) = invert(&write_offsets, &write_targets, relay_count);
+        let candidates = (!hint_targets.is_empty()).then(|| {
+            let mut offsets = Vec::with_capacity(write_offsets.len());
+            let mut targets = Vec::with_capacity(write_targets.len() + hint_targets.len());
+            offsets.push(0u32);
+            for a in 0..follows.len() {
+                let w = write_offsets[a] as usize..write_offsets[a + 1] as usize;
+                let h = hint_offsets[a] as usize..hint_offsets[a + 1] as usize;
+                targets.extend_from_slice(&write_targets[w]);
+                targets.extend_from_slice(&hint_targets[h]);
+                offsets.push(targets.len() as u32);
+            }
+            let (by_relay_offsets, by_relay) = invert(&offsets, &targets, relay_count);
+            Candidates {
+                offsets,
+                targets,
+                by_relay_offsets,
+                by_relay,
+            }
+        });
         let mut by_url: Vec<u32> = (0..relay_count as u32).collect();
         by_url.sort_unstable_by(|&a, &b| relays.urls[a as usize].cmp(&relays.urls[b as usize]));
         let mut url_rank = vec![0u32; relay_count];
@@ -311,9 +388,95 @@ impl RouteTableBuilder {
             write_targets,
             relay_offsets: reader_offsets,
             relay_targets: reader_targets,
+            hint_offsets,
+            hint_targets,
+            hint_sources,
+            candidates,
             report,
         }
     }
+}
+
+/// The hints a table keeps, laid out per follow (offsets, relays, sources): see
+/// [`RouteTableBuilder::hint`]. Relays first named by a kept hint are interned in the order
+/// those hints were offered, after every list relay.
+fn keep_hints(
+    mut hints: Vec<(PublicKey, String, HintSource)>,
+    follow_index: &FastMap<PublicKey, AuthorId>,
+    write_offsets: &[u32],
+    write_targets: &[RelayId],
+    relays: &mut RelayInterner,
+    report: &mut DropReport,
+) -> (Vec<u32>, Vec<RelayId>, Vec<HintSource>) {
+    if hints.is_empty() {
+        return (Vec::new(), Vec::new(), Vec::new());
+    }
+    let follows = write_offsets.len().saturating_sub(1);
+    // (author, strongest source first, order offered): each follow's hints in the order kept.
+    let mut order: Vec<(AuthorId, std::cmp::Reverse<HintSource>, usize)> =
+        Vec::with_capacity(hints.len());
+    for (i, (author, _, source)) in hints.iter().enumerate() {
+        match follow_index.get(author) {
+            Some(&a) => order.push((a, std::cmp::Reverse(*source), i)),
+            None => report.hints.entry(*source).or_default().not_followed += 1,
+        }
+    }
+    order.sort_unstable();
+    // Decided on URLs first, so a relay is interned only when some hint keeps it.
+    let mut kept: Vec<(AuthorId, usize)> = Vec::with_capacity(order.len());
+    let mut mine: Vec<&str> = Vec::new();
+    let mut per_source = [0usize; 3];
+    let mut current = None;
+    for &(author, std::cmp::Reverse(source), i) in &order {
+        if current != Some(author) {
+            current = Some(author);
+            mine.clear();
+            per_source = [0; 3];
+        }
+        let url = hints[i].1.as_str();
+        let counts = report.hints.entry(source).or_default();
+        let a = author.index();
+        let declared = relays.index.get(url).is_some_and(|r| {
+            write_targets[write_offsets[a] as usize..write_offsets[a + 1] as usize].contains(r)
+        });
+        if declared {
+            counts.declared += 1;
+        } else if mine.contains(&url) {
+            counts.duplicate += 1;
+        } else if per_source[source.index()] >= source.per_author_cap() {
+            counts.over_author_cap += 1;
+        } else {
+            counts.kept += 1;
+            per_source[source.index()] += 1;
+            mine.push(url);
+            kept.push((author, i));
+        }
+    }
+    // Interned in the order offered, whatever the follows' order.
+    let mut by_offer: Vec<usize> = kept.iter().map(|&(_, i)| i).collect();
+    by_offer.sort_unstable();
+    let mut ids: HashMap<usize, RelayId> = HashMap::with_capacity(by_offer.len());
+    for i in by_offer {
+        ids.insert(i, relays.intern(&hints[i].1));
+    }
+    let mut offsets = Vec::with_capacity(follows + 1);
+    let mut targets = Vec::with_capacity(kept.len());
+    let mut sources = Vec::with_capacity(kept.len());
+    offsets.push(0u32);
+    let mut next = kept.iter().peekable();
+    for a in 0..follows {
+        while let Some(&&(author, i)) = next.peek() {
+            if author.index() != a {
+                break;
+            }
+            targets.push(ids[&i]);
+            sources.push(hints[i].2);
+            next.next();
+        }
+        offsets.push(targets.len() as u32);
+    }
+    hints.clear();
+    (offsets, targets, sources)
 }
 
 /// [`keep_newest_list`], counting the lists it replaces or refuses (route tables and
@@ -444,7 +607,23 @@ pub struct RouteTable {
     write_targets: Vec<RelayId>,
     relay_offsets: Vec<u32>,
     relay_targets: Vec<AuthorId>,
+    /// Per follow, its hinted relays and their sources (all empty when nothing was hinted).
+    hint_offsets: Vec<u32>,
+    hint_targets: Vec<RelayId>,
+    hint_sources: Vec<HintSource>,
+    /// Declared and hinted relays together, both ways; `None` when nothing was hinted (then
+    /// they are the declared ones).
+    candidates: Option<Candidates>,
     report: DropReport,
+}
+
+/// Every follow's declared and hinted relays, and every relay's follows either way.
+#[derive(Clone, Debug)]
+struct Candidates {
+    offsets: Vec<u32>,
+    targets: Vec<RelayId>,
+    by_relay_offsets: Vec<u32>,
+    by_relay: Vec<AuthorId>,
 }
 
 impl RouteTable {
@@ -573,6 +752,79 @@ impl RouteTable {
         self.write_targets.len()
     }
 
+    /// The follow's hinted relays ([`crate::hints`]), strongest source first, none of them a
+    /// declared write relay of the follow.
+    #[inline]
+    pub fn hint_relays(&self, author: AuthorId) -> &[RelayId] {
+        match self.hint_range(author) {
+            Some(range) => &self.hint_targets[range],
+            None => &[],
+        }
+    }
+
+    /// Where each of [`hint_relays`](Self::hint_relays) was hinted, in the same order.
+    #[inline]
+    pub fn hint_sources(&self, author: AuthorId) -> &[HintSource] {
+        match self.hint_range(author) {
+            Some(range) => &self.hint_sources[range],
+            None => &[],
+        }
+    }
+
+    fn hint_range(&self, author: AuthorId) -> Option<std::ops::Range<usize>> {
+        let i = author.index();
+        let (start, end) = (self.hint_offsets.get(i)?, self.hint_offsets.get(i + 1)?);
+        Some(*start as usize..*end as usize)
+    }
+
+    /// How `relay` was hinted for `author`, if it was (a declared write relay never is).
+    pub fn hint_source(&self, author: AuthorId, relay: RelayId) -> Option<HintSource> {
+        let at = self.hint_relays(author).iter().position(|&r| r == relay)?;
+        self.hint_sources(author).get(at).copied()
+    }
+
+    /// Total author→hinted-relay edges.
+    pub fn hint_count(&self) -> usize {
+        self.hint_targets.len()
+    }
+
+    /// The relays a plan may ask about `author`: its declared write relays in list order, then
+    /// its hinted relays ([`hint_relays`](Self::hint_relays)).
+    #[inline]
+    pub fn candidates(&self, author: AuthorId) -> &[RelayId] {
+        match &self.candidates {
+            None => self.write_relays(author),
+            Some(c) => {
+                let i = author.index();
+                &c.targets[c.offsets[i] as usize..c.offsets[i + 1] as usize]
+            }
+        }
+    }
+
+    /// The follows that declare or were hinted `relay`, in id order.
+    #[inline]
+    pub fn candidate_writers(&self, relay: RelayId) -> &[AuthorId] {
+        match &self.candidates {
+            None => self.writers(relay),
+            Some(c) => {
+                let i = relay.index();
+                &c.by_relay[c.by_relay_offsets[i] as usize..c.by_relay_offsets[i + 1] as usize]
+            }
+        }
+    }
+
+    /// How many follows declare or were hinted `relay`.
+    #[inline]
+    pub fn candidate_popularity(&self, relay: RelayId) -> u32 {
+        self.candidate_writers(relay).len() as u32
+    }
+
+    /// Whether a plan may ask `relay` about `author`: a declared write relay or a hinted one.
+    #[inline]
+    pub fn may_route(&self, author: AuthorId, relay: RelayId) -> bool {
+        self.writes_to(author, relay) || self.hint_relays(author).contains(&relay)
+    }
+
     /// What the builder dropped, and why.
     pub fn drop_report(&self) -> &DropReport {
         &self.report
@@ -582,6 +834,7 @@ impl RouteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hints::MAX_POINTER_HINTS_PER_AUTHOR;
     use nostr::key::{Keys, SecretKey};
 
     fn key(n: u8) -> PublicKey {
@@ -778,6 +1031,121 @@ mod tests {
         assert_eq!(t.drop_report().lists_not_followed, 1);
         assert_eq!(t.edge_count(), 0);
         assert!(!t.has_list(AuthorId(0)));
+    }
+
+    #[test]
+    fn hints_are_kept_apart_bounded_per_author_and_source_and_counted() {
+        let (a, b, stranger) = (key(1), key(2), key(9));
+        let mut builder = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([a, b])
+            .reader_relays(["wss://home.example"]);
+        builder.add_list(RawRelayList {
+            author: a,
+            created_at: 1,
+            tags: vec![r("wss://w.example")],
+        });
+        // Declared already, refused by the policy, of a stranger.
+        builder.hint(a, "wss://W.example/", HintSource::SeenOn);
+        builder.hint(a, "ws://127.0.0.1:7777", HintSource::Pointer);
+        builder.hint(stranger, "wss://s.example", HintSource::Pointer);
+        // Two kind:3 hints kept, the third over the cap; the seen-on one beats the kind:3 one.
+        for i in 0..3 {
+            builder.hint(b, &format!("wss://c{i}.example"), HintSource::ContactList);
+        }
+        builder.hint(b, "wss://c1.example", HintSource::SeenOn);
+        for i in 0..=MAX_POINTER_HINTS_PER_AUTHOR {
+            builder.hint(a, &format!("wss://p{i}.example"), HintSource::Pointer);
+        }
+        let t = builder.build();
+        let (fa, fb) = (t.author_id(&a).unwrap(), t.author_id(&b).unwrap());
+        let urls = |rs: &[RelayId]| rs.iter().map(|&r| t.url(r).to_string()).collect::<Vec<_>>();
+        assert_eq!(urls(t.write_relays(fa)), ["wss://w.example"]);
+        assert_eq!(
+            urls(t.hint_relays(fb)),
+            ["wss://c1.example", "wss://c0.example", "wss://c2.example"]
+        );
+        assert_eq!(
+            t.hint_sources(fb),
+            [
+                HintSource::SeenOn,
+                HintSource::ContactList,
+                HintSource::ContactList
+            ]
+        );
+        assert_eq!(t.hint_relays(fa).len(), MAX_POINTER_HINTS_PER_AUTHOR);
+        assert!(
+            t.relay_id("wss://p4.example").is_none(),
+            "a dropped hint interns nothing"
+        );
+        assert!(t.relay_id("wss://s.example").is_none());
+        let report = &t.drop_report().hints;
+        let contact = &report[&HintSource::ContactList];
+        assert_eq!(
+            (contact.offered, contact.kept, contact.duplicate),
+            (3, 2, 1)
+        );
+        let pointer = &report[&HintSource::Pointer];
+        assert_eq!(pointer.offered, 2 + MAX_POINTER_HINTS_PER_AUTHOR as u64 + 1);
+        assert_eq!(pointer.kept, MAX_POINTER_HINTS_PER_AUTHOR as u64);
+        assert_eq!(pointer.over_author_cap, 1);
+        assert_eq!(pointer.not_followed, 1);
+        assert_eq!(pointer.refused[&DropReason::Localhost], 1);
+        let seen = &report[&HintSource::SeenOn];
+        assert_eq!((seen.offered, seen.kept, seen.declared), (2, 1, 1));
+        // Candidates: declared first, then hinted; both ways agree.
+        let w = t.relay_id("wss://w.example").unwrap();
+        let c1 = t.relay_id("wss://c1.example").unwrap();
+        assert_eq!(t.candidates(fa)[0], w);
+        assert_eq!(t.candidates(fa).len(), 1 + MAX_POINTER_HINTS_PER_AUTHOR);
+        assert!(t.may_route(fb, c1) && !t.writes_to(fb, c1) && !t.may_route(fa, c1));
+        assert_eq!(t.hint_source(fb, c1), Some(HintSource::SeenOn));
+        assert_eq!(t.popularity(c1), 0);
+        assert_eq!(t.candidate_writers(c1), [fb]);
+        for author in t.authors() {
+            for &relay in t.candidates(author) {
+                assert!(t.candidate_writers(relay).contains(&author));
+            }
+        }
+    }
+
+    #[test]
+    fn hints_past_the_source_cap_are_counted_not_held() {
+        let a = key(1);
+        let mut builder = RouteTableBuilder::new(UrlPolicy::default()).follows([a]);
+        for i in 0..MAX_HINTS_PER_SOURCE {
+            assert!(builder.hint(a, &format!("wss://h{i}.example"), HintSource::Pointer));
+        }
+        assert!(!builder.hint(a, "wss://one-more.example", HintSource::Pointer));
+        // Another source has its own allowance.
+        assert!(builder.hint(a, "wss://seen.example", HintSource::SeenOn));
+        let t = builder.build();
+        let pointer = &t.drop_report().hints[&HintSource::Pointer];
+        assert_eq!(pointer.over_source_cap, 1);
+        assert_eq!(pointer.kept, MAX_POINTER_HINTS_PER_AUTHOR as u64);
+        assert_eq!(t.hint_count(), MAX_POINTER_HINTS_PER_AUTHOR + 1);
+    }
+
+    #[test]
+    fn a_table_without_hints_has_its_declared_relays_as_candidates() {
+        let keys: Vec<_> = (1..=3).map(key).collect();
+        let mut b = RouteTableBuilder::new(UrlPolicy::default()).follows(keys.iter().copied());
+        for (i, k) in keys.iter().enumerate() {
+            b.add_list(RawRelayList {
+                author: *k,
+                created_at: 1,
+                tags: (0..=i).map(|j| r(&format!("wss://r{j}.example"))).collect(),
+            });
+        }
+        let t = b.build();
+        assert_eq!(t.hint_count(), 0);
+        assert!(t.drop_report().hints.is_empty());
+        for a in t.authors() {
+            assert_eq!(t.candidates(a), t.write_relays(a));
+            assert!(t.hint_relays(a).is_empty());
+        }
+        for r in t.relays() {
+            assert_eq!(t.candidate_writers(r), t.writers(r));
+        }
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub struct Router {
     pool: Option<usize>,
     probe_connections: usize,
     policy: UrlPolicy,
+    hints: bool,
 }
 
 impl Router {
@@ -82,7 +83,21 @@ impl Router {
             pool: None,
             probe_connections: 0,
             policy: UrlPolicy::default(),
+            hints: false,
         }
+    }
+
+    /// The same router with relay hints given to its route tables or not
+    /// ([`RouterConfig::hints`]).
+    pub fn with_hints(mut self, hints: bool) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// Whether the client gives this router's route tables the relay hints it knows
+    /// ([`crate::hints`]): kind:3 and pointer hints, and where notes were seen.
+    pub fn hints(&self) -> bool {
+        self.hints
     }
 
     /// The same router probing up to `connections` relays per session after the fetch
@@ -140,6 +155,7 @@ impl Router {
             .with_pool(config.pool)
             .with_probes(config.probe_connections.unwrap_or(config.max_connections))
             .with_policy(config.url_policy.clone())
+            .with_hints(config.hints)
     }
 
     /// A router from TOML (see [`RouterConfig`]).

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::RouterConfig;
+use crate::hints::HintSource;
 use crate::invariants::check_plan;
 use crate::issue::ConfigIssue;
 use crate::route_table::{RawRelayList, RouteTable, RouteTableBuilder};
@@ -85,6 +86,37 @@ impl WorldShape {
 /// (low-numbered relays are picked far more often) as on the real network; some reader relays
 /// also appear in lists.
 pub fn random_table(shape: WorldShape, seed: u64) -> RouteTable {
+    random_builder(shape, seed).0.build()
+}
+
+/// [`random_table`] with relay hints ([`crate::hints`]) as well: about half the follows, listed
+/// or not, are hinted one to three relays, of every source, some of them relays no list names
+/// (`wss://hint{i}.relay.test`) and some already declared. The declared lists are exactly
+/// [`random_table`]'s for the same shape and seed.
+pub fn random_hinted_table(shape: WorldShape, seed: u64) -> RouteTable {
+    let (mut builder, follows) = random_builder(shape, seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0068_696e_7473);
+    for pk in &follows {
+        if !rng.random_bool(0.5) {
+            continue;
+        }
+        for _ in 0..rng.random_range(1..=3) {
+            let url = if rng.random_bool(0.5) {
+                format!("wss://hint{}.relay.test", rng.random_range(0..6))
+            } else {
+                format!(
+                    "wss://r{}.relay.test",
+                    rng.random_range(0..shape.relays.max(1))
+                )
+            };
+            let source = HintSource::ALL[rng.random_range(0..HintSource::ALL.len())];
+            builder.hint(*pk, &url, source);
+        }
+    }
+    builder.build()
+}
+
+fn random_builder(shape: WorldShape, seed: u64) -> (RouteTableBuilder, Vec<PublicKey>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let follows: Vec<PublicKey> = (0..shape.follows)
         .map(|i| test_key(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)))
@@ -121,7 +153,7 @@ pub fn random_table(shape: WorldShape, seed: u64) -> RouteTable {
             tags,
         });
     }
-    builder.build()
+    (builder, follows)
 }
 
 /// One way a strategy failed the suite.
@@ -159,12 +191,17 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         })
     };
 
-    // Invariants over random worlds and budgets, with a few learned-looking stats.
-    for world_seed in 0..12u64 {
+    // Invariants over random worlds and budgets, with a few learned-looking stats; the last
+    // worlds also carry relay hints, which a plan may route to and nothing else.
+    for world_seed in 0..16u64 {
         let mut shape = WorldShape::small();
         shape.follows = 10 + (world_seed as usize * 7) % 50;
         shape.relays = 3 + (world_seed as usize * 5) % 30;
-        let table = random_table(shape, world_seed);
+        let table = if world_seed < 12 {
+            random_table(shape, world_seed)
+        } else {
+            random_hinted_table(shape, world_seed)
+        };
         let stats = skewed_stats(&table, world_seed);
         for budget in [0usize, 1, 3, 8, 40] {
             let mut router = Router::new(config, budget);
@@ -204,16 +241,20 @@ pub fn check_strategy(config: &dyn StrategyConfig) -> Vec<Failure> {
         );
     }
 
-    // Determinism: two fresh routers, same seed, same input → same plan.
-    let table = random_table(WorldShape::small(), 99);
-    let stats = skewed_stats(&table, 99);
-    let a = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
-    let b = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
-    if a != b {
-        fail(
-            "determinism",
-            "same seed and input gave different plans".into(),
-        );
+    // Determinism: two fresh routers, same seed, same input → same plan, hints or not.
+    for table in [
+        random_table(WorldShape::small(), 99),
+        random_hinted_table(WorldShape::small(), 99),
+    ] {
+        let stats = skewed_stats(&table, 99);
+        let a = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
+        let b = Router::new(config, 6).plan_with(&table, &stats, PlanContext::at(5).seed(42));
+        if a != b {
+            fail(
+                "determinism",
+                "same seed and input gave different plans".into(),
+            );
+        }
     }
 
     // Degenerate inputs must not panic.

@@ -41,6 +41,12 @@ pub const COMBINATIONS: &[(&str, &str)] = &[
         "greedy+fixed_thompson",
         "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"fixed_thompson\"\n",
     ),
+    // `recall` on a table holding the relay hints the client knows: the world's (kind:3,
+    // pointer, seen-on) and the relays learned stats saw notes arrive on.
+    (
+        "recall+hints",
+        "hints = true\n[strategy]\ntype = \"recall\"\n",
+    ),
 ];
 
 /// One row of the suite: a label and a router config (TOML, without `max_connections`: the
@@ -425,11 +431,13 @@ pub fn run_bench(
                 let mut local_monitored = Vec::new();
                 for (label, config) in &ready {
                     let record = |loop_cfg: &LoopConfig| {
-                        let mut router = Router::new(&*config.strategy, cfg.budget).with_probes(
-                            cfg.probes
-                                .or(config.probe_connections)
-                                .unwrap_or(cfg.budget),
-                        );
+                        let mut router = Router::new(&*config.strategy, cfg.budget)
+                            .with_probes(
+                                cfg.probes
+                                    .or(config.probe_connections)
+                                    .unwrap_or(cfg.budget),
+                            )
+                            .with_hints(config.hints);
                         let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
                         RunRecord {
                             label: label.clone(),

@@ -64,5 +64,5 @@ pub use window::Window;
 pub use world::{
     MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
     WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
-    WORLD_FORMAT,
+    MAX_WORLD_HINTS, WORLD_FORMAT,
 };

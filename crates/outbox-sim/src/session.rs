@@ -6,6 +6,11 @@
 //! ([`Observation`]); what those REQs returned goes through a [`RoundRecorder`] into
 //! [`DeliveryStats::record_round`], as the live runtime's relay frames do. Stateless strategies
 //! ignore the stats; learning ones keep them across sessions.
+//!
+//! A router that takes relay hints ([`Router::hints`]) plans each session on a table holding
+//! the world's hints and the relays the stats so far saw each follow's notes arrive on, the
+//! reader's relays answering for the residual among them ([`SimWorld::hinted_table`]); its
+//! probes and re-plans use that table too. Any other router plans on [`SimWorld::table`].
 
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -15,7 +20,7 @@ use std::collections::HashSet;
 use outbox_client::Network;
 use outbox_client::RoundRecorder;
 use outbox_core::{
-    plan_probes, DeliveryStats, Plan, PlanContext, ProbeBudget, RawRelayList, Router,
+    plan_probes, DeliveryStats, Plan, PlanContext, ProbeBudget, RawRelayList, RouteTable, Router,
 };
 use serde::{Deserialize, Serialize};
 
@@ -131,6 +136,9 @@ pub struct SessionView<'a> {
     pub observation: &'a Observation,
     /// The stats learned so far, this session included: what the next session plans with.
     pub stats: &'a DeliveryStats,
+    /// The route table the session's plans were made on (their relay ids are this table's):
+    /// [`SimWorld::table`], or for a router that takes hints, the session's hinted table.
+    pub table: &'a RouteTable,
 }
 
 /// Runs the session loop for one router on one world. `on_session` sees each session's plan
@@ -175,19 +183,21 @@ pub fn run_sessions_with(
     for s in 0..cfg.sessions {
         let now = sim.world.now + u64::from(s) * cfg.session_interval_secs;
         stats.begin_session();
+        let hinted = router.hints().then(|| sim.hinted_table(&stats));
+        let table = hinted.as_ref().unwrap_or(&sim.table);
         let started = Instant::now();
         let ctx = PlanContext::at(now).seed(cfg.seed_for(s));
-        let plan = router.plan_with(&sim.table, &stats, ctx.window(cfg.widest()));
+        let plan = router.plan_with(table, &stats, ctx.window(cfg.widest()));
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
-        let mut asks = Asks::from_plan(sim, &plan);
+        let mut asks = Asks::from_table_plan(sim, table, &plan);
         if cfg.replan_on_failure {
             replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, &mut asks);
         }
         // A narrower window whose own plan differs is scored with it; what the session learns
         // from, and its connections, disclosure and coverage, stay the widest window's plan.
         let narrower = if router.reads_window() {
-            narrower_plans(sim, router, &stats, ctx, cfg, s)
+            narrower_plans(sim, router, table, &stats, ctx, cfg, s)
         } else {
             Vec::new()
         };
@@ -202,7 +212,8 @@ pub fn run_sessions_with(
         for (window, plan) in &own {
             score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
-        score.probe = learn(sim, &asks, s, since, &mut stats, now, router.probe_budget());
+        let probes = router.probe_budget();
+        score.probe = learn(sim, table, &asks, s, since, &mut stats, now, probes);
         let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
             .map(|&w| {
                 let own = narrower.iter().find(|(o, _, _)| *o == w);
@@ -215,6 +226,7 @@ pub fn run_sessions_with(
             window_plans: &window_plans,
             observation: &observation,
             stats: &stats,
+            table,
         });
         tracing::debug!(
             session = s,
@@ -226,10 +238,12 @@ pub fn run_sessions_with(
     let plan_us_cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
     let mut warm = Vec::with_capacity(cfg.timing_repeats);
     let now = sim.world.now + u64::from(cfg.sessions) * cfg.session_interval_secs;
+    let hinted = (router.hints() && cfg.timing_repeats > 0).then(|| sim.hinted_table(&stats));
+    let table = hinted.as_ref().unwrap_or(&sim.table);
     for i in 0..cfg.timing_repeats {
         let started = Instant::now();
         let plan = router.plan_with(
-            &sim.table,
+            table,
             &stats,
             PlanContext::at(now)
                 .seed(cfg.seed_for(cfg.sessions + i as u32))
@@ -255,6 +269,7 @@ pub fn run_sessions_with(
 fn narrower_plans(
     sim: &SimWorld,
     router: &mut Router,
+    table: &RouteTable,
     stats: &DeliveryStats,
     ctx: PlanContext,
     cfg: &LoopConfig,
@@ -264,8 +279,8 @@ fn narrower_plans(
     narrower
         .map(|&window| {
             let ctx = ctx.window(window.secs());
-            let plan = router.plan_with(&sim.table, stats, ctx);
-            let mut asks = Asks::from_plan(sim, &plan);
+            let plan = router.plan_with(table, stats, ctx);
+            let mut asks = Asks::from_table_plan(sim, table, &plan);
             if cfg.replan_on_failure {
                 replan_around_failures(sim, router, stats, ctx, session, &mut asks);
             }
@@ -279,9 +294,11 @@ fn narrower_plans(
 /// that are down fail and never answer: the session's end counts them as not answered. Then,
 /// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
-/// probes cost.
+/// probes cost. Probes are planned over `table`, the table the session planned with.
+#[allow(clippy::too_many_arguments)]
 fn learn(
     sim: &SimWorld,
+    table: &RouteTable,
     asks: &Asks,
     session: u32,
     since: u64,
@@ -298,7 +315,7 @@ fn learn(
         return ProbeCost::default();
     }
     let asked: HashSet<&str> = asks.entries.iter().map(|a| a.url.as_str()).collect();
-    let plan = plan_probes(&sim.table, stats, &asked, &probes, now);
+    let plan = plan_probes(table, stats, &asked, &probes, now);
     let cost = probe_recorded(sim, &plan, session, since, &mut recorder);
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
@@ -331,6 +348,11 @@ fn replan_around_failures(
         lists: &lists,
         routed_carriers: 2,
     };
+    let hints = if router.hints() {
+        sim.client_hints(stats)
+    } else {
+        Vec::new()
+    };
     let mut aside: HashSet<String> = HashSet::new();
     for _ in 0..MAX_REPLANS {
         let answers = |a: &Ask| a.relay.is_some_and(|r| sim.world.is_up(r, session));
@@ -345,7 +367,7 @@ fn replan_around_failures(
         }
         aside.extend(failed);
         let set_aside: HashSet<&str> = aside.iter().map(String::as_str).collect();
-        let (table, _) = network.table(&set_aside, stats, ctx.now);
+        let (table, _) = network.table_with_hints(&set_aside, stats, ctx.now, &hints);
         // Nobody left to carry the residual: the runtime keeps its last good plan.
         let Ok(plan) = router.try_plan_with(&table, stats, ctx) else {
             return;
@@ -540,7 +562,16 @@ mod tests {
                 events += o.returned.iter().map(|r| u64::from(r.events)).sum::<u64>();
             }
             expected.record_round(&report, now);
-            learn(&sim, &asks, s, since, &mut got, now, ProbeBudget::new(0));
+            learn(
+                &sim,
+                &sim.table,
+                &asks,
+                s,
+                since,
+                &mut got,
+                now,
+                ProbeBudget::new(0),
+            );
             assert_eq!(got, expected, "session {s}");
         }
         assert!(down > 0 && events > 0, "down {down}, events {events}");

@@ -1,7 +1,7 @@
 //! A world prepared for the simulator: the route table a client would build from its lists,
 //! each follow's declared write relays, and each relay's events in the order it answers.
 
-use outbox_core::{RouteTable, UrlPolicy};
+use outbox_core::{seen_on_hints, DeliveryStats, Hint, RouteTable, UrlPolicy};
 
 use crate::world::World;
 
@@ -120,5 +120,22 @@ impl SimWorld {
     /// A follow's declared write relays that exist in the world.
     pub fn declared(&self, author: u32) -> &[u32] {
         &self.declared[author as usize]
+    }
+
+    /// The hints a client that knows them gives its route table at a session's start: the
+    /// world's `hints`, and the relays `stats` saw each follow's notes arrive on
+    /// ([`outbox_core::seen_on_hints`]).
+    pub fn client_hints(&self, stats: &DeliveryStats) -> Vec<Hint> {
+        let mut hints = self.world.hints().to_vec();
+        hints.extend(seen_on_hints(stats, self.policy.max_write_relays));
+        hints
+    }
+
+    /// The route table of a client that knows relay hints, at a session's start: the lists,
+    /// then [`client_hints`](Self::client_hints), through the world's policy. Follows keep
+    /// their ids ([`SimWorld::table`]'s); relays are matched by URL.
+    pub fn hinted_table(&self, stats: &DeliveryStats) -> RouteTable {
+        let seen = seen_on_hints(stats, self.policy.max_write_relays);
+        self.world.route_table_with_hints(&self.policy, &seen)
     }
 }

@@ -240,3 +240,54 @@ fn every_family_is_reproducible_per_seed() {
         );
     }
 }
+
+#[test]
+fn hinted_worlds_are_the_default_network_with_hints_some_stale_some_where_notes_are() {
+    use outbox_core::HintSource;
+    for (profile, seed) in CASES {
+        let default = generate_in(Family::Default, profile, seed);
+        let mut world = generate_in(Family::Hinted, profile, seed);
+        let m = model(Family::Hinted, profile, seed);
+        let hints = world.hints().to_vec();
+        let follows = world.follows.len() as f64;
+        let count = |s: HintSource| hints.iter().filter(|h| h.source == s).count() as f64;
+        // About the drawn share of follows each (kind:3 needs a write set, pointers a note).
+        let contact = count(HintSource::ContactList) / follows;
+        assert!(
+            (contact - m.contact_hint_share).abs() < 0.1,
+            "{contact} vs {}",
+            m.contact_hint_share
+        );
+        assert!(count(HintSource::Pointer) > 0.0 && count(HintSource::SeenOn) > 0.0);
+        let index = |pk| world.follows.iter().position(|f| *f == pk).unwrap() as u32;
+        let policy = UrlPolicy::default();
+        let serves = |author: u32, url: &str| {
+            let canonical = policy.canonicalize(url).unwrap();
+            world.author_events(author).iter().any(|e| {
+                (world.event_relays(e).iter()).any(|&r| world.relays()[r as usize].url == canonical)
+            })
+        };
+        // Pointers and seen-on hints name relays that serve the follow's notes.
+        for h in hints.iter().filter(|h| h.source != HintSource::ContactList) {
+            assert!(serves(index(h.author), &h.relay), "{h:?}");
+        }
+        // Of the kind:3 hints of listed follows, some are stale (a relay the list does not
+        // name) and some name a listed relay.
+        let table = declared(&world);
+        let (stale, current): (Vec<bool>, Vec<bool>) = hints
+            .iter()
+            .filter(|h| h.source == HintSource::ContactList)
+            .filter_map(|h| {
+                let a = table.author_id(&h.author).unwrap();
+                let url = policy.canonicalize(&h.relay).unwrap();
+                let listed = table.write_relays(a).iter().any(|&r| table.url(r) == url);
+                table.has_list(a).then_some(!listed)
+            })
+            .partition(|&s| s);
+        assert!(!stale.is_empty() && !current.is_empty());
+        // Everything else is the default world's.
+        world.set_hints(Vec::new());
+        world.name.clone_from(&default.name);
+        assert!(world == default, "{profile} seed {seed}");
+    }
+}

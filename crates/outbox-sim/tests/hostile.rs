@@ -28,6 +28,9 @@ fn tiny_world() -> World {
         history_days: 40,
         rate_cap_per_day: 0.5,
         reader_relays: 2,
+        contact_hint_share: 0.5,
+        pointer_hint_share: 0.5,
+        seen_on_hint_share: 0.5,
         ..WorldModel::default()
     };
     generate_with(&model, "tiny", 3).expect("a valid model")
@@ -249,8 +252,29 @@ fn check_world(world: &World) {
         "max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n",
     )
     .unwrap();
-    let plan = router.plan(&sim.table, 1);
+    // A world whose reader has no relay leaves the residual to nobody: the plan says so (its
+    // follows are uncovered), it never panics.
+    let plan_on = |router: &mut outbox_core::Router, table: &outbox_core::RouteTable| {
+        let ctx = outbox_core::PlanContext::at(0).seed(1);
+        match router.try_plan_with(table, &outbox_core::DeliveryStats::new(), ctx) {
+            Ok(plan) => plan,
+            Err(broken) if table.reader_relays().is_empty() => *broken.plan,
+            Err(broken) => panic!("{broken}"),
+        }
+    };
+    let plan = plan_on(&mut router, &sim.table);
     let asks = Asks::from_plan(&sim, &plan);
+    // Whatever the hints say, a plan over them holds its invariants (but for the residual).
+    let hinted = sim.hinted_table(&outbox_core::DeliveryStats::new());
+    let mut recall =
+        outbox_core::Router::from_toml("max_connections = 4\n[strategy]\ntype = \"recall\"\n")
+            .unwrap();
+    let over_hints = plan_on(&mut recall, &hinted);
+    let broken: Vec<_> = outbox_core::check_plan(&over_hints, &hinted, recall.limits())
+        .into_iter()
+        .filter(|v| !matches!(v, outbox_core::Violation::Uncovered(_)))
+        .collect();
+    assert!(broken.is_empty(), "{broken:?}");
     for session in [0, world.sessions, u32::MAX] {
         let scored = score(&sim, &asks, session, &Window::ALL);
         for w in Window::ALL {
@@ -319,6 +343,7 @@ fn the_mutations_reach_both_outcomes() {
 
 #[test]
 fn the_tiny_world_is_small_and_valid() {
+    assert!(!tiny_world().hints().is_empty(), "hints are fuzzed too");
     outbox_strategies::link();
     let world = tiny_world();
     let text = world.to_json();

@@ -273,6 +273,95 @@ fn monitor_data_round_trips_and_absent_means_none() {
 }
 
 #[test]
+fn hints_round_trip_and_absent_means_none() {
+    let json = world_json(
+        "[]",
+        r#"{"wss://a.example": {"up": [true, true]}}"#,
+        &format!(
+            r#" "hints": [{{"author": "{KEY_B}", "relay": "wss://b.example", "source": "seen_on", "seen": 3}},
+                          {{"author": "{KEY_A}", "relay": "WSS://A.example/", "source": "contact_list"}},
+                          {{"author": "{KEY_B}", "relay": "wss://b.example", "source": "seen_on"}},
+                          {{"author": "{KEY_B}", "relay": "wss://c.example", "source": "pointer"}}],"#
+        ),
+    );
+    let w = World::from_json(&json).unwrap();
+    let hints: Vec<(String, &str, &str)> = w
+        .hints()
+        .iter()
+        .map(|h| (h.author.to_hex(), h.relay.as_str(), h.source.name()))
+        .collect();
+    // Sorted by author, source and relay; the repeat counted once; URLs kept as written.
+    let (a, b) = (KEY_A.to_string(), KEY_B.to_string());
+    let mut want = vec![
+        (b.clone(), "wss://c.example", "pointer"),
+        (b, "wss://b.example", "seen_on"),
+        (a, "WSS://A.example/", "contact_list"),
+    ];
+    want.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(hints, want);
+    let back = World::from_json(&w.to_json()).unwrap();
+    assert_eq!(back, w);
+    assert_eq!(back.to_json(), w.to_json());
+    let plain = World::from_json(&world_json("[]", r#"{}"#, "")).unwrap();
+    assert!(plain.hints().is_empty());
+    assert!(!plain.to_json().contains("hints"));
+}
+
+/// A world file written before hints existed reads as a world without them, and is written
+/// back without them, byte for byte.
+#[test]
+fn an_old_world_file_reads_without_hints() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/world.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("\"hints\""));
+    let world = World::from_json(&text).unwrap();
+    assert!(world.hints().is_empty());
+    let written = world.to_json();
+    assert!(!written.contains("\"hints\""));
+    assert_eq!(World::from_json(&written).unwrap(), world);
+    let sim = outbox_sim::SimWorld::new(world);
+    let hinted = sim.hinted_table(&outbox_core::DeliveryStats::new());
+    assert_eq!(hinted.hint_count(), 0);
+    assert_eq!(hinted.relay_count(), sim.table.relay_count());
+}
+
+#[test]
+fn bad_hints_name_the_field() {
+    for (hints, field) in [
+        (r#"{}"#.to_string(), "hints"),
+        (
+            format!(r#"[{{"author": "{KEY_B}", "relay": "wss://b.example", "source": "rumour"}}]"#),
+            "hints[0].source",
+        ),
+        (
+            r#"[{"author": "00", "relay": "wss://b.example", "source": "pointer"}]"#.to_string(),
+            "hints[0].author",
+        ),
+        (
+            format!(r#"[{{"author": "{KEY_B}", "source": "pointer"}}]"#),
+            "hints[0]",
+        ),
+        (
+            format!(
+                r#"[{{"author": "{KEY_B}", "relay": "wss://b.example", "relay": "wss://c.example", "source": "pointer"}}]"#
+            ),
+            "hints[0]",
+        ),
+        (
+            format!(r#"[{{"author": "{KEY_B}", "relay": 7, "source": "pointer"}}]"#),
+            "hints[0].relay",
+        ),
+    ] {
+        let json = world_json("[]", "{}", &format!(r#" "hints": {hints},"#));
+        let got = field_of(World::from_json(&json).unwrap_err());
+        assert!(got.starts_with(field), "{hints}: {got}");
+    }
+    let twice = world_json("[]", "{}", r#" "hints": [], "hints": [],"#);
+    let got = field_of(World::from_json(&twice).unwrap_err());
+    assert!(got.contains("(document)") || got.contains("hints"), "{got}");
+}
+
+#[test]
 fn bad_monitor_data_names_the_field() {
     for monitor in [
         r#"{"": {"last_seen": 1}}"#,

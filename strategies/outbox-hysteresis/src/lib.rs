@@ -229,12 +229,12 @@ impl Selector for Hysteresis {
         let mut died = 0usize;
         for held in self.incumbent.as_deref().unwrap_or(&[]) {
             match table.relay_id(&held.url) {
-                Some(relay) if table.popularity(relay) > 0 => {
+                Some(relay) if table.candidate_popularity(relay) > 0 => {
                     let carried = held
                         .authors
                         .iter()
                         .filter_map(|pk| table.author_id(pk))
-                        .filter(|&a| table.writes_to(a, relay))
+                        .filter(|&a| table.may_route(a, relay))
                         .collect();
                     kept.push(Kept { relay, carried });
                 }
@@ -425,7 +425,7 @@ fn sanitize(table: &RouteTable, selection: Selection) -> Vec<Assignment> {
         let mut authors: Vec<AuthorId> = a
             .authors
             .into_iter()
-            .filter(|&x| x.index() < table.follow_count() && table.writes_to(x, a.relay))
+            .filter(|&x| x.index() < table.follow_count() && table.may_route(x, a.relay))
             .collect();
         match out.iter_mut().find(|o| o.relay == a.relay) {
             Some(existing) => existing.authors.append(&mut authors),

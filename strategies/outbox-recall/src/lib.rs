@@ -32,6 +32,15 @@
 //! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no
 //! chosen relay serves go to the residual.
 //!
+//! Relay hints in the route table (`outbox_core::hints`) are candidates beside the declared
+//! write relays: a hinted pair starts at its source's prior (`HintSource::prior`) times what
+//! the relay is believed to deliver, and is judged by its own evidence once asked. A follow
+//! with no list, or whose declared relays are dead or keep no history, is then routed where it
+//! was hinted; one whose declared relays serve it well rarely is, since a hint adds little to
+//! them and costs disclosure. A hint at one of the reader's relays (notes seen arriving for the
+//! residual) is never routed to: the residual asks those relays anyway, and a routed one would
+//! spend a connection. A table without hints plans exactly as before.
+//!
 //! Each ingredient can be switched off in config, which is how the ablation is measured.
 
 mod model;

@@ -232,11 +232,19 @@ impl Model {
             };
             self.weight.push(weight);
 
-            let relays = table.write_relays(author);
+            // Declared write relays, then hinted ones, each hint worth its source's prior
+            // until the pair is learned.
+            let relays = table.candidates(author);
+            let declared = table.write_relays(author).len();
+            let hinted = table.hint_sources(author);
             chances.clear();
-            chances.extend(relays.iter().map(|relay| {
+            chances.extend(relays.iter().enumerate().map(|(i, relay)| {
+                let prior = match i.checked_sub(declared) {
+                    None => 1.0,
+                    Some(h) => hinted.get(h).map_or(0.0, |s| s.prior()),
+                };
                 (
-                    live[relay.index()] * kept[relay.index()],
+                    live[relay.index()] * kept[relay.index()] * prior,
                     reach.share(self.depth[relay.index()]),
                 )
             }));
@@ -259,12 +267,21 @@ impl Model {
                     }
                 }
             }
-            // Authors in id order are each relay's writers in order, so this fills every
-            // relay's column in `RouteTable::writers` order.
+            // A follow left unrouted is asked of the reader's relays anyway (the residual), and
+            // routing it to one of them would spend a connection on what is free: a hint there
+            // (notes seen arriving for the residual) is never a reason to route.
+            for (i, relay) in relays.iter().enumerate().skip(declared) {
+                if table.is_reader_relay(*relay) {
+                    chances[i].0 = 0.0;
+                }
+            }
+            // Authors in id order are each relay's candidate writers in order, so this fills
+            // every relay's column in `RouteTable::candidate_writers` order.
             for (&relay, &(q, u)) in relays.iter().zip(chances.iter()) {
                 let at = &mut cursor[relay.index()];
                 debug_assert_eq!(
-                    table.writers(relay)[(*at - self.relay_offsets[relay.index()]) as usize],
+                    table.candidate_writers(relay)
+                        [(*at - self.relay_offsets[relay.index()]) as usize],
                     author
                 );
                 self.relay_q[*at as usize] = q;
@@ -287,7 +304,7 @@ impl Model {
         let mut end = 0u32;
         for relay in table.relays() {
             self.relay_offsets.push(end);
-            end += table.popularity(relay);
+            end += table.candidate_popularity(relay);
         }
         self.relay_offsets.push(end);
         self.relay_q.clear();
@@ -299,8 +316,9 @@ impl Model {
             .extend_from_slice(&self.relay_offsets[..table.relay_count()]);
     }
 
-    /// Per writer of `relay` (parallel to `RouteTable::writers(relay)`): the chance it returns
-    /// the writer's notes within its history, and the share of them its history reaches.
+    /// Per candidate writer of `relay` (parallel to `RouteTable::candidate_writers(relay)`: the
+    /// follows that declare it or were hinted there): the chance it returns the writer's notes
+    /// within its history, and the share of them its history reaches.
     pub fn writer_chances(&self, relay: RelayId) -> impl Iterator<Item = (f64, f64)> + '_ {
         let i = relay.index();
         let range = self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize;
@@ -379,7 +397,7 @@ impl Model {
                 continue;
             };
             let s = stats.get_at(url, now);
-            if table.popularity(relay) == 0 {
+            if table.candidate_popularity(relay) == 0 {
                 continue;
             }
             if s.depth_secs > 0.0 {
@@ -422,7 +440,7 @@ impl Model {
             })
         });
         for relay in table.relays() {
-            let popularity = table.popularity(relay);
+            let popularity = table.candidate_popularity(relay);
             if popularity == 0 {
                 continue;
             }
@@ -464,7 +482,7 @@ fn pooled_priors(table: &RouteTable, learned: &[Option<[f64; 4]>]) -> [Option<Pr
     let mut sums = [(0.0f64, 0.0f64, 0usize); BUCKETS];
     for relay in table.relays() {
         if let Some([la, lb, ka, kb]) = learned[relay.index()] {
-            let b = &mut sums[bucket(table.popularity(relay))];
+            let b = &mut sums[bucket(table.candidate_popularity(relay))];
             b.0 += la / (la + lb);
             b.1 += ka / (ka + kb);
             b.2 += 1;

@@ -166,7 +166,7 @@ impl Recall {
     fn relay_gain(&self, table: &RouteTable, relay: RelayId, held: &[Held]) -> f64 {
         let cap = self.config.per_author;
         table
-            .writers(relay)
+            .candidate_writers(relay)
             .iter()
             .zip(self.model.writer_chances(relay))
             .map(|(&a, (q, u))| self.model.weight(a) * held[a.index()].gain(q, u, cap))
@@ -176,11 +176,19 @@ impl Recall {
 
 impl Recall {
     /// Drops the (follow, relay) pairs worth least until the plan names at most
-    /// `disclosure × listed follows` pairs. A follow always keeps its best relay.
+    /// `disclosure × listed follows` pairs (a follow hinted a relay it may be routed to counts
+    /// as listed). A follow always keeps its best relay.
     fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
+        // Hints at the reader's relays are never routed to (see `Model::build`).
         let listed = table
             .authors()
-            .filter(|&a| !table.write_relays(a).is_empty())
+            .filter(|&a| {
+                !table.write_relays(a).is_empty()
+                    || table
+                        .hint_relays(a)
+                        .iter()
+                        .any(|&r| !table.is_reader_relay(r))
+            })
             .count();
         let allowed = (self.config.disclosure * listed as f64).floor() as usize;
         let total: usize = held.iter().map(|h| h.slots.len()).sum();
@@ -272,7 +280,7 @@ impl Selector for Recall {
                 continue;
             }
             for (&a, (q, u)) in table
-                .writers(top.relay)
+                .candidate_writers(top.relay)
                 .iter()
                 .zip(self.model.writer_chances(top.relay))
             {

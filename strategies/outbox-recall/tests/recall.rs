@@ -349,3 +349,58 @@ fn a_weeks_plan_and_a_years_plan_ask_different_relays() {
         "not windowed, the week is planned as a year"
     );
 }
+
+/// A follow without a list is routed where it was hinted; without the hint it is residual.
+#[test]
+fn a_follow_without_a_list_is_asked_where_it_was_hinted() {
+    use outbox_core::{HintSource, RouteTableBuilder, UrlPolicy};
+    let build = |hinted: bool| {
+        let mut b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows((0..4).map(test_key))
+            .reader_relays(["wss://home.example"]);
+        for k in 0..3 {
+            b.add_list(relay_list(k, &["wss://a.example"]));
+        }
+        if hinted {
+            b.hint(test_key(3), "wss://c.example", HintSource::ContactList);
+        }
+        b.build()
+    };
+    for hinted in [false, true] {
+        let t = build(hinted);
+        let mut r = router(5, "");
+        let plan = r.plan_with(&t, &DeliveryStats::new(), PlanContext::at(0));
+        assert!(check_plan(&plan, &t, r.limits()).is_empty());
+        let lonely = t.author_id(&test_key(3)).unwrap();
+        assert_eq!(
+            plan.residual().contains(&lonely),
+            !hinted,
+            "hinted: {hinted}"
+        );
+        if hinted {
+            let c = t.relay_id("wss://c.example").unwrap();
+            assert_eq!(plan.asked(lonely), vec![c]);
+        }
+    }
+}
+
+/// A hint at one of the reader's relays (a residual follow's notes seen arriving there) never
+/// spends a connection: the residual asks the reader's relays about the follow anyway.
+#[test]
+fn a_hint_at_a_reader_relay_leaves_the_follow_to_the_residual() {
+    use outbox_core::{HintSource, RouteTableBuilder, UrlPolicy};
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows((0..3).map(test_key))
+        .reader_relays(["wss://home.example"]);
+    for k in 0..2 {
+        b.add_list(relay_list(k, &["wss://a.example"]));
+    }
+    b.hint(test_key(2), "wss://home.example", HintSource::SeenOn);
+    let t = b.build();
+    let mut r = router(5, "");
+    let plan = r.plan_with(&t, &DeliveryStats::new(), PlanContext::at(0));
+    let lonely = t.author_id(&test_key(2)).unwrap();
+    let home = t.relay_id("wss://home.example").unwrap();
+    assert!(plan.residual().contains(&lonely));
+    assert!(plan.routed().iter().all(|a| a.relay != home), "{plan:?}");
+}

@@ -12,6 +12,7 @@ use nostr::nips::nip01::Coordinate;
 use nostr::nips::nip19::{FromBech32, Nip19};
 
 use super::{Candidates, Reason, Route, RouteContext, RouteKind};
+use outbox_core::hints::{Hint, HintSource};
 use outbox_core::keys::{is_on_curve, public_key_from_hex};
 
 /// The longest code [`Pointer::parse`] reads (NIP-19 codes are far shorter; hints make them
@@ -175,6 +176,24 @@ impl Pointer {
             | Pointer::Profile { relays, .. }
             | Pointer::Address { relays, .. } => relays,
         }
+    }
+
+    /// The relay hints as hints about where the author writes, for a feed's route table
+    /// (`RouteTableBuilder::hint`, [`HintSource::Pointer`]): none when the author is unknown.
+    /// A client offers those of the pointers it comes across (`nprofile`, `nevent`, and `e` and
+    /// `p` tags of the notes it shows); the table keeps the ones about follows, a few each.
+    pub fn table_hints(&self) -> Vec<Hint> {
+        let Some(author) = self.author() else {
+            return Vec::new();
+        };
+        self.hints()
+            .iter()
+            .map(|relay| Hint {
+                author,
+                relay: relay.clone(),
+                source: HintSource::Pointer,
+            })
+            .collect()
     }
 }
 

@@ -420,6 +420,20 @@ fn pointers_ask_hints_first_then_the_authors_write_relays() {
         (from_tag.author(), from_tag.hints()),
         (Some(key(1)), &["wss://t.example".to_string()][..])
     );
+    // As a feed table's hints: about the author, from a pointer; none without an author.
+    assert_eq!(
+        from_tag.table_hints(),
+        [outbox_core::Hint {
+            author: key(1),
+            relay: "wss://t.example".into(),
+            source: outbox_core::HintSource::Pointer,
+        }]
+    );
+    let anonymous = vec!["e".to_string(), id.to_hex(), "wss://t.example".into()];
+    assert!(Pointer::from_tag(&anonymous)
+        .unwrap()
+        .table_hints()
+        .is_empty());
     let a_tag = vec!["a".to_string(), format!("30023:{}:post", key(1).to_hex())];
     assert!(matches!(
         Pointer::from_tag(&a_tag),

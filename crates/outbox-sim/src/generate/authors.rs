@@ -212,7 +212,7 @@ pub(super) fn list_tags(
 }
 
 /// A valid but messy spelling of a canonical URL, sometimes.
-fn messy(url: &str, share: f64, rng: &mut ChaCha8Rng) -> String {
+pub(super) fn messy(url: &str, share: f64, rng: &mut ChaCha8Rng) -> String {
     if !rng.random_bool(share.clamp(0.0, 1.0)) {
         return url.to_string();
     }

@@ -13,6 +13,8 @@
 //! `dense` reach shapes the default never draws (a few follows carrying most notes, follows
 //! whose whole history is on one relay only they list, widely listed relays that keep nothing,
 //! lists of one relay or of dozens), as worlds from other generators and real readers show.
+//! `hinted` is the default network with the relay hints a client knows: kind:3 hints (often
+//! stale), pointers and relays notes were seen on.
 
 use std::fmt;
 
@@ -47,11 +49,14 @@ pub enum Family {
     Sparse,
     /// Long lists: most name five to nine relays, and more run to dozens.
     Dense,
+    /// The default network, with relay hints: kind:3 hints for 30–70% of follows (30–70% of
+    /// them stale), pointers to 10–40% and relays 5–25% were seen on.
+    Hinted,
 }
 
 impl Family {
     /// Every family, the default first.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Default,
         Family::Decay,
         Family::Amnesia,
@@ -60,6 +65,7 @@ impl Family {
         Family::Indexed,
         Family::Sparse,
         Family::Dense,
+        Family::Hinted,
     ];
 
     /// The lower-case name.
@@ -73,6 +79,7 @@ impl Family {
             Family::Indexed => "indexed",
             Family::Sparse => "sparse",
             Family::Dense => "dense",
+            Family::Hinted => "hinted",
         }
     }
 
@@ -147,6 +154,12 @@ impl Family {
                 m.long_list_share = draw(0.12, 0.25);
                 m.long_list_max = draw(45.0, 60.0).round() as usize;
             }
+            Family::Hinted => {
+                m.contact_hint_share = draw(0.3, 0.7);
+                m.contact_hint_stale_share = draw(0.3, 0.7);
+                m.pointer_hint_share = draw(0.1, 0.4);
+                m.seen_on_hint_share = draw(0.05, 0.25);
+            }
         }
         m
     }
@@ -167,7 +180,7 @@ impl std::str::FromStr for Family {
             .ok_or_else(|| {
                 format!(
                     "unknown family {s:?} (default, decay, amnesia, churn, skew, indexed, \
-                     sparse, dense)"
+                     sparse, dense, hinted)"
                 )
             })
     }
@@ -221,6 +234,9 @@ mod tests {
         assert_eq!(sparse.write_count_min, 1);
         let dense = Family::Dense.model(&model, 3);
         assert_eq!(dense.write_count_weights.len(), 11);
+        let hinted = Family::Hinted.model(&model, 3);
+        assert!((0.3..=0.7).contains(&hinted.contact_hint_share));
+        assert!((0.05..=0.25).contains(&hinted.seen_on_hint_share));
     }
 
     #[test]

@@ -11,12 +11,13 @@
 //! people the reader does not follow and the notes' tags (`mentions`). So do the shapes the
 //! default never draws: hoarders (prolific follows on one relay of their own), the heavier volume
 //! tail and the empty widely listed relays each have a stream of their own, and their default
-//! knobs draw nothing. `model` holds the knobs; `stats` the headline facts to check a world
+//! knobs draw nothing; so do the relay hints the reader's client knows (`hints`). `model` holds the knobs; `stats` the headline facts to check a world
 //! against the measurements.
 
 mod authors;
 mod events;
 mod family;
+mod hints;
 mod mentions;
 mod model;
 mod monitor;
@@ -145,6 +146,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     relays::assign_caps(model, seed, &mut world);
     monitor::assign_monitor(model, seed, &net, &mut world);
     mentions::assign_inbox(model, seed, &net, &all_writes, &mut world);
+    hints::assign_hints(model, seed, &net, &all_writes, &mut world);
     Ok(world)
 }
 

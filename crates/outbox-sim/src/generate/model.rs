@@ -264,6 +264,20 @@ pub struct WorldModel {
     /// Share of follows' notes that tag people (`events[i].p`): one to three, follows or not,
     /// never the reader.
     pub tagged_note_share: f64,
+    /// Relay hints (the world's `hints`): share of follows whose `p` tag in the reader's
+    /// kind:3 list names a relay. Many clients write one, many leave it empty; no share is
+    /// published. 0 (with the other `*_hint_share` knobs 0): no hints, and nothing drawn.
+    pub contact_hint_share: f64,
+    /// Of those kind:3 hints, the share naming a relay the follow does not write to now: one
+    /// it wrote to before moving, or (for follows who never moved) a popular hub the reader's
+    /// client used. The relay was recorded when the reader followed, often long ago.
+    pub contact_hint_stale_share: f64,
+    /// Share of follows the reader came across a pointer to (an `nevent` or `e` tag with a
+    /// relay hint): a relay that serves one of their notes.
+    pub pointer_hint_share: f64,
+    /// Share of follows whose notes the reader's client saw arrive before the sessions (reposts,
+    /// other feeds): the relay that serves most of their notes.
+    pub seen_on_hint_share: f64,
 }
 
 /// One per-REQ cap and the share of relays that have it.
@@ -357,6 +371,10 @@ impl Default for WorldModel {
             inbox_delivery_share: 0.5,
             reader_read_only: 2,
             tagged_note_share: 0.2,
+            contact_hint_share: 0.0,
+            contact_hint_stale_share: 0.5,
+            pointer_hint_share: 0.0,
+            seen_on_hint_share: 0.0,
         }
     }
 }

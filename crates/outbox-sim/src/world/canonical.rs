@@ -6,9 +6,11 @@ use std::collections::HashMap;
 
 use nostr::key::PublicKey;
 
+use outbox_core::Hint;
+
 use super::{
     too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldParts,
-    WorldRelay, WorldRelayList, MAX_SESSIONS,
+    WorldRelay, WorldRelayList, MAX_SESSIONS, MAX_WORLD_HINTS,
 };
 
 impl World {
@@ -55,6 +57,7 @@ impl World {
             tagged: Vec::new(),
             mentions: Vec::new(),
             mention_on: Vec::new(),
+            hints: Vec::new(),
         };
         raw.finish()
     }
@@ -111,6 +114,7 @@ pub(super) struct RawWorld {
     pub(super) tagged: Vec<PublicKey>,
     pub(super) mentions: Vec<WorldMention>,
     pub(super) mention_on: Vec<u32>,
+    pub(super) hints: Vec<Hint>,
 }
 
 impl RawWorld {
@@ -131,6 +135,7 @@ impl RawWorld {
             tagged,
             mentions,
             mention_on,
+            hints,
         } = self;
         if sessions > MAX_SESSIONS {
             return Err(WorldError::invalid("sessions", too_many_sessions(sessions)));
@@ -235,6 +240,7 @@ impl RawWorld {
             author_offsets,
             mentions,
             mention_on,
+            hints: canonical_hints(hints),
         };
         world.set_monitor(monitor);
         Ok(world)
@@ -265,4 +271,15 @@ pub(super) fn canonical_mentions(
         new_on.extend_from_slice(&scratch);
     }
     (mentions, new_on)
+}
+
+/// Hints in canonical order: by (author, source, relay), repeats dropped, at most
+/// [`MAX_WORLD_HINTS`].
+pub(super) fn canonical_hints(mut hints: Vec<Hint>) -> Vec<Hint> {
+    hints.sort_unstable_by(|a, b| {
+        (a.author, a.source, &a.relay).cmp(&(b.author, b.source, &b.relay))
+    });
+    hints.dedup();
+    hints.truncate(MAX_WORLD_HINTS);
+    hints
 }

@@ -15,7 +15,9 @@
 //! NIP-66 relay monitor reported as of `now` (`monitor`); a file without it has no monitor data.
 //! A world may carry the events that tag the reader (`mentions`, from anyone) and the people a
 //! note tags (`events[i].p`), for scoring the inbox and publish routes; a file without them has
-//! no mentions and no tags.
+//! no mentions and no tags. A world may carry the relay hints the reader's client knows
+//! (`hints`: kind:3, pointer and seen-on hints, see `outbox_core::hints`); a file without them
+//! has none.
 //!
 //! The types and queries are here; `canonical` builds the canonical form (from the generator's
 //! parts or from what the reader interned), `read` is the streaming reader with its limits, and
@@ -29,7 +31,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use nostr::key::PublicKey;
-use outbox_core::{RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
+use outbox_core::{Hint, RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
 
 pub use read::decode_hex32;
 
@@ -44,6 +46,9 @@ pub const MAX_MENTIONS: usize = 1_000_000;
 
 /// The most people one note may tag (`events[i].p`).
 pub const MAX_EVENT_TAGS: usize = 256;
+
+/// The most relay hints a world may list (`hints`; read into memory).
+pub const MAX_WORLD_HINTS: usize = 1_000_000;
 
 /// The most sessions a world may describe (`sessions`, and so the length of every `up` array).
 /// Per-session state is allocated up front, so larger counts are refused with an error naming
@@ -206,6 +211,8 @@ pub struct World {
     /// Events tagging the reader, sorted by (`created_at`, id, author).
     mentions: Vec<WorldMention>,
     mention_on: Vec<u32>,
+    /// Relay hints the reader's client knows, sorted by (author, source, relay), no repeats.
+    hints: Vec<Hint>,
 }
 
 /// The parts of a world before canonicalisation (what the generator and the reader produce).
@@ -399,6 +406,18 @@ impl World {
         self.mention_on = mention_on;
     }
 
+    /// The relay hints the reader's client knows (`hints`), sorted by author, source and relay
+    /// (empty: none).
+    pub fn hints(&self) -> &[Hint] {
+        &self.hints
+    }
+
+    /// Replaces the relay hints: sorted by (author, source, relay), repeats dropped, at most
+    /// [`MAX_WORLD_HINTS`] kept.
+    pub fn set_hints(&mut self, hints: Vec<Hint>) {
+        self.hints = canonical::canonical_hints(hints);
+    }
+
     /// The relays serving an event (ids into [`World::relays`]).
     #[inline]
     pub fn event_relays(&self, e: &WorldEvent) -> &[u32] {
@@ -418,12 +437,26 @@ impl World {
     /// `AuthorId(i)` is follow `i`), the reader's relays and every list through `policy`,
     /// exactly as live.
     pub fn route_table(&self, policy: &UrlPolicy) -> RouteTable {
+        self.table_builder(policy).build()
+    }
+
+    /// The route table of a client that also knows relay hints: [`World::route_table`]'s, with
+    /// the world's `hints` and then `more` (the relays learned stats saw notes arrive on, see
+    /// [`outbox_core::seen_on_hints`]) through the same policy.
+    pub fn route_table_with_hints(&self, policy: &UrlPolicy, more: &[Hint]) -> RouteTable {
+        let mut b = self.table_builder(policy);
+        b.add_hints(&self.hints);
+        b.add_hints(more);
+        b.build()
+    }
+
+    fn table_builder(&self, policy: &UrlPolicy) -> RouteTableBuilder {
         let mut b = RouteTableBuilder::new(policy.clone())
             .follows(self.follows.iter().copied())
             .reader_relays(&self.reader_relays);
         for list in self.raw_lists() {
             b.add_list(list);
         }
-        b.build()
+        b
     }
 }

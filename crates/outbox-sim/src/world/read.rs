@@ -1,21 +1,22 @@
 //! Reading `outbox-world/1`: a visitor per level, interning as it goes, so no JSON tree is
 //! kept. Counts that size allocations up front are bounded as they are read (`sessions` and
 //! every `up` array at [`MAX_SESSIONS`], `monitor` at [`MAX_MONITOR_ENTRIES`], `mentions` at
-//! [`MAX_MENTIONS`], each event's `p` at [`MAX_EVENT_TAGS`]); every malformed value is an error
-//! naming its field.
+//! [`MAX_MENTIONS`], each event's `p` at [`MAX_EVENT_TAGS`], `hints` at [`MAX_WORLD_HINTS`]);
+//! every malformed value is an error naming its field.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 
 use nostr::key::PublicKey;
+use outbox_core::{Hint, HintSource};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::canonical::{Interner, RawWorld};
 use super::{
     too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldRelayList,
-    MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, WORLD_FORMAT,
+    MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS, MAX_WORLD_HINTS, WORLD_FORMAT,
 };
 
 impl World {
@@ -91,6 +92,7 @@ struct PartialWorld {
     tagged: Vec<PublicKey>,
     mentions: Vec<WorldMention>,
     mention_on: Vec<u32>,
+    hints: Vec<Hint>,
     /// Event authors by key, interned in order of appearance, with the first event index.
     authors: HashMap<[u8; 32], (u32, usize)>,
     author_keys: Vec<[u8; 32]>,
@@ -155,6 +157,7 @@ impl PartialWorld {
             tagged: self.tagged,
             mentions: self.mentions,
             mention_on: self.mention_on,
+            hints: self.hints,
         }
         .finish()
     }
@@ -167,7 +170,7 @@ impl<'de> Deserialize<'de> for PartialWorld {
 }
 
 /// The top-level fields a world file may give once each.
-const WORLD_FIELDS: [&str; 10] = [
+const WORLD_FIELDS: [&str; 11] = [
     "format",
     "name",
     "now",
@@ -177,6 +180,7 @@ const WORLD_FIELDS: [&str; 10] = [
     "relays",
     "monitor",
     "mentions",
+    "hints",
     "events",
 ];
 
@@ -206,6 +210,7 @@ impl<'de> Visitor<'de> for WorldVisitor {
             tagged: Vec::new(),
             mentions: Vec::new(),
             mention_on: Vec::new(),
+            hints: Vec::new(),
             authors: HashMap::new(),
             author_keys: Vec::new(),
         };
@@ -242,6 +247,7 @@ impl<'de> Visitor<'de> for WorldVisitor {
                     w.relays_seen = true;
                 }
                 "monitor" => map.next_value_seed(MonitorSeed(&mut w.monitor))?,
+                "hints" => map.next_value_seed(HintsSeed(&mut w.hints))?,
                 "mentions" => map.next_value_seed(MentionsSeed {
                     relays: &mut w.relays,
                     mentions: &mut w.mentions,
@@ -499,6 +505,70 @@ impl<'de> Visitor<'de> for MonitorSeed<'_> {
             self.0.push(MonitorEntry {
                 url,
                 last_seen: entry.last_seen,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One entry of `hints`: a valid key, a relay URL as written, and a known source.
+#[derive(Deserialize)]
+struct HintRaw {
+    author: Key,
+    relay: String,
+    source: SourceRaw,
+}
+
+/// A hint source by its name (`contact_list`, `pointer`, `seen_on`); anything else is an error.
+struct SourceRaw(HintSource);
+
+impl<'de> Deserialize<'de> for SourceRaw {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SourceRaw;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("contact_list, pointer or seen_on")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SourceRaw, E> {
+                s.parse::<HintSource>().map(SourceRaw).map_err(|_| {
+                    E::custom(format!(
+                        "unknown hint source {:?} (contact_list, pointer, seen_on)",
+                        s.chars().take(40).collect::<String>()
+                    ))
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `hints`: at most [`MAX_WORLD_HINTS`] entries, refused as soon as there are more.
+struct HintsSeed<'a>(&'a mut Vec<Hint>);
+
+impl<'de> DeserializeSeed<'de> for HintsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HintsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of relay hints")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(raw) = seq.next_element::<HintRaw>()? {
+            if self.0.len() == MAX_WORLD_HINTS {
+                return Err(de::Error::custom(format!(
+                    "has more than {MAX_WORLD_HINTS} entries"
+                )));
+            }
+            self.0.push(Hint {
+                author: raw.author.0,
+                relay: raw.relay,
+                source: raw.source.0,
             });
         }
         Ok(())

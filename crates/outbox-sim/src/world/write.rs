@@ -1,6 +1,6 @@
-//! Writing `outbox-world/1` in canonical form, streaming: one relay list, relay, monitor entry
-//! mention or event per line, `max_limit` only where there is a cap, `monitor` and `mentions`
-//! only when there are any, an event's `p` only when it tags someone.
+//! Writing `outbox-world/1` in canonical form, streaming: one relay list, relay, monitor entry,
+//! mention, hint or event per line, `max_limit` only where there is a cap, `monitor`,
+//! `mentions` and `hints` only when there are any, an event's `p` only when it tags someone.
 
 use std::io::Write;
 
@@ -97,6 +97,20 @@ impl World {
                     write!(w, "{s}{}", q(&self.relays[r as usize].url))?;
                 }
                 writeln!(w, "]}}{sep}")?;
+            }
+            writeln!(w, "  ],")?;
+        }
+        if !self.hints.is_empty() {
+            writeln!(w, "  \"hints\": [")?;
+            for (i, h) in self.hints.iter().enumerate() {
+                let sep = if i + 1 == self.hints.len() { "" } else { "," };
+                writeln!(
+                    w,
+                    "    {{\"author\": \"{}\", \"relay\": {}, \"source\": \"{}\"}}{sep}",
+                    h.author.to_hex(),
+                    q(&h.relay),
+                    h.source.name()
+                )?;
             }
             writeln!(w, "  ],")?;
         }
