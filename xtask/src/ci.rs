@@ -1,15 +1,15 @@
 //! `cargo xtask ci`: the whole gate, in the order that fails fastest.
 //!
-//! Cheap checks (format, lints, API docs) run before the test suite, and the
-//! audit runs after the tests so its build reuses their artifacts. The
-//! snapshot step only checks files: the test step already ran with
-//! `INSTA_UPDATE=no` and `INSTA_FORCE_PASS=0`, so a snapshot mismatch has
-//! failed it already.
+//! Cheap checks (format, packaging, lints, API docs) run before the test
+//! suite, and the audit runs after the tests so its build reuses their
+//! artifacts. The snapshot step only checks files: the test step already ran
+//! with `INSTA_UPDATE=no` and `INSTA_FORCE_PASS=0`, so a snapshot mismatch
+//! has failed it already.
 
 use std::path::Path;
 use std::time::Instant;
 
-use crate::{audit, snapshots, util};
+use crate::{audit, package, snapshots, util};
 
 type Step = fn(&Path) -> anyhow::Result<bool>;
 
@@ -73,8 +73,9 @@ fn snapshot_files(root: &Path) -> anyhow::Result<bool> {
 }
 
 pub fn run(root: &Path) -> anyhow::Result<bool> {
-    let steps: [(&str, Step); 6] = [
+    let steps: [(&str, Step); 7] = [
         ("fmt", fmt),
+        ("package", package::run),
         ("clippy", clippy),
         ("docs", docs),
         ("tests", tests),

@@ -4,11 +4,14 @@
 //!   is checked by `cargo test`).
 //! - `snapshots`: insta snapshot tests in check mode, plus pending and
 //!   unreferenced snapshot files.
-//! - `ci`: fmt, clippy, tests, audit, snapshots, stopping at the first
-//!   failure. `.ci/run` calls this.
+//! - `package`: the publishable crates' metadata, then `cargo package` over
+//!   them.
+//! - `ci`: fmt, package, clippy, docs, tests, audit, snapshots, stopping at
+//!   the first failure. `.ci/run` calls this.
 
 mod audit;
 mod ci;
+mod package;
 mod snapshots;
 mod util;
 
@@ -32,7 +35,9 @@ enum Task {
     Audit,
     /// Run the insta snapshot tests in check mode and look for stray snapshot files.
     Snapshots,
-    /// Everything CI runs: fmt, clippy, tests, audit, snapshots.
+    /// Check the publishable crates' metadata and package them (`cargo package --no-verify`).
+    Package,
+    /// Everything CI runs: fmt, package, clippy, docs, tests, audit, snapshots.
     Ci,
 }
 
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Audit => audit::run(&root),
         Task::Snapshots => snapshots::run(&root, snapshots::Mode::RunTests),
+        Task::Package => package::run(&root),
         Task::Ci => ci::run(&root),
     };
     match result {

@@ -2,7 +2,8 @@
 //!
 //! - every `MAX_*` constant of the workspace's production sources is named in `docs/limits.md`;
 //! - every workspace crate and `outbox <command>` that README.md and ARCHITECTURE.md name exists;
-//! - README.md's `rust` blocks run as doctests (of `outbox-strategies`), none of them skipped.
+//! - README.md's `rust` blocks run as doctests (of `outbox-strategies`), none of them skipped
+//!   but those that are the text of a file the workspace builds and tests.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -165,7 +166,7 @@ fn packages(root: &Path) -> BTreeSet<String> {
 
 /// The `outbox` subcommands: the variants of the CLI's `Command` enum, as clap names them.
 fn subcommands(root: &Path) -> BTreeSet<String> {
-    let main = syn::parse_file(&read(&root.join("crates/outbox-cli/src/main.rs"))).unwrap();
+    let main = syn::parse_file(&read(&root.join("crates/outbox-cli/src/lib.rs"))).unwrap();
     let command = main
         .items
         .iter()
@@ -173,7 +174,7 @@ fn subcommands(root: &Path) -> BTreeSet<String> {
             syn::Item::Enum(e) if e.ident == "Command" => Some(e),
             _ => None,
         })
-        .expect("outbox-cli's main.rs has `enum Command`");
+        .expect("outbox-cli's lib.rs has `enum Command`");
     command
         .variants
         .iter()
@@ -277,23 +278,78 @@ fn every_crate_and_command_the_docs_name_exists() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The README's fenced blocks whose info string starts with `rust`: (info, text), the text
+/// without the fence's indentation.
+fn rust_blocks(readme: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut lines = readme.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        let Some(info) = trimmed.strip_prefix("```") else {
+            continue;
+        };
+        let indent = line.len() - trimmed.len();
+        let mut text = String::new();
+        for body in lines.by_ref() {
+            if body.trim_start().starts_with("```") {
+                break;
+            }
+            text.push_str(body.get(indent..).unwrap_or(body.trim_start()));
+            text.push('\n');
+        }
+        if info.starts_with("rust") {
+            blocks.push((info.to_string(), text));
+        }
+    }
+    blocks
+}
+
+/// Every README `rust` block runs as a doctest, except a `rust,ignore` block that is the whole
+/// text of a source file the workspace builds (a binary that cannot run as a doctest, shown as
+/// it is and compiled and tested where it lives).
 #[test]
 fn the_readme_rust_blocks_run_as_doctests() {
     let root = root();
     let readme = read(&root.join("README.md"));
-    let fences: Vec<&str> = readme
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("```"))
-        .filter(|info| info.starts_with("rust"))
-        .collect();
-    assert!(!fences.is_empty(), "README.md has no rust block");
-    for info in fences {
-        assert_eq!(info, "rust", "a README block is not run: ```{info}");
+    let blocks = rust_blocks(&readme);
+    assert!(
+        blocks.iter().any(|(info, _)| info == "rust"),
+        "README.md has no rust block"
+    );
+    let mut sources = Vec::new();
+    for dir in CRATE_ROOTS {
+        production_sources(&root.join(dir), &mut sources);
+    }
+    let texts: Vec<String> = sources.iter().map(|f| read(f)).collect();
+    for (info, text) in &blocks {
+        match info.as_str() {
+            "rust" => {}
+            "rust,ignore" => assert!(
+                texts.contains(text),
+                "a README `rust,ignore` block is not the text of a workspace source file:\n{text}"
+            ),
+            _ => panic!("a README block is not run: ```{info}"),
+        }
     }
     let facade = read(&root.join("crates/outbox-strategies/src/lib.rs"));
     assert!(
         facade.contains("#[cfg(doctest)]")
             && facade.contains("#[doc = include_str!(\"../../../README.md\")]"),
         "outbox-strategies no longer runs README.md's blocks as doctests"
+    );
+}
+
+#[test]
+fn readme_blocks_are_read_without_their_indentation() {
+    let readme = "```rust\nlet a = 1;\n```\n\n1. step\n\n   ```rust,ignore\n   fn main() {\n       x();\n   }\n   ```\n```toml\nk = 1\n```\n";
+    assert_eq!(
+        rust_blocks(readme),
+        [
+            ("rust".to_string(), "let a = 1;\n".to_string()),
+            (
+                "rust,ignore".to_string(),
+                "fn main() {\n    x();\n}\n".to_string()
+            ),
+        ]
     );
 }

@@ -32,16 +32,39 @@ fn the_example_is_the_default_config_and_runs() {
 }
 
 /// The extension story: the macro brings everything registration needs, so the crate's own
-/// manifest names no serde, typetag or inventory.
+/// manifest names no serde, typetag or inventory. `outbox-cli` is there only for the binary,
+/// behind the `cli` feature: the strategy itself needs `outbox-core` alone.
 #[test]
 fn the_manifest_depends_on_outbox_core_only() {
     let manifest: toml::Table = toml::from_str(include_str!("../Cargo.toml")).unwrap();
-    let deps: Vec<&String> = manifest["dependencies"]
-        .as_table()
-        .unwrap()
-        .keys()
+    let deps = manifest["dependencies"].as_table().unwrap();
+    let optional =
+        |spec: &toml::Value| spec.get("optional").and_then(toml::Value::as_bool) == Some(true);
+    let required: Vec<&String> = deps
+        .iter()
+        .filter(|(_, s)| !optional(s))
+        .map(|(n, _)| n)
         .collect();
-    assert_eq!(deps, ["outbox-core"]);
+    assert_eq!(required, ["outbox-core"]);
+    let for_the_binary: Vec<&String> = deps
+        .iter()
+        .filter(|(_, s)| optional(s))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(for_the_binary, ["outbox-cli"]);
+    let strings = |v: &toml::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(strings(&manifest["features"]["cli"]), ["dep:outbox-cli"]);
+    let bins = manifest["bin"].as_array().unwrap();
+    assert!(!bins.is_empty());
+    for bin in bins {
+        assert_eq!(strings(&bin["required-features"]), ["cli"], "{bin}");
+    }
 }
 
 #[test]

@@ -1,0 +1,271 @@
+//! `cargo xtask package`: every publishable crate packages as it would be published.
+//!
+//! A crate is publishable unless its manifest says `publish = false` (xtask and the test-only
+//! crates do). For those, two checks:
+//!
+//! 1. **Metadata.** What crates.io and docs.rs show: a description, a license, a repository,
+//!    a documentation link, a readme file that exists, one to five keywords in the form
+//!    crates.io accepts, and one to five categories. `cargo package` only warns about most of
+//!    these; here a missing one fails.
+//! 2. **`cargo package --workspace --no-verify`** over the publishable crates. Cargo packages
+//!    them together, resolving the path dependencies among them through a temporary local
+//!    registry, so a path dependency without a version, a missing readme or a dependency on
+//!    an unpublishable crate fails here.
+//!
+//! Why `--no-verify`: verifying builds every packaged crate again on its own, outside the
+//! workspace and without its profiles, so every dependency is compiled a second time. On the
+//! 2-core CI machine that took 12 minutes against half a minute without it, while the test
+//! step already builds and tests the same sources. What only verifying catches (a packaged
+//! crate that does not build on its own, such as one including a file from outside its
+//! directory) is left to `cargo package --workspace` with the same `--exclude`s, run by hand
+//! before a release.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use crate::util;
+
+/// The most keywords and categories crates.io accepts for one crate.
+const CRATES_IO_LIST_LEN: usize = 5;
+/// The longest keyword crates.io accepts.
+const CRATES_IO_KEYWORD_LEN: usize = 20;
+
+/// The part of `cargo metadata --no-deps` this task reads.
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+}
+
+/// One workspace member, with its inherited fields already filled in by cargo.
+#[derive(Debug, Deserialize)]
+pub struct Package {
+    name: String,
+    manifest_path: String,
+    /// `None`: any registry; `Some([])`: `publish = false`.
+    publish: Option<Vec<String>>,
+    description: Option<String>,
+    license: Option<String>,
+    repository: Option<String>,
+    documentation: Option<String>,
+    readme: Option<String>,
+    #[serde(default)]
+    keywords: Vec<String>,
+    #[serde(default)]
+    categories: Vec<String>,
+}
+
+impl Package {
+    fn publishable(&self) -> bool {
+        self.publish.as_ref().is_none_or(|to| !to.is_empty())
+    }
+}
+
+pub fn run(root: &Path) -> anyhow::Result<bool> {
+    let packages = workspace_packages(root)?;
+    let (publishable, private): (Vec<&Package>, Vec<&Package>) =
+        packages.iter().partition(|p| p.publishable());
+    anyhow::ensure!(
+        !publishable.is_empty(),
+        "no publishable crate in the workspace"
+    );
+    println!(
+        "publishable: {}",
+        publishable
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "not published (publish = false): {}",
+        private
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    let problems: Vec<String> = publishable
+        .iter()
+        .flat_map(|p| metadata_problems(p))
+        .collect();
+    if !problems.is_empty() {
+        println!("package: crate metadata crates.io needs is missing or malformed:");
+        for problem in &problems {
+            println!("  - {problem}");
+        }
+        println!("(a crate that is not meant to be published says `publish = false`)");
+        return Ok(false);
+    }
+
+    let mut cmd = util::cargo(root);
+    // The check is about what would be published, not about the git state: a local run with
+    // uncommitted changes packages them as they are.
+    cmd.args(["package", "--workspace", "--no-verify", "--allow-dirty"]);
+    for p in &private {
+        cmd.args(["--exclude", &p.name]);
+    }
+    if !util::run_status(cmd)? {
+        println!(
+            "package: `cargo package` failed for a publishable crate (its error is above): \
+             every dependency on a workspace crate needs a version (the [workspace.dependencies] \
+             entries have one), and a publishable crate cannot depend on one with \
+             `publish = false`"
+        );
+        return Ok(false);
+    }
+    println!("package: {} crates packaged", publishable.len());
+    Ok(true)
+}
+
+fn workspace_packages(root: &Path) -> anyhow::Result<Vec<Package>> {
+    let mut cmd = util::cargo(root);
+    cmd.args(["metadata", "--no-deps", "--format-version", "1"]);
+    let output = cmd.output().context("running `cargo metadata`")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "`cargo metadata` failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Metadata =
+        serde_json::from_slice(&output.stdout).context("reading `cargo metadata` output")?;
+    Ok(metadata.packages)
+}
+
+/// Whether crates.io accepts `word` as a keyword: ASCII letters, digits, `-`, `_` and `+`,
+/// starting with a letter, at most 20 characters.
+fn valid_keyword(word: &str) -> bool {
+    word.len() <= CRATES_IO_KEYWORD_LEN
+        && word.starts_with(|c: char| c.is_ascii_alphabetic())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+'))
+}
+
+/// Every metadata problem of one publishable package, each naming the package.
+pub fn metadata_problems(p: &Package) -> Vec<String> {
+    let mut problems = Vec::new();
+    let name = &p.name;
+    let blank = |field: &Option<String>| field.as_deref().is_none_or(|v| v.trim().is_empty());
+    for (field, value) in [
+        ("description", &p.description),
+        ("license", &p.license),
+        ("repository", &p.repository),
+        ("documentation", &p.documentation),
+        ("readme", &p.readme),
+    ] {
+        if blank(value) {
+            problems.push(format!("{name}: no `{field}`"));
+        }
+    }
+    if let Some(readme) = p.readme.as_deref().filter(|r| !r.trim().is_empty()) {
+        let dir = Path::new(&p.manifest_path)
+            .parent()
+            .unwrap_or_else(|| Path::new("."));
+        if !dir.join(readme).is_file() {
+            problems.push(format!("{name}: readme `{readme}` is not a file"));
+        }
+    }
+    for (field, list) in [("keywords", &p.keywords), ("categories", &p.categories)] {
+        if list.is_empty() || list.len() > CRATES_IO_LIST_LEN {
+            problems.push(format!(
+                "{name}: {} {field}, crates.io takes 1 to {CRATES_IO_LIST_LEN}",
+                list.len()
+            ));
+        }
+    }
+    for keyword in p.keywords.iter().filter(|k| !valid_keyword(k)) {
+        problems.push(format!(
+            "{name}: keyword `{keyword}` is not ASCII letters, digits, `-`, `_` or `+` starting \
+             with a letter, at most {CRATES_IO_KEYWORD_LEN} characters"
+        ));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn package(dir: &Path) -> Package {
+        std::fs::write(dir.join("README.md"), "# demo\n").unwrap();
+        Package {
+            name: "demo".into(),
+            manifest_path: dir.join("Cargo.toml").to_string_lossy().into_owned(),
+            publish: None,
+            description: Some("A demo".into()),
+            license: Some("MIT".into()),
+            repository: Some("https://example.org/demo".into()),
+            documentation: Some("https://docs.rs/demo".into()),
+            readme: Some("README.md".into()),
+            keywords: vec!["nostr".into()],
+            categories: vec!["network-programming".into()],
+        }
+    }
+
+    #[test]
+    fn complete_metadata_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            metadata_problems(&package(dir.path())),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn every_missing_field_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        p.description = None;
+        p.repository = Some("  ".into());
+        p.keywords.clear();
+        assert_eq!(
+            metadata_problems(&p),
+            [
+                "demo: no `description`",
+                "demo: no `repository`",
+                "demo: 0 keywords, crates.io takes 1 to 5",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_readme_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        p.readme = Some("MISSING.md".into());
+        assert_eq!(
+            metadata_problems(&p),
+            ["demo: readme `MISSING.md` is not a file"]
+        );
+    }
+
+    #[test]
+    fn keywords_follow_crates_io_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        p.keywords = ["a", "b", "c", "d", "e", "f"].map(String::from).to_vec();
+        assert_eq!(
+            metadata_problems(&p),
+            ["demo: 6 keywords, crates.io takes 1 to 5"]
+        );
+        p.keywords = vec!["nip65".into(), "9lives".into(), "two words".into()];
+        let problems = metadata_problems(&p);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("`9lives`") && problems[1].contains("`two words`"));
+        assert!(!valid_keyword(&"k".repeat(21)) && valid_keyword(&"k".repeat(20)));
+    }
+
+    #[test]
+    fn publish_false_is_not_publishable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        assert!(p.publishable());
+        p.publish = Some(vec![]);
+        assert!(!p.publishable());
+        p.publish = Some(vec!["crates-io".into()]);
+        assert!(p.publishable());
+    }
+}
