@@ -129,6 +129,11 @@ pub struct FeedInput {
     /// lists seed a liveness prior for relays the stats know nothing about
     /// ([`outbox_client::apply_monitor_prior`]). Empty: no monitor data.
     pub monitor_relays: Vec<String>,
+    /// Relay hints the client knows (the reader's kind:3 `p` tags through
+    /// [`outbox_core::contact_list_hints`], pointers' relays): offered to every route table,
+    /// with the relays learned stats saw each follow's notes arrive on, when the router's
+    /// config says `hints = true` ([`Router::hints`]). Bounded per follow and source.
+    pub hints: Vec<outbox_core::Hint>,
 }
 
 impl FeedInput {
@@ -150,6 +155,7 @@ impl FeedInput {
             store: Arc::new(MemoryStore::new()),
             penalties: PenaltyBox::new(),
             monitor_relays: Vec::new(),
+            hints: Vec::new(),
         }
     }
 

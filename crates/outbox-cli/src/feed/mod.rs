@@ -303,6 +303,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         ..defaults
     };
 
+    // The relays the reader's kind:3 names beside each follow: hints, used when the config
+    // says `hints = true`.
+    let mut hints = Vec::new();
     let follows = match &args.npub {
         Some(npub) => {
             let reader = parse_key(npub)?;
@@ -329,6 +332,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                     lookup.join(", ")
                 );
             };
+            hints = outbox_core::contact_list_hints(newest);
             outbox_core::follows_from_contact_list(newest)
         }
         None => read_follows(&args.follows)?,
@@ -342,6 +346,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let carriers = runtime_config_relays(&relays, &args, &policy);
     let mut input = FeedInput::new(router, follows, relays);
     input.monitor_relays = args.monitors.clone();
+    input.hints = hints;
     if let Some(store) = &store {
         let kept = load_kept(store.as_ref())
             .await

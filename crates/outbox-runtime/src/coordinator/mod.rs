@@ -163,6 +163,8 @@ struct Coordinator {
     carriers: Carriers,
     /// The canonical fallback relays (see [`RuntimeConfig::fallback_relays`]).
     fallback_relays: Vec<String>,
+    /// Relay hints the client was given ([`FeedInput::hints`]).
+    hints: Vec<outbox_core::Hint>,
     /// The canonical indexer relays (see [`RuntimeConfig::indexers`]).
     indexers: Vec<String>,
     /// This run's planning seed.
@@ -208,6 +210,7 @@ impl Coordinator {
             store,
             penalties,
             monitor_relays: _,
+            hints,
         } = input;
         let policy = router.policy();
         let canonical_readers = canonical_list(policy, &reader_relays, "reader relay");
@@ -240,6 +243,7 @@ impl Coordinator {
             tally: Tally::default(),
             carriers: Carriers::Reader,
             fallback_relays,
+            hints,
             indexers,
             plan_seed,
             race_at: None,
@@ -306,7 +310,18 @@ impl Coordinator {
             lists: &lists,
             routed_carriers: self.cfg.routed_carriers,
         };
-        network.table(left_out, &self.stats, now)
+        if !self.router.hints() {
+            return network.table(left_out, &self.stats, now);
+        }
+        // What the client was told, and where learning saw each follow's notes: the
+        // simulator's client offers the same (`SimWorld::client_hints`).
+        let mut hints = self.hints.clone();
+        let policy = self.router.policy();
+        hints.extend(outbox_core::seen_on_hints(
+            &self.stats,
+            policy.max_write_relays,
+        ));
+        network.table_with_hints(left_out, &self.stats, now, &hints)
     }
 
     fn lists_filter(&self) -> Filter {

@@ -1,7 +1,7 @@
 //! The client's sockets: one per relay, shared by every purpose, under one budget.
 //!
 //! Everything the runtime sends to a relay — the feed's slots, the relay-list lookups, route
-//! feeds (inbox, thread, pointer), probes and publishing — asks [`Sockets`] for a [`Link`] to that
+//! feeds (inbox, thread, pointer), probes and publishing — asks [`Sockets`] for a `Link` to that
 //! relay. The first link dials; later links to the same relay join the open socket, so a client
 //! holds at most one connection per relay whatever it is doing. The count of
 //! sockets (open or dialling) stays within [`SocketBudget::max_sockets`]: a link to a relay
@@ -18,7 +18,7 @@
 //! back, so two links may use the same ids; `OK` goes to the link that sent the event; `AUTH`
 //! challenges, `NOTICE`s and frames for ids no link issued go to every link, which treats them
 //! as it would on a socket of its own. A link that finds the relay misbehaving
-//! ([`Link::abandon`]) ends the socket for every link on it.
+//! (`Link::abandon`) ends the socket for every link on it.
 //!
 //! The one lock here guards the table of sockets; it is never held across an `.await` nor
 //! while calling code that takes another lock.
