@@ -288,7 +288,7 @@ async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
     let mut own = Vec::new();
     for _ in 0..8 {
         let g = gauge.clone();
-        own.push(RealRelay::start_with(move |b| b.query_policy(g)).await);
+        own.push(RealRelay::start_with(move |b| b.query_policy(g.clone())).await);
     }
     let now = now();
     let mut lists = Vec::new();

@@ -25,13 +25,25 @@ impl Relay {
     }
 
     /// A relay built with extra options (e.g. NIP-42 sign-in required).
-    pub async fn start_with(options: impl FnOnce(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
+    pub async fn start_with(options: impl Fn(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
         let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
             events: true,
             max_events: None,
         }));
-        let relay = rb::LocalRelay::new(options(rb::RelayBuilder::default().database(db.clone())));
-        relay.run().await.unwrap();
+        // The relay picks its own port; another test process may take it first: try again.
+        let mut attempts = 0;
+        let relay = loop {
+            let relay =
+                rb::LocalRelay::new(options(rb::RelayBuilder::default().database(db.clone())));
+            match relay.run().await {
+                Ok(()) => break relay,
+                Err(e) if attempts < 5 => {
+                    attempts += 1;
+                    eprintln!("local relay did not start ({e}); trying another port");
+                }
+                Err(e) => panic!("local relay did not start: {e}"),
+            }
+        };
         let url = relay
             .url()
             .await

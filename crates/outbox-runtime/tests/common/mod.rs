@@ -102,21 +102,32 @@ impl RealRelay {
         Self::start_with(|b| b).await
     }
 
-    pub async fn start_with(configure: impl FnOnce(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
+    pub async fn start_with(configure: impl Fn(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
         let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
             events: true,
             max_events: None,
         }));
         let counter = Counter::default();
-        let builder = rb::RelayBuilder::default()
-            .database(db.clone())
-            .query_policy(counter.clone())
-            .rate_limit(rb::RateLimit {
-                max_reqs: 100,
-                notes_per_minute: 100_000,
-            });
-        let relay = rb::LocalRelay::new(configure(builder));
-        relay.run().await.expect("local relay runs");
+        // The relay picks its own port; another test process may take it first: try again.
+        let mut attempts = 0;
+        let relay = loop {
+            let builder = rb::RelayBuilder::default()
+                .database(db.clone())
+                .query_policy(counter.clone())
+                .rate_limit(rb::RateLimit {
+                    max_reqs: 100,
+                    notes_per_minute: 100_000,
+                });
+            let relay = rb::LocalRelay::new(configure(builder));
+            match relay.run().await {
+                Ok(()) => break relay,
+                Err(e) if attempts < 5 => {
+                    attempts += 1;
+                    eprintln!("local relay did not start ({e}); trying another port");
+                }
+                Err(e) => panic!("local relay did not start: {e}"),
+            }
+        };
         let url = relay.url().await.to_string();
         let url = url.trim_end_matches('/').to_string();
         Self {
