@@ -184,16 +184,9 @@ impl PublishReport {
 /// At most `min(targets, MAX_PUBLISH_SOCKETS)` sockets are open at once.
 pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
     crate::tls::install_crypto_provider();
-    let mut urls: Vec<String> = Vec::new();
-    for t in targets {
-        if !urls.contains(t) {
-            urls.push(t.clone());
-        }
-    }
+    let urls = distinct(targets);
     let deadline = Instant::now() + cfg.deadline;
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
-        urls.len().clamp(1, MAX_PUBLISH_SOCKETS),
-    ));
+    let permits = socket_permits(urls.len());
     let mut tasks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
         let (url, event, cfg, permits) = (url.clone(), event.clone(), cfg.clone(), permits.clone());
@@ -211,14 +204,7 @@ pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> 
     let relays = results
         .into_iter()
         .zip(urls)
-        .map(|(r, url)| {
-            r.unwrap_or(RelayPublish {
-                url,
-                outcome: PublishOutcome::Error,
-                message: "the publishing task failed".into(),
-                attempts: 0,
-            })
-        })
+        .map(|(r, url)| r.unwrap_or_else(|| task_failed(url)))
         .collect();
     PublishReport { relays }
 }
@@ -230,16 +216,9 @@ pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> 
 /// [`publish`].
 pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
     crate::tls::install_crypto_provider();
-    let mut urls: Vec<String> = Vec::new();
-    for t in targets {
-        if !urls.contains(t) {
-            urls.push(t.clone());
-        }
-    }
+    let urls = distinct(targets);
     let filter = nostr::filter::Filter::new().id(event.id).limit(1);
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
-        urls.len().clamp(1, MAX_PUBLISH_SOCKETS),
-    ));
+    let permits = socket_permits(urls.len());
     let mut asks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
         let (url, filter, runtime, permits) = (
@@ -280,16 +259,39 @@ pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig)
                     attempts: 0,
                 }
             } else {
-                sent.next().unwrap_or(RelayPublish {
-                    url,
-                    outcome: PublishOutcome::Error,
-                    message: "the publishing task failed".into(),
-                    attempts: 0,
-                })
+                sent.next().unwrap_or_else(|| task_failed(url))
             }
         })
         .collect();
     PublishReport { relays }
+}
+
+/// `targets` without repeats, in their order.
+fn distinct(targets: &[String]) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for t in targets {
+        if !urls.contains(t) {
+            urls.push(t.clone());
+        }
+    }
+    urls
+}
+
+/// The sockets one publish may hold at once, for `targets` relays.
+fn socket_permits(targets: usize) -> std::sync::Arc<tokio::sync::Semaphore> {
+    std::sync::Arc::new(tokio::sync::Semaphore::new(
+        targets.clamp(1, MAX_PUBLISH_SOCKETS),
+    ))
+}
+
+/// The report of a relay whose task ended without one.
+fn task_failed(url: String) -> RelayPublish {
+    RelayPublish {
+        url,
+        outcome: PublishOutcome::Error,
+        message: "the publishing task failed".into(),
+        attempts: 0,
+    }
 }
 
 /// One relay: attempts with backoff until a final outcome, the attempts or the deadline.
