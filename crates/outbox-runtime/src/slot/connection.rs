@@ -28,9 +28,8 @@ impl Slot {
             }
             let started = Instant::now();
             let mut document = self.start_nip11();
-            let (sockets, cfg, url) =
-                (self.cfg.sockets.clone(), self.cfg.clone(), self.url.clone());
-            let connect = async move { sockets.link(&url, Role::Feed, &cfg).await };
+            let (cfg, url) = (self.cfg.clone(), self.url.clone());
+            let connect = async move { cfg.sockets.link(&url, Role::Feed, &cfg).await };
             tokio::pin!(connect);
             let connected = loop {
                 tokio::select! {

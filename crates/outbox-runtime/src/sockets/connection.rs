@@ -78,8 +78,6 @@ pub(super) struct Connection {
     max_subs: Option<usize>,
     /// REQs waiting for a subscription to close, oldest first.
     waiting: VecDeque<(u64, String, Message)>,
-    /// A `CLOSED` freed a subscription: waiting REQs may go.
-    freed_sub: bool,
 }
 
 /// How a socket ended.
@@ -111,7 +109,6 @@ impl Connection {
             open: HashMap::new(),
             max_subs: None,
             waiting: VecDeque::new(),
-            freed_sub: false,
         }
     }
 
@@ -274,8 +271,8 @@ impl Connection {
                         return End::Broken(format!("closed by relay {why}"));
                     }
                     Some(Ok(Message::Text(text))) => {
-                        self.route(text.as_str(), Message::Text(text.clone())).await;
-                        if std::mem::take(&mut self.freed_sub) {
+                        let freed = self.route(text.as_str(), Message::Text(text.clone())).await;
+                        if freed {
                             if let Err(e) = self.flush(ws).await {
                                 return End::Broken(format!("sending failed: {e}"));
                             }
@@ -364,15 +361,16 @@ impl Connection {
         self.flush(ws).await
     }
 
-    /// Hands a text frame to the link it names, or to every link.
-    async fn route(&mut self, text: &str, msg: Message) {
-        if let Some(("CLOSED", Some(id))) = frame::head(text) {
-            // The relay ended it: its place is free.
-            if self.open.remove(&text[id]).is_some() {
-                self.freed_sub = true;
-            }
-        }
-        let target = match frame::head(text) {
+    /// Hands a text frame to the link it names, or to every link; whether it was a `CLOSED`
+    /// that freed one of the relay's subscriptions (waiting REQs may go).
+    async fn route(&mut self, text: &str, msg: Message) -> bool {
+        let head = frame::head(text);
+        // The relay ended it: its place is free.
+        let freed = match &head {
+            Some(("CLOSED", Some(id))) => self.open.remove(&text[id.clone()]).is_some(),
+            _ => false,
+        };
+        let target = match head {
             Some((ty, Some(id))) if frame::names_subscription(ty) => {
                 match frame::untag(&text[id.clone()]) {
                     Some((link, own)) if self.links.contains_key(&link) => {
@@ -380,7 +378,7 @@ impl Connection {
                         Some((link, msg))
                     }
                     // Ours, for a link that left: nobody is listening.
-                    Some(_) => return,
+                    Some(_) => return freed,
                     None => None,
                 }
             }
@@ -395,6 +393,7 @@ impl Connection {
             Some((link, msg)) => self.deliver(link, msg).await,
             None => self.broadcast(msg).await,
         }
+        freed
     }
 
     async fn deliver(&mut self, link: u64, msg: Message) {

@@ -68,9 +68,9 @@ pub(crate) fn untag(wire: &str) -> Option<(u64, &str)> {
     Some((link.parse().ok()?, id))
 }
 
-/// Frame types whose second element is a subscription id.
+/// Relay frame types whose second element is a subscription id.
 pub(crate) fn names_subscription(ty: &str) -> bool {
-    matches!(ty, "EVENT" | "EOSE" | "CLOSED" | "COUNT" | "REQ" | "CLOSE")
+    matches!(ty, "EVENT" | "EOSE" | "CLOSED" | "COUNT")
 }
 
 /// The id of the event an outgoing `["EVENT", {...}]` or `["AUTH", {...}]` carries: its `OK`
