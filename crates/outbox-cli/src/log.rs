@@ -19,7 +19,9 @@ pub const MAX_LOG_FIELD_CHARS: usize = 1000;
 /// Installs the stderr logger with `filter` (`warn`, `outbox_core=debug`, …).
 pub fn init(filter: &str) {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(quiet_local_relays(
+            filter,
+        )))
         .with_writer(std::io::stderr)
         .with_ansi(colour(
             std::io::stderr().is_terminal(),
@@ -27,6 +29,17 @@ pub fn init(filter: &str) {
         ))
         .fmt_fields(Escaped)
         .init();
+}
+
+/// `filter`, with the local relays of `outbox load` and `bench --live` silent unless it names
+/// them: they log every client that fetches their NIP-11 document over plain HTTP, which the
+/// feed does for every relay, and every socket closed without a closing handshake.
+fn quiet_local_relays(filter: &str) -> String {
+    if filter.contains("nostr_relay_builder") {
+        filter.to_string()
+    } else {
+        format!("{filter},nostr_relay_builder=off")
+    }
 }
 
 /// Whether log lines may carry colour codes: only on a terminal, and not when `NO_COLOR` is set
@@ -107,6 +120,16 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use tracing_subscriber::fmt::MakeWriter;
+
+    #[test]
+    fn local_relays_are_quiet_unless_named() {
+        assert_eq!(
+            super::quiet_local_relays("warn"),
+            "warn,nostr_relay_builder=off"
+        );
+        let named = "warn,nostr_relay_builder=debug";
+        assert_eq!(super::quiet_local_relays(named), named);
+    }
 
     use super::*;
 

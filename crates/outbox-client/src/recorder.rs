@@ -297,6 +297,11 @@ impl RoundRecorder {
             .is_some_and(|f| !f.answered && !f.failed)
     }
 
+    /// Whether `relay`'s current filter has answered.
+    pub fn has_answered(&self, relay: &str) -> bool {
+        self.feeds.get(relay).is_some_and(|f| f.answered)
+    }
+
     /// Whether every current filter has answered.
     pub fn all_answered(&self) -> bool {
         self.feeds.values().all(|f| f.answered)

@@ -317,6 +317,8 @@ pub struct RelayOutcome {
     /// Its last answered feed filter was fetched completely (no chunk was cut off by the page
     /// budget).
     pub complete: bool,
+    /// A re-plan closed its feed REQ before it answered (its follows went to other relays).
+    pub replanned_away: bool,
 }
 
 /// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
@@ -390,10 +392,12 @@ pub struct FeedSummary {
     pub authors_covered: usize,
     /// Relays sent a feed REQ.
     pub relays_asked: usize,
-    /// Relays whose last feed REQ reached EOSE.
+    /// Relays whose feed REQ reached EOSE (the last one, or one a re-plan closed afterwards).
     pub relays_answered: usize,
     /// Relays asked that did not answer (set aside, or still failing at the end).
     pub relays_failed: usize,
+    /// Relays asked whose feed REQ a re-plan closed before they answered: not failures.
+    pub relays_replanned_away: usize,
     /// Relays set aside during the feed.
     pub penalised: Vec<String>,
     /// Relays that asked for sign-in (NIP-42), by canonical URL, and how the last request

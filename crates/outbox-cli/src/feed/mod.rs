@@ -43,6 +43,7 @@ pub struct Args {
     #[arg(long)]
     npub: Option<String>,
     /// Router config (TOML): `max_connections`, `url_policy` and a `[strategy]` table.
+    /// Default: `recall` with 20 routed connections (`outbox strategies` lists the others).
     #[arg(long)]
     config: Option<PathBuf>,
     #[command(flatten)]
@@ -634,8 +635,14 @@ fn print_summary(s: &FeedSummary) {
     let mut lines = vec![
         format!("events:              {}", s.events),
         format!(
-            "relays:              {} asked, {} answered, {} failed",
-            s.relays_asked, s.relays_answered, s.relays_failed
+            "relays:              {} asked, {} answered, {} failed{}",
+            s.relays_asked,
+            s.relays_answered,
+            s.relays_failed,
+            match s.relays_replanned_away {
+                0 => String::new(),
+                n => format!(", {n} replanned away before answering"),
+            }
         ),
         format!("authors covered:     {}/{}", s.authors_covered, s.follows),
         if s.lists_from_indexers > 0 {

@@ -483,6 +483,13 @@ impl Coordinator {
                     continue;
                 }
             }
+            if let Some(outcome) = self.tally.relays.get_mut(url) {
+                if self.recorder.has_answered(url) {
+                    outcome.answered = true;
+                } else if self.recorder.is_answering(url) {
+                    outcome.replanned_away = true;
+                }
+            }
             self.close_feed(url);
         }
         for url in diff.dial.iter().chain(&diff.replace) {
@@ -493,6 +500,7 @@ impl Coordinator {
             let (authors, generation) = (slot.authors.clone(), slot.generation);
             let outcome = self.tally.relays.entry(url.clone()).or_default();
             outcome.reqs += 1;
+            outcome.replanned_away = false;
             outcome.authors = authors.len();
             let live = self.ensure_live(url);
             live.closing = false;

@@ -21,10 +21,8 @@ impl Coordinator {
         self.note_time_to_90();
         let follows = self.follows.len();
         let mut covered: HashSet<PublicKey> = HashSet::new();
-        let mut answered = 0usize;
         for (url, authors) in self.recorder.answered() {
             covered.extend(authors.iter().copied());
-            answered += 1;
             self.tally
                 .relays
                 .entry(url.to_string())
@@ -59,17 +57,27 @@ impl Coordinator {
         self.probe_at_end().await;
         let stats_error = self.save_stats().await;
         let relays_asked = self.tally.relays.values().filter(|r| r.reqs > 0).count();
+        let answered = self
+            .tally
+            .relays
+            .values()
+            .filter(|r| r.reqs > 0 && r.answered)
+            .count();
         let relays = self.tally.relays.values();
         let round_trips = relays.clone().map(|r| r.pages + r.lookup_pages).sum();
         let events_received = relays.clone().map(|r| r.received).sum();
-        let relays_incomplete = relays.filter(|r| r.answered && !r.complete).count();
+        let relays_incomplete = relays.clone().filter(|r| r.answered && !r.complete).count();
+        let replanned_away = relays
+            .filter(|r| r.reqs > 0 && !r.answered && r.replanned_away)
+            .count();
         let summary = FeedSummary {
             events: self.tally.events,
             follows,
             authors_covered: covered.len(),
             relays_asked,
             relays_answered: answered,
-            relays_failed: relays_asked.saturating_sub(answered),
+            relays_failed: relays_asked.saturating_sub(answered + replanned_away),
+            relays_replanned_away: replanned_away,
             penalised: self.tally.penalised.iter().cloned().collect(),
             auth: self.tally.auth,
             relay_lists: self.lists.len(),
