@@ -275,3 +275,133 @@ impl State {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+    use nostr::key::Keys;
+
+    const TTL: Duration = DEFAULT_LIST_TTL;
+
+    fn list(author: PublicKey, created_at: u64, url: &str) -> RawRelayList {
+        RawRelayList {
+            author,
+            created_at,
+            tags: vec![vec!["r".into(), url.into()]],
+        }
+    }
+
+    #[test]
+    fn status_follows_the_trait_contract() {
+        let mut state = State::default();
+        let key = Keys::generate().public_key();
+        let now = Timestamp::from(1_000_000);
+        let nip65 = GossipListKind::Nip65;
+        assert_eq!(
+            state.status(&key, nip65, now, TTL),
+            GossipPublicKeyStatus::Missing
+        );
+        // A kept list without a tracked attempt (loaded from a store) is worth fetching again.
+        state.keep_list(list(key, 500, "wss://a.example"), None);
+        assert_eq!(
+            state.status(&key, nip65, now, TTL),
+            GossipPublicKeyStatus::Outdated {
+                created_at: Some(Timestamp::from(500))
+            }
+        );
+        state.attempted(key, nip65, now, TTL);
+        assert_eq!(
+            state.status(&key, nip65, now, TTL),
+            GossipPublicKeyStatus::Updated
+        );
+        // The other list kind is tracked apart.
+        let nip17 = GossipListKind::Nip17;
+        assert_eq!(
+            state.status(&key, nip17, now, TTL),
+            GossipPublicKeyStatus::Missing
+        );
+        let later = now + TTL + Duration::from_secs(1);
+        assert!(state.status(&key, nip65, later, TTL).is_outdated());
+        let outdated = state.outdated(nip65, 10, later, TTL);
+        assert_eq!(outdated.len(), 1);
+        assert_eq!(outdated.first().unwrap().timestamp, now);
+        assert!(state.outdated(nip65, 10, now, TTL).is_empty());
+        assert!(state.outdated(nip17, 10, later, TTL).is_empty());
+    }
+
+    #[test]
+    fn outdated_keys_come_oldest_first_up_to_the_limit() {
+        let mut state = State::default();
+        let kind = GossipListKind::Nip65;
+        let keys: Vec<PublicKey> = (0..5).map(|_| Keys::generate().public_key()).collect();
+        for (i, key) in keys.iter().enumerate() {
+            state.attempted(*key, kind, Timestamp::from(100 + i as u64), TTL);
+        }
+        let later = Timestamp::from(200) + TTL;
+        let got: Vec<PublicKey> = state
+            .outdated(kind, 2, later, TTL)
+            .into_iter()
+            .map(|o| o.public_key)
+            .collect();
+        assert_eq!(got, keys[..2]);
+    }
+
+    #[test]
+    fn the_newest_list_wins_and_only_planned_lists_change_the_plan() {
+        let mut state = State::default();
+        let (follow, other) = (Keys::generate().public_key(), Keys::generate().public_key());
+        state.note_key(follow);
+        let v = state.version;
+        assert!(state.keep_list(list(follow, 10, "wss://new.example"), None));
+        assert!(state.version > v, "a planned key's list re-plans");
+        let v = state.version;
+        assert!(!state.keep_list(list(follow, 5, "wss://old.example"), None));
+        assert_eq!(state.version, v, "an older list changes nothing");
+        assert_eq!(state.lists[&follow].tags[0][1], "wss://new.example");
+        assert!(state.keep_list(list(other, 10, "wss://x.example"), None));
+        assert_eq!(
+            state.version, v,
+            "a list of a key not planned for does not re-plan"
+        );
+    }
+
+    #[test]
+    fn planned_keys_are_capped() {
+        let mut state = State::default();
+        for _ in 0..MAX_PLANNED_KEYS {
+            state.keys.push(Keys::generate().public_key());
+        }
+        let extra = Keys::generate().public_key();
+        assert!(!state.note_key(extra));
+        assert_eq!(state.keys_over_cap, 1);
+        assert_eq!(state.keys.len(), MAX_PLANNED_KEYS);
+    }
+
+    #[test]
+    fn a_round_learns_only_asked_authors_on_asked_relays() {
+        let mut state = State::default();
+        let (alice, bob) = (Keys::generate(), Keys::generate());
+        let note = |k: &Keys| EventBuilder::new(Kind::TextNote, "hi").finalize(k).unwrap();
+        state.ask("wss://a.example", alice.public_key());
+        state.ask("wss://b.example", alice.public_key());
+        assert!(state.delivered("wss://a.example", &note(&alice)));
+        // Not asked about bob, nor asked at all: not counted.
+        assert!(!state.delivered("wss://a.example", &note(&bob)));
+        assert!(!state.delivered("wss://c.example", &note(&alice)));
+        // A relay that already delivered keeps that answer when its filter grows.
+        state.ask("wss://a.example", bob.public_key());
+        assert!(state.delivered("wss://a.example", &note(&bob)));
+        let reached: HashSet<String> = ["wss://a.example".to_string()].into();
+        assert!(state.end_round(Some(&reached), 2_000_000_000));
+        let a = state.stats.get("wss://a.example");
+        let b = state.stats.get("wss://b.example");
+        assert!(a.live_mean() > 0.5, "{a:?}");
+        assert!(b.live_mean() < 0.5, "{b:?}");
+        assert_eq!(state.stats.get("wss://c.example").asked, 0);
+        assert!(
+            !state.end_round(None, 2_000_000_000),
+            "nothing left to learn"
+        );
+    }
+}
