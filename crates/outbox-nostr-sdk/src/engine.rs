@@ -179,6 +179,10 @@ pub struct PlanSummary {
 /// as a hysteresis strategy's settle window), and every answer until the next change comes from
 /// that one plan.
 ///
+/// Each read stays within the plan; across re-plans the relays nostr-sdk keeps in its pool may
+/// add up to more (it does not drop gossip relays it stops using): bound the pool with
+/// nostr-sdk's own `ClientBuilder::max_relays` when that matters.
+///
 /// Locks: one for the state, one for the router; never both at once, neither across an
 /// `.await`. Planning runs on the calling task (a plan over thousands of keys takes
 /// milliseconds).
