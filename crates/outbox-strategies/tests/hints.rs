@@ -6,7 +6,7 @@ use outbox_core::testkit::{random_hinted_table, random_table, WorldShape};
 use outbox_core::{check_plan, DeliveryStats, PlanContext, RelayStats, RouteTable, Router};
 
 /// The strategies that route to hinted relays ([`outbox_core::hints`]).
-const USE_HINTS: &[&str] = &["recall"];
+const USE_HINTS: &[&str] = &["nostr_sdk", "recall"];
 
 /// A plan as URLs and the keys asked there, comparable across two tables.
 fn named(table: &RouteTable, plan: &outbox_core::Plan) -> Vec<(String, Vec<String>)> {
