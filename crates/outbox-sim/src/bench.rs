@@ -185,7 +185,8 @@ impl Default for BenchConfig {
 /// Progress of a running bench.
 #[derive(Clone, Debug)]
 pub enum Progress {
-    /// The number of (strategy, world) runs ahead.
+    /// The number of (strategy, world) runs ahead, the route scoring of each world
+    /// ([`BenchConfig::routes`]) counted as one.
     Start {
         /// Total runs.
         total: usize,
@@ -513,7 +514,8 @@ pub fn run_bench(
     // Biggest worlds first, so the slowest job does not start last.
     jobs.sort_by_key(|&(p, s)| (std::cmp::Reverse(p), s));
     let ceiling = cfg.ceiling;
-    let per_world = ready.len() + usize::from(oracle) + usize::from(ceiling);
+    let per_world =
+        ready.len() + usize::from(oracle) + usize::from(ceiling) + usize::from(cfg.routes);
     progress(Progress::Start {
         total: jobs.len() * per_world,
     });
@@ -542,10 +544,7 @@ pub fn run_bench(
         }
         tasks.extend((0..ready.len()).map(|i| Task::Strategy(w, i)));
     }
-    let slots: Vec<WorldSlot> = jobs
-        .iter()
-        .map(|_| WorldSlot::new(per_world + usize::from(cfg.routes)))
-        .collect();
+    let slots: Vec<WorldSlot> = jobs.iter().map(|_| WorldSlot::new(per_world)).collect();
     let threads = if cfg.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -589,6 +588,10 @@ pub fn run_bench(
                                     ..RouteLoopConfig::default()
                                 },
                             ),
+                        });
+                        progress(Progress::Done {
+                            label: crate::routes::ROUTES_LABEL.to_string(),
+                            world: world.name.clone(),
                         });
                     }
                     Task::Strategy(_, r) => {
