@@ -336,3 +336,33 @@ fn seed_is_for_a_world_file_or_the_live_bench() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--seed needs --world"), "{stderr}");
 }
+
+/// The routes' table is printed with `--routes` only; without it the run says it left them out.
+#[test]
+fn routes_are_scored_with_the_routes_flag() {
+    let args = [
+        "bench",
+        "--profiles",
+        "small",
+        "--seeds",
+        "1",
+        "--sessions",
+        "1",
+        "--strategies",
+        "greedy",
+    ];
+    let stdout = |extra: &[&str]| {
+        let out = outbox(&[&args[..], extra].concat());
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let without = stdout(&[]);
+    assert!(
+        without.contains("routes: not scored (--routes"),
+        "{without}"
+    );
+    assert!(!without.contains("publish reach"), "{without}");
+    let with = stdout(&["--routes"]);
+    assert!(with.contains("publish reach"), "{with}");
+    assert!(!with.contains("not scored"), "{with}");
+}

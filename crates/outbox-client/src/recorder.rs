@@ -12,6 +12,11 @@ use nostr::key::PublicKey;
 
 use outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 
+/// Distinct event ids, hashed with foldhash (seeded at random per process, as the core's maps
+/// are): every returned event is looked up here, and SipHash made it a tenth of a simulated
+/// session.
+type IdSet = HashSet<EventId, foldhash::fast::RandomState>;
+
 /// Takes notes of REQs, events, EOSEs and failures per relay, and hands them over as rounds.
 ///
 /// A *round* is every relay whose current filter answered and was not learned from yet, plus
@@ -94,7 +99,7 @@ struct Feed {
     /// EOSE arrived for this generation (and no failure since).
     answered: bool,
     /// Distinct ids per author, indexed like `authors`, up to EOSE.
-    returned: Vec<HashSet<EventId>>,
+    returned: Vec<IdSet>,
     /// Per author, indexed like `authors`: the `created_at` range of what was returned.
     ages: Vec<Option<(u64, u64)>>,
     /// This generation's answer was learned (or its failure queued): not learned again.
@@ -111,7 +116,7 @@ impl Feed {
     fn new(authors: Vec<PublicKey>, generation: u64) -> Self {
         Self {
             limit: None,
-            returned: vec![HashSet::new(); authors.len()],
+            returned: vec![IdSet::default(); authors.len()],
             ages: vec![None; authors.len()],
             authors,
             generation,
@@ -253,7 +258,7 @@ impl RoundRecorder {
                     feed.failed = true;
                 }
                 feed.answered = false;
-                feed.returned.iter_mut().for_each(HashSet::clear);
+                feed.returned.iter_mut().for_each(IdSet::clear);
                 feed.ages.iter_mut().for_each(|a| *a = None);
             }
             None => {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 
 use outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 use serde::Serialize;
@@ -185,7 +185,8 @@ impl Default for BenchConfig {
 /// Progress of a running bench.
 #[derive(Clone, Debug)]
 pub enum Progress {
-    /// The number of (strategy, world) runs ahead.
+    /// The number of (strategy, world) runs ahead, the route scoring of each world
+    /// ([`BenchConfig::routes`]) counted as one.
     Start {
         /// Total runs.
         total: usize,
@@ -339,8 +340,141 @@ pub struct MonitorRow {
     pub last_gain: MeanSe,
 }
 
+/// One unit of a bench's work (worlds are indexes into the bench's list of worlds).
+#[derive(Clone, Copy)]
+enum Task {
+    /// Generate world `w`.
+    Generate(usize),
+    /// Score the inbox and publish routes on world `w`.
+    Routes(usize),
+    /// A bound row (label, how it is scored) on world `w`.
+    Bound(usize, &'static str, BoundRun),
+    /// Suite row `r` on world `w`.
+    Strategy(usize, usize),
+}
+
+/// A generated world, ready for the bench's tasks.
+struct PreparedWorld {
+    profile: Profile,
+    seed: u64,
+    name: String,
+    sim: SimWorld,
+    loop_cfg: LoopConfig,
+}
+
+/// The world (`profile`, `seed`) of the bench, with sessions enough for `cfg`, and the session
+/// loop every row of it runs.
+fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorld {
+    let mut world = generate_in(cfg.family, profile, seed);
+    if world.sessions < cfg.sessions {
+        let model = crate::generate::WorldModel {
+            sessions: cfg.sessions,
+            ..cfg
+                .family
+                .model(&crate::generate::WorldModel::for_profile(profile), seed)
+        };
+        world = crate::generate::generate_with(&model, &world.name, seed)
+            .expect("generated worlds are well-formed");
+    }
+    let name = world.name.clone();
+    PreparedWorld {
+        profile,
+        seed,
+        name,
+        sim: SimWorld::new(world),
+        loop_cfg: LoopConfig {
+            sessions: cfg.sessions,
+            windows: cfg.windows.clone(),
+            session_interval_secs: cfg.session_interval_secs,
+            seed,
+            timing_repeats: cfg.timing_repeats,
+            replan_on_failure: false,
+            monitor_prior: false,
+        },
+    }
+}
+
+/// Where one world waits for its tasks: put there once generated, taken by each task, dropped
+/// after the last. Its lock is a leaf: held only to put, wait for or drop the world.
+struct WorldSlot {
+    world: Mutex<SlotState>,
+    ready: Condvar,
+    /// Tasks of the world not yet done.
+    left: AtomicUsize,
+}
+
+/// What a [`WorldSlot`] holds.
+enum SlotState {
+    /// Not generated yet.
+    Pending,
+    /// Generated.
+    Ready(Arc<PreparedWorld>),
+    /// Its generation panicked: its tasks panic too, instead of waiting for ever.
+    Failed,
+    /// Every task is done.
+    Dropped,
+}
+
+impl WorldSlot {
+    fn new(tasks: usize) -> Self {
+        Self {
+            world: Mutex::new(SlotState::Pending),
+            ready: Condvar::new(),
+            left: AtomicUsize::new(tasks),
+        }
+    }
+
+    fn set(&self, state: SlotState) {
+        // A poisoned lock still holds a state to replace.
+        *self.world.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        self.ready.notify_all();
+    }
+
+    /// Generates the world with `make` and puts it; if `make` panics, the world's tasks are
+    /// told, and the panic goes on.
+    fn generate(&self, make: impl FnOnce() -> PreparedWorld) {
+        struct OnPanic<'a>(&'a WorldSlot);
+        impl Drop for OnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.set(SlotState::Failed);
+                }
+            }
+        }
+        let guard = OnPanic(self);
+        let world = make();
+        std::mem::forget(guard);
+        self.set(SlotState::Ready(Arc::new(world)));
+    }
+
+    /// The world, once its generating task (always taken before the world's other tasks) has
+    /// put it.
+    fn get(&self) -> Arc<PreparedWorld> {
+        let guard = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .ready
+            .wait_while(guard, |w| matches!(w, SlotState::Pending))
+            .unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            SlotState::Ready(world) => Arc::clone(world),
+            _ => panic!("the world's generation failed"),
+        }
+    }
+
+    /// One task of the world is done; after the last, the world is dropped.
+    fn done(&self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let world = std::mem::replace(
+                &mut *self.world.lock().unwrap_or_else(|e| e.into_inner()),
+                SlotState::Dropped,
+            );
+            drop(world);
+        }
+    }
+}
+
 /// Runs the bench. Worlds are generated once each and shared by every strategy; work is spread
-/// over `cfg.threads` threads by world.
+/// over `cfg.threads` threads by task (one row, bound or route scoring on one world).
 pub fn run_bench(
     cfg: &BenchConfig,
     suite: &[SuiteEntry],
@@ -380,125 +514,143 @@ pub fn run_bench(
     // Biggest worlds first, so the slowest job does not start last.
     jobs.sort_by_key(|&(p, s)| (std::cmp::Reverse(p), s));
     let ceiling = cfg.ceiling;
-    let per_world = ready.len() + usize::from(oracle) + usize::from(ceiling);
+    let per_world =
+        ready.len() + usize::from(oracle) + usize::from(ceiling) + usize::from(cfg.routes);
     progress(Progress::Start {
         total: jobs.len() * per_world,
     });
 
+    // Work is spread by task, not by world: one world's rows, bounds and routes run on every
+    // thread at once, so the biggest world does not leave the other threads idle. A world is
+    // generated by the task queued before its first row (one world ahead of the rows being
+    // run), shared by its tasks, and dropped when its last task is done.
+    let mut tasks: Vec<Task> = Vec::new();
+    for (w, _) in jobs.iter().enumerate() {
+        if w == 0 {
+            tasks.push(Task::Generate(0));
+        }
+        if w + 1 < jobs.len() {
+            tasks.push(Task::Generate(w + 1));
+        }
+        // The longest first: the routes, the ceilings, then the strategies.
+        if cfg.routes {
+            tasks.push(Task::Routes(w));
+        }
+        if ceiling {
+            tasks.push(Task::Bound(w, CEILING, run_ceiling));
+        }
+        if oracle {
+            tasks.push(Task::Bound(w, ORACLE, run_oracle));
+        }
+        tasks.extend((0..ready.len()).map(|i| Task::Strategy(w, i)));
+    }
+    let slots: Vec<WorldSlot> = jobs.iter().map(|_| WorldSlot::new(per_world)).collect();
     let threads = if cfg.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         cfg.threads
     }
-    .min(jobs.len().max(1));
+    .min(tasks.len().max(1));
     let next = AtomicUsize::new(0);
     let runs = Mutex::new((Vec::new(), Vec::new(), Vec::new()));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(profile, seed)) = jobs.get(i) else {
+                let Some(&task) = tasks.get(i) else {
                     break;
                 };
-                let mut world = generate_in(cfg.family, profile, seed);
-                if world.sessions < cfg.sessions {
-                    let model = crate::generate::WorldModel {
-                        sessions: cfg.sessions,
-                        ..cfg
-                            .family
-                            .model(&crate::generate::WorldModel::for_profile(profile), seed)
-                    };
-                    world = crate::generate::generate_with(&model, &world.name, seed)
-                        .expect("generated worlds are well-formed");
-                }
-                let name = world.name.clone();
-                let sim = SimWorld::new(world);
-                let loop_cfg = LoopConfig {
-                    sessions: cfg.sessions,
-                    windows: cfg.windows.clone(),
-                    session_interval_secs: cfg.session_interval_secs,
-                    seed,
-                    timing_repeats: cfg.timing_repeats,
-                    replan_on_failure: false,
-                    monitor_prior: false,
-                };
-                let monitored_cfg = LoopConfig {
-                    monitor_prior: true,
-                    timing_repeats: 0,
-                    ..loop_cfg.clone()
-                };
-                let mut local = Vec::new();
-                let mut local_monitored = Vec::new();
-                for (label, config) in &ready {
-                    let record = |loop_cfg: &LoopConfig| {
-                        let mut router = Router::new(&*config.strategy, cfg.budget)
-                            .with_probes(
-                                cfg.probes
-                                    .or(config.probe_connections)
-                                    .unwrap_or(cfg.budget),
-                            )
-                            .with_hints(config.hints);
-                        let run = run_sessions(&sim, &mut router, loop_cfg, |_, _, _| {});
-                        RunRecord {
-                            label: label.clone(),
-                            profile,
-                            seed,
-                            plan_us: run.plan_us_median,
-                            plan_us_cold: run.plan_us_cold,
-                            plan_us_warm: run.plan_us_warm,
-                            sessions: run.sessions.into_iter().map(|s| s.score).collect(),
-                        }
-                    };
-                    local.push(record(&loop_cfg));
-                    if cfg.monitors {
-                        local_monitored.push(record(&monitored_cfg));
-                    }
-                    progress(Progress::Done {
-                        label: label.clone(),
-                        world: name.clone(),
-                    });
-                }
-                // The two bounds, scored like any strategy.
-                let bounds: [(bool, &str, BoundRun); 2] = [
-                    (ceiling, CEILING, run_ceiling),
-                    (oracle, ORACLE, run_oracle),
-                ];
-                for (wanted, label, run) in bounds {
-                    if !wanted {
+                let w = match task {
+                    Task::Generate(w) => {
+                        let (profile, seed) = jobs[w];
+                        slots[w].generate(|| prepare_world(cfg, profile, seed));
                         continue;
                     }
-                    let outcomes = run(&sim, &loop_cfg, cfg.budget);
-                    let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
-                    let cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
-                    let plan_us = median(&mut times);
-                    local.push(RunRecord {
-                        label: label.to_string(),
-                        profile,
-                        seed,
-                        plan_us,
-                        plan_us_cold: cold,
-                        plan_us_warm: plan_us,
-                        sessions: outcomes.into_iter().map(|o| o.score).collect(),
-                    });
-                    progress(Progress::Done {
-                        label: label.to_string(),
-                        world: name.clone(),
-                    });
+                    Task::Routes(w) | Task::Bound(w, _, _) | Task::Strategy(w, _) => w,
+                };
+                let world = slots[w].get();
+                let (profile, seed) = (world.profile, world.seed);
+                let (mut local, mut local_monitored, mut route_run) =
+                    (Vec::new(), Vec::new(), None);
+                match task {
+                    Task::Generate(_) => {}
+                    Task::Routes(_) => {
+                        route_run = Some(RouteRecord {
+                            profile,
+                            seed,
+                            sessions: score_routes(
+                                &world.sim.world,
+                                &world.sim.policy,
+                                &RouteLoopConfig {
+                                    sessions: cfg.sessions,
+                                    windows: cfg.windows.clone(),
+                                    session_interval_secs: cfg.session_interval_secs,
+                                    ..RouteLoopConfig::default()
+                                },
+                            ),
+                        });
+                        progress(Progress::Done {
+                            label: crate::routes::ROUTES_LABEL.to_string(),
+                            world: world.name.clone(),
+                        });
+                    }
+                    Task::Strategy(_, r) => {
+                        let (label, config) = &ready[r];
+                        let record = |loop_cfg: &LoopConfig| {
+                            let mut router = Router::new(&*config.strategy, cfg.budget)
+                                .with_probes(
+                                    cfg.probes
+                                        .or(config.probe_connections)
+                                        .unwrap_or(cfg.budget),
+                                )
+                                .with_hints(config.hints);
+                            let run = run_sessions(&world.sim, &mut router, loop_cfg, |_, _, _| {});
+                            RunRecord {
+                                label: label.clone(),
+                                profile,
+                                seed,
+                                plan_us: run.plan_us_median,
+                                plan_us_cold: run.plan_us_cold,
+                                plan_us_warm: run.plan_us_warm,
+                                sessions: run.sessions.into_iter().map(|s| s.score).collect(),
+                            }
+                        };
+                        local.push(record(&world.loop_cfg));
+                        if cfg.monitors {
+                            local_monitored.push(record(&LoopConfig {
+                                monitor_prior: true,
+                                timing_repeats: 0,
+                                ..world.loop_cfg.clone()
+                            }));
+                        }
+                        progress(Progress::Done {
+                            label: label.clone(),
+                            world: world.name.clone(),
+                        });
+                    }
+                    // The two bounds, scored like any strategy.
+                    Task::Bound(_, label, run) => {
+                        let outcomes = run(&world.sim, &world.loop_cfg, cfg.budget);
+                        let mut times: Vec<f64> = outcomes.iter().map(|o| o.plan_us).collect();
+                        let cold = times.iter().sum::<f64>() / times.len().max(1) as f64;
+                        let plan_us = median(&mut times);
+                        local.push(RunRecord {
+                            label: label.to_string(),
+                            profile,
+                            seed,
+                            plan_us,
+                            plan_us_cold: cold,
+                            plan_us_warm: plan_us,
+                            sessions: outcomes.into_iter().map(|o| o.score).collect(),
+                        });
+                        progress(Progress::Done {
+                            label: label.to_string(),
+                            world: world.name.clone(),
+                        });
+                    }
                 }
-                let route_run = cfg.routes.then(|| RouteRecord {
-                    profile,
-                    seed,
-                    sessions: score_routes(
-                        &sim.world,
-                        &sim.policy,
-                        &RouteLoopConfig {
-                            sessions: cfg.sessions,
-                            windows: cfg.windows.clone(),
-                            session_interval_secs: cfg.session_interval_secs,
-                            ..RouteLoopConfig::default()
-                        },
-                    ),
-                });
+                drop(world);
+                slots[w].done();
                 let mut all = runs
                     .lock()
                     .expect("no worker panics while holding the lock");

@@ -113,7 +113,8 @@ pub fn fetch_recorded(
     fetch_into(sim, asks, session, since, false, Some(recorder))
 }
 
-fn fetch_into(
+/// [`fetch`], with `recorder` (when given) seeing every relay's frames as in [`fetch_recorded`].
+pub(crate) fn fetch_into(
     sim: &SimWorld,
     asks: &Asks,
     session: u32,

@@ -19,9 +19,12 @@
 //!   the person's read relays and answers in `s`. People with no known read relay are counted
 //!   apart ([`PublishScore::no_read_relays`]): no client can reach them by NIP-65.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use nostr::key::PublicKey;
+
+use outbox_client::routes::publish::publish_candidates;
+use outbox_client::routes::{check_route, select, Candidates, RouteKind, RoutePlan};
 use outbox_client::RoundRecorder;
 use outbox_client::{InboxQuery, PublishQuery, RelayDirectory, Route, RouteBudget, RouteContext};
 use outbox_core::{DeliveryStats, UrlPolicy};
@@ -163,27 +166,40 @@ pub fn score_routes(
         reader_relays: world.reader_relays.clone(),
         ..InboxQuery::new(world.reader)
     };
-    let naive_inbox: Vec<u32> = ids(
-        world,
-        world
-            .reader_relays
-            .iter()
-            .filter_map(|raw| policy.canonicalize(raw).ok()),
-    );
-    // The notes to publish: author and raw tags, built once.
-    let notes: Vec<(PublicKey, Vec<Vec<String>>, Vec<PublicKey>)> = world
+    let naive_inbox: Vec<u32> = world
+        .reader_relays
+        .iter()
+        .filter_map(|raw| policy.canonicalize(raw).ok())
+        .filter_map(|u| world.relay_id(&u))
+        .collect();
+    // The notes to publish, with everything that does not change between sessions worked out
+    // once: the route's candidates (a publish route's candidates are read from the directory
+    // and the budget alone, never from the stats), the naive client's targets and each tagged
+    // person's read relays. Only the selection, which ranks by what was learned, runs per
+    // session, exactly as `Route::plan_checked` runs it.
+    let candidate_ctx = RouteContext {
+        directory: &directory,
+        stats: &DeliveryStats::new(),
+        now: world.now,
+        budget: cfg.budget,
+    };
+    let mut checked = HashMap::new();
+    let notes: Vec<Note> = world
         .events()
         .iter()
         .filter(|e| !world.event_tags(e).is_empty())
         .map(|e| {
-            let people = world.event_tags(e).to_vec();
-            let tags = people
-                .iter()
-                .map(|p| vec!["p".to_string(), p.to_hex()])
-                .collect();
-            (world.follows[e.author as usize], tags, people)
+            let people = on_curve(world.event_tags(e), &mut checked);
+            Note::new(world, &candidate_ctx, e, people)
         })
         .collect();
+    // A publish route asks no filters ([`Route::filters`]).
+    let filters = PublishQuery {
+        author: world.reader,
+        kind: nostr::event::Kind::TextNote,
+        tags: Vec::new(),
+    }
+    .filters();
     let mut stats = DeliveryStats::new();
     let mut out = Vec::with_capacity(cfg.sessions.min(crate::world::MAX_SESSIONS) as usize);
     for s in 0..cfg.sessions {
@@ -201,8 +217,8 @@ pub fn score_routes(
 
         let (plan, broken) = inbox.plan_checked(&ctx);
         violations += broken.len() as u64;
-        asked.extend(plan.urls().map(str::to_string));
-        let routed_inbox = ids(world, plan.urls().map(str::to_string));
+        note_asked(&mut asked, &plan);
+        let routed_inbox = ids(world, plan.urls());
         let inbox_scores = windows
             .iter()
             .map(|&w| {
@@ -232,32 +248,28 @@ pub fn score_routes(
             .collect();
 
         let mut publish = PublishScore::default();
-        for (author, tags, people) in &notes {
-            let query = PublishQuery {
-                author: *author,
-                kind: nostr::event::Kind::TextNote,
-                tags: tags.clone(),
-            };
-            let (plan, broken) = query.plan_checked(&ctx);
-            violations += broken.len() as u64;
-            asked.extend(plan.urls().map(str::to_string));
-            let routed: Vec<u32> = ids(world, plan.urls().map(str::to_string))
-                .into_iter()
-                .filter(|&r| up(r))
-                .collect();
-            let naive: Vec<u32> = ids(world, directory.write_relays(author).iter().cloned())
-                .into_iter()
-                .filter(|&r| up(r))
-                .collect();
+        let mut routed: Vec<u32> = Vec::new();
+        let mut naive: Vec<u32> = Vec::new();
+        for note in &notes {
+            let plan = select(RouteKind::Publish, &note.candidates, filters.clone(), &ctx);
+            violations += check_route(&plan, &note.candidates, &ctx.budget).len() as u64;
+            note_asked(&mut asked, &plan);
+            routed.clear();
+            routed.extend(
+                plan.urls()
+                    .filter_map(|u| world.relay_id(u))
+                    .filter(|&r| up(r)),
+            );
+            naive.clear();
+            naive.extend(note.naive.iter().copied().filter(|&r| up(r)));
             publish.notes += 1;
             publish.routed_targets += plan.targets.len() as u64;
-            publish.naive_targets += directory.write_relays(author).len() as u64;
-            for person in people.iter().filter(|p| *p != author) {
-                if directory.read_relays(person).is_empty() {
+            publish.naive_targets += note.naive_targets;
+            for reads in &note.reads {
+                let Some(reads) = reads else {
                     publish.no_read_relays += 1;
                     continue;
-                }
-                let reads = ids(world, directory.read_relays(person).iter().cloned());
+                };
                 publish.tagged += 1;
                 publish.routed += u64::from(routed.iter().any(|r| reads.contains(r)));
                 publish.naive += u64::from(naive.iter().any(|r| reads.contains(r)));
@@ -277,12 +289,76 @@ pub fn score_routes(
     out
 }
 
+/// One tagged note to publish, as far as it is the same in every session.
+struct Note {
+    /// The publish route's candidates ([`Route::candidates`]).
+    candidates: Candidates,
+    /// World relay ids of the author's write relays: the naive client's targets.
+    naive: Vec<u32>,
+    /// How many write relays the author declares (the naive client sends to each).
+    naive_targets: u64,
+    /// Per tagged person other than the author (repeats included), the world relay ids of
+    /// their read relays; `None` for a person who declares none.
+    reads: Vec<Option<Vec<u32>>>,
+}
+
+impl Note {
+    /// The note of world event `e`, tagging the people of `people` (the event's tags that are
+    /// keys on the curve; a world's tags hold each person once).
+    fn new(
+        world: &World,
+        ctx: &RouteContext<'_>,
+        e: &crate::world::WorldEvent,
+        people: Vec<PublicKey>,
+    ) -> Self {
+        let author = world.follows[e.author as usize];
+        let directory = ctx.directory;
+        let kind = nostr::event::Kind::TextNote;
+        let writes = directory.write_relays(&author);
+        let reads = world
+            .event_tags(e)
+            .iter()
+            .filter(|p| **p != author)
+            .map(|p| {
+                let reads = directory.read_relays(p);
+                (!reads.is_empty()).then(|| ids(world, reads.iter().map(String::as_str)))
+            })
+            .collect();
+        Self {
+            candidates: publish_candidates(author, kind, people, ctx),
+            naive: ids(world, writes.iter().map(String::as_str)),
+            naive_targets: writes.len() as u64,
+            reads,
+        }
+    }
+}
+
+/// The keys among `tags` that a `p` tag's reader accepts (on the curve), each key checked once
+/// over the whole world (`known`).
+fn on_curve(tags: &[PublicKey], known: &mut HashMap<PublicKey, bool>) -> Vec<PublicKey> {
+    tags.iter()
+        .copied()
+        .filter(|pk| {
+            *known
+                .entry(*pk)
+                .or_insert_with(|| outbox_core::keys::is_on_curve(pk))
+        })
+        .collect()
+}
+
+/// Adds the URLs `plan` asks to `asked` (allocating only for a URL not seen yet).
+fn note_asked(asked: &mut HashSet<String>, plan: &RoutePlan) {
+    for url in plan.urls() {
+        if !asked.contains(url) {
+            asked.insert(url.to_string());
+        }
+    }
+}
+
 /// World relay ids of canonical URLs (URLs the world does not know are left out: they never
 /// answer).
-fn ids(world: &World, urls: impl IntoIterator<Item = String>) -> Vec<u32> {
-    urls.into_iter()
-        .filter_map(|u| world.relay_id(&u))
-        .collect()
+fn ids<'a>(world: &World, urls: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+    urls.into_iter().filter_map(|u| world.relay_id(u)).collect()
 }
 
 /// Records, as the runtime's recorder would, whether each asked relay answered in `session`.

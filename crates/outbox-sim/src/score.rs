@@ -4,7 +4,9 @@
 use serde::Serialize;
 
 use crate::asks::Asks;
-use crate::fetch::{fetch, FetchCost, Fetched, WindowCost};
+use outbox_client::RoundRecorder;
+
+use crate::fetch::{fetch, fetch_into, FetchCost, Fetched, WindowCost};
 use crate::observe::{observation_of, Observation};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
@@ -141,6 +143,20 @@ pub fn score_and_observe(
     windows: &[Window],
     since: u64,
 ) -> (PlanScore, Observation) {
+    score_observe_into(sim, asks, session, windows, since, None)
+}
+
+/// [`score_and_observe`], with the fetch observed (the one with `since`) also handing its
+/// frames to `recorder`, as [`crate::fetch::fetch_recorded`] does: a session learns from the
+/// very fetch it is scored and observed by, fetched once.
+pub(crate) fn score_observe_into(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    windows: &[Window],
+    since: u64,
+    mut recorder: Option<&mut RoundRecorder>,
+) -> (PlanScore, Observation) {
     let windows = sorted_windows(windows);
     let mut observed = None;
     let fetched: Vec<Fetched> = windows
@@ -148,15 +164,21 @@ pub fn score_and_observe(
         .map(|w| {
             let start = since_of(sim, *w);
             let reuse = observed.is_none() && start == since;
-            let f = fetch(sim, asks, session, start, reuse);
+            let f = if reuse {
+                fetch_into(sim, asks, session, start, true, recorder.take())
+            } else {
+                fetch(sim, asks, session, start, false)
+            };
             if reuse {
                 observed = Some(observation_of(asks, session, &f));
             }
             f
         })
         .collect();
-    let observation = observed
-        .unwrap_or_else(|| observation_of(asks, session, &fetch(sim, asks, session, since, true)));
+    let observation = observed.unwrap_or_else(|| {
+        let f = fetch_into(sim, asks, session, since, true, recorder.take());
+        observation_of(asks, session, &f)
+    });
     (
         score_fetched(sim, asks, session, &windows, &fetched),
         observation,

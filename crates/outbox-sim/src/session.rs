@@ -25,11 +25,10 @@ use outbox_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::asks::{Ask, Asks};
-use crate::fetch::fetch_recorded;
 use crate::holdings::Holdings;
 use crate::observe::Observation;
 use crate::probe::{probe_recorded, ProbeCost};
-use crate::score::{score_and_observe, score_each_window, PlanScore};
+use crate::score::{score_each_window, score_observe_into, PlanScore};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
 
@@ -208,12 +207,17 @@ pub fn run_sessions_with(
         let shared: Vec<Window> = (cfg.windows.iter().copied())
             .filter(|w| own.iter().all(|(o, _)| o != w))
             .collect();
-        let (mut score, observation) = score_and_observe(sim, &asks, s, &shared, since);
+        // The fetch the session is observed by is the one it learns from: fetched once.
+        let mut recorder = RoundRecorder::new();
+        let (mut score, observation) =
+            score_observe_into(sim, &asks, s, &shared, since, Some(&mut recorder));
         for (window, plan) in &own {
             score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
         let probes = router.probe_budget();
-        score.probe = learn(sim, table, &asks, s, since, &mut stats, now, probes);
+        score.probe = learn_from(
+            sim, table, &asks, s, since, &mut stats, now, probes, recorder,
+        );
         let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
             .map(|&w| {
                 let own = narrower.iter().find(|(o, _, _)| *o == w);
@@ -295,6 +299,7 @@ fn narrower_plans(
 /// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
 /// probes cost. Probes are planned over `table`, the table the session planned with.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 fn learn(
     sim: &SimWorld,
@@ -307,7 +312,25 @@ fn learn(
     probes: ProbeBudget,
 ) -> ProbeCost {
     let mut recorder = RoundRecorder::new();
-    fetch_recorded(sim, asks, session, since, &mut recorder);
+    crate::fetch::fetch_recorded(sim, asks, session, since, &mut recorder);
+    learn_from(
+        sim, table, asks, session, since, stats, now, probes, recorder,
+    )
+}
+
+/// [`learn`], once `recorder` has seen the fetch of `asks` in `session` with `since`.
+#[allow(clippy::too_many_arguments)]
+fn learn_from(
+    sim: &SimWorld,
+    table: &RouteTable,
+    asks: &Asks,
+    session: u32,
+    since: u64,
+    stats: &mut DeliveryStats,
+    now: u64,
+    probes: ProbeBudget,
+    mut recorder: RoundRecorder,
+) -> ProbeCost {
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }

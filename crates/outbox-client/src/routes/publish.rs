@@ -35,36 +35,54 @@ impl PublishQuery {
 
     /// Whether the event is a private message that goes only to DM inboxes.
     pub fn is_private(&self) -> bool {
-        matches!(self.kind, Kind::PrivateDirectMessage | Kind::GiftWrap)
+        is_private(self.kind)
     }
+}
+
+/// Whether events of `kind` are private messages that go only to DM inboxes.
+fn is_private(kind: Kind) -> bool {
+    matches!(kind, Kind::PrivateDirectMessage | Kind::GiftWrap)
+}
+
+/// A publish route's candidates for an event by `author` of `kind` tagging `people` (distinct
+/// keys on the curve, in tag order): what [`PublishQuery`]'s [`Route::candidates`] gives once
+/// its `p` tags are read. For a caller that routes the same event many times and reads its
+/// tags once. Like every route's candidates, they depend on the directory and the budget,
+/// never on the stats.
+pub fn publish_candidates(
+    author: PublicKey,
+    kind: Kind,
+    people: impl IntoIterator<Item = PublicKey>,
+    ctx: &RouteContext<'_>,
+) -> Candidates {
+    let dir = ctx.directory;
+    let budget = ctx.budget;
+    let mut candidates = Candidates::default();
+    if is_private(kind) {
+        for person in people {
+            candidates.push(
+                Reason::DmInbox(person),
+                dir.dm_relays(&person).iter().cloned(),
+                budget.per_person,
+            );
+        }
+        return candidates;
+    }
+    candidates.push(
+        Reason::AuthorWrite(author),
+        dir.write_relays(&author).iter().cloned(),
+        budget.per_author,
+    );
+    let tagged = people.into_iter().filter(|p| *p != author);
+    candidates.push_read_relays(dir, tagged, budget.per_person);
+    candidates
 }
 
 impl Route for PublishQuery {
     const KIND: RouteKind = RouteKind::Publish;
 
     fn candidates(&self, ctx: &RouteContext<'_>) -> Candidates {
-        let dir = ctx.directory;
-        let budget = ctx.budget;
-        let mut candidates = Candidates::default();
-        let people = tagged_people(&self.tags);
-        if self.is_private() {
-            for person in people {
-                candidates.push(
-                    Reason::DmInbox(person),
-                    dir.dm_relays(&person).iter().cloned(),
-                    budget.per_person,
-                );
-            }
-            return candidates;
-        }
-        candidates.push(
-            Reason::AuthorWrite(self.author),
-            dir.write_relays(&self.author).iter().cloned(),
-            budget.per_author,
-        );
-        let tagged = people.into_iter().filter(|p| *p != self.author);
-        candidates.push_read_relays(dir, tagged, budget.per_person);
-        candidates
+        publish_candidates(self.author, self.kind, tagged_people(&self.tags), ctx)
     }
 
     fn filters(&self) -> Vec<Filter> {

@@ -7,6 +7,10 @@ use nostr::filter::Filter;
 
 use super::{relay_quality, Candidates, RouteContext, RouteKind, RoutePlan, RouteTarget};
 
+/// Up to this many distinct URLs, a route's URLs are numbered by a scan instead of a hash map
+/// (a publish route names a handful).
+const LINEAR: usize = 16;
+
 /// Picks relays from `candidates` for a `kind` route and gives each the `filters`.
 ///
 /// In rounds, each group in priority order takes its best relay not yet serving it — highest
@@ -22,16 +26,41 @@ pub fn select(
     ctx: &RouteContext<'_>,
 ) -> RoutePlan {
     let max = ctx.budget.max_relays;
-    let mut quality: HashMap<&str, f64> = HashMap::new();
-    for group in &candidates.groups {
-        for url in &group.urls {
-            quality
-                .entry(url.as_str())
-                .or_insert_with(|| relay_quality(ctx.stats, url, ctx.now));
-        }
-    }
+    // Every distinct URL numbered once, with its quality; groups hold the numbers.
+    let mut numbered: HashMap<&str, usize> = HashMap::new();
+    let mut urls: Vec<&String> = Vec::new();
+    let mut quality: Vec<f64> = Vec::new();
+    let ids: Vec<Vec<usize>> = candidates
+        .groups
+        .iter()
+        .map(|group| {
+            group
+                .urls
+                .iter()
+                .map(|url| {
+                    let known = if urls.len() <= LINEAR {
+                        urls.iter().position(|u| *u == url)
+                    } else {
+                        if numbered.is_empty() {
+                            numbered.extend(urls.iter().enumerate().map(|(i, u)| (u.as_str(), i)));
+                        }
+                        numbered.get(url.as_str()).copied()
+                    };
+                    known.unwrap_or_else(|| {
+                        if !numbered.is_empty() {
+                            numbered.insert(url.as_str(), urls.len());
+                        }
+                        urls.push(url);
+                        quality.push(relay_quality(ctx.stats, url, ctx.now));
+                        urls.len() - 1
+                    })
+                })
+                .collect()
+        })
+        .collect();
     let mut targets: Vec<RouteTarget> = Vec::new();
-    let mut chosen: HashMap<&str, usize> = HashMap::new();
+    // Per URL number, its target once chosen.
+    let mut chosen: Vec<Option<usize>> = vec![None; urls.len()];
     // Per group: which of its URLs already serve it, and whether it is finished.
     let mut served: Vec<Vec<bool>> = candidates
         .groups
@@ -60,25 +89,17 @@ pub fn select(
                 continue;
             }
             let budget_left = targets.len() < max;
-            let best = group
-                .urls
+            let best = ids[gi]
                 .iter()
                 .enumerate()
-                .filter(|&(ui, url)| {
-                    !served[gi][ui] && (budget_left || chosen.contains_key(url.as_str()))
-                })
-                .max_by(|&(_, a), &(_, b)| {
-                    let qa = quality[a.as_str()];
-                    let qb = quality[b.as_str()];
-                    qa.total_cmp(&qb)
-                        .then(
-                            chosen
-                                .contains_key(a.as_str())
-                                .cmp(&chosen.contains_key(b.as_str())),
-                        )
-                        .then(b.cmp(a))
+                .filter(|&(ui, &id)| !served[gi][ui] && (budget_left || chosen[id].is_some()))
+                .max_by(|&(_, &a), &(_, &b)| {
+                    quality[a]
+                        .total_cmp(&quality[b])
+                        .then(chosen[a].is_some().cmp(&chosen[b].is_some()))
+                        .then_with(|| urls[b].cmp(urls[a]))
                 });
-            let Some((ui, url)) = best else {
+            let Some((ui, &id)) = best else {
                 done[gi] = true;
                 if taken[gi] == 0 {
                     cut_off.push(group.reason);
@@ -88,14 +109,14 @@ pub fn select(
             served[gi][ui] = true;
             taken[gi] += 1;
             progressed = true;
-            match chosen.get(url.as_str()) {
-                Some(&ti) => targets[ti].reasons.push(group.reason),
+            match chosen[id] {
+                Some(ti) => targets[ti].reasons.push(group.reason),
                 None => {
-                    chosen.insert(url.as_str(), targets.len());
+                    chosen[id] = Some(targets.len());
                     targets.push(RouteTarget {
-                        url: url.clone(),
+                        url: urls[id].clone(),
                         reasons: vec![group.reason],
-                        quality: quality[url.as_str()],
+                        quality: quality[id],
                         filters: filters.clone(),
                     });
                 }

@@ -646,3 +646,32 @@ mod random {
         }
     }
 }
+
+/// Past the handful of URLs numbered by a scan, a URL seen before keeps its number: a relay
+/// thirty groups offer is one target serving all thirty, whichever way it was numbered.
+#[test]
+fn a_relay_many_groups_offer_is_one_target_past_the_scanned_few() {
+    let dir = directory();
+    let stats = DeliveryStats::new();
+    let budget = RouteBudget {
+        max_relays: 100,
+        per_person: 1,
+        ..RouteBudget::default()
+    };
+    let mut candidates = Candidates::default();
+    for n in 1..=30u8 {
+        candidates.push(
+            Reason::TaggedRead(key(n)),
+            [
+                "wss://a-shared.example".to_string(),
+                format!("wss://z-own-{n}.example"),
+            ],
+            1,
+        );
+    }
+    let ctx = ctx(&dir, &stats, budget);
+    let plan = select(RouteKind::Publish, &candidates, Vec::new(), &ctx);
+    assert_eq!(urls(&plan), ["wss://a-shared.example"]);
+    assert_eq!(reasons(&plan, "wss://a-shared.example").len(), 30);
+    assert!(check_route(&plan, &candidates, &budget).is_empty());
+}
