@@ -133,10 +133,13 @@ impl Relays {
             })
     }
 
-    /// `text` with every local relay URL replaced by the README's name for it.
+    /// `text` with every local relay URL replaced by the README's name for it, longest URL
+    /// first, so a URL that is a prefix of another (`:4000`, `:40001`) cannot cut it.
     fn to_named(&self, text: &str) -> String {
-        self.named
-            .iter()
+        let mut named: Vec<_> = self.named.iter().collect();
+        named.sort_by_key(|(_, relay)| std::cmp::Reverse(relay.url.len()));
+        named
+            .into_iter()
             .fold(text.to_string(), |t, (name, relay)| {
                 t.replace(&format!("{}/", relay.url), name)
                     .replace(&relay.url, name)

@@ -244,16 +244,20 @@ mod tests {
         nostr::key::Keys::new(nostr::key::SecretKey::from_slice(&sk).unwrap()).public_key()
     }
 
-    /// Follows 1..=3: 1 lists only own.example, 2 lists hub and own2, 3 lists hub only.
-    fn table() -> RouteTable {
-        let list = |author: u8, relays: &[&str]| RawRelayList {
+    /// `author`'s relay list naming `relays`, unmarked.
+    fn list(author: u8, relays: &[&str]) -> RawRelayList {
+        RawRelayList {
             author: key(author),
             created_at: 1,
             tags: relays
                 .iter()
                 .map(|r| vec!["r".to_string(), r.to_string()])
                 .collect(),
-        };
+        }
+    }
+
+    /// Follows 1..=3: 1 lists only own.example, 2 lists hub and own2, 3 lists hub only.
+    fn table() -> RouteTable {
         let mut b = RouteTableBuilder::new(UrlPolicy::default())
             .follows([key(1), key(2), key(3)])
             .reader_relays(["wss://home.example"]);
@@ -302,14 +306,6 @@ mod tests {
 
     #[test]
     fn hinted_relays_are_probed_for_the_follows_hinted_there_below_declared_ones() {
-        let list = |author: u8, relays: &[&str]| RawRelayList {
-            author: key(author),
-            created_at: 1,
-            tags: relays
-                .iter()
-                .map(|r| vec!["r".to_string(), r.to_string()])
-                .collect(),
-        };
         let mut b = RouteTableBuilder::new(UrlPolicy::default())
             .follows([key(1), key(4), key(5), key(6)])
             .reader_relays(["wss://home.example"]);

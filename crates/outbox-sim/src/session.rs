@@ -293,12 +293,7 @@ fn narrower_plans(
         .collect()
 }
 
-/// Learns from what `asks` return in `session` with `since`: every relay's frames go through a
-/// [`RoundRecorder`] and the session's round into [`DeliveryStats::record_round`]. Relays
-/// that are down fail and never answer: the session's end counts them as not answered. Then,
-/// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
-/// learned from in a second round, measured against what the fetch returned; returns what the
-/// probes cost. Probes are planned over `table`, the table the session planned with.
+/// [`learn_from`] after fetching `asks` itself: for tests that do not score the fetch.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 fn learn(
@@ -318,7 +313,13 @@ fn learn(
     )
 }
 
-/// [`learn`], once `recorder` has seen the fetch of `asks` in `session` with `since`.
+/// Learns from what `asks` returned in `session` with `since`, once `recorder` has seen that
+/// fetch (the same fetch the session is scored by): every relay's frames go through a
+/// [`RoundRecorder`] and the session's round into [`DeliveryStats::record_round`]. Relays
+/// that are down fail and never answer: the session's end counts them as not answered. Then,
+/// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
+/// learned from in a second round, measured against what the fetch returned; returns what the
+/// probes cost. Probes are planned over `table`, the table the session planned with.
 #[allow(clippy::too_many_arguments)]
 fn learn_from(
     sim: &SimWorld,
