@@ -9,6 +9,8 @@
 //!   learned of it), but the plan left it out;
 //! - `never asked`: no relay serving it had been asked before (exploration).
 //!
+//! `--window 7d` (or `3yr`) studies that window instead, with the plan made for it.
+//!
 //! The missed notes are also split by what was learned of their author (nothing; asked, but no
 //! notes came back; some notes), the never-asked ones by how many follows list the ceiling's
 //! relay that served them, and the passed-over ones counted apart when their relays never
@@ -16,7 +18,7 @@
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example gaps -- [config.toml] [profiles] [seeds]
-//!     [--family decay] [--sessions 5] [-v]
+//!     [--family decay] [--sessions 5] [--window 7d] [-v]
 //! cargo run --release -p outbox-sim --example gaps -- [config.toml] --world FILE [--sessions N]
 //! ```
 //!
@@ -29,7 +31,9 @@ use std::collections::{HashMap, HashSet};
 
 use common::Args;
 use outbox_core::{DeliveryStats, Router};
-use outbox_sim::{ceiling_asks, fetch, run_sessions, up_rates, Asks, LoopConfig, SimWorld, Window};
+use outbox_sim::{
+    ceiling_asks, fetch, run_sessions_with, up_rates, Asks, LoopConfig, SimWorld, Window,
+};
 
 const CLASSES: [&str; 4] = ["unassigned", "down", "passed over", "never asked"];
 
@@ -96,8 +100,12 @@ fn relays_of(asks: &Asks, follows: usize) -> Vec<Vec<u32>> {
 
 fn main() {
     outbox_strategies::link();
-    let args = Args::parse(&["--family"]);
+    let args = Args::parse(&["--family", "--window"]);
     let verbose = args.flag("-v");
+    let window = args
+        .parsed::<Window>("--window")
+        .unwrap_or_else(|e| common::fail(e))
+        .unwrap_or(Window::Y1);
     let toml = args.config();
     let worlds = args.config_worlds(("small,medium,large", "1,2,3"));
     println!(
@@ -106,7 +114,7 @@ fn main() {
     );
     let mut total = Tally::default();
     worlds.each(|label, sim| {
-        let tally = world_gaps(sim, &toml, worlds.sessions, verbose);
+        let tally = world_gaps(sim, &toml, worlds.sessions, window, verbose);
         let s = tally.shares();
         println!(
             "{:<22} {:>7} {:>7} {:>6} | {:>9.1}% {:>5.1}% {:>10.1}% {:>10.1}%",
@@ -134,8 +142,7 @@ fn main() {
 }
 
 /// Runs the strategy's `sessions` on `sim` and sorts its last session's misses.
-fn world_gaps(sim: &SimWorld, toml: &str, sessions: u32, verbose: bool) -> Tally {
-    let window = Window::Y1;
+fn world_gaps(sim: &SimWorld, toml: &str, sessions: u32, window: Window, verbose: bool) -> Tally {
     let cfg = LoopConfig {
         sessions,
         ..LoopConfig::default()
@@ -144,12 +151,15 @@ fn world_gaps(sim: &SimWorld, toml: &str, sessions: u32, verbose: bool) -> Tally
     let mut router = Router::from_toml(toml).expect("config");
     let mut asked_before: HashSet<u32> = HashSet::new();
     let mut last_asks = None;
-    let run = run_sessions(sim, &mut router, &cfg, |s, plan, _| {
-        let asks = Asks::from_plan(sim, plan);
-        if s < last {
+    let run = run_sessions_with(sim, &mut router, &cfg, |v| {
+        if v.session < last {
+            let asks = Asks::from_table_plan(sim, v.table, v.plan);
             asked_before.extend(asks.entries.iter().filter_map(|e| e.relay));
         } else {
-            last_asks = Some(asks);
+            let plan = (v.window_plans.iter())
+                .find(|(w, _)| *w == window)
+                .map_or(v.plan, |(_, p)| *p);
+            last_asks = Some(Asks::from_table_plan(sim, v.table, plan));
         }
     });
     let learned = last_asks.expect("a last session");
