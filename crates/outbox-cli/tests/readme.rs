@@ -207,13 +207,17 @@ async fn network() -> Relays {
     Relays { named }
 }
 
-/// A scratch directory with a copy of `examples/` and a data directory.
+/// A scratch directory with a copy of the files of `examples/` (not its subdirectories, such
+/// as `examples/worlds`, which the README's commands do not use) and a data directory.
 fn scratch() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let examples = workspace().join("examples");
     std::fs::create_dir(dir.path().join("examples")).unwrap();
     for entry in std::fs::read_dir(examples).unwrap() {
         let path = entry.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
         std::fs::copy(
             &path,
             dir.path().join("examples").join(path.file_name().unwrap()),
