@@ -10,9 +10,11 @@ use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use outbox_core::{Router, RouterConfig};
+use outbox_sim::probe::ProbeCost;
 use outbox_sim::{
-    default_suite, run_bench, run_sessions_with, BenchConfig, BenchReport, Family, LoopConfig,
-    MeanSe, Profile, Progress, SessionView, SimWorld, Window, World, MAX_SESSIONS,
+    default_suite, run_bench, run_best_fixed, run_ceiling, run_sessions_with, BenchConfig,
+    BenchReport, Family, FixedSearch, LoopConfig, MeanSe, Profile, Progress, SessionView, SimWorld,
+    StrategyRun, Window, World, BEST_FIXED, CEILING, MAX_EXHAUSTIVE_SETS, MAX_SESSIONS,
 };
 
 /// Options of `outbox bench`.
@@ -625,11 +627,79 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         run.plan_us_warm,
         cfg.timing_repeats
     )?;
+    out!("{}", render_references(&sim, &cfg, budget, &run))?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&run).context("serialising the run")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Under the `--world` table: the session's probe cost, then the reference rows (the best
+/// fixed set of `budget` relays and the learnable ceiling) per session, and the fixed sets.
+fn render_references(sim: &SimWorld, cfg: &LoopConfig, budget: usize, run: &StrategyRun) -> String {
+    let mut text = String::new();
+    let probes: Vec<&ProbeCost> = run.sessions.iter().map(|o| &o.score.probe).collect();
+    if probes.iter().any(|p| p.connections > 0) {
+        text.push_str("probes by session:");
+        for (name, of) in [
+            (
+                "connections",
+                (|p: &ProbeCost| p.connections) as fn(&ProbeCost) -> u64,
+            ),
+            ("REQs", |p| p.reqs),
+            ("follows named", |p| p.filters),
+            ("events", |p| p.events),
+        ] {
+            let values: Vec<String> = probes.iter().map(|p| of(p).to_string()).collect();
+            text.push_str(&format!(" {name} {};", values.join(" ")));
+        }
+        text.pop();
+        text.push('\n');
+    }
+    let (choices, fixed) = run_best_fixed(sim, cfg, budget);
+    let ceiling = run_ceiling(sim, cfg, budget);
+    text.push_str("declared recall by session:\n");
+    let fixed_label = format!("{BEST_FIXED} {budget}");
+    for (label, outcomes) in [(fixed_label.as_str(), &fixed), (CEILING, &ceiling)] {
+        let windows: Vec<String> = cfg
+            .windows
+            .iter()
+            .map(|&w| {
+                let values: Vec<String> = outcomes
+                    .iter()
+                    .map(|o| recall_cell(o.score.window(w).and_then(|s| s.declared())))
+                    .collect();
+                format!("{w} {}", values.join(" "))
+            })
+            .collect();
+        text.push_str(&format!("  {label:<18} {}\n", windows.join(" | ")));
+    }
+    let relays = sim.world.relays();
+    for c in &choices {
+        let urls: Vec<String> = (c.relays.iter())
+            .map(|&r| crate::text::escape(&relays[r as usize].url))
+            .collect();
+        let how = match c.search {
+            FixedSearch::Exhaustive { sets } => format!(
+                "exhaustive over the {sets} sets of {} among the {} relays holding declared notes",
+                c.relays.len(),
+                c.candidates
+            ),
+            FixedSearch::Greedy => format!(
+                "greedy: more than {MAX_EXHAUSTIVE_SETS} sets among the {} relays holding \
+                 declared notes",
+                c.candidates
+            ),
+        };
+        text.push_str(&format!(
+            "{fixed_label}, {}: {} ({how})\n",
+            c.window,
+            urls.join(", ")
+        ));
+    }
+    text.pop();
+    text
 }
 
 /// Writes what `--plans-out` and `--stats-out` ask for of one session.

@@ -329,6 +329,40 @@ fn the_world_bench_reports_plan_time_cold_and_warm() {
     assert!(line.contains(&format!("cold {cold:.0} ")), "{line}");
 }
 
+/// Under the table: the best fixed set of the budget's relays, found exhaustively on a world
+/// of 8 relays (70 sets of 4), and the learnable ceiling, per session. On the pruned-hubs world
+/// the two hubs keep a month, so neither is among the year's best four.
+#[test]
+fn the_world_bench_reports_the_best_fixed_set() {
+    let world = examples_dir().join("worlds/pruned-hubs.json");
+    let out = bench_on(&world, &["--budget", "4", "--windows", "1yr"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines.contains(&"  best fixed 4       1yr 96.9 96.9 96.9 96.9 96.9"),
+        "{stdout}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  learnable ceiling  1yr ")),
+        "{stdout}"
+    );
+    assert!(
+        lines.contains(
+            &"best fixed 4, 1yr: wss://relay-c.example, wss://relay-d.example, \
+              wss://relay-e.example, wss://relay-f.example (exhaustive over the 70 sets of 4 \
+              among the 8 relays holding declared notes)"
+        ),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn seed_is_for_a_world_file_or_the_live_bench() {
     let out = outbox(&["bench", "--seed", "3", "--profiles", "small"]);

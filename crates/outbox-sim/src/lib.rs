@@ -21,6 +21,7 @@ pub mod ceiling;
 pub mod churn;
 pub mod delivered;
 pub mod fetch;
+pub mod fixed;
 pub mod generate;
 mod holdings;
 pub mod mean;
@@ -42,6 +43,10 @@ pub use bench::{
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};
+pub use fixed::{
+    best_fixed, fixed_asks, run_best_fixed, FixedChoice, FixedSearch, BEST_FIXED,
+    MAX_EXHAUSTIVE_SETS,
+};
 pub use generate::{
     generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
     WorldStats, DEFAULT_RELAY_CAPS,
