@@ -43,6 +43,7 @@ const VARIANTS: &[(&str, &str)] = &[
     ("+ recent weight", "recent_weight = 0.25\n"),
     ("+ Thompson draws", "explore = true\n"),
     ("+ pooled priors", "pooled_priors = true\n"),
+    ("- empirical priors", "empirical_priors = false\n"),
     ("disclosure 2", "disclosure = 2.0\n"),
 ];
 

@@ -7,7 +7,9 @@
 //! `outbox_core::stats::RoundReport`), and nothing else:
 //!
 //! - **liveness** per relay: did it answer the runs it was asked in; a relay that never
-//!   answered is judged against how many listed relays are dead for good (`dead_share`);
+//!   answered is judged against how many listed relays are dead for good (`dead_share`), one
+//!   that answered and returned notes against how often such relays answered
+//!   (`empirical_priors`);
 //! - **depth** per relay: how far back its history reaches, from the oldest note it returned
 //!   about anyone. Relays that prune at the same age overlap: a second month-deep relay adds
 //!   nothing to the first's month, however often both answer;
@@ -77,6 +79,11 @@ pub struct RecallConfig {
     /// Start relays never asked from what asked relays of similar popularity did, instead of
     /// the uniform prior.
     pub pooled_priors: bool,
+    /// Judge a relay that answered and returned notes from what such relays did (how often
+    /// they answered, how complete they were), not from the uniform prior: one answer from a
+    /// relay on a network where answering relays keep answering is strong evidence, and a
+    /// uniform prior would make a second relay for the same follows look worth a connection.
+    pub empirical_priors: bool,
     /// Extra pseudo-successes in the completeness prior of relays never asked: optimism that
     /// keeps untried relays in the running (0 = uniform prior).
     pub optimism: f64,
@@ -115,6 +122,7 @@ impl Default for RecallConfig {
             pairs: true,
             volume: true,
             pooled_priors: false,
+            empirical_priors: true,
             optimism: 0.0,
             silent_weight: 0.05,
             depth: true,

@@ -439,6 +439,9 @@ impl Model {
                 )
             })
         });
+        let proven = config
+            .empirical_priors
+            .then(|| empirical_prior(table, &self.learned, &self.depth));
         for relay in table.relays() {
             let popularity = table.candidate_popularity(relay);
             if popularity == 0 {
@@ -452,7 +455,10 @@ impl Model {
                 }
             }
             let [la, lb, ka, kb] = match self.learned[i] {
-                Some(ab) => ab,
+                Some(ab) => match &proven {
+                    Some(prior) if returned_notes(ab, self.depth[i]) => prior.rebase(ab),
+                    _ => ab,
+                },
                 None => {
                     let [la, lb, ka, kb] = prior(bucket(popularity));
                     let [sa, sb] = self.seeded[relay.index()].unwrap_or([0.0, 0.0]);

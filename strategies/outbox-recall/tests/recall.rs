@@ -404,3 +404,75 @@ fn a_hint_at_a_reader_relay_leaves_the_follow_to_the_residual() {
     assert!(plan.residual().contains(&lonely));
     assert!(plan.routed().iter().all(|a| a.relay != home), "{plan:?}");
 }
+
+/// One answer from a relay, on a network where every relay that answered kept answering and
+/// held all it was asked for, is judged from that network (`empirical_priors`): follows 0–3
+/// are on `shared.example`, the prolific 0 and 1 also on `second.example`, and 4 and 5 only on
+/// their own `own.example`. With two connections the plan takes the follows' own relay, where
+/// a uniform prior (one answer: two chances in three) makes a second relay for 0 and 1 look
+/// worth more than 4 and 5's only one.
+#[test]
+fn one_answer_is_judged_from_how_relays_that_answered_did() {
+    let shared = "wss://shared.example";
+    let second = "wss://second.example";
+    let own = "wss://own.example";
+    let (both, alone, mine) = ([shared, second], [shared], [own]);
+    let lists: Vec<(u64, &[&str])> = vec![
+        (0, &both),
+        (1, &both),
+        (2, &alone),
+        (3, &alone),
+        (4, &mine),
+        (5, &mine),
+    ];
+    let t = table(&lists);
+    let notes = |i: u64| {
+        if i < 2 {
+            300
+        } else if i < 4 {
+            20
+        } else {
+            150
+        }
+    };
+    let answer = |url: &str, follows: &[u64]| RelayRound {
+        url: url.into(),
+        answered: true,
+        authors: follows
+            .iter()
+            .map(|&i| AuthorRound {
+                author: test_key(i),
+                events: notes(i),
+                oldest: NOW - 360 * DAY,
+                newest: NOW - DAY,
+                capped: false,
+            })
+            .collect(),
+        compare_only: false,
+    };
+    let mut stats = DeliveryStats::new();
+    let report = RoundReport {
+        relays: vec![
+            answer(shared, &[0, 1, 2, 3]),
+            answer(second, &[0, 1]),
+            answer(own, &[4, 5]),
+        ],
+    };
+    stats.record_round(&report, NOW);
+    let picks = |config: &str| {
+        let plan = router(2, config).plan_with(&t, &stats, PlanContext::at(NOW + 1).seed(0));
+        let mut urls: Vec<String> = plan
+            .routed()
+            .iter()
+            .map(|a| t.url(a.relay).to_string())
+            .collect();
+        urls.sort();
+        urls
+    };
+    assert_eq!(picks(""), [own, shared]);
+    assert_eq!(
+        picks("empirical_priors = false\n"),
+        [second, shared],
+        "with a uniform prior the second relay of the prolific follows looks worth more"
+    );
+}
