@@ -482,6 +482,61 @@ impl Model {
 
 type Prior = [f64; 4];
 
+/// Whether a relay with posterior `ab` and learned `depth` answered at least once and returned
+/// a note (an indexer that answers empty is judged by its own runs alone).
+fn returned_notes(ab: Prior, depth: f64) -> bool {
+    ab[0] > 1.0 && depth.is_finite() && depth > 0.0
+}
+
+/// The liveness and completeness of the relays that answered and returned notes, pooled over
+/// their runs: the prior a relay of that kind is judged from instead of the uniform one.
+struct EmpiricalPrior {
+    live: f64,
+    kept: f64,
+}
+
+impl EmpiricalPrior {
+    /// A posterior with the uniform prior's pseudo-observation replaced by this prior's
+    /// [`POOLED_STRENGTH`] ones.
+    fn rebase(&self, [la, lb, ka, kb]: Prior) -> Prior {
+        [
+            la - 1.0 + POOLED_STRENGTH * self.live,
+            lb - 1.0 + POOLED_STRENGTH * (1.0 - self.live),
+            ka - 1.0 + POOLED_STRENGTH * self.kept,
+            kb - 1.0 + POOLED_STRENGTH * (1.0 - self.kept),
+        ]
+    }
+}
+
+/// Pools [`EmpiricalPrior`] over every relay of `table` that returned notes: answered runs
+/// over runs for liveness, returned shares over answered runs for completeness (both without
+/// the uniform prior), kept within [0.02, 0.98]; one half each when there is none.
+fn empirical_prior(table: &RouteTable, learned: &[Option<Prior>], depth: &[f64]) -> EmpiricalPrior {
+    let (mut live, mut runs, mut kept, mut answered) = (0.0, 0.0, 0.0, 0.0);
+    for relay in table.relays() {
+        let i = relay.index();
+        if let Some(ab @ [la, lb, ka, kb]) = learned[i] {
+            if returned_notes(ab, depth[i]) {
+                live += la - 1.0;
+                runs += la + lb - 2.0;
+                kept += ka - 1.0;
+                answered += ka + kb - 2.0;
+            }
+        }
+    }
+    let mean = |x: f64, n: f64| {
+        if n > 0.0 {
+            (x / n).clamp(0.02, 0.98)
+        } else {
+            0.5
+        }
+    };
+    EmpiricalPrior {
+        live: mean(live, runs),
+        kept: mean(kept, answered),
+    }
+}
+
 /// Per popularity bucket, Beta priors for liveness and completeness with the mean of the asked
 /// relays' posterior means and [`POOLED_STRENGTH`] pseudo-observations.
 fn pooled_priors(table: &RouteTable, learned: &[Option<[f64; 4]>]) -> [Option<Prior>; BUCKETS] {
