@@ -392,6 +392,9 @@ impl Model {
         self.seeded.resize(table.relay_count(), None);
         self.depth.clear();
         self.depth.resize(table.relay_count(), f64::INFINITY);
+        // Relays that answered and returned notes, summed in relay order after the loop (the
+        // stats' own order changes from process to process, and sums with it).
+        let mut proven_relays: Vec<u32> = Vec::new();
         for (url, _) in stats.iter() {
             let Some(relay) = table.relay_id(url) else {
                 continue;
@@ -408,8 +411,11 @@ impl Model {
                 self.depth[relay.index()] = 0.0;
             }
             if s.asked > 0 {
-                self.learned[relay.index()] =
-                    Some([s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta]);
+                let learned = [s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta];
+                self.learned[relay.index()] = Some(learned);
+                if returned_notes(learned, self.depth[relay.index()]) {
+                    proven_relays.push(relay.0);
+                }
             } else if s.live_alpha != 1.0 || s.live_beta != 1.0 {
                 self.seeded[relay.index()] = Some([s.live_alpha - 1.0, s.live_beta - 1.0]);
             }
@@ -439,9 +445,16 @@ impl Model {
                 )
             })
         });
-        let proven = config
-            .empirical_priors
-            .then(|| empirical_prior(table, &self.learned, &self.depth));
+        let proven = config.empirical_priors.then(|| {
+            proven_relays.sort_unstable();
+            let mut sums = EmpiricalPrior::default();
+            for &i in &proven_relays {
+                if let Some(learned) = self.learned[i as usize] {
+                    sums.add(learned);
+                }
+            }
+            sums.pooled()
+        });
         for relay in table.relays() {
             let popularity = table.candidate_popularity(relay);
             if popularity == 0 {
@@ -489,13 +502,42 @@ fn returned_notes(ab: Prior, depth: f64) -> bool {
 }
 
 /// The liveness and completeness of the relays that answered and returned notes, pooled over
-/// their runs: the prior a relay of that kind is judged from instead of the uniform one.
+/// their runs: the prior a relay of that kind is judged from instead of the uniform one. Summed
+/// as the stats are read ([`add`](Self::add)), then turned into means ([`pooled`](Self::pooled)).
+#[derive(Default)]
 struct EmpiricalPrior {
     live: f64,
     kept: f64,
+    /// While summing: runs asked and answered runs, the denominators of `live` and `kept`.
+    runs: f64,
+    answered: f64,
 }
 
 impl EmpiricalPrior {
+    /// Adds one relay's posterior, without the uniform prior's pseudo-observations.
+    fn add(&mut self, [la, lb, ka, kb]: Prior) {
+        self.live += la - 1.0;
+        self.runs += la + lb - 2.0;
+        self.kept += ka - 1.0;
+        self.answered += ka + kb - 2.0;
+    }
+
+    /// The pooled means, kept within [0.02, 0.98]; one half each with nothing added.
+    fn pooled(&self) -> Self {
+        let mean = |x: f64, n: f64| {
+            if n > 0.0 {
+                (x / n).clamp(0.02, 0.98)
+            } else {
+                0.5
+            }
+        };
+        Self {
+            live: mean(self.live, self.runs),
+            kept: mean(self.kept, self.answered),
+            ..Self::default()
+        }
+    }
+
     /// A posterior with the uniform prior's pseudo-observation replaced by this prior's
     /// [`POOLED_STRENGTH`] ones.
     fn rebase(&self, [la, lb, ka, kb]: Prior) -> Prior {
@@ -505,35 +547,6 @@ impl EmpiricalPrior {
             ka - 1.0 + POOLED_STRENGTH * self.kept,
             kb - 1.0 + POOLED_STRENGTH * (1.0 - self.kept),
         ]
-    }
-}
-
-/// Pools [`EmpiricalPrior`] over every relay of `table` that returned notes: answered runs
-/// over runs for liveness, returned shares over answered runs for completeness (both without
-/// the uniform prior), kept within [0.02, 0.98]; one half each when there is none.
-fn empirical_prior(table: &RouteTable, learned: &[Option<Prior>], depth: &[f64]) -> EmpiricalPrior {
-    let (mut live, mut runs, mut kept, mut answered) = (0.0, 0.0, 0.0, 0.0);
-    for relay in table.relays() {
-        let i = relay.index();
-        if let Some(ab @ [la, lb, ka, kb]) = learned[i] {
-            if returned_notes(ab, depth[i]) {
-                live += la - 1.0;
-                runs += la + lb - 2.0;
-                kept += ka - 1.0;
-                answered += ka + kb - 2.0;
-            }
-        }
-    }
-    let mean = |x: f64, n: f64| {
-        if n > 0.0 {
-            (x / n).clamp(0.02, 0.98)
-        } else {
-            0.5
-        }
-    };
-    EmpiricalPrior {
-        live: mean(live, runs),
-        kept: mean(kept, answered),
     }
 }
 
