@@ -249,6 +249,22 @@ fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound 
     }
 }
 
+/// The relays a plan with `budget` connections and `config` routes to at `now`, sorted.
+fn routed_urls(
+    t: &RouteTable,
+    stats: &DeliveryStats,
+    budget: usize,
+    config: &str,
+    now: u64,
+) -> Vec<String> {
+    let plan = router(budget, config).plan_with(t, stats, PlanContext::at(now).seed(0));
+    let mut urls: Vec<String> = (plan.routed().iter())
+        .map(|a| t.url(a.relay).to_string())
+        .collect();
+    urls.sort();
+    urls
+}
+
 /// Two relays that both keep a month overlap: together they return that month and nothing
 /// older. Every follow writes to both and to a deep relay that keeps a year but lost a third of
 /// the notes; with two connections the plan takes the deep relay and one monthly one, where
@@ -275,16 +291,7 @@ fn relays_that_keep_the_same_month_do_not_add_up() {
         };
         stats.record_round(&report, now + run);
     }
-    let picks = |config: &str| {
-        let plan = router(2, config).plan_with(&t, &stats, PlanContext::at(now + 3).seed(0));
-        let mut urls: Vec<String> = plan
-            .routed()
-            .iter()
-            .map(|a| t.url(a.relay).to_string())
-            .collect();
-        urls.sort();
-        urls
-    };
+    let picks = |config: &str| routed_urls(&t, &stats, 2, config, now + 3);
     let with_depth = picks("explore = false\n");
     assert!(
         with_depth.contains(&relays[2].to_string()),
@@ -459,16 +466,7 @@ fn one_answer_is_judged_from_how_relays_that_answered_did() {
         ],
     };
     stats.record_round(&report, NOW);
-    let picks = |config: &str| {
-        let plan = router(2, config).plan_with(&t, &stats, PlanContext::at(NOW + 1).seed(0));
-        let mut urls: Vec<String> = plan
-            .routed()
-            .iter()
-            .map(|a| t.url(a.relay).to_string())
-            .collect();
-        urls.sort();
-        urls
-    };
+    let picks = |config: &str| routed_urls(&t, &stats, 2, config, NOW + 1);
     assert_eq!(picks(""), [own, shared]);
     assert_eq!(
         picks("empirical_priors = false\n"),
