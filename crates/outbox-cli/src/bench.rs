@@ -64,7 +64,8 @@ pub struct Args {
     /// --live the world to load into local relays.
     #[arg(long)]
     world: Option<PathBuf>,
-    /// Router config (TOML) for --world.
+    /// Router config (TOML) for --world; with --live, the strategy to run live (labelled by its
+    /// strategy, beside any --strategies rows).
     #[arg(long, requires = "world")]
     config: Option<PathBuf>,
     /// With --world: write the plan of session N as DIR/session-N.json (outbox-plan/1), and
@@ -77,7 +78,7 @@ pub struct Args {
     stats_out: Option<PathBuf>,
     /// Run the real runtime against local relays loaded with a world (--world, or the small
     /// profile) beside the simulator's numbers (--strategies, default greedy,recall).
-    #[arg(long, conflicts_with_all = ["config", "plans_out", "stats_out"])]
+    #[arg(long, conflicts_with_all = ["plans_out", "stats_out"])]
     live: bool,
     /// The base planning seed: session N plans with the draw `outbox plan --seed S --session
     /// N` makes [default: 0 with --world; 1 with --live, where it also seeds a generated world].
@@ -158,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.live {
         return crate::live::run(crate::live::Options {
             world: args.world,
+            config: args.config,
             strategies: args.strategies,
             sessions: args.sessions.unwrap_or(DEFAULT_SESSIONS),
             seed: args.seed.unwrap_or(LIVE_SEED),

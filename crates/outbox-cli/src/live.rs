@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use outbox_core::RouterConfig;
 use outbox_live::{run_live, LiveConfig, LiveReport, LiveStrategy, Progress};
 use outbox_sim::bench::resolve;
 use outbox_sim::{default_suite, generate, BenchConfig, Profile, World};
@@ -19,7 +20,9 @@ const DEFAULT_STRATEGIES: [&str; 2] = ["greedy", "recall"];
 pub struct Options {
     /// A world file; otherwise the small profile generated with `seed`.
     pub world: Option<PathBuf>,
-    /// Suite row labels.
+    /// A router config file to run, labelled by its strategy.
+    pub config: Option<PathBuf>,
+    /// Suite row labels (default: `greedy,recall` when no config is given).
     pub strategies: Option<Vec<String>>,
     /// Sessions (at most the world's).
     pub sessions: u32,
@@ -44,15 +47,35 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         }
         None => generate(Profile::Small, opts.seed),
     };
-    let wanted: Vec<String> = opts
-        .strategies
-        .clone()
-        .unwrap_or_else(|| DEFAULT_STRATEGIES.map(String::from).to_vec());
+    let wanted: Vec<String> = match (&opts.strategies, &opts.config) {
+        (Some(labels), _) => labels.clone(),
+        (None, Some(_)) => Vec::new(),
+        (None, None) => DEFAULT_STRATEGIES.map(String::from).to_vec(),
+    };
     let suite = default_suite();
     let (mut resolved, skipped) = resolve(&suite);
-    let budget = opts.budget.unwrap_or(BenchConfig::default().budget);
     let mut strategies = Vec::new();
+    // A config file's strategy runs at its own budget unless --budget says otherwise.
+    let mut budget = opts.budget.unwrap_or(BenchConfig::default().budget);
+    if let Some(path) = &opts.config {
+        let text = crate::text::read_bounded(path, crate::text::MAX_CONFIG_BYTES)
+            .context("reading config")?;
+        let mut config = RouterConfig::from_toml(&text)
+            .with_context(|| format!("in config {}", path.display()))?;
+        budget = opts.budget.unwrap_or(config.max_connections);
+        config.max_connections = budget;
+        if let Some(probes) = opts.probes {
+            config.probe_connections = Some(probes);
+        }
+        strategies.push(LiveStrategy {
+            label: config.strategy.label(),
+            config,
+        });
+    }
     for label in &wanted {
+        if strategies.iter().any(|s: &LiveStrategy| &s.label == label) {
+            bail!("strategy {label:?} is both --config's and a --strategies row: give one");
+        }
         if let Some(s) = skipped.iter().find(|s| &s.label == label) {
             bail!("strategy {label:?} cannot run: {}", s.reason);
         }

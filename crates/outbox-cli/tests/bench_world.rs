@@ -400,3 +400,29 @@ fn routes_are_scored_with_the_routes_flag() {
     assert!(with.contains("publish reach"), "{with}");
     assert!(!with.contains("not scored"), "{with}");
 }
+
+/// `--live` runs a config file's strategy at the config's own budget, labelled by its strategy;
+/// naming the same strategy again as a suite row is refused.
+#[test]
+fn the_live_bench_runs_a_config_file() {
+    let mut args = vec!["--live", "--sessions", "2"];
+    let out = bench_on(&examples_dir().join("world.json"), &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("│ ")).collect();
+    assert!(rows.iter().any(|l| l.starts_with("│ greedy ")), "{stdout}");
+    assert!(!rows.iter().any(|l| l.starts_with("│ recall ")), "{stdout}");
+    assert!(stdout.contains("budget 3,"), "{stdout}");
+    args.extend_from_slice(&["--strategies", "greedy"]);
+    let out = bench_on(&examples_dir().join("world.json"), &args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("both --config's and a --strategies row"),
+        "{stderr}"
+    );
+}
