@@ -47,7 +47,14 @@ pub enum Error {
 #[derive(Debug)]
 pub struct OutboxGossipBuilder {
     config: RouterConfig,
+    settings: Settings,
+}
+
+/// What the builder sets and the engine keeps, besides the router.
+#[derive(Debug)]
+struct Settings {
     reader: Option<PublicKey>,
+    /// As given to the builder; canonical in the engine.
     reader_relays: Vec<String>,
     list_ttl: Duration,
     learn_kinds: Vec<Kind>,
@@ -60,7 +67,7 @@ impl OutboxGossipBuilder {
     /// The reader's public key: its own kind:10002 list, when nostr-sdk hands it over, adds its
     /// read relays to the residual's carriers.
     pub fn reader(mut self, reader: PublicKey) -> Self {
-        self.reader = Some(reader);
+        self.settings.reader = Some(reader);
         self
     }
 
@@ -68,42 +75,41 @@ impl OutboxGossipBuilder {
     /// carry the residual, the planned keys no routed relay covers. URLs the router's policy
     /// refuses are dropped.
     pub fn reader_relays<S: AsRef<str>>(mut self, relays: impl IntoIterator<Item = S>) -> Self {
-        self.reader_relays
-            .extend(relays.into_iter().map(|r| r.as_ref().to_string()));
+        (self.settings.reader_relays).extend(relays.into_iter().map(|r| r.as_ref().to_string()));
         self
     }
 
     /// How long a fetched list counts as up to date ([`DEFAULT_LIST_TTL`] unless set).
     pub fn list_ttl(mut self, ttl: Duration) -> Self {
-        self.list_ttl = ttl;
+        self.settings.list_ttl = ttl;
         self
     }
 
     /// The event kinds delivery is learned from (text notes unless set): the feed's kinds, so
     /// relays are compared on the same notes.
     pub fn learn_kinds(mut self, kinds: impl IntoIterator<Item = Kind>) -> Self {
-        self.learn_kinds = kinds.into_iter().collect();
+        self.settings.learn_kinds = kinds.into_iter().collect();
         self
     }
 
     /// The base seed of the plans' draws; each round draws with its own
     /// [`session_seed`](outbox_core::session_seed).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.settings.seed = seed;
         self
     }
 
     /// Plans for a fetch that asks for notes up to `secs` old (a strategy that reads the window
     /// plans for it; see `outbox_core::PlanContext::window`).
     pub fn window(mut self, secs: u64) -> Self {
-        self.window_secs = Some(secs);
+        self.settings.window_secs = Some(secs);
         self
     }
 
     /// Keeps learning in `store` (loaded by [`open`](Self::open), written by
     /// [`OutboxGossip::save`]).
     pub fn store(mut self, store: Arc<dyn StateStore>) -> Self {
-        self.store = Some(store);
+        self.settings.store = Some(store);
         self
     }
 
@@ -120,7 +126,7 @@ impl OutboxGossipBuilder {
     /// Builds the engine, loading the store's stats and lists when there is a store.
     pub async fn open(self) -> Result<OutboxGossip, Error> {
         let mut state = State::default();
-        if let Some(store) = &self.store {
+        if let Some(store) = &self.settings.store {
             state.stats = store.load().await?.stats;
             let lists = store.load_lists().await?.value;
             for list in lists.into_iter().take(MAX_KEPT_LISTS) {
@@ -130,9 +136,8 @@ impl OutboxGossipBuilder {
         state.stats.begin_session();
         let router = Router::from_config(&self.config);
         let policy = router.policy().clone();
-        let reader_relays = self
-            .reader_relays
-            .iter()
+        let mut settings = self.settings;
+        settings.reader_relays = (settings.reader_relays.iter())
             .filter_map(|raw| policy.canonicalize(raw).ok())
             .fold(Vec::new(), |mut acc: Vec<String>, url| {
                 if !acc.contains(&url) {
@@ -144,13 +149,7 @@ impl OutboxGossipBuilder {
             state: Mutex::new(state),
             router: Mutex::new(router),
             policy,
-            reader: self.reader,
-            reader_relays,
-            list_ttl: self.list_ttl,
-            learn_kinds: self.learn_kinds,
-            seed: self.seed,
-            window_secs: self.window_secs,
-            store: self.store,
+            settings,
         })
     }
 }
@@ -191,13 +190,7 @@ pub struct OutboxGossip {
     state: Mutex<State>,
     router: Mutex<Router>,
     policy: UrlPolicy,
-    reader: Option<PublicKey>,
-    reader_relays: Vec<String>,
-    list_ttl: Duration,
-    learn_kinds: Vec<Kind>,
-    seed: u64,
-    window_secs: Option<u64>,
-    store: Option<Arc<dyn StateStore>>,
+    settings: Settings,
 }
 
 /// Relay URLs for nostr-sdk: allowed ones, in order, at most `limit`.
@@ -226,13 +219,15 @@ impl OutboxGossip {
     pub fn builder(config: RouterConfig) -> OutboxGossipBuilder {
         OutboxGossipBuilder {
             config,
-            reader: None,
-            reader_relays: Vec::new(),
-            list_ttl: DEFAULT_LIST_TTL,
-            learn_kinds: vec![Kind::TextNote],
-            seed: 0,
-            window_secs: None,
-            store: None,
+            settings: Settings {
+                reader: None,
+                reader_relays: Vec::new(),
+                list_ttl: DEFAULT_LIST_TTL,
+                learn_kinds: vec![Kind::TextNote],
+                seed: 0,
+                window_secs: None,
+                store: None,
+            },
         }
     }
 
@@ -271,7 +266,10 @@ impl OutboxGossip {
                     .iter()
                     .filter_map(|k| state.lists.get(k).cloned())
                     .collect();
-                let reader_list = self.reader.and_then(|r| state.lists.get(&r).cloned());
+                let reader_list = self
+                    .settings
+                    .reader
+                    .and_then(|r| state.lists.get(&r).cloned());
                 if let Some(list) = reader_list
                     .as_ref()
                     .filter(|l| !state.key_set.contains(&l.author))
@@ -310,7 +308,7 @@ impl OutboxGossip {
         stats: &DeliveryStats,
     ) -> Option<PlanView> {
         let now = Self::now().as_secs();
-        let mut readers = self.reader_relays.clone();
+        let mut readers = self.settings.reader_relays.clone();
         if let Some(list) = reader_list {
             let author = list.author;
             let directory = RelayDirectory::from_relay_lists(self.policy.clone(), [list]);
@@ -337,8 +335,8 @@ impl OutboxGossip {
         } else {
             network.table(&none, stats, now)
         };
-        let mut ctx = PlanContext::at(now).seed(session_seed(self.seed, stats.session()));
-        if let Some(secs) = self.window_secs {
+        let mut ctx = PlanContext::at(now).seed(session_seed(self.settings.seed, stats.session()));
+        if let Some(secs) = self.settings.window_secs {
             ctx = ctx.window(secs);
         }
         let plan = match router.try_plan_with(&table, stats, ctx) {
@@ -443,7 +441,7 @@ impl OutboxGossip {
     /// Writes the learned stats and the kept kind:10002 lists to the store (nothing without
     /// one). Rounds not ended yet are not included.
     pub async fn save(&self) -> Result<(), Error> {
-        let Some(store) = &self.store else {
+        let Some(store) = &self.settings.store else {
             return Ok(());
         };
         let (stats, lists) = {
@@ -460,7 +458,7 @@ impl OutboxGossip {
         match event.kind {
             Kind::RelayList => match RawRelayList::try_from(event) {
                 Ok(list) => {
-                    self.lock().keep_list(list, self.reader.as_ref());
+                    self.lock().keep_list(list, self.settings.reader.as_ref());
                 }
                 Err(why) => tracing::debug!(id = %event.id, %why, "relay list ignored"),
             },
@@ -472,7 +470,7 @@ impl OutboxGossip {
                 });
             }
             Kind::InboxRelays => tracing::debug!(id = %event.id, "DM inbox list does not verify"),
-            kind if self.learn_kinds.contains(&kind) => {
+            kind if self.settings.learn_kinds.contains(&kind) => {
                 let Some(url) = relay_url else {
                     return;
                 };
@@ -566,9 +564,7 @@ impl OutboxGossip {
                 if let Some(plan) = &plan {
                     from(&plan.carriers, &mut chosen);
                 } else {
-                    let carriers: Vec<(String, RelayUrl)> = self
-                        .reader_relays
-                        .iter()
+                    let carriers: Vec<(String, RelayUrl)> = (self.settings.reader_relays.iter())
                         .filter_map(|u| Some((u.clone(), RelayUrl::parse(u).ok()?)))
                         .collect();
                     from(&carriers, &mut chosen);
@@ -668,7 +664,7 @@ impl NostrGossip for OutboxGossip {
         if list == GossipListKind::Nip65 {
             state.note_key(*public_key);
         }
-        let status = state.status(public_key, list, Self::now(), self.list_ttl);
+        let status = state.status(public_key, list, Self::now(), self.settings.list_ttl);
         drop(state);
         Box::pin(async move { Ok(status) })
     }
@@ -680,7 +676,7 @@ impl NostrGossip for OutboxGossip {
         list: GossipListKind,
     ) -> BoxFuture<'a, ()> {
         self.lock()
-            .attempted(*public_key, list, Self::now(), self.list_ttl);
+            .attempted(*public_key, list, Self::now(), self.settings.list_ttl);
         Box::pin(async { Ok(()) })
     }
 
@@ -692,7 +688,7 @@ impl NostrGossip for OutboxGossip {
     ) -> BoxFuture<'_, BTreeSet<OutdatedPublicKey>> {
         let outdated = self
             .lock()
-            .outdated(list, limit.get(), Self::now(), self.list_ttl);
+            .outdated(list, limit.get(), Self::now(), self.settings.list_ttl);
         Box::pin(async move { Ok(outdated) })
     }
 

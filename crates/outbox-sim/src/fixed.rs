@@ -222,9 +222,6 @@ impl<'a> Model<'a> {
     /// marked in `self.chosen` are asked.
     fn value(&mut self, a: u32) -> u64 {
         let notes = &self.authors[a as usize];
-        let routed: Vec<u32> = (notes.declared.iter().copied())
-            .filter(|&r| self.chosen[r as usize])
-            .collect();
         let key = (notes.declared.len() <= 64).then(|| {
             (notes.declared.iter().enumerate())
                 .filter(|(_, &r)| self.chosen[r as usize])
@@ -233,6 +230,9 @@ impl<'a> Model<'a> {
         if let Some(v) = key.and_then(|k| notes.memo.get(&k)) {
             return *v;
         }
+        let routed: Vec<u32> = (notes.declared.iter().copied())
+            .filter(|&r| self.chosen[r as usize])
+            .collect();
         let world = &self.sim.world;
         let asked = if routed.is_empty() {
             &self.reader
@@ -242,9 +242,12 @@ impl<'a> Model<'a> {
         let mut total = 0;
         for (on, count) in &notes.groups {
             for s in 0..self.sessions {
-                let up = |r: &&u32| world.is_up(**r, s);
-                let available = (on.iter().filter(up)).any(|r| notes.declared.contains(r));
-                if available && on.iter().filter(up).any(|r| asked.contains(r)) {
+                let (mut available, mut fetched) = (false, false);
+                for r in on.iter().filter(|&&r| world.is_up(r, s)) {
+                    available |= notes.declared.contains(r);
+                    fetched |= asked.contains(r);
+                }
+                if available && fetched {
                     total += count;
                 }
             }

@@ -392,9 +392,9 @@ impl Model {
         self.seeded.resize(table.relay_count(), None);
         self.depth.clear();
         self.depth.resize(table.relay_count(), f64::INFINITY);
-        // Relays that answered and returned notes, summed in relay order after the loop (the
+        // Relays that answered and returned notes, pooled in relay order after the loop (the
         // stats' own order changes from process to process, and sums with it).
-        let mut proven_relays: Vec<u32> = Vec::new();
+        let mut proven: Vec<(u32, Prior)> = Vec::new();
         for (url, _) in stats.iter() {
             let Some(relay) = table.relay_id(url) else {
                 continue;
@@ -413,8 +413,8 @@ impl Model {
             if s.asked > 0 {
                 let learned = [s.live_alpha, s.live_beta, s.kept_alpha, s.kept_beta];
                 self.learned[relay.index()] = Some(learned);
-                if returned_notes(learned, self.depth[relay.index()]) {
-                    proven_relays.push(relay.0);
+                if config.empirical_priors && returned_notes(learned, self.depth[relay.index()]) {
+                    proven.push((relay.0, learned));
                 }
             } else if s.live_alpha != 1.0 || s.live_beta != 1.0 {
                 self.seeded[relay.index()] = Some([s.live_alpha - 1.0, s.live_beta - 1.0]);
@@ -446,14 +446,8 @@ impl Model {
             })
         });
         let proven = config.empirical_priors.then(|| {
-            proven_relays.sort_unstable();
-            let mut sums = EmpiricalPrior::default();
-            for &i in &proven_relays {
-                if let Some(learned) = self.learned[i as usize] {
-                    sums.add(learned);
-                }
-            }
-            sums.pooled()
+            proven.sort_unstable_by_key(|&(relay, _)| relay);
+            EmpiricalPrior::pooled(proven.iter().map(|&(_, learned)| learned))
         });
         for relay in table.relays() {
             let popularity = table.candidate_popularity(relay);
@@ -502,28 +496,24 @@ fn returned_notes(ab: Prior, depth: f64) -> bool {
 }
 
 /// The liveness and completeness of the relays that answered and returned notes, pooled over
-/// their runs: the prior a relay of that kind is judged from instead of the uniform one. Summed
-/// as the stats are read ([`add`](Self::add)), then turned into means ([`pooled`](Self::pooled)).
-#[derive(Default)]
+/// their runs: the prior a relay of that kind is judged from instead of the uniform one.
 struct EmpiricalPrior {
     live: f64,
     kept: f64,
-    /// While summing: runs asked and answered runs, the denominators of `live` and `kept`.
-    runs: f64,
-    answered: f64,
 }
 
 impl EmpiricalPrior {
-    /// Adds one relay's posterior, without the uniform prior's pseudo-observations.
-    fn add(&mut self, [la, lb, ka, kb]: Prior) {
-        self.live += la - 1.0;
-        self.runs += la + lb - 2.0;
-        self.kept += ka - 1.0;
-        self.answered += ka + kb - 2.0;
-    }
-
-    /// The pooled means, kept within [0.02, 0.98]; one half each with nothing added.
-    fn pooled(&self) -> Self {
+    /// Pools `posteriors` without the uniform prior's pseudo-observations: answered runs over
+    /// runs, returned shares over answered runs, kept within [0.02, 0.98]; one half each when
+    /// there is nothing to pool.
+    fn pooled(posteriors: impl Iterator<Item = Prior>) -> Self {
+        let (mut live, mut runs, mut kept, mut answered) = (0.0, 0.0, 0.0, 0.0);
+        for [la, lb, ka, kb] in posteriors {
+            live += la - 1.0;
+            runs += la + lb - 2.0;
+            kept += ka - 1.0;
+            answered += ka + kb - 2.0;
+        }
         let mean = |x: f64, n: f64| {
             if n > 0.0 {
                 (x / n).clamp(0.02, 0.98)
@@ -532,9 +522,8 @@ impl EmpiricalPrior {
             }
         };
         Self {
-            live: mean(self.live, self.runs),
-            kept: mean(self.kept, self.answered),
-            ..Self::default()
+            live: mean(live, runs),
+            kept: mean(kept, answered),
         }
     }
 
