@@ -1,7 +1,7 @@
-//! The simulator and benchmark: synthetic relay worlds calibrated to the published
-//! measurements, the session loop (plan → fetch → learn), scoring exactly as `docs/formats.md`
-//! defines it (REQs capped per relay and paged as the runtime pages), an oracle ceiling, and the
-//! benchmark suite.
+//! The simulator and benchmark: synthetic relay worlds (`outbox-world`'s, calibrated to the
+//! published measurements) replayed through the session loop (plan → fetch → learn), scoring
+//! exactly as `docs/formats.md` defines it (REQs capped per relay and paged as the runtime
+//! pages), an oracle ceiling, and the benchmark suite.
 //!
 //! ```
 //! use outbox_sim::{generate, Profile, SimWorld, LoopConfig, run_sessions};
@@ -22,7 +22,6 @@ pub mod churn;
 pub mod delivered;
 pub mod fetch;
 pub mod fixed;
-pub mod generate;
 mod holdings;
 pub mod mean;
 pub mod observe;
@@ -34,7 +33,19 @@ pub mod score;
 pub mod session;
 pub mod sim_world;
 pub mod window;
-pub mod world;
+
+// The worlds a session replays are `outbox-world`'s; its modules and items are re-exported
+// under the paths they had here (`outbox_sim::world::World`, `outbox_sim::generate`, ...).
+pub use outbox_world::{generate, world};
+pub use outbox_world::{
+    generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
+    WorldStats, DEFAULT_RELAY_CAPS,
+};
+pub use outbox_world::{
+    MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
+    WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
+    MAX_WORLD_HINTS, WORLD_FORMAT,
+};
 
 pub use asks::{Ask, Asks, ScoreError};
 pub use bench::{
@@ -46,10 +57,6 @@ pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost}
 pub use fixed::{
     best_fixed, fixed_asks, run_best_fixed, FixedChoice, FixedSearch, BEST_FIXED,
     MAX_EXHAUSTIVE_SETS,
-};
-pub use generate::{
-    generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
-    WorldStats, DEFAULT_RELAY_CAPS,
 };
 pub use mean::MeanSe;
 pub use observe::{observe, Observation, RelayObservation};
@@ -66,8 +73,3 @@ pub use session::{
 };
 pub use sim_world::SimWorld;
 pub use window::Window;
-pub use world::{
-    MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
-    WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
-    MAX_WORLD_HINTS, WORLD_FORMAT,
-};

@@ -5,6 +5,7 @@
 use outbox_core::{check_plan, HintSource, Router};
 use outbox_sim::{
     generate_in, run_sessions_with, Family, LoopConfig, Profile, SimWorld, StrategyRun, Window,
+    World,
 };
 
 fn cfg() -> LoopConfig {
@@ -82,4 +83,22 @@ fn a_router_without_hints_ignores_the_worlds_hints() {
     // With hints the plans differ.
     let c = run(&SimWorld::new(hinted), router(true)).0;
     assert_ne!(scores(&a), scores(&c));
+}
+
+/// A world file written before hints existed reads as a world without them, and is written
+/// back without them, byte for byte.
+#[test]
+fn an_old_world_file_reads_without_hints() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/world.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("\"hints\""));
+    let world = World::from_json(&text).unwrap();
+    assert!(world.hints().is_empty());
+    let written = world.to_json();
+    assert!(!written.contains("\"hints\""));
+    assert_eq!(World::from_json(&written).unwrap(), world);
+    let sim = SimWorld::new(world);
+    let hinted = sim.hinted_table(&outbox_core::DeliveryStats::new());
+    assert_eq!(hinted.hint_count(), 0);
+    assert_eq!(hinted.relay_count(), sim.table.relay_count());
 }

@@ -1,6 +1,6 @@
 //! World files: round trip, malformed input naming the field, generator determinism.
 
-use outbox_sim::{generate, Profile, World, WorldError};
+use outbox_world::{generate, Profile, World, WorldError};
 
 #[test]
 fn generated_world_round_trips_through_json() {
@@ -209,9 +209,9 @@ fn world_with_sessions(sessions: u64, up_len: usize) -> String {
 
 #[test]
 fn session_counts_past_the_limit_are_refused_naming_the_field() {
-    use outbox_sim::generate::{generate_with, WorldModel};
-    use outbox_sim::world::WorldParts;
-    use outbox_sim::MAX_SESSIONS;
+    use outbox_world::generate::{generate_with, WorldModel};
+    use outbox_world::world::WorldParts;
+    use outbox_world::MAX_SESSIONS;
 
     let max = MAX_SESSIONS as usize;
     let w = World::from_json(&world_with_sessions(MAX_SESSIONS.into(), max)).expect("at the limit");
@@ -307,24 +307,6 @@ fn hints_round_trip_and_absent_means_none() {
     assert!(!plain.to_json().contains("hints"));
 }
 
-/// A world file written before hints existed reads as a world without them, and is written
-/// back without them, byte for byte.
-#[test]
-fn an_old_world_file_reads_without_hints() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/world.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(!text.contains("\"hints\""));
-    let world = World::from_json(&text).unwrap();
-    assert!(world.hints().is_empty());
-    let written = world.to_json();
-    assert!(!written.contains("\"hints\""));
-    assert_eq!(World::from_json(&written).unwrap(), world);
-    let sim = outbox_sim::SimWorld::new(world);
-    let hinted = sim.hinted_table(&outbox_core::DeliveryStats::new());
-    assert_eq!(hinted.hint_count(), 0);
-    assert_eq!(hinted.relay_count(), sim.table.relay_count());
-}
-
 #[test]
 fn bad_hints_name_the_field() {
     for (hints, field) in [
@@ -378,7 +360,7 @@ fn bad_monitor_data_names_the_field() {
 
 #[test]
 fn generated_monitor_data_is_noisy_lagging_and_leaves_the_rest_of_the_world_alone() {
-    use outbox_sim::generate::{generate_with, WorldModel};
+    use outbox_world::generate::{generate_with, WorldModel};
     let world = generate(Profile::Small, 5);
     let quiet = generate_with(
         &WorldModel {

@@ -2,7 +2,7 @@
 //! family's worlds show the feature it is for.
 
 use outbox_core::{RouteTable, UrlPolicy};
-use outbox_sim::{generate_in, Family, Profile, World, WorldModel};
+use outbox_world::{generate_in, Family, Profile, World, WorldModel};
 
 const YEAR: u64 = 365 * 86_400;
 

@@ -1,7 +1,7 @@
 //! World files: the reader's mentions and the people notes tag, read, written and generated.
 
-use outbox_sim::generate::{generate_with, WorldModel};
-use outbox_sim::{generate, Profile, World, WorldError, MAX_EVENT_TAGS};
+use outbox_world::generate::{generate_with, WorldModel};
+use outbox_world::{generate, Profile, World, WorldError, MAX_EVENT_TAGS};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const FOLLOW: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";
