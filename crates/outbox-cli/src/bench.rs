@@ -265,6 +265,25 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
              and world. Probe notes are learned from, never counted as fetched."
         )?;
     }
+    if report.rows.iter().any(|r| r.time.is_some()) {
+        out!("{}", render_time_table(&report))?;
+        out!(
+            "Time ({} window, on the worlds' clock), seconds after the start, mean over worlds: \
+             the first note; the first screen (the newest {} notes of the run's fetch all in; \
+             `never`: worlds where one came only after the deadline); 90% of the run's fetch; \
+             × best = that time over the same notes' on the time ceiling (each from the \
+             fastest relay holding it, one connect and one page after the start), mean of the \
+             worlds' ratios; \
+             when the run ends (probes done, or the {:.0} s deadline); @2s = share of the run's \
+             own fetch, and of every reachable note, in after two seconds. s1 is a first run \
+             (nothing learned, lists looked up before routed relays are asked); later sessions \
+             keep the lists. The learnable ceiling's row holds the time ceiling instead, over \
+             every reachable note (a bound no plan can beat; no socket budget).",
+            report.config.clock.map_or("7d".into(), |w| w.to_string()),
+            outbox_sim::clock::SCREEN,
+            outbox_sim::clock::ClientTiming::default().deadline_ms / 1000.0,
+        )?;
+    }
     if !report.monitors.is_empty() {
         out!("{}", render_monitor_table(&report))?;
         out!(
@@ -725,6 +744,74 @@ fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Re
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// When each row's feed arrived (the clock's window, first and last session): time to the
+/// first note, the first screen, 90% and the end of the run, and how much of the run's own
+/// fetch and of the reachable notes was in after two seconds.
+pub fn render_time_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let last = report.config.sessions;
+    let mut header = vec!["strategy".to_string()];
+    for s in [1, last] {
+        header.extend([
+            format!("s{s} first"),
+            format!("s{s} screen"),
+            "× best".to_string(),
+            format!("s{s} 90%"),
+            "× best".to_string(),
+            format!("s{s} ends"),
+            format!("s{s} @2s own"),
+            format!("s{s} @2s all"),
+        ]);
+    }
+    table.set_header(header);
+    let secs = |m: &MeanSe| {
+        if m.n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}", m.mean / 1000.0)
+        }
+    };
+    let at_2s = |v: &[MeanSe]| {
+        let i = outbox_sim::clock::COMPLETENESS_AT_MS
+            .iter()
+            .position(|&ms| ms == 2_000);
+        i.and_then(|i| v.get(i)).map_or("-".to_string(), pct)
+    };
+    for row in &report.rows {
+        let Some(time) = &row.time else { continue };
+        let mut cells = vec![Cell::new(&row.label)];
+        for f in [&time.first, &time.last] {
+            let screen = if f.no_screen > 0 {
+                format!("{} ({} never)", secs(&f.screen), f.no_screen)
+            } else {
+                secs(&f.screen)
+            };
+            let times = |m: &MeanSe| {
+                if m.n == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", m.mean)
+                }
+            };
+            for text in [
+                secs(&f.first_note),
+                screen,
+                times(&f.screen_ratio),
+                secs(&f.p90),
+                times(&f.p90_ratio),
+                secs(&f.end),
+                at_2s(&f.own),
+                at_2s(&f.reachable),
+            ] {
+                cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+            }
+        }
+        table.add_row(cells);
+    }
+    table
 }
 
 #[cfg(test)]

@@ -338,6 +338,8 @@ pub async fn run_live(
         timing_repeats: 0,
         replan_on_failure: !cfg.one_plan,
         monitor_prior: false,
+        // Timed live (through proxies that delay each relay) is not compared yet.
+        clock: None,
     };
     let mut simulated: Vec<Simulated> = Vec::new();
     for st in strategies {

@@ -158,6 +158,9 @@ pub struct BenchConfig {
     /// Relays probed per session by every strategy that learns, instead of each config's
     /// `probe_connections` (`Some(0)`: the published benchmark's model, no probes).
     pub probes: Option<usize>,
+    /// The window timed on the worlds' clock ([`LoopConfig::clock`]; `None`: recall only).
+    #[serde(default)]
+    pub clock: Option<Window>,
 }
 
 impl Default for BenchConfig {
@@ -178,6 +181,7 @@ impl Default for BenchConfig {
             family: Family::Default,
             routes: true,
             probes: None,
+            clock: Some(Window::D7),
         }
     }
 }
@@ -270,6 +274,72 @@ pub struct Row {
     pub plan_us_warm: f64,
     /// What probing cost per session, over every session of every world.
     pub probes: ProbeRow,
+    /// When the clock's window arrived, in the first and the last session (`None`: not timed).
+    pub time: Option<TimeRow>,
+}
+
+/// When a row's feed arrived ([`crate::clock::TimeScore`]): the first session (a first run:
+/// nothing learned, no lists kept) and the last.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimeRow {
+    /// First session.
+    pub first: TimeFigures,
+    /// Last session.
+    pub last: TimeFigures,
+}
+
+/// One session's time figures over worlds, ms unless noted; each over the worlds where it
+/// exists (a feed that never filled a screen has no screen time).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeFigures {
+    /// The first note.
+    pub first_note: MeanSe,
+    /// The first screen ([`crate::clock::SCREEN`] newest notes of the run's fetch) in.
+    pub screen: MeanSe,
+    /// 90% of the run's fetch in.
+    pub p90: MeanSe,
+    /// The last note in.
+    pub last_note: MeanSe,
+    /// The run ended.
+    pub end: MeanSe,
+    /// Share of the run's own fetch in at each of [`crate::clock::COMPLETENESS_AT_MS`].
+    pub own: Vec<MeanSe>,
+    /// Share of the reachable notes in at each of [`crate::clock::COMPLETENESS_AT_MS`].
+    pub reachable: Vec<MeanSe>,
+    /// Worlds whose screen never filled before the deadline.
+    pub no_screen: usize,
+    /// The first screen's time over the same notes' on the time ceiling, per world.
+    pub screen_ratio: MeanSe,
+    /// 90%'s time over the same notes' on the time ceiling, per world.
+    pub p90_ratio: MeanSe,
+}
+
+impl TimeFigures {
+    fn of(scores: &[&crate::clock::TimeScore]) -> Self {
+        let over = |f: &dyn Fn(&crate::clock::TimeScore) -> Option<f64>| {
+            MeanSe::of(&scores.iter().filter_map(|s| f(s)).collect::<Vec<_>>())
+        };
+        let at = |own: bool| {
+            (crate::clock::COMPLETENESS_AT_MS.iter())
+                .map(|&ms| over(&|s| s.at(ms).map(|c| if own { c.own } else { c.reachable })))
+                .collect()
+        };
+        Self {
+            first_note: over(&|s| s.first_note_ms),
+            screen: over(&|s| s.screen_ms),
+            p90: over(&|s| s.p90_ms),
+            last_note: over(&|s| s.last_note_ms),
+            end: over(&|s| Some(s.end_ms)),
+            own: at(true),
+            reachable: at(false),
+            no_screen: scores
+                .iter()
+                .filter(|s| s.fetched > 0 && s.screen_ms.is_none())
+                .count(),
+            screen_ratio: over(&|s| s.screen_ratio()),
+            p90_ratio: over(&|s| s.p90_ratio()),
+        }
+    }
 }
 
 /// Per session: what the probes after the fetch cost ([`crate::probe::ProbeCost`]).
@@ -390,6 +460,7 @@ fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorl
             timing_repeats: cfg.timing_repeats,
             replan_on_failure: false,
             monitor_prior: false,
+            clock: cfg.clock,
         },
     }
 }
@@ -848,6 +919,20 @@ fn aggregate(
                 filters: per_session(&|p| p.filters),
                 events: per_session(&|p| p.events),
             };
+            let timed = |pick: &dyn Fn(&RunRecord) -> Option<&PlanScore>| {
+                let scores: Vec<&crate::clock::TimeScore> = (mine.iter())
+                    .filter_map(|r| pick(r))
+                    .filter_map(|s| s.time.as_ref())
+                    .collect();
+                (!scores.is_empty()).then(|| TimeFigures::of(&scores))
+            };
+            let time = match (
+                timed(&|r| r.sessions.first()),
+                timed(&|r| r.sessions.last()),
+            ) {
+                (Some(first), Some(last)) => Some(TimeRow { first, last }),
+                _ => None,
+            };
             Row {
                 label: label.to_string(),
                 windows,
@@ -860,6 +945,7 @@ fn aggregate(
                 plan_us_cold: median(&mut cold),
                 plan_us_warm: median(&mut warm),
                 probes,
+                time,
             }
         })
         .collect();
@@ -950,6 +1036,7 @@ mod tests {
             }],
             cost: Vec::new(),
             probe: Default::default(),
+            time: None,
         }
     }
 

@@ -120,11 +120,48 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
     let base = plans.last().map_or(&empty, |(_, asks)| asks);
     let plans: Vec<(Window, &Asks)> = plans.iter().map(|(w, asks)| (*w, asks)).collect();
     (0..cfg.sessions)
-        .map(|s| SessionOutcome {
-            score: score_each_window(sim, base, &plans, s),
-            plan_us,
+        .map(|s| {
+            let mut score = score_each_window(sim, base, &plans, s);
+            if let Some(w) = cfg.clock {
+                let since = sim.world.now.saturating_sub(w.secs());
+                let bound = crate::clock::fastest(sim, s, since, &Default::default());
+                let reachable = bound.arrived.len() as u64;
+                score.time = Some(crate::clock::time_score(
+                    sim,
+                    &bound,
+                    reachable,
+                    Some(&bound),
+                ));
+            }
+            SessionOutcome { score, plan_us }
         })
         .collect()
+}
+
+/// With [`LoopConfig::clock`]: times a bound's plan for the clock's window as a run that knows
+/// the lists from the start, asks once and probes nothing.
+pub(crate) fn timed(
+    sim: &SimWorld,
+    cfg: &LoopConfig,
+    session: u32,
+    plans: &[(Window, &Asks)],
+    score: &mut crate::score::PlanScore,
+) {
+    let Some(w) = cfg.clock else {
+        return;
+    };
+    if let Some((_, asks)) = plans.iter().find(|(o, _)| *o == w) {
+        let waves = [(*asks).clone()];
+        score.time = Some(crate::session::time_session(
+            sim,
+            session,
+            w,
+            &waves,
+            true,
+            &[],
+            score,
+        ));
+    }
 }
 
 /// A relay in the lazy-greedy heap: its gain as of `round` choices.

@@ -97,8 +97,13 @@ fn client() -> (Paging, RelayLimits) {
 /// Fetches `asks` in `session` with `since`, paging every relay; with `returns`, also counts
 /// what each relay returned per author (what the client learns from).
 pub fn fetch(sim: &SimWorld, asks: &Asks, session: u32, since: u64, returns: bool) -> Fetched {
-    fetch_into(sim, asks, session, since, returns, None)
+    fetch_into(sim, asks, session, since, returns, None, None)
 }
+
+/// Where [`fetch_into`] reports each page it simulates: the plan entry, the author chunk of
+/// that entry, and the events the page returned that no earlier page of the chunk had (world
+/// event indexes). Every page is reported, empty ones included, in the order a chunk pages.
+pub(crate) type PageSink<'a> = &'a mut dyn FnMut(usize, usize, &[u32]);
 
 /// [`fetch`] with every relay's frames passed to `recorder` as filter generation 1: the REQ
 /// (`asked`), each returned event (by its world id), and the EOSE (complete unless a chunk's
@@ -110,10 +115,11 @@ pub fn fetch_recorded(
     since: u64,
     recorder: &mut RoundRecorder,
 ) -> Fetched {
-    fetch_into(sim, asks, session, since, false, Some(recorder))
+    fetch_into(sim, asks, session, since, false, Some(recorder), None)
 }
 
-/// [`fetch`], with `recorder` (when given) seeing every relay's frames as in [`fetch_recorded`].
+/// [`fetch`], with `recorder` (when given) seeing every relay's frames as in [`fetch_recorded`],
+/// and `pages` (when given) every page ([`PageSink`]).
 pub(crate) fn fetch_into(
     sim: &SimWorld,
     asks: &Asks,
@@ -121,6 +127,7 @@ pub(crate) fn fetch_into(
     since: u64,
     returns: bool,
     mut recorder: Option<&mut RoundRecorder>,
+    mut pages: Option<PageSink<'_>>,
 ) -> Fetched {
     const GENERATION: u64 = 1;
     let world = &sim.world;
@@ -133,7 +140,8 @@ pub(crate) fn fetch_into(
     let mut slot = vec![u32::MAX; world.follows.len()];
     let mut found: Vec<(u64, u32)> = Vec::new();
     let mut relays = Vec::with_capacity(asks.entries.len());
-    for entry in &asks.entries {
+    let mut fresh: Vec<u32> = Vec::new();
+    for (entry_index, entry) in asks.entries.iter().enumerate() {
         let mut authors: Vec<u32> = entry
             .authors
             .iter()
@@ -163,7 +171,10 @@ pub(crate) fn fetch_into(
         let mut cost = FetchCost::default();
         let mut returned: Vec<AuthorReturn> = Vec::new();
         let mut cap = CapEstimate::new(&limits);
-        for chunk in paging::chunk(&authors, &limits, &paging) {
+        for (chunk_index, chunk) in paging::chunk(&authors, &limits, &paging)
+            .into_iter()
+            .enumerate()
+        {
             chunk_id += 1;
             for &a in &chunk {
                 in_chunk[a as usize] = chunk_id;
@@ -186,6 +197,11 @@ pub(crate) fn fetch_into(
                 let take = cursor.limit().min(serves) as usize;
                 let stop = (start + take).min(found.len());
                 let fresh_from = start.max(seen_to).min(stop);
+                if let Some(sink) = pages.as_deref_mut() {
+                    fresh.clear();
+                    fresh.extend(found[fresh_from..stop].iter().map(|&(_, i)| i));
+                    sink(entry_index, chunk_index, &fresh);
+                }
                 for &(t, i) in &found[fresh_from..stop] {
                     delivered[i as usize] = true;
                     if let Some(rec) = recorder.as_deref_mut() {

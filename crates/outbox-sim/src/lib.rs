@@ -19,6 +19,7 @@ pub mod asks;
 pub mod bench;
 pub mod ceiling;
 pub mod churn;
+pub mod clock;
 pub mod delivered;
 pub mod fetch;
 pub mod fixed;
@@ -38,8 +39,8 @@ pub mod window;
 // under the paths they had here (`outbox_sim::world::World`, `outbox_sim::generate`, ...).
 pub use outbox_world::{generate, world};
 pub use outbox_world::{
-    generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
-    WorldStats, DEFAULT_RELAY_CAPS,
+    generate_in, generate_with, world_stats, CapShare, Family, Profile, RelayTiming, Span,
+    TimingModel, WorldModel, WorldStats, DEFAULT_RELAY_CAPS,
 };
 pub use outbox_world::{
     MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
@@ -50,7 +51,7 @@ pub use outbox_world::{
 pub use asks::{Ask, Asks, ScoreError};
 pub use bench::{
     default_suite, run_bench, BenchConfig, BenchReport, Progress, Row, RunRecord, Skipped,
-    SuiteEntry, COMBINATIONS, ORACLE,
+    SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};

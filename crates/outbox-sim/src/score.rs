@@ -68,6 +68,9 @@ pub struct PlanScore {
     /// What the session's probes cost after the fetch (none for a plan scored alone).
     #[serde(default)]
     pub probe: crate::probe::ProbeCost,
+    /// When the notes of the clock's window arrived ([`crate::clock`]; `None`: not timed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<crate::clock::TimeScore>,
 }
 
 impl PlanScore {
@@ -165,7 +168,7 @@ pub(crate) fn score_observe_into(
             let start = since_of(sim, *w);
             let reuse = observed.is_none() && start == since;
             let f = if reuse {
-                fetch_into(sim, asks, session, start, true, recorder.take())
+                fetch_into(sim, asks, session, start, true, recorder.take(), None)
             } else {
                 fetch(sim, asks, session, start, false)
             };
@@ -176,7 +179,7 @@ pub(crate) fn score_observe_into(
         })
         .collect();
     let observation = observed.unwrap_or_else(|| {
-        let f = fetch_into(sim, asks, session, since, true, recorder.take());
+        let f = fetch_into(sim, asks, session, since, true, recorder.take(), None);
         observation_of(asks, session, &f)
     });
     (
@@ -305,5 +308,6 @@ fn score_fetched(
             })
             .collect(),
         probe: Default::default(),
+        time: None,
     }
 }

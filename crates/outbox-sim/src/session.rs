@@ -59,6 +59,10 @@ pub struct LoopConfig {
     /// `--monitors`. Off, or a world without `monitor`: a cold start knowing nothing.
     #[serde(default)]
     pub monitor_prior: bool,
+    /// Time each session's fetch of this window on the world's clock ([`crate::clock`]) and
+    /// keep it in [`PlanScore::time`]; `None`: recall only.
+    #[serde(default)]
+    pub clock: Option<Window>,
 }
 
 impl Default for LoopConfig {
@@ -71,6 +75,7 @@ impl Default for LoopConfig {
             timing_repeats: 3,
             replan_on_failure: false,
             monitor_prior: false,
+            clock: Some(Window::D7),
         }
     }
 }
@@ -189,10 +194,13 @@ pub fn run_sessions_with(
         let plan = router.plan_with(table, &stats, ctx.window(cfg.widest()));
         let plan_us = started.elapsed().as_secs_f64() * 1e6;
         times.push(plan_us);
-        let mut asks = Asks::from_table_plan(sim, table, &plan);
-        if cfg.replan_on_failure {
-            replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, &mut asks);
-        }
+        let first = Asks::from_table_plan(sim, table, &plan);
+        let waves = if cfg.replan_on_failure {
+            replan_around_failures(sim, router, &stats, ctx.window(cfg.widest()), s, first)
+        } else {
+            vec![first]
+        };
+        let asks = merged(&waves);
         // A narrower window whose own plan differs is scored with it; what the session learns
         // from, and its connections, disclosure and coverage, stay the widest window's plan.
         let narrower = if router.reads_window() {
@@ -201,8 +209,8 @@ pub fn run_sessions_with(
             Vec::new()
         };
         let own: Vec<(Window, &Asks)> = (narrower.iter())
-            .filter(|(_, _, plan)| *plan != asks)
-            .map(|(window, _, plan)| (*window, plan))
+            .filter(|n| n.asks != asks)
+            .map(|n| (n.window, &n.asks))
             .collect();
         let shared: Vec<Window> = (cfg.windows.iter().copied())
             .filter(|w| own.iter().all(|(o, _)| o != w))
@@ -215,13 +223,21 @@ pub fn run_sessions_with(
             score.add_windows(crate::score::score(sim, plan, s, &[*window]));
         }
         let probes = router.probe_budget();
-        score.probe = learn_from(
+        let (probe, probed) = learn_from(
             sim, table, &asks, s, since, &mut stats, now, probes, recorder,
         );
+        score.probe = probe;
+        if let Some(w) = cfg.clock {
+            let waves = narrower
+                .iter()
+                .find(|n| n.window == w)
+                .map_or(&waves, |n| &n.waves);
+            score.time = Some(time_session(sim, s, w, waves, s > 0, &probed, &score));
+        }
         let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
             .map(|&w| {
-                let own = narrower.iter().find(|(o, _, _)| *o == w);
-                (w, own.map_or(&plan, |(_, p, _)| p))
+                let own = narrower.iter().find(|n| n.window == w);
+                (w, own.map_or(&plan, |n| &n.plan))
             })
             .collect();
         on_session(&SessionView {
@@ -267,6 +283,59 @@ pub fn run_sessions_with(
     }
 }
 
+/// A window's own plan in a session: the plan, every wave of it (the plan, then each re-plan
+/// around failures) and what the waves asked together.
+struct WindowPlan {
+    window: Window,
+    plan: Plan,
+    waves: Vec<Asks>,
+    asks: Asks,
+}
+
+/// What every wave of a run asked, together.
+fn merged(waves: &[Asks]) -> Asks {
+    let mut all = Asks::default();
+    for (n, wave) in waves.iter().enumerate() {
+        if n == 0 {
+            all = wave.clone();
+        } else {
+            all.merge(wave.clone());
+        }
+    }
+    all
+}
+
+/// Times one session's run of `window` on the world's clock: `waves` are its plans in order,
+/// `lists_kept` whether the run started with the last run's lists, `probed` the relays probed
+/// after it; reachable notes are `score`'s for the window.
+pub(crate) fn time_session(
+    sim: &SimWorld,
+    session: u32,
+    window: Window,
+    waves: &[Asks],
+    lists_kept: bool,
+    probed: &[String],
+    score: &PlanScore,
+) -> crate::clock::TimeScore {
+    let since = sim.world.now.saturating_sub(window.secs());
+    let run = crate::clock::RunShape {
+        waves,
+        lists_kept,
+        probes: probed,
+    };
+    let client = crate::clock::ClientTiming::default();
+    let timeline = crate::clock::replay(sim, session, since, run, &client);
+    let ideal = crate::clock::fastest(sim, session, since, &client);
+    let reachable = match score.window(window) {
+        Some(w) => w.available,
+        // A window timed but not scored: what some relay would return is the same whatever
+        // the plan.
+        None => (crate::score::score(sim, &merged(waves), session, &[window]).window(window))
+            .map_or(0, |w| w.available),
+    };
+    crate::clock::time_score(sim, &timeline, reachable, Some(&ideal))
+}
+
 /// For a router whose plans depend on the window: the plan made for each window narrower than
 /// the widest (same stats, same seed), with what it asks once re-planned around failures
 /// alike, to be scored as if the client had asked for only that window.
@@ -278,17 +347,24 @@ fn narrower_plans(
     ctx: PlanContext,
     cfg: &LoopConfig,
     session: u32,
-) -> Vec<(Window, Plan, Asks)> {
+) -> Vec<WindowPlan> {
     let narrower = cfg.windows.iter().filter(|w| w.secs() < cfg.widest());
     narrower
         .map(|&window| {
             let ctx = ctx.window(window.secs());
             let plan = router.plan_with(table, stats, ctx);
-            let mut asks = Asks::from_table_plan(sim, table, &plan);
-            if cfg.replan_on_failure {
-                replan_around_failures(sim, router, stats, ctx, session, &mut asks);
+            let first = Asks::from_table_plan(sim, table, &plan);
+            let waves = if cfg.replan_on_failure {
+                replan_around_failures(sim, router, stats, ctx, session, first)
+            } else {
+                vec![first]
+            };
+            WindowPlan {
+                window,
+                plan,
+                asks: merged(&waves),
+                waves,
             }
-            (window, plan, asks)
         })
         .collect()
 }
@@ -311,6 +387,7 @@ fn learn(
     learn_from(
         sim, table, asks, session, since, stats, now, probes, recorder,
     )
+    .0
 }
 
 /// Learns from what `asks` returned in `session` with `since`, once `recorder` has seen that
@@ -319,7 +396,8 @@ fn learn(
 /// that are down fail and never answer: the session's end counts them as not answered. Then,
 /// within `probes`, the relays the fetch did not ask are probed ([`outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
-/// probes cost. Probes are planned over `table`, the table the session planned with.
+/// probes cost and the relays probed. Probes are planned over `table`, the table the session
+/// planned with.
 #[allow(clippy::too_many_arguments)]
 fn learn_from(
     sim: &SimWorld,
@@ -331,12 +409,12 @@ fn learn_from(
     now: u64,
     probes: ProbeBudget,
     mut recorder: RoundRecorder,
-) -> ProbeCost {
+) -> (ProbeCost, Vec<String>) {
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
     if probes.connections == 0 {
-        return ProbeCost::default();
+        return (ProbeCost::default(), Vec::new());
     }
     let asked: HashSet<&str> = asks.entries.iter().map(|a| a.url.as_str()).collect();
     let plan = plan_probes(table, stats, &asked, &probes, now);
@@ -344,7 +422,7 @@ fn learn_from(
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
-    cost
+    (cost, plan.probes.into_iter().map(|p| p.url).collect())
 }
 
 /// Most re-plans in one session (each sets aside at least one relay, so this only bounds
@@ -353,15 +431,17 @@ const MAX_REPLANS: usize = 64;
 
 /// The runtime's in-session recovery: relays asked in `session` that do not answer are set
 /// aside and the plan is made again without them (same stats, same seed), until a plan's relays
-/// all answer or nobody is left to ask; `asks` becomes every plan's asks together.
+/// all answer or nobody is left to ask. Returns every plan's asks in order, `first` first (the
+/// waves of a `--once` run).
 fn replan_around_failures(
     sim: &SimWorld,
     router: &mut Router,
     stats: &DeliveryStats,
     ctx: PlanContext,
     session: u32,
-    asks: &mut Asks,
-) {
+    first: Asks,
+) -> Vec<Asks> {
+    let mut waves = vec![first];
     let lists: Vec<RawRelayList> = sim.world.raw_lists().collect();
     let lists: Vec<&RawRelayList> = lists.iter().collect();
     let network = Network {
@@ -378,6 +458,7 @@ fn replan_around_failures(
         Vec::new()
     };
     let mut aside: HashSet<String> = HashSet::new();
+    let mut asks = waves[0].clone();
     for _ in 0..MAX_REPLANS {
         let answers = |a: &Ask| a.relay.is_some_and(|r| sim.world.is_up(r, session));
         let failed: Vec<String> = asks
@@ -387,17 +468,20 @@ fn replan_around_failures(
             .map(|a| a.url.clone())
             .collect();
         if failed.is_empty() {
-            return;
+            break;
         }
         aside.extend(failed);
         let set_aside: HashSet<&str> = aside.iter().map(String::as_str).collect();
         let (table, _) = network.table_with_hints(&set_aside, stats, ctx.now, &hints);
         // Nobody left to carry the residual: the runtime keeps its last good plan.
         let Ok(plan) = router.try_plan_with(&table, stats, ctx) else {
-            return;
+            break;
         };
-        asks.merge(Asks::from_table_plan(sim, &table, &plan));
+        let wave = Asks::from_table_plan(sim, &table, &plan);
+        asks.merge(wave.clone());
+        waves.push(wave);
     }
+    waves
 }
 
 /// The median of `xs` (0 when empty).
@@ -515,10 +599,9 @@ pub fn run_oracle_within(
                     (w, own.map_or(&year, |(_, asks)| asks))
                 })
                 .collect();
-            SessionOutcome {
-                score: score_each_window(sim, &year, &plans, s),
-                plan_us,
-            }
+            let mut score = score_each_window(sim, &year, &plans, s);
+            crate::ceiling::timed(sim, cfg, s, &plans, &mut score);
+            SessionOutcome { score, plan_us }
         })
         .collect()
 }

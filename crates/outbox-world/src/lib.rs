@@ -15,12 +15,14 @@
 //! ```
 
 pub mod generate;
+pub mod timing;
 pub mod world;
 
 pub use generate::{
-    generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span, WorldModel,
-    WorldStats, DEFAULT_RELAY_CAPS,
+    generate, generate_in, generate_with, world_stats, CapShare, Family, Profile, Span,
+    TimingModel, WorldModel, WorldStats, DEFAULT_RELAY_CAPS,
 };
+pub use timing::{RelayTiming, MAX_TIMING_MS};
 pub use world::{
     MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
     WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,

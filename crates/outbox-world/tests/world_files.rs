@@ -1,6 +1,6 @@
 //! World files: round trip, malformed input naming the field, generator determinism.
 
-use outbox_world::{generate, Profile, World, WorldError};
+use outbox_world::{generate, Profile, RelayTiming, World, WorldError};
 
 #[test]
 fn generated_world_round_trips_through_json() {
@@ -144,6 +144,57 @@ fn relay_caps_round_trip_and_absent_means_no_cap() {
         "no cap is not written"
     );
     assert_eq!(World::from_json(&json).unwrap(), w);
+}
+
+#[test]
+fn relay_timing_round_trips_and_absent_means_the_default() {
+    let relays = r#"{"wss://a.example": {"up": [true, true],
+            "timing": {"connect_ms": 120, "query_ms": 900, "jitter": 0.25, "tail": 0.5, "hangs": true, "later": 1}},
+        "wss://b.example": {"up": [true, false]}}"#;
+    let w = World::from_json(&world_json("[]", relays, "")).unwrap();
+    let a = w.timing(w.relay_id("wss://a.example").unwrap());
+    assert_eq!((a.connect_ms, a.query_ms, a.hangs), (120, 900, true));
+    assert_eq!(
+        (a.jitter, a.spread, a.tail),
+        (0.25, 0.0, 0.5),
+        "absent spread: 0"
+    );
+    let b = w.relay_id("wss://b.example").unwrap();
+    assert_eq!(w.relays()[b as usize].timing, None);
+    assert_eq!(w.timing(b), RelayTiming::default(), "absent: the default");
+    let json = w.to_json();
+    assert_eq!(
+        json.matches("timing").count(),
+        1,
+        "no timing is not written"
+    );
+    assert_eq!(World::from_json(&json).unwrap(), w);
+    assert!(
+        generate(Profile::Small, 2).is_timed(),
+        "generated worlds have a clock"
+    );
+}
+
+#[test]
+fn a_bad_timing_names_the_field() {
+    for value in [
+        r#"{"connect_ms": 100}"#,
+        r#"{"connect_ms": 100, "query_ms": 4000000000}"#,
+        r#"{"connect_ms": -1, "query_ms": 100}"#,
+        r#"{"connect_ms": 100, "query_ms": 100, "tail": 2}"#,
+        r#"{"connect_ms": 100, "query_ms": 100, "spread": -0.5}"#,
+        r#"{"connect_ms": 100, "query_ms": 100, "hangs": "yes"}"#,
+        r#""fast""#,
+    ] {
+        let relays = format!(r#"{{"wss://a.example": {{"up": [true, true], "timing": {value}}}}}"#);
+        let err = World::from_json(&world_json("[]", &relays, "")).expect_err(value);
+        let message = err.to_string();
+        let field = field_of(err);
+        assert!(
+            field.starts_with("relays.wss://a.example.timing"),
+            "{value}: {field}: {message}"
+        );
+    }
 }
 
 #[test]

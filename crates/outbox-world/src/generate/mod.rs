@@ -11,7 +11,8 @@
 //! people the reader does not follow and the notes' tags (`mentions`). So do the shapes the
 //! default never draws: hoarders (prolific follows on one relay of their own), the heavier volume
 //! tail and the empty widely listed relays each have a stream of their own, and their default
-//! knobs draw nothing; so do the relay hints the reader's client knows (`hints`). `model` holds the knobs; `stats` the headline facts to check a world
+//! knobs draw nothing; so do the relay hints the reader's client knows (`hints`), and so does each relay's timing
+//! (`timing`: connect and query times, the slow tail, black holes). `model` holds the knobs; `stats` the headline facts to check a world
 //! against the measurements.
 
 mod authors;
@@ -23,6 +24,7 @@ mod model;
 mod monitor;
 mod relays;
 mod stats;
+mod timing;
 
 use std::collections::HashSet;
 
@@ -33,6 +35,7 @@ use rand_chacha::ChaCha8Rng;
 pub use family::Family;
 pub use model::{CapShare, Profile, Span, WorldModel, DEFAULT_RELAY_CAPS};
 pub use stats::{world_stats, WorldStats};
+pub use timing::TimingModel;
 
 use crate::world::{World, WorldError, WorldParts};
 
@@ -147,6 +150,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     monitor::assign_monitor(model, seed, &net, &mut world);
     mentions::assign_inbox(model, seed, &net, &all_writes, &mut world);
     hints::assign_hints(model, seed, &net, &all_writes, &mut world);
+    timing::assign_timing(model, seed, &mut world);
     Ok(world)
 }
 

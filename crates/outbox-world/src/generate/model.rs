@@ -278,6 +278,10 @@ pub struct WorldModel {
     /// Share of follows whose notes the reader's client saw arrive before the sessions (reposts,
     /// other feeds): the relay that serves most of their notes.
     pub seen_on_hint_share: f64,
+    /// How fast relays connect and answer, and which hang when down (the world's clock;
+    /// `timing.rs`). Drawn from a stream of its own.
+    #[serde(default)]
+    pub timing: super::timing::TimingModel,
 }
 
 /// One per-REQ cap and the share of relays that have it.
@@ -375,6 +379,7 @@ impl Default for WorldModel {
             contact_hint_stale_share: 0.5,
             pointer_hint_share: 0.0,
             seen_on_hint_share: 0.0,
+            timing: Default::default(),
         }
     }
 }

@@ -8,6 +8,8 @@ use nostr::key::PublicKey;
 
 use outbox_core::Hint;
 
+use crate::timing::RelayTiming;
+
 use super::{
     too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldParts,
     WorldRelay, WorldRelayList, MAX_SESSIONS, MAX_WORLD_HINTS,
@@ -22,7 +24,7 @@ impl World {
             .ok_or_else(|| WorldError::invalid("reader.pubkey", "missing"))?;
         let mut b = Interner::default();
         for (url, up) in parts.relays {
-            b.add_relay(url, up, None);
+            b.add_relay(url, up, None, None);
         }
         let mut events = Vec::with_capacity(parts.events.len());
         let mut on = Vec::new();
@@ -81,19 +83,27 @@ impl Interner {
             exists: false,
             up: Vec::new(),
             max_limit: None,
+            timing: None,
         });
         self.index.insert(url.to_string(), id);
         id
     }
 
     /// Adds a key of `relays`; returns false if it was already a key.
-    pub(super) fn add_relay(&mut self, url: String, up: Vec<bool>, max_limit: Option<u32>) -> bool {
+    pub(super) fn add_relay(
+        &mut self,
+        url: String,
+        up: Vec<bool>,
+        max_limit: Option<u32>,
+        timing: Option<RelayTiming>,
+    ) -> bool {
         let id = self.relay_id(&url) as usize;
         let r = &mut self.relays[id];
         let fresh = !r.exists;
         r.exists = true;
         r.up = up;
         r.max_limit = max_limit;
+        r.timing = timing;
         fresh
     }
 }

@@ -33,6 +33,8 @@ use std::fmt;
 use nostr::key::PublicKey;
 use outbox_core::{Hint, RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
 
+use crate::timing::RelayTiming;
+
 pub use read::decode_hex32;
 
 /// The file format tag of world files.
@@ -123,6 +125,9 @@ pub struct WorldRelay {
     pub up: Vec<bool>,
     /// Most events it returns per filter of one REQ (`relays[url].max_limit`); `None`: no cap.
     pub max_limit: Option<u32>,
+    /// How fast it answers and how it fails (`relays[url].timing`); `None`: the default
+    /// ([`RelayTiming::default`]).
+    pub timing: Option<RelayTiming>,
 }
 
 /// One relay a NIP-66 monitor reported online, as of the world's `now` (`monitor[url]`).
@@ -287,6 +292,35 @@ impl World {
         }
         relay.max_limit = max_limit;
         true
+    }
+
+    /// Sets the timing of an existing relay (`None`: the default). Returns false, changing
+    /// nothing, when `url` is not a key of `relays` or the timing is out of bounds
+    /// ([`RelayTiming::check`]).
+    pub fn set_timing(&mut self, url: &str, timing: Option<RelayTiming>) -> bool {
+        let Some(&id) = self.relay_index.get(url) else {
+            return false;
+        };
+        let relay = &mut self.relays[id as usize];
+        if !relay.exists || timing.is_some_and(|t| t.check().is_err()) {
+            return false;
+        }
+        relay.timing = timing;
+        true
+    }
+
+    /// How fast world relay `relay` answers: its `timing`, or the default for a relay without
+    /// one (and for an id out of range).
+    pub fn timing(&self, relay: u32) -> RelayTiming {
+        self.relays
+            .get(relay as usize)
+            .and_then(|r| r.timing)
+            .unwrap_or_default()
+    }
+
+    /// Whether any relay has a timing of its own (a world generated or written with a clock).
+    pub fn is_timed(&self) -> bool {
+        self.relays.iter().any(|r| r.timing.is_some())
     }
 
     /// What a relay monitor reported as of `now`, sorted by URL (empty: no monitor data).

@@ -13,6 +13,8 @@ use outbox_core::{Hint, HintSource};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::timing::RelayTiming;
+
 use super::canonical::{Interner, RawWorld};
 use super::{
     too_many_sessions, MonitorEntry, World, WorldError, WorldEvent, WorldMention, WorldRelayList,
@@ -362,6 +364,18 @@ struct RelayRaw {
     up: Vec<bool>,
     #[serde(default, deserialize_with = "de_max_limit")]
     max_limit: Option<u32>,
+    #[serde(default, deserialize_with = "de_timing")]
+    timing: Option<RelayTiming>,
+}
+
+/// `timing`: absent or `null` is the default timing; an object whose fields are out of bounds
+/// ([`RelayTiming::check`]) is an error naming the field.
+fn de_timing<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<RelayTiming>, D::Error> {
+    let timing = Option::<RelayTiming>::deserialize(d)?;
+    if let Some(Err(why)) = timing.map(|t| t.check()) {
+        return Err(de::Error::custom(format!("has {why}")));
+    }
+    Ok(timing)
 }
 
 /// `up`: an array of booleans with at most [`MAX_SESSIONS`] entries, refused as soon as it grows
@@ -458,7 +472,10 @@ impl<'de> Visitor<'de> for RelaysSeed<'_> {
             if url.is_empty() {
                 return Err(de::Error::custom("empty relay url"));
             }
-            if !self.0.add_relay(url.clone(), relay.up, relay.max_limit) {
+            if !self
+                .0
+                .add_relay(url.clone(), relay.up, relay.max_limit, relay.timing)
+            {
                 return Err(de::Error::custom(format!("relay {url:?} listed twice")));
             }
         }

@@ -59,6 +59,10 @@ impl World {
             if let Some(max) = r.max_limit {
                 write!(w, ", \"max_limit\": {max}")?;
             }
+            if let Some(t) = &r.timing {
+                let timing = serde_json::to_string(t).map_err(std::io::Error::other)?;
+                write!(w, ", \"timing\": {timing}")?;
+            }
             writeln!(w, "}}{sep}")?;
         }
         writeln!(w, "  }},")?;
