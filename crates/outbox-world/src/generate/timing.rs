@@ -52,9 +52,9 @@ impl Default for TimingModel {
     fn default() -> Self {
         Self {
             off: false,
-            connect_ms: 600.0,
+            connect_ms: 700.0,
             connect_sigma: 0.4,
-            query_ms: 700.0,
+            query_ms: 760.0,
             query_sigma: 0.45,
             slow_share: 0.25,
             slow_factor: 2.5,
@@ -62,7 +62,7 @@ impl Default for TimingModel {
             tail: 0.01,
             jitter: 0.25,
             spread: 0.35,
-            hang_share: 0.04,
+            hang_share: 0.10,
         }
     }
 }
