@@ -27,19 +27,26 @@ pub const ORACLE: &str = "oracle";
 /// Combinations that are config, not code: (label, full router config without
 /// `max_connections`). Run when their strategies and scorers are registered.
 pub const COMBINATIONS: &[(&str, &str)] = &[
+    // The published Thompson rows, which know nothing of latency.
     (
         "stochastic+thompson",
-        "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+        "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\nlatency_discount = false\n",
+    ),
+    // The published latency-discount variant: each relay's Thompson score times
+    // `1 / (1 + latency_ms / 1000)`, latency learned from each run's answers.
+    (
+        "stochastic+thompson+latency",
+        "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\nlatency_discount = true\n",
     ),
     // Filter decomposition's per-author fan-out with each list ranked by Thompson draws
     // instead of list order: the published "filter decomposition + Thompson" row.
     (
         "fd+thompson",
-        "[strategy]\ntype = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+        "[strategy]\ntype = \"filter_decomposition\"\n[strategy.scorer]\ntype = \"thompson\"\nlatency_discount = false\n",
     ),
     (
         "greedy+fixed_thompson",
-        "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"fixed_thompson\"\n",
+        "[strategy]\ntype = \"greedy\"\n[strategy.scorer]\ntype = \"fixed_thompson\"\nlatency_discount = false\n",
     ),
     // `recall` on a table holding the relay hints the client knows: the world's (kind:3,
     // pointer, seen-on) and the relays learned stats saw notes arrive on.

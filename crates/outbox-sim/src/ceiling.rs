@@ -152,15 +152,8 @@ pub(crate) fn timed(
     };
     if let Some((_, asks)) = plans.iter().find(|(o, _)| *o == w) {
         let waves = [(*asks).clone()];
-        score.time = Some(crate::session::time_session(
-            sim,
-            session,
-            w,
-            &waves,
-            true,
-            &[],
-            score,
-        ));
+        let (time, _) = crate::session::time_session(sim, session, w, &waves, true, &[], score);
+        score.time = Some(time);
     }
 }
 

@@ -232,7 +232,12 @@ pub fn run_sessions_with(
                 .iter()
                 .find(|n| n.window == w)
                 .map_or(&waves, |n| &n.waves);
-            score.time = Some(time_session(sim, s, w, waves, s > 0, &probed, &score));
+            let (time, latency) = time_session(sim, s, w, waves, s > 0, &probed, &score);
+            score.time = Some(time);
+            // What the runtime records as it runs: each answering relay's first EOSE latency.
+            for (url, ms) in &latency {
+                stats.record_latency(url, *ms, now);
+            }
         }
         let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
             .map(|&w| {
@@ -307,7 +312,8 @@ fn merged(waves: &[Asks]) -> Asks {
 
 /// Times one session's run of `window` on the world's clock: `waves` are its plans in order,
 /// `lists_kept` whether the run started with the last run's lists, `probed` the relays probed
-/// after it; reachable notes are `score`'s for the window.
+/// after it; reachable notes are `score`'s for the window. Returns the time figures and each
+/// answering relay's latency ([`crate::clock::Timeline::latency`]).
 pub(crate) fn time_session(
     sim: &SimWorld,
     session: u32,
@@ -316,7 +322,7 @@ pub(crate) fn time_session(
     lists_kept: bool,
     probed: &[String],
     score: &PlanScore,
-) -> crate::clock::TimeScore {
+) -> (crate::clock::TimeScore, Vec<(String, f64)>) {
     let since = sim.world.now.saturating_sub(window.secs());
     let run = crate::clock::RunShape {
         waves,
@@ -333,7 +339,8 @@ pub(crate) fn time_session(
         None => (crate::score::score(sim, &merged(waves), session, &[window]).window(window))
             .map_or(0, |w| w.available),
     };
-    crate::clock::time_score(sim, &timeline, reachable, Some(&ideal))
+    let score = crate::clock::time_score(sim, &timeline, reachable, Some(&ideal));
+    (score, timeline.latency)
 }
 
 /// For a router whose plans depend on the window: the plan made for each window narrower than

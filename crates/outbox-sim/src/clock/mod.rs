@@ -105,6 +105,9 @@ pub struct Timeline {
     pub settled_ms: f64,
     /// When the run ended (probes done, or the deadline), ms.
     pub end_ms: f64,
+    /// Per relay that answered, sorted by URL: its first query's time (a REQ to its EOSE),
+    /// the latency the runtime records ([`outbox_core::DeliveryStats::record_latency`]).
+    pub latency: Vec<(String, f64)>,
 }
 
 /// One relay's socket during a replay.
@@ -118,6 +121,8 @@ struct Link {
     queries: u64,
     /// Set aside: never asked again in the run.
     aside: bool,
+    /// Its first query's time, once drawn.
+    first_query_ms: Option<f64>,
 }
 
 /// Places on the socket budget: when each held socket frees (`f64::INFINITY`: held for the run).
@@ -377,6 +382,10 @@ pub fn replay(
         end = end.max(at);
     }
     let deadline = client.deadline_ms;
+    let mut latency: Vec<(String, f64)> = (links.into_iter())
+        .filter_map(|(url, link)| Some((url, link.first_query_ms?)))
+        .collect();
+    latency.sort_by(|a, b| a.0.cmp(&b.0));
     Timeline {
         arrived: arrived
             .into_iter()
@@ -384,6 +393,7 @@ pub fn replay(
             .collect(),
         settled_ms: settled.min(deadline),
         end_ms: end.min(deadline),
+        latency,
     }
 }
 
@@ -425,6 +435,7 @@ pub fn fastest(sim: &SimWorld, session: u32, since: u64, client: &ClientTiming) 
         arrived,
         settled_ms: end.min(client.deadline_ms),
         end_ms: end.min(client.deadline_ms),
+        latency: Vec::new(),
     }
 }
 
@@ -437,7 +448,10 @@ fn query_ms(
     session: u32,
     link: &mut Link,
 ) -> f64 {
-    let ms = timing.query_ms(url, session, link.queries);
+    let ms = timing
+        .query_ms(url, session, link.queries)
+        .min(client.eose_timeout_ms);
     link.queries += 1;
-    ms.min(client.eose_timeout_ms)
+    link.first_query_ms.get_or_insert(ms);
+    ms
 }
