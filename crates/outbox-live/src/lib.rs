@@ -340,6 +340,7 @@ pub async fn run_live(
         monitor_prior: false,
         // Timed live (through proxies that delay each relay) is not compared yet.
         clock: None,
+        client: Default::default(),
     };
     let mut simulated: Vec<Simulated> = Vec::new();
     for st in strategies {

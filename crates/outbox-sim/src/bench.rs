@@ -468,6 +468,7 @@ fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorl
             replan_on_failure: false,
             monitor_prior: false,
             clock: cfg.clock,
+            client: Default::default(),
         },
     }
 }

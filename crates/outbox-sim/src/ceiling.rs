@@ -124,7 +124,7 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
             let mut score = score_each_window(sim, base, &plans, s);
             if let Some(w) = cfg.clock {
                 let since = sim.world.now.saturating_sub(w.secs());
-                let bound = crate::clock::fastest(sim, s, since, &Default::default());
+                let bound = crate::clock::fastest(sim, s, since, &cfg.client);
                 let reachable = bound.arrived.len() as u64;
                 score.time = Some(crate::clock::time_score(
                     sim,
@@ -152,7 +152,12 @@ pub(crate) fn timed(
     };
     if let Some((_, asks)) = plans.iter().find(|(o, _)| *o == w) {
         let waves = [(*asks).clone()];
-        let (time, _) = crate::session::time_session(sim, session, w, &waves, true, &[], score);
+        let run = crate::clock::RunShape {
+            waves: &waves,
+            lists_kept: true,
+            probes: &[],
+        };
+        let (time, _) = crate::session::time_session(sim, session, w, run, &cfg.client, score);
         score.time = Some(time);
     }
 }

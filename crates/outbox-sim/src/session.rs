@@ -63,6 +63,10 @@ pub struct LoopConfig {
     /// keep it in [`PlanScore::time`]; `None`: recall only.
     #[serde(default)]
     pub clock: Option<Window>,
+    /// The client the clock replays (the runtime's knobs; its defaults unless a caller runs the
+    /// runtime with others, as the live bench does).
+    #[serde(default)]
+    pub client: crate::clock::ClientTiming,
 }
 
 impl Default for LoopConfig {
@@ -76,6 +80,7 @@ impl Default for LoopConfig {
             replan_on_failure: false,
             monitor_prior: false,
             clock: Some(Window::D7),
+            client: crate::clock::ClientTiming::default(),
         }
     }
 }
@@ -232,7 +237,12 @@ pub fn run_sessions_with(
                 .iter()
                 .find(|n| n.window == w)
                 .map_or(&waves, |n| &n.waves);
-            let (time, latency) = time_session(sim, s, w, waves, s > 0, &probed, &score);
+            let run = crate::clock::RunShape {
+                waves,
+                lists_kept: s > 0,
+                probes: &probed,
+            };
+            let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);
             score.time = Some(time);
             // What the runtime records as it runs: each answering relay's first EOSE latency.
             for (url, ms) in &latency {
@@ -310,33 +320,25 @@ fn merged(waves: &[Asks]) -> Asks {
     all
 }
 
-/// Times one session's run of `window` on the world's clock: `waves` are its plans in order,
-/// `lists_kept` whether the run started with the last run's lists, `probed` the relays probed
-/// after it; reachable notes are `score`'s for the window. Returns the time figures and each
-/// answering relay's latency ([`crate::clock::Timeline::latency`]).
+/// Times one session's `run` of `window` on the world's clock, as `client` runs it; reachable
+/// notes are `score`'s for the window. Returns the time figures and each answering relay's
+/// latency ([`crate::clock::Timeline::latency`]).
 pub(crate) fn time_session(
     sim: &SimWorld,
     session: u32,
     window: Window,
-    waves: &[Asks],
-    lists_kept: bool,
-    probed: &[String],
+    run: crate::clock::RunShape<'_>,
+    client: &crate::clock::ClientTiming,
     score: &PlanScore,
 ) -> (crate::clock::TimeScore, Vec<(String, f64)>) {
     let since = sim.world.now.saturating_sub(window.secs());
-    let run = crate::clock::RunShape {
-        waves,
-        lists_kept,
-        probes: probed,
-    };
-    let client = crate::clock::ClientTiming::default();
-    let timeline = crate::clock::replay(sim, session, since, run, &client);
-    let ideal = crate::clock::fastest(sim, session, since, &client);
+    let timeline = crate::clock::replay(sim, session, since, run, client);
+    let ideal = crate::clock::fastest(sim, session, since, client);
     let reachable = match score.window(window) {
         Some(w) => w.available,
         // A window timed but not scored: what some relay would return is the same whatever
         // the plan.
-        None => (crate::score::score(sim, &merged(waves), session, &[window]).window(window))
+        None => (crate::score::score(sim, &merged(run.waves), session, &[window]).window(window))
             .map_or(0, |w| w.available),
     };
     let score = crate::clock::time_score(sim, &timeline, reachable, Some(&ideal));

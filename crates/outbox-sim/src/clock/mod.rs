@@ -44,7 +44,8 @@ use crate::sim_world::SimWorld;
 
 /// The client knobs the clock replays, at the runtime's defaults (`RuntimeConfig::default()`
 /// and the desktop socket budget; the live bench's tests check that they agree).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ClientTiming {
     /// Longest wait for one connect attempt, ms.
     pub connect_timeout_ms: f64,
