@@ -38,6 +38,7 @@ macro_rules! out {
 mod bench;
 mod chart;
 mod churn;
+mod duration;
 mod feed;
 mod live;
 mod load;

@@ -25,11 +25,12 @@ pub struct Args {
     /// Follows, one load point per value (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "2500,10000")]
     follows: Vec<usize>,
-    /// Longest run of one feed; it is killed after this and reported as timed out.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "300s")]
+    /// Longest run of one feed; it is killed after this and reported as timed out (at most
+    /// 3650 days).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "300s")]
     timeout: Duration,
-    /// The window fetched (the feed's `--since`).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30d")]
+    /// The window fetched (the feed's `--since`; at most 3650 days).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "30d")]
     since: Duration,
     /// The strategy (a registered name, see `outbox strategies`).
     #[arg(long, default_value = "recall")]

@@ -54,7 +54,7 @@ fn parse_window(text: &str) -> Result<u64, String> {
     if let Ok(window) = text.parse::<Window>() {
         return Ok(window.secs());
     }
-    match humantime::parse_duration(text) {
+    match crate::duration::parse(text) {
         Ok(d) if d.as_secs() > 0 => Ok(d.as_secs()),
         Ok(_) => Err("a window must be at least one second".into()),
         Err(e) => Err(format!(

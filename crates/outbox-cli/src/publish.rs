@@ -42,8 +42,9 @@ pub struct Args {
     /// every relay that answered is up, so the next feed's plans lean towards live relays.
     #[arg(long)]
     learn: bool,
-    /// The whole publish ends after this many seconds.
-    #[arg(long, default_value_t = 30)]
+    /// The whole publish ends after this many seconds (at most 315360000, ten years).
+    #[arg(long, default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(..=crate::duration::MAX_SECS))]
     timeout: u64,
     /// Where the relay lists come from (`--world`, `--lists`), the route's budget and `--json`,
     /// as for `outbox route`.

@@ -69,7 +69,8 @@ pub struct RuntimeConfig {
     pub indexers: Vec<String>,
     /// Quiet time after the last new relay list before re-planning (lists arrive in bursts).
     pub replan_debounce: Duration,
-    /// How often learned stats are written to the store (they are also written at shutdown).
+    /// How often learned stats are written to the store (they are also written at shutdown);
+    /// at least a second.
     pub stats_flush_interval: Duration,
     /// Base seed for planning and jitter. Each run plans with
     /// [`session_seed`](outbox_core::session_seed)`(seed, runs so far)` from the persisted
@@ -210,7 +211,8 @@ impl Backoff {
         let base = self.initial.as_secs_f64() * factor.powi(attempt.min(64) as i32);
         let capped = base.min(self.max.as_secs_f64()).max(0.0);
         let jittered = capped / 2.0 + rng.random_range(0.0..=capped / 2.0);
-        Duration::from_secs_f64(jittered)
+        // Near `Duration::MAX` the float rounds past what a duration holds.
+        Duration::try_from_secs_f64(jittered).map_or(self.max, |d| d.min(self.max))
     }
 }
 
@@ -279,6 +281,25 @@ mod tests {
             draws.windows(2).any(|w| w[0] != w[1]),
             "no jitter: {draws:?}"
         );
+    }
+
+    #[test]
+    fn backoff_at_the_largest_durations_never_panics() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for (initial, max) in [
+            (Duration::MAX, Duration::MAX),
+            (Duration::from_millis(500), Duration::MAX),
+            (Duration::MAX, Duration::from_secs(1)),
+        ] {
+            let b = Backoff {
+                initial,
+                max,
+                factor: 2.0,
+            };
+            for attempt in [0, 1, 63, 64, u32::MAX] {
+                assert!(b.delay(attempt, &mut rng) <= max, "{b:?} {attempt}");
+            }
+        }
     }
 
     #[test]

@@ -66,6 +66,7 @@
 
 pub mod config;
 mod coordinator;
+mod deadline;
 mod dedup;
 pub mod limits;
 pub mod monitor;

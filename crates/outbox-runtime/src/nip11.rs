@@ -129,7 +129,7 @@ impl Nip11Cache {
             relay.to_string(),
             Entry {
                 limits,
-                expires: now + ttl,
+                expires: crate::deadline::offset(now, ttl),
             },
         );
     }
@@ -313,6 +313,15 @@ mod tests {
             ..cfg
         };
         assert_eq!(cache.limits("ws://127.0.0.1:2", &off).await, None);
+        // Remembered "forever".
+        let forever = Nip11Config {
+            ttl: Duration::MAX,
+            failure_ttl: Duration::MAX,
+            timeout: Duration::MAX,
+            ..cfg.clone()
+        };
+        assert_eq!(cache.limits("ftp://y", &forever).await, None);
+        assert_eq!(cache.cached("ftp://y"), Some(None));
         assert_eq!(
             cache.cached("ws://127.0.0.1:2"),
             None,

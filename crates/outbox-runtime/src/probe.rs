@@ -40,9 +40,6 @@ const PROBE_SUB: &str = "outbox-probe";
 /// Added to the bound of a whole probe run for closing sockets and scheduling.
 const RUN_SLACK: Duration = Duration::from_secs(1);
 
-/// The bound of a probe run whose timeouts add up past what a clock can hold.
-const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
-
 /// How a probed relay's question ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
@@ -99,8 +96,7 @@ impl Probing {
             .saturating_add(RUN_SLACK);
         let waves = plan.probes.len().div_ceil(at_once).max(1);
         let bound = per_relay.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
-        let now = Instant::now();
-        let deadline = now.checked_add(bound).unwrap_or_else(|| now + FAR_FUTURE);
+        let deadline = crate::deadline::after(bound);
         let (tx, rx) = mpsc::channel(plan.probes.len().max(1));
         let mut tasks = JoinSet::new();
         let cfg = Arc::new(cfg);

@@ -185,7 +185,7 @@ impl PublishReport {
 pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
     crate::tls::install_crypto_provider();
     let urls = distinct(targets);
-    let deadline = Instant::now() + cfg.deadline;
+    let deadline = crate::deadline::after(cfg.deadline);
     let permits = socket_permits(urls.len());
     let mut tasks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
@@ -316,8 +316,9 @@ async fn to_relay(
             ),
         };
         let delay = cfg.runtime.backoff.delay(attempts - 1, &mut rng);
-        let retry =
-            outcome.is_retryable() && attempts < max_attempts && Instant::now() + delay < deadline;
+        let retry = outcome.is_retryable()
+            && attempts < max_attempts
+            && crate::deadline::after(delay) < deadline;
         tracing::debug!(relay = %url, outcome = outcome.as_str(), attempts, retry, "publish attempt");
         if !retry {
             return RelayPublish {
@@ -370,7 +371,7 @@ async fn exchange(
     if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
         return e;
     }
-    let mut ok_deadline = Instant::now() + cfg.ok_timeout;
+    let mut ok_deadline = crate::deadline::after(cfg.ok_timeout);
     let mut sign_in = SignIn::new(cfg.runtime.auth.as_ref(), url);
     loop {
         let text = match timeout_at(ok_deadline, ws.recv()).await {
@@ -416,13 +417,13 @@ async fn exchange(
                 if let Err(e) = send(ws, *auth).await {
                     return e;
                 }
-                ok_deadline = Instant::now() + cfg.ok_timeout;
+                ok_deadline = crate::deadline::after(cfg.ok_timeout);
             }
             Step::Retry => {
                 if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
                     return e;
                 }
-                ok_deadline = Instant::now() + cfg.ok_timeout;
+                ok_deadline = crate::deadline::after(cfg.ok_timeout);
             }
             Step::GiveUp(why) => return (PublishOutcome::AuthRequired, why),
         }

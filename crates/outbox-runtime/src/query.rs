@@ -57,7 +57,7 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfi
             joined = tasks.join_next() => match joined {
                 None => break,
                 Some(Ok(true)) if grace_until.is_none() => {
-                    grace_until = Some(Instant::now() + cfg.lookup_grace);
+                    grace_until = Some(crate::deadline::after(cfg.lookup_grace));
                 }
                 Some(_) => {}
             },
@@ -125,7 +125,7 @@ async fn ask_one(
             answered = false;
             break;
         }
-        let mut deadline = Instant::now() + cfg.eose_timeout;
+        let mut deadline = crate::deadline::after(cfg.eose_timeout);
         let mut read = 0usize;
         let finished = loop {
             let frame = match timeout_at(deadline, ws.recv()).await {
@@ -187,7 +187,7 @@ async fn ask_one(
             if ws.send(Message::text(resend)).await.is_err() {
                 break false;
             }
-            deadline = Instant::now() + cfg.eose_timeout;
+            deadline = crate::deadline::after(cfg.eose_timeout);
         };
         if !finished {
             // A timeout or a lost socket: keep what came, ask no more of this relay.

@@ -219,7 +219,7 @@ impl Relay {
         if let Err(e) = ws.send(Message::text(frame)).await {
             return Some(Ended::Lost(format!("sending failed: {e}")));
         }
-        *eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        *eose_deadline = crate::deadline::after(self.cfg.eose_timeout);
         None
     }
 
@@ -258,7 +258,7 @@ impl Relay {
             .min(MAX_STORED_EVENTS);
         let sub = SubscriptionId::new(self.sub);
         let req = ClientMessage::req(sub.clone(), filters.clone());
-        let mut eose_deadline = Instant::now() + self.cfg.eose_timeout;
+        let mut eose_deadline = crate::deadline::after(self.cfg.eose_timeout);
         let mut sign_in = SignIn::new(self.cfg.auth.as_ref(), &self.url);
         match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
             Ok(Ok(())) => {}

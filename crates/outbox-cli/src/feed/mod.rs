@@ -68,27 +68,28 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     fallback_relays: Vec<String>,
     /// With `--once`: stop this long after the first relay finished instead of waiting for
-    /// the slowest (e.g. `2s`).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// the slowest (e.g. `2s`; at most 3650 days).
+    #[arg(long, value_parser = crate::duration::parse)]
     eose_race: Option<Duration>,
-    /// Only notes newer than this (e.g. `7d`, `12h`).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "7d")]
+    /// Only notes newer than this (e.g. `7d`, `12h`; at most 3650 days).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "7d")]
     since: Duration,
     /// Stop when every relay sent EOSE or was set aside, then print a summary.
     #[arg(long)]
     once: bool,
     /// With `--once`: end the run this long after it started with what it has, naming the
-    /// relays still awaited (default: 90s, far above what a healthy run takes).
-    #[arg(long, value_parser = humantime::parse_duration, requires = "once")]
+    /// relays still awaited (default: 90s, far above what a healthy run takes; at most 3650
+    /// days).
+    #[arg(long, value_parser = crate::duration::parse, requires = "once")]
     deadline: Option<Duration>,
     /// Accept loopback relays (local testing).
     #[arg(long)]
     allow_local: bool,
-    /// Longest wait for a connection.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    /// Longest wait for a connection (at most 3650 days).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "10s")]
     connect_timeout: Duration,
-    /// Longest wait from REQ to EOSE.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    /// Longest wait from REQ to EOSE (at most 3650 days).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "15s")]
     eose_timeout: Duration,
     /// Base seed for planning and reconnect jitter. Each run draws anew from it and the
     /// runs counted in the stats; without kept stats and without this, a random one.

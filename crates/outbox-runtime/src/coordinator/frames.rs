@@ -60,7 +60,7 @@ impl Coordinator {
                 outcome.complete = complete;
                 if self.cfg.once && self.race_at.is_none() {
                     if let Some(race) = self.cfg.eose_race {
-                        self.race_at = Some(Instant::now() + race);
+                        self.race_at = Some(crate::deadline::after(race));
                     }
                 }
                 self.stats
@@ -90,7 +90,7 @@ impl Coordinator {
                     .lookup_pages += pages;
                 let once = self.cfg.once;
                 if once && self.lists_race_at.is_none() {
-                    self.lists_race_at = Some(Instant::now() + self.cfg.lookup_grace);
+                    self.lists_race_at = Some(crate::deadline::after(self.cfg.lookup_grace));
                 }
                 if let Some(live) = self.live.get_mut(url) {
                     if once {

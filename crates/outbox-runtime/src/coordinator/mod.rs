@@ -281,7 +281,7 @@ impl Coordinator {
     }
 
     fn schedule_replan(&mut self, after: Duration) {
-        let at = Instant::now() + after;
+        let at = crate::deadline::after(after);
         self.replan_at = Some(self.replan_at.map_or(at, |t| t.min(at)));
     }
 
@@ -730,9 +730,14 @@ impl Coordinator {
         self.replan().await;
         self.start_discovery();
         if self.cfg.once {
-            self.deadline_at = self.cfg.deadline.map(|d| self.started + d);
+            self.deadline_at = self
+                .cfg
+                .deadline
+                .map(|d| crate::deadline::offset(self.started, d));
         }
-        let mut flush = tokio::time::interval(self.cfg.stats_flush_interval);
+        // An interval of zero would panic, and one of a few nanoseconds would save in a loop.
+        let every = self.cfg.stats_flush_interval.max(Duration::from_secs(1));
+        let mut flush = tokio::time::interval(every);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         flush.tick().await;
         let mut control_open = true;

@@ -33,8 +33,8 @@ impl Coordinator {
             live.send(SlotCommand::Shutdown);
         }
         self.live.clear();
-        let grace = self.cfg.shutdown_grace + self.cfg.shutdown_grace;
-        let deadline = Instant::now() + grace;
+        let grace = self.cfg.shutdown_grace.saturating_mul(2);
+        let deadline = crate::deadline::after(grace);
         while !self.tasks.is_empty() {
             tokio::select! {
                 joined = self.tasks.join_next() => {

@@ -154,7 +154,7 @@ impl Slot {
     /// Signs the latest challenge and sends it to this relay; without a challenge yet, waits
     /// for one (within the EOSE timeout).
     async fn send_auth(&mut self, ws: &mut Socket) -> Result<(), Failure> {
-        let deadline = Instant::now() + self.cfg.eose_timeout;
+        let deadline = crate::deadline::after(self.cfg.eose_timeout);
         let Some(keys) = self.cfg.auth.as_ref() else {
             self.sign_in.state = State::Failed("no keys to sign in with".into());
             return Ok(());

@@ -93,7 +93,7 @@ impl Slot {
             let delay = self.cfg.backoff.delay(attempt, &mut self.rng);
             attempt = attempt.saturating_add(1);
             debug!(delay_ms = delay.as_millis() as u64, "backing off");
-            let wake = Instant::now() + delay;
+            let wake = crate::deadline::after(delay);
             loop {
                 tokio::select! {
                     cmd = commands.recv() => {

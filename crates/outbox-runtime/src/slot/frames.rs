@@ -164,7 +164,7 @@ impl Slot {
             times = self.rate_limited,
             "rate-limited: asking again later"
         );
-        self.paused = Some(Instant::now() + delay);
+        self.paused = Some(crate::deadline::after(delay));
         Handled::Ok
     }
 

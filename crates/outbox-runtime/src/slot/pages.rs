@@ -151,7 +151,7 @@ impl Slot {
                 chunk: index,
                 filter,
                 page: Some(PageInFlight {
-                    deadline: now + eose_timeout,
+                    deadline: crate::deadline::offset(now, eose_timeout),
                     first,
                     answer: Page::default(),
                 }),
@@ -168,7 +168,7 @@ impl Slot {
         let Some(open) = self.open.remove(&n) else {
             return Ok(());
         };
-        self.flood.grace_until = Some(Instant::now() + self.cfg.eose_timeout);
+        self.flood.grace_until = Some(crate::deadline::after(self.cfg.eose_timeout));
         let close = ClientMessage::close(sub_id(open.kind, n));
         ws.send(Message::text(close.as_json()))
             .await

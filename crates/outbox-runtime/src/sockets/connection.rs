@@ -211,7 +211,7 @@ impl Connection {
     ) -> End {
         let mut unused_since = self.links.is_empty().then(Instant::now);
         loop {
-            let idle_at = unused_since.map(|t| t + self.idle);
+            let idle_at = unused_since.map(|t| crate::deadline::offset(t, self.idle));
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(Command::Attach { link, frames, ready }) => {

@@ -293,6 +293,35 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
 }
 
 #[tokio::test]
+async fn a_socket_never_idle_stays_open_for_the_next_link() {
+    let relay = Echo::start().await;
+    let cfg = cfg(SocketBudget {
+        idle: Duration::MAX,
+        ..SocketBudget::unbounded()
+    });
+    let link = cfg
+        .sockets
+        .link(&relay.url, Role::Probe, &cfg)
+        .await
+        .unwrap();
+    drop(link);
+    // A bound on a hang, far above what a loaded machine needs.
+    let mut again = timeout(
+        Duration::from_secs(60),
+        cfg.sockets.link(&relay.url, Role::Lookup, &cfg),
+    )
+    .await
+    .expect("the next link gets the socket")
+    .unwrap();
+    again
+        .send(Message::text(r#"["REQ","x",{}]"#))
+        .await
+        .unwrap();
+    assert_eq!(text(&mut again).await, r#"["EOSE","x"]"#);
+    assert_eq!(relay.accepted(), 1, "the unused socket was kept");
+}
+
+#[tokio::test]
 async fn every_link_s_subscriptions_share_the_relay_s_limit() {
     let relay = Echo::start().await;
     let cfg = cfg(SocketBudget::unbounded());
