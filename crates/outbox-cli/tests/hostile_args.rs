@@ -1,5 +1,6 @@
 //! What a careless or hostile user hands `outbox feed` and `outbox publish` on the command
-//! line: durations too long for any clock. Local relays on 127.0.0.1.
+//! line: durations too long for any clock, relay URLs that are refused. Local relays on
+//! 127.0.0.1.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -148,4 +149,48 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+}
+
+#[test]
+fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
+    let follow = key(7).public_key().to_hex();
+    let refusal = |relay: &str, allow_local: bool| -> String {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+        cmd.args(["feed", "--once", "--no-stats", "--relays", relay])
+            .args(["--follows", &follow]);
+        if allow_local {
+            cmd.arg("--allow-local");
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{relay} accepted:\n{stderr}");
+        assert!(stderr.contains("not usable"), "{relay}:\n{stderr}");
+        stderr
+    };
+    for relay in ["ws://127.0.0.1:7777", "ws://localhost:7777"] {
+        let stderr = refusal(relay, false);
+        assert!(stderr.contains("--allow-local"), "{relay}:\n{stderr}");
+    }
+    let mut wrong = Vec::new();
+    for (relay, allow_local) in [
+        ("wss://alice:hunter2@relay.example", false),
+        ("ws://alice:hunter2@127.0.0.1:7777", true),
+        (
+            "wss://relay3bqdwx2hn6wbdo3t4xxafatfz44d6ijbvkzkxl4oofwn7oaad.onion",
+            false,
+        ),
+        ("wss://192.168.1.4", false),
+        ("wss://192.168.1.4", true),
+        ("https://relay.example", false),
+    ] {
+        let stderr = refusal(relay, allow_local);
+        if stderr.contains("--allow-local") {
+            wrong.push(format!("{relay} (--allow-local {allow_local}):\n{stderr}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a hint that cannot help:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -233,7 +233,9 @@ fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
     Ok(config)
 }
 
-/// `raws` under the policy; a relay that is not usable is an error naming the option.
+/// `raws` under the policy; a relay that is not usable is an error naming the option, with a
+/// word about `--allow-local` only when that is what would let it through: a loopback relay
+/// refused by a policy that does not accept loopback.
 pub(crate) fn canonical_relays(
     policy: &outbox_core::UrlPolicy,
     raws: impl IntoIterator<Item = impl AsRef<str>>,
@@ -246,7 +248,13 @@ pub(crate) fn canonical_relays(
             Ok(url) if !out.contains(&url) => out.push(url),
             Ok(_) => {}
             Err(reason) => {
-                bail!("{what} {raw:?} not usable: {reason} (--allow-local for loopback)")
+                let hint = if reason == outbox_core::DropReason::Localhost && !policy.allow_loopback
+                {
+                    " (--allow-local for loopback)"
+                } else {
+                    ""
+                };
+                bail!("{what} {raw:?} not usable: {reason}{hint}")
             }
         }
     }
