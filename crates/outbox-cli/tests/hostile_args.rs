@@ -1,7 +1,10 @@
 //! What a careless or hostile user hands `outbox feed` and `outbox publish` on the command
-//! line: durations too long for any clock, relay URLs that are refused. Local relays on
-//! 127.0.0.1.
+//! line: durations too long for any clock, a summary file that is a FIFO, a device or a
+//! directory, relay URLs that are refused; and stop signals while the feed is still saving.
+//! Local relays on 127.0.0.1.
 
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -192,5 +195,176 @@ fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
         wrong.is_empty(),
         "a hint that cannot help:\n{}",
         wrong.join("\n")
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_file_that_is_not_a_regular_file_is_refused_before_the_run() {
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("summary.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut targets: Vec<PathBuf> = vec![dir.path().into(), "/dev/null".into()];
+    // Stdout is a pipe here: /dev/stdout is that pipe.
+    if cfg!(target_os = "linux") {
+        targets.push("/dev/stdout".into());
+    }
+    // Last: on a build that opens it, the run never ends.
+    targets.push(fifo);
+    let mut wrong = Vec::new();
+    for target in &targets {
+        let target = target.to_str().unwrap();
+        let cmd = feed(
+            &relay.url,
+            &author,
+            &["--no-stats", "--summary-json", target],
+        );
+        let out = run(cmd, format!("--summary-json {target}")).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let refused = !out.status.success()
+            && stderr.contains("--summary-json")
+            && stderr.contains("not a regular file")
+            // Before the run: nothing fetched, no summary.
+            && !stderr.contains("events:")
+            && out.stdout.is_empty();
+        if !refused {
+            wrong.push(format!("{target}: {:?}\n{stderr}", out.status));
+        }
+    }
+    assert!(wrong.is_empty(), "not refused:\n{}", wrong.join("\n"));
+}
+
+/// `kill -SIGNAL pid`.
+#[cfg(unix)]
+fn kill(signal: &str, pid: u32) {
+    let sent = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Reads what is left of a child's stdout on a thread of its own, so waiting for the child is
+/// never held up by the read.
+#[cfg(unix)]
+fn read_to_end(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = from.read_to_end(&mut rest);
+    })
+}
+
+/// A feed run with `--stats` in `dir` while another save holds the stats file's lock: the run's
+/// own save waits for it (up to `outbox_stats::LOCK_WAIT`), so the process is still at work
+/// after its notes are out, whatever the machine's load.
+#[cfg(unix)]
+fn held_up(relay: &Relay, author: &Keys, dir: &Path) -> Command {
+    std::fs::write(dir.join("stats.json.lock"), "").unwrap();
+    let mut cmd = feed(&relay.url, author, &[]);
+    cmd.arg("--stats").arg(dir.join("stats.json"));
+    cmd
+}
+
+/// The first stop signal ends the feed and lets it save; a second one, while it is still
+/// saving, ends the process at once.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_stop_signal_ends_the_process_while_it_is_still_saving() {
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    for signal in ["-INT", "-TERM"] {
+        let mut cmd = held_up(&relay, &author, dir.path());
+        cmd.args(["--log", "info"]);
+        let (status, stderr) = tokio::task::spawn_blocking(move || {
+            let mut child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut notes = BufReader::new(child.stdout.take().unwrap());
+            let mut first = String::new();
+            notes.read_line(&mut first).unwrap();
+            assert!(first.contains("note"), "{first:?}");
+            // The stop signals are heard from the first note on.
+            let (stopping, heard) = std::sync::mpsc::channel();
+            let mut lines = BufReader::new(child.stderr.take().unwrap());
+            let stderr = std::thread::spawn(move || {
+                let (mut all, mut line) = (String::new(), String::new());
+                while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                    if line.contains("stopping") {
+                        let _ = stopping.send(());
+                    }
+                    all.push_str(&line);
+                    line.clear();
+                }
+                all
+            });
+            kill(signal, child.id());
+            heard
+                .recv_timeout(HUNG)
+                .expect("the first signal stops the feed");
+            kill(signal, child.id());
+            let rest = read_to_end(notes);
+            let out = wait_or_kill(child, signal);
+            let _ = rest.join();
+            (out.status, stderr.join().unwrap())
+        })
+        .await
+        .unwrap();
+        let code = if signal == "-INT" { 130 } else { 143 };
+        assert_eq!(status.code(), Some(code), "{signal}:\n{stderr}");
+        let name = format!("stopped by SIG{}", &signal[1..]);
+        assert!(stderr.contains(&name), "{signal}:\n{stderr}");
+    }
+}
+
+/// A summary file replaced by a FIFO while the run is under way is not opened: the summary is
+/// reported unwritten and the process ends.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    std::fs::write(&summary, "").unwrap();
+    let mut cmd = held_up(&relay, &author, dir.path());
+    cmd.arg("--summary-json").arg(&summary);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut notes = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        notes.read_line(&mut first).unwrap();
+        assert!(first.contains("note"), "{first:?}");
+        std::fs::remove_file(&summary).unwrap();
+        assert!(Command::new("mkfifo")
+            .arg(&summary)
+            .status()
+            .unwrap()
+            .success());
+        let rest = read_to_end(notes);
+        let out = wait_or_kill(child, "a summary file swapped for a FIFO");
+        let _ = rest.join();
+        out
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("events:"),
+        "the summary is printed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("not a regular file"),
+        "the summary file is refused:\n{stderr}"
     );
 }

@@ -206,10 +206,7 @@ impl FileStore {
     }
 
     fn dir(&self) -> PathBuf {
-        match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        }
+        dir_of(&self.path)
     }
 
     /// Moves an unreadable file aside; returns where it went.
@@ -266,14 +263,20 @@ impl FileStore {
         Ok(loaded)
     }
 
-    /// Whether a save could be written now: the directory exists and takes a new file, and
-    /// the stats file, if any, is a regular file (blocking).
+    /// Whether a save could be written now: the directory exists and takes a new file, the
+    /// stats file, if any, is a regular file (blocking; [`check_writable_file`]), and the lock
+    /// file, if any, is a regular file: a symlink or directory there, which a save would
+    /// refuse, is an error naming it. A lock left by a save that never finished is no obstacle:
+    /// the save takes it over ([`STALE_LOCK`]).
     pub fn check_writable(&self) -> Result<(), StatsStoreError> {
-        check_dir_writable(&self.dir())?;
-        match fs::metadata(&self.path) {
+        check_writable_file(&self.path)?;
+        let lock = self.lock_path();
+        match fs::symlink_metadata(&lock) {
             Ok(meta) if !meta.is_file() => Err(StatsStoreError::Io {
-                path: self.path.clone(),
-                source: io::Error::other("not a regular file"),
+                path: lock,
+                source: io::Error::other(
+                    "the lock file is not a regular file (a symlink or directory); remove it",
+                ),
             }),
             _ => Ok(()),
         }
@@ -435,7 +438,8 @@ fn set_base(base: &Mutex<Option<DeliveryStats>>, stats: &DeliveryStats) {
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A lock file older than this is left over by a save that never finished (a crash), and is
-/// taken over. A save holds it for moments.
+/// taken over. A save holds it for moments. A lock naming a process that is gone (on Linux,
+/// where that can be told) is taken over at once, however young.
 pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A held lock file; removed when dropped.
@@ -458,7 +462,11 @@ fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
     let started = std::time::Instant::now();
     loop {
         match private_options().write(true).create_new(true).open(path) {
-            Ok(_) => return Ok(LockFile(path.to_path_buf())),
+            Ok(mut file) => {
+                // Who holds it, so a lock whose process is gone can be taken over at once.
+                let _ = writeln!(file, "{} {}", std::process::id(), pid_namespace());
+                return Ok(LockFile(path.to_path_buf()));
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err(e)),
         }
@@ -478,7 +486,7 @@ fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
             .ok()
             .and_then(|m| SystemTime::now().duration_since(m).ok())
             .unwrap_or_default();
-        if age > STALE_LOCK {
+        if age > STALE_LOCK || owner_gone(path) {
             tracing::warn!(path = %path.display(), "taking over a lock file left by a save that never finished");
             let _ = fs::remove_file(path);
             continue;
@@ -493,6 +501,40 @@ fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
     }
 }
 
+/// This process's PID namespace (Linux; empty elsewhere): a PID only names a process within
+/// it, so a lock written from another container is never judged by its PID.
+fn pid_namespace() -> String {
+    fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether the lock file names a process that no longer runs (Linux only: `/proc/<pid>`
+/// missing, the PID from this PID namespace). An unreadable or empty lock (its owner still
+/// writing it), or one from another namespace, is not judged here.
+fn owner_gone(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let mut text = String::new();
+        let read = fs::File::open(path).and_then(|f| f.take(128).read_to_string(&mut text));
+        let mut words = text.split_whitespace();
+        let pid = words.next().and_then(|w| w.parse::<u32>().ok());
+        let ns = words.next().unwrap_or_default();
+        let own = pid_namespace();
+        match (read, pid) {
+            (Ok(_), Some(pid)) if pid != std::process::id() && !own.is_empty() && ns == own => {
+                !Path::new(&format!("/proc/{pid}")).exists()
+            }
+            _ => false,
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 /// Options that create a file readable and writable by its owner alone (on Unix).
 pub(crate) fn private_options() -> fs::OpenOptions {
     #[allow(unused_mut)]
@@ -503,6 +545,33 @@ pub(crate) fn private_options() -> fs::OpenOptions {
         options.mode(0o600);
     }
     options
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+fn dir_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether a file could be written at `path` now (blocking): what is there, if anything, is a
+/// regular file, and its directory exists and takes a new file. A FIFO, device or directory is
+/// refused without being opened (opening a FIFO blocks until someone reads it; a device never
+/// holds what is written), and nothing is created beside it. What a stats file is checked for
+/// before a run ([`FileStore::check_writable`]), and any other file written when a run ends
+/// (`outbox feed --summary-json`).
+pub fn check_writable_file(path: &Path) -> Result<(), StatsStoreError> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(StatsStoreError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::other("not a regular file"),
+            })
+        }
+        _ => {}
+    }
+    check_dir_writable(&dir_of(path))
 }
 
 /// Whether `dir` exists and takes a new file: one is created there and removed.

@@ -4,7 +4,14 @@
 //! Notes are written by a thread of their own, fed through a bounded queue, so a pipe nobody
 //! reads (`outbox feed | less`, left unread) blocks only that thread: stop signals are still
 //! heard, the feed still shuts down, saves its stats and prints its summary to stderr.
+//!
+//! Stop signals are heard until the process ends. The first one while the feed runs stops it
+//! gracefully (subscriptions closed, stats saved, summary printed). Any other — a second one,
+//! or one once the feed has ended, while the relay lists are kept, queued notes are written or
+//! the summary file is — ends the process at once ([`Drain::forced`],
+//! [`Drain::unless_stopped`]), with the status a shell gives a process that signal ended.
 
+use std::future::Future;
 use std::io::Write;
 
 use tokio::sync::{mpsc, oneshot};
@@ -17,11 +24,15 @@ pub const MAX_QUEUED_NOTES: usize = 256;
 
 /// Drains a feed's channel until it closes. A stop signal or a closed stdout asks the feed to
 /// shut down, once; draining goes on meanwhile, so the feed can close its subscriptions and
-/// save before the channel closes. Notes that arrive after a stop are not printed.
+/// save before the channel closes. Notes that arrive after a stop are not printed. A stop
+/// signal after that ends the drain at once ([`forced`](Self::forced)).
 pub(super) struct Drain {
     stop: Stop,
     stopping: bool,
     out: Option<Output>,
+    /// The stop signal that ends the process at once: one after the first stop, or one once
+    /// the feed has ended.
+    forced: Option<&'static str>,
 }
 
 /// The stdout writer thread: its queue, and word of how it ended.
@@ -60,21 +71,22 @@ impl Drain {
             stop: Stop::new()?,
             stopping: false,
             out: Some(Output::spawn()?),
+            forced: None,
         })
     }
 
-    /// The next event, `None` once the channel closed.
+    /// The next event, `None` once the channel closed or a stop signal after the first one
+    /// ended the drain ([`forced`](Self::forced)).
     pub(super) async fn next<E>(
         &mut self,
         events: &mut mpsc::Receiver<E>,
         shutdown: impl Fn(),
     ) -> Option<E> {
         loop {
-            let Self {
-                stop,
-                stopping,
-                out,
-            } = self;
+            if self.forced.is_some() {
+                return None;
+            }
+            let Self { stop, out, .. } = self;
             let ended = async {
                 match out.as_mut() {
                     Some(out) => (&mut out.ended).await.ok().and_then(Result::err),
@@ -83,10 +95,37 @@ impl Drain {
             };
             let why = tokio::select! {
                 event = events.recv() => return event,
-                why = stop.next(), if !*stopping => Halt::Signal(why),
+                why = stop.next() => Halt::Signal(why),
                 error = ended => Halt::Closed(error),
             };
             self.halt(why, &shutdown);
+        }
+    }
+
+    /// The stop signal that ended the drain at once, if one did: the process should end now,
+    /// without waiting for what is still under way.
+    pub(super) fn forced(&self) -> Option<&'static str> {
+        self.forced
+    }
+
+    /// Runs `work` once the feed has ended (keeping its state, writing its summary), unless a
+    /// stop signal comes first: then `work` is dropped, the signal is returned, and the
+    /// process should end at once. Blocking work belongs in `spawn_blocking`, so the signal is
+    /// heard while it runs.
+    pub(super) async fn unless_stopped<T>(
+        &mut self,
+        work: impl Future<Output = T>,
+    ) -> Result<T, &'static str> {
+        if let Some(signal) = self.forced {
+            return Err(signal);
+        }
+        tokio::select! {
+            done = work => Ok(done),
+            signal = self.stop.next() => {
+                tracing::info!(signal, "stopping at once");
+                self.forced = Some(signal);
+                Err(signal)
+            }
         }
     }
 
@@ -99,11 +138,7 @@ impl Drain {
         json: bool,
         shutdown: impl Fn(),
     ) {
-        let Self {
-            stop,
-            stopping,
-            out,
-        } = self;
+        let Self { stop, out, .. } = self;
         let Some(out) = out.as_mut() else {
             return;
         };
@@ -113,31 +148,32 @@ impl Drain {
                 Ok(()) => return,
                 Err(_) => Halt::Closed(None),
             },
-            why = stop.next(), if !*stopping => Halt::Signal(why),
+            why = stop.next() => Halt::Signal(why),
         };
         self.halt(why, &shutdown);
     }
 
-    /// Waits until every queued note reached stdout, or a stop signal comes (a reader that
-    /// never reads cannot hold the summary back). A write error ends it quietly: the reader
+    /// Once the feed has ended: waits until every queued note reached stdout. A stop signal
+    /// meanwhile ends the wait and is returned (a reader that never reads cannot hold the
+    /// process back; the summary is still printed). A write error ends it quietly: the reader
     /// went away.
-    pub(super) async fn finish(mut self) {
+    pub(super) async fn finish(&mut self) -> Result<(), &'static str> {
         let Some(Output { lines, ended }) = self.out.take() else {
-            return;
+            return self.forced.map_or(Ok(()), Err);
         };
         drop(lines);
-        let stopping = self.stopping;
-        tokio::select! {
-            _ = ended => {}
-            why = self.stop.next(), if !stopping => {
-                tracing::info!(signal = why, "not waiting for stdout");
-            }
-        }
+        self.unless_stopped(ended).await.map(drop)
     }
 
-    /// Stops printing and asks the feed to shut down, once.
+    /// Stops printing and asks the feed to shut down, once; a stop signal after that ends the
+    /// drain at once.
     fn halt(&mut self, why: Halt, shutdown: &impl Fn()) {
         match why {
+            Halt::Signal(signal) if self.stopping => {
+                tracing::info!(signal, "stopping at once");
+                self.forced = Some(signal);
+                return;
+            }
             Halt::Signal(signal) => tracing::info!(signal, "stopping"),
             Halt::Closed(error) => tracing::info!(error = ?error, "stdout closed; stopping"),
         }
@@ -156,6 +192,17 @@ enum Halt {
     Signal(&'static str),
     /// Stdout closed (with the write error, when the writer saw one).
     Closed(Option<std::io::Error>),
+}
+
+/// The exit status of a process a stop signal ended at once: what a shell reports for a process
+/// that signal killed, 128 + its number.
+pub(super) fn stopped_status(signal: &str) -> u8 {
+    128 + match signal {
+        "SIGHUP" => 1,
+        "SIGTERM" => 15,
+        // SIGINT, and Ctrl-C elsewhere.
+        _ => 2,
+    }
 }
 
 /// One note as printed: JSON, or time, author, relay and content (cut to 280 characters and
@@ -177,8 +224,12 @@ fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
 }
 
 /// What ends a feed early: Ctrl-C (SIGINT), and on Unix SIGTERM (what service managers send)
-/// and SIGHUP (a closed terminal). Each saves the stats like a normal end.
+/// and SIGHUP (a closed terminal). Each saves the stats like a normal end. The listeners live
+/// as long as the drain, so a signal that comes while nothing waits for one is kept for the
+/// next wait instead of being lost (once listening, the process no longer dies of them).
 struct Stop {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -192,6 +243,7 @@ impl Stop {
         {
             use tokio::signal::unix::{signal, SignalKind};
             Ok(Self {
+                int: signal(SignalKind::interrupt()).context("listening for SIGINT")?,
                 term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
                 hup: signal(SignalKind::hangup()).context("listening for SIGHUP")?,
             })
@@ -200,12 +252,13 @@ impl Stop {
         Ok(Self {})
     }
 
-    /// Waits for the next stop signal; returns its name.
+    /// Waits for the next stop signal; returns its name. Cancel-safe: a signal is never lost
+    /// to a wait that was dropped.
     async fn next(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = self.int.recv() => "SIGINT",
                 _ = self.term.recv() => "SIGTERM",
                 _ = self.hup.recv() => "SIGHUP",
             }

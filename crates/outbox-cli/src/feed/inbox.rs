@@ -17,7 +17,7 @@ use outbox_client::{
 use outbox_core::DeliveryStats;
 use outbox_runtime::{fetch_events, start_route, RouteEvent, RuntimeConfig};
 
-use super::{canonical_relays, open_store, parse_key, router_config, Args, Drain};
+use super::{canonical_relays, open_store, parse_key, router_config, stopped, Args, Drain};
 use crate::text::escape;
 
 /// Plans the inbox route, streams what its relays deliver, and prints a summary.
@@ -157,8 +157,14 @@ async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::R
             }
         }
     }
-    feed.wait().await;
-    drain.finish().await;
+    if let Some(signal) = drain.forced() {
+        return Ok(stopped(signal, "the inbox was stopping"));
+    }
+    // The feed has ended: from here on a stop signal ends the process at once.
+    if let Err(signal) = drain.unless_stopped(feed.wait()).await {
+        return Ok(stopped(signal, "the inbox was stopping"));
+    }
+    let flushed = drain.finish().await;
     let notes: usize = tally.values().map(|t| t.notes).sum();
     let answered = tally.values().filter(|t| t.eose).count();
     let mut err = std::io::stderr().lock();
@@ -176,6 +182,13 @@ async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::R
         if let Some(why) = &t.failure {
             let _ = writeln!(err, "  {}: {}", escape(relay), escape(why));
         }
+    }
+    drop(err);
+    if let Err(signal) = flushed {
+        return Ok(stopped(
+            signal,
+            "mentions were still being written to stdout",
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

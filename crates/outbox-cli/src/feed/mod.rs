@@ -125,7 +125,9 @@ pub struct Args {
     /// When the feed ends, also write its summary to this file as one JSON object, for tools:
     /// `{"format": "outbox-feed-summary/1", "summary": {...}}`, the summary's fields named as
     /// in `outbox_runtime::FeedSummary` (counts as numbers, durations as `{"secs", "nanos"}`,
-    /// `null` when unknown). The text summary on stderr is printed as before.
+    /// `null` when unknown). The text summary on stderr is printed as before. FILE must be a
+    /// regular file or not exist yet, in a directory that takes a new file: a FIFO, device or
+    /// directory is refused before the run starts.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
     /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
@@ -177,7 +179,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(feed(args))
+    let result = runtime.block_on(feed(args));
+    // What a stop signal left behind (a save waiting for a lock, a write that blocks) is not
+    // waited for: the process ends now.
+    runtime.shutdown_background();
+    result
+}
+
+/// Ends the process at once after a stop signal that came while `what` was under way (see
+/// `drain`): says so, with the status a shell gives a process that signal ended.
+fn stopped(signal: &'static str, what: &str) -> ExitCode {
+    let _ = writeln!(
+        std::io::stderr(),
+        "stopped by {signal} while {what}; not waiting any longer"
+    );
+    ExitCode::from(drain::stopped_status(signal))
 }
 
 /// The store learned state is kept in this run: `--store`, `--stats`, else JSON files in the
@@ -264,6 +280,10 @@ pub(crate) fn canonical_relays(
 async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     if args.inbox {
         return inbox::run(&args).await;
+    }
+    // Before anything runs: a summary that could never be written must not cost a run.
+    if let Some(path) = &args.summary_json {
+        check_summary_path(path)?;
     }
     let mut config = router_config(&args)?;
     let policy = config.url_policy.clone();
@@ -383,25 +403,55 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             FeedEvent::Status(_) => {}
         }
     }
-    let summary = handle.wait().await;
-    // Whatever saving does, the summary is printed; what could not be kept follows it.
-    let mut not_kept = Vec::new();
-    if let Some(e) = &summary.stats_error {
-        not_kept.push(format!("stats not saved: {e}"));
+    if let Some(signal) = drain.forced() {
+        return Ok(stopped(signal, "the feed was stopping"));
     }
-    if let Some(store) = &store {
-        if let Err(e) = save_kept(store.as_ref(), &summary.lists, &summary.penalties).await {
-            not_kept.push(format!(
-                "the relay lists and set-aside relays not kept: {e:#}"
-            ));
+    // The feed has ended: from here on a stop signal ends the process at once.
+    let ended = drain
+        .unless_stopped(async {
+            let summary = handle.wait().await;
+            // Whatever saving does, the summary is printed; what could not be kept follows it.
+            let mut not_kept = Vec::new();
+            if let Some(e) = &summary.stats_error {
+                not_kept.push(format!("stats not saved: {e}"));
+            }
+            if let Some(store) = &store {
+                if let Err(e) = save_kept(store.as_ref(), &summary.lists, &summary.penalties).await
+                {
+                    not_kept.push(format!(
+                        "the relay lists and set-aside relays not kept: {e:#}"
+                    ));
+                }
+            }
+            (summary, not_kept)
+        })
+        .await;
+    let (summary, mut not_kept) = match ended {
+        Ok(ended) => ended,
+        Err(signal) => {
+            return Ok(stopped(
+                signal,
+                "the relay lists and set-aside relays were being kept",
+            ))
         }
-    }
-    // Queued notes reach stdout before the summary (a stop signal ends the wait).
-    drain.finish().await;
+    };
+    // Queued notes reach stdout before the summary.
+    let flushed = drain.finish().await;
     print_summary(&summary);
+    if let Err(signal) = flushed {
+        return Ok(stopped(signal, "notes were still being written to stdout"));
+    }
     if let Some(path) = &args.summary_json {
-        if let Err(e) = write_summary_json(path, &summary) {
-            not_kept.push(format!("{e:#}"));
+        let file = path.clone();
+        let text = summary_json(&summary);
+        let written = tokio::task::spawn_blocking(move || write_summary_file(&file, &text?));
+        // The write is checked and cannot block on a FIFO; should the disk hang, a stop
+        // signal still ends the process.
+        match drain.unless_stopped(written).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => not_kept.push(format!("{e:#}")),
+            Ok(Err(e)) => not_kept.push(format!("writing the summary: {e}")),
+            Err(signal) => return Ok(stopped(signal, "the summary was being written")),
         }
     }
     let mut err = std::io::stderr().lock();
@@ -426,8 +476,8 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes `summary` to `path` as one JSON object (see `--summary-json`).
-fn write_summary_json(path: &Path, summary: &FeedSummary) -> anyhow::Result<()> {
+/// `summary` as the one JSON object `--summary-json` writes, with its line end.
+fn summary_json(summary: &FeedSummary) -> anyhow::Result<String> {
     let summary = serde_json::to_value(summary).context("encoding the summary")?;
     let doc = serde_json::json!({
         "format": outbox_runtime::SUMMARY_FORMAT,
@@ -435,7 +485,41 @@ fn write_summary_json(path: &Path, summary: &FeedSummary) -> anyhow::Result<()> 
     });
     let mut text = doc.to_string();
     text.push('\n');
-    std::fs::write(path, text).with_context(|| format!("writing the summary to {}", path.display()))
+    Ok(text)
+}
+
+/// Refuses a `--summary-json` path the summary could not be written to when the run ends:
+/// anything but a regular file (a FIFO would block the write, a device or directory never
+/// holds it), or a directory that takes no new file. The check `--stats` gets before a run.
+fn check_summary_path(path: &Path) -> anyhow::Result<()> {
+    outbox_stats::check_writable_file(path).map_err(|e| match e {
+        outbox_client::StatsStoreError::Io { path, source } => {
+            anyhow::anyhow!("--summary-json {}: {source}", path.display())
+        }
+        other => anyhow::anyhow!("--summary-json {}: {other}", path.display()),
+    })
+}
+
+/// Writes the summary `text` to `path` (blocking). The path is checked again (it may have
+/// been replaced since the run started), then opened without truncating, and only a regular
+/// file is truncated and written.
+fn write_summary_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    check_summary_path(path).context("the summary was not written")?;
+    let context = || format!("writing the summary to {}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(context)?;
+    if !file.metadata().with_context(context)?.is_file() {
+        bail!(
+            "the summary was not written: --summary-json {}: not a regular file",
+            path.display()
+        );
+    }
+    file.set_len(0).with_context(context)?;
+    file.write_all(text.as_bytes()).with_context(context)
 }
 
 /// The relays a run could have carried the residual with: `--relays`, then the usable
