@@ -752,3 +752,42 @@ fn every_state_file_is_private() {
     }
     assert_eq!(names.len(), 4, "{names:?}");
 }
+
+/// A lock path that is a directory or a symlink is found by the check before a run, with an
+/// error naming it, not at the save after the run.
+#[test]
+fn a_bad_lock_path_is_found_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    fs::create_dir(store.lock_path()).unwrap();
+    let err = store.check_writable().unwrap_err().to_string();
+    assert!(err.contains("stats.json.lock"), "{err}");
+    fs::remove_dir(store.lock_path()).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), store.lock_path()).unwrap();
+        let err = store.check_writable().unwrap_err().to_string();
+        assert!(err.contains("stats.json.lock"), "{err}");
+        fs::remove_file(store.lock_path()).unwrap();
+    }
+    store.check_writable().unwrap();
+}
+
+/// A lock left by a save that was killed (its process is gone) is taken over at once, however
+/// young: the run's learning is saved.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_lock_whose_owner_is_gone_is_taken_over_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let ns = fs::read_link("/proc/self/ns/pid").unwrap();
+    fs::write(store.lock_path(), format!("{pid} {}\n", ns.display())).unwrap();
+    store.check_writable().unwrap();
+    let started = std::time::Instant::now();
+    store.save(&learned()).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(!store.lock_path().exists());
+}
