@@ -63,7 +63,13 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let store = location.open();
+    let edits = !args.forget.is_empty() || args.clear_set_asides;
+    // Showing never moves or writes anything; only an edit opens the store to write.
+    let store = if edits {
+        location.open()
+    } else {
+        location.open_read_only()
+    };
     let loaded = store.load().await.context("reading the stats")?;
     let kept = load_kept(store.as_ref())
         .await
@@ -74,7 +80,7 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
     let mut stats = loaded.stats;
     let mut penalties = kept.penalties;
 
-    if !args.forget.is_empty() || args.clear_set_asides {
+    if edits {
         for raw in &args.forget {
             let url = key(raw, &stats, &penalties);
             let known = stats.forget(&url) | penalties.forget(&url);

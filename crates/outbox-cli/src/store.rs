@@ -82,6 +82,14 @@ impl Location {
             Location::Sqlite(path) => Arc::new(SqliteStore::new(path)),
         }
     }
+
+    /// The store kept here, only to be read: nothing is moved aside, written or created.
+    pub fn open_read_only(&self) -> Arc<dyn StateStore> {
+        match self {
+            Location::File(path) => Arc::new(FileStore::read_only(path)),
+            Location::Sqlite(path) => Arc::new(SqliteStore::read_only(path)),
+        }
+    }
 }
 
 impl StoreArgs {

@@ -268,3 +268,57 @@ async fn a_closed_stdout_ends_cleanly() {
         );
     }
 }
+
+/// Showing what is kept never moves or writes a file, whatever it finds: an unreadable stats
+/// file, penalty file or database stays where it is, byte for byte, and nothing is created.
+#[tokio::test]
+async fn showing_never_moves_or_writes_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes, not stats").unwrap();
+    std::fs::write(dir.path().join("notes.txt.penalties.json"), "[1,").unwrap();
+    let sqlite = dir.path().join("outbox.sqlite");
+    std::fs::write(&sqlite, "not a database").unwrap();
+    let before = names(dir.path());
+    for arg in [
+        format!("file:{}", notes.display()),
+        format!("sqlite:{}", sqlite.display()),
+    ] {
+        for extra in [&[][..], &["--json"][..], &["wss://x.example"][..]] {
+            let _ = outbox(args(&arg, extra)).await;
+            assert_eq!(names(dir.path()), before, "{arg} {extra:?}");
+        }
+    }
+    assert_eq!(std::fs::read(&notes).unwrap(), b"my notes, not stats");
+}
+
+/// Another program's JSON file given as the stats file is refused untouched by the viewer,
+/// by `--forget` and by a store's load and save: no backup of it, no replacement.
+#[tokio::test]
+async fn a_foreign_json_file_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let package = dir.path().join("package.json");
+    let text = r#"{"name": "app", "version": "1.0.0", "dependencies": {}}"#;
+    std::fs::write(&package, text).unwrap();
+    let arg = format!("file:{}", package.display());
+    for extra in [&[][..], &["--forget", DEAD][..]] {
+        let out = outbox(args(&arg, extra)).await;
+        assert!(!out.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not an outbox stats file"), "{err}");
+    }
+    let store = FileStore::new(&package);
+    assert!(store.load().is_err());
+    assert!(store.save(&DeliveryStats::new()).is_err());
+    assert_eq!(std::fs::read_to_string(&package).unwrap(), text);
+    assert_eq!(names(dir.path()), vec!["package.json".to_string()]);
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}

@@ -125,7 +125,24 @@ pub struct FileStore {
     /// then. A save holds it throughout, so threads sharing one store never race on the backup
     /// step or add one difference twice. Never held while calling out of this crate.
     base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// Opened only to be shown ([`FileStore::read_only`]): nothing is moved, written or created.
+    read_only: bool,
 }
+
+/// How the reason of a file that is not a stats file at all begins: such a file (another
+/// program's JSON) is refused untouched, never set aside or replaced.
+const FOREIGN: &str = "not an outbox stats file";
+
+/// Whether `parse` refused the file as another program's.
+fn is_foreign(reason: &str) -> bool {
+    reason.starts_with(FOREIGN)
+}
+
+/// The top-level fields of every version of the format: a file without the `format` marker is
+/// taken for an old stats file only if it has `relays` and no other field.
+const FIELDS: [&str; 7] = [
+    "format", "version", "saved_at", "decay", "session", "relays", "authors",
+];
 
 /// What one file held, parsed leniently.
 struct Parsed {
@@ -179,7 +196,29 @@ impl FileStore {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
+            read_only: false,
         }
+    }
+
+    /// A store at `path` opened only to be read (`outbox stats` showing what is kept): its
+    /// loads move nothing aside (an unreadable file is reported and left where it is), and
+    /// every save is an error.
+    pub fn read_only(path: impl Into<PathBuf>) -> Self {
+        Self {
+            read_only: true,
+            ..Self::new(path)
+        }
+    }
+
+    /// An error unless this store may write.
+    pub(crate) fn writable(&self) -> Result<(), StatsStoreError> {
+        if self.read_only {
+            return Err(StatsStoreError::Io {
+                path: self.path.clone(),
+                source: io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"),
+            });
+        }
+        Ok(())
     }
 
     /// The stats file.
@@ -211,6 +250,9 @@ impl FileStore {
 
     /// Moves an unreadable file aside; returns where it went.
     fn move_aside(&self, path: &Path) -> Option<PathBuf> {
+        if self.read_only {
+            return None;
+        }
         let secs = now_secs();
         for n in 0..1000u32 {
             let suffix = if n == 0 {
@@ -309,6 +351,7 @@ impl FileStore {
                 Ok(parsed) => {
                     return Ok(finish(parsed, warnings));
                 }
+                Err(reason) if is_foreign(&reason) => return Err(foreign(&self.path, reason)),
                 Err(reason) => {
                     tracing::warn!(path = %self.path.display(), %reason, "stats file is unreadable");
                     let moved_to = self.move_aside(&self.path);
@@ -349,6 +392,7 @@ impl FileStore {
     /// save) is added to it ([`DeliveryStats::merge_learning`]); with no base, `stats` replaces
     /// it. Concurrent runs on one file so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = lock_file(&self.lock_path())?;
         let io_err = |path: &Path| {
@@ -375,6 +419,7 @@ impl FileStore {
                     }
                     stored = Some(parsed.stats);
                 }
+                Err(reason) if is_foreign(&reason) => return Err(foreign(&self.path, reason)),
                 Err(_) => {
                     self.move_aside(&self.path);
                 }
@@ -618,6 +663,18 @@ pub fn read_stats_file(path: &Path) -> Result<Loaded, StatsStoreError> {
     Ok(finish(parsed, Vec::new()))
 }
 
+/// The error refusing another program's file, left untouched.
+fn foreign(path: &Path, reason: String) -> StatsStoreError {
+    tracing::warn!(path = %path.display(), %reason, "not a stats file; left untouched");
+    StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{reason}; left untouched"),
+        ),
+    }
+}
+
 /// Sanitises and attaches the warnings of a parsed file.
 fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
     warnings.append(&mut parsed.warnings);
@@ -659,14 +716,25 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     if bytes.len() as u64 > MAX_STATS_BYTES {
         return Err(format!("larger than {MAX_STATS_BYTES} bytes"));
     }
+    // Not JSON at all: a damaged stats file (set aside), or so foreign no save could be
+    // mistaken for it.
     let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    // Valid JSON is someone's data: only a stats file's shape is read, anything else refused.
     let Value::Object(top) = value else {
-        return Err("not a json object".into());
+        return Err(format!("{FOREIGN} (not a json object)"));
     };
     match top.get("format") {
-        None => {}
         Some(Value::String(f)) if f == STATS_FORMAT => {}
-        Some(other) => return Err(format!("format is {other}, expected \"{STATS_FORMAT}\"")),
+        // Every version wrote the marker; an old file without it has only the format's fields.
+        None if matches!(top.get("relays"), Some(Value::Object(_)))
+            && top.keys().all(|k| FIELDS.contains(&k.as_str())) => {}
+        None => return Err(format!("{FOREIGN} (no \"format\": \"{STATS_FORMAT}\")")),
+        Some(other) => {
+            let shown: String = other.to_string().chars().take(80).collect();
+            return Err(format!(
+                "{FOREIGN} (format is {shown}, expected \"{STATS_FORMAT}\")"
+            ));
+        }
     }
     let mut warnings = Vec::new();
     let newer = top

@@ -131,6 +131,8 @@ pub struct SqliteStore {
     /// then. A stats save holds it throughout, so two of them never add the same difference;
     /// taken before the database's lock, never the other way round.
     base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// Opened only to be shown ([`SqliteStore::read_only`]): nothing is set aside or saved.
+    read_only: bool,
 }
 
 /// Why opening or reading failed: the content (set it aside) or the medium.
@@ -155,7 +157,31 @@ impl SqliteStore {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
+            read_only: false,
         }
+    }
+
+    /// A store at `path` opened only to be read (`outbox stats` showing what is kept): a
+    /// corrupt database is reported and left where it is, and every save is an error.
+    pub fn read_only(path: impl Into<PathBuf>) -> Self {
+        Self {
+            read_only: true,
+            ..Self::new(path)
+        }
+    }
+
+    /// An error unless this store may write.
+    fn writable(&self) -> Result<(), StatsStoreError> {
+        if self.read_only {
+            return Err(StatsStoreError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "opened read-only",
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The database file.
@@ -218,6 +244,14 @@ impl SqliteStore {
                 Err(Failure::Store(e)) => return Err(e),
                 Err(Failure::Busy(e)) if started.elapsed() >= BUSY_TIMEOUT => return Err(e),
                 Err(Failure::Busy(_)) => std::thread::sleep(Duration::from_millis(20)),
+                Err(Failure::Corrupt(reason)) if self.read_only => {
+                    warnings.push(LoadWarning::Unreadable {
+                        path: self.path.clone(),
+                        reason,
+                        moved_to: None,
+                    });
+                    return Ok(None);
+                }
                 Err(Failure::Corrupt(reason)) => {
                     fresh += 1;
                     tracing::warn!(path = %self.path.display(), %reason, "stats database is unreadable; setting it aside and starting fresh");
@@ -516,6 +550,7 @@ impl SqliteStore {
     /// ([`DeliveryStats::merge_learning`]) and the result written; with no base, `stats`
     /// replaces it. Concurrent runs on one database so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let base = held.as_ref();
         let mut warnings = Vec::new();
@@ -557,6 +592,7 @@ impl SqliteStore {
 
     /// Stores the relay lists in one transaction (blocking).
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let kept = lists_to_keep(lists);
         let mut rows = Vec::with_capacity(kept.len());
         for list in kept {
@@ -623,6 +659,7 @@ impl SqliteStore {
 
     /// Stores the penalty document (blocking).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let body =
             serde_json::to_string(penalties).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
         let mut warnings = Vec::new();

@@ -69,6 +69,7 @@ impl FileStore {
 
     /// Stores the relay lists (blocking, atomic).
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let bytes = serde_json::to_vec(&lists_to_keep(lists))
             .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
         write_atomic(&self.lists_path(), &bytes)
@@ -99,6 +100,7 @@ impl FileStore {
 
     /// Stores the penalty document (blocking, atomic).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let bytes = serde_json::to_vec_pretty(penalties)
             .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
         write_atomic(&self.penalties_path(), &bytes)
@@ -194,6 +196,7 @@ impl StateStore for FileStore {
     }
 
     async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
+        self.writable()?;
         let me = self.clone();
         // Encoding needs no file: only the bytes go to the blocking thread.
         let bytes = serde_json::to_vec(&lists_to_keep(lists))

@@ -341,12 +341,26 @@ fn garbage_without_backup_gives_fresh_stats_and_is_never_overwritten() {
         "garbage is never kept as the good backup"
     );
     assert_eq!(store.load().unwrap().stats, sample(3));
-    // Valid JSON of the wrong shape is unreadable too.
-    fs::write(&path, b"[1, 2, 3]").unwrap();
-    assert!(matches!(
-        store.load().unwrap().warnings[0],
-        LoadWarning::Unreadable { .. }
-    ));
+    // Valid JSON that is not a stats file is another program's: refused, left as it is.
+    for foreign in [
+        &b"[1, 2, 3]"[..],
+        br#"{"name": "app", "dependencies": {}}"#,
+        br#"{"format": "other", "relays": {}}"#,
+    ] {
+        fs::write(&path, foreign).unwrap();
+        let err = store.load().unwrap_err().to_string();
+        assert!(err.contains("not an outbox stats file"), "{err}");
+        assert!(store.save(&sample(3)).is_err());
+        assert_eq!(fs::read(&path).unwrap(), foreign);
+    }
+    assert_eq!(corrupt_files(dir.path()).len(), 2);
+    // A file of an old shape without the marker still loads.
+    fs::write(
+        &path,
+        br#"{"session": 2, "relays": {"wss://a.example": {"alpha": 2.0}}}"#,
+    )
+    .unwrap();
+    assert_eq!(store.load().unwrap().stats.len(), 1);
 }
 
 #[test]
