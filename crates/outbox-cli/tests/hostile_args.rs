@@ -1,7 +1,7 @@
 //! What a careless or hostile user hands `outbox feed` and `outbox publish` on the command
-//! line: durations too long for any clock, a summary file that is a FIFO, a device or a
-//! directory, relay URLs that are refused; and stop signals while the feed is still saving.
-//! Local relays on 127.0.0.1.
+//! line: durations too long for any clock, a summary file that is a FIFO, a device, a
+//! directory or stdout itself, relay URLs that are refused; and stop signals while the feed is
+//! still saving. Local relays on 127.0.0.1.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -237,6 +237,54 @@ async fn a_summary_file_that_is_not_a_regular_file_is_refused_before_the_run() {
         }
     }
     assert!(wrong.is_empty(), "not refused:\n{}", wrong.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    let mut targets = vec![notes.clone()];
+    if cfg!(target_os = "linux") {
+        targets.push("/dev/stdout".into());
+    }
+    for target in targets {
+        std::fs::write(&notes, "written before the run\n").unwrap();
+        let stdout = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&notes)
+            .unwrap();
+        let shown = target.to_str().unwrap();
+        let mut cmd = feed(
+            &relay.url,
+            &author,
+            &["--no-stats", "--summary-json", shown],
+        );
+        let what = format!("--summary-json {} with stdout there", target.display());
+        let out = tokio::task::spawn_blocking(move || {
+            let child = cmd
+                .stdout(Stdio::from(stdout))
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            wait_or_kill(child, &what)
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let text = std::fs::read_to_string(&notes).unwrap();
+        assert!(
+            text.starts_with("written before the run\n"),
+            "{}: stdout's file was truncated: {text:?}\n{stderr}",
+            target.display()
+        );
+        assert!(!out.status.success(), "{}: {stderr}", target.display());
+        assert!(
+            stderr.contains("--summary-json") && stderr.contains("stdout"),
+            "{}: {stderr}",
+            target.display()
+        );
+    }
 }
 
 /// `kill -SIGNAL pid`.

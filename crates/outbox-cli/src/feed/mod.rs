@@ -126,8 +126,10 @@ pub struct Args {
     /// `{"format": "outbox-feed-summary/1", "summary": {...}}`, the summary's fields named as
     /// in `outbox_runtime::FeedSummary` (counts as numbers, durations as `{"secs", "nanos"}`,
     /// `null` when unknown). The text summary on stderr is printed as before. FILE must be a
-    /// regular file or not exist yet, in a directory that takes a new file: a FIFO, device or
-    /// directory is refused before the run starts.
+    /// regular file or not exist yet, in a directory that takes a new file, and not the file
+    /// stdout or stderr is written to (the summary would overwrite the notes): a FIFO, device,
+    /// directory or stdout's own file (`/dev/stdout` with stdout redirected to a file) is
+    /// refused before the run starts.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
     /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
@@ -490,8 +492,14 @@ fn summary_json(summary: &FeedSummary) -> anyhow::Result<String> {
 
 /// Refuses a `--summary-json` path the summary could not be written to when the run ends:
 /// anything but a regular file (a FIFO would block the write, a device or directory never
-/// holds it), or a directory that takes no new file. The check `--stats` gets before a run.
+/// holds it), or a directory that takes no new file (the check `--stats` gets before a run);
+/// and the file stdout or stderr writes to, which the summary would overwrite.
 fn check_summary_path(path: &Path) -> anyhow::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_file() {
+            refuse_standard_stream(path, &meta)?;
+        }
+    }
     outbox_stats::check_writable_file(path).map_err(|e| match e {
         outbox_client::StatsStoreError::Io { path, source } => {
             anyhow::anyhow!("--summary-json {}: {source}", path.display())
@@ -512,14 +520,48 @@ fn write_summary_file(path: &Path, text: &str) -> anyhow::Result<()> {
         .truncate(false)
         .open(path)
         .with_context(context)?;
-    if !file.metadata().with_context(context)?.is_file() {
+    let meta = file.metadata().with_context(context)?;
+    if !meta.is_file() {
         bail!(
             "the summary was not written: --summary-json {}: not a regular file",
             path.display()
         );
     }
+    refuse_standard_stream(path, &meta).context("the summary was not written")?;
     file.set_len(0).with_context(context)?;
     file.write_all(text.as_bytes()).with_context(context)
+}
+
+/// An error when `meta` (of `path`) is the file stdout or stderr writes to: the same device
+/// and inode (Unix). Truncating it for the summary would wipe the notes or the text summary
+/// written there.
+fn refuse_standard_stream(path: &Path, meta: &std::fs::Metadata) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::{AsFd, BorrowedFd};
+        use std::os::unix::fs::MetadataExt;
+        let same = |fd: BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map(std::fs::File::from)
+                .and_then(|f| f.metadata())
+                .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+        };
+        for (name, written_here) in [
+            ("stdout", same(std::io::stdout().as_fd())),
+            ("stderr", same(std::io::stderr().as_fd())),
+        ] {
+            if written_here {
+                bail!(
+                    "--summary-json {}: {name} is written to this file, and the summary would \
+                     overwrite it: give another file",
+                    path.display()
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, meta);
+    Ok(())
 }
 
 /// The relays a run could have carried the residual with: `--relays`, then the usable
