@@ -1,7 +1,7 @@
 //! The simulator's clock on a tiny hand-made world: what arrives when, the black hole's cost,
 //! the first run's wait for the lists, and the socket budget.
 
-use outbox_sim::clock::{replay, time_score, ClientTiming, RunShape};
+use outbox_sim::clock::{replay, time_score, ClientTiming, Policy, RunShape};
 use outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, World, PLAN_FORMAT};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -206,4 +206,81 @@ fn a_spent_socket_budget_holds_dials_back() {
         timeline.arrived.values().all(Option::is_none),
         "{timeline:?}"
     );
+}
+
+/// Policies the runtime does not have yet, measured before they are built: each changes the
+/// timeline the way it says and nothing when off.
+#[test]
+fn policies_change_the_timeline_as_they_say() {
+    let sim = world();
+    let run_with = |waves: &[Asks], policy: Policy| {
+        let client = ClientTiming {
+            policy,
+            ..ClientTiming::default()
+        };
+        let run = RunShape {
+            waves,
+            lists_kept: true,
+            probes: &[],
+        };
+        replay(&sim, 0, 0, run, &client)
+    };
+    let times = |t: &outbox_sim::clock::Timeline| {
+        let mut v: Vec<f64> = t.arrived.values().flatten().copied().collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let client = ClientTiming::default();
+
+    // A black hole set aside after one connect timeout.
+    let hole = [asks(&sim, &[("hole", &[BOB])])];
+    let today = run_with(&hole, Policy::default());
+    let aside = run_with(
+        &hole,
+        Policy {
+            aside_on_timeout: true,
+            ..Policy::default()
+        },
+    );
+    assert!(
+        today.settled_ms > 3.0 * client.connect_timeout_ms,
+        "{today:?}"
+    );
+    assert!(
+        close(aside.settled_ms, client.connect_timeout_ms),
+        "{aside:?}"
+    );
+
+    // A re-plan that goes out once the relay it replaces is set aside, not when the slow relay
+    // of the same plan answers.
+    let waves = [
+        asks(&sim, &[("slow", &[ALICE]), ("gone", &[BOB])]),
+        asks(&sim, &[("slow", &[ALICE]), ("fast", &[ALICE])]),
+    ];
+    let late = times(&run_with(&waves, Policy::default()));
+    let early = times(&run_with(
+        &waves,
+        Policy {
+            early_waves: true,
+            ..Policy::default()
+        },
+    ));
+    assert!(close(late[0], 4_000.0), "the wave waits for slow: {late:?}");
+    assert!(
+        early[0] < 4_000.0 - 300.0,
+        "the wave goes out early: {early:?}"
+    );
+
+    // A slow relay's follows hedged to their next relay: notes only fast holds come in.
+    let slow = [asks(&sim, &[("slow", &[ALICE])])];
+    assert_eq!(times(&run_with(&slow, Policy::default())).len(), 3);
+    let hedged = times(&run_with(
+        &slow,
+        Policy {
+            hedge_after_ms: Some(500.0),
+            ..Policy::default()
+        },
+    ));
+    assert_eq!(hedged.len(), 6, "{hedged:?}");
+    assert!(close(hedged[0], 500.0 + 300.0), "{hedged:?}");
 }

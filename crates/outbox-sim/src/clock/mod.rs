@@ -66,6 +66,28 @@ pub struct ClientTiming {
     pub deadline_ms: f64,
     /// Sockets the feed may hold at once (`max_sockets - reserve`); `None`: no bound.
     pub lasting_sockets: Option<usize>,
+    /// Sockets kept for short work (lookups, probes, hedges) beside the feed's.
+    pub reserve_sockets: usize,
+    /// Policies the runtime does not have yet, to measure before building them (every one off
+    /// by default: the runtime as it is).
+    pub policy: Policy,
+}
+
+/// Ways of carrying out a plan faster, off by default. The clock measures what each would buy.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Policy {
+    /// A connect attempt that times out sets the relay aside at once: a black hole costs one
+    /// connect timeout, not every attempt and the backoff between.
+    pub aside_on_timeout: bool,
+    /// A re-plan goes out once the relays it replaces are set aside (and the debounce passed),
+    /// without waiting for the other relays of the plan before it.
+    pub early_waves: bool,
+    /// Probes give up connecting after this long, ms (`None`: the connect timeout).
+    pub probe_timeout_ms: Option<f64>,
+    /// Hedging: a relay whose first page has not arrived this long after it was asked has its
+    /// follows asked of their next declared relay too (`None`: no hedging).
+    pub hedge_after_ms: Option<f64>,
 }
 
 impl Default for ClientTiming {
@@ -80,6 +102,8 @@ impl Default for ClientTiming {
             debounce_ms: 500.0,
             deadline_ms: 90_000.0,
             lasting_sockets: Some(28),
+            reserve_sockets: 4,
+            policy: Policy::default(),
         }
     }
 }
@@ -185,8 +209,8 @@ fn timing_of(sim: &SimWorld, relay: Option<u32>) -> RelayTiming {
     relay.map_or_else(RelayTiming::default, |r| sim.world.timing(r))
 }
 
-/// Dials `url` at `at` (after waiting for a place): when its socket is ready, or `None` with the
-/// time it was set aside.
+/// Dials `url` at `at` (after waiting for a place): when its socket is ready (the caller then
+/// holds the place), or the time it was set aside (its place freed then).
 fn dial(
     sim: &SimWorld,
     client: &ClientTiming,
@@ -199,21 +223,25 @@ fn dial(
     let timing = timing_of(sim, relay);
     let start = budget.place(at);
     if relay.is_some_and(|r| sim.world.is_up(r, session)) {
-        let ready = start
+        // The caller holds the place for as long as the socket is used.
+        return Ok(start
             + timing
                 .connect_ms(url, session, 0)
-                .min(client.connect_timeout_ms);
-        budget.hold(f64::INFINITY);
-        return Ok(ready);
+                .min(client.connect_timeout_ms));
     }
     let mut t = start;
-    for attempt in 0..client.attempts.max(1) {
+    let attempts = if timing.hangs && client.policy.aside_on_timeout {
+        1
+    } else {
+        client.attempts.max(1)
+    };
+    for attempt in 0..attempts {
         t += if timing.hangs {
             client.connect_timeout_ms
         } else {
             timing.refuse_ms(url, session, u64::from(attempt))
         };
-        if attempt + 1 < client.attempts {
+        if attempt + 1 < attempts {
             t += 0.75 * client.backoff_ms * 2f64.powi(attempt.min(30) as i32);
         }
     }
@@ -232,6 +260,7 @@ pub fn replay(
 ) -> Timeline {
     let world = &sim.world;
     let mut budget = Budget::new(client.lasting_sockets);
+    let mut reserve = Budget::new(Some(client.reserve_sockets));
     let mut links: HashMap<String, Link> = HashMap::new();
     let mut asked: HashMap<String, Vec<u32>> = HashMap::new();
     let mut arrived: HashMap<u32, f64> = HashMap::new();
@@ -245,6 +274,7 @@ pub fn replay(
         let mut link = Link::default();
         match dial(sim, client, &mut budget, url, relay, session, 0.0) {
             Ok(ready) => {
+                budget.hold(f64::INFINITY);
                 let timing = timing_of(sim, relay);
                 // The lookup's query is the socket's first.
                 let answer = ready + query_ms(&timing, client, url, session, &mut link);
@@ -282,6 +312,7 @@ pub fn replay(
     let readers: Vec<&str> = world.reader_relays.iter().map(String::as_str).collect();
 
     let mut wave_at = 0.0;
+    let mut hedge_at = f64::INFINITY;
     let mut settled = lookup_end;
     for (n, wave) in run.waves.iter().enumerate() {
         // What this wave asks that no earlier wave did, relay by relay.
@@ -302,16 +333,16 @@ pub fn replay(
                 authors: new,
             });
         }
-        // Every page of the delta, per entry and chunk, in paging order.
-        let mut pages: Vec<Vec<Vec<Vec<u32>>>> = vec![Vec::new(); delta.entries.len()];
-        let mut sink = |entry: usize, chunk: usize, fresh: &[u32]| {
-            let chunks = &mut pages[entry];
-            if chunks.len() <= chunk {
-                chunks.resize(chunk + 1, Vec::new());
-            }
-            chunks[chunk].push(fresh.to_vec());
+        let pages = paged(sim, &delta, session, since);
+        let mut state = State {
+            budget: &mut budget,
+            reserve: &mut reserve,
+            links: &mut links,
+            arrived: &mut arrived,
         };
-        fetch_into(sim, &delta, session, since, false, None, Some(&mut sink));
+        let mut hedges: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut fresh: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut failed_at = f64::NEG_INFINITY;
         for (ask, chunks) in delta.entries.iter().zip(pages) {
             // The first plan's routed relays wait for the lists on a first run.
             let from = if n == 0 && !readers.contains(&ask.url.as_str()) {
@@ -319,47 +350,32 @@ pub fn replay(
             } else {
                 wave_at
             };
-            let link = links.entry(ask.url.clone()).or_default();
-            if link.aside {
-                continue;
+            let served = serve(sim, client, session, &mut state, ask, chunks, from, false);
+            settled = settled.max(served.resolved);
+            if served.first_answer.is_none() {
+                failed_at = failed_at.max(served.resolved);
             }
-            let ready = match link.ready {
-                Some(ready) => ready.max(from),
-                None => match dial(sim, client, &mut budget, &ask.url, ask.relay, session, from) {
-                    Ok(ready) => {
-                        link.ready = Some(ready);
-                        ready
-                    }
-                    Err(aside) => {
-                        link.resolved = aside;
-                        link.aside = true;
-                        settled = settled.max(aside);
-                        continue;
-                    }
-                },
-            };
-            let timing = timing_of(sim, ask.relay);
-            let mut lanes = vec![ready; client.concurrent_pages.max(1)];
-            for chunk in chunks {
-                let lane = (0..lanes.len())
-                    .min_by(|&a, &b| lanes[a].total_cmp(&lanes[b]))
-                    .unwrap_or(0);
-                let mut t = lanes[lane];
-                for page in chunk {
-                    t += query_ms(&timing, client, &ask.url, session, link);
-                    for e in page {
-                        let at = arrived.entry(e).or_insert(t);
-                        *at = at.min(t);
-                    }
+            if let Some(after) = client.policy.hedge_after_ms {
+                if served.first_answer.is_none_or(|t| t > from + after) {
+                    hedge_targets(sim, state.links, ask, &mut asked, &mut hedges, &mut fresh);
+                    hedge_at = hedge_at.min(from + after);
                 }
-                lanes[lane] = t;
             }
-            let done = lanes.iter().copied().fold(ready, f64::max);
-            link.resolved = link.resolved.max(done);
-            settled = settled.max(link.resolved);
         }
-        // The next re-plan goes out once every relay asked so far answered or was set aside.
-        wave_at = links.values().map(|l| l.resolved).fold(wave_at, f64::max);
+        pick_fresh(fresh, client.reserve_sockets, &mut asked, &mut hedges);
+        if !hedges.is_empty() {
+            settled = settled.max(hedge(
+                sim, client, session, since, &mut state, hedges, hedge_at,
+            ));
+            hedge_at = f64::INFINITY;
+        }
+        wave_at = if client.policy.early_waves && failed_at.is_finite() {
+            // The re-plan goes out once the relays it replaces were set aside.
+            (failed_at + client.debounce_ms).max(wave_at)
+        } else {
+            // The next re-plan goes out once every relay asked so far answered or was set aside.
+            links.values().map(|l| l.resolved).fold(wave_at, f64::max)
+        };
     }
 
     // Probes once the fetch settled: one connect and one query each, or one failed attempt.
@@ -376,7 +392,10 @@ pub fn replay(
                     .query_ms(url, session, u64::MAX)
                     .min(client.eose_timeout_ms)
         } else if timing.hangs {
-            settled + client.connect_timeout_ms
+            settled
+                + (client.policy.probe_timeout_ms)
+                    .unwrap_or(client.connect_timeout_ms)
+                    .min(client.connect_timeout_ms)
         } else {
             settled + timing.refuse_ms(url, session, 1)
         };
@@ -438,6 +457,206 @@ pub fn fastest(sim: &SimWorld, session: u32, since: u64, client: &ClientTiming) 
         end_ms: end.min(client.deadline_ms),
         latency: Vec::new(),
     }
+}
+
+/// Every page `asks` get in `session`, per entry and chunk in paging order: each page's notes
+/// that no earlier page of its chunk returned.
+fn paged(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Vec<Vec<Vec<Vec<u32>>>> {
+    let mut pages: Vec<Vec<Vec<Vec<u32>>>> = vec![Vec::new(); asks.entries.len()];
+    let mut sink = |entry: usize, chunk: usize, fresh: &[u32]| {
+        let chunks = &mut pages[entry];
+        if chunks.len() <= chunk {
+            chunks.resize(chunk + 1, Vec::new());
+        }
+        chunks[chunk].push(fresh.to_vec());
+    };
+    fetch_into(sim, asks, session, since, false, None, Some(&mut sink));
+    pages
+}
+
+/// What a replay changes as it serves asks.
+struct State<'a> {
+    budget: &'a mut Budget,
+    /// The places kept for short work (hedges), freed when each is done.
+    reserve: &'a mut Budget,
+    links: &'a mut HashMap<String, Link>,
+    arrived: &'a mut HashMap<u32, f64>,
+}
+
+/// What serving one ask came to.
+struct Served {
+    /// When its first page arrived (`None`: the relay was set aside, or had been).
+    first_answer: Option<f64>,
+    /// When everything asked of it was answered, or it was set aside.
+    resolved: f64,
+}
+
+/// Serves `ask` from `from` on: dials the relay unless its socket is open, then pages `chunks`
+/// (per chunk, each page's new notes) at most [`ClientTiming::concurrent_pages`] at once. A
+/// `short` ask (a hedge) dials on the reserve's places and frees its place when done; any
+/// other keeps its place for the run.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    sim: &SimWorld,
+    client: &ClientTiming,
+    session: u32,
+    state: &mut State<'_>,
+    ask: &Ask,
+    chunks: Vec<Vec<Vec<u32>>>,
+    from: f64,
+    short: bool,
+) -> Served {
+    let link = state.links.entry(ask.url.clone()).or_default();
+    if link.aside {
+        return Served {
+            first_answer: None,
+            resolved: from,
+        };
+    }
+    let places = if short {
+        &mut *state.reserve
+    } else {
+        &mut *state.budget
+    };
+    // A hedge tries once and gives up connecting after its own bound: it is there to be fast.
+    let hedging = ClientTiming {
+        attempts: 1,
+        connect_timeout_ms: (client.policy.hedge_after_ms)
+            .unwrap_or(client.connect_timeout_ms)
+            .min(client.connect_timeout_ms),
+        ..client.clone()
+    };
+    let dialer = if short { &hedging } else { client };
+    let mut dialled = false;
+    let ready = match link.ready {
+        Some(ready) => ready.max(from),
+        None => match dial(sim, dialer, places, &ask.url, ask.relay, session, from) {
+            Ok(ready) => {
+                link.ready = Some(ready);
+                dialled = true;
+                ready
+            }
+            Err(aside) => {
+                link.resolved = aside;
+                link.aside = true;
+                return Served {
+                    first_answer: None,
+                    resolved: aside,
+                };
+            }
+        },
+    };
+    let timing = timing_of(sim, ask.relay);
+    let mut lanes = vec![ready; client.concurrent_pages.max(1)];
+    let mut first_answer = f64::INFINITY;
+    for chunk in chunks {
+        let lane = (0..lanes.len())
+            .min_by(|&a, &b| lanes[a].total_cmp(&lanes[b]))
+            .unwrap_or(0);
+        let mut t = lanes[lane];
+        for page in chunk {
+            t += query_ms(&timing, client, &ask.url, session, link);
+            first_answer = first_answer.min(t);
+            for e in page {
+                let at = state.arrived.entry(e).or_insert(t);
+                *at = at.min(t);
+            }
+        }
+        lanes[lane] = t;
+    }
+    let done = lanes.iter().copied().fold(ready, f64::max);
+    link.resolved = link.resolved.max(done);
+    if dialled {
+        places.hold(if short { done } else { f64::INFINITY });
+        if short {
+            // A short socket is gone once its answer is in: asked again, it is dialled again.
+            link.ready = None;
+        }
+    }
+    Served {
+        first_answer: Some(first_answer.min(done)),
+        resolved: link.resolved,
+    }
+}
+
+/// The relays a slow `ask`'s follows are hedged to: for each follow, the first of its declared
+/// write relays other than the slow one, not set aside and not yet asked about it, preferring
+/// one whose socket is open (no new socket). New sockets are added to `fresh` by follow and
+/// chosen later within the reserve ([`pick_fresh`]).
+fn hedge_targets(
+    sim: &SimWorld,
+    links: &HashMap<String, Link>,
+    ask: &Ask,
+    asked: &mut HashMap<String, Vec<u32>>,
+    hedges: &mut HashMap<String, Vec<u32>>,
+    fresh: &mut HashMap<String, Vec<u32>>,
+) {
+    let table = &sim.table;
+    for &a in &ask.authors {
+        let usable = |url: &&str| {
+            *url != ask.url
+                && !links.get(*url).is_some_and(|l| l.aside)
+                && !asked.get(*url).is_some_and(|had| had.contains(&a))
+        };
+        let relays = || {
+            (table.write_relays(outbox_core::AuthorId(a)).iter())
+                .map(|&r| table.url(r))
+                .filter(usable)
+        };
+        let open = relays().find(|url| links.get(*url).is_some_and(|l| l.ready.is_some()));
+        if let Some(url) = open {
+            asked.entry(url.to_string()).or_default().push(a);
+            hedges.entry(url.to_string()).or_default().push(a);
+        } else if let Some(url) = relays().next() {
+            fresh.entry(url.to_string()).or_default().push(a);
+        }
+    }
+}
+
+/// Of the relays hedges would open, the `places` asked about the most follows (ties by URL),
+/// moved into `hedges`.
+fn pick_fresh(
+    fresh: HashMap<String, Vec<u32>>,
+    places: usize,
+    asked: &mut HashMap<String, Vec<u32>>,
+    hedges: &mut HashMap<String, Vec<u32>>,
+) {
+    let mut fresh: Vec<(String, Vec<u32>)> = fresh.into_iter().collect();
+    fresh.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    for (url, authors) in fresh.into_iter().take(places) {
+        asked.entry(url.clone()).or_default().extend(&authors);
+        hedges.entry(url).or_default().extend(authors);
+    }
+}
+
+/// Asks the hedged follows of their next relays at `at`; returns when those relays resolved.
+fn hedge(
+    sim: &SimWorld,
+    client: &ClientTiming,
+    session: u32,
+    since: u64,
+    state: &mut State<'_>,
+    hedges: HashMap<String, Vec<u32>>,
+    at: f64,
+) -> f64 {
+    let mut asks = Asks::default();
+    let mut urls: Vec<(String, Vec<u32>)> = hedges.into_iter().collect();
+    urls.sort_by(|a, b| a.0.cmp(&b.0));
+    for (url, mut authors) in urls {
+        authors.sort_unstable();
+        asks.entries.push(Ask {
+            relay: sim.world.relay_id(&url),
+            url,
+            authors,
+        });
+    }
+    let pages = paged(sim, &asks, session, since);
+    let mut resolved = at;
+    for (ask, chunks) in asks.entries.iter().zip(pages) {
+        let served = serve(sim, client, session, state, ask, chunks, at, true);
+        resolved = resolved.max(served.resolved);
+    }
+    resolved
 }
 
 /// The next query time of a link, never past the EOSE timeout (a relay that answers answers
