@@ -451,3 +451,51 @@ pub async fn versions<M: Medium>(medium: &M) {
     );
     assert!(set_aside(dir.path()).is_empty(), "nor set aside");
 }
+
+/// One entry stamped in the future (400 days ahead, or at `u64::MAX`) forgets nothing: it is
+/// clamped to the present, and a run's save keeps every relay, its own included. A long pause
+/// forgets nothing either: days without a run do not count.
+pub async fn future_stamps_and_pauses_forget_nothing<M: Medium>(medium: &M) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs();
+    const DAY: u64 = 86_400;
+    let relay = |at: u64| RelayStats {
+        alpha: 2.0,
+        asked: 1,
+        updated_at: at,
+        ..RelayStats::default()
+    };
+    for future in [now + 400 * DAY, u64::MAX] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut stored = DeliveryStats::new();
+        stored.set("wss://recent.example", relay(now - 10 * DAY));
+        // Learned before a pause of 200 days.
+        stored.set("wss://paused.example", relay(now - 200 * DAY));
+        stored.set("wss://ahead.example", relay(future));
+        medium.open(dir.path()).save(&stored).await.expect("saves");
+        let store = medium.open(dir.path());
+        let mut run = store.load().await.expect("loads").stats;
+        assert!(
+            run.iter().all(|(_, s)| s.updated_at <= now + DAY),
+            "future stamps clamped on load"
+        );
+        run.record_alive("wss://run.example", now);
+        store.save(&run).await.expect("saves");
+        let kept = medium.open(dir.path()).load().await.expect("loads").stats;
+        let mut urls: Vec<&str> = kept.iter().map(|(u, _)| u).collect();
+        urls.sort_unstable();
+        assert_eq!(
+            urls,
+            [
+                "wss://ahead.example",
+                "wss://paused.example",
+                "wss://recent.example",
+                "wss://run.example"
+            ],
+            "{future}"
+        );
+        assert!(kept.days().all(|d| d <= now / DAY + 1));
+    }
+}

@@ -10,6 +10,7 @@
 //!   "saved_at": 1767225600,
 //!   "decay": {"mode": "hourly", "factor": 0.95},
 //!   "session": 4,
+//!   "days": [20453, 20454],
 //!   "relays": {
 //!     "wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
 //!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0,
@@ -35,6 +36,11 @@
 //! (`probed_secs`) and, per relay asked about the author, the
 //! fractional `hits` and `misses` of what it returned. Both are learned by
 //! [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round).
+//! `days` holds the days (unix seconds / 86,400) on which something was learned, the newest
+//! 183 of them: a relay or author not updated on any of them is forgotten
+//! ([`DeliveryStats::prune_at`]), so a pause forgets nothing. Stamps in the future (a clock
+//! that ran ahead, damage) are brought back to the present on load and before a save
+//! ([`DeliveryStats::clamp_future`]).
 //!
 //! Compatibility: every field is optional on read (a missing one takes its default, so files
 //! of older versions load: a version 1 file has no `authors` and loads with none); unknown
@@ -140,8 +146,8 @@ fn is_foreign(reason: &str) -> bool {
 
 /// The top-level fields of every version of the format: a file without the `format` marker is
 /// taken for an old stats file only if it has `relays` and no other field.
-const FIELDS: [&str; 7] = [
-    "format", "version", "saved_at", "decay", "session", "relays", "authors",
+const FIELDS: [&str; 8] = [
+    "format", "version", "saved_at", "decay", "session", "days", "relays", "authors",
 ];
 
 /// What one file held, parsed leniently.
@@ -161,6 +167,7 @@ struct FileOut<'a> {
     saved_at: u64,
     decay: Decay,
     session: u64,
+    days: Vec<u64>,
     relays: BTreeMap<&'a str, RelayStats>,
     authors: BTreeMap<String, AuthorOut<'a>>,
 }
@@ -428,19 +435,22 @@ impl FileStore {
         let mut clean = match (held.as_ref(), stored) {
             (Some(base), Some(mut stored)) => {
                 stored.sanitize();
+                stored.clamp_future(now_secs());
                 stored.merge_learning(base, stats);
                 stored
             }
             _ => stats.clone(),
         };
         clean.sanitize();
-        clean.prune();
+        clean.clamp_future(now_secs());
+        clean.prune_at(now_secs());
         let out = FileOut {
             format: STATS_FORMAT,
             version: STATS_VERSION,
             saved_at: now_secs(),
             decay: clean.decay,
             session: clean.session(),
+            days: clean.days().collect(),
             relays: clean.iter().map(|(url, s)| (url, *s)).collect(),
             authors: clean
                 .authors()
@@ -682,7 +692,11 @@ fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
     if count > 0 {
         warnings.push(LoadWarning::Sanitised { count });
     }
-    parsed.stats.prune();
+    // A stamp in the future is a clock that ran ahead or damage: it must not decide what is
+    // forgotten (`DeliveryStats::prune_at`).
+    let now = now_secs();
+    parsed.stats.clamp_future(now);
+    parsed.stats.prune_at(now);
     Loaded {
         stats: parsed.stats,
         warnings,
@@ -760,6 +774,12 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     };
     let mut stats = DeliveryStats::with_decay(decay);
     stats.set_session(top.get("session").and_then(Value::as_u64).unwrap_or(0));
+    // Days of use (version 2 files before it have none): unreadable entries are skipped.
+    if let Some(Value::Array(days)) = top.get("days") {
+        for day in days.iter().filter_map(Value::as_u64) {
+            stats.note_day(day.saturating_mul(86_400));
+        }
+    }
     let mut dropped = Vec::new();
     let mut insane = 0usize;
     match top.get("relays") {

@@ -4,7 +4,7 @@
 //!
 //! | table | rows |
 //! |---|---|
-//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at` |
+//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at`, `days` (the days of use, a JSON array) |
 //! | `relays(url, alpha, beta, latency_ms, …)` | one [`RelayStats`] per canonical relay URL |
 //! | `authors(author, volume, updated_at, first, last, probed_secs)` | one [`AuthorStats`] per hex public key |
 //! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
@@ -562,13 +562,15 @@ impl SqliteStore {
                 Some(base) => {
                     let mut stored = read_stats(&tx).map_err(|e| self.db_err(e))?.stats;
                     stored.sanitize();
+                    stored.clamp_future(now_secs());
                     stored.merge_learning(base, stats);
                     stored
                 }
                 None => stats.clone(),
             };
             clean.sanitize();
-            clean.prune();
+            clean.clamp_future(now_secs());
+            clean.prune_at(now_secs());
             write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
             tx.commit().map_err(|e| self.db_err(e))
         })?;
@@ -745,6 +747,11 @@ fn write_stats(
     meta.execute(params!["decay", decay])?;
     meta.execute(params!["session", sql_int(stats.session())])?;
     meta.execute(params!["saved_at", sql_int(now_secs())])?;
+    let days: Vec<u64> = stats.days().collect();
+    meta.execute(params![
+        "days",
+        serde_json::to_string(&days).unwrap_or_default()
+    ])?;
     let mut relay = tx.prepare(
         "INSERT INTO relays (url, alpha, beta, latency_ms, updated_at, session, asked, failures,
                              live_alpha, live_beta, kept_alpha, kept_beta, depth_secs)
@@ -818,6 +825,12 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
         _ => 0,
     };
     stats.set_session(session);
+    // Days of use (see `DeliveryStats::prune_at`): a JSON array; anything else is none.
+    if let Some(rusqlite::types::Value::Text(days)) = meta("days")? {
+        for day in serde_json::from_str::<Vec<u64>>(&days).unwrap_or_default() {
+            stats.note_day(day.saturating_mul(86_400));
+        }
+    }
     let saved_at = match meta("saved_at")? {
         Some(rusqlite::types::Value::Integer(i)) => u64::try_from(i).unwrap_or(0),
         _ => 0,

@@ -6,9 +6,9 @@
 //! learned since its base: counts and evidence add, the session counter advances from the
 //! stored value. Where nobody else wrote, the result is exactly the run's stats.
 //!
-//! [`DeliveryStats::prune`] bounds what a store keeps: relays not updated for
-//! [`FORGET_AFTER_SECS`] while others were, and beyond [`MAX_STORED_RELAYS`] (and authors
-//! beyond [`MAX_STORED_AUTHORS`]) the least recently updated, are forgotten.
+//! [`DeliveryStats::prune_at`] bounds what a store keeps: relays not updated on any of the
+//! last [`FORGET_AFTER_DAYS`] days something was learned, and beyond [`MAX_STORED_RELAYS`]
+//! (and authors beyond [`MAX_STORED_AUTHORS`]) the least recently updated, are forgotten.
 
 use super::{AuthorStats, DeliveryStats, PairStats, Pairs, RelayStats, MAX_PARAM};
 
@@ -21,10 +21,15 @@ pub const MAX_STORED_RELAYS: usize = 20_000;
 /// updated are forgotten (and learned again if followed).
 pub const MAX_STORED_AUTHORS: usize = 50_000;
 
-/// A relay or author not updated for this long before the newest update in the stats is
-/// forgotten (half a year): it is no longer listed or no longer answers. Measured against the
-/// stats' own newest update, not the clock, so a wrong clock or a long pause forgets nothing.
-pub const FORGET_AFTER_SECS: u64 = 183 * 86_400;
+/// A relay or author not updated on any of the last this many days on which the stats learned
+/// something (half a year of use) is forgotten: it is no longer listed or no longer answers.
+/// Days without a run do not count, so a pause of any length forgets nothing; stamps in the
+/// future are clamped to the present first ([`DeliveryStats::clamp_future`]), so a clock that
+/// ran ahead forgets nothing either.
+pub const FORGET_AFTER_DAYS: usize = 183;
+
+/// [`FORGET_AFTER_DAYS`] in seconds: half a year of use.
+pub const FORGET_AFTER_SECS: u64 = FORGET_AFTER_DAYS as u64 * 86_400;
 
 impl DeliveryStats {
     /// Folds what `run` learned since `base` (what it loaded) into `self` (what is stored now).
@@ -49,6 +54,9 @@ impl DeliveryStats {
             stored_session.saturating_add(run.session.saturating_sub(base.session))
         };
         self.decay = run.decay;
+        for day in run.days() {
+            self.note_day(day * 86_400);
+        }
         let mut urls: Vec<String> = run
             .relays
             .keys()
@@ -94,22 +102,29 @@ impl DeliveryStats {
         }
     }
 
-    /// Forgets relays and authors not updated for [`FORGET_AFTER_SECS`] before the newest
-    /// update, then the least recently updated beyond [`MAX_STORED_RELAYS`] and
-    /// [`MAX_STORED_AUTHORS`] (ties: the most asked relay stays, then by URL or key). Returns
-    /// how many entries were forgotten. Stores call it on load and before saving.
+    /// [`prune_at`](Self::prune_at) without a present to protect.
     pub fn prune(&mut self) -> usize {
+        self.prune_at(u64::MAX)
+    }
+
+    /// Forgets relays and authors not updated on any of the last [`FORGET_AFTER_DAYS`] days
+    /// on which something was learned (none while fewer days were recorded), then the least
+    /// recently updated beyond [`MAX_STORED_RELAYS`] and [`MAX_STORED_AUTHORS`] (ties: the
+    /// most asked relay stays, then by URL or key). Nothing updated on the day of `now` (what
+    /// the current run learned) is forgotten for its age. Returns how many entries were
+    /// forgotten. Stores call it on load and before saving, after
+    /// [`clamp_future`](Self::clamp_future).
+    pub fn prune_at(&mut self, now: u64) -> usize {
         let before = self.relays.len() + self.authors.len();
-        let newest = self
-            .relays
-            .values()
-            .map(|r| r.updated_at)
-            .max()
-            .unwrap_or(0);
-        let horizon = newest.saturating_sub(FORGET_AFTER_SECS);
-        if horizon > 0 {
-            self.relays.retain(|_, r| r.updated_at >= horizon);
-        }
+        let today = now / 86_400;
+        // The oldest of the last FORGET_AFTER_DAYS days of use, once there are that many.
+        let horizon = if self.days.len() >= FORGET_AFTER_DAYS {
+            self.days.iter().rev().nth(FORGET_AFTER_DAYS - 1).copied()
+        } else {
+            None
+        };
+        let stale = |at: u64| horizon.is_some_and(|h| at / 86_400 < h && at / 86_400 < today);
+        self.relays.retain(|_, r| !stale(r.updated_at));
         if self.relays.len() > MAX_STORED_RELAYS {
             let mut order: Vec<(&String, &RelayStats)> = self.relays.iter().collect();
             order.sort_by(|(ua, a), (ub, b)| {
@@ -125,16 +140,7 @@ impl DeliveryStats {
                 self.relays.remove(&url);
             }
         }
-        let newest = self
-            .authors
-            .values()
-            .map(|a| a.updated_at)
-            .max()
-            .unwrap_or(0);
-        let horizon = newest.saturating_sub(FORGET_AFTER_SECS);
-        if horizon > 0 {
-            self.authors.retain(|_, a| a.updated_at >= horizon);
-        }
+        self.authors.retain(|_, a| !stale(a.updated_at));
         if self.authors.len() > MAX_STORED_AUTHORS {
             let mut order: Vec<_> = self
                 .authors
@@ -258,6 +264,53 @@ fn combine_author(t: &AuthorStats, b: Option<&AuthorStats>, r: &AuthorStats) -> 
 mod tests {
     use super::*;
 
+    const DAY: u64 = 86_400;
+
+    /// One entry dated 400 days ahead (or at `u64::MAX`) forgets nothing once clamped, and
+    /// neither does a 200-day pause: what the run learned and what it did not touch stay.
+    #[test]
+    fn a_future_stamp_or_a_long_pause_forgets_nothing() {
+        let now = 20_000 * DAY;
+        for future in [now + 400 * DAY, u64::MAX] {
+            let mut stored = DeliveryStats::new();
+            stored.set("wss://old.example", learned(1, 2.0, now - 10 * DAY));
+            stored.set("wss://ahead.example", learned(1, 2.0, future));
+            stored.note_day(now - 10 * DAY);
+            stored.note_day(future);
+            stored.clamp_future(now);
+            let base = stored.clone();
+            let mut run = base.clone();
+            run.record_alive("wss://run.example", now);
+            stored.merge_learning(&base, &run);
+            stored.prune_at(now);
+            let urls: Vec<&str> = {
+                let mut v: Vec<&str> = stored.iter().map(|(u, _)| u).collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(
+                urls,
+                [
+                    "wss://ahead.example",
+                    "wss://old.example",
+                    "wss://run.example"
+                ]
+            );
+            assert!(stored.days().all(|d| d <= now / DAY));
+        }
+        // Half a year of daily use, then a 200-day pause: the next run forgets nothing.
+        let mut s = DeliveryStats::new();
+        s.set("wss://daily.example", learned(1, 2.0, now));
+        s.set("wss://once.example", learned(1, 2.0, now - 10 * DAY));
+        for day in 0..150 {
+            s.note_day(now - day * DAY);
+        }
+        let later = now + 200 * DAY;
+        s.record_alive("wss://daily.example", later);
+        assert_eq!(s.prune_at(later), 0);
+        assert_eq!(s.len(), 2);
+    }
+
     fn learned(asked: u64, alpha: f64, at: u64) -> RelayStats {
         RelayStats {
             alpha,
@@ -298,10 +351,13 @@ mod tests {
     fn prune_forgets_the_long_unseen_and_caps_the_rest() {
         let mut s = DeliveryStats::new();
         s.set("wss://old.example", learned(1, 2.0, 1_000));
-        s.set(
-            "wss://new.example",
-            learned(1, 2.0, 1_000 + FORGET_AFTER_SECS + 1),
-        );
+        let later = 1_000 + FORGET_AFTER_SECS + 86_400;
+        s.set("wss://new.example", learned(1, 2.0, later));
+        // Half a year of the clock alone forgets nothing: days of use count.
+        assert_eq!(s.prune(), 0);
+        for day in 1..=FORGET_AFTER_DAYS as u64 {
+            s.note_day(1_000 + day * 86_400);
+        }
         assert_eq!(s.prune(), 1);
         assert_eq!(s.len(), 1);
         for i in 0..MAX_STORED_RELAYS + 5 {

@@ -46,7 +46,7 @@
 //! [`DeliveryStats::sanitize`] and [`DeliveryStats::set`]), with a `tracing` warning, so it
 //! re-enters learning instead of poisoning selection.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use nostr::key::PublicKey;
@@ -58,7 +58,7 @@ mod merge;
 mod pairs;
 mod round;
 
-pub use merge::{FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS};
+pub use merge::{FORGET_AFTER_DAYS, FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS};
 pub use pairs::Pairs;
 pub use round::{AuthorRound, RelayRound, RoundReport};
 
@@ -302,6 +302,10 @@ pub struct DeliveryStats {
     /// Every relay URL the authors' pairs name, once: their pairs share these.
     #[serde(skip)]
     pair_urls: PairUrls,
+    /// The days (unix seconds / 86,400) on which something was learned, the newest
+    /// [`FORGET_AFTER_DAYS`] of them: forgetting counts days of use, not the clock
+    /// ([`DeliveryStats::prune_at`]).
+    days: BTreeSet<u64>,
 }
 
 /// The shared pair URLs. Not part of what the stats say, so equal whatever it holds.
@@ -354,6 +358,48 @@ impl DeliveryStats {
     pub fn begin_session(&mut self) -> u64 {
         self.session = self.session.saturating_add(1);
         self.session
+    }
+
+    /// Records that something was learned on the day of `now` (see
+    /// [`prune_at`](Self::prune_at)); only the newest [`FORGET_AFTER_DAYS`] days are kept.
+    pub fn note_day(&mut self, now: u64) {
+        self.days.insert(now / 86_400);
+        while self.days.len() > FORGET_AFTER_DAYS {
+            self.days.pop_first();
+        }
+    }
+
+    /// The days something was learned on (unix seconds / 86,400), oldest first: at most
+    /// [`FORGET_AFTER_DAYS`].
+    pub fn days(&self) -> impl Iterator<Item = u64> + '_ {
+        self.days.iter().copied()
+    }
+
+    /// Brings every stamp later than `now` back to `now`: a relay or author updated in the
+    /// future, or a day of use ahead of today, is a clock that ran ahead or a damaged store,
+    /// and would otherwise decide what is forgotten. Returns how many were clamped. Stores call
+    /// it on load and on what is stored before a save.
+    pub fn clamp_future(&mut self, now: u64) -> usize {
+        let mut clamped = 0;
+        for s in self.relays.values_mut() {
+            if s.updated_at > now {
+                s.updated_at = now;
+                clamped += 1;
+            }
+        }
+        for a in self.authors.values_mut() {
+            if a.updated_at > now {
+                a.updated_at = now;
+                clamped += 1;
+            }
+        }
+        let today = now / 86_400;
+        let ahead = self.days.split_off(&(today.saturating_add(1)));
+        clamped += ahead.len();
+        if clamped > 0 {
+            tracing::warn!(clamped, "stats stamped in the future brought back to now");
+        }
+        clamped
     }
 
     /// The current session number (0 before the first [`begin_session`](Self::begin_session)).
@@ -490,6 +536,7 @@ impl DeliveryStats {
     /// A relay answered something other than a fetch — an `OK` to a published event — so it is
     /// up: one liveness success, nothing about what it delivers. Not part of a round.
     pub fn record_alive(&mut self, url: &str, now: u64) {
+        self.note_day(now);
         let mut s = self.entry_at(url, now);
         s.live_alpha = (s.live_alpha + 1.0).min(MAX_PARAM);
         self.relays.insert(url.to_string(), s);
@@ -503,6 +550,7 @@ impl DeliveryStats {
             tracing::debug!(url, latency_ms, "ignoring absurd latency sample");
             return;
         }
+        self.note_day(now);
         let mut s = self.entry_at(url, now);
         s.latency_ms = Some(match s.latency_ms {
             Some(old) => old + LATENCY_EWMA_WEIGHT * (latency_ms - old),

@@ -120,6 +120,7 @@ impl DeliveryStats {
     /// Nothing here knows where events are stored; it only compares relays asked about the same
     /// authors.
     pub fn record_round(&mut self, report: &RoundReport, now: u64) {
+        self.note_day(now);
         let mut seen: HashMap<PublicKey, Seen> = HashMap::new();
         for relay in report.relays.iter().filter(|r| r.answered) {
             for a in &relay.authors {
