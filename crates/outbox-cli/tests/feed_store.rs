@@ -96,8 +96,23 @@ async fn a_save_that_fails_still_shows_the_summary_and_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let (relay, follows) = relay_with_notes(dir.path()).await;
     let stats = dir.path().join("stats.json");
-    // The lock file saves take is a directory: the store checks out, the save fails.
-    std::fs::create_dir(dir.path().join("stats.json.lock")).unwrap();
+    // A lock path that is a directory is found before the run: nothing is fetched.
+    let lock = dir.path().join("stats.json.lock");
+    std::fs::create_dir(&lock).unwrap();
+    let out = feed(
+        &relay.url,
+        &follows,
+        vec!["--stats".into(), stats.display().to_string()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("stats.json.lock"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    std::fs::remove_dir(&lock).unwrap();
+    // A lock held by a live process (this one) for the whole run: the store checks out, the
+    // save waits for it and fails.
+    std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
     let out = feed(
         &relay.url,
         &follows,
