@@ -1,15 +1,17 @@
 //! What a careless or hostile user hands `outbox feed` and `outbox publish` on the command
 //! line: durations too long for any clock, a summary file that is a FIFO, a device, a
-//! directory or stdout itself, relay URLs that are refused; and stop signals while the feed is
-//! still saving. Local relays on 127.0.0.1.
+//! directory or stdout itself, relay URLs that are refused; stop signals while the feed is
+//! still saving; and relay text that reaches the summary file. Local relays on 127.0.0.1.
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nostr::event::Kind;
 use nostr::key::Keys;
+use nostr_relay_builder::prelude as rb;
 
 mod common;
 
@@ -285,6 +287,53 @@ async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
             target.display()
         );
     }
+}
+
+/// Refuses every REQ with a `CLOSED` reason that would drive a terminal.
+#[derive(Debug)]
+struct Refuse;
+
+/// What [`Refuse`] says: C1 controls (CSI, a string terminator), a right-to-left override, and
+/// an escape, which serde_json escapes on its own.
+const HOSTILE_REASON: &str = "go\u{9b}2J away\u{202e}txt.exe\u{2066}\u{9c}\u{1b}[31m";
+
+impl rb::QueryPolicy for Refuse {
+    fn admit_query<'a>(
+        &'a self,
+        _query: &'a rb::Filter,
+        _addr: &'a SocketAddr,
+    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
+        Box::pin(async { rb::PolicyResult::Reject(HOSTILE_REASON.to_string()) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
+    let relay = Relay::start_with(|builder| builder.query_policy(Refuse)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let path = summary.to_str().unwrap();
+    let cmd = feed(&relay.url, &key(7), &["--no-stats", "--summary-json", path]);
+    let out = run(cmd, "a feed from a refusing relay".into()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let text = std::fs::read_to_string(&summary)
+        .unwrap_or_else(|e| panic!("no summary ({e}); {:?}\n{stderr}", out.status));
+    // The reason is in the file (read back, it is the relay's text) ...
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        parsed.to_string().contains("txt.exe\u{2066}\u{9c}"),
+        "the reason is kept: {text}"
+    );
+    // ... and none of its controls is written raw.
+    let raw: Vec<char> = text
+        .trim_end_matches('\n')
+        .chars()
+        .filter(|c| {
+            c.is_control()
+                || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect();
+    assert!(raw.is_empty(), "raw controls {raw:?} in {text}");
 }
 
 /// `kill -SIGNAL pid`.

@@ -478,14 +478,16 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `summary` as the one JSON object `--summary-json` writes, with its line end.
+/// `summary` as the one JSON object `--summary-json` writes, with its line end: written through
+/// `json_safe` as every `--json` output is, so relay text in it (a `CLOSED` reason kept as a
+/// set-aside's reason) carries no raw C1 or bidirectional control to a terminal that shows it.
 fn summary_json(summary: &FeedSummary) -> anyhow::Result<String> {
     let summary = serde_json::to_value(summary).context("encoding the summary")?;
     let doc = serde_json::json!({
         "format": outbox_runtime::SUMMARY_FORMAT,
         "summary": summary,
     });
-    let mut text = doc.to_string();
+    let mut text = crate::text::json_safe(&doc.to_string());
     text.push('\n');
     Ok(text)
 }
