@@ -1,7 +1,7 @@
 //! The simulator's clock on a tiny hand-made world: what arrives when, the black hole's cost,
 //! the first run's wait for the lists, and the socket budget.
 
-use outbox_sim::clock::{replay, time_score, ClientTiming, Policy, RunShape};
+use outbox_sim::clock::{replay, time_score, ClientTiming, Policy, RunShape, Timeline};
 use outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, World, PLAN_FORMAT};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -70,6 +70,16 @@ fn asks(sim: &SimWorld, entries: &[(&str, &[&str])]) -> Asks {
     Asks::from_plan_file(sim, &file).expect("a valid plan")
 }
 
+/// Replays `waves` in session 0 with `client`; `lists_kept` as in [`RunShape`], no probes.
+fn run(sim: &SimWorld, waves: &[Asks], lists_kept: bool, client: &ClientTiming) -> Timeline {
+    let shape = RunShape {
+        waves,
+        lists_kept,
+        probes: &[],
+    };
+    replay(sim, 0, 0, shape, client)
+}
+
 fn close(got: f64, want: f64) -> bool {
     (got - want).abs() < 1e-6
 }
@@ -85,12 +95,7 @@ fn notes_arrive_from_the_relay_that_holds_them_and_a_black_hole_only_delays_the_
         &[("fast", &[ALICE]), ("slow", &[ALICE]), ("hole", &[BOB])],
     );
     let client = ClientTiming::default();
-    let run = RunShape {
-        waves: std::slice::from_ref(&plan),
-        lists_kept: true,
-        probes: &[],
-    };
-    let timeline = replay(&sim, 0, 0, run, &client);
+    let timeline = run(&sim, std::slice::from_ref(&plan), true, &client);
     assert_eq!(timeline.arrived.len(), 6, "{timeline:?}");
     let mut times: Vec<f64> = timeline.arrived.values().map(|t| t.expect("in")).collect();
     times.sort_by(f64::total_cmp);
@@ -119,12 +124,7 @@ fn a_first_run_waits_for_the_lists() {
     let plan = asks(&sim, &[("fast", &[ALICE]), ("home", &[BOB])]);
     let client = ClientTiming::default();
     let first_note = |lists_kept| {
-        let run = RunShape {
-            waves: std::slice::from_ref(&plan),
-            lists_kept,
-            probes: &[],
-        };
-        let timeline = replay(&sim, 0, 0, run, &client);
+        let timeline = run(&sim, std::slice::from_ref(&plan), lists_kept, &client);
         time_score(&sim, &timeline, 7, None)
             .first_note_ms
             .expect("a note")
@@ -144,12 +144,7 @@ fn a_wave_waits_for_the_slowest_relay_of_the_one_before() {
     let second = asks(&sim, &[("slow", &[ALICE]), ("fast", &[ALICE])]);
     let client = ClientTiming::default();
     let waves = [first, second];
-    let run = RunShape {
-        waves: &waves,
-        lists_kept: true,
-        probes: &[],
-    };
-    let timeline = replay(&sim, 0, 0, run, &client);
+    let timeline = run(&sim, &waves, true, &client);
     let hole = 3.0 * client.connect_timeout_ms + 0.75 * client.backoff_ms * 3.0;
     let mut times: Vec<f64> = timeline.arrived.values().flatten().copied().collect();
     times.sort_by(f64::total_cmp);
@@ -171,12 +166,7 @@ fn the_deadline_ends_the_run() {
         deadline_ms: 2_000.0,
         ..ClientTiming::default()
     };
-    let run = RunShape {
-        waves: std::slice::from_ref(&plan),
-        lists_kept: true,
-        probes: &[],
-    };
-    let timeline = replay(&sim, 0, 0, run, &client);
+    let timeline = run(&sim, std::slice::from_ref(&plan), true, &client);
     assert!(
         timeline.arrived.values().all(Option::is_none),
         "{timeline:?}"
@@ -196,12 +186,7 @@ fn a_spent_socket_budget_holds_dials_back() {
         lasting_sockets: Some(1),
         ..ClientTiming::default()
     };
-    let run = RunShape {
-        waves: std::slice::from_ref(&plan),
-        lists_kept: true,
-        probes: &[],
-    };
-    let timeline = replay(&sim, 0, 0, run, &client);
+    let timeline = run(&sim, std::slice::from_ref(&plan), true, &client);
     assert!(
         timeline.arrived.values().all(Option::is_none),
         "{timeline:?}"
@@ -218,14 +203,9 @@ fn policies_change_the_timeline_as_they_say() {
             policy,
             ..ClientTiming::default()
         };
-        let run = RunShape {
-            waves,
-            lists_kept: true,
-            probes: &[],
-        };
-        replay(&sim, 0, 0, run, &client)
+        run(&sim, waves, true, &client)
     };
-    let times = |t: &outbox_sim::clock::Timeline| {
+    let times = |t: &Timeline| {
         let mut v: Vec<f64> = t.arrived.values().flatten().copied().collect();
         v.sort_by(f64::total_cmp);
         v
