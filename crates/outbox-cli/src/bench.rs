@@ -648,12 +648,62 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
         run.plan_us_warm,
         cfg.timing_repeats
     )?;
+    if let Some(table) = render_session_times(&run, &cfg) {
+        out!("{table}")?;
+    }
     out!("{}", render_references(&sim, &cfg, budget, &run))?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&run).context("serialising the run")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Under the `--world` table: when each session's feed of the clock's window arrived, in
+/// seconds (`None` when the run was not timed).
+fn render_session_times(run: &StrategyRun, cfg: &LoopConfig) -> Option<Table> {
+    let window = cfg.clock?;
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        format!("{window} on the clock"),
+        "first".to_string(),
+        "screen".to_string(),
+        "× best".to_string(),
+        "90%".to_string(),
+        "× best".to_string(),
+        "last".to_string(),
+        "ends".to_string(),
+        "@1s".to_string(),
+        "@2s".to_string(),
+        "@5s".to_string(),
+    ]);
+    let secs = |ms: Option<f64>| ms.map_or("-".to_string(), |ms| format!("{:.2}", ms / 1000.0));
+    let times = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}"));
+    for (s, o) in run.sessions.iter().enumerate() {
+        let Some(t) = &o.score.time else { continue };
+        let mut cells = vec![
+            format!("session {s}"),
+            secs(t.first_note_ms),
+            secs(t.screen_ms),
+            times(t.screen_ratio()),
+            secs(t.p90_ms),
+            times(t.p90_ratio()),
+            secs(t.last_note_ms),
+            secs(Some(t.end_ms)),
+        ];
+        cells.extend(
+            t.completeness
+                .iter()
+                .map(|c| format!("{:.0}%", c.own * 100.0)),
+        );
+        table.add_row(
+            cells
+                .into_iter()
+                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
+        );
+    }
+    Some(table)
 }
 
 /// Under the `--world` table: the session's probe cost, then the reference rows (the best
