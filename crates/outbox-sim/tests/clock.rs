@@ -264,3 +264,75 @@ fn policies_change_the_timeline_as_they_say() {
     assert_eq!(hedged.len(), 6, "{hedged:?}");
     assert!(close(hedged[0], 500.0 + 300.0), "{hedged:?}");
 }
+
+mod properties {
+    use super::*;
+    use outbox_core::Router;
+    use outbox_sim::{generate, run_sessions, LoopConfig, Profile, Window};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 12,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Whatever the world, the client's knobs and the policies, a timed session's figures
+        /// are consistent: every time within the run, the first note before 90% before the
+        /// last, completeness within 0–1 and never falling, and no note after the deadline.
+        #[test]
+        fn timed_sessions_are_consistent(
+            seed in 0u64..1_000,
+            sockets in 1usize..40,
+            deadline_s in 1u32..120,
+            waves in any::<bool>(),
+            aside in any::<bool>(),
+            early in any::<bool>(),
+            hedge in proptest::option::of(0u32..5_000),
+        ) {
+            outbox_strategies::link();
+            let sim = SimWorld::new(generate(Profile::Small, seed));
+            let mut router = Router::from_toml("[strategy]\ntype = \"greedy\"\n").unwrap();
+            let client = ClientTiming {
+                lasting_sockets: Some(sockets),
+                deadline_ms: f64::from(deadline_s) * 1_000.0,
+                policy: Policy {
+                    aside_on_timeout: aside,
+                    early_waves: early,
+                    probe_timeout_ms: None,
+                    hedge_after_ms: hedge.map(f64::from),
+                },
+                ..ClientTiming::default()
+            };
+            let cfg = LoopConfig {
+                sessions: 2,
+                windows: vec![Window::D7],
+                timing_repeats: 0,
+                replan_on_failure: waves,
+                clock: Some(Window::D7),
+                client: client.clone(),
+                ..LoopConfig::default()
+            };
+            let run = run_sessions(&sim, &mut router, &cfg, |_, _, _| {});
+            for outcome in &run.sessions {
+                let t = outcome.score.time.as_ref().expect("timed");
+                prop_assert!(t.end_ms <= client.deadline_ms && t.settled_ms <= t.end_ms + 1e-9);
+                for ms in [t.first_note_ms, t.screen_ms, t.p90_ms, t.last_note_ms].into_iter().flatten() {
+                    prop_assert!(ms.is_finite() && ms >= 0.0 && ms <= client.deadline_ms, "{t:?}");
+                }
+                if let (Some(first), Some(p90)) = (t.first_note_ms, t.p90_ms) {
+                    prop_assert!(first <= p90);
+                }
+                if let (Some(p90), Some(last)) = (t.p90_ms, t.last_note_ms) {
+                    prop_assert!(p90 <= last);
+                }
+                let mut before = 0.0;
+                for c in &t.completeness {
+                    prop_assert!((0.0..=1.0).contains(&c.own) && c.own >= before, "{t:?}");
+                    before = c.own;
+                }
+            }
+        }
+    }
+}
