@@ -10,7 +10,22 @@
 //! last [`FORGET_AFTER_DAYS`] days something was learned, and beyond [`MAX_STORED_RELAYS`]
 //! (and authors beyond [`MAX_STORED_AUTHORS`]) the least recently updated, are forgotten.
 
+//!
+//! A relay forgotten on purpose ([`DeliveryStats::forget_at`]) leaves a tombstone: a merge
+//! that finds one its run's base did not have keeps, for that relay (its stats and every
+//! follow's pair with it), only learning stamped after the forget: what others saved after it,
+//! and what the run learned since its base if the run last updated it after the forget. At most
+//! [`MAX_TOMBSTONES`] are kept, forgotten after [`FORGET_AFTER_DAYS`] days of use like stale
+//! relays.
+
+use nostr::key::PublicKey;
+
 use super::{AuthorStats, DeliveryStats, PairStats, Pairs, RelayStats, MAX_PARAM};
+
+/// The most tombstones of forgotten relays kept ([`DeliveryStats::forget_at`]); beyond it the
+/// oldest are dropped (a run that loaded before such an old forget may then bring the relay's
+/// old learning back).
+pub const MAX_TOMBSTONES: usize = 1_000;
 
 /// The most relays a store keeps (a reader's follows name a few thousand); beyond it the least
 /// recently updated are forgotten. A bound on the size of a stats file and on what a load
@@ -42,11 +57,51 @@ impl DeliveryStats {
     /// stats. The session counter advances by the
     /// sessions the run began; the decay setting is the run's.
     pub fn merge_learning(&mut self, base: &DeliveryStats, run: &DeliveryStats) {
-        if self.session == 0 && self.relays.is_empty() && self.authors.is_empty() {
+        if self.session == 0
+            && self.relays.is_empty()
+            && self.authors.is_empty()
+            && self.forgotten.is_empty()
+        {
             // Nothing stored (never saved, or set aside as unreadable): the run's stats whole.
             *self = run.clone();
             return;
         }
+        // Forgets the run's base did not see, with what is stored of those relays before the
+        // merge: they are merged apart below.
+        let unseen = self.unseen_forgets(base, run);
+        let before: Vec<Sides> = unseen
+            .iter()
+            .map(|u| Sides {
+                relay: self.relays.get(&u.url).map(|r| (*r, r.updated_at)),
+                pairs: self
+                    .authors
+                    .iter()
+                    .filter_map(|(k, a)| a.relays.get(&u.url).map(|p| (*k, (*p, a.updated_at))))
+                    .collect(),
+            })
+            .collect();
+        // Tombstones merge like entries: a later forget wins.
+        let mut forgotten: Vec<String> = run
+            .forgotten
+            .keys()
+            .chain(base.forgotten.keys())
+            .cloned()
+            .collect();
+        forgotten.sort_unstable();
+        forgotten.dedup();
+        for url in forgotten {
+            let merged = merge_entry(
+                self.forgotten.get(&url),
+                base.forgotten.get(&url),
+                run.forgotten.get(&url),
+                |t, _, r| (*t).max(*r),
+            );
+            match merged {
+                Some(at) => self.forgotten.insert(url, at),
+                None => self.forgotten.remove(&url),
+            };
+        }
+        self.cap_tombstones();
         let stored_session = self.session;
         self.session = if stored_session == base.session {
             run.session
@@ -100,6 +155,95 @@ impl DeliveryStats {
                 None => self.authors.remove(&author),
             };
         }
+        for (u, stored) in unseen.iter().zip(before) {
+            self.merge_forgotten(u, stored, base, run);
+        }
+    }
+
+    /// The relays with a tombstone (stored now or the run's) later than the base's.
+    fn unseen_forgets(&self, base: &DeliveryStats, run: &DeliveryStats) -> Vec<Unseen> {
+        let mut urls: Vec<&String> = self.forgotten.keys().chain(run.forgotten.keys()).collect();
+        urls.sort_unstable();
+        urls.dedup();
+        urls.into_iter()
+            .filter_map(|url| {
+                let stored = self.forgotten.get(url).copied().unwrap_or(0);
+                let ran = run.forgotten.get(url).copied().unwrap_or(0);
+                let at = stored.max(ran);
+                (at > base.forgotten.get(url).copied().unwrap_or(0)).then(|| Unseen {
+                    url: url.clone(),
+                    at,
+                    stored_saw: stored >= at,
+                    run_saw: ran >= at,
+                })
+            })
+            .collect()
+    }
+
+    /// One forgotten relay's stats and pairs after a merge: only learning stamped after the
+    /// forget (see the module docs).
+    fn merge_forgotten(
+        &mut self,
+        u: &Unseen,
+        stored: Sides,
+        base: &DeliveryStats,
+        run: &DeliveryStats,
+    ) {
+        let relay = after_forget(
+            stored.relay.as_ref().map(|(r, at)| (r, *at)),
+            base.relays.get(&u.url),
+            run.relays.get(&u.url).map(|r| (r, r.updated_at)),
+            u,
+            relay_delta,
+        );
+        match relay {
+            Some(r) => self.relays.insert(u.url.clone(), r),
+            None => self.relays.remove(&u.url),
+        };
+        let mut authors: Vec<PublicKey> = stored
+            .pairs
+            .iter()
+            .map(|(k, _)| *k)
+            .chain(
+                base.authors
+                    .iter()
+                    .filter(|(_, a)| a.relays.get(&u.url).is_some())
+                    .map(|(k, _)| *k),
+            )
+            .chain(
+                run.authors
+                    .iter()
+                    .filter(|(_, a)| a.relays.get(&u.url).is_some())
+                    .map(|(k, _)| *k),
+            )
+            .collect();
+        authors.sort_unstable();
+        authors.dedup();
+        let shared = self.pair_urls.get(&u.url);
+        for key in authors {
+            let t = stored
+                .pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, (p, at))| (p, *at));
+            let b = base.authors.get(&key).and_then(|a| a.relays.get(&u.url));
+            let r = run
+                .authors
+                .get(&key)
+                .and_then(|a| a.relays.get(&u.url).map(|p| (p, a.updated_at)));
+            let merged = after_forget(t, b, r, u, pair_delta);
+            let Some(author) = self.authors.get_mut(&key) else {
+                continue;
+            };
+            match merged {
+                Some(p) => {
+                    author.relays.insert(std::sync::Arc::clone(&shared), p);
+                }
+                None => {
+                    author.relays.remove(&u.url);
+                }
+            }
+        }
     }
 
     /// [`prune_at`](Self::prune_at) without a present to protect.
@@ -141,6 +285,8 @@ impl DeliveryStats {
             }
         }
         self.authors.retain(|_, a| !stale(a.updated_at));
+        self.forgotten.retain(|_, at| !stale(*at));
+        self.cap_tombstones();
         if self.authors.len() > MAX_STORED_AUTHORS {
             let mut order: Vec<_> = self
                 .authors
@@ -160,6 +306,75 @@ impl DeliveryStats {
             );
         }
         forgotten
+    }
+}
+
+/// A forget the run's base did not see.
+struct Unseen {
+    url: String,
+    /// The time of the forget.
+    at: u64,
+    /// What is stored already honours it (its entries are learning after the forget).
+    stored_saw: bool,
+    /// The run made it (its entries are learning after the forget).
+    run_saw: bool,
+}
+
+/// What was stored of one forgotten relay before a merge, with the stamps of its updates.
+struct Sides {
+    relay: Option<(RelayStats, u64)>,
+    pairs: Vec<(PublicKey, (PairStats, u64))>,
+}
+
+/// One entry of a relay forgotten since the run's base: what is stored (`t`) and what the run
+/// holds (`r`), each with the time it was last updated, and the base's (`b`). A side that
+/// honours the forget counts whole; a side that does not counts only its learning since the
+/// base (`x − b`), and only when it was updated after the forget; the rest was learned before
+/// the forget and is dropped. `delta(onto, b, x)` adds `x − b` onto `onto`.
+fn after_forget<T: Clone + PartialEq + Default>(
+    t: Option<(&T, u64)>,
+    b: Option<&T>,
+    r: Option<(&T, u64)>,
+    u: &Unseen,
+    delta: fn(&T, &T, &T) -> T,
+) -> Option<T> {
+    let zero = T::default();
+    let b_or = b.unwrap_or(&zero);
+    let stored = match t {
+        Some((t, _)) if u.stored_saw => Some(t.clone()),
+        Some((t, at)) if at > u.at && b != Some(t) => Some(delta(&zero, b_or, t)),
+        _ => None,
+    };
+    let (ran, whole) = match r {
+        Some((r, _)) if u.run_saw => (Some(r), true),
+        Some((r, at)) if at > u.at && b != Some(r) => (Some(r), false),
+        _ => (None, false),
+    };
+    match (stored, ran) {
+        (s, None) => s,
+        (None, Some(r)) if whole => Some(r.clone()),
+        (Some(s), Some(r)) if whole => Some(delta(&s, &zero, r)),
+        (s, Some(r)) => Some(delta(s.as_ref().unwrap_or(&zero), b_or, r)),
+    }
+}
+
+/// `onto + (r − b)` for a relay, taking from `r` only what changed since `b`.
+fn relay_delta(onto: &RelayStats, b: &RelayStats, r: &RelayStats) -> RelayStats {
+    RelayStats {
+        depth_secs: if r.depth_secs != b.depth_secs {
+            onto.depth_secs.max(r.depth_secs)
+        } else {
+            onto.depth_secs
+        },
+        ..combine_relay(onto, b, r)
+    }
+}
+
+/// `onto + (r − b)` for a pair.
+fn pair_delta(onto: &PairStats, b: &PairStats, r: &PairStats) -> PairStats {
+    PairStats {
+        hits: add(onto.hits, b.hits, r.hits, 0.0),
+        misses: add(onto.misses, b.misses, r.misses, 0.0),
     }
 }
 
@@ -345,6 +560,103 @@ mod tests {
         let mut again = stored.clone();
         again.merge_learning(&stored, &run);
         assert_eq!(again, run);
+    }
+
+    fn with_pair(mut s: DeliveryStats, url: &str, hits: f64, at: u64) -> DeliveryStats {
+        let key = PublicKey::from_byte_array([7; 32]);
+        let mut a = s.author(&key).cloned().unwrap_or_default();
+        a.updated_at = at;
+        let old = a.relays.get(url).map_or(0.0, |p| p.hits);
+        a.relays.insert(
+            url.to_string(),
+            PairStats {
+                hits: old + hits,
+                misses: 0.0,
+            },
+        );
+        s.set_author(key, a);
+        s
+    }
+
+    fn pair_hits(s: &DeliveryStats, url: &str) -> Option<f64> {
+        let key = PublicKey::from_byte_array([7; 32]);
+        s.author(&key)
+            .and_then(|a| a.relays.get(url))
+            .map(|p| p.hits)
+    }
+
+    /// A run that loaded before a forget keeps, for that relay, only what it learned after the
+    /// forget, whichever saved first; its learning about other relays is kept whole.
+    #[test]
+    fn a_forget_sticks_against_a_run_that_loaded_before_it() {
+        let u = "wss://gone.example";
+        let mut base = DeliveryStats::new();
+        base.set(u, learned(4, 5.0, 10));
+        base.set("wss://other.example", learned(1, 2.0, 10));
+        let base = with_pair(base, u, 3.0, 10);
+        let forgotten_at = 100;
+        let mut cli = base.clone();
+        assert!(cli.forget_at(u, forgotten_at));
+        assert_eq!(pair_hits(&cli, u), None, "the follows' pairs go too");
+        for learned_at in [50, 200] {
+            let mut run = base.clone();
+            run.set(u, learned(5, 6.0, learned_at));
+            run.set("wss://other.example", learned(2, 3.0, learned_at));
+            let run = with_pair(run, u, 1.0, learned_at);
+            // The forget saved first, then the run; and the other way round.
+            let mut cli_first = base.clone();
+            cli_first.merge_learning(&base, &cli);
+            cli_first.merge_learning(&base, &run);
+            let mut run_first = base.clone();
+            run_first.merge_learning(&base, &run);
+            run_first.merge_learning(&base, &cli);
+            for (order, s) in [("forget first", &cli_first), ("run first", &run_first)] {
+                assert_eq!(s.forgotten_at(u), Some(forgotten_at), "{order}");
+                assert_eq!(s.get("wss://other.example").asked, 2, "{order}");
+                if learned_at < forgotten_at {
+                    assert!(s.iter().all(|(url, _)| url != u), "{order}: {s:?}");
+                    assert_eq!(pair_hits(s, u), None, "{order}");
+                } else {
+                    // Only the run's learning since its base: one ask, α + 1, one hit.
+                    let r = s.get(u);
+                    assert_eq!((r.asked, r.alpha), (1, 2.0), "{order}: {r:?}");
+                    assert_eq!(pair_hits(s, u), Some(1.0), "{order}");
+                }
+            }
+        }
+        // A run that loaded after the forget merges as usual.
+        let mut stored = base.clone();
+        stored.merge_learning(&base, &cli);
+        let after = stored.clone();
+        let mut run = after.clone();
+        run.set(u, learned(1, 2.0, 300));
+        stored.merge_learning(&after, &run);
+        assert_eq!(stored.get(u).asked, 1);
+    }
+
+    #[test]
+    fn tombstones_are_bounded_and_forgotten_with_use() {
+        let mut s = DeliveryStats::new();
+        for i in 0..MAX_TOMBSTONES as u64 + 5 {
+            s.forget_at(&format!("wss://r{i}.example"), 1_000 + i);
+        }
+        assert_eq!(s.forgotten().count(), MAX_TOMBSTONES);
+        assert_eq!(
+            s.forgotten_at("wss://r4.example"),
+            None,
+            "the oldest go first"
+        );
+        assert!(s.forgotten_at("wss://r5.example").is_some());
+        // A tombstone in the future is brought back to now.
+        s.forget_at("wss://ahead.example", u64::MAX);
+        s.clamp_future(5_000);
+        assert_eq!(s.forgotten_at("wss://ahead.example"), Some(5_000));
+        // Half a year of use later, every one is gone.
+        for day in 1..=FORGET_AFTER_DAYS as u64 + 1 {
+            s.note_day(5_000 + day * 86_400);
+        }
+        s.prune();
+        assert_eq!(s.forgotten().count(), 0);
     }
 
     #[test]

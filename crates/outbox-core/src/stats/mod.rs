@@ -46,7 +46,7 @@
 //! [`DeliveryStats::sanitize`] and [`DeliveryStats::set`]), with a `tracing` warning, so it
 //! re-enters learning instead of poisoning selection.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use nostr::key::PublicKey;
@@ -58,7 +58,9 @@ mod merge;
 mod pairs;
 mod round;
 
-pub use merge::{FORGET_AFTER_DAYS, FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS};
+pub use merge::{
+    FORGET_AFTER_DAYS, FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS, MAX_TOMBSTONES,
+};
 pub use pairs::Pairs;
 pub use round::{AuthorRound, RelayRound, RoundReport};
 
@@ -306,6 +308,11 @@ pub struct DeliveryStats {
     /// [`FORGET_AFTER_DAYS`] of them: forgetting counts days of use, not the clock
     /// ([`DeliveryStats::prune_at`]).
     days: BTreeSet<u64>,
+    /// Relays forgotten on purpose ([`DeliveryStats::forget_at`]), with the time of the forget:
+    /// a merge keeps, for such a relay, only learning stamped after it
+    /// ([`DeliveryStats::merge_learning`]). At most [`MAX_TOMBSTONES`], dropped like stale
+    /// relays by [`DeliveryStats::prune_at`].
+    forgotten: BTreeMap<String, u64>,
 }
 
 /// The shared pair URLs. Not part of what the stats say, so equal whatever it holds.
@@ -390,6 +397,12 @@ impl DeliveryStats {
         for a in self.authors.values_mut() {
             if a.updated_at > now {
                 a.updated_at = now;
+                clamped += 1;
+            }
+        }
+        for at in self.forgotten.values_mut() {
+            if *at > now {
+                *at = now;
                 clamped += 1;
             }
         }
@@ -560,9 +573,63 @@ impl DeliveryStats {
     }
 
     /// Forgets what was learned about one relay (its per-author pair evidence stays); returns
-    /// whether anything was known.
+    /// whether anything was known. Leaves no tombstone: a merge may bring the relay back (see
+    /// [`forget_at`](Self::forget_at)).
     pub fn forget(&mut self, url: &str) -> bool {
         self.relays.remove(url).is_some()
+    }
+
+    /// Forgets one relay on purpose at `now`: its stats and its evidence for every author (the
+    /// per-follow pairs), and leaves a tombstone, so a run that loaded before and saves after
+    /// keeps for that relay only what it learned after the forget
+    /// ([`merge_learning`](Self::merge_learning)). Returns whether anything was known.
+    pub fn forget_at(&mut self, url: &str, now: u64) -> bool {
+        let mut known = self.relays.remove(url).is_some();
+        for a in self.authors.values_mut() {
+            known |= a.relays.remove(url).is_some();
+        }
+        self.note_forgotten(url, now);
+        known
+    }
+
+    /// Records that `url` was forgotten at `at` (keeping the later time if it already was);
+    /// beyond [`MAX_TOMBSTONES`] the oldest tombstones are dropped. For stores restoring what
+    /// they kept, and for merges.
+    pub fn note_forgotten(&mut self, url: &str, at: u64) {
+        match self.forgotten.get_mut(url) {
+            Some(old) => *old = (*old).max(at),
+            None => {
+                self.forgotten.insert(url.to_string(), at);
+            }
+        }
+        self.cap_tombstones();
+    }
+
+    /// Drops the oldest tombstones beyond [`MAX_TOMBSTONES`] (ties: by URL).
+    fn cap_tombstones(&mut self) {
+        if self.forgotten.len() <= MAX_TOMBSTONES {
+            return;
+        }
+        let mut order: Vec<(u64, String)> = self
+            .forgotten
+            .iter()
+            .map(|(url, at)| (*at, url.clone()))
+            .collect();
+        order.sort_unstable();
+        let excess = order.len() - MAX_TOMBSTONES;
+        for (_, url) in order.into_iter().take(excess) {
+            self.forgotten.remove(&url);
+        }
+    }
+
+    /// The relays forgotten on purpose, by URL, with the time of the forget.
+    pub fn forgotten(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.forgotten.iter().map(|(url, at)| (url.as_str(), *at))
+    }
+
+    /// When `url` was forgotten on purpose, if it was.
+    pub fn forgotten_at(&self, url: &str) -> Option<u64> {
+        self.forgotten.get(url).copied()
     }
 
     /// Number of relays with recorded stats.

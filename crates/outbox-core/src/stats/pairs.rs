@@ -55,6 +55,11 @@ impl Pairs {
         }
     }
 
+    /// Drops the evidence about `url`, returning it.
+    pub fn remove(&mut self, url: &str) -> Option<PairStats> {
+        self.find(url).ok().map(|i| self.0.remove(i).1)
+    }
+
     /// The evidence about `url`, added empty when there is none.
     pub fn entry(&mut self, url: &Arc<str>) -> &mut PairStats {
         let i = match self.find(url) {
