@@ -15,6 +15,11 @@
 //!   (byte for byte), never deleted or overwritten.
 //! - [`versions`]: the oldest stored form loads; a newer version's data is refused or read
 //!   without being modified, whatever this build saves.
+//! - [`forget_sticks`]: a relay forgotten while a run that loaded before is under way stays
+//!   forgotten when the run saves (its stats and the follows' pairs), but for what the run
+//!   learned after the forget.
+//! - [`kept_state_merges`]: relay lists and set-asides saved by runs that loaded the same state
+//!   are all kept; a clear of the set-asides sticks against a run that loaded before it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -113,6 +118,11 @@ pub fn sample(seed: u32, relays: u32, authors: u8) -> DeliveryStats {
             },
         );
     }
+    // A relay forgotten on purpose.
+    s.note_forgotten(
+        &format!("wss://gone.s{seed}.example"),
+        1_767_225_300 + u64::from(seed),
+    );
     for a in 1..=authors {
         let mut pairs = std::collections::HashMap::new();
         for i in 0..relays.min(3) {
@@ -498,4 +508,183 @@ pub async fn future_stamps_and_pauses_forget_nothing<M: Medium>(medium: &M) {
         );
         assert!(kept.days().all(|d| d <= now / DAY + 1));
     }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs()
+}
+
+/// `outbox stats --forget` while a run that loaded before it is under way: the run's save
+/// keeps the relay forgotten (its stats and every follow's pair with it) but for what the run
+/// learned after the forget; what it learned of other relays is kept.
+pub async fn forget_sticks<M: Medium>(medium: &M) {
+    let now = now();
+    let (gone, other) = ("wss://gone.example", "wss://other.example");
+    let relay = |asked: u64, at: u64| RelayStats {
+        alpha: 1.0 + asked as f64,
+        asked,
+        updated_at: at,
+        ..RelayStats::default()
+    };
+    let with_pair = |mut s: DeliveryStats, hits: f64, at: u64| {
+        let mut a = s.author(&key(1)).cloned().unwrap_or_default();
+        a.updated_at = at;
+        let old = a.relays.get(gone).map_or(0.0, |p| p.hits);
+        a.relays.insert(
+            gone.to_string(),
+            PairStats {
+                hits: old + hits,
+                misses: 0.0,
+            },
+        );
+        s.set_author(key(1), a);
+        s
+    };
+    for learned_after in [false, true] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut first = DeliveryStats::new();
+        first.set(gone, relay(4, now - 3_600));
+        first.set(other, relay(1, now - 3_600));
+        let first = with_pair(first, 3.0, now - 3_600);
+        medium.open(dir.path()).save(&first).await.expect("saves");
+        // The run loads, then the relay is forgotten and saved by another process.
+        let feed = medium.open(dir.path());
+        let loaded = feed.load().await.expect("loads").stats;
+        let cli = medium.open(dir.path());
+        let mut forget = cli.load().await.expect("loads").stats;
+        let forgotten_at = now - 60;
+        assert!(forget.forget_at(gone, forgotten_at));
+        cli.save(&forget).await.expect("the forget saves");
+        // The run learned about both relays, before the forget or after it.
+        let at = if learned_after { now } else { now - 120 };
+        let mut run = loaded.clone();
+        run.set(gone, relay(5, at));
+        run.set(other, relay(2, at));
+        let run = with_pair(run, 1.0, at);
+        feed.save(&run).await.expect("the run saves");
+        let kept = medium.open(dir.path()).load().await.expect("loads").stats;
+        assert_eq!(kept.get(other).asked, 2, "the run's other learning is kept");
+        assert_eq!(
+            kept.forgotten_at(gone),
+            Some(forgotten_at),
+            "the tombstone is kept"
+        );
+        let pair = kept
+            .author(&key(1))
+            .and_then(|a| a.relays.get(gone))
+            .map(|p| p.hits);
+        if learned_after {
+            assert_eq!(
+                kept.get(gone).asked,
+                1,
+                "only what was learned after the forget"
+            );
+            assert_eq!(pair, Some(1.0));
+        } else {
+            assert!(
+                kept.iter().all(|(u, _)| u != gone),
+                "learning from before the forget is not brought back"
+            );
+            assert_eq!(pair, None, "nor the follows' pairs");
+        }
+    }
+}
+
+/// Runs that loaded the same lists and penalty box each save their own: every change is kept.
+/// A clear of the set-asides sticks against a run that loaded before it.
+pub async fn kept_state_merges<M: Medium>(medium: &M) {
+    let entry =
+        |until: u64| json!({"strikes": 0, "until": until, "last_reason": "timeout", "times": 1});
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let first = medium.open(dir.path());
+    first.save_lists(&lists(1)).await.expect("saves lists");
+    first
+        .save_penalties(&json!({"relays": {}}))
+        .await
+        .expect("saves the box");
+    let (a, b) = (medium.open(dir.path()), medium.open(dir.path()));
+    for s in [&a, &b] {
+        s.load_lists().await.expect("loads lists");
+        s.load_penalties().await.expect("loads the box");
+    }
+    let mut mine = lists(1);
+    mine.extend(lists(2).into_iter().skip(1));
+    let mut theirs = lists(1);
+    theirs.extend(lists(3).into_iter().skip(2));
+    a.save_lists(&mine).await.expect("saves lists");
+    b.save_lists(&theirs).await.expect("saves lists");
+    assert_eq!(
+        sorted(
+            medium
+                .open(dir.path())
+                .load_lists()
+                .await
+                .expect("loads")
+                .value
+        ),
+        sorted(lists(3)),
+        "both runs' new lists are kept"
+    );
+    a.save_penalties(&json!({"relays": {"wss://a.example": entry(now() + 600)}}))
+        .await
+        .expect("saves the box");
+    b.save_penalties(&json!({"relays": {"wss://b.example": entry(now() + 900)}}))
+        .await
+        .expect("saves the box");
+    let doc = medium
+        .open(dir.path())
+        .load_penalties()
+        .await
+        .expect("loads")
+        .value
+        .expect("a box");
+    let mut set_aside: Vec<&String> = doc["relays"].as_object().expect("relays").keys().collect();
+    set_aside.sort();
+    assert_eq!(set_aside, ["wss://a.example", "wss://b.example"], "{doc}");
+
+    // A run loads the box; the set-asides are cleared; the run saves what it held.
+    let feed = medium.open(dir.path());
+    feed.load_penalties().await.expect("loads the box");
+    let cli = medium.open(dir.path());
+    let mut cleared = cli
+        .load_penalties()
+        .await
+        .expect("loads the box")
+        .value
+        .expect("a box");
+    cleared["relays"] = json!({});
+    crate::kept::mark_cleared(&mut cleared, now());
+    cli.save_penalties(&cleared).await.expect("the clear saves");
+    feed.save_penalties(&json!({"relays": {
+        "wss://a.example": entry(now() + 600),
+        "wss://b.example": entry(now() + 900),
+        "wss://c.example": entry(now() + 60),
+    }}))
+    .await
+    .expect("the run saves");
+    let doc = medium
+        .open(dir.path())
+        .load_penalties()
+        .await
+        .expect("loads")
+        .value
+        .expect("a box");
+    assert_eq!(doc["relays"], json!({}), "the clear sticks: {doc}");
+    // A run that loaded after the clear sets relays aside as before.
+    let later = medium.open(dir.path());
+    later.load_penalties().await.expect("loads the box");
+    later
+        .save_penalties(&json!({"relays": {"wss://d.example": entry(now() + 60)}}))
+        .await
+        .expect("saves");
+    let doc = later
+        .load_penalties()
+        .await
+        .expect("loads")
+        .value
+        .expect("a box");
+    assert!(doc["relays"].get("wss://d.example").is_some(), "{doc}");
 }

@@ -11,6 +11,7 @@
 //!   "decay": {"mode": "hourly", "factor": 0.95},
 //!   "session": 4,
 //!   "days": [20453, 20454],
+//!   "forgotten": {"wss://gone.example": 1767225300},
 //!   "relays": {
 //!     "wss://a.example": {"alpha": 3.5, "beta": 1.2, "latency_ms": 240.0,
 //!                         "updated_at": 1767225000, "session": 4, "asked": 5, "failures": 0,
@@ -40,7 +41,11 @@
 //! 183 of them: a relay or author not updated on any of them is forgotten
 //! ([`DeliveryStats::prune_at`]), so a pause forgets nothing. Stamps in the future (a clock
 //! that ran ahead, damage) are brought back to the present on load and before a save
-//! ([`DeliveryStats::clamp_future`]).
+//! ([`DeliveryStats::clamp_future`]). `forgotten` holds the relays forgotten on purpose
+//! (`outbox stats --forget`) with the time of the forget: a save merging a run that loaded
+//! before it keeps, for that relay, only what was learned after it
+//! ([`DeliveryStats::forget_at`]); at most [`outbox_core::stats::MAX_TOMBSTONES`], forgotten
+//! with use like stale relays. Older files have none.
 //!
 //! Compatibility: every field is optional on read (a missing one takes its default, so files
 //! of older versions load: a version 1 file has no `authors` and loads with none); unknown
@@ -99,6 +104,7 @@ use serde_json::{Map, Value};
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod kept;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod state;
@@ -131,6 +137,9 @@ pub struct FileStore {
     /// then. A save holds it throughout, so threads sharing one store never race on the backup
     /// step or add one difference twice. Never held while calling out of this crate.
     base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// What this store last loaded or saved of the lists and the penalty box ([`kept`]). A save
+    /// of either holds it throughout; never held with `base`.
+    pub(crate) kept: Arc<Mutex<kept::KeptBase>>,
     /// Opened only to be shown ([`FileStore::read_only`]): nothing is moved, written or created.
     read_only: bool,
 }
@@ -146,8 +155,16 @@ fn is_foreign(reason: &str) -> bool {
 
 /// The top-level fields of every version of the format: a file without the `format` marker is
 /// taken for an old stats file only if it has `relays` and no other field.
-const FIELDS: [&str; 8] = [
-    "format", "version", "saved_at", "decay", "session", "days", "relays", "authors",
+const FIELDS: [&str; 9] = [
+    "format",
+    "version",
+    "saved_at",
+    "decay",
+    "session",
+    "days",
+    "relays",
+    "authors",
+    "forgotten",
 ];
 
 /// What one file held, parsed leniently.
@@ -168,6 +185,7 @@ struct FileOut<'a> {
     decay: Decay,
     session: u64,
     days: Vec<u64>,
+    forgotten: BTreeMap<&'a str, u64>,
     relays: BTreeMap<&'a str, RelayStats>,
     authors: BTreeMap<String, AuthorOut<'a>>,
 }
@@ -203,6 +221,7 @@ impl FileStore {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
+            kept: Arc::default(),
             read_only: false,
         }
     }
@@ -451,6 +470,7 @@ impl FileStore {
             decay: clean.decay,
             session: clean.session(),
             days: clean.days().collect(),
+            forgotten: clean.forgotten().collect(),
             relays: clean.iter().map(|(url, s)| (url, *s)).collect(),
             authors: clean
                 .authors()
@@ -498,7 +518,7 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A held lock file; removed when dropped.
-struct LockFile(PathBuf);
+pub(crate) struct LockFile(PathBuf);
 
 impl Drop for LockFile {
     fn drop(&mut self) {
@@ -509,7 +529,7 @@ impl Drop for LockFile {
 /// Takes the lock: creates `path` (owner-only) if no one holds it, waiting at most
 /// [`LOCK_WAIT`] for another save; a lock older than [`STALE_LOCK`] is taken over. Anything
 /// but a regular file there is an error at once.
-fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
+pub(crate) fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
     let io_err = |source| StatsStoreError::Io {
         path: path.to_path_buf(),
         source,
@@ -778,6 +798,15 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     if let Some(Value::Array(days)) = top.get("days") {
         for day in days.iter().filter_map(Value::as_u64) {
             stats.note_day(day.saturating_mul(86_400));
+        }
+    }
+    // Relays forgotten on purpose (files before them have none): unreadable entries are
+    // skipped, and at most `MAX_TOMBSTONES` are kept.
+    if let Some(Value::Object(forgotten)) = top.get("forgotten") {
+        for (url, at) in forgotten {
+            if let Some(at) = at.as_u64() {
+                stats.note_forgotten(url, at);
+            }
         }
     }
     let mut dropped = Vec::new();

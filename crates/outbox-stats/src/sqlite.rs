@@ -4,7 +4,7 @@
 //!
 //! | table | rows |
 //! |---|---|
-//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at`, `days` (the days of use, a JSON array) |
+//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at`, `days` (the days of use, a JSON array), `forgotten` (the relays forgotten on purpose with the time of the forget, a JSON object; none when absent) |
 //! | `relays(url, alpha, beta, latency_ms, …)` | one [`RelayStats`] per canonical relay URL |
 //! | `authors(author, volume, updated_at, first, last, probed_secs)` | one [`AuthorStats`] per hex public key |
 //! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
@@ -18,7 +18,8 @@
 //! - Concurrent writers (threads or processes) wait for each other up to [`BUSY_TIMEOUT`]. A
 //!   stats save reads what is stored, adds what its run learned since it loaded
 //!   ([`DeliveryStats::merge_learning`]) and writes, in one transaction: concurrent runs keep
-//!   each other's learning. Lists and the penalty box are replaced whole, the last one wins.
+//!   each other's learning. Lists and the penalty box are merged the same way, three-way
+//!   against what the store loaded ([`crate::kept`]), in one transaction each.
 //! - A database that is not one (garbage) or fails SQLite's integrity check is renamed to
 //!   `<name>.corrupt-<unix seconds>` (with its `-wal`), reported as a [`LoadWarning`], and a
 //!   fresh one starts in its place. So is one larger than [`MAX_STATS_BYTES`] (a bound on what a
@@ -50,6 +51,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
 
+use crate::kept::{merge_lists, merge_penalties, with_lifts_of, KeptBase};
+use crate::state::lock;
 use crate::task::blocking;
 use crate::{
     check_dir_writable, finish, now_secs, private_options, set_base, sibling, Parsed,
@@ -131,6 +134,9 @@ pub struct SqliteStore {
     /// then. A stats save holds it throughout, so two of them never add the same difference;
     /// taken before the database's lock, never the other way round.
     base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// What this store last loaded or saved of the lists and the penalty box
+    /// ([`crate::kept`]); a save of either holds it throughout, never with `base`.
+    kept: Arc<Mutex<KeptBase>>,
     /// Opened only to be shown ([`SqliteStore::read_only`]): nothing is set aside or saved.
     read_only: bool,
 }
@@ -157,6 +163,7 @@ impl SqliteStore {
             path: path.into(),
             interrupt: Arc::new(AtomicBool::new(false)),
             base: Arc::new(Mutex::new(None)),
+            kept: Arc::default(),
             read_only: false,
         }
     }
@@ -589,24 +596,30 @@ impl SqliteStore {
             tracing::warn!(path = %self.path.display(), count = dropped.len(), "unreadable relay lists dropped");
             warnings.push(LoadWarning::DroppedEntries { urls: dropped });
         }
+        lock(&self.kept).lists = Some(value.clone());
         Ok(Restored { value, warnings })
     }
 
-    /// Stores the relay lists in one transaction (blocking).
+    /// Stores the relay lists in one transaction (blocking): what is stored is read and the
+    /// lists merged three-way against this store's base ([`crate::kept`]).
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
         self.writable()?;
-        let kept = lists_to_keep(lists);
-        let mut rows = Vec::with_capacity(kept.len());
-        for list in kept {
-            let tags = serde_json::to_string(&list.tags)
-                .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
-            rows.push((list.author.to_hex(), sql_int(list.created_at), tags));
-        }
+        let mut held = lock(&self.kept);
+        let base = held.lists.as_deref();
         let mut warnings = Vec::new();
         self.with_db(true, &mut warnings, |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
+            let (stored, _) = read_lists(&tx).map_err(|e| self.db_err(e))?;
+            let merged = merge_lists(&stored, base, lists);
+            let kept = lists_to_keep(&merged);
+            let mut rows = Vec::with_capacity(kept.len());
+            for list in kept {
+                let tags = serde_json::to_string(&list.tags)
+                    .map_err(|e| Failure::Store(StatsStoreError::Encode(e.to_string())))?;
+                rows.push((list.author.to_hex(), sql_int(list.created_at), tags));
+            }
             (|| {
                 tx.execute("DELETE FROM relay_lists", [])?;
                 let mut insert = tx.prepare(
@@ -620,11 +633,24 @@ impl SqliteStore {
             .map_err(|e| self.db_err(e))?;
             tx.commit().map_err(|e| self.db_err(e))
         })?;
+        held.lists = Some(lists.to_vec());
         Ok(())
     }
 
-    /// The stored penalty document (blocking).
+    /// The stored penalty document (blocking); this store's base for its next
+    /// [`save_penalties`](Self::save_penalties).
     pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
+        let loaded = self.read_penalties()?;
+        lock(&self.kept).penalties = Some(
+            loaded
+                .value
+                .clone()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        );
+        Ok(loaded)
+    }
+
+    fn read_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
         let mut warnings = Vec::new();
         let read = self.with_db(false, &mut warnings, |conn| {
             conn.query_row(
@@ -659,20 +685,42 @@ impl SqliteStore {
         Ok(Restored { value, warnings })
     }
 
-    /// Stores the penalty document (blocking).
+    /// Stores the penalty document (blocking), in one transaction: what is stored is read and
+    /// the box merged three-way against this store's base, lifts honoured ([`crate::kept`]).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
         self.writable()?;
-        let body =
-            serde_json::to_string(penalties).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
+        let mut held = lock(&self.kept);
+        let base = held.penalties.as_ref();
         let mut warnings = Vec::new();
-        self.with_db(true, &mut warnings, |conn| {
-            conn.execute(
+        let merged = self.with_db(true, &mut warnings, |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| self.db_err(e))?;
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT CASE WHEN length(body) <= ?1 THEN body END
+                     FROM documents WHERE name = 'penalties'",
+                    [MAX_STATS_BYTES as i64],
+                    |r| r.get::<_, Option<String>>(0),
+                )
+                .optional()
+                .map_err(|e| self.db_err(e))?
+                .flatten();
+            let stored = stored.and_then(|b| serde_json::from_str::<Value>(&b).ok());
+            let merged = merge_penalties(stored.as_ref(), base, penalties);
+            let body = serde_json::to_string(&merged)
+                .map_err(|e| Failure::Store(StatsStoreError::Encode(e.to_string())))?;
+            tx.execute(
                 "INSERT OR REPLACE INTO documents (name, body) VALUES ('penalties', ?1)",
                 [&body],
             )
-            .map(|_| ())
-            .map_err(|e| self.db_err(e))
+            .map_err(|e| self.db_err(e))?;
+            tx.commit().map_err(|e| self.db_err(e))?;
+            Ok(merged)
         })?;
+        if let Some(merged) = merged {
+            held.penalties = Some(with_lifts_of(penalties, &merged));
+        }
         Ok(())
     }
 }
@@ -752,6 +800,11 @@ fn write_stats(
         "days",
         serde_json::to_string(&days).unwrap_or_default()
     ])?;
+    let forgotten: std::collections::BTreeMap<&str, u64> = stats.forgotten().collect();
+    meta.execute(params![
+        "forgotten",
+        serde_json::to_string(&forgotten).unwrap_or_default()
+    ])?;
     let mut relay = tx.prepare(
         "INSERT INTO relays (url, alpha, beta, latency_ms, updated_at, session, asked, failures,
                              live_alpha, live_beta, kept_alpha, kept_beta, depth_secs)
@@ -829,6 +882,14 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     if let Some(rusqlite::types::Value::Text(days)) = meta("days")? {
         for day in serde_json::from_str::<Vec<u64>>(&days).unwrap_or_default() {
             stats.note_day(day.saturating_mul(86_400));
+        }
+    }
+    // Relays forgotten on purpose: a JSON object of URL to time; absent in databases before
+    // them, and anything unreadable is none.
+    if let Some(rusqlite::types::Value::Text(forgotten)) = meta("forgotten")? {
+        let read: HashMap<String, u64> = serde_json::from_str(&forgotten).unwrap_or_default();
+        for (url, at) in read {
+            stats.note_forgotten(&url, at);
         }
     }
     let saved_at = match meta("saved_at")? {

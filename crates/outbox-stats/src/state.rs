@@ -3,7 +3,10 @@
 //! - `<name>.lists.json`: the relay lists, a JSON array of `{"author", "created_at", "tags"}`
 //!   (kind:10002 lists as fetched). An entry that does not read is dropped with a
 //!   [`LoadWarning::DroppedEntries`]; at most [`MAX_STORED_LISTS`] are read.
-//! - `<name>.penalties.json`: the runtime's penalty box, kept verbatim as JSON.
+//! - `<name>.penalties.json`: the runtime's penalty box, kept as JSON.
+//!
+//! A save of either merges, under the stats file's lock file, what is stored now with what the
+//! run changed since it loaded ([`crate::kept`]).
 //!
 //! Both are caches a run can rebuild, so they are unversioned and have no backup; otherwise the
 //! stats file's rules hold: writes are atomic (temporary file, fsync, rename, directory fsync),
@@ -22,8 +25,15 @@ use outbox_client::{
 use outbox_core::{DeliveryStats, RawRelayList};
 use serde_json::Value;
 
+use crate::kept::{merge_lists, merge_penalties, with_lifts_of, KeptBase};
 use crate::task::blocking;
-use crate::{read, sibling, sync_dir, FileStore, MAX_STATS_BYTES};
+use crate::{lock_file, read, sibling, sync_dir, FileStore, MAX_STATS_BYTES};
+
+/// The lists and box a store last loaded or saved; a poisoned lock only means a save panicked
+/// holding plain data.
+pub(crate) fn lock(kept: &std::sync::Mutex<KeptBase>) -> std::sync::MutexGuard<'_, KeptBase> {
+    kept.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl FileStore {
     /// Where the relay lists are kept: `<name>.lists.json`.
@@ -45,8 +55,15 @@ impl FileStore {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The stored relay lists (blocking).
+    /// The stored relay lists (blocking). They are this store's base for its next
+    /// [`save_lists`](Self::save_lists).
     pub fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
+        let loaded = self.read_lists()?;
+        lock(&self.kept).lists = Some(loaded.value.clone());
+        Ok(loaded)
+    }
+
+    fn read_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
         let path = self.lists_path();
         let Some(bytes) = read(&path)? else {
             return Ok(Restored::default());
@@ -67,16 +84,40 @@ impl FileStore {
         }
     }
 
-    /// Stores the relay lists (blocking, atomic).
+    /// Stores the relay lists (blocking, atomic). Under the lock file, what is stored now is
+    /// read and the lists merged three-way against this store's base ([`crate::kept`]), so a
+    /// run keeps what others saved since it loaded.
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
         self.writable()?;
-        let bytes = serde_json::to_vec(&lists_to_keep(lists))
+        let mut held = lock(&self.kept);
+        let _lock = lock_file(&self.lock_path())?;
+        let path = self.lists_path();
+        let stored = match read(&path)? {
+            Some(bytes) => parse_lists(&bytes).map(|(l, _)| l).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let merged = merge_lists(&stored, held.lists.as_deref(), lists);
+        let bytes = serde_json::to_vec(&lists_to_keep(&merged))
             .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
-        write_atomic(&self.lists_path(), &bytes)
+        write_atomic(&path, &bytes)?;
+        held.lists = Some(lists.to_vec());
+        Ok(())
     }
 
-    /// The stored penalty document (blocking).
+    /// The stored penalty document (blocking). It is this store's base for its next
+    /// [`save_penalties`](Self::save_penalties).
     pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
+        let loaded = self.read_penalties()?;
+        lock(&self.kept).penalties = Some(
+            loaded
+                .value
+                .clone()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        );
+        Ok(loaded)
+    }
+
+    fn read_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
         let path = self.penalties_path();
         let Some(bytes) = read(&path)? else {
             return Ok(Restored::default());
@@ -98,12 +139,26 @@ impl FileStore {
         }
     }
 
-    /// Stores the penalty document (blocking, atomic).
+    /// Stores the penalty document (blocking, atomic). Under the lock file, what is stored now
+    /// is read and the box merged three-way against this store's base, lifts honoured
+    /// ([`crate::kept`]).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
         self.writable()?;
-        let bytes = serde_json::to_vec_pretty(penalties)
+        let mut held = lock(&self.kept);
+        let _lock = lock_file(&self.lock_path())?;
+        let path = self.penalties_path();
+        let stored = match read(&path)? {
+            Some(bytes) if bytes.len() as u64 <= MAX_STATS_BYTES => {
+                serde_json::from_slice::<Value>(&bytes).ok()
+            }
+            _ => None,
+        };
+        let merged = merge_penalties(stored.as_ref(), held.penalties.as_ref(), penalties);
+        let bytes = serde_json::to_vec_pretty(&merged)
             .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
-        write_atomic(&self.penalties_path(), &bytes)
+        write_atomic(&path, &bytes)?;
+        held.penalties = Some(with_lifts_of(penalties, &merged));
+        Ok(())
     }
 
     /// Moves an unreadable file aside and says so.
@@ -198,10 +253,8 @@ impl StateStore for FileStore {
     async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
         self.writable()?;
         let me = self.clone();
-        // Encoding needs no file: only the bytes go to the blocking thread.
-        let bytes = serde_json::to_vec(&lists_to_keep(lists))
-            .map_err(|e| StatsStoreError::Encode(e.to_string()))?;
-        blocking(&self.path, move || write_atomic(&me.lists_path(), &bytes)).await
+        let lists = lists.to_vec();
+        blocking(&self.path, move || FileStore::save_lists(&me, &lists)).await
     }
 
     async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {

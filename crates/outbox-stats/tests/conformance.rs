@@ -164,6 +164,16 @@ macro_rules! cases {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn forget_sticks() {
+                suite::forget_sticks(&$medium).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kept_state_merges() {
+                suite::kept_state_merges(&$medium).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn future_stamps_and_pauses_forget_nothing() {
                 suite::future_stamps_and_pauses_forget_nothing(&$medium).await;
             }
