@@ -3,12 +3,13 @@
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use outbox_core::{DeliveryStats, RelayStats, UrlPolicy};
-use outbox_runtime::store::{load_kept, save_kept};
+use outbox_runtime::store::load_kept;
 use outbox_runtime::{PenaltyBox, PenaltyEntry};
+use outbox_stats::kept;
 use serde_json::{json, Value};
 
 use crate::store::StoreArgs;
@@ -80,15 +81,20 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
     let mut stats = loaded.stats;
     let mut penalties = kept.penalties;
 
+    let now = now_secs();
     if edits {
+        // A forget and a clear are stamped, so a feed that loaded before them and saves after
+        // cannot bring back what they dropped (see `outbox_stats::kept`).
+        let mut lifted_urls = Vec::new();
         for raw in &args.forget {
             let url = key(raw, &stats, &penalties);
-            let known = stats.forget(&url) | penalties.forget(&url);
+            let known = stats.forget_at(&url, now) | penalties.forget(&url);
             if known {
                 eprintln!("forgot {}", shown(&url));
             } else {
                 eprintln!("nothing known about {}", shown(raw));
             }
+            lifted_urls.push(url);
         }
         if args.clear_set_asides {
             let lifted = penalties.entries().count();
@@ -96,9 +102,21 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("lifted {lifted} set-aside entries");
         }
         store.save(&stats).await.context("saving the stats")?;
-        save_kept(store.as_ref(), &kept.lists, &penalties)
+        let mut doc = serde_json::to_value(&penalties).context("encoding the relays set aside")?;
+        for url in &lifted_urls {
+            kept::mark_lifted(&mut doc, url, now);
+        }
+        if args.clear_set_asides {
+            kept::mark_cleared(&mut doc, now);
+        }
+        store
+            .save_penalties(&doc)
             .await
             .context("saving the relays set aside")?;
+        store
+            .save_lists(&kept.lists)
+            .await
+            .context("saving the relay lists")?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -109,7 +127,7 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("nothing known about {}", shown(raw));
             return Ok(ExitCode::FAILURE);
         }
-        let row = row(&url, &stats, &penalties);
+        let row = row(&url, &stats, &penalties, now);
         if args.json {
             out!("{}", json_safe(&pretty(&row.json())?))?;
         } else {
@@ -120,7 +138,7 @@ async fn stats(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut rows: Vec<Row> = urls(&stats, &penalties)
         .iter()
-        .map(|url| row(url, &stats, &penalties))
+        .map(|url| row(url, &stats, &penalties, now))
         .collect();
     if args.sort == Sort::Liveness {
         rows.sort_by(|a, b| {
@@ -168,13 +186,36 @@ struct Row {
     url: String,
     stats: Option<RelayStats>,
     penalty: Option<PenaltyEntry>,
+    /// Its set-aside deadline has passed: it is no longer left out of plans.
+    expired: bool,
 }
 
-fn row(url: &str, stats: &DeliveryStats, penalties: &PenaltyBox) -> Row {
+fn row(url: &str, stats: &DeliveryStats, penalties: &PenaltyBox, now: u64) -> Row {
+    let penalty = penalties.get(url).cloned();
     Row {
         url: url.to_string(),
         stats: stats.iter().find(|(u, _)| *u == url).map(|(_, s)| *s),
-        penalty: penalties.get(url).cloned(),
+        expired: penalty
+            .as_ref()
+            .and_then(|p| p.until)
+            .is_some_and(|until| until <= now),
+        penalty,
+    }
+}
+
+/// The clock, in unix seconds (0 before 1970).
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A set-aside deadline as shown: its time, marked when it has passed; `-` when none.
+fn until(r: &Row) -> String {
+    match r.penalty.as_ref().and_then(|p| p.until) {
+        None => "-".into(),
+        Some(t) if r.expired => format!("{} (expired)", time(t)),
+        Some(t) => time(t),
     }
 }
 
@@ -209,6 +250,7 @@ impl Row {
             json!({
                 "until": p.until,
                 "set_aside_until": p.until.map(time),
+                "expired": self.expired,
                 "reason": p.last_reason,
                 "strikes": p.strikes,
                 "times": p.times,
@@ -260,7 +302,7 @@ fn table(rows: &[Row]) -> std::io::Result<()> {
         .unwrap_or(5)
         .clamp(5, 60);
     out!(
-        "{:<width$}  {:>5}  {:>5}  {:>5}  {:>6}  {:<20}  {:<20}  {:>7}  {:<7}  reason",
+        "{:<width$}  {:>5}  {:>5}  {:>5}  {:>6}  {:<20}  {:<30}  {:>7}  {:<7}  reason",
         "relay",
         "live",
         "deliv",
@@ -284,7 +326,7 @@ fn table(rows: &[Row]) -> std::io::Result<()> {
         };
         let (until, strikes, sign_in, reason) = match &r.penalty {
             Some(p) => (
-                p.until.map_or_else(|| "-".into(), time),
+                until(r),
                 p.strikes.to_string(),
                 if p.needs_sign_in { "yes" } else { "no" }.to_string(),
                 shown(&p.last_reason),
@@ -292,7 +334,7 @@ fn table(rows: &[Row]) -> std::io::Result<()> {
             None => ("-".into(), "-".into(), "-".into(), String::new()),
         };
         out!(
-            "{:<width$}  {live:>5}  {deliv:>5}  {compl:>5}  {dep:>6}  {updated:<20}  {until:<20}  {strikes:>7}  {sign_in:<7}  {reason}",
+            "{:<width$}  {live:>5}  {deliv:>5}  {compl:>5}  {dep:>6}  {updated:<20}  {until:<30}  {strikes:>7}  {sign_in:<7}  {reason}",
             shown(&r.url),
         )?;
     }
@@ -342,8 +384,7 @@ fn detail(r: &Row) -> std::io::Result<()> {
     }
     match &r.penalty {
         Some(p) => {
-            let until = p.until.map_or_else(|| "-".into(), time);
-            out!("set aside until  {until}")?;
+            out!("set aside until  {}", until(r))?;
             out!("reason           {}", shown(&p.last_reason))?;
             out!("strikes          {}", p.strikes)?;
             out!("set-asides       {} in a row", p.times)?;

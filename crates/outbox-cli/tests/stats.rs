@@ -322,3 +322,152 @@ fn names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// The store instance a test's `outbox stats` run opens, opened anew.
+fn reopen(dir: &Path, arg: &str) -> Arc<dyn StateStore> {
+    stores(dir)
+        .into_iter()
+        .find(|(_, a)| a == arg)
+        .map(|(s, _)| s)
+        .unwrap()
+}
+
+fn follow() -> nostr::key::PublicKey {
+    nostr::key::Keys::new(nostr::key::SecretKey::from_slice(&[5u8; 32]).unwrap()).public_key()
+}
+
+/// `learn`, plus a follow's evidence about the dead relay.
+async fn learn_with_pair(store: &dyn StateStore) {
+    learn(store).await;
+    let mut stats = store.load().await.unwrap().stats;
+    let mut author = outbox_core::AuthorStats {
+        updated_at: now(),
+        ..Default::default()
+    };
+    for url in [ALIVE, DEAD] {
+        author.relays.insert(
+            url.to_string(),
+            outbox_core::PairStats {
+                hits: 2.0,
+                misses: 1.0,
+            },
+        );
+    }
+    stats.set_author(follow(), author);
+    store.save(&stats).await.unwrap();
+}
+
+#[tokio::test]
+async fn forget_drops_the_follows_pairs_with_the_relay_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn_with_pair(store.as_ref()).await;
+        stdout(&outbox(args(&arg, &["--forget", DEAD])).await);
+        let stats = reopen(dir.path(), &arg).load().await.unwrap().stats;
+        let pairs = &stats.author(&follow()).unwrap().relays;
+        assert!(pairs.get(DEAD).is_none(), "{arg}: {pairs:?}");
+        assert!(
+            pairs.get(ALIVE).is_some(),
+            "{arg}: the other relay's pair stays"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_forget_sticks_against_a_feed_that_loaded_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn_with_pair(store.as_ref()).await;
+        // A feed loads, the relay is forgotten, the feed saves what it learned before.
+        let feed = reopen(dir.path(), &arg);
+        let mut run = feed.load().await.unwrap().stats;
+        stdout(&outbox(args(&arg, &["--forget", DEAD])).await);
+        let mut dead = run.get(DEAD);
+        dead.asked += 1;
+        run.set(DEAD, dead);
+        let mut alive = run.get(ALIVE);
+        alive.asked += 1;
+        run.set(ALIVE, alive);
+        feed.save(&run).await.unwrap();
+        let stats = reopen(dir.path(), &arg).load().await.unwrap().stats;
+        let urls: Vec<&str> = stats.iter().map(|(u, _)| u).collect();
+        assert_eq!(urls, [ALIVE], "{arg}: the forgotten relay stays forgotten");
+        assert_eq!(
+            stats.get(ALIVE).asked,
+            1,
+            "{arg}: the feed's learning is kept"
+        );
+        let pairs = &stats.author(&follow()).unwrap().relays;
+        assert!(pairs.get(DEAD).is_none(), "{arg}: {pairs:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_clear_sticks_against_a_feed_that_loaded_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        let feed = reopen(dir.path(), &arg);
+        let kept = load_kept(feed.as_ref()).await.unwrap();
+        stdout(&outbox(args(&arg, &["--clear-set-asides"])).await);
+        // The feed set one more relay aside and saves the box it held.
+        let mut penalties = kept.penalties.clone();
+        penalties.penalise(
+            "wss://new.example",
+            "timeout",
+            now(),
+            &PenaltyPolicy::default(),
+        );
+        save_kept(feed.as_ref(), &kept.lists, &penalties)
+            .await
+            .unwrap();
+        let after = load_kept(reopen(dir.path(), &arg).as_ref()).await.unwrap();
+        assert_eq!(
+            after.penalties.entries().count(),
+            0,
+            "{arg}: {:?}",
+            after.penalties
+        );
+    }
+}
+
+#[tokio::test]
+async fn set_asides_past_their_deadline_show_as_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, arg) in stores(dir.path()) {
+        learn(store.as_ref()).await;
+        let mut kept = load_kept(store.as_ref()).await.unwrap();
+        let policy = PenaltyPolicy::default();
+        // Set aside seven hours ago: its six hours are over.
+        kept.penalties
+            .penalise("wss://over.example", "timeout", now() - 7 * 3600, &policy);
+        save_kept(store.as_ref(), &kept.lists, &kept.penalties)
+            .await
+            .unwrap();
+        let table = stdout(&outbox(args(&arg, &[])).await);
+        let line = |relay: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(relay))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            line("wss://over.example").contains("expired"),
+            "{arg}: {table}"
+        );
+        assert!(!line(DEAD).contains("expired"), "{arg}: {table}");
+        let one = stdout(&outbox(args(&arg, &["wss://over.example"])).await);
+        assert!(one.contains("expired"), "{arg}: {one}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&stdout(&outbox(args(&arg, &["--json"])).await)).unwrap();
+        let relays = doc["relays"].as_array().unwrap();
+        let over = relays
+            .iter()
+            .find(|r| r["relay"] == "wss://over.example")
+            .unwrap();
+        assert_eq!(over["set_aside"]["expired"], true, "{arg}");
+        let dead = relays.iter().find(|r| r["relay"] == DEAD).unwrap();
+        assert_eq!(dead["set_aside"]["expired"], false, "{arg}");
+    }
+}
