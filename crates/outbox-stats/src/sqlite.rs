@@ -9,7 +9,7 @@
 //! | `authors(author, volume, updated_at, first, last, probed_secs)` | one [`AuthorStats`] per hex public key |
 //! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
 //! | `relay_lists(author, created_at, tags)` | one kind:10002 list per author, tags as JSON |
-//! | `documents(name, body)` | the penalty box (`penalties`), JSON kept verbatim |
+//! | `documents(name, body)` | the penalty box (`penalties`), JSON, with its lifts ([`crate::kept`]) |
 //!
 //! # Safety of the database
 //!
