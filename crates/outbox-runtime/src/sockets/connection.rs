@@ -210,6 +210,9 @@ impl Connection {
         commands: &mut mpsc::UnboundedReceiver<Command>,
     ) -> End {
         let mut unused_since = self.links.is_empty().then(Instant::now);
+        // Asked to close while a link was still attached (its detach was on the way): the
+        // pool marked the socket closing, so nobody joins it and someone waits for its place.
+        let mut close_when_unused = false;
         loop {
             let idle_at = unused_since.map(|t| crate::deadline::offset(t, self.idle));
             tokio::select! {
@@ -252,6 +255,9 @@ impl Connection {
                             return End::Broken(format!("{ABANDONED}{why}"));
                         }
                         if self.links.is_empty() {
+                            if close_when_unused {
+                                return End::Quiet;
+                            }
                             unused_since = Some(Instant::now());
                         }
                     }
@@ -259,6 +265,7 @@ impl Connection {
                         if self.links.is_empty() {
                             return End::Quiet;
                         }
+                        close_when_unused = true;
                     }
                     None => return End::Quiet,
                 },

@@ -111,11 +111,13 @@ impl Link {
             return;
         }
         self.left = true;
-        self.pool.left(&self.url, self.socket);
+        // The socket hears of the leave before the pool does: a link the pool then wakes may
+        // ask the socket to close, and that request must find this link already gone.
         let _ = self.commands.send(Command::Detach {
             link: self.link,
             kill,
         });
+        self.pool.left(&self.url, self.socket);
     }
 }
 

@@ -363,3 +363,81 @@ async fn every_link_s_subscriptions_share_the_relay_s_limit() {
         .unwrap();
     assert_eq!(text(&mut feed).await, r#"["EOSE","page-2"]"#);
 }
+
+/// A link leaving tells the pool it left before its socket hears it: a link waiting for a
+/// place may have the socket closed (`CloseIdle`) while the socket still counts the leaving
+/// link. That close must still happen once the link's detach arrives, not after the idle time.
+#[tokio::test]
+async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_the_socket() {
+    let relays = [Echo::start().await, Echo::start().await];
+    let cfg = cfg(SocketBudget {
+        max_sockets: Some(1),
+        reserve: 0,
+        // Far beyond the test's bound: a socket left to its idle timer stalls the waiter.
+        idle: Duration::from_secs(3600),
+    });
+    let a = cfg
+        .sockets
+        .link(&relays[0].url, Role::Publish, &cfg)
+        .await
+        .unwrap();
+    let socket = cfg.sockets.inner.lock().sockets[&relays[0].url].socket;
+    let sockets = cfg.sockets.clone();
+    let (url, c) = (relays[1].url.clone(), cfg.clone());
+    let waiter = tokio::spawn(async move { sockets.link(&url, Role::Publish, &c).await.is_ok() });
+    // The waiter took its link number: it found no place and waits.
+    wait_until("the waiter is waiting", || {
+        cfg.sockets.inner.lock().next_link == 2
+    })
+    .await;
+    // The pool hears of the leave first; the waiter has the socket told to close while the
+    // socket still has the link attached.
+    cfg.sockets.inner.left(&relays[0].url, socket);
+    wait_until("the waiter asked the unused socket to close", || {
+        cfg.sockets.inner.lock().sockets[&relays[0].url].closing
+    })
+    .await;
+    // Only now does the socket hear the link leave.
+    drop(a);
+    // A bound on a hang, far above what a loaded machine needs and far below the idle time.
+    let joined = timeout(Duration::from_secs(60), waiter)
+        .await
+        .expect("the waiter got the closed socket's place")
+        .unwrap();
+    assert!(joined);
+    assert_eq!(relays[1].accepted(), 1);
+}
+
+/// Many short links through a small budget, on a runtime with several threads: every one gets
+/// its place as the ones before it leave, none waits for a socket's idle time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_short_links_through_a_small_budget_never_wait_for_the_idle_timer() {
+    let relay = Echo::start().await;
+    let cfg = cfg(SocketBudget {
+        max_sockets: Some(4),
+        reserve: 0,
+        idle: Duration::from_secs(3600),
+    });
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let (c, url) = (cfg.clone(), format!("{}/{i}", relay.url));
+        tasks.push(tokio::spawn(async move {
+            let mut link = c.sockets.link(&url, Role::Publish, &c).await.unwrap();
+            let event = format!(r#"["EVENT",{{"id":"e{i}","kind":1}}]"#);
+            link.send(Message::text(event)).await.unwrap();
+            match link.recv().await {
+                Some(Ok(Message::Text(t))) => t.to_string(),
+                other => panic!("no OK: {other:?}"),
+            }
+        }));
+    }
+    // A bound on a hang, far above what a loaded machine needs and far below the idle time.
+    timeout(Duration::from_secs(120), async {
+        for task in tasks {
+            assert!(task.await.unwrap().starts_with(r#"["OK""#));
+        }
+    })
+    .await
+    .expect("a link waited for an idle socket's timer");
+    assert!(cfg.sockets.stats().peak <= 4);
+}
