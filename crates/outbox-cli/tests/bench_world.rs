@@ -116,8 +116,10 @@ fn recall_with_nothing_to_recall_is_shown_as_a_dash() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
+    // The recall table: the first one printed (the clock's table follows it).
     let rows: Vec<Vec<&str>> = stdout
         .lines()
+        .take_while(|l| !l.starts_with('└'))
         .filter(|l| l.starts_with('│'))
         .map(|l| l.trim_matches('│').split('┆').map(str::trim).collect())
         .collect();
