@@ -183,9 +183,18 @@ impl PublishReport {
 /// Sends `event` to every relay of `targets` (duplicates once) and reports what each did.
 /// At most `min(targets, MAX_PUBLISH_SOCKETS)` sockets are open at once.
 pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
+    publish_until(event, targets, cfg, crate::deadline::after(cfg.deadline)).await
+}
+
+/// [`publish`], every relay's attempts ending by `deadline`.
+async fn publish_until(
+    event: &Event,
+    targets: &[String],
+    cfg: &PublishConfig,
+    deadline: Instant,
+) -> PublishReport {
     crate::tls::install_crypto_provider();
     let urls = distinct(targets);
-    let deadline = crate::deadline::after(cfg.deadline);
     let permits = socket_permits(urls.len());
     let mut tasks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
@@ -214,8 +223,15 @@ pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> 
 /// event's id, on the same sockets the sending then uses; those that return it are reported
 /// [`Duplicate`](PublishOutcome::Duplicate) with no attempt, the others get the EVENT as in
 /// [`publish`].
+///
+/// The whole rebroadcast ends by the config's [`deadline`](PublishConfig::deadline): the
+/// questions get the first half of it (a target that has not answered by then is sent the
+/// event), the sending what is left.
 pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
     crate::tls::install_crypto_provider();
+    let start = Instant::now();
+    let deadline = crate::deadline::offset(start, cfg.deadline);
+    let asked_by = crate::deadline::offset(start, cfg.deadline / 2);
     let urls = distinct(targets);
     let filter = nostr::filter::Filter::new().id(event.id).limit(1);
     let permits = socket_permits(urls.len());
@@ -228,9 +244,13 @@ pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig)
             permits.clone(),
         );
         asks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let found = crate::query::fetch_events(std::slice::from_ref(&url), &filter, &runtime);
-            (i, !found.await.is_empty())
+            let ask = async {
+                let _permit = permits.acquire_owned().await;
+                crate::query::fetch_events(std::slice::from_ref(&url), &filter, &runtime).await
+            };
+            // Unanswered in time: treated as lacking the event.
+            let found = timeout_at(asked_by, ask).await.unwrap_or_default();
+            (i, !found.is_empty())
         });
     }
     let mut has = vec![false; urls.len()];
@@ -245,7 +265,7 @@ pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig)
         .filter(|(_, h)| !**h)
         .map(|(u, _)| u.clone())
         .collect();
-    let sent = publish(event, &missing, cfg).await;
+    let sent = publish_until(event, &missing, cfg, deadline).await;
     let mut sent = sent.relays.into_iter();
     let relays = urls
         .into_iter()

@@ -257,3 +257,39 @@ async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
     // One socket per relay served both the question and the EVENT.
     assert_eq!(cfg.runtime.sockets.stats().dials, 2);
 }
+
+/// A relay that accepts TCP and never answers the WebSocket handshake.
+async fn black_hole() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_to_black_holes_ends_by_the_publish_deadline() {
+    let mut targets = Vec::new();
+    for _ in 0..3 {
+        targets.push(black_hole().await);
+    }
+    let mut cfg = PublishConfig::fast_for_tests();
+    // The runtime's own timeouts would wait an hour; the publish deadline is what bounds it.
+    cfg.runtime.connect_timeout = std::time::Duration::from_secs(3600);
+    cfg.runtime.eose_timeout = std::time::Duration::from_secs(3600);
+    cfg.deadline = std::time::Duration::from_secs(1);
+    let event = note(&keys(1), now() - 30, "into the void");
+    // A bound on a hang, far above what a loaded machine needs and far below the hour.
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        outbox_runtime::rebroadcast(&event, &targets, &cfg),
+    )
+    .await
+    .expect("the rebroadcast outlived its deadline");
+    assert_eq!(report.relays.len(), 3);
+    assert_eq!(report.successes(), 0, "{report:?}");
+}
