@@ -74,6 +74,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    if let Some(keys) = &auth {
+        let file = args.secret_key_file.as_deref();
+        crate::secret::refuse_public(keys, file, "the event author's", [&event.pubkey])?;
+        let tagged: Vec<_> = event.tags.public_keys().collect();
+        crate::secret::refuse_public(keys, file, "a tagged person's", &tagged)?;
+    }
     let cfg = PublishConfig {
         runtime: RuntimeConfig {
             auth,

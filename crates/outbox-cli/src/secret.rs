@@ -60,13 +60,27 @@ fn check_private(_path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses keys whose secret is the reader's public key: a key file holding the reader's
-/// 64-hex public key parses as a secret key of someone nobody knows, and every sign-in with it
-/// would fail as if the relay refused.
-pub fn refuse_public(keys: &Keys, reader: &nostr::key::PublicKey) -> anyhow::Result<()> {
-    if keys.secret_key().to_secret_hex() == reader.to_hex() {
+/// Refuses a secret key that is one of the `known` public keys (`whose` they are, e.g. "the
+/// reader's"): a key file holding a 64-hex public key parses as the secret key of someone
+/// nobody knows, and every sign-in with it would fail as if the relay refused. `file` is where
+/// the key came from (else [`ENV`]); the error names it, never the key.
+pub fn refuse_public<'a>(
+    keys: &Keys,
+    file: Option<&Path>,
+    whose: &str,
+    known: impl IntoIterator<Item = &'a nostr::key::PublicKey>,
+) -> anyhow::Result<()> {
+    let secret = keys.secret_key().to_secret_hex();
+    if known.into_iter().any(|key| key.to_hex() == secret) {
+        let source = match file {
+            Some(path) => format!(
+                "the secret key file {}",
+                crate::text::escape(&path.display().to_string())
+            ),
+            None => ENV.to_string(),
+        };
         bail!(
-            "the secret key given is the reader's public key, not a secret key: \
+            "{source} holds {whose} public key, not a secret key: \
              give the nsec or the 64 hex characters of the secret key"
         );
     }
@@ -118,10 +132,18 @@ mod tests {
         let err = format!("{:#}", parse(&reader.to_bech32().unwrap()).unwrap_err());
         assert!(err.contains("public key (npub)"), "{err}");
         let as_secret = parse(&reader.to_hex()).expect("any 32 bytes parse");
-        let err = format!("{:#}", refuse_public(&as_secret, &reader).unwrap_err());
-        assert!(err.contains("public key"), "{err}");
+        let file = Path::new("reader.key");
+        let err = refuse_public(&as_secret, Some(file), "the reader's", [&reader]).unwrap_err();
+        let err = format!("{err:#}");
+        assert!(err.contains("the reader's public key"), "{err}");
+        assert!(
+            err.contains("reader.key") && !err.contains(&reader.to_hex()),
+            "{err}"
+        );
+        let err = refuse_public(&as_secret, None, "a follow's", [&reader]).unwrap_err();
+        assert!(format!("{err:#}").contains(ENV), "{err:#}");
         let own = Keys::generate();
-        refuse_public(&own, &own.public_key()).unwrap();
+        refuse_public(&own, None, "the reader's", [&own.public_key()]).unwrap();
     }
 
     #[cfg(unix)]

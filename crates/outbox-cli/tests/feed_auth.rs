@@ -281,3 +281,23 @@ async fn a_key_file_holding_the_readers_public_key_is_refused() {
         "refused before fetching: {stderr}"
     );
 }
+
+/// With `--follows` (no reader given), a key file holding a follow's public key (hex) is
+/// refused before anything is fetched, naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_holding_a_follows_public_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let follow = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
+    let follows = dir.path().join("follows.txt");
+    std::fs::write(&follows, follow.public_key().to_hex()).unwrap();
+    let file = key_file(dir.path(), "mine.key", &follow.public_key().to_hex());
+    let args = vec!["--secret-key-file".to_string(), file.display().to_string()];
+    let out = feed("ws://127.0.0.1:9", &follows, args, None).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("a follow's public key, not a secret key") && stderr.contains("mine.key"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&follow.public_key().to_hex()), "{stderr}");
+}

@@ -246,3 +246,50 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
         assert!(live.is_some_and(|l| l > 1.0), "{relay}: {kept}");
     }
 }
+
+/// A key file holding a public key, the event author's or a tagged person's (hex), is refused
+/// before anything is sent, naming the file and never quoting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_holding_the_authors_public_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = Relay::start().await;
+    let (author, tagged) = (key(1), key(2));
+    let tags = vec![Tag::public_key(tagged.public_key())];
+    let note = signed(&author, Kind::TextNote, "not signed in", tags, 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    for (name, public, whose) in [
+        (
+            "author.key",
+            author.public_key(),
+            "the event author's public key",
+        ),
+        (
+            "tagged.key",
+            tagged.public_key(),
+            "a tagged person's public key",
+        ),
+    ] {
+        let key_path = dir.path().join(name);
+        std::fs::write(&key_path, public.to_hex()).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let out = publish(vec![
+            "--event".into(),
+            file.display().to_string(),
+            "--to".into(),
+            relay.url.clone(),
+            "--secret-key-file".into(),
+            key_path.display().to_string(),
+        ])
+        .await;
+        let (stdout, stderr) = text(&out);
+        assert!(!out.status.success(), "{stdout}\n{stderr}");
+        assert!(stderr.contains(whose) && stderr.contains(name), "{stderr}");
+        assert!(stderr.contains("not a secret key"), "{stderr}");
+        assert!(!stderr.contains(&public.to_hex()), "{stderr}");
+        assert!(!relay.has(&note.id.to_hex()).await, "sent anyway");
+    }
+}

@@ -36,7 +36,8 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     )?;
     let auth = crate::secret::load(args.secret_key_file.as_deref())?;
     if let Some(keys) = &auth {
-        crate::secret::refuse_public(keys, &reader)?;
+        let file = args.secret_key_file.as_deref();
+        crate::secret::refuse_public(keys, file, "the reader's", [&reader])?;
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
     let runtime_config = RuntimeConfig {

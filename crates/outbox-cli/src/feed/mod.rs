@@ -291,8 +291,14 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let policy = config.url_policy.clone();
     let relays = canonical_relays(&policy, &args.relays, "relay")?;
     let auth = crate::secret::load(args.secret_key_file.as_deref())?;
-    if let (Some(keys), Some(npub)) = (&auth, &args.npub) {
-        crate::secret::refuse_public(keys, &parse_key(npub)?)?;
+    let key_file = args.secret_key_file.as_deref();
+    if let Some(keys) = &auth {
+        if let Some(npub) = &args.npub {
+            crate::secret::refuse_public(keys, key_file, "the reader's", [&parse_key(npub)?])?;
+        }
+        // Without --npub the follows are the public keys known before anything is fetched.
+        let given = read_follows(&args.follows)?;
+        crate::secret::refuse_public(keys, key_file, "a follow's", &given)?;
     }
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
@@ -369,6 +375,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => read_follows(&args.follows)?,
     };
+    if let Some(keys) = &runtime_config.auth {
+        crate::secret::refuse_public(keys, key_file, "a follow's", &follows)?;
+    }
     if follows.is_empty() {
         bail!("no follows: give --follows or --npub");
     }
