@@ -77,7 +77,9 @@ pub struct Args {
     #[arg(long, requires = "world")]
     stats_out: Option<PathBuf>,
     /// Run the real runtime against local relays loaded with a world (--world, or the small
-    /// profile) beside the simulator's numbers (--strategies, default greedy,recall).
+    /// profile) beside the simulator's numbers (--strategies, default greedy,recall); each
+    /// relay answers through a proxy that waits the world's timing, and the live timeline is
+    /// printed beside the simulator's clock.
     #[arg(long, conflicts_with_all = ["plans_out", "stats_out"])]
     live: bool,
     /// The base planning seed: session N plans with the draw `outbox plan --seed S --session

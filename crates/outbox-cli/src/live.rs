@@ -8,7 +8,10 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use outbox_core::RouterConfig;
-use outbox_live::{run_live, LiveConfig, LiveReport, LiveStrategy, Progress};
+use outbox_live::{
+    run_live, Agreement, LiveConfig, LiveReport, LiveStrategy, Progress, SessionTime, AGREE_MS,
+    AGREE_SHARE,
+};
 use outbox_sim::bench::resolve;
 use outbox_sim::{default_suite, generate, BenchConfig, Profile, World};
 
@@ -96,11 +99,12 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             config,
         });
     }
+    // Relays behind the world's clock, the runtime at its defaults.
     let cfg = LiveConfig {
         sessions: opts.sessions,
         seed: opts.seed,
         one_plan: opts.one_plan,
-        ..LiveConfig::default()
+        ..LiveConfig::timed()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -124,7 +128,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         ),
         Progress::Session { label, result } => eprintln!(
             "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
-             notes {}/{} live/simulated; {} sockets at most ({:.1}s)",
+             notes {}/{} live/simulated; {} sockets at most{} ({:.1}s)",
             result.session,
             percent(result.live.declared()),
             percent(result.simulated.declared()),
@@ -135,6 +139,11 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             result.probes.live_events,
             result.probes.simulated_events,
             result.sockets,
+            result.time.as_ref().map_or_else(String::new, |t| format!(
+                "; first screen {} s, 90% {} s live/simulated",
+                pair(&t.screen),
+                pair(&t.p90)
+            )),
             result.elapsed.as_secs_f64()
         ),
     }))?;
@@ -143,7 +152,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
          {budget}, {}; declared recall, 1-year window. live = notes the runtime delivered; \
          simulated = the simulator's session loop; live plan = the simulator's score of what the \
-         relays were asked; probed = relays probed after the fetch. {:.1}s (signing and loading {:.1}s)",
+         relays were asked; probed = relays probed after the fetch.{} {:.1}s (signing and loading {:.1}s)",
         report.world,
         report.follows,
         report.events,
@@ -154,6 +163,17 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             "one plan per session"
         } else {
             "runtime as `outbox feed --once` (re-plans around relays it sets aside)"
+        },
+        if report.delay {
+            format!(
+                " Each relay behind a proxy waiting the world's timing; screen = the newest 50 \
+                 notes of the run's fetch all in, 90% = 90% of it in, seconds after the start, \
+                 live/simulated; agree = both within max({:.0}%, {AGREE_MS:.0} ms) of the \
+                 simulated figure.",
+                AGREE_SHARE * 100.0
+            )
+        } else {
+            String::new()
         },
         started.elapsed().as_secs_f64(),
         report.prepare.as_secs_f64()
@@ -168,6 +188,26 @@ fn right(text: String) -> Cell {
 /// A recall as a percentage; `-` for 0 of 0 (nothing to recall is no evidence of 100%).
 fn percent(recall: Option<f64>) -> String {
     recall.map_or_else(|| "-".to_string(), |r| format!("{:.1}", r * 100.0))
+}
+
+/// A time figure in seconds, `-` when never reached.
+fn seconds(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "-".to_string(), |ms| format!("{:.2}", ms / 1_000.0))
+}
+
+/// Live and simulated, in seconds.
+fn pair(a: &Agreement) -> String {
+    format!("{}/{}", seconds(a.live_ms), seconds(a.simulated_ms))
+}
+
+/// Whether the first screen and 90% agree, naming what does not.
+fn agreement(time: &SessionTime) -> String {
+    match (time.screen.agree, time.p90.agree) {
+        (true, true) => "yes".to_string(),
+        (false, true) => "no: screen".to_string(),
+        (true, false) => "no: 90%".to_string(),
+        (false, false) => "no".to_string(),
+    }
 }
 
 /// One row per strategy and session.
@@ -187,6 +227,9 @@ fn render(report: &LiveReport) -> Table {
         "events rcvd",
         "notes",
         "probed live/sim",
+        "screen s live/sim",
+        "90% s live/sim",
+        "agree",
         "s",
     ]);
     for st in &report.strategies {
@@ -209,6 +252,9 @@ fn render(report: &LiveReport) -> Table {
                 right(r.events_received.to_string()),
                 right(r.notes.to_string()),
                 right(format!("{}/{}", r.probes.live, r.probes.simulated)),
+                right(r.time.as_ref().map_or("-".into(), |t| pair(&t.screen))),
+                right(r.time.as_ref().map_or("-".into(), |t| pair(&t.p90))),
+                Cell::new(r.time.as_ref().map_or("-".into(), agreement)),
                 right(format!("{:.1}", r.elapsed.as_secs_f64())),
             ]);
         }
@@ -261,6 +307,7 @@ mod tests {
             probes: Default::default(),
             sockets: 0,
             elapsed: Duration::ZERO,
+            time: None,
         };
         let report = LiveReport {
             world: "w".into(),
@@ -270,6 +317,7 @@ mod tests {
             urls: 1,
             capped_relays: 0,
             one_plan: false,
+            delay: false,
             prepare: Duration::ZERO,
             strategies: vec![StrategyResult {
                 label: "greedy".into(),
@@ -287,5 +335,11 @@ mod tests {
             .collect();
         // live, simulated, live plan, live − sim
         assert_eq!(row[2..6], ["-", "25.0", "-", "-"]);
+    }
+
+    #[test]
+    fn time_figures_print_in_seconds_live_then_simulated() {
+        assert_eq!(pair(&Agreement::new(Some(1_234.0), None)), "1.23/-");
+        assert_eq!(pair(&Agreement::new(None, Some(80.0))), "-/0.08");
     }
 }

@@ -33,10 +33,19 @@
 //!    kept out of what the runtime asked ([`SessionResult::live_plan`]); the probes themselves
 //!    are counted in [`SessionResult::probes`].
 //!
+//! 6. **Time** ([`LiveConfig::delay`]). Each relay sits behind a [`delay::DelayProxy`] that
+//!    waits what the world's timing draws for it (connect time per connection, one query time
+//!    per REQ page; a relay that is down and hangs is a black hole), so the runtime meets the
+//!    world's clock. Each delivered note's arrival is recorded and the live timeline is measured
+//!    with the simulator's definitions ([`outbox_sim::clock::time_score`]) beside the
+//!    simulator's replay of the same session ([`LoopConfig::clock`]), which replays the client
+//!    the live run uses ([`client_timing`]).
+//!
 //! The simulator runs with no clock step between sessions (live sessions run seconds apart, so
 //! learned stats barely decay between them either) and with the one-year window only (the
 //! widest window asked sets what both learn from).
 
+pub mod delay;
 pub mod fleet;
 pub mod load;
 pub mod rekey;
@@ -48,13 +57,16 @@ use std::time::{Duration, Instant};
 use nostr::types::Timestamp;
 use outbox_core::{Router, RouterConfig, UrlPolicy};
 use outbox_runtime::{FeedEvent, FeedInput, PenaltyBox, RuntimeConfig};
+use outbox_sim::clock::{ClientTiming, TimeScore, Timeline};
 use outbox_sim::delivered::score_delivered;
 use outbox_sim::probe::ProbeCost;
 use outbox_sim::{
     run_sessions, score, Ask, Asks, LoopConfig, SimWorld, Window, WindowScore, World,
 };
+use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::delay::{DelayCaps, DelayProxy, Mode};
 use crate::fleet::{free_port_range, FleetRelay, SeenFilter};
 use crate::rekey::{event_index, rekey, sign_events, Rekeyed};
 
@@ -97,6 +109,10 @@ pub struct LiveConfig {
     /// failed, as the simulator records a relay that is down. Off, the runtime runs as
     /// `outbox feed --once` does and re-plans around relays it sets aside.
     pub one_plan: bool,
+    /// Put each relay behind a delay proxy that waits what the world's timing draws
+    /// ([`delay`](mod@delay)), and time the live run beside the simulator's clock
+    /// ([`SessionResult::time`]). Off, relays answer at once and only recall is compared.
+    pub delay: bool,
 }
 
 /// The per-filter limit of a relay the world gives no cap: more than any world stores.
@@ -121,7 +137,46 @@ impl Default for LiveConfig {
             port_hint: 21_000,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             one_plan: false,
+            delay: false,
         }
+    }
+}
+
+impl LiveConfig {
+    /// Relays behind delay proxies ([`LiveConfig::delay`]) and the runtime at its defaults
+    /// (connect 10 s, EOSE 15 s, backoff from 500 ms, lookup grace 2 s, debounce 500 ms,
+    /// deadline 90 s, the desktop socket budget), so the live timeline is the one
+    /// `outbox feed --once` would have on the world's network; NIP-11 is not asked (the local
+    /// relays serve no documents, and the clock skips them).
+    pub fn timed() -> Self {
+        Self {
+            runtime: RuntimeConfig {
+                limits: outbox_runtime::limits::LimitsConfig::fast_for_tests(),
+                ..RuntimeConfig::default()
+            },
+            delay: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// The client the simulator's clock replays for a runtime run with `runtime`: its connect and
+/// EOSE timeouts, strikes, first backoff, pages in flight, lookup grace, re-plan debounce,
+/// deadline (none: never) and the socket budget's lasting sockets. The clock's policies the
+/// runtime does not have stay off.
+pub fn client_timing(runtime: &RuntimeConfig) -> ClientTiming {
+    let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
+    ClientTiming {
+        connect_timeout_ms: ms(runtime.connect_timeout),
+        eose_timeout_ms: ms(runtime.eose_timeout),
+        attempts: runtime.penalty.strikes,
+        backoff_ms: ms(runtime.backoff.initial),
+        concurrent_pages: runtime.limits.concurrent_pages,
+        lookup_grace_ms: ms(runtime.lookup_grace),
+        debounce_ms: ms(runtime.replan_debounce),
+        deadline_ms: runtime.deadline.map_or(f64::INFINITY, ms),
+        lasting_sockets: runtime.sockets.budget().lasting_sockets(),
+        ..ClientTiming::default()
     }
 }
 
@@ -147,7 +202,7 @@ pub enum Progress<'a> {
 }
 
 /// One strategy in one session.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct SessionResult {
     /// The session.
     pub session: u32,
@@ -185,10 +240,73 @@ pub struct SessionResult {
     pub sockets: usize,
     /// Wall time of the session.
     pub elapsed: Duration,
+    /// When the notes arrived, live and simulated (`None`: relays were not delayed,
+    /// [`LiveConfig::delay`]).
+    pub time: Option<SessionTime>,
+}
+
+/// A live and a simulated figure agree when they differ by at most this share of the
+/// simulated one…
+pub const AGREE_SHARE: f64 = 0.15;
+
+/// …or by at most this many ms, whichever is more.
+pub const AGREE_MS: f64 = 200.0;
+
+/// When a session's notes arrived (the 1-year window), live and simulated, measured alike
+/// ([`outbox_sim::clock::time_score`]; ms after the run's start).
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionTime {
+    /// The live run: each delivered note at the moment the runtime handed it over, the fetch
+    /// settled at the runtime's last `Settled`, the end when its feed closed.
+    pub live: TimeScore,
+    /// The simulator's replay of the session on the world's clock.
+    pub simulated: TimeScore,
+    /// The first screen, live beside simulated.
+    pub screen: Agreement,
+    /// 90% of the run's fetch in, live beside simulated.
+    pub p90: Agreement,
+    /// Each delivered note of the window, in arrival order: its world event and ms after the
+    /// run's start.
+    #[serde(skip)]
+    pub arrivals: Vec<(u32, f64)>,
+}
+
+impl SessionTime {
+    /// Whether the first screen and 90% both agree.
+    pub fn agrees(&self) -> bool {
+        self.screen.agree && self.p90.agree
+    }
+}
+
+/// One time figure live beside simulated, ms.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Agreement {
+    /// Live (`None`: never reached).
+    pub live_ms: Option<f64>,
+    /// Simulated (`None`: never reached).
+    pub simulated_ms: Option<f64>,
+    /// Within `max(AGREE_SHARE × simulated, AGREE_MS)` of each other, or both never reached.
+    pub agree: bool,
+}
+
+impl Agreement {
+    /// Compares a live figure with a simulated one ([`AGREE_SHARE`], [`AGREE_MS`]).
+    pub fn new(live_ms: Option<f64>, simulated_ms: Option<f64>) -> Self {
+        let agree = match (live_ms, simulated_ms) {
+            (Some(l), Some(s)) => (l - s).abs() <= (AGREE_SHARE * s).max(AGREE_MS),
+            (None, None) => true,
+            _ => false,
+        };
+        Self {
+            live_ms,
+            simulated_ms,
+            agree,
+        }
+    }
 }
 
 /// A session's probes, live and simulated.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeCounts {
     /// Relays the runtime probed.
     pub live: u64,
@@ -205,7 +323,7 @@ pub struct ProbeCounts {
 }
 
 /// One strategy over every session.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct StrategyResult {
     /// The label.
     pub label: String,
@@ -216,7 +334,7 @@ pub struct StrategyResult {
 }
 
 /// The whole bench.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct LiveReport {
     /// The world's name.
     pub world: String,
@@ -233,6 +351,8 @@ pub struct LiveReport {
     pub capped_relays: usize,
     /// Sessions ran with one plan each ([`LiveConfig::one_plan`]).
     pub one_plan: bool,
+    /// Relays were behind delay proxies and the runs timed ([`LiveConfig::delay`]).
+    pub delay: bool,
     /// Signing and loading.
     pub prepare: Duration,
     /// Per strategy.
@@ -256,6 +376,9 @@ pub enum LiveError {
     /// A relay could not start or be loaded.
     #[error(transparent)]
     Fleet(#[from] fleet::FleetError),
+    /// A delay proxy could not listen.
+    #[error(transparent)]
+    Proxy(#[from] delay::ListenError),
     /// The temporary stats directory.
     #[error("stats directory: {0}")]
     Io(#[from] std::io::Error),
@@ -293,22 +416,41 @@ pub async fn run_live(
     // Ports, keys, notes, relays.
     let prepare_started = Instant::now();
     let url_count = count_urls(world, &policy);
-    let base = free_port_range(url_count, cfg.port_hint).ok_or(LiveError::Ports(url_count))?;
+    // Delayed, each relay listens on a port of its own behind the proxy that takes its URL's.
+    let port_count = if cfg.delay { 2 * url_count } else { url_count };
+    let base = free_port_range(port_count, cfg.port_hint).ok_or(LiveError::Ports(port_count))?;
     let present = unix_now();
     let rekeyed = rekey(world, &policy, base, present)?;
     // Signing blocks this task for a moment on its own threads; nothing else runs yet.
     let notes = sign_events(world, &rekeyed.keys, rekeyed.shift, cfg.threads);
-    let mut fleet: Vec<FleetRelay> = world
-        .relays()
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.exists)
-        .filter_map(|(i, r)| {
-            let port = rekeyed.port_of(world, i as u32)?;
-            let cap = r.max_limit.map_or(UNCAPPED, |m| (m as usize).max(1));
-            Some(FleetRelay::new(i as u32, port, cap))
-        })
-        .collect();
+    // Per relay of the fleet, its URL's port (where the runtime connects).
+    let mut url_ports: Vec<u16> = Vec::new();
+    let mut fleet: Vec<FleetRelay> = Vec::new();
+    for (i, r) in world.relays().iter().enumerate().filter(|(_, r)| r.exists) {
+        let Some(port) = rekeyed.port_of(world, i as u32) else {
+            continue;
+        };
+        let cap = r.max_limit.map_or(UNCAPPED, |m| (m as usize).max(1));
+        // At most one fleet relay per URL: the second half of the range has room for each.
+        let listen = if cfg.delay {
+            base + (url_count + fleet.len()) as u16
+        } else {
+            port
+        };
+        fleet.push(FleetRelay::new(i as u32, listen, cap));
+        url_ports.push(port);
+    }
+    let caps = DelayCaps::of_timeouts(cfg.runtime.connect_timeout, cfg.runtime.eose_timeout);
+    let mut proxies: Vec<DelayProxy> = if cfg.delay {
+        (fleet.iter().zip(&url_ports))
+            .map(|(f, &port)| {
+                let url = &world.relays()[f.relay as usize].url;
+                DelayProxy::new(url, world.timing(f.relay), port, f.port, caps)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let slot_of: HashMap<u32, usize> = fleet
         .iter()
         .enumerate()
@@ -329,7 +471,9 @@ pub async fn run_live(
         took: prepare,
     });
 
-    // The simulator's own runs, and the plans it made per session (to compare with live).
+    // The simulator's own runs, and the plans it made per session (to compare with live),
+    // timed on the world's clock with the client the live run uses when relays are delayed.
+    let client = client_timing(&cfg.runtime);
     let loop_cfg = LoopConfig {
         sessions,
         windows: vec![Window::Y1],
@@ -338,9 +482,8 @@ pub async fn run_live(
         timing_repeats: 0,
         replan_on_failure: !cfg.one_plan,
         monitor_prior: false,
-        // Timed live (through proxies that delay each relay) is not compared yet.
-        clock: None,
-        client: Default::default(),
+        clock: cfg.delay.then_some(Window::Y1),
+        client: client.clone(),
     };
     let mut simulated: Vec<Simulated> = Vec::new();
     for st in strategies {
@@ -355,11 +498,13 @@ pub async fn run_live(
             .map(|o| o.score.window(Window::Y1).cloned().expect("1yr scored"))
             .collect();
         let probes = run.sessions.iter().map(|o| o.score.probe.clone()).collect();
+        let times = run.sessions.iter().map(|o| o.score.time.clone()).collect();
         simulated.push(Simulated {
             strategy: run.strategy,
             scores,
             plans,
             probes,
+            times,
         });
     }
 
@@ -388,6 +533,17 @@ pub async fn run_live(
             for f in &fleet {
                 f.log.take();
             }
+            // Proxies anew for every run: each starts its connection count at zero, as the
+            // simulator's draws do, and no connection of an earlier run is left open.
+            for (f, proxy) in fleet.iter().zip(proxies.iter_mut()) {
+                if world.is_up(f.relay, s) {
+                    proxy.listen(Mode::Forward { session: s }).await?;
+                } else if world.timing(f.relay).hangs {
+                    proxy.listen(Mode::BlackHole).await?;
+                } else {
+                    proxy.stop().await;
+                }
+            }
             let session_started = Instant::now();
             let store = Arc::new(outbox_stats::FileStore::new(
                 dir.path().join(format!("strategy-{i}.json")),
@@ -413,24 +569,29 @@ pub async fn run_live(
             runtime.clock = Some(present);
             if cfg.one_plan {
                 runtime.penalty.strikes = u32::MAX;
-                runtime.eose_race = Some(ONE_PLAN_RACE);
+                // Delayed relays take up to a connect and a page to answer at all.
+                runtime.eose_race = Some(if cfg.delay {
+                    ONE_PLAN_RACE + cfg.runtime.connect_timeout + cfg.runtime.eose_timeout
+                } else {
+                    ONE_PLAN_RACE
+                });
             }
+            let run_started = Instant::now();
             let (handle, rx) = outbox_runtime::start(input, runtime).await;
-            let delivered = collect(rx, &rekeyed, world.events().len()).await;
+            let got = collect(rx, &rekeyed, world.events().len(), run_started).await;
             let summary = handle.wait().await;
-            let live = score_delivered(&sim, &delivered, s, &[Window::Y1]).remove(0);
+            let live = score_delivered(&sim, &got.delivered, s, &[Window::Y1]).remove(0);
             // A probed relay was asked nothing else in the session: what it logged is the
             // probe, not the plan.
-            let probed = |f: &FleetRelay| {
+            let probed = |port: u16| {
                 live_policy
-                    .canonicalize(&format!("ws://127.0.0.1:{}", f.port))
+                    .canonicalize(&format!("ws://127.0.0.1:{port}"))
                     .is_ok_and(|url| summary.probes.relays.contains_key(&url))
             };
-            let seen: Vec<(u32, Vec<SeenFilter>)> = fleet
-                .iter()
-                .map(|f| {
+            let seen: Vec<(u32, Vec<SeenFilter>)> = (fleet.iter().zip(&url_ports))
+                .map(|(f, &port)| {
                     let log = f.log.take();
-                    (f.relay, if probed(f) { Vec::new() } else { log })
+                    (f.relay, if probed(port) { Vec::new() } else { log })
                 })
                 .collect();
             let asks = asks_from_seen(world, &rekeyed, &seen);
@@ -442,9 +603,21 @@ pub async fn run_live(
                 scores: sim_scores,
                 plans: sim_plans,
                 probes: sim_probes,
+                times: sim_times,
                 ..
             } = &simulated[i];
             let sim_probe = &sim_probes[s as usize];
+            let time = sim_times[s as usize].as_ref().map(|simulated| {
+                session_time(
+                    &sim,
+                    s,
+                    since_world,
+                    &got,
+                    &client,
+                    live.available,
+                    simulated,
+                )
+            });
             let result = SessionResult {
                 session: s,
                 live,
@@ -472,6 +645,7 @@ pub async fn run_live(
                 },
                 sockets: summary.sockets.peak,
                 elapsed: session_started.elapsed(),
+                time,
             };
             progress(Progress::Session {
                 label: &st.label,
@@ -479,6 +653,9 @@ pub async fn run_live(
             });
             results[i].sessions.push(result);
         }
+    }
+    for proxy in proxies.iter_mut() {
+        proxy.stop().await;
     }
     for f in fleet.iter_mut() {
         f.stop().await;
@@ -495,18 +672,21 @@ pub async fn run_live(
             .filter(|r| r.exists && r.max_limit.is_some())
             .count(),
         one_plan: cfg.one_plan,
+        delay: cfg.delay,
         prepare,
         strategies: results,
         elapsed: started.elapsed(),
     })
 }
 
-/// The simulator's run of one strategy: per session its 1-year score, its plan and its probes.
+/// The simulator's run of one strategy: per session its 1-year score, its plan, its probes and
+/// its time figures (when timed).
 struct Simulated {
     strategy: String,
     scores: Vec<WindowScore>,
     plans: Vec<Asks>,
     probes: Vec<ProbeCost>,
+    times: Vec<Option<TimeScore>>,
 }
 
 fn count_urls(world: &World, policy: &UrlPolicy) -> usize {
@@ -514,22 +694,86 @@ fn count_urls(world: &World, policy: &UrlPolicy) -> usize {
     rekey::rekey(world, policy, 10_000, world.now).map_or(0, |r| r.urls.len())
 }
 
+/// What a run delivered, and when.
+struct Collected {
+    /// Per world event, whether it was delivered.
+    delivered: Vec<bool>,
+    /// Each delivered world event, in arrival order, with ms after the run's start.
+    arrivals: Vec<(u32, f64)>,
+    /// The runtime's last `Settled`, ms.
+    settled_ms: Option<f64>,
+    /// When the feed closed, ms.
+    end_ms: f64,
+}
+
 /// Drains the feed channel: which world events were delivered (notes that name a world event
-/// and come from that event's re-keyed author; anything else is ignored).
-async fn collect(mut rx: mpsc::Receiver<FeedEvent>, rekeyed: &Rekeyed, events: usize) -> Vec<bool> {
+/// and come from that event's re-keyed author; anything else is ignored) and when, in ms after
+/// `started`.
+async fn collect(
+    mut rx: mpsc::Receiver<FeedEvent>,
+    rekeyed: &Rekeyed,
+    events: usize,
+    started: Instant,
+) -> Collected {
+    let ms = || started.elapsed().as_secs_f64() * 1_000.0;
     let mut delivered = vec![false; events];
+    let mut arrivals = Vec::new();
+    let mut settled_ms = None;
     while let Some(ev) = rx.recv().await {
-        let FeedEvent::Note { event, .. } = ev else {
-            continue;
+        let event = match ev {
+            FeedEvent::Note { event, .. } => event,
+            FeedEvent::Status(outbox_runtime::Status::Settled) => {
+                settled_ms = Some(ms());
+                continue;
+            }
+            FeedEvent::Status(_) => continue,
         };
         let Some(i) = event_index(&event.content).filter(|&i| i < events) else {
             continue;
         };
-        if rekeyed.follow_of.contains_key(&event.pubkey) {
+        if rekeyed.follow_of.contains_key(&event.pubkey) && !delivered[i] {
             delivered[i] = true;
+            arrivals.push((i as u32, ms()));
         }
     }
-    delivered
+    Collected {
+        delivered,
+        arrivals,
+        settled_ms,
+        end_ms: ms(),
+    }
+}
+
+/// The live run's notes of the window (`since` and later) as a timeline, measured as the
+/// simulator measures its replay, beside the simulator's figures.
+fn session_time(
+    sim: &SimWorld,
+    session: u32,
+    since: u64,
+    got: &Collected,
+    client: &ClientTiming,
+    reachable: u64,
+    simulated: &TimeScore,
+) -> SessionTime {
+    let events = sim.world.events();
+    let arrivals: Vec<(u32, f64)> = (got.arrivals.iter().copied())
+        .filter(|&(e, _)| events[e as usize].created_at >= since)
+        .collect();
+    let timeline = Timeline {
+        arrived: arrivals.iter().map(|&(e, t)| (e, Some(t))).collect(),
+        settled_ms: got.settled_ms.unwrap_or(got.end_ms),
+        end_ms: got.end_ms,
+        ..Timeline::default()
+    };
+    let ideal = outbox_sim::clock::fastest(sim, session, since, client);
+    let live = outbox_sim::clock::time_score(sim, &timeline, reachable, Some(&ideal));
+    SessionTime {
+        screen: Agreement::new(live.screen_ms, simulated.screen_ms),
+        p90: Agreement::new(live.p90_ms, simulated.p90_ms),
+        live,
+        simulated: simulated.clone(),
+        arrivals,
+    }
 }
 
 /// The plan the runtime sent, as the relays saw it: per relay, every author named in a kind:1
@@ -611,4 +855,31 @@ fn capped_filters(world: &World, rekeyed: &Rekeyed, seen: &[(u32, Vec<SeenFilter
         }
     }
     capped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_agree_within_a_share_or_a_floor() {
+        // The floor: 200 ms either way of a short figure.
+        assert!(Agreement::new(Some(300.0), Some(100.0)).agree);
+        assert!(!Agreement::new(Some(301.0), Some(100.0)).agree);
+        // The share: 15% of a long one.
+        assert!(Agreement::new(Some(11_500.0), Some(10_000.0)).agree);
+        assert!(!Agreement::new(Some(8_400.0), Some(10_000.0)).agree);
+        // Never reached on both sides agrees; on one side does not.
+        assert!(Agreement::new(None, None).agree);
+        assert!(!Agreement::new(Some(1.0), None).agree);
+    }
+
+    /// The timed bench runs the runtime at its defaults, which the clock replays by default.
+    #[test]
+    fn the_timed_bench_runs_the_clocks_client() {
+        assert_eq!(
+            client_timing(&LiveConfig::timed().runtime),
+            ClientTiming::default()
+        );
+    }
 }
