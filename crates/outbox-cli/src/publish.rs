@@ -38,10 +38,19 @@ pub struct Args {
     /// (e.g. to repair a publish some write relays missed).
     #[arg(long)]
     rebroadcast: bool,
-    /// Record in the learned stats (`--stats FILE`, else the default store's stats file) that
-    /// every relay that answered is up, so the next feed's plans lean towards live relays.
+    /// Record in the learned stats that every relay that answered is up, so the next feed's
+    /// plans lean towards live relays. Kept where `outbox feed` keeps them: `--stats FILE`,
+    /// `--store`, else the data directory (`--data-dir`, OUTBOX_DATA_DIR).
     #[arg(long)]
     learn: bool,
+    /// With `--learn`: where to keep the stats, as for `outbox feed`: `file:FILE` (as
+    /// `--stats`), `sqlite:PATH`, or `sqlite` (`outbox.sqlite` in the data directory).
+    #[arg(long, value_parser = crate::store::parse_store, conflicts_with = "stats")]
+    store: Option<crate::store::StoreArg>,
+    /// With `--learn`: the data directory the stats are kept in by default, as for
+    /// `outbox feed` (default: the platform's data directory, e.g. `~/.local/share/outbox`).
+    #[arg(long, env = "OUTBOX_DATA_DIR")]
+    data_dir: Option<PathBuf>,
     /// The whole publish ends after this many seconds (at most 315360000, ten years).
     #[arg(long, default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(..=crate::duration::MAX_SECS))]
@@ -114,8 +123,8 @@ async fn learn(args: &Args, report: &PublishReport) -> anyhow::Result<()> {
     use outbox_runtime::PublishOutcome as O;
     let keep = crate::store::StoreArgs {
         stats: args.common.stats_path().map(Into::into),
-        store: None,
-        data_dir: None,
+        store: args.store.clone(),
+        data_dir: args.data_dir.clone(),
     };
     let store = keep.open()?;
     store

@@ -37,7 +37,7 @@ pub enum StoreArg {
     Sqlite(Option<PathBuf>),
 }
 
-fn parse_store(raw: &str) -> Result<StoreArg, String> {
+pub(crate) fn parse_store(raw: &str) -> Result<StoreArg, String> {
     let (kind, path) = raw.split_once(':').unwrap_or((raw, ""));
     match (kind, path) {
         ("sqlite", "") => Ok(StoreArg::Sqlite(None)),

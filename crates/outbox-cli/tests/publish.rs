@@ -293,3 +293,46 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
         assert!(!relay.has(&note.id.to_hex()).await, "sent anyway");
     }
 }
+
+/// `--learn` keeps what it learned where `outbox feed` looks: the data directory
+/// (`OUTBOX_DATA_DIR`), or the store `--store` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learn_writes_the_store_the_feed_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = Relay::start().await;
+    let note = signed(&key(1), Kind::TextNote, "where is it kept", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let data = dir.path().join("data");
+    let event = file.display().to_string();
+    let (url, data_env) = (relay.url.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["publish", "--allow-local", "--timeout", "5", "--learn"])
+            .args(["--event", &event, "--to", &url])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .env("OUTBOX_DATA_DIR", &data_env)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("stats.json")).unwrap()).unwrap();
+    let live = kept["relays"][relay.url.as_str()]["live_alpha"].as_f64();
+    assert!(live.is_some_and(|l| l > 1.0), "{kept}");
+
+    let db = dir.path().join("kept.sqlite");
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+        "--learn".into(),
+        "--store".into(),
+        format!("sqlite:{}", db.display()),
+    ])
+    .await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(db.exists(), "the --store database was not written");
+}

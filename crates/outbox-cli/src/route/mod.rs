@@ -69,7 +69,8 @@ pub(crate) struct Common {
     /// Relay-list events (a JSON array of signed kind:10002 and kind:10050 events).
     #[arg(long, global = true)]
     lists: Option<PathBuf>,
-    /// Learned relay stats (the JSON file `outbox feed --stats` keeps); read, never written.
+    /// Learned relay stats (the JSON file `outbox feed --stats` keeps), read to rank relays;
+    /// written only by `outbox publish --learn`.
     #[arg(long, global = true)]
     stats: Option<PathBuf>,
     /// Router config (TOML); only its `url_policy` is used.
