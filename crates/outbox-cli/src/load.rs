@@ -121,22 +121,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )?;
     let failed = results.iter().filter(|r| !complete(r)).count();
     if failed > 0 {
-        eprintln!("{failed} load point(s) did not finish with a summary (see above)");
+        eprintln!(
+            "{failed} load point(s) did not finish with a summary, or the feed stopped at its \
+             deadline before every relay answered (see above)"
+        );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The feed exited normally and printed its summary within the timeout.
+/// The feed exited normally and printed its summary within the timeout, not stopped at its
+/// own deadline.
 fn complete(r: &LoadResult) -> bool {
     let m = &r.measured;
-    !m.timed_out && m.exit_code == Some(0) && m.report.is_some()
+    !m.timed_out && m.exit_code == Some(0) && m.report.as_ref().is_some_and(|r| !r.deadline_reached)
+}
+
+/// The feed exited normally but stopped at its deadline before every relay answered.
+fn stopped_at_deadline(r: &LoadResult) -> bool {
+    let m = &r.measured;
+    !m.timed_out && m.exit_code == Some(0) && m.report.as_ref().is_some_and(|r| r.deadline_reached)
 }
 
 fn describe(r: &LoadResult) -> String {
     let m = &r.measured;
     let end = if m.timed_out {
         "timed out".to_string()
+    } else if stopped_at_deadline(r) {
+        let answered = m.report.as_ref().map_or(0, |r| r.relays_answered);
+        let asked = m.report.as_ref().map_or(0, |r| r.relays_asked);
+        format!("stopped at the feed's deadline, {answered} of {asked} relays answered,")
     } else {
         match m.exit_code {
             Some(c) => format!("exit {c}"),
@@ -207,6 +221,8 @@ fn render(results: &[LoadResult]) -> Table {
             "timeout".to_string()
         } else if complete(r) {
             "ok".to_string()
+        } else if stopped_at_deadline(r) {
+            "deadline".to_string()
         } else {
             m.exit_code
                 .map_or_else(|| "signal".to_string(), |c| format!("exit {c}"))
@@ -232,4 +248,65 @@ fn render(results: &[LoadResult]) -> Table {
         ]);
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use outbox_live::load::{parse_summary, Measured};
+
+    fn result(summary: &str) -> LoadResult {
+        let json = format!(r#"{{"format":"outbox-feed-summary/1","summary":{summary}}}"#);
+        LoadResult {
+            point: LoadPoint {
+                relays: 4,
+                follows: 300,
+            },
+            relays: 4,
+            lists: 300,
+            notes: 100,
+            copies: 200,
+            budget: 4,
+            prepare: Duration::from_secs(1),
+            relays_cpu: None,
+            measured: Measured {
+                wall: Duration::from_secs(90),
+                cpu_user: None,
+                cpu_system: None,
+                peak_rss_kib: None,
+                samples: 3,
+                exit_code: Some(0),
+                timed_out: false,
+                stdout_lines: 0,
+                report: Some(parse_summary(json.as_bytes()).expect("a summary")),
+                stderr_tail: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_feed_stopped_at_its_deadline_is_not_reported_ok() {
+        let stopped = result(
+            r#"{"events":0,"events_received":0,"round_trips":4,"relays_asked":4,
+                "relays_answered":0,"relays_failed":0,"authors_covered":0,
+                "time_to_first_event":null,"time_to_full_eose":null,"deadline_reached":true}"#,
+        );
+        assert!(!complete(&stopped));
+        let table = render(std::slice::from_ref(&stopped)).to_string();
+        assert!(table.contains("deadline"), "{table}");
+        assert!(!table.contains(" ok "), "{table}");
+        assert!(
+            describe(&stopped).contains("deadline"),
+            "{}",
+            describe(&stopped)
+        );
+
+        let done = result(
+            r#"{"events":9,"events_received":9,"round_trips":4,"relays_asked":4,
+                "relays_answered":4,"relays_failed":0,"authors_covered":300,
+                "time_to_first_event":null,"time_to_full_eose":null}"#,
+        );
+        assert!(complete(&done));
+        assert!(render(&[done]).to_string().contains(" ok "));
+    }
 }

@@ -137,6 +137,9 @@ pub struct FeedReport {
     pub time_to_first_event: Option<Duration>,
     /// Start to the first moment every relay had answered or been set aside.
     pub time_to_full_eose: Option<Duration>,
+    /// The feed stopped at its deadline, before every relay answered or was set aside.
+    #[serde(default)]
+    pub deadline_reached: bool,
 }
 
 /// The child process, measured from outside.
@@ -887,9 +890,15 @@ mod tests {
                 authors_covered: 290,
                 time_to_first_event: Some(Duration::from_millis(7)),
                 time_to_full_eose: Some(Duration::from_millis(1_234)),
+                deadline_reached: false,
             }
         );
         let text = std::str::from_utf8(json).unwrap();
+        let stopped = text.replace(
+            r#""raced":false"#,
+            r#""raced":false,"deadline_reached":true"#,
+        );
+        assert!(parse_summary(stopped.as_bytes()).unwrap().deadline_reached);
         let none = text.replace(r#"{"secs":1,"nanos":234000000}"#, "null");
         assert_eq!(
             parse_summary(none.as_bytes()).unwrap().time_to_full_eose,
