@@ -19,8 +19,9 @@
 //!    ([`mod@crate::fetch`]), at most [`ClientTiming::concurrent_pages`] in flight per socket,
 //!    each page one query time; a page's notes arrive when it ends.
 //! 5. **Waves.** A re-plan around set-aside relays ([`crate::LoopConfig::replan_on_failure`])
-//!    goes out once every relay asked so far has answered or been set aside, as the runtime's
-//!    `--once` waves do; its new relays dial then, and relays already open are asked about
+//!    goes out once every relay asked so far has answered or been set aside, or one EOSE
+//!    timeout after the wave's first set-aside if that is sooner, as the runtime's `--once`
+//!    waves do; its new relays dial then, and relays already open are asked about
 //!    their new follows on the open socket.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
 //!    attempt); the run ends when they are done, or at [`ClientTiming::deadline_ms`], whichever
@@ -343,6 +344,7 @@ pub fn replay(
         let mut hedges: HashMap<String, Vec<u32>> = HashMap::new();
         let mut fresh: HashMap<String, Vec<u32>> = HashMap::new();
         let mut failed_at = f64::NEG_INFINITY;
+        let mut first_failed = f64::INFINITY;
         for (ask, chunks) in delta.entries.iter().zip(pages) {
             // The first plan's routed relays wait for the lists on a first run.
             let from = if n == 0 && !readers.contains(&ask.url.as_str()) {
@@ -354,6 +356,7 @@ pub fn replay(
             settled = settled.max(served.resolved);
             if served.first_answer.is_none() {
                 failed_at = failed_at.max(served.resolved);
+                first_failed = first_failed.min(served.resolved);
             }
             if let Some(after) = client.policy.hedge_after_ms {
                 if served.first_answer.is_none_or(|t| t > from + after) {
@@ -373,8 +376,12 @@ pub fn replay(
             // The re-plan goes out once the relays it replaces were set aside.
             (failed_at + client.debounce_ms).max(wave_at)
         } else {
-            // The next re-plan goes out once every relay asked so far answered or was set aside.
-            links.values().map(|l| l.resolved).fold(wave_at, f64::max)
+            // The next re-plan goes out once every relay asked so far answered or was set
+            // aside, or one EOSE timeout after the first set-aside, whichever comes first.
+            let everyone = links.values().map(|l| l.resolved).fold(wave_at, f64::max);
+            everyone
+                .min(first_failed + client.eose_timeout_ms)
+                .max(wave_at)
         };
     }
 
