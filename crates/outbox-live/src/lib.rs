@@ -176,6 +176,7 @@ pub fn client_timing(runtime: &RuntimeConfig) -> ClientTiming {
         debounce_ms: ms(runtime.replan_debounce),
         deadline_ms: runtime.deadline.map_or(f64::INFINITY, ms),
         lasting_sockets: runtime.sockets.budget().lasting_sockets(),
+        reserve_sockets: runtime.sockets.budget().reserve,
         ..ClientTiming::default()
     }
 }
@@ -473,7 +474,11 @@ pub async fn run_live(
 
     // The simulator's own runs, and the plans it made per session (to compare with live),
     // timed on the world's clock with the client the live run uses when relays are delayed.
-    let client = client_timing(&cfg.runtime);
+    // The bench hands the runtime every relay list: no run waits for a lookup.
+    let client = ClientTiming {
+        lists_given: true,
+        ..client_timing(&cfg.runtime)
+    };
     let loop_cfg = LoopConfig {
         sessions,
         windows: vec![Window::Y1],

@@ -132,6 +132,14 @@ fn a_first_run_waits_for_the_lists() {
     assert!(close(first_note(true), 300.0));
     // Lookup: 300 ms connect + 400 ms query; then the debounce; then fast's connect and query.
     assert!(close(first_note(false), 700.0 + client.debounce_ms + 300.0));
+    // A client handed the lists at its start (the live bench's runtime) does not wait.
+    let given = ClientTiming {
+        lists_given: true,
+        ..ClientTiming::default()
+    };
+    let timeline = run(&sim, std::slice::from_ref(&plan), false, &given);
+    let first = time_score(&sim, &timeline, 7, None).first_note_ms;
+    assert!(close(first.expect("a note"), 300.0));
 }
 
 /// A re-plan wave goes out only once every relay asked before answered or was set aside: the

@@ -69,6 +69,10 @@ pub struct ClientTiming {
     pub lasting_sockets: Option<usize>,
     /// Sockets kept for short work (lookups, probes, hedges) beside the feed's.
     pub reserve_sockets: usize,
+    /// The client is handed every relay list at its start (as the live bench hands them to the
+    /// runtime), so even a first run dials its routed relays at once; `false`: a first run
+    /// waits for the lists lookup.
+    pub lists_given: bool,
     /// Policies the runtime does not have yet, to measure before building them (every one off
     /// by default: the runtime as it is).
     pub policy: Policy,
@@ -104,6 +108,7 @@ impl Default for ClientTiming {
             deadline_ms: 90_000.0,
             lasting_sockets: Some(28),
             reserve_sockets: 4,
+            lists_given: false,
             policy: Policy::default(),
         }
     }
@@ -304,7 +309,10 @@ pub fn replay(
         .copied()
         .filter(|&t| t <= lookup_end)
         .fold(0.0, f64::max);
-    let routed_from = match (run.lists_kept, lists_answered.is_empty()) {
+    let routed_from = match (
+        run.lists_kept || client.lists_given,
+        lists_answered.is_empty(),
+    ) {
         (true, _) => 0.0,
         (false, false) => lists_in + client.debounce_ms,
         // No reader relay answered: the runtime plans with what it has once they failed.
