@@ -562,23 +562,35 @@ fn serve(
         },
     };
     let timing = timing_of(sim, ask.relay);
-    let mut lanes = vec![ready; client.concurrent_pages.max(1)];
+    // Pages go out in time order, as the runtime sends them: each lane sends its chunk's next
+    // page when the last one answered and takes the next chunk when its own is done; the query
+    // times are drawn in that order.
+    let mut lanes: Vec<(f64, Option<std::vec::IntoIter<Vec<u32>>>)> =
+        vec![(ready, None); client.concurrent_pages.max(1)];
+    let mut waiting = chunks.into_iter();
     let mut first_answer = f64::INFINITY;
-    for chunk in chunks {
-        let lane = (0..lanes.len())
-            .min_by(|&a, &b| lanes[a].total_cmp(&lanes[b]))
-            .unwrap_or(0);
-        let mut t = lanes[lane];
-        for page in chunk {
-            t += query_ms(&timing, client, &ask.url, session, link);
-            first_answer = first_answer.min(t);
-            for e in page {
-                let at = state.arrived.entry(e).or_insert(t);
-                *at = at.min(t);
+    loop {
+        for lane in lanes.iter_mut() {
+            if lane.1.as_ref().is_none_or(|pages| pages.len() == 0) {
+                lane.1 = waiting.next().map(Vec::into_iter);
             }
         }
-        lanes[lane] = t;
+        let next = (0..lanes.len())
+            .filter(|&l| lanes[l].1.as_ref().is_some_and(|pages| pages.len() > 0))
+            .min_by(|&a, &b| lanes[a].0.total_cmp(&lanes[b].0));
+        let Some(l) = next else { break };
+        let Some(page) = lanes[l].1.as_mut().and_then(Iterator::next) else {
+            break;
+        };
+        let t = lanes[l].0 + query_ms(&timing, client, &ask.url, session, link);
+        first_answer = first_answer.min(t);
+        for e in page {
+            let at = state.arrived.entry(e).or_insert(t);
+            *at = at.min(t);
+        }
+        lanes[l].0 = t;
     }
+    let lanes: Vec<f64> = lanes.into_iter().map(|(t, _)| t).collect();
     let done = lanes.iter().copied().fold(ready, f64::max);
     link.resolved = link.resolved.max(done);
     if dialled {
