@@ -49,6 +49,17 @@ pub(crate) struct KeptBase {
     pub(crate) penalties: Option<Value>,
 }
 
+impl KeptBase {
+    /// Takes a loaded penalty document as the base (nothing stored: an empty one).
+    pub(crate) fn loaded_penalties(&mut self, loaded: Option<&Value>) {
+        self.penalties = Some(
+            loaded
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        );
+    }
+}
+
 /// Marks in a penalty document that `url`'s set-aside was lifted at `at` (the document should
 /// no longer hold an entry for it).
 pub fn mark_lifted(doc: &mut Value, url: &str, at: u64) {

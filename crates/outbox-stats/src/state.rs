@@ -108,12 +108,7 @@ impl FileStore {
     /// [`save_penalties`](Self::save_penalties).
     pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
         let loaded = self.read_penalties()?;
-        lock(&self.kept).penalties = Some(
-            loaded
-                .value
-                .clone()
-                .unwrap_or_else(|| Value::Object(Default::default())),
-        );
+        lock(&self.kept).loaded_penalties(loaded.value.as_ref());
         Ok(loaded)
     }
 
