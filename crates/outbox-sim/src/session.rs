@@ -309,15 +309,12 @@ struct WindowPlan {
 
 /// What every wave of a run asked, together.
 fn merged(waves: &[Asks]) -> Asks {
-    let mut all = Asks::default();
-    for (n, wave) in waves.iter().enumerate() {
-        if n == 0 {
-            all = wave.clone();
-        } else {
-            all.merge(wave.clone());
-        }
-    }
-    all
+    (waves.iter().cloned())
+        .reduce(|mut all, later| {
+            all.merge(later);
+            all
+        })
+        .unwrap_or_default()
 }
 
 /// Times one session's `run` of `window` on the world's clock, as `client` runs it; reachable

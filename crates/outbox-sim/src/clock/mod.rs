@@ -321,7 +321,6 @@ pub fn replay(
     let readers: Vec<&str> = world.reader_relays.iter().map(String::as_str).collect();
 
     let mut wave_at = 0.0;
-    let mut hedge_at = f64::INFINITY;
     let mut settled = lookup_end;
     for (n, wave) in run.waves.iter().enumerate() {
         // What this wave asks that no earlier wave did, relay by relay.
@@ -351,6 +350,8 @@ pub fn replay(
         };
         let mut hedges: HashMap<String, Vec<u32>> = HashMap::new();
         let mut fresh: HashMap<String, Vec<u32>> = HashMap::new();
+        // When this wave's hedges go out: the first slow relay's bound.
+        let mut hedge_at = f64::INFINITY;
         let mut failed_at = f64::NEG_INFINITY;
         let mut first_failed = f64::INFINITY;
         for (ask, chunks) in delta.entries.iter().zip(pages) {
@@ -378,7 +379,6 @@ pub fn replay(
             settled = settled.max(hedge(
                 sim, client, session, since, &mut state, hedges, hedge_at,
             ));
-            hedge_at = f64::INFINITY;
         }
         wave_at = if client.policy.early_waves && failed_at.is_finite() {
             // The re-plan goes out once the relays it replaces were set aside.
