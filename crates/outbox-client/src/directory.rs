@@ -5,8 +5,9 @@
 //! (tagged people, thread participants, message recipients) and use the other markers: NIP-65
 //! `read` relays and NIP-17 kind:10050 DM inbox relays. The directory keeps all three per
 //! person, canonical under the same [`UrlPolicy`] and counted in the same [`DropReport`] as the
-//! route table, from the same [`RawRelayList`] conversion. The newest list per person and kind
-//! wins; how many people it holds is bounded.
+//! route table, each list kept as a [`RawRelayList`] as the route table keeps them (the
+//! directory reads kind:10050 events too, so it makes them from the events itself). The newest
+//! list per person and kind wins; how many people it holds is bounded.
 
 use std::collections::HashMap;
 

@@ -48,7 +48,9 @@ pub struct RouterConfig {
     /// Give route tables the relay hints the client knows (`hints = true`; [`crate::hints`]):
     /// kind:3 and pointer hints, and the relays learned stats saw each follow's notes arrive
     /// on. Off by default: tables hold the declared lists alone. The simulator's session loop
-    /// honours it; the live runtime does not feed hints yet.
+    /// honours it, and so does the live runtime: its coordinator offers the client's hints
+    /// (`FeedInput::hints`; `outbox feed --npub` gives the reader's kind:3 relays) and the
+    /// relays its stats saw notes arrive on to every route table it plans on.
     pub hints: bool,
 }
 

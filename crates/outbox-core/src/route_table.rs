@@ -107,8 +107,9 @@ impl RawRelayList {
 impl TryFrom<&Event> for RawRelayList {
     type Error = NotARelayList;
 
-    /// The one conversion from a signed kind:10002 event: kind and signature checked, tags kept
-    /// raw (the route table validates them under its URL policy).
+    /// A signed kind:10002 event's list: kind and signature checked, tags kept raw (the route
+    /// table validates them under its URL policy). For an event already verified,
+    /// [`RawRelayList::from_verified`] checks the kind alone.
     fn try_from(event: &Event) -> Result<Self, Self::Error> {
         if event.kind != Kind::RelayList {
             return Err(NotARelayList::WrongKind);

@@ -10,8 +10,9 @@
 //!
 //! - **One coordinator task owns all state**: the relay lists, the route table, the plan's
 //!   [`Slots`](outbox_client::Slots), the learned stats and the penalty box. Everything else talks
-//!   to it with messages. The one lock in this crate is the leaf behind the shared cache of
-//!   relay documents ([`Nip11Cache`]), never held across an `.await`.
+//!   to it with messages. The crate's two locks are leaves outside that state, never held
+//!   across an `.await` nor together: the table of the shared sockets ([`Sockets`]) and the
+//!   shared cache of relay documents ([`Nip11Cache`]).
 //! - **One task per relay** (a slot) owns a link to that relay. It sends REQ/CLOSE when told,
 //!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
 //!   or floods only ever blocks its own task.

@@ -1,12 +1,16 @@
 //! Publishing one signed event to a set of relays (a publish route's targets).
 //!
-//! Each relay gets its own socket: `["EVENT", event]`, then the relay's
+//! Each relay is reached through a link on the client's one socket to it
+//! ([`Sockets`](crate::Sockets)): a socket the feed, a lookup or a route feed already holds is
+//! joined, and otherwise one is dialled within the socket budget (publishing is short work, so
+//! it may take the reserve). On it: `["EVENT", event]`, then the relay's
 //! `["OK", id, accepted, message]` for that id (other frames are ignored; frames above the
 //! config's size limits are dropped or end the socket). The answer is classified by its NIP-01
 //! prefix. Rate limits, timeouts and connect failures are tried again with the config's backoff
 //! while the overall deadline and [`MAX_PUBLISH_ATTEMPTS`] allow; a definitive refusal never is.
 //! With keys ([`RuntimeConfig::auth`]), an `auth-required:` refusal is answered by signing the
-//! relay's NIP-42 challenge and sending the event again, once per socket.
+//! relay's NIP-42 challenge and sending the event again, once per attempt (each attempt
+//! takes a link of its own).
 
 use std::time::Duration;
 
@@ -22,7 +26,8 @@ use crate::config::RuntimeConfig;
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link as Socket, Role};
 
-/// Sockets open at once during one publish, whatever the number of targets.
+/// Relays sent to at once during one publish, whatever the number of targets; each holds a
+/// link on the shared sockets, which stay within the socket budget besides.
 pub const MAX_PUBLISH_SOCKETS: usize = 32;
 
 /// Attempts per relay (the first included) for retryable outcomes.

@@ -123,8 +123,9 @@ CREATE TABLE IF NOT EXISTS documents (name TEXT PRIMARY KEY NOT NULL, body TEXT 
 
 /// Stats, relay lists and the penalty box in one SQLite database (see the module docs).
 ///
-/// Each operation opens its own connection on tokio's blocking threads: no lock is shared,
-/// and two stores on one path behave like two processes. A clone is the same store.
+/// Each operation opens its own connection on tokio's blocking threads: no connection is
+/// shared, and two stores on one path behave like two processes. A clone is the same store (it
+/// shares the `base` and `kept` locks).
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     path: PathBuf,
