@@ -1,11 +1,13 @@
 //! Tidy checks: what the docs name exists, and what the code bounds the docs name.
 //!
 //! - every `MAX_*` constant of the workspace's production sources is named in `docs/limits.md`;
+//! - every "Where" entry of `docs/limits.md` names a crate that exists, and the modules, files
+//!   and names it gives are found in that crate, as are the constants its row's bound names;
 //! - every workspace crate and `outbox <command>` that README.md and ARCHITECTURE.md name exists;
 //! - README.md's `rust` blocks run as doctests (of `outbox-strategies`), none of them skipped
 //!   but those that are the text of a file the workspace builds and tests.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -149,17 +151,419 @@ fn an_undocumented_bound_is_reported() {
     assert_eq!(missing, ["crates/demo/src/lib.rs: MAX_GADGETS"]);
 }
 
+/// The dependencies the workspace declares (`[workspace.dependencies]`): a "Where" entry may
+/// name one for a bound that is its own (serde_json's recursion limit).
+fn workspace_dependencies(root: &Path) -> BTreeSet<String> {
+    let manifest: toml::Table = toml::from_str(&read(&root.join("Cargo.toml"))).unwrap();
+    manifest["workspace"]
+        .get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|d| d.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// One row of a table of the limits page with a "Where" column.
+struct WhereRow {
+    /// 1-based line in the page.
+    line: usize,
+    bound: String,
+    place: String,
+}
+
+/// The rows of every table of `limits` whose header has a "Bound" and a "Where" column.
+fn where_rows(limits: &str) -> Vec<Result<WhereRow, String>> {
+    let cells = |line: &str| -> Vec<String> {
+        let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+        inner.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    let mut rows = Vec::new();
+    let mut columns: Option<(usize, usize, usize)> = None;
+    for (i, line) in limits.lines().enumerate() {
+        if !line.starts_with('|') {
+            columns = None;
+            continue;
+        }
+        if line.starts_with("|---") {
+            continue;
+        }
+        let row = cells(line);
+        if row.first().is_some_and(|c| c == "What") {
+            let at = |name: &str| row.iter().position(|c| c == name);
+            columns = match (at("Bound"), at("Where")) {
+                (Some(b), Some(w)) => Some((row.len(), b, w)),
+                _ => None,
+            };
+            continue;
+        }
+        let Some((width, bound, place)) = columns else {
+            continue;
+        };
+        rows.push(if row.len() == width {
+            Ok(WhereRow {
+                line: i + 1,
+                bound: row[bound].clone(),
+                place: row[place].clone(),
+            })
+        } else {
+            Err(format!(
+                "line {}: {} cells, the header has {width}",
+                i + 1,
+                row.len()
+            ))
+        });
+    }
+    rows
+}
+
+/// A "Where" cell read as groups, split at the commas outside parentheses: each group's
+/// code spans outside parentheses (a crate, then modules or files) and inside them (names).
+fn where_groups(cell: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut groups = vec![(Vec::new(), Vec::new())];
+    let mut depth = 0usize;
+    let mut chars = cell.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {
+                let span: String = chars.by_ref().take_while(|&c| c != '`').collect();
+                let group = groups.last_mut().unwrap();
+                if depth == 0 {
+                    group.0.push(span);
+                } else {
+                    group.1.push(span);
+                }
+            }
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => groups.push((Vec::new(), Vec::new())),
+            _ => {}
+        }
+    }
+    groups.retain(|(paths, names)| !paths.is_empty() || !names.is_empty());
+    groups
+}
+
+/// Every `.rs` file under `path` (itself, if it is one).
+fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path.to_path_buf());
+        }
+        return;
+    }
+    let Ok(entries) = fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries {
+        rust_files(&entry.unwrap().path(), out);
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `token` is found in the crate at `dir`: a file or folder path (`examples/common`)
+/// exists; a Rust path (`stats::merge`, `feed::check_summary_path`, `DeliveryStats::prune_at`)
+/// is followed through the crate's module files as far as they go (`src/stats/merge.rs`,
+/// `src/feed/mod.rs`), and each name left must occur in the module reached.
+fn find_in_crate(dir: &Path, token: &str) -> Result<(), String> {
+    if token.contains('/') || token.ends_with(".rs") {
+        return if dir.join(token).exists() {
+            Ok(())
+        } else {
+            Err(format!("no `{token}` in {}", dir.display()))
+        };
+    }
+    let segments: Vec<&str> = token.split("::").collect();
+    if !segments.iter().all(|s| is_ident(s)) {
+        return Err(format!("`{token}` is neither a path nor a name"));
+    }
+    let mut scope = vec![dir.join("src")];
+    let mut module = dir.join("src");
+    let mut names = &segments[..];
+    while let Some((first, rest)) = names.split_first() {
+        let (file, folder) = (module.join(format!("{first}.rs")), module.join(first));
+        if !file.is_file() && !folder.is_dir() {
+            break;
+        }
+        scope = vec![file, folder.clone()];
+        module = folder;
+        names = rest;
+    }
+    let mut files = Vec::new();
+    for path in &scope {
+        rust_files(path, &mut files);
+    }
+    let texts: Vec<String> = files.iter().map(|f| read(f)).collect();
+    for name in names {
+        if !texts.iter().any(|t| defines(t, name)) {
+            let place = scope.iter().find(|p| p.exists()).unwrap_or(&scope[0]);
+            let place = place.strip_prefix(dir).unwrap_or(place);
+            return Err(format!(
+                "`{name}` (of `{token}`) is not defined in {}",
+                place.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a source defines `name`: an item (`fn name`, `struct name`, `const name`, ...), a
+/// field (`name:`), or a string literal that is the name alone (a JSON key, an SQL table).
+fn defines(text: &str, name: &str) -> bool {
+    const ITEMS: &[&str] = &[
+        "fn",
+        "struct",
+        "enum",
+        "trait",
+        "type",
+        "const",
+        "static",
+        "mod",
+        "union",
+        "macro_rules!",
+    ];
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(i, _)| {
+        let (before, after) = (&text[..i], &text[i + name.len()..]);
+        if before.chars().next_back().is_some_and(ident) || after.chars().next().is_some_and(ident)
+        {
+            return false;
+        }
+        let item = ITEMS.iter().any(|k| {
+            before
+                .trim_end()
+                .strip_suffix(k)
+                .is_some_and(|b| !b.chars().next_back().is_some_and(ident))
+        });
+        let field = after.trim_start().starts_with(':') && !after.trim_start().starts_with("::");
+        let literal = before.ends_with('"') && after.starts_with('"');
+        item || field || literal
+    })
+}
+
+/// Whether a source declares the constant `name` (`const NAME` or `static NAME`).
+fn declares(text: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].trim_end();
+        (before.ends_with("const") || before.ends_with("static"))
+            && !text[i + name.len()..].chars().next().is_some_and(ident)
+    })
+}
+
+/// The constants a bound names: the code spans whose last segment is in upper case
+/// (`MAX_SESSIONS`, `nip11::MAX_ENTRIES`), but not a primitive's (`u32::MAX`).
+fn named_constants(bound: &str) -> Vec<String> {
+    let primitives = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64",
+    ];
+    bound
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|span| {
+            let segments: Vec<&str> = span.split("::").collect();
+            let last = *segments.last()?;
+            let constant = is_ident(last)
+                && last.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && last
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            (constant && !(segments.len() > 1 && primitives.contains(&segments[0])))
+                .then(|| last.to_string())
+        })
+        .collect()
+}
+
+/// What is wrong with the "Where" column of the limits page (of the workspace at `root`): a
+/// row that names no crate first, a crate that is neither a workspace package nor a workspace
+/// dependency, a module, file or name not found in the crate it follows, or a constant of the
+/// row's bound that none of the row's workspace crates declares.
+fn where_problems(root: &Path, limits: &str) -> Vec<String> {
+    let crates = package_dirs(root);
+    let dependencies = workspace_dependencies(root);
+    let mut problems = Vec::new();
+    let mut rows = 0;
+    for row in where_rows(limits) {
+        let row = match row {
+            Ok(row) => row,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        rows += 1;
+        let line = row.line;
+        let mut current: Option<(String, Option<PathBuf>)> = None;
+        let mut named: Vec<PathBuf> = Vec::new();
+        let groups = where_groups(&row.place);
+        if groups.is_empty() {
+            problems.push(format!("line {line}: the Where cell names nothing"));
+        }
+        for (paths, names) in groups {
+            let mut paths = paths.as_slice();
+            if let Some(first) = paths.first() {
+                if let Some(dir) = crates.get(first) {
+                    current = Some((first.clone(), Some(dir.clone())));
+                    named.push(dir.clone());
+                    paths = &paths[1..];
+                } else if dependencies.contains(first) {
+                    current = Some((first.clone(), None));
+                    paths = &paths[1..];
+                } else if first.starts_with("outbox-") {
+                    problems.push(format!("line {line}: `{first}` is not a workspace crate"));
+                    continue;
+                }
+            }
+            let Some((name, dir)) = &current else {
+                problems.push(format!(
+                    "line {line}: the Where cell does not begin with a crate: {}",
+                    row.place
+                ));
+                break;
+            };
+            let Some(dir) = dir else {
+                continue; // a dependency's own code is not checked
+            };
+            for token in paths.iter().chain(&names) {
+                if let Err(e) = find_in_crate(dir, token) {
+                    problems.push(format!("line {line}: `{name}`: {e}"));
+                }
+            }
+        }
+        if named.is_empty() {
+            continue;
+        }
+        let mut files = Vec::new();
+        for dir in &named {
+            rust_files(&dir.join("src"), &mut files);
+        }
+        let texts: Vec<String> = files.iter().map(|f| read(f)).collect();
+        for constant in named_constants(&row.bound) {
+            if !texts.iter().any(|t| declares(t, &constant)) {
+                problems.push(format!(
+                    "line {line}: `{constant}` is declared in none of {}",
+                    row.place
+                ));
+            }
+        }
+    }
+    if rows == 0 {
+        problems.push("no table with a Where column".into());
+    }
+    problems
+}
+
+#[test]
+fn every_where_of_the_limits_page_exists() {
+    let root = root();
+    let limits = read(&root.join("docs/limits.md"));
+    let problems = where_problems(&root, &limits);
+    assert!(
+        problems.is_empty(),
+        "docs/limits.md names places that do not hold the code (the Where column: a crate, \
+         then modules, files or `(names)` found in it):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The check itself, on a made-up workspace: a row naming the crate and module that hold the
+/// bound passes; a wrong crate, module, name or constant is reported, with its line.
+#[test]
+fn a_wrong_where_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::write(
+        root.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"crates/demo\", \"crates/other\"]\n\
+         [workspace.dependencies]\nserde_json = \"1\"\n",
+    )
+    .unwrap();
+    for (name, files) in [
+        (
+            "demo",
+            &[
+                ("lib.rs", "pub mod widgets;\n"),
+                (
+                    "widgets.rs",
+                    "pub const MAX_WIDGETS: usize = 3;\npub fn count_widgets() {}\n",
+                ),
+            ][..],
+        ),
+        (
+            "other",
+            &[("lib.rs", "pub const MAX_GADGETS: u8 = 1;\n")][..],
+        ),
+    ] {
+        let src = root.join("crates").join(name).join("src");
+        fs::create_dir_all(&src).unwrap();
+        fs::write(
+            root.join("crates").join(name).join("Cargo.toml"),
+            format!("[package]\nname = \"outbox-{name}\"\n"),
+        )
+        .unwrap();
+        for (file, text) in files {
+            fs::write(src.join(file), text).unwrap();
+        }
+    }
+    let page = "\
+| What | Bound | Where | When exceeded |
+|---|---|---|---|
+| Widgets | 3 (`MAX_WIDGETS`) | `outbox-demo` `widgets` (`count_widgets`) | Refused. |
+| Nesting | 128 levels, `u32::MAX` | `serde_json` | An error. |
+| Gadgets | 1 (`MAX_GADGETS`) | `outbox-other`, `outbox-demo` `widgets::count_widgets` | Refused. |
+| Widgets | 3 (`MAX_WIDGETS`) | `outbox-other` | Refused. |
+| Widgets | 3 | `outbox-demo` `sprockets` | Refused. |
+| Widgets | 3 | `outbox-demo` `widgets::count_sprockets` | Refused. |
+| Widgets | 3 | `outbox-gone` `widgets` | Refused. |
+| Widgets | 3 | `widgets` | Refused. |
+
+| What | Bound | When exceeded |
+|---|---|---|
+| Not checked | 1 (`MAX_ANYTHING`) | — |
+";
+    let problems = where_problems(root, page);
+    let lines: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        ["line 6", "line 7", "line 8", "line 9", "line 10"],
+        "{problems:#?}"
+    );
+    assert!(problems[0].contains("MAX_WIDGETS"), "{problems:#?}");
+    assert!(problems[1].contains("sprockets"), "{problems:#?}");
+    assert!(problems[2].contains("count_sprockets"), "{problems:#?}");
+    assert!(problems[3].contains("outbox-gone"), "{problems:#?}");
+    assert!(
+        problems[4].contains("does not begin with a crate"),
+        "{problems:#?}"
+    );
+}
+
 /// The workspace's package names, from each member's manifest.
 fn packages(root: &Path) -> BTreeSet<String> {
+    package_dirs(root).into_keys().collect()
+}
+
+/// The workspace's packages by name, each with its directory.
+fn package_dirs(root: &Path) -> BTreeMap<String, PathBuf> {
     let manifest: toml::Table = toml::from_str(&read(&root.join("Cargo.toml"))).unwrap();
     manifest["workspace"]["members"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| {
-            let member: toml::Table =
-                toml::from_str(&read(&root.join(m.as_str().unwrap()).join("Cargo.toml"))).unwrap();
-            member["package"]["name"].as_str().unwrap().to_string()
+            let dir = root.join(m.as_str().unwrap());
+            let member: toml::Table = toml::from_str(&read(&dir.join("Cargo.toml"))).unwrap();
+            (member["package"]["name"].as_str().unwrap().to_string(), dir)
         })
         .collect()
 }
