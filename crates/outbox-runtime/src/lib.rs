@@ -80,6 +80,7 @@ pub mod route_feed;
 mod signin;
 pub mod slot;
 pub mod sockets;
+pub mod places;
 pub mod store;
 mod tls;
 mod ws;
@@ -111,6 +112,7 @@ pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 
+pub use places::Places;
 /// Everything a feed starts from.
 #[derive(Debug)]
 pub struct FeedInput {
@@ -463,6 +465,8 @@ pub struct FeedSummary {
     /// The penalty box at the end (persist it to remember set-aside relays).
     pub penalties: PenaltyBox,
     /// Why saving the stats failed, if it did.
+    /// How the feed's relays fit the socket budget: a place each, time-shared, or cut.
+    pub places: Places,
     pub stats_error: Option<String>,
 }
 
@@ -621,7 +625,7 @@ pub async fn start(
     // A kept deadline is never believed beyond the longest set-aside; with a key, relays that
     // only needed sign-in are asked again.
     input.penalties.clamp(now, &config.penalty);
-    let mut input = fit_sockets(input, &config);
+    let (mut input, places) = places::fit(input, &config);
     if config.auth.is_some() {
         input.penalties.retry_sign_in();
     }
@@ -644,31 +648,7 @@ pub async fn start(
     };
     let mut stats = stats;
     apply_monitors(&mut input, &config, &mut stats).await;
-    coordinator::spawn(input, config, stats)
-}
-
-/// Keeps the feed's slots within the places the socket budget leaves lasting work: the reader's relays and
-/// the indexers are slots too, so the routed budget is what remains of them (at least one).
-/// Without this a plan could ask more relays than the budget lets the feed hold, and the slots
-/// past the budget would wait for places that never free.
-fn fit_sockets(mut input: FeedInput, config: &RuntimeConfig) -> FeedInput {
-    let Some(lasting) = config.sockets.budget().lasting_sockets() else {
-        return input;
-    };
-    let fixed: std::collections::BTreeSet<&String> =
-        input.reader_relays.iter().chain(&config.indexers).collect();
-    let routed = lasting.saturating_sub(fixed.len()).max(1);
-    let budget = input.router.max_connections();
-    if routed < budget {
-        tracing::info!(
-            budget,
-            routed,
-            sockets = lasting,
-            "the routed budget is cut to fit the socket budget"
-        );
-        input.router = input.router.with_max_connections(routed);
-    }
-    input
+    coordinator::spawn(input, config, stats, places)
 }
 
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a

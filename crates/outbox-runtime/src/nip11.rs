@@ -6,6 +6,9 @@
 //! auth_required, payment_required}` are read, and a field of the wrong type or out of range is
 //! ignored. A relay without a document is paged with conservative defaults.
 //!
+//! Each fetch holds a place of the client's socket budget ([`Sockets`]) for as long as its
+//! connection lasts, so documents never take a run past its budget.
+//!
 //! [`Nip11Cache`] keeps one answer per relay URL for a while (failures for less) and is shared
 //! by every slot of a feed. Its map is behind a `std::sync::Mutex` that is a leaf: taken for a
 //! lookup or an insert, never across an `.await`, never while another lock is held.
@@ -20,6 +23,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::limits::Nip11Config;
+use crate::sockets::Sockets;
 
 /// Relays remembered at most; beyond this, expired entries go, then everything.
 const MAX_ENTRIES: usize = 4096;
@@ -141,8 +145,11 @@ impl Nip11Cache {
         self.client
             .get_or_init(|| {
                 crate::tls::install_crypto_provider();
+                // No connection outlives its request: each holds a place of the socket
+                // budget only while it runs.
                 match reqwest::Client::builder()
                     .redirect(reqwest::redirect::Policy::none())
+                    .pool_max_idle_per_host(0)
                     .build()
                 {
                     Ok(client) => Some(client),
@@ -155,16 +162,28 @@ impl Nip11Cache {
             .as_ref()
     }
 
-    /// The limits `relay` publishes: cached, or fetched now (and cached). `None` when it has no
-    /// usable document or fetching is disabled.
-    pub async fn limits(&self, relay: &str, cfg: &Nip11Config) -> Option<RelayLimits> {
+    /// The limits `relay` publishes: cached, or fetched now (and cached) on a connection that
+    /// holds a place of `sockets`' budget while it lasts. `None` when it has no usable
+    /// document, fetching is disabled, or no place freed within the fetch's timeout (then
+    /// nothing is remembered: the relay is not to blame).
+    pub async fn limits(
+        &self,
+        relay: &str,
+        cfg: &Nip11Config,
+        sockets: &Sockets,
+    ) -> Option<RelayLimits> {
         if !cfg.enabled {
             return None;
         }
         if let Some(known) = self.cached(relay) {
             return known;
         }
-        let fetched = match tokio::time::timeout(cfg.timeout, self.fetch(relay, cfg)).await {
+        let deadline = crate::deadline::after(cfg.timeout);
+        let Ok(place) = tokio::time::timeout_at(deadline, sockets.place(relay)).await else {
+            debug!(%relay, "no socket place for the relay document in time");
+            return None;
+        };
+        let fetched = match tokio::time::timeout_at(deadline, self.fetch(relay, cfg)).await {
             Ok(Ok(limits)) => Some(limits),
             Ok(Err(why)) => {
                 debug!(%relay, %why, "no relay document");
@@ -175,6 +194,7 @@ impl Nip11Cache {
                 None
             }
         };
+        drop(place);
         let ttl = if fetched.is_some() {
             cfg.ttl
         } else {
@@ -190,6 +210,7 @@ impl Nip11Cache {
         let mut response = client
             .get(&url)
             .header(reqwest::header::ACCEPT, "application/nostr+json")
+            .header(reqwest::header::CONNECTION, "close")
             .timeout(cfg.timeout)
             .send()
             .await
@@ -297,22 +318,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_document_waits_for_a_place_and_blames_no_relay_when_none_frees() {
+        let cache = Nip11Cache::new();
+        let sockets = Sockets::new(crate::SocketBudget {
+            max_sockets: Some(1),
+            reserve: 1,
+            idle: Duration::from_secs(1),
+        });
+        let cfg = Nip11Config {
+            timeout: Duration::from_millis(200),
+            ..Nip11Config::default()
+        };
+        let held = sockets.place("ws://127.0.0.1:3").await;
+        assert_eq!(sockets.stats().open, 1);
+        assert_eq!(cache.limits("ws://127.0.0.1:1", &cfg, &sockets).await, None);
+        assert_eq!(
+            cache.cached("ws://127.0.0.1:1"),
+            None,
+            "no place is not the relay's failure"
+        );
+        drop(held);
+        assert_eq!(sockets.stats().open, 0, "a dropped place is free again");
+        assert_eq!(cache.limits("ws://127.0.0.1:1", &cfg, &sockets).await, None);
+        assert_eq!(cache.cached("ws://127.0.0.1:1"), Some(None));
+        let stats = sockets.stats();
+        assert_eq!((stats.documents, stats.peak, stats.open), (2, 1, 0));
+    }
+
+    #[tokio::test]
     async fn answers_are_cached_and_failures_too() {
         let cache = Nip11Cache::new();
+        let sockets = Sockets::new(crate::SocketBudget::unbounded());
         let cfg = Nip11Config {
             timeout: Duration::from_millis(300),
             ..Nip11Config::default()
         };
         // Nothing listens on port 1: a failure, remembered.
-        assert_eq!(cache.limits("ws://127.0.0.1:1", &cfg).await, None);
+        assert_eq!(cache.limits("ws://127.0.0.1:1", &cfg, &sockets).await, None);
         assert_eq!(cache.cached("ws://127.0.0.1:1"), Some(None));
         // Not a relay URL: a failure without a request.
-        assert_eq!(cache.limits("ftp://x", &cfg).await, None);
+        assert_eq!(cache.limits("ftp://x", &cfg, &sockets).await, None);
         let off = Nip11Config {
             enabled: false,
             ..cfg
         };
-        assert_eq!(cache.limits("ws://127.0.0.1:2", &off).await, None);
+        assert_eq!(cache.limits("ws://127.0.0.1:2", &off, &sockets).await, None);
         // Remembered "forever".
         let forever = Nip11Config {
             ttl: Duration::MAX,
@@ -320,7 +370,7 @@ mod tests {
             timeout: Duration::MAX,
             ..cfg.clone()
         };
-        assert_eq!(cache.limits("ftp://y", &forever).await, None);
+        assert_eq!(cache.limits("ftp://y", &forever, &sockets).await, None);
         assert_eq!(cache.cached("ftp://y"), Some(None));
         assert_eq!(
             cache.cached("ws://127.0.0.1:2"),

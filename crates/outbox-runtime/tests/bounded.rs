@@ -19,6 +19,7 @@ use outbox_client::{MemoryStore, StatsStore};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
     fetch_events, start, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
+    SocketBudget, Sockets,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -334,7 +335,12 @@ async fn a_relay_document_redirect_is_not_followed() {
         ..Nip11Config::default()
     };
     let cache = Nip11Cache::new();
-    assert_eq!(cache.limits(&relay_url, &cfg).await, None);
+    assert_eq!(
+        cache
+            .limits(&relay_url, &cfg, &Sockets::new(SocketBudget::unbounded()))
+            .await,
+        None
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         observed.load(Ordering::SeqCst),

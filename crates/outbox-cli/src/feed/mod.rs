@@ -150,13 +150,17 @@ pub enum Profile {
 #[derive(clap::Args, Debug)]
 pub struct SocketArgs {
     /// The socket budget for everything the run does (the feed's relays, the reader's relays,
-    /// lookups and probes share one socket per relay). When the config's `max_connections`
-    /// and the reader's relays do not fit, the routed budget shrinks to what does.
+    /// lookups, probes and relay documents share it; one socket per relay). When the
+    /// config's `max_connections` and the reader's relays do not fit the places left beside
+    /// the reserve, a `--once` run takes turns (a relay that has answered gives its place to
+    /// one waiting) and a continuing feed routes only as many relays as fit, none when the
+    /// reader's relays fill every place (they then carry every follow).
     #[arg(long, value_enum, default_value = "desktop")]
     profile: Profile,
-    /// Sockets at most, instead of the profile's (at least 2: one of them is kept for lookups
-    /// and probes).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=1000))]
+    /// Sockets at most, instead of the profile's. Of them, the profile's reserve (at most
+    /// half, at least one) is kept for lookups, probes and relay documents; with one socket,
+    /// everything takes turns on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
     max_sockets: Option<u16>,
 }
 
@@ -819,8 +823,8 @@ fn print_summary(s: &FeedSummary) {
     lines.extend(describe_pending(s));
     lines.push(describe_probes(s));
     lines.push(format!(
-        "sockets:             {} at most open at once, {} dialled, {} shared",
-        s.sockets.peak, s.sockets.dials, s.sockets.joins
+        "sockets:             {} at most open at once, {} dialled, {} shared, {} for relay documents",
+        s.sockets.peak, s.sockets.dials, s.sockets.joins, s.sockets.documents
     ));
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));
@@ -851,6 +855,9 @@ fn print_summary(s: &FeedSummary) {
     if !skipped.is_empty() {
         lines.push(format!(
             "needs sign-in:       {} (skipped: no key; give --secret-key-file)",
+    if s.places != outbox_runtime::Places::Enough {
+        lines.push(format!("socket places:       {}", s.places));
+    }
             skipped.join(", ")
         ));
     }

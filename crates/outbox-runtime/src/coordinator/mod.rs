@@ -64,10 +64,12 @@ pub(crate) fn spawn(
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let reader_relays = input.reader_relays.clone();
     let route_config = config.clone();
-    let coordinator = Coordinator::new(input, config, stats, out_tx);
+    let mut coordinator = Coordinator::new(input, config, stats, out_tx);
+    coordinator.tally.places = places;
     let task = tokio::spawn(coordinator.run(control_rx));
     (
         FeedHandle {
+    places: crate::Places,
             control: control_tx,
             task,
             config: route_config,
@@ -117,6 +119,8 @@ struct Tally {
     uncovered: usize,
     /// When each new note arrived, until the first settle (for time to 90%).
     arrivals: Vec<Duration>,
+    /// How the feed's relays fit the socket budget, decided before the start.
+    places: crate::Places,
     to_90: Option<Duration>,
     dropped: BTreeMap<FrameDrop, u64>,
     /// A `once` run stopped at the end of its EOSE race.

@@ -102,6 +102,7 @@ impl Coordinator {
             relays: self.tally.relays,
             probes: self.tally.probes,
             sockets: self.cfg.sockets.stats(),
+            places: self.tally.places,
             stats: self.stats,
             penalties: self.penalties,
             stats_error,

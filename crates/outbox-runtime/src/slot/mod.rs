@@ -282,6 +282,9 @@ struct Purpose {
     /// The run's first REQ, and its first EOSE latency.
     started: Option<Instant>,
     latency: Option<Duration>,
+    /// Answered in a one-shot run whose slot then gave its socket's place up: not asked again
+    /// until a new filter comes.
+    settled: bool,
     /// This run's EOSE was reported.
     reported: bool,
     /// Cost since the last report.
@@ -341,6 +344,9 @@ enum Ended {
 /// Runs one slot until it is told to shut down or the coordinator goes away.
 pub(crate) async fn run_slot(
     url: Arc<str>,
+    /// A one-shot slot answered everything it was asked and gave its place to a link waiting
+    /// for one; it dials again when a new filter comes.
+    Parked,
     cfg: Arc<RuntimeConfig>,
     nip11: Arc<Nip11Cache>,
     mut commands: mpsc::UnboundedReceiver<SlotCommand>,
@@ -465,6 +471,7 @@ impl Slot {
             latency: None,
             reported: false,
             pages: 0,
+            settled: false,
             received: 0,
         });
         purpose.filter = filter;
@@ -475,6 +482,7 @@ impl Slot {
 }
 
 enum Handled {
+        purpose.settled = false;
     Ok,
     Bad,
     End(Ended),

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::config::RuntimeConfig;
 pub(crate) use link::Link;
@@ -141,6 +141,10 @@ pub struct SocketStats {
     pub dials: u64,
     /// Links that joined a socket already open or dialling.
     pub joins: u64,
+    /// HTTP requests for relay documents (NIP-11), each on a connection of its own that
+    /// holds a place of the budget like a socket (counted in [`open`](Self::open) and
+    /// [`peak`](Self::peak) while it lasts).
+    pub documents: u64,
 }
 
 /// The sockets of one client, shared by every purpose (see the [module docs](self)). Clones
@@ -171,6 +175,25 @@ pub(crate) struct Inner {
     /// Woken whenever a socket opens, falls unused or ends: a waiting link may join it, have
     /// it closed, or take its place.
     freed: Notify,
+    /// Links waiting for a place now. A one-shot feed slot that has answered everything gives
+    /// its place up when this is above zero (see [`Sockets::contention`]).
+    waiting: watch::Sender<usize>,
+}
+
+/// Counts one link among the waiting for as long as it lives (a waiting link may be dropped).
+struct Waiting<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 #[derive(Default)]
@@ -230,6 +253,7 @@ impl Sockets {
                 budget,
                 table: Mutex::new(Table::default()),
                 freed: Notify::new(),
+                waiting: watch::Sender::new(0),
             }),
         }
     }
@@ -245,6 +269,34 @@ impl Sockets {
         SocketStats {
             open: table.sockets.len(),
             ..table.stats
+        }
+    }
+
+    /// How many links wait for a place now, and a way to hear when that changes: places are
+    /// time-shared by links that have nothing more to do giving theirs up while this is above
+    /// zero.
+    pub(crate) fn contention(&self) -> watch::Receiver<usize> {
+        self.inner.waiting.subscribe()
+    }
+
+    /// A place of the budget for one HTTP request to `url` (a relay's document), waiting while
+    /// the budget is spent as a short purpose would; the place is free again when the
+    /// [`Place`] is dropped. Waiting is bounded by the caller.
+    pub(crate) async fn place(&self, url: &str) -> Place {
+        loop {
+            let freed = self.inner.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.inner.take_place(url) {
+                Ok(place) => return place,
+                Err(close) => {
+                    if let Some(idle) = close {
+                        let _ = idle.send(connection::Command::CloseIdle);
+                    }
+                    let _waiting = Waiting::new(&self.inner.waiting);
+                    freed.await;
+                }
+            }
         }
     }
 
@@ -267,6 +319,7 @@ impl Sockets {
                     if let Some(idle) = close {
                         let _ = idle.send(connection::Command::CloseIdle);
                     }
+                    let _waiting = Waiting::new(&self.inner.waiting);
                     freed.await;
                 }
                 Step::Join {
@@ -369,16 +422,54 @@ impl Inner {
             };
         }
         // Full: make room by closing a socket nobody uses, then wait for it to end.
+        Step::Wait {
+            close: Self::close_one_idle(&mut table),
+        }
+    }
+
+    /// Marks the oldest socket nobody uses as closing and returns where to tell it so.
+    fn close_one_idle(table: &mut Table) -> Option<mpsc::UnboundedSender<connection::Command>> {
         let idle = table
             .sockets
             .values_mut()
             .filter(|e| e.links == 0 && !e.closing)
-            .min_by_key(|e| e.socket);
-        let close = idle.map(|e| {
-            e.closing = true;
-            e.commands.clone()
-        });
-        Step::Wait { close }
+            .min_by_key(|e| e.socket)?;
+        idle.closing = true;
+        Some(idle.commands.clone())
+    }
+
+    /// A place for an HTTP request to `url` if the budget has one now; otherwise an idle
+    /// socket to close (if any) so one frees.
+    fn take_place(
+        self: &Arc<Self>,
+        url: &str,
+    ) -> Result<Place, Option<mpsc::UnboundedSender<connection::Command>>> {
+        let mut table = self.lock();
+        if table.sockets.len() < self.budget.limit(Role::Lookup) {
+            let socket = table.next_socket;
+            table.next_socket += 1;
+            // A key no relay URL has (URLs hold no spaces): never joined, never closed idle.
+            let key = format!("{url} document {socket}");
+            let (commands, keep) = mpsc::unbounded_channel();
+            table.sockets.insert(
+                key.clone(),
+                Entry {
+                    socket,
+                    commands,
+                    links: 1,
+                    closing: false,
+                },
+            );
+            table.stats.documents += 1;
+            table.stats.peak = table.stats.peak.max(table.sockets.len());
+            return Ok(Place {
+                key,
+                socket,
+                pool: self.clone(),
+                _keep: keep,
+            });
+        }
+        Err(Self::close_one_idle(&mut table))
     }
 
     /// A link left its socket.
@@ -418,6 +509,21 @@ impl Inner {
             }
         }
         self.freed.notify_waiters();
+    }
+}
+
+/// A place of the budget held by one HTTP request ([`Sockets::place`]).
+pub(crate) struct Place {
+    key: String,
+    socket: u64,
+    pool: Arc<Inner>,
+    /// Keeps the entry's channel open, so the pool never takes it for an ended socket.
+    _keep: mpsc::UnboundedReceiver<connection::Command>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.pool.ended(&self.key, self.socket);
     }
 }
 

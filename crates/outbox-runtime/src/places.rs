@@ -1,0 +1,86 @@
+//! How a feed's relays fit the places the socket budget leaves lasting work.
+//!
+//! The reader's relays and the indexers are feed slots like the routed relays, and each slot
+//! needs a socket of its own. When they do not all fit beside the reserve for short work, a
+//! one-shot run time-shares the places (a slot that has answered everything gives its place to
+//! one waiting: see the slot's `answered`), while a continuing feed, whose slots hold their
+//! subscriptions open for live notes, cuts the routed budget to what fits — to nothing when
+//! the reader's relays fill every place, and then they carry every follow.
+
+use std::collections::BTreeSet;
+
+use crate::config::RuntimeConfig;
+use crate::FeedInput;
+
+/// How the feed's relays fit the lasting places ([`FeedSummary::places`](crate::FeedSummary)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "fit")]
+pub enum Places {
+    /// No bound, or a place for every slot.
+    #[default]
+    Enough,
+    /// A one-shot run with more slots than places: they take turns, a slot that has answered
+    /// giving its place to one waiting.
+    Shared {
+        /// Lasting places: `max_sockets - reserve`.
+        places: usize,
+        /// The slots that may want one: reader relays, indexers and the routed budget.
+        slots: usize,
+    },
+    /// A continuing feed: the routed budget was cut to the places left beside the reader's
+    /// relays and indexers.
+    Cut {
+        /// Lasting places: `max_sockets - reserve`.
+        places: usize,
+        /// The routed budget left (0: the reader's relays carry every follow).
+        routed: usize,
+    },
+}
+
+impl std::fmt::Display for Places {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Places::Enough => f.write_str("a socket for every relay"),
+            Places::Shared { places, slots } => write!(
+                f,
+                "{places} places time-shared by up to {slots} relays (each gives its place up once it has answered)"
+            ),
+            Places::Cut { places, routed: 0 } => write!(
+                f,
+                "{places} places, all taken by the reader's relays: nothing routed, they carry every follow"
+            ),
+            Places::Cut { places, routed } => write!(
+                f,
+                "{places} places: the routed budget cut to {routed} beside the reader's relays"
+            ),
+        }
+    }
+}
+
+/// Fits `input` to the places `config`'s socket budget leaves the feed, cutting its routed
+/// budget where places cannot be shared; says how.
+pub(crate) fn fit(mut input: FeedInput, config: &RuntimeConfig) -> (FeedInput, Places) {
+    let Some(places) = config.sockets.budget().lasting_sockets() else {
+        return (input, Places::Enough);
+    };
+    let fixed = input
+        .reader_relays
+        .iter()
+        .chain(&config.indexers)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let budget = input.router.max_connections();
+    let slots = fixed.saturating_add(budget);
+    if slots <= places {
+        return (input, Places::Enough);
+    }
+    let fit = if config.once {
+        Places::Shared { places, slots }
+    } else {
+        let routed = places.saturating_sub(fixed);
+        input.router = input.router.with_max_connections(routed);
+        Places::Cut { places, routed }
+    };
+    tracing::info!(%fit, "the feed's relays do not all fit the socket budget at once");
+    (input, fit)
+}
