@@ -85,7 +85,8 @@ impl MonitorReport {
 impl TryFrom<&Event> for MonitorReport {
     type Error = NotAMonitorEvent;
 
-    /// The one conversion from a signed kind:30166 event: kind and signature checked.
+    /// A signed kind:30166 event's report: kind and signature checked. For an event already
+    /// verified, [`MonitorReport::from_verified`] skips the signature.
     fn try_from(event: &Event) -> Result<Self, Self::Error> {
         if event.kind != Kind::RelayDiscovery {
             return Err(NotAMonitorEvent::WrongKind { expected: 30166 });
