@@ -14,14 +14,17 @@ impl Slot {
             return None;
         }
         let (cache, url, cfg) = (self.nip11.clone(), self.url.clone(), cfg.clone());
-        Some(tokio::spawn(async move { cache.limits(&url, &cfg).await }))
+        let sockets = self.cfg.sockets.clone();
+        Some(tokio::spawn(async move {
+            cache.limits(&url, &cfg, &sockets).await
+        }))
     }
 
     pub(super) async fn run(&mut self, commands: &mut mpsc::UnboundedReceiver<SlotCommand>) {
         let mut attempt: u32 = 0;
         loop {
             // Nothing to ask: wait for work instead of holding a socket open.
-            while self.purposes.values().all(|p| p.refused) {
+            while self.purposes.values().all(|p| p.refused || p.settled) {
                 if !self.apply_offline(commands.recv().await) {
                     return;
                 }
@@ -83,6 +86,14 @@ impl Slot {
             drop(document);
             match outcome {
                 Ended::Shutdown => return,
+                Ended::Parked => {
+                    debug!("answered; the socket's place is given to a waiting link");
+                    for purpose in self.purposes.values_mut() {
+                        purpose.settled = !purpose.refused;
+                    }
+                    attempt = 0;
+                    continue;
+                }
                 Ended::Failed(failure) => {
                     warn!(%failure, attempt, "relay attempt failed");
                     if !self.report(ReportKind::Failed { failure }).await {
@@ -123,9 +134,10 @@ impl Slot {
         let kinds: Vec<SubKind> = self
             .purposes
             .iter()
-            .filter(|(_, p)| !p.refused)
+            .filter(|(_, p)| !p.refused && !p.settled)
             .map(|(k, _)| *k)
             .collect();
+        let mut contention = self.cfg.sockets.contention();
         for kind in kinds {
             match self.begin(ws, kind).await {
                 Ok(true) => {}
@@ -135,6 +147,10 @@ impl Slot {
         }
         let mut bad_frames: u32 = 0;
         loop {
+            let answered = self.answered();
+            if answered && *contention.borrow_and_update() > 0 {
+                return Ended::Parked;
+            }
             let deadline = self
                 .open
                 .values()
@@ -204,6 +220,12 @@ impl Slot {
                         Handled::End(ended) => return ended,
                     }
                 },
+                // Someone waits for a place: the loop's top gives this one up if it is done.
+                changed = contention.changed(), if answered => {
+                    if changed.is_err() {
+                        contention = self.cfg.sockets.contention();
+                    }
+                }
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
                     if self.paused.is_some_and(|p| p <= now) {
@@ -231,6 +253,17 @@ impl Slot {
                 }
             }
         }
+    }
+
+    /// A one-shot slot with every purpose answered (or refused) and nothing in flight: its
+    /// socket's place may go to a link waiting for one. A continuing feed never is, as its
+    /// subscriptions stay open for live notes.
+    fn answered(&self) -> bool {
+        self.cfg.once
+            && self.open.is_empty()
+            && self.paused.is_none()
+            && self.sign_in.deadline().is_none()
+            && self.purposes.values().all(|p| p.refused || p.reported)
     }
 
     pub(super) async fn close_socket(&mut self, ws: &mut Socket) {
