@@ -301,3 +301,50 @@ async fn a_key_file_holding_a_follows_public_key_is_refused() {
     );
     assert!(!stderr.contains(&follow.public_key().to_hex()), "{stderr}");
 }
+
+/// `--npub` whose follow list could not be looked up: the error says why each relay gave
+/// nothing (a refusal and what would help, a relay that could not be reached), not that the
+/// reader has no follow list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_follow_list_lookup_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_relay, url, _follows) = private_relay(dir.path()).await;
+    // Bound and never listening: connecting is refused.
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("ws://{}", socket.local_addr().unwrap());
+    drop(socket);
+    let reader = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
+    let npub = reader.public_key().to_bech32().unwrap();
+    let relays = format!("{url},{dead}");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args([
+                "feed",
+                "--once",
+                "--allow-local",
+                "--no-stats",
+                "--seed",
+                "1",
+            ])
+            .args(["--relays", &relays, "--npub", &npub])
+            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains("no follow list"), "{stderr}");
+    assert!(stderr.contains("could not learn the follows"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}: relay refused: auth-required")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("could not connect to {dead}")),
+        "{stderr}"
+    );
+}

@@ -191,3 +191,40 @@ async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
     let (ids, stderr) = inbox(&reader, &[&reader_home]).await;
     assert_eq!(ids, BTreeSet::from([note.id.to_hex()]), "{stderr}");
 }
+
+/// When the reader's relay list could not be looked up (the relay refused without sign-in),
+/// the inbox says so and fails instead of asking `--relays` as if the reader had no list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_relay_list_lookup_is_an_error_not_an_empty_inbox() {
+    use nostr_relay_builder::prelude as rb;
+    let private = Relay::start_with(|builder| {
+        builder.nip42(rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Read,
+        })
+    })
+    .await;
+    let reader = key(31);
+    let npub = reader.public_key().to_bech32().unwrap();
+    let url = private.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["feed", "--inbox", "--once", "--json", "--no-stats"])
+            .args(["--allow-local", "--since", "7d", "--npub", &npub])
+            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
+            .args(["--relays", &url])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(out.stdout.len(), 0, "{stderr}");
+    assert!(stderr.contains("could not learn where"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: relay refused: auth-required", private.url)),
+        "{stderr}"
+    );
+    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
+}

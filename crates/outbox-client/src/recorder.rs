@@ -35,6 +35,8 @@ type IdSet = HashSet<EventId, foldhash::fast::RandomState>;
 ///   its answer to the same filter after reconnecting is not learned twice;
 /// - a relay set aside is in the next round as not answered, whatever it answered before; a
 ///   relay that fails while asked nothing (a lookup-only connection) is in it with no authors;
+/// - a relay that declined to serve ([`refused`]: sign-in or payment the reader lacks, rate
+///   limits) is up: it is not in the round for the refusal;
 /// - a filter closed or replaced by a new [`asked`] after answering, before its round was
 ///   learned, is learned in the next round from that answer. When replaced, one entry per
 ///   relay: the newest answer for authors both filters named, the older for the rest;
@@ -49,6 +51,7 @@ type IdSet = HashSet<EventId, foldhash::fast::RandomState>;
 /// filter): the recorder checks the author, nothing else.
 ///
 /// [`asked`]: Self::asked
+/// [`refused`]: Self::refused
 /// [`take_round`]: Self::take_round
 /// [`take_final_round`]: Self::take_final_round
 ///
@@ -288,6 +291,18 @@ impl RoundRecorder {
             .map(|f| f.authors)
             .unwrap_or_default();
         self.down.entry(relay.to_string()).or_insert(authors);
+    }
+
+    /// The client stopped asking `relay` because it declined to serve (it needs sign-in or
+    /// payment the reader lacks, or keeps asking to slow down): it is up, so nothing is learned
+    /// of it from the refusal, neither an answer nor a failure. An answer it gave before, not
+    /// learned yet, is kept for the next round, as when [`closed`](Self::closed).
+    pub fn refused(&mut self, relay: &str) {
+        if let Some(mut feed) = self.feeds.remove(relay) {
+            // Answering the REQ at all shows it up, whatever failed before.
+            feed.failed = false;
+            self.retire(relay, feed);
+        }
     }
 
     /// Whether `relay` has a feed filter.
@@ -668,5 +683,33 @@ mod tests {
         // The fetch's relay is the probe round's yardstick, and a fetch is never capped.
         let fetch = round.relays.iter().find(|x| x.url == A).unwrap();
         assert!(fetch.compare_only && fetch.authors.iter().all(|a| !a.capped));
+    }
+
+    #[test]
+    fn a_refusal_is_neither_an_answer_nor_a_failure() {
+        let mut r = RoundRecorder::new();
+        r.asked(A, [key(1)], 1);
+        r.asked(B, [key(1)], 1);
+        assert!(r.returned(A, key(1), id(1), 1_700_000_000));
+        assert!(r.eose(A, 1, true));
+        r.failed(B, "connection lost");
+        r.refused(B);
+        assert!(!r.is_asked(B));
+        assert_eq!(
+            summary(&r.take_round().unwrap()),
+            vec![(A.to_string(), true, false, vec![(key(1), 1)])]
+        );
+        // An answer given before the refusal is still learned.
+        r.asked(B, [key(2)], 2);
+        assert!(r.returned(B, key(2), id(2), 1_700_000_000));
+        assert!(r.eose(B, 2, true));
+        r.refused(B);
+        let round = summary(&r.take_round().unwrap());
+        assert!(round.contains(&(B.to_string(), true, false, vec![(key(2), 1)])));
+        // A lookup-only relay that refuses leaves nothing to learn.
+        r.refused("wss://lists.example");
+        assert!(r
+            .take_round()
+            .is_none_or(|round| round.relays.iter().all(|x| x.url != "wss://lists.example")));
     }
 }

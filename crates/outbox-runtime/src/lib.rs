@@ -32,6 +32,13 @@
 //!   [`PenaltyBox`] for relays that keep failing (or refuse with `auth-required:`/`restricted:`/
 //!   `blocked:`); a relay set aside is left out of the next plan, so its authors move to other
 //!   relays or the residual and stay covered.
+//! - **Refusals**: one reading of a relay's `CLOSED`, refused `OK` or `NOTICE` ([`Refusal::of`],
+//!   leading whitespace ignored) for the feed, lookups, route feeds and publishing.
+//!   `rate-limited:` is waited out with the config's backoff and asked again a bounded number
+//!   of times on every path. A relay that needs sign-in without a key, needs payment or keeps
+//!   asking to slow down is set aside as such ([`PenaltyEntry`]) and never learned as down; one
+//!   that will not serve the reader (`restricted:`, `blocked:`) is learned as not answering.
+//!   Lookups say what each relay did ([`lookup`], [`LookupOutcome`]).
 //! - **Sign-in**: with [`RuntimeConfig::auth`], a relay that answers `auth-required:` gets a
 //!   NIP-42 AUTH event (for its own URL and challenge) and is asked again once; only if that
 //!   fails is it set aside ([`FeedSummary::auth`], [`Status::Authenticated`]).
@@ -76,6 +83,7 @@ pub mod penalty;
 mod probe;
 pub mod publish;
 pub mod query;
+pub mod refusal;
 pub mod route_feed;
 mod signin;
 pub mod slot;
@@ -107,7 +115,8 @@ pub use penalty::{PenaltyBox, PenaltyEntry};
 pub use publish::{
     publish, rebroadcast, PublishConfig, PublishOutcome, PublishReport, RelayPublish,
 };
-pub use query::fetch_events;
+pub use query::{fetch_events, lookup, Lookup, LookupOutcome};
+pub use refusal::Refusal;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
@@ -709,7 +718,7 @@ async fn apply_monitors(input: &mut FeedInput, config: &RuntimeConfig, stats: &m
             slot::Requirement::Payment => {
                 input
                     .penalties
-                    .penalise(&url, &reason, now, &config.penalty);
+                    .needs_payment(&url, &reason, now, &config.penalty);
             }
         }
     }

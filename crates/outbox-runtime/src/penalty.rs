@@ -2,7 +2,8 @@
 //!
 //! A relay that is down, never sends EOSE, drops connections or answers CLOSED costs a socket
 //! and a timeout on every plan. After [`PenaltyPolicy::strikes`] consecutive failures (or one
-//! definitive refusal such as `auth-required:` that signing in did not cure) it is set aside until a deadline; plans built
+//! definitive refusal such as `restricted:` or an `auth-required:` that signing in did not
+//! cure) it is set aside until a deadline; plans built
 //! while it is set aside leave it out, so its authors move to other relays or the residual.
 //! The first set-aside is short and each one in a row lasts longer
 //! ([`PenaltyPolicy::length`]); a successful EOSE clears the strikes and the escalation. The box
@@ -33,6 +34,15 @@ pub struct PenaltyEntry {
     /// not a failure of the relay. Runs without a key skip it until `until`; a run with a key
     /// asks it at once ([`PenaltyBox::retry_sign_in`]).
     pub needs_sign_in: bool,
+    /// Set aside because it requires payment the reader has not made (its CLOSED, its NIP-11
+    /// document or a NIP-66 monitor's report): not a failure of the relay, no strike or
+    /// escalation. Paying for it ([`RuntimeConfig::paid_relays`]) clears the entry.
+    ///
+    /// [`RuntimeConfig::paid_relays`]: crate::RuntimeConfig::paid_relays
+    pub needs_payment: bool,
+    /// The last strikes were `rate-limited:` refusals the waits did not cure: the relay is up
+    /// and asks us to slow down, so it is left alone for a while without being learned as down.
+    pub rate_limited: bool,
 }
 
 /// Relays with recent failures, keyed by canonical URL.
@@ -116,6 +126,40 @@ impl PenaltyBox {
         until
     }
 
+    /// A relay requires payment the reader has not made: it is skipped for the longest
+    /// set-aside, with no strike or escalation (nothing is wrong with it); returns the deadline.
+    pub fn needs_payment(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+    ) -> u64 {
+        let entry = self.relays.entry(url.to_string()).or_default();
+        entry.needs_payment = true;
+        entry.last_reason = reason.chars().take(200).collect();
+        let until = now.saturating_add(policy.duration.as_secs());
+        entry.until = Some(entry.until.map_or(until, |u| u.max(until)));
+        until
+    }
+
+    /// Counts one connection ended by `rate-limited:` refusals the waits did not cure, like a
+    /// [`strike`](Self::strike), and marks the entry [`rate_limited`](PenaltyEntry::rate_limited);
+    /// returns the deadline if this strike set the relay aside.
+    pub fn strike_rate_limited(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+    ) -> Option<u64> {
+        let until = self.strike(url, reason, now, policy);
+        if let Some(entry) = self.relays.get_mut(url) {
+            entry.rate_limited = true;
+        }
+        until
+    }
+
     /// A run with a key: relays set aside only because they needed sign-in are asked again
     /// at once. Returns how many.
     pub fn retry_sign_in(&mut self) -> usize {
@@ -154,6 +198,7 @@ impl PenaltyBox {
             }
             entry.strikes = 0;
             entry.times = 0;
+            entry.rate_limited = false;
             if entry.until.is_none() {
                 self.relays.remove(url);
             }
@@ -318,6 +363,27 @@ mod tests {
         assert_eq!(b.retry_sign_in(), 1);
         assert!(!b.is_penalised("wss://private.example", 11));
         assert!(b.get("wss://down.example").is_some());
+    }
+
+    #[test]
+    fn needing_payment_and_rate_limits_are_kept_as_such() {
+        let policy = policy();
+        let mut b = PenaltyBox::new();
+        assert_eq!(
+            b.needs_payment("wss://paid.example", "restricted: pay", 10, &policy),
+            3610
+        );
+        let e = b.get("wss://paid.example").unwrap();
+        assert!(e.needs_payment && e.times == 0 && e.strikes == 0);
+        assert!(b.is_penalised("wss://paid.example", 11));
+        let slow = "wss://slow.example";
+        assert_eq!(
+            b.strike_rate_limited(slow, "rate-limited: x", 10, &policy),
+            None
+        );
+        assert!(b.get(slow).unwrap().rate_limited);
+        b.succeed(slow);
+        assert!(b.get(slow).is_none());
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! joined, and otherwise one is dialled within the socket budget (publishing is short work, so
 //! it may take the reserve). On it: `["EVENT", event]`, then the relay's
 //! `["OK", id, accepted, message]` for that id (other frames are ignored; frames above the
-//! config's size limits are dropped or end the socket). The answer is classified by its NIP-01
-//! prefix. Rate limits, timeouts and connect failures are tried again with the config's backoff
+//! config's size limits are dropped or end the socket). The answer is classified by its
+//! machine-readable prefix ([`Refusal::of`], the runtime's one reading of refusals). Rate limits, timeouts and connect failures are tried again with the config's backoff
 //! while the overall deadline and [`MAX_PUBLISH_ATTEMPTS`] allow; a definitive refusal never is.
 //! With keys ([`RuntimeConfig::auth`]), an `auth-required:` refusal is answered by signing the
 //! relay's NIP-42 challenge and sending the event again, once per attempt (each attempt
@@ -23,6 +23,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
+use crate::refusal::Refusal;
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link as Socket, Role};
 
@@ -87,6 +88,8 @@ pub enum PublishOutcome {
     RateLimited,
     /// `auth-required:` and no (accepted) sign-in.
     AuthRequired,
+    /// `payment-required:`.
+    PaymentRequired,
     /// `invalid:`.
     Invalid,
     /// `pow:`.
@@ -123,6 +126,7 @@ impl PublishOutcome {
             Self::Blocked => "blocked",
             Self::RateLimited => "rate-limited",
             Self::AuthRequired => "auth-required",
+            Self::PaymentRequired => "payment-required",
             Self::Invalid => "invalid",
             Self::Pow => "pow",
             Self::Restricted => "restricted",
@@ -132,24 +136,25 @@ impl PublishOutcome {
         }
     }
 
-    /// Classifies an OK by its NIP-01 machine-readable prefix.
+    /// Classifies an OK by its machine-readable prefix ([`Refusal::of`]).
     pub fn classify(accepted: bool, message: &str) -> Self {
-        let prefix = message.split_once(':').map(|(p, _)| p.trim());
+        let refusal = Refusal::of(message);
         if accepted {
-            return match prefix {
-                Some("duplicate") => Self::Duplicate,
+            return match refusal {
+                Refusal::Duplicate => Self::Duplicate,
                 _ => Self::Accepted,
             };
         }
-        match prefix {
-            Some("duplicate") => Self::Duplicate,
-            Some("blocked") => Self::Blocked,
-            Some("rate-limited") => Self::RateLimited,
-            Some("auth-required") => Self::AuthRequired,
-            Some("invalid") => Self::Invalid,
-            Some("pow") => Self::Pow,
-            Some("restricted") => Self::Restricted,
-            _ => Self::Error,
+        match refusal {
+            Refusal::Duplicate => Self::Duplicate,
+            Refusal::Blocked => Self::Blocked,
+            Refusal::RateLimited => Self::RateLimited,
+            Refusal::SignIn => Self::AuthRequired,
+            Refusal::Payment => Self::PaymentRequired,
+            Refusal::Invalid => Self::Invalid,
+            Refusal::Pow => Self::Pow,
+            Refusal::Restricted => Self::Restricted,
+            Refusal::Unsupported | Refusal::Error | Refusal::Other => Self::Error,
         }
     }
 }
@@ -471,6 +476,11 @@ mod tests {
         assert_eq!(O::classify(false, "pow: 20"), O::Pow);
         assert_eq!(O::classify(false, "restricted: members"), O::Restricted);
         assert_eq!(O::classify(false, "error: disk"), O::Error);
+        assert_eq!(O::classify(false, " rate-limited: slow"), O::RateLimited);
+        assert_eq!(
+            O::classify(false, "payment-required: 5k"),
+            O::PaymentRequired
+        );
         assert_eq!(O::classify(false, "nope"), O::Error);
     }
 

@@ -7,14 +7,21 @@
 //! author list is asked in chunks that fit relays' message limits (the rules of
 //! `outbox_client::paging`), one after the other on one socket; each chunk reads at most its
 //! `limit` events, so what a relay can make us read is bounded.
+//!
+//! Refusals are read by [`Refusal::of`]: `auth-required:` is signed in to once when keys are
+//! given, `rate-limited:` is waited out (the config's backoff, within the chunk's EOSE timeout,
+//! at most [`MAX_RATE_LIMITED_RESENDS`] times) and asked again, and anything else ends that
+//! relay's part. [`lookup`] says what each relay did ([`LookupOutcome`]), so a caller that
+//! found nothing can say why.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use nostr::event::{Event, EventId};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use rand::SeedableRng;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, timeout_at, Instant};
@@ -23,43 +30,119 @@ use tokio_tungstenite::tungstenite::Message;
 use outbox_client::{paging, paging::RelayLimits};
 
 use crate::config::RuntimeConfig;
+use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
+
+/// What one relay did with a lookup ([`lookup`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LookupOutcome {
+    /// It answered every chunk (EOSE).
+    Answered,
+    /// It refused (CLOSED) and signing in or waiting did not help: what the refusal says, and
+    /// the relay's text with how sign-in went (not escaped).
+    Refused {
+        /// The refusal's prefix, read by [`Refusal::of`].
+        refusal: Refusal,
+        /// The relay's text, with what was tried (`… (no key to sign in with)`).
+        message: String,
+    },
+    /// The socket could not be opened (not escaped).
+    Unreachable(String),
+    /// No answer in time, or the socket ended before it (not escaped).
+    Unanswered(String),
+    /// Still answering when the lookup ended, another relay having answered
+    /// ([`RuntimeConfig::lookup_grace`]).
+    CutOff,
+}
+
+impl std::fmt::Display for LookupOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answered => f.write_str("answered"),
+            Self::Refused { message, .. } => write!(f, "relay refused: {message}"),
+            Self::Unreachable(why) => write!(f, "could not connect: {why}"),
+            Self::Unanswered(why) => write!(f, "no answer: {why}"),
+            Self::CutOff => f.write_str("cut off after another relay answered"),
+        }
+    }
+}
+
+/// What a lookup found, and what each relay did.
+#[derive(Clone, Debug, Default)]
+pub struct Lookup {
+    /// Verified, matching, de-duplicated events, newest first.
+    pub events: Vec<Event>,
+    /// Per relay asked, by URL.
+    pub relays: BTreeMap<String, LookupOutcome>,
+}
+
+impl Lookup {
+    /// Relays that answered every chunk.
+    pub fn answered(&self) -> usize {
+        self.relays
+            .values()
+            .filter(|o| **o == LookupOutcome::Answered)
+            .count()
+    }
+
+    /// Relays that did not answer, with why.
+    pub fn unanswered(&self) -> impl Iterator<Item = (&str, &LookupOutcome)> {
+        self.relays
+            .iter()
+            .filter(|(_, o)| **o != LookupOutcome::Answered)
+            .map(|(url, o)| (url.as_str(), o))
+    }
+}
 
 /// Asks every relay in `relays` (canonical URLs) for `filter` and returns the verified, matching,
 /// de-duplicated events, newest first. Relays that fail or time out contribute what they sent
 /// before. Once a relay answered every chunk, the rest get [`RuntimeConfig::lookup_grace`].
+/// [`lookup`] says, besides, what each relay did.
 ///
 /// Each author chunk asks `limit` events (the filter's, else [`Paging::page_limit`]) and reads
 /// no more: lookups are of replaceable events, one per author, so no older pages are asked.
 ///
 /// [`Paging::page_limit`]: outbox_client::paging::Paging::page_limit
 pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
+    lookup(relays, filter, cfg).await.events
+}
+
+/// [`fetch_events`], with what each relay did: answered, refused (and why), unreachable, not
+/// answering in time, or cut off by the grace. A relay that refuses `rate-limited:` is asked
+/// again after the config's backoff, at most [`MAX_RATE_LIMITED_RESENDS`] times and within
+/// its EOSE timeout; one that refuses `auth-required:` is signed in to once when keys are
+/// given. Only an answer starts the grace.
+pub async fn lookup(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Lookup {
     crate::tls::install_crypto_provider();
     // Each relay's events come as they are read (at most each chunk's limit), so a relay cut
     // off by the grace keeps what it sent.
     let (found, mut events_rx) = mpsc::unbounded_channel();
     let mut tasks = JoinSet::new();
-    for url in relays {
+    for (i, url) in relays.iter().enumerate() {
         let url = url.clone();
         let filter = filter.clone();
         let cfg = cfg.clone();
         let found = found.clone();
         tasks.spawn(async move {
-            let answered = ask_one(&url, &filter, &cfg, &found).await;
-            tracing::debug!(relay = %url, answered, "lookup done");
-            answered
+            let outcome = ask_one(&url, &filter, &cfg, &found, i).await;
+            tracing::debug!(relay = %url, %outcome, "lookup done");
+            (url, outcome)
         });
     }
     drop(found);
+    let mut outcomes: BTreeMap<String, LookupOutcome> = BTreeMap::new();
     let mut grace_until: Option<Instant> = None;
     loop {
         tokio::select! {
             joined = tasks.join_next() => match joined {
                 None => break,
-                Some(Ok(true)) if grace_until.is_none() => {
-                    grace_until = Some(crate::deadline::after(cfg.lookup_grace));
+                Some(Ok((url, outcome))) => {
+                    if outcome == LookupOutcome::Answered && grace_until.is_none() {
+                        grace_until = Some(crate::deadline::after(cfg.lookup_grace));
+                    }
+                    outcomes.insert(url, outcome);
                 }
-                Some(_) => {}
+                Some(Err(_)) => {}
             },
             _ = sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => {
                 tracing::debug!(left = tasks.len(), "lookup grace over; not waiting for the rest");
@@ -69,22 +152,34 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfi
         }
     }
     drop(tasks);
+    for url in relays {
+        let missing = if grace_until.is_some() {
+            LookupOutcome::CutOff
+        } else {
+            LookupOutcome::Unanswered("the lookup task failed".into())
+        };
+        outcomes.entry(url.clone()).or_insert(missing);
+    }
     let mut all: HashMap<EventId, Event> = HashMap::new();
     while let Ok(e) = events_rx.try_recv() {
         all.entry(e.id).or_insert(e);
     }
     let mut events: Vec<Event> = all.into_values().collect();
     events.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-    events
+    Lookup {
+        events,
+        relays: outcomes,
+    }
 }
 
-/// Asks one relay, sending what matches to `found`; whether every chunk was answered.
+/// Asks one relay (the `i`-th of the lookup), sending what matches to `found`; what it did.
 async fn ask_one(
     url: &str,
     filter: &Filter,
     cfg: &RuntimeConfig,
     found: &mpsc::UnboundedSender<Event>,
-) -> bool {
+    i: usize,
+) -> LookupOutcome {
     let mut ws = match cfg
         .sockets
         .link(url, crate::sockets::Role::Lookup, cfg)
@@ -93,7 +188,7 @@ async fn ask_one(
         Ok(ws) => ws,
         Err(why) => {
             tracing::debug!(relay = %url, error = %why, "lookup failed");
-            return false;
+            return LookupOutcome::Unreachable(why.to_string());
         }
     };
     // No document is waited for: a lookup fits the conservative defaults.
@@ -113,25 +208,36 @@ async fn ask_one(
                 .collect()
         }
     };
-    let mut answered = true;
+    let mut outcome = LookupOutcome::Answered;
     let mut sign_in = SignIn::new(cfg.auth.as_ref(), url);
+    let mut rng =
+        rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(cfg.seed, i));
+    let mut rate_limited = 0u32;
     for (i, authors) in chunks.into_iter().enumerate() {
         let mut asked = filter.clone();
         asked.authors = authors;
         asked.limit = Some(limit);
         let sub = SubscriptionId::new(format!("outbox-lookup-{i}"));
         let req = ClientMessage::req(sub.clone(), asked.clone());
-        if ws.send(Message::text(req.as_json())).await.is_err() {
-            answered = false;
+        if let Err(e) = ws.send(Message::text(req.as_json())).await {
+            outcome = LookupOutcome::Unanswered(format!("sending the REQ failed: {e}"));
             break;
         }
         let mut deadline = crate::deadline::after(cfg.eose_timeout);
         let mut read = 0usize;
-        let finished = loop {
+        let ended = loop {
             let frame = match timeout_at(deadline, ws.recv()).await {
                 Ok(Some(Ok(Message::Text(text)))) => text,
                 Ok(Some(Ok(_))) => continue,
-                Ok(Some(Err(_)) | None) | Err(_) => break false,
+                Ok(Some(Err(e))) => break LookupOutcome::Unanswered(format!("socket error: {e}")),
+                Ok(None) => break LookupOutcome::Unanswered("the connection was lost".into()),
+                Err(_) if sign_in.waiting() => {
+                    break LookupOutcome::Refused {
+                        refusal: Refusal::SignIn,
+                        message: sign_in.timed_out(),
+                    }
+                }
+                Err(_) => break LookupOutcome::Unanswered("no EOSE in time".into()),
             };
             if frame.len() > cfg.max_message_bytes {
                 continue;
@@ -154,15 +260,42 @@ async fn ask_one(
                     }
                     continue;
                 }
-                Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub => break true,
+                Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub => {
+                    break LookupOutcome::Answered
+                }
                 Ok(RelayMessage::Closed {
                     subscription_id,
                     message,
-                }) if *subscription_id == sub => {
-                    if !message.starts_with("auth-required:") {
-                        break true;
+                }) if *subscription_id == sub => match Refusal::of(&message) {
+                    Refusal::SignIn => sign_in.refused(&message),
+                    Refusal::RateLimited if rate_limited < MAX_RATE_LIMITED_RESENDS => {
+                        // Waited out within the chunk's EOSE timeout, then asked again.
+                        let delay = cfg.backoff.delay(rate_limited, &mut rng);
+                        rate_limited += 1;
+                        let resume = crate::deadline::after(delay);
+                        if resume >= deadline {
+                            break LookupOutcome::Refused {
+                                refusal: Refusal::RateLimited,
+                                message: format!("{message} (no time left to wait)"),
+                            };
+                        }
+                        tracing::debug!(relay = %url, delay_ms = delay.as_millis() as u64, "lookup rate-limited: asking again later");
+                        tokio::time::sleep_until(resume).await;
+                        if ws.send(Message::text(req.as_json())).await.is_err() {
+                            break LookupOutcome::Unanswered("the connection was lost".into());
+                        }
+                        continue;
                     }
-                    sign_in.refused(&message)
+                    refusal => {
+                        break LookupOutcome::Refused {
+                            refusal,
+                            message: message.into_owned(),
+                        }
+                    }
+                },
+                Ok(RelayMessage::Notice(notice)) => {
+                    tracing::debug!(relay = %url, notice = %notice.chars().take(200).collect::<String>(), refusal = %Refusal::of(&notice), "NOTICE");
+                    continue;
                 }
                 Ok(RelayMessage::Auth { challenge }) => sign_in.challenge(&challenge),
                 Ok(RelayMessage::Ok {
@@ -180,26 +313,29 @@ async fn ask_one(
                 Step::Send(auth) => auth.as_json(),
                 Step::Retry => req.as_json(),
                 Step::GiveUp(why) => {
-                    tracing::debug!(relay = %url, reason = %why, "lookup refused");
-                    break true;
+                    break LookupOutcome::Refused {
+                        refusal: Refusal::SignIn,
+                        message: why,
+                    };
                 }
             };
             if ws.send(Message::text(resend)).await.is_err() {
-                break false;
+                break LookupOutcome::Unanswered("the connection was lost".into());
             }
             deadline = crate::deadline::after(cfg.eose_timeout);
         };
-        if !finished {
-            // A timeout or a lost socket: keep what came, ask no more of this relay.
-            answered = false;
+        if ended != LookupOutcome::Answered {
+            // Refused, timed out or lost: keep what came, ask no more of this relay.
+            tracing::debug!(relay = %url, outcome = %ended, "lookup not answered");
+            outcome = ended;
             break;
         }
         let close = ClientMessage::close(sub);
         if ws.send(Message::text(close.as_json())).await.is_err() {
-            answered = false;
+            outcome = LookupOutcome::Unanswered("the connection was lost".into());
             break;
         }
     }
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
-    answered
+    outcome
 }

@@ -6,7 +6,9 @@
 //! forwards what matches; one merging task drops the notes a second relay delivers again. With
 //! `once` a relay is done at EOSE; without, its subscription stays open for new events and a
 //! lost socket is dialled again with backoff, asking only for what is newer than the newest
-//! event seen.
+//! event seen. A REQ refused `rate-limited:` before its EOSE is sent again after the config's
+//! backoff (within the EOSE timeout, at most [`MAX_RATE_LIMITED_RESENDS`] times); after the
+//! EOSE, the socket is dialled again as when lost. Refusals are read by [`Refusal::of`].
 
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
+use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link, Role};
 
@@ -223,6 +226,39 @@ impl Relay {
         None
     }
 
+    /// A REQ refused `rate-limited:` before its EOSE (the `times`-th time): waits the config's
+    /// backoff and sends it again, within the EOSE deadline and at most
+    /// [`MAX_RATE_LIMITED_RESENDS`] times. `Err` says how the session ends instead, given the
+    /// refusal's text: refused when no wait is left, lost when the socket is.
+    async fn slow_down(
+        &self,
+        ws: &mut Link,
+        req: &ClientMessage<'_>,
+        eose_deadline: Instant,
+        times: u32,
+    ) -> Result<(), fn(String) -> Ended> {
+        if times >= MAX_RATE_LIMITED_RESENDS {
+            return Err(Ended::Refused);
+        }
+        let mut rng =
+            rand_chacha::ChaCha8Rng::seed_from_u64(self.seed.wrapping_add(u64::from(times) + 1));
+        let delay = self.cfg.backoff.delay(times, &mut rng);
+        let resume = crate::deadline::after(delay);
+        if resume >= eose_deadline {
+            return Err(Ended::Refused);
+        }
+        tracing::debug!(relay = %self.url, delay_ms = delay.as_millis() as u64, "rate-limited: asking again later");
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            _ = tokio::time::sleep_until(resume) => {}
+            _ = stop.changed() => return Err(|_| Ended::Done),
+        }
+        match ws.send(Message::text(req.as_json())).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(Ended::Lost),
+        }
+    }
+
     async fn fail(&self, reason: String) {
         let _ = self
             .tx
@@ -267,6 +303,7 @@ impl Relay {
         }
         let mut stored = 0usize;
         let mut live = false;
+        let mut rate_limited = 0u32;
         let ended = loop {
             let next = async {
                 if live {
@@ -335,7 +372,25 @@ impl Relay {
                     subscription_id,
                     message,
                 }) if *subscription_id == sub => {
-                    if !message.starts_with("auth-required:") {
+                    let refusal = Refusal::of(&message);
+                    if refusal == Refusal::RateLimited {
+                        if live {
+                            // Answered already: dialled again after the backoff, asking only
+                            // for what is newer.
+                            break Ended::Lost(format!("closed: {message}"));
+                        }
+                        match self
+                            .slow_down(&mut ws, &req, eose_deadline, rate_limited)
+                            .await
+                        {
+                            Ok(()) => {
+                                rate_limited += 1;
+                                continue;
+                            }
+                            Err(ended) => break ended(format!("closed: {message}")),
+                        }
+                    }
+                    if refusal != Refusal::SignIn {
                         break Ended::Refused(format!("closed: {message}"));
                     }
                     let step = sign_in.refused(&message);

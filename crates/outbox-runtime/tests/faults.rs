@@ -126,8 +126,15 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
     assert_eq!(refusals, 1);
 
     // Failures were learned once per relay and run, however many attempts failed: through
-    // the run report, not also when each failure or refusal arrived.
-    for url in &expected_penalised {
+    // the run report, not also when each failure arrived. The relay that needs sign-in is up:
+    // it is kept as such, never learned as down.
+    let s = summary.stats.get(&auth.url);
+    assert_eq!((s.failures, s.live_beta), (0, 1.0), "{s:?}");
+    assert!(summary
+        .penalties
+        .get(&auth.url)
+        .is_some_and(|e| e.needs_sign_in));
+    for url in expected_penalised.iter().filter(|u| **u != auth.url) {
         let s = summary.stats.get(url);
         assert_eq!((s.asked, s.failures), (1, 1), "{url}: {s:?}");
         assert_eq!((s.alpha, s.beta), (1.0, 2.0), "{url}: {s:?}");

@@ -15,9 +15,11 @@ use outbox_client::{
     routes::InboxQuery, routes::Route, routes::RouteBudget, routes::RouteContext, routes::RoutePlan,
 };
 use outbox_core::DeliveryStats;
-use outbox_runtime::{fetch_events, start_route, RouteEvent, RuntimeConfig};
+use outbox_runtime::{start_route, RouteEvent, RuntimeConfig};
 
-use super::{canonical_relays, open_store, parse_key, router_config, stopped, Args, Drain};
+use super::{
+    canonical_relays, lookup_failures, open_store, parse_key, router_config, stopped, Args, Drain,
+};
 use crate::text::escape;
 
 /// Plans the inbox route, streams what its relays deliver, and prints a summary.
@@ -58,12 +60,31 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let filter = Filter::new()
         .author(reader)
         .kinds([Kind::RelayList, Kind::BlockedRelays]);
-    let found = fetch_events(&lookup, &filter, &runtime_config).await;
+    let asked = outbox_runtime::lookup(&lookup, &filter, &runtime_config).await;
+    let found = &asked.events;
+    if !found.iter().any(|e| e.kind == Kind::RelayList) {
+        // No list: the reader has none, or the relays that may hold it did not say.
+        let why = lookup_failures(&asked, runtime_config.auth.is_some());
+        if asked.answered() == 0 {
+            bail!(
+                "could not learn where {npub} reads (its relay list, kind:10002): no relay \
+                 answered: {}",
+                why.join("; ")
+            );
+        }
+        if !why.is_empty() {
+            eprintln!(
+                "warning: no relay list (kind:10002) for {npub}; asking --relays, though these \
+                 did not answer: {}",
+                crate::text::shown(&why.join("; "))
+            );
+        }
+    }
     if let Some(blocked) = found.iter().find(|e| e.kind == Kind::BlockedRelays) {
         policy = policy.denying(outbox_core::blocked_relays(blocked));
     }
     let mut directory = RelayDirectoryBuilder::new(policy.clone());
-    // `fetch_events` verified signatures unless --no-verify asked it not to.
+    // The lookup verified signatures unless --no-verify asked it not to.
     for list in found.iter().filter(|e| e.kind == Kind::RelayList) {
         directory.add_verified(list);
     }

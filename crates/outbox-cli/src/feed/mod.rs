@@ -21,7 +21,7 @@ use outbox_client::StateStore;
 use outbox_core::{Router, RouterConfig};
 use outbox_runtime::store::{load_kept, save_kept};
 use outbox_runtime::{
-    fetch_events, AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
+    AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
 
 use crate::text::escape;
@@ -194,6 +194,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Ends the process at once after a stop signal that came while `what` was under way (see
 /// `drain`): says so, with the status a shell gives a process that signal ended.
+/// Why the relays of a lookup that did not answer gave nothing, one line each, with what
+/// would help (`keys`: a key to sign in with was given). Not escaped: errors are shown escaped.
+fn lookup_failures(lookup: &outbox_runtime::Lookup, keys: bool) -> Vec<String> {
+    use outbox_runtime::{LookupOutcome, Refusal};
+    lookup
+        .unanswered()
+        .map(|(url, outcome)| match outcome {
+            LookupOutcome::Unreachable(why) => format!("could not connect to {url} ({why})"),
+            LookupOutcome::Refused {
+                refusal: Refusal::SignIn,
+                message,
+            } if !keys => format!("{url}: relay refused: {message} — give --secret-key-file"),
+            other => format!("{url}: {other}"),
+        })
+        .collect()
+}
+
 fn stopped(signal: &'static str, what: &str) -> ExitCode {
     let _ = writeln!(
         std::io::stderr(),
@@ -358,7 +375,8 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             let filter = Filter::new()
                 .author(reader)
                 .kinds([Kind::ContactList, Kind::BlockedRelays]);
-            let found = fetch_events(&lookup, &filter, &runtime_config).await;
+            let asked = outbox_runtime::lookup(&lookup, &filter, &runtime_config).await;
+            let found = &asked.events;
             let newest_of = |kind: Kind| found.iter().find(|e| e.kind == kind);
             if let Some(blocked) = newest_of(Kind::BlockedRelays) {
                 let blocked = outbox_core::blocked_relays(blocked);
@@ -369,10 +387,21 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                 config.url_policy = config.url_policy.denying(blocked);
             }
             let Some(newest) = newest_of(Kind::ContactList) else {
-                bail!(
+                let why = lookup_failures(&asked, runtime_config.auth.is_some());
+                if asked.answered() == 0 {
+                    bail!(
+                        "could not learn the follows of {npub}: no relay answered: {}",
+                        why.join("; ")
+                    );
+                }
+                let mut message = format!(
                     "no follow list (kind:3) for {npub} on {}",
                     lookup.join(", ")
                 );
+                if !why.is_empty() {
+                    message.push_str(&format!(" (not answered: {})", why.join("; ")));
+                }
+                bail!(message);
             };
             hints = outbox_core::contact_list_hints(newest);
             outbox_core::follows_from_contact_list(newest)

@@ -2,7 +2,8 @@
 //! the recorder's frames, set-asides, re-plans and the feed.
 
 use super::*;
-use crate::slot::{is_auth_required, Requirement};
+use crate::refusal::Refusal;
+use crate::slot::{Failure, Requirement};
 
 impl Coordinator {
     pub(super) async fn on_report(&mut self, report: SlotReport) {
@@ -25,6 +26,8 @@ impl Coordinator {
                 .await;
             }
             ReportKind::Requires(lacking) => {
+                // The relay is up and wants what the reader lacks: set aside as needing it,
+                // nothing learned of its liveness.
                 let now = self.now();
                 let reason = lacking.reason("NIP-11");
                 let until = match lacking {
@@ -35,10 +38,10 @@ impl Coordinator {
                     }
                     Requirement::Payment => {
                         self.penalties
-                            .penalise(url, &reason, now, &self.cfg.penalty)
+                            .needs_payment(url, &reason, now, &self.cfg.penalty)
                     }
                 };
-                self.penalise(url, until, reason).await;
+                self.penalise(url, until, reason, Learned::Refusal).await;
             }
             ReportKind::Event { sub, event } => self.on_event(url, sub, event).await,
             ReportKind::Eose {
@@ -127,10 +130,10 @@ impl Coordinator {
                 .await;
             }
             ReportKind::Refused { sub, message } => {
-                // Learned as a failure through `penalise` (the relay goes down for the round).
                 let now = self.now();
+                let refusal = Refusal::of(&message);
                 let signed_in = self.tally.auth.contains_key(url);
-                if signed_in || is_auth_required(&message) {
+                if signed_in || refusal == Refusal::SignIn {
                     let outcome = if self.cfg.auth.is_some() {
                         AuthOutcome::Failed(message.clone())
                     } else {
@@ -148,16 +151,29 @@ impl Coordinator {
                     reason: message.clone(),
                 })
                 .await;
-                // Without a key, needing sign-in is its own state: a run with a key asks at once.
-                let until = if is_auth_required(&message) && self.cfg.auth.is_none() {
-                    self.penalties
-                        .needs_sign_in(url, &message, now, &self.cfg.penalty)
-                } else {
-                    self.penalties
-                        .penalise(url, &message, now, &self.cfg.penalty)
+                // Needing sign-in without a key, or payment, is its own state and no failure of
+                // the relay (a run with a key asks at once). A relay that will not serve this
+                // reader (restricted, blocked, still refused after signing in) is learned as
+                // not answering: it delivers nothing to us.
+                let (until, learned) = match refusal {
+                    Refusal::SignIn if self.cfg.auth.is_none() => (
+                        self.penalties
+                            .needs_sign_in(url, &message, now, &self.cfg.penalty),
+                        Learned::Refusal,
+                    ),
+                    Refusal::Payment => (
+                        self.penalties
+                            .needs_payment(url, &message, now, &self.cfg.penalty),
+                        Learned::Refusal,
+                    ),
+                    _ => (
+                        self.penalties
+                            .penalise(url, &message, now, &self.cfg.penalty),
+                        Learned::Failure,
+                    ),
                 };
-                debug!(relay = %url, sub = sub.id(), "refused");
-                self.penalise(url, until, message).await;
+                debug!(relay = %url, sub = sub.id(), %refusal, "refused");
+                self.penalise(url, until, message, learned).await;
             }
             ReportKind::Dropped { reason } => {
                 *self.tally.dropped.entry(reason).or_default() += 1;
@@ -177,9 +193,16 @@ impl Coordinator {
                     .failures += 1;
                 // The slot re-sends the REQ after reconnecting; the recorder waits for that EOSE
                 // and counts what the new connection returns. A lookup-only relay's liveness
-                // still learns.
-                self.recorder.failed(url, &reason);
-                let penalised = if failure.is_misbehaviour() {
+                // still learns. A relay that keeps asking us to slow down is up: its strikes
+                // may set it aside for a while, but it is never learned as down.
+                let rate_limited = matches!(failure, Failure::RateLimited(_));
+                if !rate_limited {
+                    self.recorder.failed(url, &reason);
+                }
+                let penalised = if rate_limited {
+                    self.penalties
+                        .strike_rate_limited(url, &reason, now, &self.cfg.penalty)
+                } else if failure.is_misbehaviour() {
                     self.penalties
                         .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
                 } else {
@@ -193,7 +216,12 @@ impl Coordinator {
                 })
                 .await;
                 if let Some(until) = penalised {
-                    self.penalise(url, until, reason).await;
+                    let learned = if rate_limited {
+                        Learned::Refusal
+                    } else {
+                        Learned::Failure
+                    };
+                    self.penalise(url, until, reason, learned).await;
                 }
             }
         }

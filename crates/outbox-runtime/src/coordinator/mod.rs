@@ -51,6 +51,16 @@ mod summary;
 
 use crate::dedup::Dedup;
 
+/// What setting a relay aside teaches the stats ([`RoundRecorder`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learned {
+    /// It failed, or will not serve this reader: learned as not answering.
+    Failure,
+    /// It is up and wants what the reader lacks (sign-in, payment) or asks us to slow down:
+    /// nothing is learned of its liveness.
+    Refusal,
+}
+
 /// Reports buffered from all slots before slots wait (backpressure on flooding relays).
 const REPORT_CAPACITY: usize = 1024;
 
@@ -633,13 +643,17 @@ impl Coordinator {
         }
     }
 
-    async fn penalise(&mut self, url: &str, until: u64, reason: String) {
+    async fn penalise(&mut self, url: &str, until: u64, reason: String, learned: Learned) {
         warn!(relay = %url, until, %reason, "relay set aside");
         self.tally.penalised.insert(url.to_string());
         if let Some(live) = self.live.remove(url) {
             live.send(SlotCommand::Shutdown);
-            // Set aside is a failure of this run, whatever the relay answered before.
-            self.recorder.set_aside(url);
+            match learned {
+                // Set aside is a failure of this run, whatever the relay answered before.
+                Learned::Failure => self.recorder.set_aside(url),
+                // It is up and declined: nothing is learned of its liveness.
+                Learned::Refusal => self.recorder.refused(url),
+            }
         }
         // Its authors move elsewhere. Relays that fail together (a dead batch at start) are set
         // aside within moments of each other: one re-plan moves them all, instead of one each

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::probe::{Ended, ProbeAnswer, PROBE_GENERATION};
+use crate::refusal::Refusal;
 use crate::ProbeOutcome;
 use outbox_core::ProbePlan;
 
@@ -132,7 +133,14 @@ impl Coordinator {
                     None
                 }
                 Ended::Failed(why) => {
-                    self.recorder.failed(&url, &why);
+                    // A relay that needs sign-in or payment the reader lacks, or asks us to slow
+                    // down, is up: nothing is learned of its liveness.
+                    let refusal = why.strip_prefix("closed: ").map(Refusal::of);
+                    if refusal.is_some_and(|r| r.is_requirement()) {
+                        self.recorder.refused(&url);
+                    } else {
+                        self.recorder.failed(&url, &why);
+                    }
                     Some(why)
                 }
                 Ended::Stopped => None,

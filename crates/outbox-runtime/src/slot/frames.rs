@@ -108,13 +108,17 @@ impl Slot {
                     return Handled::Ok;
                 };
                 info!(sub = %subscription_id, reason = %truncate(&message), "CLOSED");
-                if is_rate_limited(&message) && self.rate_limited < MAX_RATE_LIMITED_RESENDS {
-                    return self.slow_down(&open);
+                let refusal = Refusal::of(&message);
+                if refusal == Refusal::RateLimited {
+                    if self.rate_limited < MAX_RATE_LIMITED_RESENDS {
+                        return self.slow_down(&open);
+                    }
+                    return Handled::End(Ended::Failed(Failure::RateLimited(message)));
                 }
-                if !is_definitive_refusal(&message) {
+                if !refusal.is_definitive() {
                     return Handled::End(Ended::Failed(Failure::Refused(message)));
                 }
-                let message = if is_auth_required(&message) && self.cfg.auth.is_some() {
+                let message = if refusal == Refusal::SignIn && self.cfg.auth.is_some() {
                     match self.auth_required(ws, &open, &message).await {
                         // Asked again once signed in.
                         Ok(None) => return Handled::Ok,
@@ -127,7 +131,8 @@ impl Slot {
                 self.refuse(ws, open.kind, message).await
             }
             RelayMessage::Notice(notice) => {
-                debug!(notice = %truncate(&notice), "NOTICE");
+                let refusal = Refusal::of(&notice);
+                debug!(notice = %truncate(&notice), %refusal, "NOTICE");
                 Handled::Ok
             }
             RelayMessage::Auth { challenge } => match self.on_challenge(ws, &challenge).await {

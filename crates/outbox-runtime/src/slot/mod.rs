@@ -47,7 +47,7 @@ use std::time::Duration;
 use nostr::event::{Event, EventId};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
-use nostr::message::{ClientMessage, MachineReadablePrefix, RelayMessage, SubscriptionId};
+use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use nostr::types::Timestamp;
 use outbox_client::{
     paging, paging::CapEstimate, paging::Cursor, paging::Next, paging::Page, paging::RelayLimits,
@@ -62,6 +62,8 @@ use tracing::{debug, info, trace, warn, Instrument};
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
 use crate::nip11::Nip11Cache;
+pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
+use crate::refusal::Refusal;
 
 mod auth;
 pub(crate) use auth::{auth_event, MAX_CHALLENGE_BYTES};
@@ -147,8 +149,11 @@ pub enum Failure {
     EoseTimeout(SubKind),
     /// Too many unparseable, oversized or badly signed frames on one connection.
     BadFrames(u32),
-    /// The relay answered CLOSED with a reason worth retrying later (rate limits, errors).
+    /// The relay answered CLOSED with a reason worth retrying later (errors, no known prefix).
     Refused(String),
+    /// The relay kept answering `rate-limited:` past [`MAX_RATE_LIMITED_RESENDS`] waits on one
+    /// connection: it is up and asks us to slow down, so it is not learned as down.
+    RateLimited(String),
     /// More valid but unrequested events on one connection than
     /// [`RuntimeConfig::max_unrequested`] allows: the relay floods.
     Flooded(u64),
@@ -170,7 +175,7 @@ impl std::fmt::Display for Failure {
             Failure::Lost(e) => write!(f, "connection lost: {e}"),
             Failure::EoseTimeout(sub) => write!(f, "no EOSE in time on {}", sub.id()),
             Failure::BadFrames(n) => write!(f, "{n} bad frames"),
-            Failure::Refused(m) => write!(f, "refused: {m}"),
+            Failure::Refused(m) | Failure::RateLimited(m) => write!(f, "refused: {m}"),
             Failure::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
         }
     }
@@ -488,39 +493,6 @@ enum Handled {
     End(Ended),
 }
 
-/// Whether a CLOSED reason means retrying cannot help without something we do not do
-/// (authenticating, paying, being allowed).
-pub(crate) fn is_definitive_refusal(message: &str) -> bool {
-    matches!(
-        MachineReadablePrefix::parse(message.trim_start()),
-        Some(
-            MachineReadablePrefix::AuthRequired
-                | MachineReadablePrefix::Restricted
-                | MachineReadablePrefix::Blocked
-        )
-    )
-}
-
-/// `rate-limited:` refusals of pages one connection answers by waiting (the config's backoff)
-/// and asking again; one more is a failure like any other refusal.
-pub const MAX_RATE_LIMITED_RESENDS: u32 = 3;
-
-/// Whether a CLOSED reason asks the client to slow down.
-pub(crate) fn is_rate_limited(message: &str) -> bool {
-    matches!(
-        MachineReadablePrefix::parse(message.trim_start()),
-        Some(MachineReadablePrefix::RateLimited)
-    )
-}
-
-/// Whether a CLOSED reason asks the client to sign in (NIP-42).
-pub(crate) fn is_auth_required(message: &str) -> bool {
-    matches!(
-        MachineReadablePrefix::parse(message.trim_start()),
-        Some(MachineReadablePrefix::AuthRequired)
-    )
-}
-
 fn truncate(s: &str) -> String {
     s.chars().take(200).collect()
 }
@@ -528,20 +500,6 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn closed_reasons_are_classified() {
-        assert!(is_definitive_refusal("auth-required: sign in"));
-        assert!(is_definitive_refusal("restricted: paid relay"));
-        assert!(is_definitive_refusal("blocked: go away"));
-        assert!(!is_definitive_refusal("rate-limited: slow down"));
-        assert!(!is_definitive_refusal("error: database"));
-        assert!(!is_definitive_refusal("whatever"));
-        assert!(!is_definitive_refusal(""));
-        assert!(is_auth_required("auth-required: sign in"));
-        assert!(!is_auth_required("restricted: paid relay"));
-        assert!(!is_auth_required("sign in: auth-required"));
-    }
 
     #[test]
     fn the_flood_bound_grows_with_what_was_asked_and_closes_grant_grace() {

@@ -1,0 +1,237 @@
+//! Refusals on every path: `rate-limited:` is waited out and asked again by lookups and route
+//! feeds as by the feed's slots; a lookup says what each relay did; and a relay that needs
+//! sign-in or payment, or keeps asking to slow down, is set aside as such, never learned as
+//! down.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use nostr::filter::Filter;
+use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
+use outbox_core::UrlPolicy;
+use outbox_runtime::{
+    lookup, start, start_route, FeedInput, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
+};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A WebSocket server that answers every REQ with `["CLOSED", sub, message]`.
+struct Refuser {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Refuser {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Refuser {
+    async fn start(message: &'static str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    while let Some(Ok(msg)) = ws.next().await {
+                        let Message::Text(text) = msg else { continue };
+                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                            continue;
+                        };
+                        if value[0] != "REQ" {
+                            continue;
+                        }
+                        let frame = serde_json::json!(["CLOSED", value[1], message]).to_string();
+                        if ws.send(Message::text(frame)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { url, task }
+    }
+}
+
+/// Everything a route feed delivers until its channel closes (bounded).
+async fn route_events(plan: &RoutePlan, cfg: &RuntimeConfig) -> Vec<RouteEvent> {
+    let (feed, mut rx) = start_route(plan, cfg);
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        out.push(event);
+    }
+    feed.shutdown().await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_waits_out_a_rate_limit_and_asks_again() {
+    let f = keys(1);
+    let n = note(&f, now() - 100, "behind a rate limit");
+    let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
+    let cfg = RuntimeConfig::fast_for_tests();
+    let filter = Filter::new().author(f.public_key());
+    let found = tokio::time::timeout(
+        Duration::from_secs(20),
+        lookup(std::slice::from_ref(&limited.url), &filter, &cfg),
+    )
+    .await
+    .expect("the lookup ends within its timeouts");
+    let ids: Vec<_> = found.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [n.id], "{:?}", found.relays);
+    assert_eq!(found.relays[&limited.url], LookupOutcome::Answered);
+    assert_eq!(
+        limited
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "asked again on the same socket"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
+    let f = keys(2);
+    let n = note(&f, now() - 100, "behind a rate limit");
+    let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
+    let plan = RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: vec![RouteTarget {
+            url: limited.url.clone(),
+            reasons: vec![Reason::ReaderRead],
+            quality: 0.25,
+            filters: vec![Filter::new().author(f.public_key())],
+        }],
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    };
+    let cfg = RuntimeConfig {
+        once: true,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let events = route_events(&plan, &cfg).await;
+    let notes: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            RouteEvent::Note { event, .. } => Some(event.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes, [n.id], "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, RouteEvent::Eose { .. })),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, RouteEvent::Failed { .. })),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_says_why_each_relay_gave_nothing() {
+    let members = Refuser::start("auth-required: members only").await;
+    let spaced = Refuser::start("  auth-required: with leading spaces").await;
+    let blocked = Refuser::start("blocked: not you").await;
+    let dead = dead_url().await;
+    let relays = vec![
+        members.url.clone(),
+        spaced.url.clone(),
+        blocked.url.clone(),
+        dead.clone(),
+    ];
+    let cfg = RuntimeConfig::fast_for_tests();
+    let filter = Filter::new().author(keys(3).public_key());
+    let found = tokio::time::timeout(Duration::from_secs(20), lookup(&relays, &filter, &cfg))
+        .await
+        .expect("the lookup ends within its timeouts");
+    assert!(found.events.is_empty());
+    assert_eq!(found.answered(), 0, "{:?}", found.relays);
+    for url in [&members.url, &spaced.url] {
+        match &found.relays[url] {
+            LookupOutcome::Refused {
+                refusal: Refusal::SignIn,
+                message,
+            } => assert!(message.contains("no key"), "{message}"),
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        &found.relays[&blocked.url],
+        LookupOutcome::Refused {
+            refusal: Refusal::Blocked,
+            ..
+        }
+    ));
+    assert!(matches!(
+        &found.relays[&dead],
+        LookupOutcome::Unreachable(_)
+    ));
+    assert!(found.relays[&members.url]
+        .to_string()
+        .starts_with("relay refused: auth-required: members only"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_kept_as_such_and_never_learned_as_down() {
+    let reader = RealRelay::start().await;
+    let sign_in = Refuser::start("auth-required: members only").await;
+    let payment = Refuser::start("payment-required: 5000 sats a year").await;
+    let slow = Refuser::start("rate-limited: slow down").await;
+    let now = now();
+    let f = keys(4);
+    let n = note(&f, now - 100, "on the reader's relay");
+    reader.store(&n).await;
+    let mut input = FeedInput::new(
+        router("max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 3\n"),
+        vec![f.public_key()],
+        [&reader.url],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let listed = [
+        (sign_in.url.as_str(), None),
+        (payment.url.as_str(), None),
+        (slow.url.as_str(), None),
+    ];
+    assert!(input.add_relay_list_event(&relay_list(&f, now, &listed)));
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, config).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    assert!(
+        out.lock().unwrap().notes.contains_key(&n.id),
+        "the residual carried the note: {summary:#?}"
+    );
+    for url in [&sign_in.url, &payment.url, &slow.url] {
+        assert!(summary.penalised.contains(url), "{url}: {summary:#?}");
+        let live = summary.stats.get(url);
+        assert!(
+            live.live_mean() >= 0.5,
+            "{url} refused, it is not down: liveness {} (Beta {}, {})",
+            live.live_mean(),
+            live.live_alpha,
+            live.live_beta
+        );
+    }
+    let entry = |url: &str| summary.penalties.get(url).cloned().unwrap_or_default();
+    assert!(entry(&sign_in.url).needs_sign_in, "{summary:#?}");
+    assert!(entry(&payment.url).needs_payment, "{summary:#?}");
+    assert!(entry(&slow.url).rate_limited, "{summary:#?}");
+    // The relay that answered is learned as live.
+    assert!(summary.stats.get(&reader.url).live_mean() > 0.5);
+}
