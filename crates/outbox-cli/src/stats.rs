@@ -256,6 +256,8 @@ impl Row {
                 "times": p.times,
                 "misbehaved": p.misbehaved,
                 "needs_sign_in": p.needs_sign_in,
+                "needs_payment": p.needs_payment,
+                "rate_limited": p.rate_limited,
             })
         });
         json!({ "relay": self.url, "stats": stats, "set_aside": penalty })
@@ -395,6 +397,14 @@ fn detail(r: &Row) -> std::io::Result<()> {
             out!(
                 "needs sign-in    {}",
                 if p.needs_sign_in { "yes" } else { "no" }
+            )?;
+            out!(
+                "needs payment    {}",
+                if p.needs_payment { "yes" } else { "no" }
+            )?;
+            out!(
+                "rate limited     {}",
+                if p.rate_limited { "yes" } else { "no" }
             )?;
         }
         None => out!("set aside        no")?,

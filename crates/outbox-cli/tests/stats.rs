@@ -162,6 +162,7 @@ async fn json_parses_and_keeps_the_reason_without_raw_controls() {
         assert!((dead["stats"]["liveness"].as_f64().unwrap() - 0.1).abs() < 1e-9);
         let locked = relays.iter().find(|r| r["relay"] == LOCKED).unwrap();
         assert_eq!(locked["set_aside"]["needs_sign_in"], true);
+        assert_eq!(locked["set_aside"]["needs_payment"], false);
         assert!(locked["stats"].is_null());
     }
 }
