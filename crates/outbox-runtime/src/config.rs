@@ -156,6 +156,15 @@ impl Default for RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// The knobs a socket dials and closes with.
+    pub(crate) fn dial(&self) -> crate::sockets::Dial {
+        crate::sockets::Dial {
+            connect_timeout: self.connect_timeout,
+            shutdown_grace: self.shutdown_grace,
+            hard_frame_limit: self.hard_frame_limit,
+        }
+    }
+
     /// Every timeout scaled down for tests on 127.0.0.1 (connect 500 ms, EOSE 700 ms, backoff
     /// from 20 ms, debounce 50 ms, lookup grace 200 ms), and no NIP-11 requests (test relays
     /// serve no HTTP).

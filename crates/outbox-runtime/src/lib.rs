@@ -80,6 +80,7 @@ pub mod limits;
 pub mod monitor;
 pub mod nip11;
 pub mod penalty;
+pub mod places;
 mod probe;
 pub mod publish;
 pub mod query;
@@ -88,10 +89,8 @@ pub mod route_feed;
 mod signin;
 pub mod slot;
 pub mod sockets;
-pub mod places;
 pub mod store;
 mod tls;
-mod ws;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -112,6 +111,7 @@ pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
 pub use outbox_client::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
+pub use places::Places;
 pub use publish::{
     publish, rebroadcast, PublishConfig, PublishOutcome, PublishReport, RelayPublish,
 };
@@ -121,7 +121,6 @@ pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, FrameDrop, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 
-pub use places::Places;
 /// Everything a feed starts from.
 #[derive(Debug)]
 pub struct FeedInput {
@@ -465,6 +464,8 @@ pub struct FeedSummary {
     /// The sockets when the feed ended: the most open at once (for every purpose that shares
     /// them), dials and joins.
     pub sockets: SocketStats,
+    /// How the feed's relays fit the socket budget: a place each, time-shared, or cut.
+    pub places: Places,
     /// What probing did (relays probed are not among [`relays`](Self::relays) nor counted in
     /// [`relays_asked`](Self::relays_asked): the run did not ask them for its feed).
     pub probes: ProbeSummary,
@@ -474,8 +475,6 @@ pub struct FeedSummary {
     /// The penalty box at the end (persist it to remember set-aside relays).
     pub penalties: PenaltyBox,
     /// Why saving the stats failed, if it did.
-    /// How the feed's relays fit the socket budget: a place each, time-shared, or cut.
-    pub places: Places,
     pub stats_error: Option<String>,
 }
 

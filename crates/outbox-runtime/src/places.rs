@@ -1,11 +1,15 @@
 //! How a feed's relays fit the places the socket budget leaves lasting work.
 //!
 //! The reader's relays and the indexers are feed slots like the routed relays, and each slot
-//! needs a socket of its own. When they do not all fit beside the reserve for short work, a
-//! one-shot run time-shares the places (a slot that has answered everything gives its place to
-//! one waiting: see the slot's `answered`), while a continuing feed, whose slots hold their
-//! subscriptions open for live notes, cuts the routed budget to what fits — to nothing when
-//! the reader's relays fill every place, and then they carry every follow.
+//! needs a socket of its own. When they do not all fit beside the reserve for short work, the
+//! routed budget is cut to the places left beside the reader's relays and indexers: every slot
+//! then holds its place for the run, and none waits behind another (a slot that gave its place
+//! up and is asked again by a re-plan would wait behind relays that may take a connect
+//! timeout to fail). When no place is left, a continuing feed, whose slots hold their
+//! subscriptions open for live notes, routes nothing and the reader's relays carry every
+//! follow; a one-shot run keeps its whole routed budget and time-shares the places (a slot
+//! that has answered everything gives its place to one waiting: see the slot's `answered`),
+//! so it still reaches the relays the follows write to.
 
 use std::collections::BTreeSet;
 
@@ -19,16 +23,16 @@ pub enum Places {
     /// No bound, or a place for every slot.
     #[default]
     Enough,
-    /// A one-shot run with more slots than places: they take turns, a slot that has answered
-    /// giving its place to one waiting.
+    /// A one-shot run whose reader's relays and indexers take every place: the slots take
+    /// turns, one that has answered giving its place to one waiting.
     Shared {
         /// Lasting places: `max_sockets - reserve`.
         places: usize,
         /// The slots that may want one: reader relays, indexers and the routed budget.
         slots: usize,
     },
-    /// A continuing feed: the routed budget was cut to the places left beside the reader's
-    /// relays and indexers.
+    /// The routed budget was cut to the places left beside the reader's relays and indexers
+    /// (a one-shot run with at least one such place, or a continuing feed).
     Cut {
         /// Lasting places: `max_sockets - reserve`.
         places: usize,
@@ -74,10 +78,10 @@ pub(crate) fn fit(mut input: FeedInput, config: &RuntimeConfig) -> (FeedInput, P
     if slots <= places {
         return (input, Places::Enough);
     }
-    let fit = if config.once {
+    let routed = places.saturating_sub(fixed);
+    let fit = if config.once && routed == 0 {
         Places::Shared { places, slots }
     } else {
-        let routed = places.saturating_sub(fixed);
         input.router = input.router.with_max_connections(routed);
         Places::Cut { places, routed }
     };

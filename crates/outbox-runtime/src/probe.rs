@@ -83,7 +83,6 @@ impl Probing {
         kinds: &[Kind],
         since: Option<u64>,
     ) -> Self {
-        crate::tls::install_crypto_provider();
         let (stop, stop_rx) = watch::channel(false);
         // No more places than probes (a huge budget must not size the semaphore).
         let at_once = at_once.min(plan.probes.len()).max(1);

@@ -203,7 +203,6 @@ async fn publish_until(
     cfg: &PublishConfig,
     deadline: Instant,
 ) -> PublishReport {
-    crate::tls::install_crypto_provider();
     let urls = distinct(targets);
     let permits = socket_permits(urls.len());
     let mut tasks = JoinSet::new();
@@ -238,7 +237,6 @@ async fn publish_until(
 /// questions get the first half of it (a target that has not answered by then is sent the
 /// event), the sending what is left.
 pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
-    crate::tls::install_crypto_provider();
     let start = Instant::now();
     let deadline = crate::deadline::offset(start, cfg.deadline);
     let asked_by = crate::deadline::offset(start, cfg.deadline / 2);
@@ -375,7 +373,7 @@ async fn attempt(url: &str, event: &Event, cfg: &PublishConfig) -> (PublishOutco
     let mut ws = match cfg
         .runtime
         .sockets
-        .link(url, Role::Publish, &cfg.runtime)
+        .link(url, Role::Publish, cfg.runtime.dial())
         .await
     {
         Ok(ws) => ws,

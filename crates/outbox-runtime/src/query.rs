@@ -113,7 +113,6 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfi
 /// its EOSE timeout; one that refuses `auth-required:` is signed in to once when keys are
 /// given. Only an answer starts the grace.
 pub async fn lookup(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Lookup {
-    crate::tls::install_crypto_provider();
     // Each relay's events come as they are read (at most each chunk's limit), so a relay cut
     // off by the grace keeps what it sent.
     let (found, mut events_rx) = mpsc::unbounded_channel();
@@ -182,7 +181,7 @@ async fn ask_one(
 ) -> LookupOutcome {
     let mut ws = match cfg
         .sockets
-        .link(url, crate::sockets::Role::Lookup, cfg)
+        .link(url, crate::sockets::Role::Lookup, cfg.dial())
         .await
     {
         Ok(ws) => ws,

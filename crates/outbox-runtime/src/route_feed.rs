@@ -97,7 +97,6 @@ pub fn start_route(
     plan: &RoutePlan,
     cfg: &RuntimeConfig,
 ) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
-    crate::tls::install_crypto_provider();
     let (stop, stop_rx) = watch::channel(false);
     let (raw_tx, mut raw_rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
     let (tx, rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
@@ -272,7 +271,7 @@ impl Relay {
     /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
     async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
         let mut ws = tokio::select! {
-            dialled = self.cfg.sockets.link(&self.url, self.role, &self.cfg) => match dialled {
+            dialled = self.cfg.sockets.link(&self.url, self.role, self.cfg.dial()) => match dialled {
                 Ok(ws) => ws,
                 Err(why) => return Ended::Lost(why.to_string()),
             },

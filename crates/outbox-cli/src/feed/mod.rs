@@ -152,9 +152,10 @@ pub struct SocketArgs {
     /// The socket budget for everything the run does (the feed's relays, the reader's relays,
     /// lookups, probes and relay documents share it; one socket per relay). When the
     /// config's `max_connections` and the reader's relays do not fit the places left beside
-    /// the reserve, a `--once` run takes turns (a relay that has answered gives its place to
-    /// one waiting) and a continuing feed routes only as many relays as fit, none when the
-    /// reader's relays fill every place (they then carry every follow).
+    /// the reserve, the routed budget shrinks to what does. When the reader's relays fill
+    /// every place, a `--once` run takes turns (a relay that has answered gives its place to
+    /// one waiting) and a continuing feed routes nothing (the reader's relays carry every
+    /// follow).
     #[arg(long, value_enum, default_value = "desktop")]
     profile: Profile,
     /// Sockets at most, instead of the profile's. Of them, the profile's reserve (at most
@@ -855,6 +856,9 @@ fn print_summary(s: &FeedSummary) {
         "sockets:             {} at most open at once, {} dialled, {} shared, {} for relay documents",
         s.sockets.peak, s.sockets.dials, s.sockets.joins, s.sockets.documents
     ));
+    if s.places != outbox_runtime::Places::Enough {
+        lines.push(format!("socket places:       {}", s.places));
+    }
     if s.carriers != Carriers::Reader {
         lines.push(format!("residual carried by: {:?} relays", s.carriers));
     }
@@ -884,9 +888,6 @@ fn print_summary(s: &FeedSummary) {
     if !skipped.is_empty() {
         lines.push(format!(
             "needs sign-in:       {} (skipped: no key; give --secret-key-file)",
-    if s.places != outbox_runtime::Places::Enough {
-        lines.push(format!("socket places:       {}", s.places));
-    }
             skipped.join(", ")
         ));
     }

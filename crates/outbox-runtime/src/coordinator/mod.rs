@@ -68,8 +68,8 @@ pub(crate) fn spawn(
     input: FeedInput,
     config: RuntimeConfig,
     stats: DeliveryStats,
+    places: crate::Places,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
-    crate::tls::install_crypto_provider();
     let (out_tx, out_rx) = mpsc::channel(config.channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let reader_relays = input.reader_relays.clone();
@@ -79,7 +79,6 @@ pub(crate) fn spawn(
     let task = tokio::spawn(coordinator.run(control_rx));
     (
         FeedHandle {
-    places: crate::Places,
             control: control_tx,
             task,
             config: route_config,
@@ -119,6 +118,8 @@ impl Live {
 
 #[derive(Debug, Default)]
 struct Tally {
+    /// How the feed's relays fit the socket budget, decided before the start.
+    places: crate::Places,
     events: u64,
     first_event: Option<Duration>,
     full_eose: Option<Duration>,
@@ -129,8 +130,6 @@ struct Tally {
     uncovered: usize,
     /// When each new note arrived, until the first settle (for time to 90%).
     arrivals: Vec<Duration>,
-    /// How the feed's relays fit the socket budget, decided before the start.
-    places: crate::Places,
     to_90: Option<Duration>,
     dropped: BTreeMap<FrameDrop, u64>,
     /// A `once` run stopped at the end of its EOSE race.

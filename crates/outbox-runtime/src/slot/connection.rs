@@ -32,7 +32,7 @@ impl Slot {
             let started = Instant::now();
             let mut document = self.start_nip11();
             let (cfg, url) = (self.cfg.clone(), self.url.clone());
-            let connect = async move { cfg.sockets.link(&url, Role::Feed, &cfg).await };
+            let connect = async move { cfg.sockets.link(&url, Role::Feed, cfg.dial()).await };
             tokio::pin!(connect);
             let connected = loop {
                 tokio::select! {

@@ -62,8 +62,8 @@ use tracing::{debug, info, trace, warn, Instrument};
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
 use crate::nip11::Nip11Cache;
-pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
 use crate::refusal::Refusal;
+pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
 
 mod auth;
 pub(crate) use auth::{auth_event, MAX_CHALLENGE_BYTES};
@@ -282,14 +282,14 @@ struct Purpose {
     generation: u64,
     /// Refused definitively: never re-sent on reconnect.
     refused: bool,
+    /// Answered in a one-shot run whose slot then gave its socket's place up: not asked again
+    /// until a new filter comes.
+    settled: bool,
     /// The chunks of the current run (connection × generation); empty while offline.
     chunks: Vec<Chunk>,
     /// The run's first REQ, and its first EOSE latency.
     started: Option<Instant>,
     latency: Option<Duration>,
-    /// Answered in a one-shot run whose slot then gave its socket's place up: not asked again
-    /// until a new filter comes.
-    settled: bool,
     /// This run's EOSE was reported.
     reported: bool,
     /// Cost since the last report.
@@ -344,14 +344,14 @@ struct PageInFlight {
 enum Ended {
     Shutdown,
     Failed(Failure),
+    /// A one-shot slot answered everything it was asked and gave its place to a link waiting
+    /// for one; it dials again when a new filter comes.
+    Parked,
 }
 
 /// Runs one slot until it is told to shut down or the coordinator goes away.
 pub(crate) async fn run_slot(
     url: Arc<str>,
-    /// A one-shot slot answered everything it was asked and gave its place to a link waiting
-    /// for one; it dials again when a new filter comes.
-    Parked,
     cfg: Arc<RuntimeConfig>,
     nip11: Arc<Nip11Cache>,
     mut commands: mpsc::UnboundedReceiver<SlotCommand>,
@@ -471,23 +471,23 @@ impl Slot {
             filter: filter.clone(),
             generation,
             refused: false,
+            settled: false,
             chunks: Vec::new(),
             started: None,
             latency: None,
             reported: false,
             pages: 0,
-            settled: false,
             received: 0,
         });
         purpose.filter = filter;
         purpose.generation = generation;
         purpose.refused = false;
+        purpose.settled = false;
         purpose.chunks.clear();
     }
 }
 
 enum Handled {
-        purpose.settled = false;
     Ok,
     Bad,
     End(Ended),

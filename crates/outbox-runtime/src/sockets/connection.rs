@@ -11,9 +11,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{frame, DialError, Inner, MAX_PENDING_OKS};
-use crate::config::RuntimeConfig;
-use crate::ws::Socket;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::{frame, Dial, DialError, Inner, MAX_PENDING_OKS};
+
+/// An open relay socket.
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The longest `AUTH` frame kept for links that join later (a challenge is at most
 /// [`MAX_CHALLENGE_BYTES`](crate::slot::MAX_CHALLENGE_BYTES), escaped at most six times over).
@@ -62,7 +67,7 @@ pub(crate) enum Command {
 pub(super) struct Connection {
     url: String,
     socket: u64,
-    cfg: RuntimeConfig,
+    dial: Dial,
     idle: Duration,
     pool: Weak<Inner>,
     links: HashMap<u64, mpsc::Sender<Incoming>>,
@@ -92,14 +97,14 @@ impl Connection {
     pub(super) fn new(
         url: String,
         socket: u64,
-        cfg: RuntimeConfig,
+        dial: Dial,
         idle: Duration,
         pool: Weak<Inner>,
     ) -> Self {
         Self {
             url,
             socket,
-            cfg,
+            dial,
             idle,
             pool,
             links: HashMap::new(),
@@ -135,7 +140,7 @@ impl Connection {
                 if open {
                     // The closing handshake: the place is freed once the relay closed its end
                     // too, so the relay never sees more sockets than the budget.
-                    let grace = self.cfg.shutdown_grace.min(Duration::from_secs(1));
+                    let grace = self.dial.shutdown_grace.min(Duration::from_secs(1));
                     let _ = timeout(grace, async {
                         let _ = ws.close(None).await;
                         while let Some(Ok(_)) = ws.next().await {}
@@ -156,13 +161,18 @@ impl Connection {
         &mut self,
         commands: &mut mpsc::UnboundedReceiver<Command>,
     ) -> Option<Result<Socket, DialError>> {
+        crate::tls::install_crypto_provider();
+        // A frame or message above the hard limit kills the connection.
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(self.dial.hard_frame_limit))
+            .max_frame_size(Some(self.dial.hard_frame_limit));
         let connect = tokio_tungstenite::connect_async_tls_with_config(
             self.url.clone(),
-            Some(crate::ws::ws_config(&self.cfg)),
+            Some(limits),
             true,
             None,
         );
-        let connect = timeout(self.cfg.connect_timeout, connect);
+        let connect = timeout(self.dial.connect_timeout, connect);
         tokio::pin!(connect);
         let mut waiting: Vec<(u64, mpsc::Sender<Incoming>, oneshot::Sender<_>)> = Vec::new();
         let mut joined = false;

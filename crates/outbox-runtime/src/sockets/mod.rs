@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use crate::config::RuntimeConfig;
 pub(crate) use link::Link;
 
 /// Event ids awaiting an `OK` that one socket remembers, across its links; the oldest are
@@ -42,6 +41,19 @@ pub const MAX_PENDING_OKS: usize = 4096;
 
 /// Frames queued for one link before the socket waits for that link to read.
 pub const LINK_QUEUE: usize = 512;
+
+/// What a socket dials and closes with: the few knobs of the runtime's config the socket
+/// layer needs (`RuntimeConfig::dial`). A socket's task keeps only these, never the config
+/// (which holds the [`Sockets`] themselves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Dial {
+    /// TCP, TLS and the WebSocket handshake together.
+    pub connect_timeout: Duration,
+    /// The closing handshake's wait, at most a second.
+    pub shutdown_grace: Duration,
+    /// A frame or message above this kills the connection.
+    pub hard_frame_limit: usize,
+}
 
 /// How many sockets a client may hold, and how long an unused one stays open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,7 +160,7 @@ pub struct SocketStats {
 }
 
 /// The sockets of one client, shared by every purpose (see the [module docs](self)). Clones
-/// share them; every clone of a [`RuntimeConfig`] carries the same one.
+/// share them; every clone of a `RuntimeConfig` carries the same one.
 #[derive(Clone)]
 pub struct Sockets {
     inner: Arc<Inner>,
@@ -238,7 +250,7 @@ enum Step {
         commands: mpsc::UnboundedSender<connection::Command>,
         socket: u64,
         link: u64,
-        dial: Option<mpsc::UnboundedReceiver<connection::Command>>,
+        fresh: Option<mpsc::UnboundedReceiver<connection::Command>>,
     },
     Wait {
         close: Option<mpsc::UnboundedSender<connection::Command>>,
@@ -303,12 +315,7 @@ impl Sockets {
     /// A link to `url` (canonical) for `purpose`: joins the relay's socket, or dials one when
     /// the budget allows, waiting for a place while it does not. The dial is bounded by the
     /// config's connect timeout; waiting for a place is bounded by the caller.
-    pub(crate) async fn link(
-        &self,
-        url: &str,
-        role: Role,
-        cfg: &RuntimeConfig,
-    ) -> Result<Link, DialError> {
+    pub(crate) async fn link(&self, url: &str, role: Role, dial: Dial) -> Result<Link, DialError> {
         let mut races = 0;
         loop {
             let freed = self.inner.freed.notified();
@@ -326,13 +333,13 @@ impl Sockets {
                     commands,
                     socket,
                     link,
-                    dial,
+                    fresh,
                 } => {
-                    if let Some(rx) = dial {
+                    if let Some(rx) = fresh {
                         let task = connection::Connection::new(
                             url.to_string(),
                             socket,
-                            cfg.clone(),
+                            dial,
                             self.inner.budget.idle,
                             Arc::downgrade(&self.inner),
                         );
@@ -390,7 +397,7 @@ impl Inner {
                     commands: entry.commands.clone(),
                     socket: entry.socket,
                     link,
-                    dial: None,
+                    fresh: None,
                 };
                 table.stats.joins += 1;
                 return step;
@@ -418,7 +425,7 @@ impl Inner {
                 commands,
                 socket,
                 link,
-                dial: Some(rx),
+                fresh: Some(rx),
             };
         }
         // Full: make room by closing a socket nobody uses, then wait for it to end.

@@ -8,6 +8,7 @@ use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::*;
+use crate::config::RuntimeConfig;
 
 /// A relay that answers every REQ with EOSE, every EVENT with OK, and counts its sockets and
 /// the CLOSEs it was sent.
@@ -104,12 +105,12 @@ async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
     let cfg = cfg(SocketBudget::unbounded());
     let mut feed = cfg
         .sockets
-        .link(&relay.url, Role::Feed, &cfg)
+        .link(&relay.url, Role::Feed, cfg.dial())
         .await
         .unwrap();
     let mut lookup = cfg
         .sockets
-        .link(&relay.url, Role::Lookup, &cfg)
+        .link(&relay.url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     // The same subscription id on both links: each gets its own EOSE, unchanged.
@@ -159,17 +160,18 @@ async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
     });
     let a = cfg
         .sockets
-        .link(&relays[0].url, Role::Lookup, &cfg)
+        .link(&relays[0].url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     let b = cfg
         .sockets
-        .link(&relays[1].url, Role::Lookup, &cfg)
+        .link(&relays[1].url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     let sockets = cfg.sockets.clone();
     let (url, c) = (relays[2].url.clone(), cfg.clone());
-    let third = tokio::spawn(async move { sockets.link(&url, Role::Lookup, &c).await.is_ok() });
+    let third =
+        tokio::spawn(async move { sockets.link(&url, Role::Lookup, c.dial()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(
         !third.is_finished(),
@@ -198,19 +200,19 @@ async fn lasting_links_leave_the_reserve_to_short_work() {
     });
     let _feed = cfg
         .sockets
-        .link(&relays[0].url, Role::Feed, &cfg)
+        .link(&relays[0].url, Role::Feed, cfg.dial())
         .await
         .unwrap();
     let sockets = cfg.sockets.clone();
     let (url, c) = (relays[1].url.clone(), cfg.clone());
     let second_feed =
-        tokio::spawn(async move { sockets.link(&url, Role::Route, &c).await.is_ok() });
+        tokio::spawn(async move { sockets.link(&url, Role::Route, c.dial()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!second_feed.is_finished(), "a feed took the reserve");
     // A lookup gets the reserved place at once.
     let lookup = timeout(
         Duration::from_secs(1),
-        cfg.sockets.link(&relays[1].url, Role::Lookup, &cfg),
+        cfg.sockets.link(&relays[1].url, Role::Lookup, cfg.dial()),
     )
     .await
     .expect("the reserve was free")
@@ -230,12 +232,12 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
     let cfg = cfg(SocketBudget::unbounded());
     let mut feed = cfg
         .sockets
-        .link(&relay.url, Role::Feed, &cfg)
+        .link(&relay.url, Role::Feed, cfg.dial())
         .await
         .unwrap();
     let mut lookup = cfg
         .sockets
-        .link(&relay.url, Role::Lookup, &cfg)
+        .link(&relay.url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     feed.abandon("flooded".into());
@@ -252,7 +254,7 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
         .is_err());
     let mut again = cfg
         .sockets
-        .link(&relay.url, Role::Lookup, &cfg)
+        .link(&relay.url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     again
@@ -272,7 +274,7 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
     });
     let link = cfg
         .sockets
-        .link(&relay.url, Role::Probe, &cfg)
+        .link(&relay.url, Role::Probe, cfg.dial())
         .await
         .unwrap();
     drop(link);
@@ -284,7 +286,7 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
         drop(listener);
         url
     };
-    match cfg.sockets.link(&dead, Role::Lookup, &cfg).await {
+    match cfg.sockets.link(&dead, Role::Lookup, cfg.dial()).await {
         Err(DialError::Failed(_)) => {}
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a dead address connected"),
@@ -301,14 +303,14 @@ async fn a_socket_never_idle_stays_open_for_the_next_link() {
     });
     let link = cfg
         .sockets
-        .link(&relay.url, Role::Probe, &cfg)
+        .link(&relay.url, Role::Probe, cfg.dial())
         .await
         .unwrap();
     drop(link);
     // A bound on a hang, far above what a loaded machine needs.
     let mut again = timeout(
         Duration::from_secs(60),
-        cfg.sockets.link(&relay.url, Role::Lookup, &cfg),
+        cfg.sockets.link(&relay.url, Role::Lookup, cfg.dial()),
     )
     .await
     .expect("the next link gets the socket")
@@ -327,12 +329,12 @@ async fn every_link_s_subscriptions_share_the_relay_s_limit() {
     let cfg = cfg(SocketBudget::unbounded());
     let mut feed = cfg
         .sockets
-        .link(&relay.url, Role::Feed, &cfg)
+        .link(&relay.url, Role::Feed, cfg.dial())
         .await
         .unwrap();
     let mut lookup = cfg
         .sockets
-        .link(&relay.url, Role::Lookup, &cfg)
+        .link(&relay.url, Role::Lookup, cfg.dial())
         .await
         .unwrap();
     feed.limit_subscriptions(1);
@@ -378,13 +380,14 @@ async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_th
     });
     let a = cfg
         .sockets
-        .link(&relays[0].url, Role::Publish, &cfg)
+        .link(&relays[0].url, Role::Publish, cfg.dial())
         .await
         .unwrap();
     let socket = cfg.sockets.inner.lock().sockets[&relays[0].url].socket;
     let sockets = cfg.sockets.clone();
     let (url, c) = (relays[1].url.clone(), cfg.clone());
-    let waiter = tokio::spawn(async move { sockets.link(&url, Role::Publish, &c).await.is_ok() });
+    let waiter =
+        tokio::spawn(async move { sockets.link(&url, Role::Publish, c.dial()).await.is_ok() });
     // The waiter took its link number: it found no place and waits.
     wait_until("the waiter is waiting", || {
         cfg.sockets.inner.lock().next_link == 2
@@ -422,7 +425,7 @@ async fn many_short_links_through_a_small_budget_never_wait_for_the_idle_timer()
     for i in 0..300 {
         let (c, url) = (cfg.clone(), format!("{}/{i}", relay.url));
         tasks.push(tokio::spawn(async move {
-            let mut link = c.sockets.link(&url, Role::Publish, &c).await.unwrap();
+            let mut link = c.sockets.link(&url, Role::Publish, c.dial()).await.unwrap();
             let event = format!(r#"["EVENT",{{"id":"e{i}","kind":1}}]"#);
             link.send(Message::text(event)).await.unwrap();
             match link.recv().await {
