@@ -192,6 +192,17 @@ pub trait StateStore: StatsStore {
 
     /// Stores the penalty document, replacing what was stored.
     async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError>;
+
+    /// The base seed of the plans' draws kept with these stats, or else `drawn`, kept from
+    /// now on: each installation draws its base once, at random, and its runs vary it with
+    /// the run count ([`session_seed`](outbox_core::session_seed)), so no two installations
+    /// share a draw sequence and one installation's runs never repeat one. A seed already
+    /// kept wins over `drawn`, also when another run kept it meanwhile. Nothing need be
+    /// written here: a store may keep it with the next stats save. The default keeps nothing
+    /// and returns `drawn`.
+    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        Ok(drawn)
+    }
 }
 
 /// The lists a store keeps of `lists`: by author, at most [`MAX_STORED_LISTS`] (the newest),
@@ -217,6 +228,7 @@ struct Saved {
     stats: Option<DeliveryStats>,
     lists: Vec<RawRelayList>,
     penalties: Option<Value>,
+    seed: Option<u64>,
 }
 
 impl MemoryStore {
@@ -289,6 +301,10 @@ impl StateStore for MemoryStore {
         self.saved().penalties = Some(penalties.clone());
         Ok(())
     }
+
+    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        Ok(*self.saved().seed.get_or_insert(drawn))
+    }
 }
 
 #[cfg(test)]
@@ -337,6 +353,16 @@ mod tests {
         let doc = serde_json::json!({"relays": {}});
         ready(dynamic.save_penalties(&doc)).unwrap();
         assert_eq!(ready(dynamic.load_penalties()).unwrap().value, Some(doc));
+        assert_eq!(
+            ready(dynamic.base_seed(7)).unwrap(),
+            7,
+            "the first draw is kept"
+        );
+        assert_eq!(
+            ready(dynamic.base_seed(8)).unwrap(),
+            7,
+            "and wins over later draws"
+        );
     }
 
     #[test]

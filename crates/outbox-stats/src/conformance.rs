@@ -18,6 +18,8 @@
 //! - [`forget_sticks`]: a relay forgotten while a run that loaded before is under way stays
 //!   forgotten when the run saves (its stats and the follows' pairs), but for what the run
 //!   learned after the forget.
+//! - [`base_seed_kept`]: the first base seed saved is kept and returned ever after, through
+//!   saves of stores that never asked for it; older data without one takes the next run's.
 //! - [`kept_state_merges`]: relay lists and set-asides saved by runs that loaded the same state
 //!   are all kept; a clear of the set-asides sticks against a run that loaded before it.
 
@@ -687,4 +689,52 @@ pub async fn kept_state_merges<M: Medium>(medium: &M) {
         .value
         .expect("a box");
     assert!(doc["relays"].get("wss://d.example").is_some(), "{doc}");
+}
+
+/// The base seed: a store returns the drawn one until a save keeps it, then the kept one
+/// forever, whatever later runs draw; the first of two runs to save wins. Older data (none
+/// kept) loads as it did and keeps the next run's draw.
+pub async fn base_seed_kept<M: Medium>(medium: &M) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let first = medium.open(dir.path());
+    let second = medium.open(dir.path());
+    assert_eq!(first.base_seed(7).await.expect("a seed"), 7);
+    assert_eq!(
+        second.base_seed(8).await.expect("a seed"),
+        8,
+        "nothing kept yet"
+    );
+    first.save(&sample(1, 3, 2)).await.expect("saved");
+    second.save(&sample(2, 3, 2)).await.expect("saved");
+    let later = medium.open(dir.path());
+    assert_eq!(
+        later.base_seed(9).await.expect("a seed"),
+        7,
+        "the first save's"
+    );
+    assert_eq!(
+        second.base_seed(10).await.expect("a seed"),
+        7,
+        "also for the loser"
+    );
+    // A store that never asked for the seed (`outbox stats --forget`) keeps it when it saves.
+    let other = medium.open(dir.path());
+    other.save(&sample(3, 2, 1)).await.expect("saved");
+    other.save_penalties(&penalties()).await.expect("saved");
+    assert_eq!(
+        medium.open(dir.path()).base_seed(11).await.expect("a seed"),
+        7
+    );
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let expected = medium.write_older(dir.path());
+    let store = medium.open(dir.path());
+    assert_eq!(store.base_seed(21).await.expect("a seed"), 21);
+    let loaded = store.load().await.expect("older data loads");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.stats, expected);
+    store.save(&loaded.stats).await.expect("saved");
+    let reopened = medium.open(dir.path());
+    assert_eq!(reopened.base_seed(22).await.expect("a seed"), 21);
+    assert_eq!(reopened.load().await.expect("loads").stats, expected);
 }

@@ -10,6 +10,7 @@
 //!   "saved_at": 1767225600,
 //!   "decay": {"mode": "hourly", "factor": 0.95},
 //!   "session": 4,
+//!   "seed": 12210868210233771000,
 //!   "days": [20453, 20454],
 //!   "forgotten": {"wss://gone.example": 1767225300},
 //!   "relays": {
@@ -37,6 +38,9 @@
 //! (`probed_secs`) and, per relay asked about the author, the
 //! fractional `hits` and `misses` of what it returned. Both are learned by
 //! [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round).
+//! `seed` is the installation's base seed of the plans' draws, drawn at random on its first
+//! run and kept ([`StateStore::base_seed`](outbox_client::StateStore::base_seed)); every save
+//! keeps the one stored. Older files have none: the next run draws one and its save keeps it.
 //! `days` holds the days (unix seconds / 86,400) on which something was learned, the newest
 //! 183 of them: a relay or author not updated on any of them is forgotten
 //! ([`DeliveryStats::prune_at`]), so a pause forgets nothing. Stamps in the future (a clock
@@ -142,6 +146,9 @@ pub struct FileStore {
     pub(crate) kept: Arc<Mutex<kept::KeptBase>>,
     /// Opened only to be shown ([`FileStore::read_only`]): nothing is moved, written or created.
     read_only: bool,
+    /// The base seed this store returned ([`FileStore::base_seed`]): kept by the next save
+    /// unless the file holds one already.
+    seed: Arc<Mutex<Option<u64>>>,
 }
 
 /// How the reason of a file that is not a stats file at all begins: such a file (another
@@ -155,12 +162,13 @@ fn is_foreign(reason: &str) -> bool {
 
 /// The top-level fields of every version of the format: a file without the `format` marker is
 /// taken for an old stats file only if it has `relays` and no other field.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "format",
     "version",
     "saved_at",
     "decay",
     "session",
+    "seed",
     "days",
     "relays",
     "authors",
@@ -175,6 +183,8 @@ struct Parsed {
     newer: bool,
     /// When it was written (0 if unknown).
     saved_at: u64,
+    /// The base seed kept in it, if any.
+    seed: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -184,6 +194,8 @@ struct FileOut<'a> {
     saved_at: u64,
     decay: Decay,
     session: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
     days: Vec<u64>,
     forgotten: BTreeMap<&'a str, u64>,
     relays: BTreeMap<&'a str, RelayStats>,
@@ -223,6 +235,7 @@ impl FileStore {
             base: Arc::new(Mutex::new(None)),
             kept: Arc::default(),
             read_only: false,
+            seed: Arc::default(),
         }
     }
 
@@ -429,20 +442,24 @@ impl FileStore {
         // Never replace a newer version's file either: it holds fields this build would drop.
         let mut target = self.path.clone();
         let mut stored = None;
+        // The seed kept wins over the one this store drew: another run may have kept its own.
+        let mut seed = *self.seed.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(current) = read(&self.path)? {
             match parse(&current) {
                 Ok(parsed) if parsed.newer => {
                     target = self.side_path();
                     tracing::warn!(path = %self.path.display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
-                    stored = read(&target)?
+                    let own = read(&target)?
                         .and_then(|b| parse(&b).ok())
-                        .filter(|own| !own.newer)
-                        .map(|own| own.stats);
+                        .filter(|own| !own.newer);
+                    seed = parsed.seed.or(own.as_ref().and_then(|o| o.seed)).or(seed);
+                    stored = own.map(|own| own.stats);
                 }
                 Ok(parsed) => {
                     if let Err(err) = self.backup() {
                         tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
                     }
+                    seed = parsed.seed.or(seed);
                     stored = Some(parsed.stats);
                 }
                 Err(reason) if is_foreign(&reason) => return Err(foreign(&self.path, reason)),
@@ -469,6 +486,7 @@ impl FileStore {
             saved_at: now_secs(),
             decay: clean.decay,
             session: clean.session(),
+            seed,
             days: clean.days().collect(),
             forgotten: clean.forgotten().collect(),
             relays: clean.iter().map(|(url, s)| (url, *s)).collect(),
@@ -499,7 +517,41 @@ impl FileStore {
         })?;
         sync_dir(&dir).map_err(io_err(&dir))?;
         *held = Some(stats.clone());
+        if seed.is_some() {
+            *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = seed;
+        }
         Ok(())
+    }
+
+    /// The base seed kept in the file (blocking), or else `drawn`, kept by this store's next
+    /// save (see [`StateStore::base_seed`](outbox_client::StateStore::base_seed)). Nothing is
+    /// written here: a run's first save keeps it, and a file that holds one is never given
+    /// another. An unreadable file holds none.
+    pub fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        /// Only the seed of a file, read without building its stats.
+        #[derive(serde::Deserialize)]
+        struct SeedOnly {
+            #[serde(default)]
+            seed: Option<Value>,
+        }
+        let seed_in = |path: &Path| -> Result<Option<u64>, StatsStoreError> {
+            Ok(read(path)?
+                .and_then(|bytes| serde_json::from_slice::<SeedOnly>(&bytes).ok())
+                .and_then(|top| top.seed?.as_u64()))
+        };
+        // The file, else the side file of a newer version's, else the backup a load of an
+        // unreadable file falls back to.
+        let mut kept = None;
+        for path in [self.path.clone(), self.side_path(), self.backup_path()] {
+            kept = seed_in(&path)?;
+            if kept.is_some() {
+                break;
+            }
+        }
+        let mut held = self.seed.lock().unwrap_or_else(|e| e.into_inner());
+        let seed = kept.or(*held).unwrap_or(drawn);
+        *held = Some(seed);
+        Ok(seed)
     }
 }
 
@@ -883,6 +935,7 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         warnings,
         newer,
         saved_at,
+        seed: top.get("seed").and_then(Value::as_u64),
     })
 }
 

@@ -4,7 +4,7 @@
 //!
 //! | table | rows |
 //! |---|---|
-//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at`, `days` (the days of use, a JSON array), `forgotten` (the relays forgotten on purpose with the time of the forget, a JSON object; none when absent) |
+//! | `meta(key, value)` | `schema_version`; the stats' `decay` (JSON), `session`, `saved_at`, `days` (the days of use, a JSON array), `forgotten` (the relays forgotten on purpose with the time of the forget, a JSON object; none when absent), `seed` (the base seed of the plans' draws, decimal text, drawn on the first run and never replaced; none in older databases: the next run draws one) |
 //! | `relays(url, alpha, beta, latency_ms, …)` | one [`RelayStats`] per canonical relay URL |
 //! | `authors(author, volume, updated_at, first, last, probed_secs)` | one [`AuthorStats`] per hex public key |
 //! | `pairs(author, url, hits, misses)` | the per (author, relay) [`PairStats`] |
@@ -140,6 +140,9 @@ pub struct SqliteStore {
     kept: Arc<Mutex<KeptBase>>,
     /// Opened only to be shown ([`SqliteStore::read_only`]): nothing is set aside or saved.
     read_only: bool,
+    /// The base seed this store returned ([`SqliteStore::base_seed`]): kept by the next stats
+    /// save unless the database holds one already.
+    seed: Arc<Mutex<Option<u64>>>,
 }
 
 /// Why opening or reading failed: the content (set it aside) or the medium.
@@ -166,6 +169,7 @@ impl SqliteStore {
             base: Arc::new(Mutex::new(None)),
             kept: Arc::default(),
             read_only: false,
+            seed: Arc::default(),
         }
     }
 
@@ -562,7 +566,7 @@ impl SqliteStore {
         let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let base = held.as_ref();
         let mut warnings = Vec::new();
-        self.with_db(true, &mut warnings, |conn| {
+        let kept = self.with_db(true, &mut warnings, |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
@@ -580,10 +584,42 @@ impl SqliteStore {
             clean.clamp_future(now_secs());
             clean.prune_at(now_secs());
             write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
-            tx.commit().map_err(|e| self.db_err(e))
+            // The seed kept wins over the one this store drew: another run may have kept its
+            // own.
+            let drawn = *self.seed.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(seed) = drawn {
+                tx.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('seed', ?1)",
+                    [seed.to_string()],
+                )
+                .map_err(|e| self.db_err(e))?;
+            }
+            let kept = read_seed(&tx).map_err(|e| self.db_err(e))?;
+            tx.commit().map_err(|e| self.db_err(e))?;
+            Ok(kept)
         })?;
+        if let Some(kept) = kept.flatten() {
+            *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+        }
         *held = Some(stats.clone());
         Ok(())
+    }
+
+    /// The base seed kept in the database (blocking), or else `drawn`, kept by this store's
+    /// next stats save (see [`StateStore::base_seed`]). Nothing is written here, and a
+    /// database that holds a seed is never given another.
+    pub fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        let mut warnings = Vec::new();
+        let kept = self
+            .with_db(false, &mut warnings, |conn| {
+                let tx = conn.transaction().map_err(|e| self.db_err(e))?;
+                read_seed(&tx).map_err(|e| self.db_err(e))
+            })?
+            .flatten();
+        let mut held = self.seed.lock().unwrap_or_else(|e| e.into_inner());
+        let seed = kept.or(*held).unwrap_or(drawn);
+        *held = Some(seed);
+        Ok(seed)
     }
 
     /// The stored relay lists (blocking).
@@ -852,6 +888,19 @@ fn write_stats(
     Ok(())
 }
 
+/// The base seed kept in `meta`, if a readable one is.
+fn read_seed(tx: &Transaction<'_>) -> rusqlite::Result<Option<u64>> {
+    let value: Option<rusqlite::types::Value> = tx
+        .query_row("SELECT value FROM meta WHERE key = 'seed'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(match value {
+        Some(rusqlite::types::Value::Text(t)) => t.parse().ok(),
+        _ => None,
+    })
+}
+
 fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     let mut warnings = Vec::new();
     let meta = |key: &str| -> rusqlite::Result<Option<rusqlite::types::Value>> {
@@ -992,6 +1041,7 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
         warnings,
         newer: false,
         saved_at,
+        seed: read_seed(tx)?,
     })
 }
 
@@ -1063,6 +1113,11 @@ impl StateStore for SqliteStore {
     async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
         let me = self.clone();
         blocking(&self.path, move || SqliteStore::load_penalties(&me)).await
+    }
+
+    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || SqliteStore::base_seed(&me, drawn)).await
     }
 
     async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {

@@ -265,6 +265,11 @@ impl StateStore for FileStore {
         })
         .await
     }
+
+    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
+        let me = self.clone();
+        blocking(&self.path, move || FileStore::base_seed(&me, drawn)).await
+    }
 }
 
 #[cfg(test)]

@@ -169,6 +169,11 @@ macro_rules! cases {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn base_seed_kept() {
+                suite::base_seed_kept(&$medium).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn kept_state_merges() {
                 suite::kept_state_merges(&$medium).await;
             }
