@@ -205,6 +205,59 @@ async fn a_plain_feed_uses_recall_keeps_its_state_and_draws_anew_each_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, follows) = one_follow(dir.path(), 2).await;
+    let run = |name: &str, extra: &'static [&'static str]| {
+        let mut cmd = feed(&reader, &follows, &["--once"]);
+        cmd.args(extra)
+            .env("OUTBOX_DATA_DIR", dir.path().join(name));
+        async move {
+            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(out.status.success(), "{stderr}");
+            seed_of(&stderr)
+        }
+    };
+    let kept = |name: &str| {
+        let text = std::fs::read_to_string(dir.path().join(name).join("stats.json")).unwrap();
+        let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+        stats["seed"].as_u64()
+    };
+    let drawn =
+        |base: u64, session: u64| format!("{:#x}", outbox_core::session_seed(base, session));
+
+    // Two first runs: two installations, two draws, each kept with its stats.
+    let (one, two) = (run("one", &[]).await, run("two", &[]).await);
+    assert_ne!(one, two, "two installations planned their first run alike");
+    let base = kept("one").expect("the base seed is kept with the stats");
+    assert_eq!(one, drawn(base, 0));
+    // Later runs draw from the kept base and the run count.
+    assert_eq!(run("one", &[]).await, drawn(base, 1));
+    // --seed wins, and the kept base stays for the runs without it.
+    assert_eq!(run("one", &["--seed", "5"]).await, drawn(5, 2));
+    assert_eq!(kept("one"), Some(base));
+    assert_eq!(run("one", &[]).await, drawn(base, 3));
+
+    // A store kept before the seed was: it reads as before, and keeps the next run's draw.
+    let path = dir.path().join("two").join("stats.json");
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    old.as_object_mut().unwrap().remove("seed");
+    std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+    let again = run("two", &[]).await;
+    let base = kept("two").expect("kept on the next run");
+    assert_eq!(
+        again,
+        drawn(base, 1),
+        "the run count of the old store goes on"
+    );
+    assert_eq!(run("two", &[]).await, drawn(base, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();

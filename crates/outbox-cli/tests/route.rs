@@ -363,3 +363,66 @@ fn bad_inputs_are_errors_not_panics() {
     let out = outbox(&["route", "inbox"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no relay lists"));
 }
+
+#[test]
+fn a_config_without_a_strategy_is_read_for_its_url_policy() {
+    let f = fixture();
+    let world = f.world.to_str().unwrap();
+    let config = f.dir.join("routes.toml");
+    std::fs::write(&config, "[url_policy]\ndeny = [\"wss://b.example\"]\n").unwrap();
+    let code = Nip19Event::new(nostr::event::EventId::from_byte_array([5; 32]))
+        .author(keys(2).public_key())
+        .to_bech32()
+        .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let args = ["route", "thread", "--event", &code, "--world", world];
+    let out = outbox(&[&args[..], &["--config", config_arg, "--json"]].concat());
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let urls: Vec<String> = targets(&plan).into_iter().map(|(url, _)| url).collect();
+    assert_eq!(urls, ["wss://a.example"], "the denied relay is left out");
+
+    // Other problems are still named, the strategy among them only when it is given wrong.
+    std::fs::write(&config, "max_connections = \"many\"\n").unwrap();
+    let out = outbox(&[&args[..], &["--config", config_arg]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("max_connections"), "{stderr}");
+    assert!(!stderr.contains("strategy"), "{stderr}");
+    std::fs::write(&config, "[strategy]\ntype = \"nope\"\n").unwrap();
+    let out = outbox(&[&args[..], &["--config", config_arg]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("unknown strategy `nope`"), "{stderr}");
+}
+
+#[test]
+fn an_event_known_by_its_id_alone_says_why_no_relay_is_asked() {
+    let f = fixture();
+    let world = f.world.to_str().unwrap();
+    let id = nostr::event::EventId::from_byte_array([5; 32]);
+    let note = id.to_bech32().unwrap();
+    for given in [id.to_hex(), note] {
+        let out = outbox(&["route", "thread", "--event", &given, "--world", world]);
+        let text = stdout(&out);
+        assert!(text.contains("thread route: 0 relays"), "{text}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("event {} known by its id alone", id.to_hex())),
+            "{stderr}"
+        );
+        assert!(stderr.contains("no relay is asked"), "{stderr}");
+        assert!(stderr.contains("nevent"), "what to give instead: {stderr}");
+    }
+    let out = outbox(&["route", "pointer", &id.to_hex(), "--world", world]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("known by its id alone"), "{stderr}");
+
+    // An event with an author is routed without the note.
+    let code = Nip19Event::new(id)
+        .author(keys(2).public_key())
+        .to_bech32()
+        .unwrap();
+    let out = outbox(&["route", "thread", "--event", &code, "--world", world]);
+    assert!(stdout(&out).contains("thread route: 2 relays"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("id alone"));
+}

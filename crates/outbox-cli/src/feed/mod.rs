@@ -27,7 +27,7 @@ use outbox_runtime::{
 use crate::text::escape;
 
 /// The strategy used when no `--config` is given: the best one measured (README, Results).
-const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
+pub(crate) const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
 
 /// Options of `outbox feed`.
 #[derive(Debug, clap::Args)]
@@ -92,7 +92,8 @@ pub struct Args {
     #[arg(long, value_parser = crate::duration::parse, default_value = "15s")]
     eose_timeout: Duration,
     /// Base seed for planning and reconnect jitter. Each run draws anew from it and the
-    /// runs counted in the stats; without kept stats and without this, a random one.
+    /// runs counted in the stats. Without it, the base drawn at random on the first run with
+    /// a store and kept there; without a store either, a random one each run.
     #[arg(long)]
     seed: Option<u64>,
     /// Do not verify event signatures (trust relays).
@@ -333,10 +334,14 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
              (fix it, or give --no-stats to keep nothing)",
         )?;
     }
-    // With kept stats the run counter varies the draws; without, only a random base can.
+    // With kept stats the run counter varies the draws of a base drawn once and kept with
+    // them, so installations differ; without, only a random base can.
     let seed = match (args.seed, &store) {
         (Some(seed), _) => seed,
-        (None, Some(_)) => 0,
+        (None, Some(store)) => store
+            .base_seed(rand::random())
+            .await
+            .context("reading the kept base seed")?,
         (None, None) => rand::random(),
     };
     let indexers = canonical_relays(
@@ -693,8 +698,9 @@ fn describe(status: &Status) -> String {
             reason,
             strikes,
         } => format!(
-            "failed {relay}: {} (strike {strikes})",
-            escape(&reason.to_string())
+            "failed {relay}: {} ({})",
+            escape(&reason.to_string()),
+            failures_in_a_row(*strikes)
         ),
         Status::Authenticated { relay } => format!("signed in to {} (NIP-42)", escape(relay)),
         Status::Refused { relay, reason } => format!("refused by {relay}: {}", escape(reason)),
@@ -703,10 +709,16 @@ fn describe(status: &Status) -> String {
         }
         Status::Dropped { relay, reason } => format!("dropped a frame from {relay}: {reason:?}"),
         Status::Settled => "every relay answered or was set aside".to_string(),
-        Status::Carriers { carriers, relays } => format!(
-            "no reader relay usable; the residual goes to {carriers:?} relays: {}",
-            relays.join(", ")
-        ),
+        Status::Carriers { carriers, relays } => {
+            let mut line = format!(
+                "no reader relay usable; the follows no routed relay covers are {}",
+                carried_by(*carriers)
+            );
+            if !relays.is_empty() {
+                line.push_str(&format!(": {}", relays.join(", ")));
+            }
+            line
+        }
         Status::PlanRejected { reason } => {
             format!("plan rejected, the last good one stays: {reason}")
         }
@@ -715,6 +727,34 @@ fn describe(status: &Status) -> String {
             answered,
             events,
         } => format!("probed {relays} relays the plan did not ask: {answered} answered, {events} notes learned from"),
+    }
+}
+
+/// A failure's place in its relay's run of failures, from the runtime's strike count: the
+/// count goes back to 0 when a failure sets the relay aside (a `set aside` line follows).
+fn failures_in_a_row(strikes: u32) -> String {
+    match strikes {
+        0 => "too many failures in a row: set aside for a while".to_string(),
+        1 => "first failure in a row; retried after a pause".to_string(),
+        n => format!("{n} failures in a row; retried after a pause"),
+    }
+}
+
+/// Who is asked about the follows no routed relay covers (the residual), in plain words.
+fn carried_by(carriers: Carriers) -> &'static str {
+    match carriers {
+        Carriers::Reader => "asked of the reader's relays",
+        Carriers::Fallback => {
+            "asked of the fallback relays (--fallback-relays), since no reader relay was usable"
+        }
+        Carriers::Routed => {
+            "asked of the best-known live relays of the follows' lists, since no reader or \
+             fallback relay was usable"
+        }
+        Carriers::Nobody => {
+            "asked of no relay: no reader, fallback or list relay was usable (give --relays \
+             or --fallback-relays that answer)"
+        }
     }
 }
 
@@ -860,7 +900,7 @@ fn print_summary(s: &FeedSummary) {
         lines.push(format!("socket places:       {}", s.places));
     }
     if s.carriers != Carriers::Reader {
-        lines.push(format!("residual carried by: {:?} relays", s.carriers));
+        lines.push(format!("not routed:          {}", carried_by(s.carriers)));
     }
     if s.relays_incomplete > 0 {
         lines.push(format!(
@@ -895,5 +935,48 @@ fn print_summary(s: &FeedSummary) {
     for line in lines {
         // Nothing useful to do if stderr is gone.
         let _ = writeln!(err, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_says_how_many_came_in_a_row_and_when_it_sets_a_relay_aside() {
+        let failed = |strikes| {
+            describe(&Status::Failed {
+                relay: "wss://a.example".into(),
+                reason: outbox_runtime::Failure::ConnectTimeout,
+                strikes,
+            })
+        };
+        let aside = failed(0);
+        assert!(!aside.contains("strike"), "{aside}");
+        assert!(aside.contains("set aside"), "{aside}");
+        assert!(
+            failed(1).contains("first failure in a row"),
+            "{}",
+            failed(1)
+        );
+        assert!(failed(2).contains("2 failures in a row"), "{}", failed(2));
+    }
+
+    #[test]
+    fn who_carries_the_uncovered_follows_is_said_in_plain_words() {
+        for carriers in [
+            Carriers::Reader,
+            Carriers::Fallback,
+            Carriers::Routed,
+            Carriers::Nobody,
+        ] {
+            let line = describe(&Status::Carriers {
+                carriers,
+                relays: Vec::new(),
+            });
+            assert!(!line.contains(&format!("{carriers:?}")), "{line}");
+            assert!(line.contains("follows no routed relay covers"), "{line}");
+        }
+        assert!(carried_by(Carriers::Nobody).contains("no relay"));
     }
 }

@@ -36,6 +36,24 @@ pub struct Inputs {
     pub rejected_events: u64,
 }
 
+/// A router config for routes: they plan no feed, so a config without a `[strategy]` table
+/// (one written for routes alone) reads with the feed's default strategy; any other problem
+/// is reported as `outbox feed` would.
+pub(crate) fn route_config(text: &str) -> Result<RouterConfig, outbox_core::ConfigError> {
+    let has_strategy =
+        toml::from_str::<toml::Table>(text).map_or(true, |table| table.contains_key("strategy"));
+    if has_strategy {
+        return RouterConfig::from_toml(text);
+    }
+    // The feed's default `[strategy]` table, after the last line: a table header there starts
+    // a top-level table whatever the text ends in.
+    let default = crate::feed::DEFAULT_CONFIG;
+    let table = default
+        .find("[strategy]")
+        .map_or(default, |at| &default[at..]);
+    RouterConfig::from_toml(&format!("{text}\n{table}"))
+}
+
 impl Inputs {
     /// Reads every input `common` names.
     pub fn load(common: &Common) -> anyhow::Result<Self> {
@@ -48,7 +66,7 @@ impl Inputs {
         let mut policy = match &common.config {
             Some(path) => {
                 let text = read_bounded(path, MAX_CONFIG_BYTES).context("reading config")?;
-                RouterConfig::from_toml(&text)
+                route_config(&text)
                     .with_context(|| format!("in config {}", path.display()))?
                     .url_policy
             }

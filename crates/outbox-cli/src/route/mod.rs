@@ -73,7 +73,8 @@ pub(crate) struct Common {
     /// written only by `outbox publish --learn`.
     #[arg(long, global = true)]
     stats: Option<PathBuf>,
-    /// Router config (TOML); only its `url_policy` is used.
+    /// Router config (TOML), as `outbox feed --config` takes it; only its `url_policy` is
+    /// used, and the `[strategy]` table a feed needs may be left out.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     /// The reader's configured relays, asked for the inbox when its list names no read
@@ -192,13 +193,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         RouteCommand::Thread { event } => {
             let query = thread_query(&event)?;
+            if query.author.is_none() && query.tags.is_empty() && query.hints.is_empty() {
+                eprintln!("{}", only_the_id(&query.id, "--event", "its replies"));
+            }
             finish(&query, &ctx, &inputs, common.json)
         }
         RouteCommand::Pointer { code } => {
             let pointer = Pointer::parse(&code).context("reading the pointer")?;
+            if let Pointer::Event {
+                id,
+                author: None,
+                relays,
+                ..
+            } = &pointer
+            {
+                if relays.is_empty() {
+                    eprintln!("{}", only_the_id(id, "the pointer", "it"));
+                }
+            }
             finish(&pointer, &ctx, &inputs, common.json)
         }
     }
+}
+
+/// Why an event known by its id alone is asked of no relay, and what to give instead: an id
+/// says nothing of where the event or its replies are (its author's relays, or hints do).
+fn only_the_id(id: &nostr::event::EventId, given: &str, what: &str) -> String {
+    format!(
+        "note: {given} is event {} known by its id alone (no author, tags or relay hints), so \
+         nothing says where {what} may be and no relay is asked; give a nevent with its author \
+         or relays (nevent1...), or the event itself as a JSON file",
+        id.to_hex()
+    )
 }
 
 /// The thread of `raw`: a pointer to an event, or a file holding the event.
