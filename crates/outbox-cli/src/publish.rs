@@ -89,11 +89,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let tagged: Vec<_> = event.tags.public_keys().collect();
         crate::secret::refuse_public(keys, file, "a tagged person's", &tagged)?;
     }
+    let client = outbox_runtime::Client::with(
+        RuntimeConfig::default(),
+        outbox_runtime::SocketBudget::default(),
+        auth,
+    );
     let cfg = PublishConfig {
-        runtime: RuntimeConfig {
-            auth,
-            ..RuntimeConfig::default()
-        },
         deadline: Duration::from_secs(args.timeout.max(1)),
         ..PublishConfig::default()
     };
@@ -102,9 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let report = if args.rebroadcast {
-        runtime.block_on(outbox_runtime::rebroadcast(&event, &targets, &cfg))
+        runtime.block_on(client.rebroadcast(&event, &targets, &cfg))
     } else {
-        runtime.block_on(outbox_runtime::publish(&event, &targets, &cfg))
+        runtime.block_on(client.publish(&event, &targets, &cfg))
     };
     print(&event, &report, args.common.json())?;
     if args.learn {

@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use nostr::types::Timestamp;
 use outbox_core::{Router, RouterConfig, UrlPolicy};
-use outbox_runtime::{FeedEvent, FeedInput, PenaltyBox, RuntimeConfig};
+use outbox_runtime::{FeedEvent, FeedInput, PenaltyBox, RuntimeConfig, SocketBudget};
 use outbox_sim::clock::{ClientTiming, TimeScore, Timeline};
 use outbox_sim::delivered::score_delivered;
 use outbox_sim::probe::ProbeCost;
@@ -99,6 +99,8 @@ pub struct LiveConfig {
     /// Timeouts and the rest of the runtime's knobs; `once`, `since`, `seed` and list
     /// discovery are set by the bench.
     pub runtime: RuntimeConfig,
+    /// The socket budget of each session's client.
+    pub budget: SocketBudget,
     /// Where to look for a free port range first.
     pub port_hint: u16,
     /// Threads for signing.
@@ -134,6 +136,7 @@ impl Default for LiveConfig {
             sessions: 5,
             seed: 0,
             runtime,
+            budget: SocketBudget::default(),
             port_hint: 21_000,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             one_plan: false,
@@ -162,9 +165,9 @@ impl LiveConfig {
 
 /// The client the simulator's clock replays for a runtime run with `runtime`: its connect and
 /// EOSE timeouts, strikes, first backoff, pages in flight, lookup grace, re-plan debounce,
-/// deadline (none: never) and the socket budget's lasting sockets. The clock's policies the
-/// runtime does not have stay off.
-pub fn client_timing(runtime: &RuntimeConfig) -> ClientTiming {
+/// deadline (none: never) and `budget`'s lasting and reserved sockets. The clock's policies
+/// the runtime does not have stay off.
+pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTiming {
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     ClientTiming {
         connect_timeout_ms: ms(runtime.connect_timeout),
@@ -175,8 +178,8 @@ pub fn client_timing(runtime: &RuntimeConfig) -> ClientTiming {
         lookup_grace_ms: ms(runtime.lookup_grace),
         debounce_ms: ms(runtime.replan_debounce),
         deadline_ms: runtime.deadline.map_or(f64::INFINITY, ms),
-        lasting_sockets: runtime.sockets.budget().lasting_sockets(),
-        reserve_sockets: runtime.sockets.budget().reserve,
+        lasting_sockets: budget.lasting_sockets(),
+        reserve_sockets: budget.reserve,
         ..ClientTiming::default()
     }
 }
@@ -477,7 +480,7 @@ pub async fn run_live(
     // The bench hands the runtime every relay list: no run waits for a lookup.
     let client = ClientTiming {
         lists_given: true,
-        ..client_timing(&cfg.runtime)
+        ..client_timing(&cfg.runtime, cfg.budget)
     };
     let loop_cfg = LoopConfig {
         sessions,
@@ -562,9 +565,6 @@ pub async fn run_live(
             input.store = store;
             input.penalties = PenaltyBox::new();
             let mut runtime = cfg.runtime.clone();
-            // Sockets of its own per session: its peak is the session's, and no socket a
-            // previous session left idle is reused.
-            runtime.sockets = outbox_runtime::Sockets::new(cfg.runtime.sockets.budget());
             runtime.once = true;
             runtime.discover_lists = false;
             runtime.since = Some(Timestamp::from(since_live));
@@ -582,7 +582,11 @@ pub async fn run_live(
                 });
             }
             let run_started = Instant::now();
-            let (handle, rx) = outbox_runtime::start(input, runtime).await;
+            // A client of its own per session: its sockets' peak is the session's, and no
+            // socket a previous session left idle is reused.
+            let (handle, rx) = outbox_runtime::Client::with(runtime, cfg.budget, None)
+                .feed(input)
+                .await;
             let got = collect(rx, &rekeyed, world.events().len(), run_started).await;
             let summary = handle.wait().await;
             let live = score_delivered(&sim, &got.delivered, s, &[Window::Y1]).remove(0);
@@ -883,7 +887,7 @@ mod tests {
     #[test]
     fn the_timed_bench_runs_the_clocks_client() {
         assert_eq!(
-            client_timing(&LiveConfig::timed().runtime),
+            client_timing(&LiveConfig::timed().runtime, SocketBudget::default()),
             ClientTiming::default()
         );
     }

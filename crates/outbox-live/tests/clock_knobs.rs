@@ -26,5 +26,8 @@ fn the_clock_replays_the_runtimes_defaults() {
         SocketBudget::default().lasting_sockets()
     );
     // The live bench times the simulator with the client it builds from its runtime config.
-    assert_eq!(outbox_live::client_timing(&runtime), clock);
+    assert_eq!(
+        outbox_live::client_timing(&runtime, SocketBudget::default()),
+        clock
+    );
 }

@@ -3,12 +3,10 @@
 use std::time::Duration;
 
 use nostr::event::Kind;
-use nostr::key::Keys;
 use nostr::types::Timestamp;
 use rand::Rng;
 
 use crate::limits::LimitsConfig;
-use crate::sockets::Sockets;
 
 /// How a feed behaves on the wire. The defaults suit the public network; tests shorten every
 /// timeout so that faults resolve in well under a second.
@@ -87,8 +85,8 @@ pub struct RuntimeConfig {
     pub fallback_relays: Vec<String>,
     /// Relays the reader has paid for (canonical URLs): a relay that says it requires payment
     /// (its NIP-11 document, or a NIP-66 monitor's `R payment`) is left out of plans unless it
-    /// is here. Relays that require sign-in are left out when no [`auth`](Self::auth) keys are
-    /// given.
+    /// is here. Relays that require sign-in are left out when the [`Client`](crate::Client) has no
+    /// signer.
     pub paid_relays: Vec<String>,
     /// When neither reader nor fallback relays are usable, this many of the best-known live
     /// relays from the follows' lists carry the residual.
@@ -105,16 +103,6 @@ pub struct RuntimeConfig {
     pub shutdown_grace: Duration,
     /// Paging, author chunks, subscription limits and NIP-11 documents.
     pub limits: LimitsConfig,
-    /// The identity to sign in with (NIP-42) where a relay answers a REQ with
-    /// `auth-required:`. Only the relay that challenged ever sees the signed AUTH event, and
-    /// only once it has refused a REQ: relays that serve anonymous readers learn nothing. Without
-    /// keys such a relay is set aside like any definitive refusal. `Keys`' `Debug` shows only the
-    /// public key, so printing a config never prints the secret.
-    pub auth: Option<Keys>,
-    /// The sockets every purpose shares, under one budget ([`Sockets`]). Clones of this
-    /// config share them: build one config per client and clone it for the feed, route
-    /// feeds, lookups and publishing.
-    pub sockets: Sockets,
 }
 
 impl Default for RuntimeConfig {
@@ -149,8 +137,6 @@ impl Default for RuntimeConfig {
             channel_capacity: 1024,
             shutdown_grace: Duration::from_secs(2),
             limits: LimitsConfig::default(),
-            auth: None,
-            sockets: Sockets::default(),
         }
     }
 }

@@ -16,7 +16,7 @@
 //! - **One task per relay** (a slot) owns a link to that relay. It sends REQ/CLOSE when told,
 //!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
 //!   or floods only ever blocks its own task.
-//! - **One socket per relay, one budget** ([`Sockets`], in [`RuntimeConfig::sockets`]): slots,
+//! - **One client, one socket per relay, one budget** ([`Client`], its [`Sockets`]): slots,
 //!   route feeds, lookups, probes and publishing share a relay's socket, and the sockets open
 //!   at once stay within the budget, a reserve of it kept for short work.
 //! - **Paging**: relays cap each REQ, so a slot splits its filter into author chunks that fit
@@ -39,7 +39,7 @@
 //!   asking to slow down is set aside as such ([`PenaltyEntry`]) and never learned as down; one
 //!   that will not serve the reader (`restricted:`, `blocked:`) is learned as not answering.
 //!   Lookups say what each relay did ([`lookup`], [`LookupOutcome`]).
-//! - **Sign-in**: with [`RuntimeConfig::auth`], a relay that answers `auth-required:` gets a
+//! - **Sign-in**: with a signer ([`Client::with`]), a relay that answers `auth-required:` gets a
 //!   NIP-42 AUTH event (for its own URL and challenge) and is asked again once; only if that
 //!   fails is it set aside ([`FeedSummary::auth`], [`Status::Authenticated`]).
 //! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
@@ -58,10 +58,10 @@
 //!
 //! ```no_run
 //! # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
-//! use outbox_runtime::{start, FeedEvent, FeedInput, RuntimeConfig};
+//! use outbox_runtime::{Client, FeedEvent, FeedInput, RuntimeConfig};
 //! let input = FeedInput::new(router, follows, ["wss://relay.example"]);
-//! let config = RuntimeConfig { once: true, ..RuntimeConfig::default() };
-//! let (handle, mut events) = start(input, config).await;
+//! let client = Client::new(RuntimeConfig { once: true, ..RuntimeConfig::default() });
+//! let (handle, mut events) = client.feed(input).await;
 //! while let Some(event) = events.recv().await {
 //!     if let FeedEvent::Note { event, .. } = event {
 //!         println!("{}", event.content);
@@ -72,6 +72,7 @@
 //! # }
 //! ```
 
+pub mod client;
 pub mod config;
 mod coordinator;
 mod deadline;
@@ -106,6 +107,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use client::Client;
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
 pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;
@@ -339,7 +341,7 @@ pub struct RelayOutcome {
 pub enum AuthOutcome {
     /// It accepted our AUTH event and was asked again.
     SignedIn,
-    /// No keys were given ([`RuntimeConfig::auth`]): it was set aside.
+    /// The client has no signer ([`Client::signer`]): it was set aside.
     NoKeys,
     /// Signing in did not help (refused, no challenge or no `OK` in time, or still refused
     /// after): it was set aside. The reason is the relay's text; escape it before display.
@@ -530,8 +532,8 @@ pub struct Subscription {
 pub struct FeedHandle {
     control: mpsc::UnboundedSender<Control>,
     task: JoinHandle<FeedSummary>,
-    /// The feed's config: subscriptions share its sockets, timeouts and keys.
-    config: RuntimeConfig,
+    /// The feed's client: subscriptions share its sockets, knobs and signer.
+    client: Client,
     reader_relays: Vec<String>,
 }
 
@@ -545,10 +547,10 @@ impl FeedHandle {
     /// ```no_run
     /// # async fn demo(router: outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
     /// use nostr::{event::Kind, filter::Filter};
-    /// use outbox_runtime::{start, FeedInput, RouteEvent, RuntimeConfig, SocketBudget, Sockets};
-    /// let config = RuntimeConfig { sockets: Sockets::new(SocketBudget::mobile()), ..Default::default() };
+    /// use outbox_runtime::{Client, FeedInput, RouteEvent, RuntimeConfig, SocketBudget};
+    /// let client = Client::with(RuntimeConfig::default(), SocketBudget::mobile(), None);
     /// let input = FeedInput::new(router, follows.clone(), ["wss://relay.example"]);
-    /// let (feed, _notes) = start(input, config.clone()).await;
+    /// let (feed, _notes) = client.feed(input).await;
     /// // Reactions to the follows' notes, on the feed's sockets.
     /// let filter = Filter::new().authors(follows).kind(Kind::Reaction);
     /// let mut reactions = feed.subscribe(filter).await.expect("a relay to ask");
@@ -577,7 +579,7 @@ impl FeedHandle {
             })
             .map_err(|_| SubscribeError::Ended)?;
         let plan = answer.await.map_err(|_| SubscribeError::Ended)??;
-        let (feed, events) = start_route(&plan, &self.config);
+        let (feed, events) = start_route(&plan, &self.client);
         Ok(Subscription { plan, feed, events })
     }
 
@@ -625,16 +627,17 @@ impl FeedHandle {
 /// logged and the feed starts with fresh stats: a feed is more useful than an error.
 pub async fn start(
     mut input: FeedInput,
-    config: RuntimeConfig,
+    client: &Client,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+    let config = client.config();
     let now = config
         .clock
         .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
     // A kept deadline is never believed beyond the longest set-aside; with a key, relays that
     // only needed sign-in are asked again.
     input.penalties.clamp(now, &config.penalty);
-    let (mut input, places) = places::fit(input, &config);
-    if config.auth.is_some() {
+    let (mut input, places) = places::fit(input, client);
+    if client.signer().is_some() {
         input.penalties.retry_sign_in();
     }
     // A relay the reader now pays for gets a fresh chance, whatever was kept about it.
@@ -655,13 +658,14 @@ pub async fn start(
         }
     };
     let mut stats = stats;
-    apply_monitors(&mut input, &config, &mut stats).await;
-    coordinator::spawn(input, config, stats, places)
+    apply_monitors(&mut input, client, &mut stats).await;
+    coordinator::spawn(input, client.clone(), stats, places)
 }
 
 /// Fetches the monitor reports about the relays of the known lists and seeds the prior; a
 /// monitor that fails or knows nothing leaves the stats as they were.
-async fn apply_monitors(input: &mut FeedInput, config: &RuntimeConfig, stats: &mut DeliveryStats) {
+async fn apply_monitors(input: &mut FeedInput, client: &Client, stats: &mut DeliveryStats) {
+    let config = client.config();
     let policy = input.router.policy();
     let monitors: Vec<String> = input
         .monitor_relays
@@ -678,7 +682,7 @@ async fn apply_monitors(input: &mut FeedInput, config: &RuntimeConfig, stats: &m
         return;
     }
     let relays = monitor::list_relays(&input.relay_lists, &input.follows, policy);
-    let reports = monitor::fetch_monitor_reports(&monitors, &relays, config).await;
+    let reports = monitor::fetch_monitor_reports(&monitors, &relays, client).await;
     let now = config
         .clock
         .unwrap_or_else(|| nostr::types::Timestamp::now().as_secs());
@@ -701,7 +705,7 @@ async fn apply_monitors(input: &mut FeedInput, config: &RuntimeConfig, stats: &m
             auth_required: report.requires_auth == Some(true),
             ..Default::default()
         };
-        if let Some(lacking) = slot::Requirement::unmet(&limits, &url, config) {
+        if let Some(lacking) = slot::Requirement::unmet(&limits, &url, client) {
             left_out.push((url, lacking));
         }
     }

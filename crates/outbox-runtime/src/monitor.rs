@@ -9,8 +9,8 @@ use nostr::key::PublicKey;
 use outbox_client::MonitorReport;
 use outbox_core::{RawRelayList, UrlPolicy};
 
-use crate::config::RuntimeConfig;
 use crate::query::fetch_events;
+use crate::Client;
 
 /// Relays named in one REQ's `#d` list (each asked in two spellings, see
 /// [`fetch_monitor_reports`]).
@@ -49,7 +49,7 @@ pub fn list_relays(
 pub async fn fetch_monitor_reports(
     monitors: &[String],
     relays: &[String],
-    cfg: &RuntimeConfig,
+    client: &Client,
 ) -> Vec<MonitorReport> {
     let mut filters = Vec::new();
     if relays.is_empty() {
@@ -73,11 +73,11 @@ pub async fn fetch_monitor_reports(
     }
     let mut reports = Vec::new();
     for filter in &filters {
-        for event in fetch_events(monitors, filter, cfg).await {
+        for event in fetch_events(monitors, filter, client).await {
             if reports.len() == MAX_FETCHED_REPORTS {
                 return reports;
             }
-            let parsed = if cfg.verify_signatures {
+            let parsed = if client.config().verify_signatures {
                 MonitorReport::try_from(&event)
             } else {
                 MonitorReport::from_verified(&event)

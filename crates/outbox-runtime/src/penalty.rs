@@ -118,12 +118,7 @@ impl PenaltyBox {
         now: u64,
         policy: &PenaltyPolicy,
     ) -> u64 {
-        let entry = self.relays.entry(url.to_string()).or_default();
-        entry.needs_sign_in = true;
-        entry.last_reason = reason.chars().take(200).collect();
-        let until = now.saturating_add(policy.duration.as_secs());
-        entry.until = Some(entry.until.map_or(until, |u| u.max(until)));
-        until
+        self.hold_back(url, reason, now, policy, |e| e.needs_sign_in = true)
     }
 
     /// A relay requires payment the reader has not made: it is skipped for the longest
@@ -135,8 +130,21 @@ impl PenaltyBox {
         now: u64,
         policy: &PenaltyPolicy,
     ) -> u64 {
+        self.hold_back(url, reason, now, policy, |e| e.needs_payment = true)
+    }
+
+    /// Skips `url` for the longest set-aside without a strike, marked by `mark` (what it
+    /// wants that the reader lacks); returns the deadline.
+    fn hold_back(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+        mark: impl FnOnce(&mut PenaltyEntry),
+    ) -> u64 {
         let entry = self.relays.entry(url.to_string()).or_default();
-        entry.needs_payment = true;
+        mark(entry);
         entry.last_reason = reason.chars().take(200).collect();
         let until = now.saturating_add(policy.duration.as_secs());
         entry.until = Some(entry.until.map_or(until, |u| u.max(until)));

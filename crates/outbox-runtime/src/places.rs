@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::config::RuntimeConfig;
+use crate::Client;
 use crate::FeedInput;
 
 /// How the feed's relays fit the lasting places ([`FeedSummary::places`](crate::FeedSummary)).
@@ -63,8 +63,9 @@ impl std::fmt::Display for Places {
 
 /// Fits `input` to the places `config`'s socket budget leaves the feed, cutting its routed
 /// budget where places cannot be shared; says how.
-pub(crate) fn fit(mut input: FeedInput, config: &RuntimeConfig) -> (FeedInput, Places) {
-    let Some(places) = config.sockets.budget().lasting_sockets() else {
+pub(crate) fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
+    let config = client.config();
+    let Some(places) = client.sockets().budget().lasting_sockets() else {
         return (input, Places::Enough);
     };
     let fixed = input

@@ -27,8 +27,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, trace, warn};
 
-use crate::config::RuntimeConfig;
 use crate::route_feed::{relay_seed, Relay, RouteEvent, MAX_STORED_EVENTS};
+use crate::Client;
 
 /// The filter generation probes are recorded with: a probed relay was not asked in the run, so
 /// there is no earlier filter to tell its answer apart from (the simulator records the same).
@@ -78,7 +78,7 @@ impl Probing {
     /// `at_once` sockets at a time.
     pub(crate) fn start(
         plan: &ProbePlan,
-        cfg: &RuntimeConfig,
+        client: &Client,
         at_once: usize,
         kinds: &[Kind],
         since: Option<u64>,
@@ -87,7 +87,7 @@ impl Probing {
         // No more places than probes (a huge budget must not size the semaphore).
         let at_once = at_once.min(plan.probes.len()).max(1);
         let gate = Arc::new(Semaphore::new(at_once));
-        let mut cfg = cfg.clone();
+        let mut cfg = client.config().clone();
         cfg.once = true;
         let per_relay = cfg
             .connect_timeout
@@ -98,7 +98,8 @@ impl Probing {
         let deadline = crate::deadline::after(bound);
         let (tx, rx) = mpsc::channel(plan.probes.len().max(1));
         let mut tasks = JoinSet::new();
-        let cfg = Arc::new(cfg);
+        let client = client.with_config(cfg);
+        let cfg = client.config();
         for (i, probe) in plan.probes.iter().enumerate() {
             let target = Target {
                 limit: plan.limit,
@@ -109,7 +110,7 @@ impl Probing {
             };
             tasks.spawn(probe_one(
                 target,
-                cfg.clone(),
+                client.clone(),
                 stop_rx.clone(),
                 gate.clone(),
                 tx.clone(),
@@ -187,7 +188,7 @@ struct Target {
 /// whole answer.
 async fn probe_one(
     target: Target,
-    cfg: Arc<RuntimeConfig>,
+    client: Client,
     mut stop: watch::Receiver<bool>,
     gate: Arc<Semaphore>,
     out: mpsc::Sender<ProbeAnswer>,
@@ -199,7 +200,7 @@ async fn probe_one(
         authors,
         seed,
     } = target;
-    let future_tolerance = cfg.future_tolerance;
+    let future_tolerance = client.config().future_tolerance;
     let permit = if *stop.borrow() {
         None
     } else {
@@ -244,7 +245,7 @@ async fn probe_one(
             let relay = Relay {
                 url: url.clone(),
                 filters,
-                cfg: RuntimeConfig::clone(&cfg),
+                client,
                 tx,
                 stop,
                 seed,

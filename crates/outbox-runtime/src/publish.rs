@@ -8,7 +8,7 @@
 //! config's size limits are dropped or end the socket). The answer is classified by its
 //! machine-readable prefix ([`Refusal::of`], the runtime's one reading of refusals). Rate limits, timeouts and connect failures are tried again with the config's backoff
 //! while the overall deadline and [`MAX_PUBLISH_ATTEMPTS`] allow; a definitive refusal never is.
-//! With keys ([`RuntimeConfig::auth`]), an `auth-required:` refusal is answered by signing the
+//! With a signer ([`Client::signer`](crate::Client::signer)), an `auth-required:` refusal is answered by signing the
 //! relay's NIP-42 challenge and sending the event again, once per attempt (each attempt
 //! takes a link of its own).
 
@@ -22,14 +22,10 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::config::RuntimeConfig;
 use crate::refusal::Refusal;
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link as Socket, Role};
-
-/// Relays sent to at once during one publish, whatever the number of targets; each holds a
-/// link on the shared sockets, which stay within the socket budget besides.
-pub const MAX_PUBLISH_SOCKETS: usize = 32;
+use crate::Client;
 
 /// Attempts per relay (the first included) for retryable outcomes.
 pub const MAX_PUBLISH_ATTEMPTS: u32 = 4;
@@ -37,11 +33,10 @@ pub const MAX_PUBLISH_ATTEMPTS: u32 = 4;
 /// Characters of a relay's OK message (or of a socket error) kept in the report.
 pub const MAX_PUBLISH_MESSAGE_CHARS: usize = 256;
 
-/// How a publish behaves.
+/// How a publish behaves; the client's knobs give the connect timeout, the backoff between
+/// attempts and the frame limits, its signer the sign-in.
 #[derive(Clone, Debug)]
 pub struct PublishConfig {
-    /// Connect timeout, backoff between attempts, frame limits and the sign-in keys.
-    pub runtime: RuntimeConfig,
     /// Longest wait for the relay's OK after the EVENT (and after a sign-in).
     pub ok_timeout: Duration,
     /// The whole publish ends by this long after it started; attempts that would start later
@@ -54,7 +49,6 @@ pub struct PublishConfig {
 impl Default for PublishConfig {
     fn default() -> Self {
         Self {
-            runtime: RuntimeConfig::default(),
             ok_timeout: Duration::from_secs(10),
             deadline: Duration::from_secs(30),
             max_attempts: 3,
@@ -66,7 +60,6 @@ impl PublishConfig {
     /// Short timeouts for tests on 127.0.0.1.
     pub fn fast_for_tests() -> Self {
         Self {
-            runtime: RuntimeConfig::fast_for_tests(),
             ok_timeout: Duration::from_millis(700),
             deadline: Duration::from_secs(5),
             max_attempts: 3,
@@ -191,27 +184,38 @@ impl PublishReport {
 }
 
 /// Sends `event` to every relay of `targets` (duplicates once) and reports what each did.
-/// At most `min(targets, MAX_PUBLISH_SOCKETS)` sockets are open at once.
-pub async fn publish(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
-    publish_until(event, targets, cfg, crate::deadline::after(cfg.deadline)).await
+/// Every relay's link waits for a place of the client's socket budget, so a publish never
+/// holds more connections than the budget allows, whatever the number of targets.
+pub async fn publish(
+    event: &Event,
+    targets: &[String],
+    client: &Client,
+    cfg: &PublishConfig,
+) -> PublishReport {
+    publish_until(
+        event,
+        targets,
+        client,
+        cfg,
+        crate::deadline::after(cfg.deadline),
+    )
+    .await
 }
 
 /// [`publish`], every relay's attempts ending by `deadline`.
 async fn publish_until(
     event: &Event,
     targets: &[String],
+    client: &Client,
     cfg: &PublishConfig,
     deadline: Instant,
 ) -> PublishReport {
     let urls = distinct(targets);
-    let permits = socket_permits(urls.len());
     let mut tasks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
-        let (url, event, cfg, permits) = (url.clone(), event.clone(), cfg.clone(), permits.clone());
-        tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            (i, to_relay(url, &event, &cfg, deadline, i).await)
-        });
+        let (url, event, client, cfg) = (url.clone(), event.clone(), client.clone(), cfg.clone());
+        // Each waits for a place of the client's socket budget, the one cap on connections.
+        tasks.spawn(async move { (i, to_relay(url, &event, &client, &cfg, deadline, i).await) });
     }
     let mut results: Vec<Option<RelayPublish>> = vec![None; urls.len()];
     while let Some(joined) = tasks.join_next().await {
@@ -236,26 +240,22 @@ async fn publish_until(
 /// The whole rebroadcast ends by the config's [`deadline`](PublishConfig::deadline): the
 /// questions get the first half of it (a target that has not answered by then is sent the
 /// event), the sending what is left.
-pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig) -> PublishReport {
+pub async fn rebroadcast(
+    event: &Event,
+    targets: &[String],
+    client: &Client,
+    cfg: &PublishConfig,
+) -> PublishReport {
     let start = Instant::now();
     let deadline = crate::deadline::offset(start, cfg.deadline);
     let asked_by = crate::deadline::offset(start, cfg.deadline / 2);
     let urls = distinct(targets);
     let filter = nostr::filter::Filter::new().id(event.id).limit(1);
-    let permits = socket_permits(urls.len());
     let mut asks = JoinSet::new();
     for (i, url) in urls.iter().enumerate() {
-        let (url, filter, runtime, permits) = (
-            url.clone(),
-            filter.clone(),
-            cfg.runtime.clone(),
-            permits.clone(),
-        );
+        let (url, filter, client) = (url.clone(), filter.clone(), client.clone());
         asks.spawn(async move {
-            let ask = async {
-                let _permit = permits.acquire_owned().await;
-                crate::query::fetch_events(std::slice::from_ref(&url), &filter, &runtime).await
-            };
+            let ask = crate::query::fetch_events(std::slice::from_ref(&url), &filter, &client);
             // Unanswered in time: treated as lacking the event.
             let found = timeout_at(asked_by, ask).await.unwrap_or_default();
             (i, !found.is_empty())
@@ -273,7 +273,7 @@ pub async fn rebroadcast(event: &Event, targets: &[String], cfg: &PublishConfig)
         .filter(|(_, h)| !**h)
         .map(|(u, _)| u.clone())
         .collect();
-    let sent = publish_until(event, &missing, cfg, deadline).await;
+    let sent = publish_until(event, &missing, client, cfg, deadline).await;
     let mut sent = sent.relays.into_iter();
     let relays = urls
         .into_iter()
@@ -305,13 +305,6 @@ fn distinct(targets: &[String]) -> Vec<String> {
     urls
 }
 
-/// The sockets one publish may hold at once, for `targets` relays.
-fn socket_permits(targets: usize) -> std::sync::Arc<tokio::sync::Semaphore> {
-    std::sync::Arc::new(tokio::sync::Semaphore::new(
-        targets.clamp(1, MAX_PUBLISH_SOCKETS),
-    ))
-}
-
 /// The report of a relay whose task ended without one.
 fn task_failed(url: String) -> RelayPublish {
     RelayPublish {
@@ -326,24 +319,27 @@ fn task_failed(url: String) -> RelayPublish {
 async fn to_relay(
     url: String,
     event: &Event,
+    client: &Client,
     cfg: &PublishConfig,
     deadline: Instant,
     i: usize,
 ) -> RelayPublish {
+    let knobs = client.config();
     let mut rng =
-        rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(cfg.runtime.seed, i));
+        rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(knobs.seed, i));
     let max_attempts = cfg.max_attempts.clamp(1, MAX_PUBLISH_ATTEMPTS);
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        let (outcome, message) = match timeout_at(deadline, attempt(&url, event, cfg)).await {
+        let (outcome, message) = match timeout_at(deadline, attempt(&url, event, client, cfg)).await
+        {
             Ok(result) => result,
             Err(_) => (
                 PublishOutcome::Timeout,
                 "the publish deadline passed".into(),
             ),
         };
-        let delay = cfg.runtime.backoff.delay(attempts - 1, &mut rng);
+        let delay = knobs.backoff.delay(attempts - 1, &mut rng);
         let retry = outcome.is_retryable()
             && attempts < max_attempts
             && crate::deadline::after(delay) < deadline;
@@ -369,17 +365,21 @@ fn bounded(s: &str) -> String {
 }
 
 /// One socket: dial, EVENT, the OK (signing in once if asked and possible), close.
-async fn attempt(url: &str, event: &Event, cfg: &PublishConfig) -> (PublishOutcome, String) {
-    let mut ws = match cfg
-        .runtime
-        .sockets
-        .link(url, Role::Publish, cfg.runtime.dial())
+async fn attempt(
+    url: &str,
+    event: &Event,
+    client: &Client,
+    cfg: &PublishConfig,
+) -> (PublishOutcome, String) {
+    let mut ws = match client
+        .sockets()
+        .link(url, Role::Publish, client.config().dial())
         .await
     {
         Ok(ws) => ws,
         Err(why) => return (PublishOutcome::ConnectFailed, why.to_string()),
     };
-    let result = exchange(&mut ws, url, event, cfg).await;
+    let result = exchange(&mut ws, url, event, client, cfg).await;
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     result
 }
@@ -394,13 +394,14 @@ async fn exchange(
     ws: &mut Socket,
     url: &str,
     event: &Event,
+    client: &Client,
     cfg: &PublishConfig,
 ) -> (PublishOutcome, String) {
     if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
         return e;
     }
     let mut ok_deadline = crate::deadline::after(cfg.ok_timeout);
-    let mut sign_in = SignIn::new(cfg.runtime.auth.as_ref(), url);
+    let mut sign_in = SignIn::new(client.signer(), url);
     loop {
         let text = match timeout_at(ok_deadline, ws.recv()).await {
             Err(_) if sign_in.waiting() => {
@@ -417,7 +418,7 @@ async fn exchange(
             Ok(Some(Ok(Message::Text(text)))) => text,
             Ok(Some(Ok(_))) => continue,
         };
-        if text.len() > cfg.runtime.max_message_bytes {
+        if text.len() > client.config().max_message_bytes {
             continue;
         }
         let step = match RelayMessage::from_json(text.as_str()) {

@@ -29,9 +29,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 use outbox_client::{paging, paging::RelayLimits};
 
-use crate::config::RuntimeConfig;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
+use crate::Client;
 
 /// What one relay did with a lookup ([`lookup`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,8 +103,8 @@ impl Lookup {
 /// no more: lookups are of replaceable events, one per author, so no older pages are asked.
 ///
 /// [`Paging::page_limit`]: outbox_client::paging::Paging::page_limit
-pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Vec<Event> {
-    lookup(relays, filter, cfg).await.events
+pub async fn fetch_events(relays: &[String], filter: &Filter, client: &Client) -> Vec<Event> {
+    lookup(relays, filter, client).await.events
 }
 
 /// [`fetch_events`], with what each relay did: answered, refused (and why), unreachable, not
@@ -112,7 +112,8 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, cfg: &RuntimeConfi
 /// again after the config's backoff, at most [`MAX_RATE_LIMITED_RESENDS`] times and within
 /// its EOSE timeout; one that refuses `auth-required:` is signed in to once when keys are
 /// given. Only an answer starts the grace.
-pub async fn lookup(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> Lookup {
+pub async fn lookup(relays: &[String], filter: &Filter, client: &Client) -> Lookup {
+    let cfg = client.config();
     // Each relay's events come as they are read (at most each chunk's limit), so a relay cut
     // off by the grace keeps what it sent.
     let (found, mut events_rx) = mpsc::unbounded_channel();
@@ -120,10 +121,10 @@ pub async fn lookup(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> 
     for (i, url) in relays.iter().enumerate() {
         let url = url.clone();
         let filter = filter.clone();
-        let cfg = cfg.clone();
+        let client = client.clone();
         let found = found.clone();
         tasks.spawn(async move {
-            let outcome = ask_one(&url, &filter, &cfg, &found, i).await;
+            let outcome = ask_one(&url, &filter, &client, &found, i).await;
             tracing::debug!(relay = %url, %outcome, "lookup done");
             (url, outcome)
         });
@@ -175,12 +176,13 @@ pub async fn lookup(relays: &[String], filter: &Filter, cfg: &RuntimeConfig) -> 
 async fn ask_one(
     url: &str,
     filter: &Filter,
-    cfg: &RuntimeConfig,
+    client: &Client,
     found: &mpsc::UnboundedSender<Event>,
     i: usize,
 ) -> LookupOutcome {
-    let mut ws = match cfg
-        .sockets
+    let cfg = client.config();
+    let mut ws = match client
+        .sockets()
         .link(url, crate::sockets::Role::Lookup, cfg.dial())
         .await
     {
@@ -208,7 +210,7 @@ async fn ask_one(
         }
     };
     let mut outcome = LookupOutcome::Answered;
-    let mut sign_in = SignIn::new(cfg.auth.as_ref(), url);
+    let mut sign_in = SignIn::new(client.signer(), url);
     let mut rng =
         rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(cfg.seed, i));
     let mut rate_limited = 0u32;

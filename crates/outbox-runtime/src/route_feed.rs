@@ -28,6 +28,7 @@ use crate::dedup::Dedup;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link, Role};
+use crate::Client;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.
@@ -91,12 +92,10 @@ impl RouteFeed {
 }
 
 /// Starts one subscription per target of a reading route plan. Drain the channel: it closes
-/// when every relay is done. `cfg` gives the timeouts, frame limits, signature checks, `once`
-/// and the backoff between dials; the plan's filters say what is asked.
-pub fn start_route(
-    plan: &RoutePlan,
-    cfg: &RuntimeConfig,
-) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
+/// when every relay is done. The client's knobs give the timeouts, frame limits, signature
+/// checks, `once` and the backoff between dials; the plan's filters say what is asked.
+pub fn start_route(plan: &RoutePlan, client: &Client) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
+    let cfg = client.config();
     let (stop, stop_rx) = watch::channel(false);
     let (raw_tx, mut raw_rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
     let (tx, rx) = mpsc::channel::<RouteEvent>(cfg.channel_capacity.max(1));
@@ -108,7 +107,7 @@ pub fn start_route(
         let relay = Relay {
             url: target.url.clone(),
             filters: target.filters.clone(),
-            cfg: cfg.clone(),
+            client: client.clone(),
             tx: raw_tx.clone(),
             stop: stop_rx.clone(),
             seed: relay_seed(cfg.seed, i),
@@ -149,8 +148,9 @@ pub(crate) struct Relay {
     pub(crate) url: String,
     /// What is asked, as one REQ.
     pub(crate) filters: Vec<Filter>,
-    /// Timeouts, frame limits, signature checks, `once` and the backoff.
-    pub(crate) cfg: RuntimeConfig,
+    /// The sockets and signer; its knobs give the timeouts, frame limits, signature checks,
+    /// `once` and the backoff.
+    pub(crate) client: Client,
     /// Where events, the EOSE and failures go.
     pub(crate) tx: mpsc::Sender<RouteEvent>,
     /// `true` ends the subscription.
@@ -174,6 +174,11 @@ enum Ended {
 }
 
 impl Relay {
+    /// The client's knobs.
+    fn cfg(&self) -> &RuntimeConfig {
+        self.client.config()
+    }
+
     /// Runs the subscription until it is done: with `once`, at EOSE or the first failure;
     /// otherwise until stopped or nobody listens.
     pub(crate) async fn run(mut self) {
@@ -191,10 +196,10 @@ impl Relay {
                 Ended::Lost(reason) => reason,
             };
             self.fail(reason).await;
-            if self.cfg.once || *self.stop.borrow() {
+            if self.cfg().once || *self.stop.borrow() {
                 return;
             }
-            let delay = self.cfg.backoff.delay(attempt, &mut rng);
+            let delay = self.cfg().backoff.delay(attempt, &mut rng);
             attempt = attempt.saturating_add(1);
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
@@ -221,7 +226,7 @@ impl Relay {
         if let Err(e) = ws.send(Message::text(frame)).await {
             return Some(Ended::Lost(format!("sending failed: {e}")));
         }
-        *eose_deadline = crate::deadline::after(self.cfg.eose_timeout);
+        *eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
         None
     }
 
@@ -241,7 +246,7 @@ impl Relay {
         }
         let mut rng =
             rand_chacha::ChaCha8Rng::seed_from_u64(self.seed.wrapping_add(u64::from(times) + 1));
-        let delay = self.cfg.backoff.delay(times, &mut rng);
+        let delay = self.cfg().backoff.delay(times, &mut rng);
         let resume = crate::deadline::after(delay);
         if resume >= eose_deadline {
             return Err(Ended::Refused);
@@ -271,7 +276,7 @@ impl Relay {
     /// One socket: dial, REQ, stored events until EOSE, then (without `once`) live events.
     async fn session(&mut self, newest: &mut Option<Timestamp>, attempt: &mut u32) -> Ended {
         let mut ws = tokio::select! {
-            dialled = self.cfg.sockets.link(&self.url, self.role, self.cfg.dial()) => match dialled {
+            dialled = self.client.sockets().link(&self.url, self.role, self.cfg().dial()) => match dialled {
                 Ok(ws) => ws,
                 Err(why) => return Ended::Lost(why.to_string()),
             },
@@ -293,8 +298,8 @@ impl Relay {
             .min(MAX_STORED_EVENTS);
         let sub = SubscriptionId::new(self.sub);
         let req = ClientMessage::req(sub.clone(), filters.clone());
-        let mut eose_deadline = crate::deadline::after(self.cfg.eose_timeout);
-        let mut sign_in = SignIn::new(self.cfg.auth.as_ref(), &self.url);
+        let mut eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
+        let mut sign_in = SignIn::new(self.client.signer(), &self.url);
         match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Ended::Lost(format!("sending the REQ failed: {e}")),
@@ -323,7 +328,7 @@ impl Relay {
                 Some(Some(Ok(Message::Text(text)))) => text,
                 Some(Some(Ok(_))) => continue,
             };
-            if text.len() > self.cfg.max_message_bytes {
+            if text.len() > self.cfg().max_message_bytes {
                 continue;
             }
             match RelayMessage::from_json(text.as_str()) {
@@ -338,7 +343,7 @@ impl Relay {
                         stored += 1;
                     }
                     let event = event.into_owned();
-                    let verified = !self.cfg.verify_signatures || event.verify().is_ok();
+                    let verified = !self.cfg().verify_signatures || event.verify().is_ok();
                     let asked = filters
                         .iter()
                         .any(|f| f.match_event(&event, MatchEventOptions::new()));
@@ -362,7 +367,7 @@ impl Relay {
                         relay: self.url.clone(),
                         events: stored,
                     };
-                    if self.tx.send(eose).await.is_err() || self.cfg.once {
+                    if self.tx.send(eose).await.is_err() || self.cfg().once {
                         break Ended::Done;
                     }
                     live = true;

@@ -18,7 +18,10 @@ use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, AuthOutcome, FeedInput, FeedSummary, RuntimeConfig, Status};
+use outbox_runtime::{
+    start, AuthOutcome, Client, FeedInput, FeedSummary, PublishConfig, PublishOutcome,
+    RuntimeConfig, SocketBudget, Status,
+};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -27,6 +30,11 @@ const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncover
 /// The reader's identity.
 fn reader_keys() -> Keys {
     keys(200)
+}
+
+/// A client with `config`'s knobs and the desktop budget, signing in with `signer`.
+fn client(config: RuntimeConfig, signer: Option<Keys>) -> Client {
+    Client::with(config, SocketBudget::default(), signer)
 }
 
 /// A `once` feed of `follows` with the reader's relay `reader`, routed by `lists`.
@@ -45,10 +53,9 @@ async fn run(
     let config = RuntimeConfig {
         once: true,
         discover_lists: false,
-        auth,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &client(config, auth)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let collected = out.lock().unwrap();
@@ -417,18 +424,15 @@ async fn a_failed_sign_in_sets_the_relay_aside_and_says_why() {
 }
 
 #[test]
-fn debug_of_a_runtime_config_never_prints_the_secret_key() {
+fn debug_of_a_client_never_prints_the_secret_key() {
     let keys = reader_keys();
-    let config = RuntimeConfig {
-        auth: Some(keys.clone()),
-        ..RuntimeConfig::default()
-    };
-    let printed = format!("{config:?}\n{config:#?}");
+    let client = client(RuntimeConfig::default(), Some(keys.clone()));
+    let printed = format!("{client:?}\n{client:#?}");
     let secret = keys.secret_key();
     assert!(!printed.contains(&secret.to_secret_hex()), "{printed}");
     assert!(!printed.contains(&secret.to_bech32().unwrap()), "{printed}");
     // The public key may show: it says who signs in.
-    assert!(printed.contains("auth: Some("), "{printed}");
+    assert!(printed.contains("signer: Some("), "{printed}");
 }
 
 /// A route plan asking `url` for `author`'s notes.
@@ -451,9 +455,9 @@ fn route_plan(url: &str, author: &Keys) -> outbox_client::routes::RoutePlan {
 /// The notes a `once` route feed over `plan` delivers.
 async fn route_notes(
     plan: &outbox_client::routes::RoutePlan,
-    cfg: &RuntimeConfig,
+    client: &Client,
 ) -> Vec<nostr::event::EventId> {
-    let (feed, mut rx) = outbox_runtime::start_route(plan, cfg);
+    let (feed, mut rx) = outbox_runtime::start_route(plan, client);
     let mut notes = Vec::new();
     while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
         if let outbox_runtime::RouteEvent::Note { event, .. } = e {
@@ -469,14 +473,12 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
     for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
-        let anonymous = RuntimeConfig {
+        let config = RuntimeConfig {
             once: true,
             ..RuntimeConfig::fast_for_tests()
         };
-        let signed = RuntimeConfig {
-            auth: Some(reader_keys()),
-            ..anonymous.clone()
-        };
+        let anonymous = client(config.clone(), None);
+        let signed = client(config.clone(), Some(reader_keys()));
         let found =
             outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &anonymous)
                 .await;
@@ -491,10 +493,7 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
         let ids: Vec<_> = found.iter().map(|e| e.id).collect();
         assert_eq!(ids, [s.private_note.id], "{script:?}: the lookup signed in");
         // Sockets of its own, so the lookup's sign-in does not serve it.
-        let signed_alone = RuntimeConfig {
-            sockets: Default::default(),
-            ..signed.clone()
-        };
+        let signed_alone = client(config.clone(), Some(reader_keys()));
         let routed = route_notes(&route_plan(&s.private.url, &s.follows[0]), &signed_alone).await;
         assert_eq!(
             routed,
@@ -502,10 +501,7 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
             "{script:?}: the route feed signed in"
         );
         // Sign-in holds for the socket: an anonymous reader has sockets of its own.
-        let alone = RuntimeConfig {
-            sockets: Default::default(),
-            ..anonymous.clone()
-        };
+        let alone = client(config.clone(), None);
         let refused = route_notes(&route_plan(&s.private.url, &s.follows[0]), &alone).await;
         assert!(refused.is_empty(), "{script:?}");
         assert!(
@@ -523,23 +519,32 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
-    // The relay challenges once, at connect. The first lookup (no key) opens the socket and is
-    // refused; the second (with a key, the same sockets) joins that socket after the challenge
-    // went by and must sign in with it.
+    // The relay challenges once, at connect. A first link that is never refused (a publish:
+    // the relay ignores EVENTs, so no OK and no `auth-required:` ever comes) opens the socket
+    // and lets the challenge go by without signing in; the lookup (the same client, so the
+    // same sockets and the same key) joins that socket after the challenge went by and must
+    // sign in with it.
     let s = scene(Script::ChallengeFirst).await;
     let filter = Filter::new().author(s.follows[0].public_key());
-    let anonymous = RuntimeConfig {
-        once: true,
-        ..RuntimeConfig::fast_for_tests()
+    let signed = client(
+        RuntimeConfig {
+            once: true,
+            ..RuntimeConfig::fast_for_tests()
+        },
+        Some(reader_keys()),
+    );
+    let first = PublishConfig {
+        max_attempts: 1,
+        ..PublishConfig::fast_for_tests()
     };
-    let signed = RuntimeConfig {
-        auth: Some(reader_keys()),
-        ..anonymous.clone()
-    };
-    let found =
-        outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &anonymous)
-            .await;
-    assert!(found.is_empty());
+    let sent = signed
+        .publish(&s.open_note, std::slice::from_ref(&s.private.url), &first)
+        .await;
+    assert_eq!(sent.relays[0].outcome, PublishOutcome::Timeout, "{sent:?}");
+    assert!(
+        s.private.seen().auths.is_empty(),
+        "the first link was never refused, so never signed in"
+    );
     let found =
         outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &signed).await;
     assert_eq!(
@@ -548,8 +553,8 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
         "the joining link signed in with the replayed challenge"
     );
     assert_eq!(
-        signed.sockets.stats().dials,
+        signed.sockets().stats().dials,
         1,
-        "one socket served both lookups"
+        "one socket served both links"
     );
 }

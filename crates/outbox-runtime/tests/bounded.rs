@@ -18,7 +18,7 @@ use nostr::types::Timestamp;
 use outbox_client::{MemoryStore, StatsStore};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    fetch_events, start, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
+    fetch_events, start, Client, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
     SocketBudget, Sockets,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -141,7 +141,7 @@ async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(20)).await;
     let took = started.elapsed();
@@ -189,13 +189,14 @@ async fn a_once_run_ends_at_its_deadline_and_names_what_is_pending() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config.clone()).await;
+    let client = Client::new(config);
+    let (handle, rx) = start(input, &client).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let took = started.elapsed();
 
     // The deadline, then at most the slots' shutdown (twice the grace).
-    let bound = deadline + config.shutdown_grace * 2 + Duration::from_millis(500);
+    let bound = deadline + client.config().shutdown_grace * 2 + Duration::from_millis(500);
     assert!(took >= deadline && took < bound, "{took:?}");
     assert!(summary.deadline_reached);
     // Pending: the black holes of the first plan, still connecting. Nothing else.
@@ -253,7 +254,7 @@ async fn a_lookup_ends_once_the_good_answers_are_in() {
         .kind(Kind::ContactList);
     let relays = [hole.url.clone(), good.url.clone(), silent.url.clone()];
     let started = Instant::now();
-    let found = fetch_events(&relays, &filter, &config).await;
+    let found = fetch_events(&relays, &filter, &Client::new(config)).await;
     let took = started.elapsed();
 
     assert_eq!(found.iter().map(|e| e.id).collect::<Vec<_>>(), [list.id]);
@@ -290,7 +291,7 @@ async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let took = started.elapsed();

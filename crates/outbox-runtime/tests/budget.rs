@@ -13,7 +13,7 @@ use common::*;
 use nostr::types::Timestamp;
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    start, FeedInput, FeedSummary, LimitsConfig, Places, RuntimeConfig, SocketBudget, Sockets,
+    start, Client, FeedInput, FeedSummary, LimitsConfig, Places, RuntimeConfig, SocketBudget,
 };
 
 /// Relays besides the reader's: each follow writes to one of them only, so a run that never
@@ -89,7 +89,6 @@ impl Fleet {
             discover_lists: false,
             since: Some(Timestamp::from(now - 7 * DAY)),
             deadline: Some(Duration::from_secs(60)),
-            sockets: Sockets::new(budget),
             limits,
             ..RuntimeConfig::fast_for_tests()
         };
@@ -104,7 +103,7 @@ impl Fleet {
             let write = &urls[self.readers + i % WRITE_RELAYS];
             assert!(input.add_relay_list_event(&relay_list(f, now - 1000, &[(write, None)])));
         }
-        let (handle, rx) = start(input, config).await;
+        let (handle, rx) = start(input, &Client::with(config, budget, None)).await;
         let collected = drain(rx);
         let summary = if once {
             run_once(handle, &collected, Duration::from_secs(120)).await

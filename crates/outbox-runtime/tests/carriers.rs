@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use outbox_client::MemoryStore;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, Carriers, FeedInput, FeedSummary, RuntimeConfig, Status};
+use outbox_runtime::{start, Carriers, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 const GREEDY: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -24,7 +24,7 @@ fn config() -> RuntimeConfig {
 }
 
 async fn run(input: FeedInput, config: RuntimeConfig) -> (FeedSummary, Vec<Status>, usize) {
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let collected = out.lock().unwrap();
@@ -190,7 +190,7 @@ async fn an_answer_closed_by_a_re_plan_is_still_learned() {
         eose_timeout: Duration::from_secs(30),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let url = answered.url.clone();
     assert!(

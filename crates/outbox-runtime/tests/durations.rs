@@ -16,8 +16,8 @@ use nostr::types::Timestamp;
 use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    fetch_events, publish, start, start_route, Backoff, FeedInput, PenaltyPolicy, PublishConfig,
-    PublishOutcome, RouteEvent, RuntimeConfig, SocketBudget, Sockets,
+    fetch_events, publish, start, start_route, Backoff, Client, FeedInput, PenaltyPolicy,
+    PublishConfig, PublishOutcome, RouteEvent, RuntimeConfig, SocketBudget,
 };
 
 const CONFIG: &str = "max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -42,7 +42,8 @@ fn panicked() -> bool {
 }
 
 /// A config with every duration at `Duration::MAX`: timeouts, graces, the deadline, the EOSE
-/// race, backoff, set-asides, relay documents' lifetimes and the sockets' idle time.
+/// race, backoff, set-asides and relay documents' lifetimes (the sockets' idle time is
+/// [`client`]'s).
 fn longest(once: bool) -> RuntimeConfig {
     let max = Duration::MAX;
     let mut cfg = RuntimeConfig::fast_for_tests();
@@ -69,11 +70,16 @@ fn longest(once: bool) -> RuntimeConfig {
     cfg.limits.nip11.wait = max;
     cfg.limits.nip11.ttl = max;
     cfg.limits.nip11.failure_ttl = max;
-    cfg.sockets = Sockets::new(SocketBudget {
-        idle: max,
-        ..SocketBudget::desktop()
-    });
     cfg
+}
+
+/// A client with `cfg`'s knobs whose sockets' idle time is `Duration::MAX` too.
+fn client(cfg: RuntimeConfig) -> Client {
+    let budget = SocketBudget {
+        idle: Duration::MAX,
+        ..SocketBudget::desktop()
+    };
+    Client::with(cfg, budget, None)
 }
 
 /// A reader relay and a routed one: one follow without a list writes to the reader's relay,
@@ -110,7 +116,7 @@ async fn a_once_feed_with_every_duration_at_its_largest_fetches_everything() {
     cfg.since = Some(Timestamp::from(now() - 7 * DAY));
     // A `--once` run waits for its re-plans: this one stays short, so the run can end.
     cfg.replan_debounce = Duration::from_millis(50);
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &client(cfg)).await;
     let collected = drain(rx);
     let summary = run_once(handle, &collected, HUNG).await;
     let got: BTreeSet<EventId> = collected.lock().unwrap().notes.keys().copied().collect();
@@ -127,7 +133,7 @@ async fn a_live_feed_with_every_duration_at_its_largest_delivers_and_stops() {
     cfg.since = Some(Timestamp::from(now() - 7 * DAY));
     // A list arriving never re-plans: the reader's relay is asked about everyone.
     cfg.replan_debounce = Duration::MAX;
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &client(cfg)).await;
     let collected = drain(rx);
     let home = ids.len() / 2;
     assert!(
@@ -155,7 +161,7 @@ async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest()
     b.store(&list).await;
 
     // A lookup: the second relay to answer gets the (endless) lookup grace.
-    let cfg = longest(true);
+    let cfg = client(longest(true));
     let urls = [a.url.clone(), b.url.clone()];
     let filter = Filter::new()
         .author(author.public_key())
@@ -207,15 +213,20 @@ async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest()
 
     // Publishing.
     let event = note(&author, now() - 5, "published");
+    let publisher = client(longest(true));
     let publish_cfg = PublishConfig {
-        runtime: longest(true),
         ok_timeout: Duration::MAX,
         deadline: Duration::MAX,
         ..PublishConfig::default()
     };
     let report = tokio::time::timeout(
         HUNG,
-        publish(&event, std::slice::from_ref(&b.url), &publish_cfg),
+        publish(
+            &event,
+            std::slice::from_ref(&b.url),
+            &publisher,
+            &publish_cfg,
+        ),
     )
     .await
     .expect("the publish ends");

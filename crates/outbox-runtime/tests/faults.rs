@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, FrameDrop, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
@@ -66,7 +66,7 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
     // on the reader's relay. Anything near the bound means something hung.
     let bound = Duration::from_secs(8);
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, bound).await;
     let took = started.elapsed();
@@ -186,7 +186,7 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     assert_eq!(
@@ -242,7 +242,7 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let settled = |c: &common::Collected| {
         c.statuses
@@ -329,7 +329,7 @@ async fn a_rate_limited_relay_is_asked_again_after_a_wait_not_set_aside() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let notes: Vec<_> = out.lock().unwrap().notes.keys().copied().collect();

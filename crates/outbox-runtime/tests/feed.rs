@@ -10,7 +10,7 @@ use common::*;
 use nostr::event::EventId;
 use nostr::types::Timestamp;
 use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
-use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, FeedInput, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -88,7 +88,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
         since: Some(Timestamp::from(since)),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(20)).await;
 
@@ -150,7 +150,7 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
         discover_lists: true,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(20)).await;
     let collected = out.lock().unwrap();

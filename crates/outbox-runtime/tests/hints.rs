@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, RuntimeConfig};
+use outbox_runtime::{start, Client, FeedInput, RuntimeConfig};
 
 async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     let me = keys(50);
@@ -33,7 +33,7 @@ async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     assert_eq!(

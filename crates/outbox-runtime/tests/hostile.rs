@@ -17,7 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventBuilder, EventId, FinalizeEvent, Kind};
 use nostr::types::Timestamp;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
+use outbox_runtime::{start, Client, FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
 use proptest::prelude::*;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -301,7 +301,7 @@ async fn run_case(script: Vec<Frame>, end: End) {
         },
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(15)).await;
     let collected = out.lock().unwrap();

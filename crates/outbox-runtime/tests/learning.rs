@@ -14,7 +14,7 @@ use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use outbox_client::RoundRecorder;
 use outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, UrlPolicy};
-use outbox_runtime::{start, FeedInput, RuntimeConfig};
+use outbox_runtime::{start, Client, FeedInput, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 const CONFIG: &str = "max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
@@ -169,7 +169,7 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         clock: Some(now),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     // The runtime asked what the bare client asks: the same relays about the same authors.

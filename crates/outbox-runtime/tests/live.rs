@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use outbox_core::ConfigIssue;
 use outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, UrlPolicy};
-use outbox_runtime::{start, FeedInput, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, FeedInput, RuntimeConfig, Status};
 use outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};
 
@@ -50,7 +50,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(10), |c| c
@@ -245,7 +245,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
                 discover_lists: false,
                 ..RuntimeConfig::fast_for_tests()
             };
-            let (handle, rx) = start(input, config).await;
+            let (handle, rx) = start(input, &Client::new(config)).await;
             let out = drain(rx);
             run_once(handle, &out, Duration::from_secs(10)).await
         }
@@ -336,7 +336,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(10), |c| c

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, Failure, FeedInput, FrameDrop, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, Failure, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -47,7 +47,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
 
@@ -111,7 +111,7 @@ async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     // Three strikes of a thousand-odd events each; far below the flood's 300,000 frames.
     let bound = Duration::from_secs(10);
@@ -181,7 +181,7 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let bound = Duration::from_secs(10);
     let set_aside = wait_for(&out, bound, |c| {
@@ -238,7 +238,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
     let took = started.elapsed();

@@ -13,7 +13,7 @@ use nostr::key::Keys;
 use outbox_client::MemoryStore;
 use outbox_core::stats::{RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, UrlPolicy};
-use outbox_runtime::{start, FeedInput, FeedSummary, RuntimeConfig};
+use outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig};
 
 /// Recall by posterior means (no draws), one routed connection.
 const CONFIG: &str = "max_connections = 1\n[strategy]\ntype = \"recall\"\nexplore = false\n";
@@ -66,7 +66,7 @@ async fn run(
         since: Some(nostr::types::Timestamp::from_secs(now() - 7 * DAY)),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let collected = drain(rx);
     run_once(handle, &collected, Duration::from_secs(20)).await
 }
@@ -207,7 +207,7 @@ async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
         (input, config)
     };
     let (input, config) = feed(Vec::new());
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let unpaid = run_once(handle, &drain(rx), Duration::from_secs(20)).await;
     assert!(
         !unpaid.relays.contains_key(&paid.url),
@@ -219,7 +219,7 @@ async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
     assert!(kept.last_reason.contains("requires payment"), "{kept:?}");
 
     let (input, config) = feed(vec![paid.url.clone()]);
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let paying = run_once(handle, &drain(rx), Duration::from_secs(20)).await;
     assert!(paying.relays[&paid.url].answered, "{:?}", paying.relays);
 }

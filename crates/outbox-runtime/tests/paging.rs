@@ -16,7 +16,7 @@ use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use outbox_client::paging::Paging;
 use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
-use outbox_runtime::{fetch_events, start, FeedInput, Nip11Config, RuntimeConfig};
+use outbox_runtime::{fetch_events, start, Client, FeedInput, Nip11Config, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -89,7 +89,7 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     for l in &lists {
         input.add_relay_list_event(l);
     }
-    let (handle, rx) = start(input, config(since, paging)).await;
+    let (handle, rx) = start(input, &Client::new(config(since, paging))).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(60)).await;
     let fetched = out.lock().unwrap().notes.keys().copied().collect();
@@ -345,7 +345,7 @@ async fn published_limits_shape_every_req() {
         wait: Duration::from_secs(2),
         ..Nip11Config::default()
     };
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(60)).await;
     let fetched: HashSet<EventId> = out.lock().unwrap().notes.keys().copied().collect();
@@ -402,7 +402,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     input.router = input.router.with_policy(UrlPolicy::allow_local());
     let mut cfg = config(now - DAY, Paging::default());
     cfg.discover_lists = true;
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(60)).await;
     assert_eq!(summary.relay_lists, lists.len(), "every list was found");
@@ -428,7 +428,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     let found = fetch_events(
         std::slice::from_ref(&relay.url),
         &filter,
-        &RuntimeConfig::fast_for_tests(),
+        &Client::new(RuntimeConfig::fast_for_tests()),
     )
     .await;
     assert_eq!(found.len(), lists.len());
@@ -457,7 +457,7 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     input.add_relay_list_event(&list);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.once = false;
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(20), |c| c
@@ -527,7 +527,7 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
         (input, cfg)
     };
     let (input, cfg) = run(Vec::new());
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     let unpaid = run_once(handle, &out, Duration::from_secs(20)).await;
     assert!(unpaid.penalised.contains(&relay.url), "{unpaid:?}");
@@ -536,7 +536,7 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
     assert_eq!(unpaid.events, 1, "the reader's relay stands in");
 
     let (input, cfg) = run(vec![relay.url.clone()]);
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     let paying = run_once(handle, &out, Duration::from_secs(20)).await;
     assert!(paying.penalised.is_empty(), "{:?}", paying.penalised);

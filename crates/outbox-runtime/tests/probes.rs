@@ -17,7 +17,7 @@ use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, FeedSummary, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 /// `recall` learns from delivery, so it is probed for; one routed relay leaves the follows'
 /// own relays out of the plan.
@@ -135,7 +135,11 @@ impl Scene {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(scene.input(&config(1, Some(20))), runtime(scene.now, true)).await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(20))),
+        &Client::new(runtime(scene.now, true)),
+    )
+    .await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     scene.assert_plan_left_out_own(&summary);
@@ -195,7 +199,11 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_connections_zero_probes_nothing() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(scene.input(&config(1, Some(0))), runtime(scene.now, true)).await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(0))),
+        &Client::new(runtime(scene.now, true)),
+    )
+    .await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     scene.assert_plan_left_out_own(&summary);
@@ -217,7 +225,11 @@ async fn probe_connections_zero_probes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continuing_feed_probes_after_it_settles() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(scene.input(&config(1, Some(20))), runtime(scene.now, false)).await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(20))),
+        &Client::new(runtime(scene.now, false)),
+    )
+    .await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(20), |c| c
@@ -311,7 +323,7 @@ async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
-    let (handle, rx) = start(input, runtime(now, true)).await;
+    let (handle, rx) = start(input, &Client::new(runtime(now, true))).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(60)).await;
     let probed = summary.probes.probed();
@@ -355,7 +367,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         assert!(input.add_relay_list_event(l));
     }
     let started = std::time::Instant::now();
-    let (handle, rx) = start(input, runtime(now, true)).await;
+    let (handle, rx) = start(input, &Client::new(runtime(now, true))).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     let cfg = RuntimeConfig::fast_for_tests();
@@ -427,7 +439,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         now,
         &cfg.penalty,
     );
-    let (handle, rx) = start(input, cfg).await;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     // The eleven other relays of the list were probed (they refuse: nothing listens), the

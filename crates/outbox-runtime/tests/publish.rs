@@ -11,7 +11,9 @@ use futures_util::{SinkExt, StreamExt};
 use nostr::event::Event;
 use nostr::filter::Filter;
 use nostr_relay_builder::prelude as rb;
-use outbox_runtime::{fetch_events, publish, PublishConfig, PublishOutcome};
+use outbox_runtime::{
+    fetch_events, publish, Client, PublishConfig, PublishOutcome, RuntimeConfig, SocketBudget,
+};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -67,16 +69,21 @@ impl Scripted {
     }
 }
 
+/// A client of its own with the test timeouts, the desktop socket budget and no signer.
+fn client() -> Client {
+    Client::new(RuntimeConfig::fast_for_tests())
+}
+
 fn event() -> Event {
     note(&keys(1), now() - 10, "published")
 }
 
 async fn stored(url: &str, event: &Event) -> bool {
-    let cfg = outbox_runtime::RuntimeConfig {
+    let client = Client::new(RuntimeConfig {
         once: true,
-        ..outbox_runtime::RuntimeConfig::fast_for_tests()
-    };
-    let found = fetch_events(&[url.to_string()], &Filter::new().id(event.id), &cfg).await;
+        ..RuntimeConfig::fast_for_tests()
+    });
+    let found = fetch_events(&[url.to_string()], &Filter::new().id(event.id), &client).await;
     found.iter().any(|e| e.id == event.id)
 }
 
@@ -89,7 +96,13 @@ async fn a_published_event_reaches_every_target() {
     ];
     let targets: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
     let event = event();
-    let report = publish(&event, &targets, &PublishConfig::fast_for_tests()).await;
+    let report = publish(
+        &event,
+        &targets,
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
     assert_eq!(report.relays.len(), 3, "{report:?}");
     for (r, url) in report.relays.iter().zip(&targets) {
         assert_eq!(&r.url, url);
@@ -108,6 +121,7 @@ async fn a_blocked_event_is_reported_and_not_retried() {
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
+        &client(),
         &PublishConfig::fast_for_tests(),
     )
     .await;
@@ -125,6 +139,7 @@ async fn a_rate_limited_event_is_sent_again_and_accepted() {
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
+        &client(),
         &PublishConfig::fast_for_tests(),
     )
     .await;
@@ -140,6 +155,7 @@ async fn a_duplicate_counts_as_success() {
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
+        &client(),
         &PublishConfig::fast_for_tests(),
     )
     .await;
@@ -151,7 +167,7 @@ async fn a_duplicate_counts_as_success() {
 async fn a_dead_relay_is_a_connect_failure_after_every_attempt() {
     let url = dead_url().await;
     let cfg = PublishConfig::fast_for_tests();
-    let report = publish(&event(), std::slice::from_ref(&url), &cfg).await;
+    let report = publish(&event(), std::slice::from_ref(&url), &client(), &cfg).await;
     let r = &report.relays[0];
     assert_eq!(r.outcome, PublishOutcome::ConnectFailed, "{r:?}");
     assert_eq!(r.attempts, cfg.max_attempts);
@@ -167,15 +183,24 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     .await;
     let event = event();
     let targets = [relay.url.clone()];
-    let anonymous = publish(&event, &targets, &PublishConfig::fast_for_tests()).await;
+    let anonymous = publish(
+        &event,
+        &targets,
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
     assert_eq!(
         anonymous.relays[0].outcome,
         PublishOutcome::AuthRequired,
         "{anonymous:?}"
     );
-    let mut cfg = PublishConfig::fast_for_tests();
-    cfg.runtime.auth = Some(keys(1));
-    let signed = publish(&event, &targets, &cfg).await;
+    let signer = Client::with(
+        RuntimeConfig::fast_for_tests(),
+        SocketBudget::default(),
+        Some(keys(1)),
+    );
+    let signed = publish(&event, &targets, &signer, &PublishConfig::fast_for_tests()).await;
     assert_eq!(
         signed.relays[0].outcome,
         PublishOutcome::Accepted,
@@ -218,16 +243,28 @@ async fn slow_server(gauge: Arc<(AtomicUsize, AtomicUsize)>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sockets_open_at_once_are_capped() {
-    use outbox_runtime::publish::MAX_PUBLISH_SOCKETS;
+    // The client's socket budget is the one cap on the connections a publish holds.
+    let client = client();
+    let cap = client
+        .sockets()
+        .budget()
+        .max_sockets
+        .expect("a bounded budget");
     let gauge = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
     let mut targets = Vec::new();
-    for _ in 0..MAX_PUBLISH_SOCKETS + 8 {
+    for _ in 0..cap + 8 {
         targets.push(slow_server(gauge.clone()).await);
     }
-    let report = publish(&event(), &targets, &PublishConfig::fast_for_tests()).await;
+    let report = publish(
+        &event(),
+        &targets,
+        &client,
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
     assert_eq!(report.successes(), targets.len(), "{report:?}");
     let peak = gauge.1.load(Ordering::SeqCst);
-    assert!(peak <= MAX_PUBLISH_SOCKETS, "{peak} sockets at once");
+    assert!(peak <= cap, "{peak} sockets at once");
     assert!(peak > 1, "relays were not asked concurrently");
 }
 
@@ -236,9 +273,9 @@ async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
     let (has, lacks) = (RealRelay::start().await, RealRelay::start().await);
     let event = note(&keys(1), now() - 30, "say it again");
     has.store(&event).await;
-    let cfg = PublishConfig::fast_for_tests();
+    let (client, cfg) = (client(), PublishConfig::fast_for_tests());
     let targets = [has.url.clone(), lacks.url.clone()];
-    let report = outbox_runtime::rebroadcast(&event, &targets, &cfg).await;
+    let report = outbox_runtime::rebroadcast(&event, &targets, &client, &cfg).await;
     let outcomes: Vec<_> = report
         .relays
         .iter()
@@ -252,10 +289,10 @@ async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
         ]
     );
     let filter = Filter::new().id(event.id);
-    let found = fetch_events(std::slice::from_ref(&lacks.url), &filter, &cfg.runtime).await;
+    let found = fetch_events(std::slice::from_ref(&lacks.url), &filter, &client).await;
     assert_eq!(found.len(), 1, "the relay that lacked it has it now");
     // One socket per relay served both the question and the EVENT.
-    assert_eq!(cfg.runtime.sockets.stats().dials, 2);
+    assert_eq!(client.sockets().stats().dials, 2);
 }
 
 /// A relay that accepts TCP and never answers the WebSocket handshake.
@@ -279,14 +316,17 @@ async fn a_rebroadcast_to_black_holes_ends_by_the_publish_deadline() {
     }
     let mut cfg = PublishConfig::fast_for_tests();
     // The runtime's own timeouts would wait an hour; the publish deadline is what bounds it.
-    cfg.runtime.connect_timeout = std::time::Duration::from_secs(3600);
-    cfg.runtime.eose_timeout = std::time::Duration::from_secs(3600);
+    let client = Client::new(RuntimeConfig {
+        connect_timeout: std::time::Duration::from_secs(3600),
+        eose_timeout: std::time::Duration::from_secs(3600),
+        ..RuntimeConfig::fast_for_tests()
+    });
     cfg.deadline = std::time::Duration::from_secs(1);
     let event = note(&keys(1), now() - 30, "into the void");
     // A bound on a hang, far above what a loaded machine needs and far below the hour.
     let report = tokio::time::timeout(
         std::time::Duration::from_secs(120),
-        outbox_runtime::rebroadcast(&event, &targets, &cfg),
+        outbox_runtime::rebroadcast(&event, &targets, &client, &cfg),
     )
     .await
     .expect("the rebroadcast outlived its deadline");

@@ -13,7 +13,8 @@ use nostr::filter::Filter;
 use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    lookup, start, start_route, FeedInput, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
+    lookup, start, start_route, Client, FeedInput, LookupOutcome, Refusal, RouteEvent,
+    RuntimeConfig,
 };
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -61,8 +62,8 @@ impl Refuser {
 }
 
 /// Everything a route feed delivers until its channel closes (bounded).
-async fn route_events(plan: &RoutePlan, cfg: &RuntimeConfig) -> Vec<RouteEvent> {
-    let (feed, mut rx) = start_route(plan, cfg);
+async fn route_events(plan: &RoutePlan, client: &Client) -> Vec<RouteEvent> {
+    let (feed, mut rx) = start_route(plan, client);
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, rx.recv()).await {
@@ -77,11 +78,11 @@ async fn a_lookup_waits_out_a_rate_limit_and_asks_again() {
     let f = keys(1);
     let n = note(&f, now() - 100, "behind a rate limit");
     let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
-    let cfg = RuntimeConfig::fast_for_tests();
+    let client = Client::new(RuntimeConfig::fast_for_tests());
     let filter = Filter::new().author(f.public_key());
     let found = tokio::time::timeout(
         Duration::from_secs(20),
-        lookup(std::slice::from_ref(&limited.url), &filter, &cfg),
+        lookup(std::slice::from_ref(&limited.url), &filter, &client),
     )
     .await
     .expect("the lookup ends within its timeouts");
@@ -114,11 +115,11 @@ async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
         left_out: Vec::new(),
         unknown: Vec::new(),
     };
-    let cfg = RuntimeConfig {
+    let client = Client::new(RuntimeConfig {
         once: true,
         ..RuntimeConfig::fast_for_tests()
-    };
-    let events = route_events(&plan, &cfg).await;
+    });
+    let events = route_events(&plan, &client).await;
     let notes: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -151,9 +152,9 @@ async fn a_lookup_says_why_each_relay_gave_nothing() {
         blocked.url.clone(),
         dead.clone(),
     ];
-    let cfg = RuntimeConfig::fast_for_tests();
+    let client = Client::new(RuntimeConfig::fast_for_tests());
     let filter = Filter::new().author(keys(3).public_key());
-    let found = tokio::time::timeout(Duration::from_secs(20), lookup(&relays, &filter, &cfg))
+    let found = tokio::time::timeout(Duration::from_secs(20), lookup(&relays, &filter, &client))
         .await
         .expect("the lookup ends within its timeouts");
     assert!(found.events.is_empty());
@@ -210,7 +211,7 @@ async fn refusals_are_kept_as_such_and_never_learned_as_down() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, config).await;
+    let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(30)).await;
     assert!(

@@ -13,7 +13,7 @@ use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
 use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
-use outbox_runtime::{start_route, RouteEvent, RuntimeConfig};
+use outbox_runtime::{start_route, Client, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
 
 /// A note by `author` tagging `whom`, `age` seconds old.
@@ -89,12 +89,12 @@ async fn only_asked_and_signed_events_arrive_once_and_stragglers_are_reported() 
         FaultServer::start(Fault::NeverEose, vec![note(&friend, now() - 10, "unasked")]).await;
     let forger =
         FaultServer::start(Fault::Garbage, vec![mention(&friend, &reader, 20, "real")]).await;
-    let cfg = RuntimeConfig {
+    let client = Client::new(RuntimeConfig {
         once: true,
         ..RuntimeConfig::fast_for_tests()
-    };
+    });
     let urls = [&real.url, &twin.url, &unasked.url, &forger.url].map(String::as_str);
-    let (feed, rx) = start_route(&plan(&reader, &urls), &cfg);
+    let (feed, rx) = start_route(&plan(&reader, &urls), &client);
     let events = collect(rx, Duration::from_secs(10)).await;
     feed.wait().await;
     let (notes, failed, mut eose) = sort(&events);
@@ -132,8 +132,8 @@ async fn a_lost_socket_is_dialled_again_and_stop_ends_the_feed() {
         ],
     )
     .await;
-    let cfg = RuntimeConfig::fast_for_tests();
-    let (feed, rx) = start_route(&plan(&reader, &[&dropper.url, &flood.url]), &cfg);
+    let client = Client::new(RuntimeConfig::fast_for_tests());
+    let (feed, rx) = start_route(&plan(&reader, &[&dropper.url, &flood.url]), &client);
     let collector = tokio::spawn(collect(rx, Duration::from_secs(20)));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(

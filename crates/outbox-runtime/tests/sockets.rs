@@ -1,5 +1,5 @@
 //! One set of sockets for everything: a feed, an inbox route feed and lookups running
-//! together on one config hold at most the budget's sockets at once, counted where the relays
+//! together on one client hold at most the budget's sockets at once, counted where the relays
 //! accept them.
 
 mod common;
@@ -14,8 +14,8 @@ use nostr::types::Timestamp;
 use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use outbox_core::UrlPolicy;
 use outbox_runtime::{
-    fetch_events, start, start_route, FeedInput, Places, RouteEvent, RuntimeConfig, SocketBudget,
-    Sockets,
+    fetch_events, start, start_route, Client, FeedInput, Places, RouteEvent, RuntimeConfig,
+    SocketBudget,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,17 +62,20 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
     relays[0].store(&mention).await;
     relays[5].store(&mention).await;
 
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        since: Some(Timestamp::from(now - 7 * DAY)),
-        sockets: Sockets::new(SocketBudget {
+    let client = Client::with(
+        RuntimeConfig {
+            once: true,
+            discover_lists: false,
+            since: Some(Timestamp::from(now - 7 * DAY)),
+            ..RuntimeConfig::fast_for_tests()
+        },
+        SocketBudget {
             max_sockets: Some(MAX_SOCKETS),
             reserve: RESERVE,
             idle: Duration::from_millis(200),
-        }),
-        ..RuntimeConfig::fast_for_tests()
-    };
+        },
+        None,
+    );
     let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
     let mut input = FeedInput::new(
         router(toml),
@@ -84,7 +87,7 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         assert!(input.add_relay_list_event(l));
     }
 
-    let (handle, rx) = start(input, config.clone()).await;
+    let (handle, rx) = start(input, &client).await;
     let collected = drain(rx);
     let inbox = RoutePlan {
         kind: RouteKind::Inbox,
@@ -101,11 +104,11 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         left_out: Vec::new(),
         unknown: Vec::new(),
     };
-    let (route, mut route_rx) = start_route(&inbox, &config);
+    let (route, mut route_rx) = start_route(&inbox, &client);
     let lists_filter = Filter::new()
         .authors(follows.iter().map(|k| k.public_key()))
         .kind(Kind::RelayList);
-    let lookup = fetch_events(&urls, &lists_filter, &config);
+    let lookup = fetch_events(&urls, &lists_filter, &client);
     let (found, summary) = tokio::join!(
         lookup,
         run_once(handle, &collected, Duration::from_secs(30))
@@ -119,16 +122,16 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         }
     }
     // Sharing, not serialising: two lookups of one relay at once use one socket.
-    let joins = config.sockets.stats().joins;
+    let joins = client.sockets().stats().joins;
     let (one, two) = tokio::join!(
-        fetch_events(&urls[..1], &lists_filter, &config),
-        fetch_events(&urls[..1], &lists_filter, &config)
+        fetch_events(&urls[..1], &lists_filter, &client),
+        fetch_events(&urls[..1], &lists_filter, &client)
     );
     assert_eq!((one.len(), two.len()), (follows.len(), follows.len()));
     assert!(
-        config.sockets.stats().joins > joins,
+        client.sockets().stats().joins > joins,
         "{:?}",
-        config.sockets.stats()
+        client.sockets().stats()
     );
     route.shutdown().await;
 

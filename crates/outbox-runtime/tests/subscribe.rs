@@ -11,7 +11,7 @@ use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use outbox_client::routes::Reason;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, FeedInput, RouteEvent, RuntimeConfig, Status};
+use outbox_runtime::{start, Client, FeedInput, RouteEvent, RuntimeConfig, Status};
 use tokio::sync::mpsc;
 
 /// The next note a subscription delivers, within a few seconds.
@@ -65,8 +65,9 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
         since: Some(Timestamp::from(now - 3600)),
         ..RuntimeConfig::fast_for_tests()
     };
-    let sockets = config.sockets.clone();
-    let (handle, rx) = start(input, config).await;
+    let client = Client::new(config);
+    let sockets = client.sockets().clone();
+    let (handle, rx) = start(input, &client).await;
     let out = drain(rx);
     assert!(
         wait_for(&out, Duration::from_secs(5), |c| c
@@ -104,7 +105,8 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
         .unwrap();
     // Published by someone else's client (sockets of its own).
     let publish = outbox_runtime::PublishConfig::fast_for_tests();
-    outbox_runtime::publish(&later, std::slice::from_ref(&a.url), &publish).await;
+    let other = Client::new(RuntimeConfig::fast_for_tests());
+    outbox_runtime::publish(&later, std::slice::from_ref(&a.url), &other, &publish).await;
     assert_eq!(next_note(&mut sub.events).await.id, later.id);
     sub.feed.shutdown().await;
 

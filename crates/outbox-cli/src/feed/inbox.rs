@@ -15,7 +15,7 @@ use outbox_client::{
     routes::InboxQuery, routes::Route, routes::RouteBudget, routes::RouteContext, routes::RoutePlan,
 };
 use outbox_core::DeliveryStats;
-use outbox_runtime::{start_route, RouteEvent, RuntimeConfig};
+use outbox_runtime::{Client, RouteEvent, RuntimeConfig};
 
 use super::{
     canonical_relays, lookup_failures, open_store, parse_key, router_config, stopped, Args, Drain,
@@ -43,15 +43,14 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
     let runtime_config = RuntimeConfig {
-        auth,
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
         verify_signatures: !args.no_verify,
         once: args.once,
         seed: args.seed.unwrap_or_else(rand::random),
-        sockets: args.sockets.sockets(),
         ..RuntimeConfig::default()
     };
+    let client = outbox_runtime::Client::with(runtime_config, args.sockets.budget(), auth);
 
     // The reader's relay list (read relays) and blocked relays, from their relays and the
     // indexers.
@@ -60,11 +59,11 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let filter = Filter::new()
         .author(reader)
         .kinds([Kind::RelayList, Kind::BlockedRelays]);
-    let asked = outbox_runtime::lookup(&lookup, &filter, &runtime_config).await;
+    let asked = client.lookup(&lookup, &filter).await;
     let found = &asked.events;
     if !found.iter().any(|e| e.kind == Kind::RelayList) {
         // No list: the reader has none, or the relays that may hold it did not say.
-        let why = lookup_failures(&asked, runtime_config.auth.is_some());
+        let why = lookup_failures(&asked, client.signer().is_some());
         if asked.answered() == 0 {
             bail!(
                 "could not learn where {npub} reads (its relay list, kind:10002): no relay \
@@ -130,7 +129,7 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     describe_plan(&plan);
-    stream(args, &plan, &runtime_config).await
+    stream(args, &plan, &client).await
 }
 
 /// One line per relay and why it was chosen, on stderr.
@@ -151,8 +150,8 @@ struct Tally {
     failure: Option<String>,
 }
 
-async fn stream(args: &Args, plan: &RoutePlan, cfg: &RuntimeConfig) -> anyhow::Result<ExitCode> {
-    let (feed, mut events) = start_route(plan, cfg);
+async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Result<ExitCode> {
+    let (feed, mut events) = client.route(plan);
     let mut tally: BTreeMap<String, Tally> = plan
         .urls()
         .map(|u| (u.to_string(), Tally::default()))

@@ -167,8 +167,8 @@ pub struct SocketArgs {
 }
 
 impl SocketArgs {
-    /// The sockets every purpose of this run shares.
-    pub fn sockets(&self) -> outbox_runtime::Sockets {
+    /// The socket budget every purpose of this run shares.
+    pub fn budget(&self) -> outbox_runtime::SocketBudget {
         let mut budget = match self.profile {
             Profile::Desktop => outbox_runtime::SocketBudget::desktop(),
             Profile::Mobile => outbox_runtime::SocketBudget::mobile(),
@@ -178,7 +178,7 @@ impl SocketArgs {
             budget.max_sockets = Some(max);
             budget.reserve = budget.reserve.min(max / 2).max(1);
         }
-        outbox_runtime::Sockets::new(budget)
+        budget
     }
 }
 
@@ -361,12 +361,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         fallback_relays: args.fallback_relays.clone(),
         eose_race: args.eose_race,
         indexers: indexers.clone(),
-        auth,
         kinds: args.kinds.iter().map(|k| Kind::from(*k)).collect(),
         paid_relays: canonical_relays(&policy, &args.paid_relays, "paid relay")?,
-        sockets: args.sockets.sockets(),
         ..defaults
     };
+    let client = outbox_runtime::Client::with(runtime_config, args.sockets.budget(), auth);
 
     // The relays the reader's kind:3 names beside each follow: hints, used when the config
     // says `hints = true`.
@@ -381,7 +380,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             let filter = Filter::new()
                 .author(reader)
                 .kinds([Kind::ContactList, Kind::BlockedRelays]);
-            let asked = outbox_runtime::lookup(&lookup, &filter, &runtime_config).await;
+            let asked = client.lookup(&lookup, &filter).await;
             let found = &asked.events;
             let newest_of = |kind: Kind| found.iter().find(|e| e.kind == kind);
             if let Some(blocked) = newest_of(Kind::BlockedRelays) {
@@ -393,7 +392,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                 config.url_policy = config.url_policy.denying(blocked);
             }
             let Some(newest) = newest_of(Kind::ContactList) else {
-                let why = lookup_failures(&asked, runtime_config.auth.is_some());
+                let why = lookup_failures(&asked, client.signer().is_some());
                 if asked.answered() == 0 {
                     bail!(
                         "could not learn the follows of {npub}: no relay answered: {}",
@@ -414,7 +413,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => read_follows(&args.follows)?,
     };
-    if let Some(keys) = &runtime_config.auth {
+    if let Some(keys) = client.signer() {
         crate::secret::refuse_public(keys, key_file, "a follow's", &follows)?;
     }
     if follows.is_empty() {
@@ -439,7 +438,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         input.store = store.clone();
     }
 
-    let (handle, mut events) = outbox_runtime::start(input, runtime_config).await;
+    let (handle, mut events) = client.feed(input).await;
     let mut drain = Drain::new()?;
     let shutdown = || handle.request_shutdown();
     while let Some(event) = drain.next(&mut events, shutdown).await {

@@ -134,7 +134,7 @@ impl Coordinator {
                 let refusal = Refusal::of(&message);
                 let signed_in = self.tally.auth.contains_key(url);
                 if signed_in || refusal == Refusal::SignIn {
-                    let outcome = if self.cfg.auth.is_some() {
+                    let outcome = if self.client.signer().is_some() {
                         AuthOutcome::Failed(message.clone())
                     } else {
                         AuthOutcome::NoKeys
@@ -156,7 +156,7 @@ impl Coordinator {
                 // reader (restricted, blocked, still refused after signing in) is learned as
                 // not answering: it delivers nothing to us.
                 let (until, learned) = match refusal {
-                    Refusal::SignIn if self.cfg.auth.is_none() => (
+                    Refusal::SignIn if self.client.signer().is_none() => (
                         self.penalties
                             .needs_sign_in(url, &message, now, &self.cfg.penalty),
                         Learned::Refusal,

@@ -36,10 +36,10 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::config::RuntimeConfig;
-use crate::nip11::Nip11Cache;
 use crate::penalty::PenaltyBox;
 use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
+use crate::Client;
 use crate::{
     AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeSummary,
     RelayOutcome, Status,
@@ -66,22 +66,21 @@ const REPORT_CAPACITY: usize = 1024;
 
 pub(crate) fn spawn(
     input: FeedInput,
-    config: RuntimeConfig,
+    client: Client,
     stats: DeliveryStats,
     places: crate::Places,
 ) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
-    let (out_tx, out_rx) = mpsc::channel(config.channel_capacity.max(1));
+    let (out_tx, out_rx) = mpsc::channel(client.config().channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let reader_relays = input.reader_relays.clone();
-    let route_config = config.clone();
-    let mut coordinator = Coordinator::new(input, config, stats, out_tx);
+    let mut coordinator = Coordinator::new(input, client.clone(), stats, out_tx);
     coordinator.tally.places = places;
     let task = tokio::spawn(coordinator.run(control_rx));
     (
         FeedHandle {
             control: control_tx,
             task,
-            config: route_config,
+            client,
             reader_relays,
         },
         out_rx,
@@ -149,7 +148,10 @@ struct Tally {
 }
 
 struct Coordinator {
+    /// The client's knobs (`client.config()`, kept at hand).
     cfg: Arc<RuntimeConfig>,
+    /// Its sockets, signer and relay documents, lent to every slot.
+    client: Client,
     /// The strategy, with the URL policy every URL of the feed goes through.
     router: Router,
     follows: Vec<PublicKey>,
@@ -189,8 +191,6 @@ struct Coordinator {
     lists_race_at: Option<Instant>,
     /// With `once` and a deadline: when the run ends, whatever is still pending.
     deadline_at: Option<Instant>,
-    /// Relay documents (NIP-11), shared by every slot.
-    nip11: Arc<Nip11Cache>,
     /// A `--once` run waits for the current plan's relays before re-planning (see `penalise`).
     wave_replan: bool,
     /// Every relay a slot was opened for in this run (feed or lookup): never probed.
@@ -211,7 +211,7 @@ impl Coordinator {
 
     fn new(
         input: FeedInput,
-        cfg: RuntimeConfig,
+        client: Client,
         mut stats: DeliveryStats,
         out: mpsc::Sender<FeedEvent>,
     ) -> Self {
@@ -225,6 +225,7 @@ impl Coordinator {
             monitor_relays: _,
             hints,
         } = input;
+        let cfg = client.config_arc();
         let policy = router.policy();
         let canonical_readers = canonical_list(policy, &reader_relays, "reader relay");
         let fallback_relays = canonical_list(policy, &cfg.fallback_relays, "fallback relay");
@@ -234,7 +235,8 @@ impl Coordinator {
         let (reports_tx, reports) = mpsc::channel(REPORT_CAPACITY);
         let mut me = Self {
             seen: Dedup::new(cfg.dedup_capacity),
-            cfg: Arc::new(cfg),
+            cfg,
+            client,
             router,
             follow_set: follows.iter().copied().collect(),
             follows,
@@ -262,7 +264,6 @@ impl Coordinator {
             race_at: None,
             lists_race_at: None,
             deadline_at: None,
-            nip11: Arc::new(Nip11Cache::new()),
             wave_replan: false,
             dialled: HashSet::new(),
             probing: None,
@@ -351,8 +352,7 @@ impl Coordinator {
             let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
             self.tasks.spawn(run_slot(
                 Arc::from(url),
-                self.cfg.clone(),
-                self.nip11.clone(),
+                self.client.clone(),
                 rx,
                 self.reports_tx.clone(),
                 seed,

@@ -48,7 +48,7 @@ impl Coordinator {
         );
         Some(Probing::start(
             &plan,
-            &self.cfg,
+            &self.client,
             self.router.max_connections(),
             &self.cfg.kinds,
             self.cfg.since.map(|t| t.as_secs()),

@@ -101,7 +101,7 @@ impl Coordinator {
             dropped: self.tally.dropped,
             relays: self.tally.relays,
             probes: self.tally.probes,
-            sockets: self.cfg.sockets.stats(),
+            sockets: self.client.sockets().stats(),
             places: self.tally.places,
             stats: self.stats,
             penalties: self.penalties,

@@ -1,7 +1,7 @@
 //! NIP-42 sign-in on the open socket.
 //!
 //! The slot remembers the relay's latest `["AUTH", challenge]` and answers it only when a REQ is
-//! refused with `auth-required:` and [`RuntimeConfig::auth`] holds keys: a relay that serves
+//! refused with `auth-required:` and the client has a signer ([`Client::signer`](crate::Client::signer)): a relay that serves
 //! anonymous readers never learns who reads. It then signs a kind:22242 event (tags `relay`, this
 //! slot's URL, and `challenge`), sends it to this relay alone, holds every page until the relay's
 //! `OK` for it (within the EOSE timeout) and sends the refused pages again, once. A relay that
@@ -155,7 +155,7 @@ impl Slot {
     /// for one (within the EOSE timeout).
     async fn send_auth(&mut self, ws: &mut Socket) -> Result<(), Failure> {
         let deadline = crate::deadline::after(self.cfg.eose_timeout);
-        let Some(keys) = self.cfg.auth.as_ref() else {
+        let Some(keys) = self.client.signer() else {
             self.sign_in.state = State::Failed("no keys to sign in with".into());
             return Ok(());
         };

@@ -13,10 +13,12 @@ impl Slot {
         if !cfg.enabled {
             return None;
         }
-        let (cache, url, cfg) = (self.nip11.clone(), self.url.clone(), cfg.clone());
-        let sockets = self.cfg.sockets.clone();
+        let (client, url, cfg) = (self.client.clone(), self.url.clone(), cfg.clone());
         Some(tokio::spawn(async move {
-            cache.limits(&url, &cfg, &sockets).await
+            client
+                .documents()
+                .limits(&url, &cfg, client.sockets())
+                .await
         }))
     }
 
@@ -31,8 +33,11 @@ impl Slot {
             }
             let started = Instant::now();
             let mut document = self.start_nip11();
-            let (cfg, url) = (self.cfg.clone(), self.url.clone());
-            let connect = async move { cfg.sockets.link(&url, Role::Feed, cfg.dial()).await };
+            let (client, url) = (self.client.clone(), self.url.clone());
+            let connect = async move {
+                let dial = client.config().dial();
+                client.sockets().link(&url, Role::Feed, dial).await
+            };
             tokio::pin!(connect);
             let connected = loop {
                 tokio::select! {
@@ -65,7 +70,8 @@ impl Slot {
                         // Every purpose on the socket shares the relay's limit.
                         ws.limit_subscriptions(usize::try_from(max).unwrap_or(usize::MAX));
                     }
-                    if let Some(lacking) = Requirement::unmet(&self.limits, &self.url, &self.cfg) {
+                    if let Some(lacking) = Requirement::unmet(&self.limits, &self.url, &self.client)
+                    {
                         // The coordinator leaves it out of the plan and closes this slot.
                         if !self.report(ReportKind::Requires(lacking)).await {
                             return;
@@ -137,7 +143,7 @@ impl Slot {
             .filter(|(_, p)| !p.refused && !p.settled)
             .map(|(k, _)| *k)
             .collect();
-        let mut contention = self.cfg.sockets.contention();
+        let mut contention = self.client.sockets().contention();
         for kind in kinds {
             match self.begin(ws, kind).await {
                 Ok(true) => {}
@@ -223,7 +229,7 @@ impl Slot {
                 // Someone waits for a place: the loop's top gives this one up if it is done.
                 changed = contention.changed(), if answered => {
                     if changed.is_err() {
-                        contention = self.cfg.sockets.contention();
+                        contention = self.client.sockets().contention();
                     }
                 }
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {

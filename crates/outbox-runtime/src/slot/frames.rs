@@ -118,7 +118,7 @@ impl Slot {
                 if !refusal.is_definitive() {
                     return Handled::End(Ended::Failed(Failure::Refused(message)));
                 }
-                let message = if refusal == Refusal::SignIn && self.cfg.auth.is_some() {
+                let message = if refusal == Refusal::SignIn && self.client.signer().is_some() {
                     match self.auth_required(ws, &open, &message).await {
                         // Asked again once signed in.
                         Ok(None) => return Handled::Ok,

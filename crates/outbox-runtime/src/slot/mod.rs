@@ -61,9 +61,9 @@ use tracing::{debug, info, trace, warn, Instrument};
 
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
-use crate::nip11::Nip11Cache;
 use crate::refusal::Refusal;
 pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
+use crate::Client;
 
 mod auth;
 pub(crate) use auth::{auth_event, MAX_CHALLENGE_BYTES};
@@ -186,16 +186,16 @@ impl std::fmt::Display for Failure {
 pub(crate) enum Requirement {
     /// Payment, and the relay is not among [`RuntimeConfig::paid_relays`].
     Payment,
-    /// NIP-42 sign-in, and no keys are configured.
+    /// NIP-42 sign-in, and the client has no signer.
     SignIn,
 }
 
 impl Requirement {
-    /// What the reader lacks, per a relay's limits, under `cfg`.
-    pub(crate) fn unmet(limits: &RelayLimits, url: &str, cfg: &RuntimeConfig) -> Option<Self> {
-        if limits.payment_required && !cfg.paid_relays.iter().any(|p| p == url) {
+    /// What the reader lacks, per a relay's limits, for `client`.
+    pub(crate) fn unmet(limits: &RelayLimits, url: &str, client: &Client) -> Option<Self> {
+        if limits.payment_required && !client.config().paid_relays.iter().any(|p| p == url) {
             Some(Requirement::Payment)
-        } else if limits.auth_required && cfg.auth.is_none() {
+        } else if limits.auth_required && client.signer().is_none() {
             Some(Requirement::SignIn)
         } else {
             None
@@ -352,8 +352,7 @@ enum Ended {
 /// Runs one slot until it is told to shut down or the coordinator goes away.
 pub(crate) async fn run_slot(
     url: Arc<str>,
-    cfg: Arc<RuntimeConfig>,
-    nip11: Arc<Nip11Cache>,
+    client: Client,
     mut commands: mpsc::UnboundedReceiver<SlotCommand>,
     reports: mpsc::Sender<SlotReport>,
     seed: u64,
@@ -362,8 +361,8 @@ pub(crate) async fn run_slot(
     async move {
         let mut slot = Slot {
             url,
-            cfg,
-            nip11,
+            cfg: client.config_arc(),
+            client,
             reports,
             purposes: BTreeMap::new(),
             open: HashMap::new(),
@@ -385,8 +384,10 @@ pub(crate) async fn run_slot(
 
 struct Slot {
     url: Arc<str>,
+    /// The client's knobs (`client.config()`, kept at hand).
     cfg: Arc<RuntimeConfig>,
-    nip11: Arc<Nip11Cache>,
+    /// Its sockets, signer and relay documents.
+    client: Client,
     reports: mpsc::Sender<SlotReport>,
     purposes: BTreeMap<SubKind, Purpose>,
     /// Subscriptions open on the current socket, by number.

@@ -75,10 +75,21 @@ impl Echo {
     }
 }
 
-fn cfg(budget: SocketBudget) -> RuntimeConfig {
-    RuntimeConfig {
+/// Sockets under a budget, dialled with the tests' short timeouts.
+#[derive(Clone)]
+struct Pool {
+    sockets: Sockets,
+}
+
+impl Pool {
+    fn dial(&self) -> Dial {
+        RuntimeConfig::fast_for_tests().dial()
+    }
+}
+
+fn cfg(budget: SocketBudget) -> Pool {
+    Pool {
         sockets: Sockets::new(budget),
-        ..RuntimeConfig::fast_for_tests()
     }
 }
 

@@ -1,0 +1,149 @@
+//! The client handle: what every relay conversation of one client shares.
+//!
+//! A [`Client`] owns the live resources — the sockets (one per relay, one budget for every
+//! connection the client opens, relay documents included), the signer it signs in with, and
+//! the cache of relay documents — beside the knobs ([`RuntimeConfig`], plain data). The feed,
+//! route feeds, lookups, probes, monitors and publishing all borrow it, so two of them running
+//! at once share one socket per relay and stay within one budget. Clones share everything;
+//! [`with_config`](Client::with_config) gives other knobs on the same sockets.
+
+use std::sync::Arc;
+
+use nostr::event::Event;
+use nostr::filter::Filter;
+use nostr::key::Keys;
+use outbox_client::routes::RoutePlan;
+use tokio::sync::mpsc;
+
+use crate::config::RuntimeConfig;
+use crate::nip11::Nip11Cache;
+use crate::publish::{PublishConfig, PublishReport};
+use crate::query::Lookup;
+use crate::route_feed::{RouteEvent, RouteFeed};
+use crate::sockets::{SocketBudget, Sockets};
+use crate::{FeedEvent, FeedHandle, FeedInput};
+
+/// One client's sockets, signer, relay documents and knobs (see the [module docs](self)).
+#[derive(Clone)]
+pub struct Client {
+    config: Arc<RuntimeConfig>,
+    shared: Arc<Shared>,
+}
+
+/// What clones of a client share whatever their knobs.
+struct Shared {
+    sockets: Sockets,
+    signer: Option<Keys>,
+    documents: Nip11Cache,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `Keys`' `Debug` shows only the public key.
+        f.debug_struct("Client")
+            .field("config", &self.config)
+            .field("sockets", &self.shared.sockets)
+            .field("signer", &self.shared.signer)
+            .finish()
+    }
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Self::new(RuntimeConfig::default())
+    }
+}
+
+impl Client {
+    /// A client with `config`'s knobs, the desktop socket budget and no signer.
+    pub fn new(config: RuntimeConfig) -> Self {
+        Self::with(config, SocketBudget::default(), None)
+    }
+
+    /// A client with `config`'s knobs, sockets under `budget`, signing in with `signer` where
+    /// a relay asks (NIP-42). Only a relay that challenged and refused a request ever sees the
+    /// signed AUTH event; without a signer such a relay is set aside as *needs sign-in*.
+    pub fn with(config: RuntimeConfig, budget: SocketBudget, signer: Option<Keys>) -> Self {
+        Self {
+            config: Arc::new(config),
+            shared: Arc::new(Shared {
+                sockets: Sockets::new(budget),
+                signer,
+                documents: Nip11Cache::new(),
+            }),
+        }
+    }
+
+    /// The same sockets, signer and documents, with other knobs.
+    pub fn with_config(&self, config: RuntimeConfig) -> Self {
+        Self {
+            config: Arc::new(config),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The knobs.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The knobs, shared with tasks that outlive a borrow.
+    pub(crate) fn config_arc(&self) -> Arc<RuntimeConfig> {
+        self.config.clone()
+    }
+
+    /// The sockets every conversation of this client shares.
+    pub fn sockets(&self) -> &Sockets {
+        &self.shared.sockets
+    }
+
+    /// The identity it signs in with, if any.
+    pub fn signer(&self) -> Option<&Keys> {
+        self.shared.signer.as_ref()
+    }
+
+    /// The relay documents (NIP-11) this client has read, kept for a while.
+    pub fn documents(&self) -> &Nip11Cache {
+        &self.shared.documents
+    }
+
+    /// Starts a feed ([`crate::start`]).
+    pub async fn feed(&self, input: FeedInput) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+        crate::start(input, self).await
+    }
+
+    /// Starts a route feed over `plan` ([`crate::start_route`]).
+    pub fn route(&self, plan: &RoutePlan) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
+        crate::start_route(plan, self)
+    }
+
+    /// Asks `relays` for `filter` once and says what each did ([`crate::lookup`]).
+    pub async fn lookup(&self, relays: &[String], filter: &Filter) -> Lookup {
+        crate::lookup(relays, filter, self).await
+    }
+
+    /// Asks `relays` for `filter` once ([`crate::fetch_events`]).
+    pub async fn fetch_events(&self, relays: &[String], filter: &Filter) -> Vec<Event> {
+        crate::fetch_events(relays, filter, self).await
+    }
+
+    /// Sends `event` to `targets` ([`crate::publish()`]).
+    pub async fn publish(
+        &self,
+        event: &Event,
+        targets: &[String],
+        cfg: &PublishConfig,
+    ) -> PublishReport {
+        crate::publish::publish(event, targets, self, cfg).await
+    }
+
+    /// Sends `event` to the `targets` that lack it ([`crate::rebroadcast`]).
+    pub async fn rebroadcast(
+        &self,
+        event: &Event,
+        targets: &[String],
+        cfg: &PublishConfig,
+    ) -> PublishReport {
+        crate::publish::rebroadcast(event, targets, self, cfg).await
+    }
+}
