@@ -67,7 +67,7 @@ impl Client {
         Self {
             config: Arc::new(config),
             shared: Arc::new(Shared {
-                sockets: Sockets::new(budget),
+                sockets: Sockets::signing(budget, signer.clone()),
                 signer,
                 documents: Nip11Cache::new(),
             }),

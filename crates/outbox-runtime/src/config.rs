@@ -148,6 +148,7 @@ impl RuntimeConfig {
             connect_timeout: self.connect_timeout,
             shutdown_grace: self.shutdown_grace,
             hard_frame_limit: self.hard_frame_limit,
+            sign_in_timeout: self.eose_timeout,
         }
     }
 

@@ -40,8 +40,9 @@
 //!   that will not serve the reader (`restricted:`, `blocked:`) is learned as not answering.
 //!   Lookups say what each relay did ([`lookup`], [`LookupOutcome`]).
 //! - **Sign-in**: with a signer ([`Client::with`]), a relay that answers `auth-required:` gets a
-//!   NIP-42 AUTH event (for its own URL and challenge) and is asked again once; only if that
-//!   fails is it set aside ([`FeedSummary::auth`], [`Status::Authenticated`]).
+//!   NIP-42 AUTH event (for its own URL and challenge), signed once per connection for every
+//!   purpose on it, and is asked again once; only if that fails is it set aside
+//!   ([`FeedSummary::auth`], [`Status::Authenticated`]).
 //! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
 //!   builds one [`RoundReport`](outbox_core::stats::RoundReport) — per asked relay, whether it
 //!   answered and how many distinct events it returned for each author it was asked about — and

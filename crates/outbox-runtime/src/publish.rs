@@ -24,7 +24,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::refusal::Refusal;
 use crate::signin::{SignIn, Step};
-use crate::sockets::{Link as Socket, Role};
+use crate::sockets::{Link as Socket, Read, Role};
 use crate::Client;
 
 /// Attempts per relay (the first included) for retryable outcomes.
@@ -379,7 +379,7 @@ async fn attempt(
         Ok(ws) => ws,
         Err(why) => return (PublishOutcome::ConnectFailed, why.to_string()),
     };
-    let result = exchange(&mut ws, url, event, client, cfg).await;
+    let result = exchange(&mut ws, event, client, cfg).await;
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     result
 }
@@ -392,7 +392,6 @@ async fn send(ws: &mut Socket, msg: ClientMessage<'_>) -> Result<(), (PublishOut
 
 async fn exchange(
     ws: &mut Socket,
-    url: &str,
     event: &Event,
     client: &Client,
     cfg: &PublishConfig,
@@ -401,7 +400,7 @@ async fn exchange(
         return e;
     }
     let mut ok_deadline = crate::deadline::after(cfg.ok_timeout);
-    let mut sign_in = SignIn::new(client.signer(), url);
+    let mut sign_in = SignIn::new(client.signer().is_some());
     loop {
         let text = match timeout_at(ok_deadline, ws.recv()).await {
             Err(_) if sign_in.waiting() => {
@@ -415,47 +414,65 @@ async fn exchange(
                 )
             }
             Ok(Some(Err(e))) => return (PublishOutcome::Timeout, format!("socket error: {e}")),
-            Ok(Some(Ok(Message::Text(text)))) => text,
-            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Ok(Read::Frame(Message::Text(text))))) => text,
+            Ok(Some(Ok(Read::SignedIn(result)))) => {
+                let step = sign_in.answered(result);
+                match signed_in(ws, step, event, &mut ok_deadline, cfg).await {
+                    Some(ended) => return ended,
+                    None => continue,
+                }
+            }
+            Ok(Some(Ok(Read::Frame(_)))) => continue,
         };
         if text.len() > client.config().max_message_bytes {
             continue;
         }
         let step = match RelayMessage::from_json(text.as_str()) {
-            Ok(RelayMessage::Auth { challenge }) => sign_in.challenge(&challenge),
             Ok(RelayMessage::Ok {
                 event_id,
                 status,
                 message,
-            }) => match sign_in.ok(&event_id, status, &message) {
-                Some(step) => step,
-                None if event_id != event.id => continue,
-                None => {
-                    let outcome = PublishOutcome::classify(status, &message);
-                    if outcome != PublishOutcome::AuthRequired {
-                        return (outcome, message.into_owned());
-                    }
-                    sign_in.refused(&message)
+            }) if event_id == event.id => {
+                let outcome = PublishOutcome::classify(status, &message);
+                if outcome != PublishOutcome::AuthRequired {
+                    return (outcome, message.into_owned());
                 }
-            },
+                sign_in.refused(&message)
+            }
             _ => continue,
         };
-        match step {
-            Step::Wait => {}
-            Step::Send(auth) => {
-                if let Err(e) = send(ws, *auth).await {
-                    return e;
-                }
-                ok_deadline = crate::deadline::after(cfg.ok_timeout);
-            }
-            Step::Retry => {
-                if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
-                    return e;
-                }
-                ok_deadline = crate::deadline::after(cfg.ok_timeout);
-            }
-            Step::GiveUp(why) => return (PublishOutcome::AuthRequired, why),
+        if let Some(ended) = signed_in(ws, step, event, &mut ok_deadline, cfg).await {
+            return ended;
         }
+    }
+}
+
+/// Carries out a sign-in step of a publish: asks the socket to sign in, or sends the event
+/// again once signed in (the wait for its `OK` starts anew). `Some`: how the attempt ends.
+async fn signed_in(
+    ws: &mut Socket,
+    step: Step,
+    event: &Event,
+    ok_deadline: &mut Instant,
+    cfg: &PublishConfig,
+) -> Option<(PublishOutcome, String)> {
+    match step {
+        Step::Wait => None,
+        Step::Ask => {
+            if ws.sign_in().is_err() {
+                return Some((PublishOutcome::Timeout, "the connection is closed".into()));
+            }
+            *ok_deadline = crate::deadline::after(cfg.ok_timeout);
+            None
+        }
+        Step::Retry => {
+            if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
+                return Some(e);
+            }
+            *ok_deadline = crate::deadline::after(cfg.ok_timeout);
+            None
+        }
+        Step::GiveUp(why) => Some((PublishOutcome::AuthRequired, why)),
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Used before a feed starts, e.g. to fetch the reader's own kind:3 follow list. Each relay gets
 //! its own task and its own timeouts, so one slow relay costs at most the timeouts; once one
-//! relay answered, the others get [`RuntimeConfig::lookup_grace`] and the lookup ends with what
+//! relay answered, the others get [`RuntimeConfig::lookup_grace`](crate::RuntimeConfig::lookup_grace) and the lookup ends with what
 //! came, so a relay that accepts a socket and never answers costs the grace. A long
 //! author list is asked in chunks that fit relays' message limits (the rules of
 //! `outbox_client::paging`), one after the other on one socket; each chunk reads at most its
@@ -31,6 +31,7 @@ use outbox_client::{paging, paging::RelayLimits};
 
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
+use crate::sockets::{Link, Read};
 use crate::Client;
 
 /// What one relay did with a lookup ([`lookup`]).
@@ -51,7 +52,7 @@ pub enum LookupOutcome {
     /// No answer in time, or the socket ended before it (not escaped).
     Unanswered(String),
     /// Still answering when the lookup ended, another relay having answered
-    /// ([`RuntimeConfig::lookup_grace`]).
+    /// ([`RuntimeConfig::lookup_grace`](crate::RuntimeConfig::lookup_grace)).
     CutOff,
 }
 
@@ -96,7 +97,7 @@ impl Lookup {
 
 /// Asks every relay in `relays` (canonical URLs) for `filter` and returns the verified, matching,
 /// de-duplicated events, newest first. Relays that fail or time out contribute what they sent
-/// before. Once a relay answered every chunk, the rest get [`RuntimeConfig::lookup_grace`].
+/// before. Once a relay answered every chunk, the rest get [`RuntimeConfig::lookup_grace`](crate::RuntimeConfig::lookup_grace).
 /// [`lookup`] says, besides, what each relay did.
 ///
 /// Each author chunk asks `limit` events (the filter's, else [`Paging::page_limit`]) and reads
@@ -210,7 +211,7 @@ async fn ask_one(
         }
     };
     let mut outcome = LookupOutcome::Answered;
-    let mut sign_in = SignIn::new(client.signer(), url);
+    let mut sign_in = SignIn::new(client.signer().is_some());
     let mut rng =
         rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(cfg.seed, i));
     let mut rate_limited = 0u32;
@@ -228,8 +229,17 @@ async fn ask_one(
         let mut read = 0usize;
         let ended = loop {
             let frame = match timeout_at(deadline, ws.recv()).await {
-                Ok(Some(Ok(Message::Text(text)))) => text,
-                Ok(Some(Ok(_))) => continue,
+                Ok(Some(Ok(Read::Frame(Message::Text(text))))) => text,
+                Ok(Some(Ok(Read::SignedIn(result)))) => {
+                    let step = sign_in.answered(result);
+                    match resend(&mut ws, step, &req).await {
+                        Ok(true) => deadline = crate::deadline::after(cfg.eose_timeout),
+                        Ok(false) => {}
+                        Err(ended) => break ended,
+                    }
+                    continue;
+                }
+                Ok(Some(Ok(Read::Frame(_)))) => continue,
                 Ok(Some(Err(e))) => break LookupOutcome::Unanswered(format!("socket error: {e}")),
                 Ok(None) => break LookupOutcome::Unanswered("the connection was lost".into()),
                 Err(_) if sign_in.waiting() => {
@@ -298,32 +308,13 @@ async fn ask_one(
                     tracing::debug!(relay = %url, notice = %notice.chars().take(200).collect::<String>(), refusal = %Refusal::of(&notice), "NOTICE");
                     continue;
                 }
-                Ok(RelayMessage::Auth { challenge }) => sign_in.challenge(&challenge),
-                Ok(RelayMessage::Ok {
-                    event_id,
-                    status,
-                    message,
-                }) => match sign_in.ok(&event_id, status, &message) {
-                    Some(step) => step,
-                    None => continue,
-                },
                 _ => continue,
             };
-            let resend = match step {
-                Step::Wait => continue,
-                Step::Send(auth) => auth.as_json(),
-                Step::Retry => req.as_json(),
-                Step::GiveUp(why) => {
-                    break LookupOutcome::Refused {
-                        refusal: Refusal::SignIn,
-                        message: why,
-                    };
-                }
-            };
-            if ws.send(Message::text(resend)).await.is_err() {
-                break LookupOutcome::Unanswered("the connection was lost".into());
+            match resend(&mut ws, step, &req).await {
+                Ok(true) => deadline = crate::deadline::after(cfg.eose_timeout),
+                Ok(false) => {}
+                Err(ended) => break ended,
             }
-            deadline = crate::deadline::after(cfg.eose_timeout);
         };
         if ended != LookupOutcome::Answered {
             // Refused, timed out or lost: keep what came, ask no more of this relay.
@@ -339,4 +330,23 @@ async fn ask_one(
     }
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     outcome
+}
+
+/// Carries out a sign-in step of a lookup's request: asks the socket to sign in, or sends the
+/// request again once signed in. `Ok(true)`: something went out and the EOSE wait starts
+/// anew; `Err`: how the relay's part of the lookup ends.
+async fn resend(ws: &mut Link, step: Step, req: &ClientMessage<'_>) -> Result<bool, LookupOutcome> {
+    let lost = || LookupOutcome::Unanswered("the connection was lost".into());
+    match step {
+        Step::Wait => Ok(false),
+        Step::Ask => ws.sign_in().map(|()| true).map_err(|_| lost()),
+        Step::Retry => match ws.send(Message::text(req.as_json())).await {
+            Ok(()) => Ok(true),
+            Err(_) => Err(lost()),
+        },
+        Step::GiveUp(why) => Err(LookupOutcome::Refused {
+            refusal: Refusal::SignIn,
+            message: why,
+        }),
+    }
 }

@@ -27,7 +27,7 @@ use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
-use crate::sockets::{Link, Role};
+use crate::sockets::{Link, Read, Role};
 use crate::Client;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
@@ -219,7 +219,13 @@ impl Relay {
     ) -> Option<Ended> {
         let frame = match step {
             Step::Wait => return None,
-            Step::Send(auth) => auth.as_json(),
+            Step::Ask => {
+                if ws.sign_in().is_err() {
+                    return Some(Ended::Lost("the connection is closed".into()));
+                }
+                *eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
+                return None;
+            }
             Step::Retry => req.as_json(),
             Step::GiveUp(why) => return Some(Ended::Refused(format!("closed: {why}"))),
         };
@@ -299,7 +305,7 @@ impl Relay {
         let sub = SubscriptionId::new(self.sub);
         let req = ClientMessage::req(sub.clone(), filters.clone());
         let mut eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
-        let mut sign_in = SignIn::new(self.client.signer(), &self.url);
+        let mut sign_in = SignIn::new(self.client.signer().is_some());
         match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Ended::Lost(format!("sending the REQ failed: {e}")),
@@ -325,8 +331,18 @@ impl Relay {
                 None => break Ended::Lost("no EOSE in time".into()),
                 Some(None) => break Ended::Lost("the relay closed the connection".into()),
                 Some(Some(Err(e))) => break Ended::Lost(format!("socket error: {e}")),
-                Some(Some(Ok(Message::Text(text)))) => text,
-                Some(Some(Ok(_))) => continue,
+                Some(Some(Ok(Read::Frame(Message::Text(text))))) => text,
+                Some(Some(Ok(Read::SignedIn(result)))) => {
+                    let step = sign_in.answered(result);
+                    if let Some(ended) = self
+                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
+                        .await
+                    {
+                        break ended;
+                    }
+                    continue;
+                }
+                Some(Some(Ok(Read::Frame(_)))) => continue,
             };
             if text.len() > self.cfg().max_message_bytes {
                 continue;
@@ -403,29 +419,6 @@ impl Relay {
                         .await
                     {
                         break ended;
-                    }
-                }
-                Ok(RelayMessage::Auth { challenge }) => {
-                    let step = sign_in.challenge(&challenge);
-                    if let Some(ended) = self
-                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
-                        .await
-                    {
-                        break ended;
-                    }
-                }
-                Ok(RelayMessage::Ok {
-                    event_id,
-                    status,
-                    message,
-                }) => {
-                    if let Some(step) = sign_in.ok(&event_id, status, &message) {
-                        if let Some(ended) = self
-                            .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
-                            .await
-                        {
-                            break ended;
-                        }
                     }
                 }
                 _ => {}

@@ -558,3 +558,31 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
         "one socket served both links"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_on_one_socket_sign_in_once() {
+    // NIP-42 authenticates a connection: two lookups refused on one socket share one AUTH.
+    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+        let s = scene(script).await;
+        let filter = Filter::new().author(s.follows[0].public_key());
+        let signed = client(
+            RuntimeConfig {
+                once: true,
+                ..RuntimeConfig::fast_for_tests()
+            },
+            Some(reader_keys()),
+        );
+        let private = std::slice::from_ref(&s.private.url);
+        let (one, two) = tokio::join!(
+            outbox_runtime::fetch_events(private, &filter, &signed),
+            outbox_runtime::fetch_events(private, &filter, &signed)
+        );
+        assert_eq!((one.len(), two.len()), (1, 1), "{script:?}: both signed in");
+        assert_eq!(signed.sockets().stats().dials, 1, "{script:?}: one socket");
+        assert_eq!(
+            s.private.seen().auths.len(),
+            1,
+            "{script:?}: one AUTH for the connection"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! EOSE deadlines), and closing politely.
 
 use super::*;
-use crate::sockets::{DialError, Role};
+use crate::sockets::{DialError, Read, Role};
 
 impl Slot {
     /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
@@ -161,7 +161,6 @@ impl Slot {
                 .open
                 .values()
                 .filter_map(|s| s.page.as_ref().map(|p| p.deadline))
-                .chain(self.sign_in.deadline())
                 .chain(self.paused)
                 .min();
             tokio::select! {
@@ -197,12 +196,18 @@ impl Slot {
                     let text = match frame {
                         None => return Ended::Failed(Failure::Lost("end of stream".into())),
                         Some(Err(e)) => return Ended::Failed(Failure::Lost(e)),
-                        Some(Ok(Message::Text(text))) => text,
-                        Some(Ok(Message::Close(frame))) => {
+                        Some(Ok(Read::SignedIn(result))) => {
+                            match self.signed_in(ws, result).await {
+                                Handled::End(ended) => return ended,
+                                Handled::Ok | Handled::Bad => continue,
+                            }
+                        }
+                        Some(Ok(Read::Frame(Message::Text(text)))) => text,
+                        Some(Ok(Read::Frame(Message::Close(frame)))) => {
                             let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
                             return Ended::Failed(Failure::Lost(format!("closed by relay {why}")));
                         }
-                        Some(Ok(Message::Binary(_))) => {
+                        Some(Ok(Read::Frame(Message::Binary(_)))) => {
                             trace!("dropping binary frame");
                             bad_frames += 1;
                             if !self.report(ReportKind::Dropped { reason: FrameDrop::Unparseable }).await {
@@ -242,12 +247,6 @@ impl Slot {
                             }
                         }
                     }
-                    if self.sign_in.deadline().is_some_and(|d| d <= now) {
-                        match self.sign_in_expired(ws).await {
-                            Handled::End(ended) => return ended,
-                            Handled::Ok | Handled::Bad => continue,
-                        }
-                    }
                     let expired = self
                         .open
                         .values()
@@ -268,7 +267,7 @@ impl Slot {
         self.cfg.once
             && self.open.is_empty()
             && self.paused.is_none()
-            && self.sign_in.deadline().is_none()
+            && !self.sign_in.holds_pages()
             && self.purposes.values().all(|p| p.refused || p.reported)
     }
 

@@ -135,15 +135,8 @@ impl Slot {
                 debug!(notice = %truncate(&notice), %refusal, "NOTICE");
                 Handled::Ok
             }
-            RelayMessage::Auth { challenge } => match self.on_challenge(ws, &challenge).await {
-                Ok(()) => Handled::Ok,
-                Err(f) => Handled::End(Ended::Failed(f)),
-            },
-            RelayMessage::Ok {
-                event_id,
-                status,
-                message,
-            } => self.on_ok(ws, event_id, status, &message).await,
+            // Challenges and the OK to the AUTH event are the socket's (`sockets::auth`); the
+            // slot publishes nothing.
             _ => Handled::Ok,
         }
     }

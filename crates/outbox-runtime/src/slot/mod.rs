@@ -66,7 +66,6 @@ pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
 use crate::Client;
 
 mod auth;
-pub(crate) use auth::{auth_event, MAX_CHALLENGE_BYTES};
 mod connection;
 mod frames;
 mod pages;

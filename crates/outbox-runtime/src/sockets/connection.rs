@@ -15,14 +15,14 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use nostr::key::Keys;
+use nostr::message::RelayMessage;
+
+use super::auth::{Auth, Step};
 use super::{frame, Dial, DialError, Inner, MAX_PENDING_OKS};
 
 /// An open relay socket.
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// The longest `AUTH` frame kept for links that join later (a challenge is at most
-/// [`MAX_CHALLENGE_BYTES`](crate::slot::MAX_CHALLENGE_BYTES), escaped at most six times over).
-const MAX_CHALLENGE_FRAME: usize = 8 * 1024;
 
 /// REQs that wait at once for the relay's subscription limit; past this they are sent anyway
 /// (the relay then refuses or closes what it cannot hold, as it would without the wait).
@@ -31,8 +31,18 @@ const MAX_WAITING_REQS: usize = 1024;
 /// How the reason of a socket a link abandoned starts.
 const ABANDONED: &str = "abandoned: ";
 
-/// What a link reads: a frame, or how the socket ended.
-pub(crate) type Incoming = Result<Message, String>;
+/// What a link reads: a frame or the answer to its sign-in, or how the socket ended.
+pub(crate) type Incoming = Result<Read, String>;
+
+/// Something for a link to read.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// A frame from the relay.
+    Frame(Message),
+    /// How the connection's sign-in ended, for a link that asked
+    /// ([`Link::sign_in`](super::Link::sign_in)).
+    SignedIn(Result<(), String>),
+}
 
 /// A subscription a frame opens (`REQ`) or closes (`CLOSE`), by its id on the wire.
 pub(crate) enum Sub {
@@ -62,6 +72,8 @@ pub(crate) enum Command {
     Detach { link: u64, kill: Option<String> },
     /// Close now if no link uses the socket: someone waits for its place.
     CloseIdle,
+    /// A link asks to be signed in (NIP-42); the answer comes as [`Read::SignedIn`].
+    SignIn { link: u64 },
 }
 
 pub(super) struct Connection {
@@ -74,9 +86,8 @@ pub(super) struct Connection {
     /// Event id → the link that sent it, oldest first in `ok_order`.
     oks: HashMap<String, u64>,
     ok_order: VecDeque<String>,
-    /// The relay's latest `AUTH` challenge, handed to links that join later: a relay sends it
-    /// once per connection, and each link signs in for itself.
-    challenge: Option<Message>,
+    /// The connection's sign-in, shared by every link on it.
+    auth: Auth,
     /// Subscriptions open on the relay, by wire id, with the link that opened them.
     open: HashMap<String, u64>,
     /// The relay's subscription limit, once a link read it.
@@ -98,10 +109,12 @@ impl Connection {
         url: String,
         socket: u64,
         dial: Dial,
+        signer: Option<Keys>,
         idle: Duration,
         pool: Weak<Inner>,
     ) -> Self {
         Self {
+            auth: Auth::new(signer, dial.sign_in_timeout),
             url,
             socket,
             dial,
@@ -110,7 +123,6 @@ impl Connection {
             links: HashMap::new(),
             oks: HashMap::new(),
             ok_order: VecDeque::new(),
-            challenge: None,
             open: HashMap::new(),
             max_subs: None,
             waiting: VecDeque::new(),
@@ -189,6 +201,14 @@ impl Connection {
                             return None;
                         }
                     }
+                    Some(Command::SignIn { link }) => {
+                        // Not open yet: nothing to sign; the link asks again once it is.
+                        if let Some(i) = waiting.iter().position(|(l, _, _)| *l == link) {
+                            let _ = waiting[i].1.try_send(Ok(Read::SignedIn(Err(
+                                "the connection is not open yet".into(),
+                            ))));
+                        }
+                    }
                     Some(Command::Send { .. } | Command::CloseIdle | Command::Limit { .. }) => {}
                     None => return None,
                 },
@@ -225,13 +245,11 @@ impl Connection {
         let mut close_when_unused = false;
         loop {
             let idle_at = unused_since.map(|t| crate::deadline::offset(t, self.idle));
+            let auth_at = self.auth.deadline();
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(Command::Attach { link, frames, ready }) => {
                         if ready.send(Ok(())).is_ok() {
-                            if let Some(challenge) = &self.challenge {
-                                let _ = frames.try_send(Ok(challenge.clone()));
-                            }
                             self.links.insert(link, frames);
                             unused_since = None;
                         }
@@ -256,6 +274,7 @@ impl Connection {
                     Some(Command::Detach { link, kill }) => {
                         self.links.remove(&link);
                         self.forget_oks(link);
+                        self.auth.forget(link);
                         if kill.is_none() {
                             if let Err(e) = self.close_subs_of(ws, link).await {
                                 return End::Broken(format!("sending failed: {e}"));
@@ -277,6 +296,12 @@ impl Connection {
                         }
                         close_when_unused = true;
                     }
+                    Some(Command::SignIn { link }) => {
+                        let step = self.auth.ask(link, &self.url);
+                        if let Err(e) = self.sign_in(ws, step).await {
+                            return End::Broken(format!("sending failed: {e}"));
+                        }
+                    }
                     None => return End::Quiet,
                 },
                 frame = ws.next() => match frame {
@@ -288,6 +313,12 @@ impl Connection {
                         return End::Broken(format!("closed by relay {why}"));
                     }
                     Some(Ok(Message::Text(text))) => {
+                        if let Some(step) = self.auth_frame(text.as_str()) {
+                            if let Err(e) = self.sign_in(ws, step).await {
+                                return End::Broken(format!("sending failed: {e}"));
+                            }
+                            continue;
+                        }
                         let freed = self.route(text.as_str(), Message::Text(text.clone())).await;
                         if freed {
                             if let Err(e) = self.flush(ws).await {
@@ -300,6 +331,12 @@ impl Connection {
                 },
                 _ = sleep_until(idle_at.unwrap_or_else(Instant::now)), if idle_at.is_some() => {
                     return End::Quiet;
+                }
+                _ = sleep_until(auth_at.unwrap_or_else(Instant::now)), if auth_at.is_some() => {
+                    let step = self.auth.expired();
+                    if let Err(e) = self.sign_in(ws, step).await {
+                        return End::Broken(format!("sending failed: {e}"));
+                    }
                 }
             }
         }
@@ -400,10 +437,6 @@ impl Connection {
                 }
             }
             Some(("OK", Some(id))) => self.oks.get(&text[id]).map(|link| (*link, msg.clone())),
-            Some(("AUTH", Some(_))) if text.len() <= MAX_CHALLENGE_FRAME => {
-                self.challenge = Some(msg.clone());
-                None
-            }
             _ => None,
         };
         match target {
@@ -413,11 +446,54 @@ impl Connection {
         freed
     }
 
+    /// The sign-in's part of a text frame: a challenge, or the `OK` for our AUTH event (which
+    /// no link sent, so none reads it). `None`: the frame is for the links.
+    fn auth_frame(&mut self, text: &str) -> Option<Step> {
+        match frame::head(text)? {
+            ("AUTH", _) => match RelayMessage::from_json(text) {
+                Ok(RelayMessage::Auth { challenge }) => {
+                    Some(self.auth.challenge(&challenge, &self.url))
+                }
+                _ => None,
+            },
+            ("OK", Some(id)) if self.auth.awaits(&text[id.clone()]) => {
+                match RelayMessage::from_json(text) {
+                    Ok(RelayMessage::Ok {
+                        status, message, ..
+                    }) => Some(self.auth.ok(status, &message)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Carries out a sign-in step: the AUTH frame to the relay, or the answer to the links
+    /// that asked.
+    async fn sign_in(
+        &mut self,
+        ws: &mut Socket,
+        step: Step,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        match step {
+            Step::Wait => Ok(()),
+            Step::Send(msg) => ws.send(msg).await,
+            Step::Answer(links, result) => {
+                for link in links {
+                    if let Some(frames) = self.links.get(&link) {
+                        let _ = frames.send(Ok(Read::SignedIn(result.clone()))).await;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
     async fn deliver(&mut self, link: u64, msg: Message) {
         let Some(frames) = self.links.get(&link) else {
             return;
         };
-        if frames.send(Ok(msg)).await.is_err() {
+        if frames.send(Ok(Read::Frame(msg))).await.is_err() {
             self.links.remove(&link);
             self.forget_oks(link);
         }
@@ -426,7 +502,7 @@ impl Connection {
     async fn broadcast(&mut self, msg: Message) {
         let mut gone = Vec::new();
         for (link, frames) in &self.links {
-            if frames.send(Ok(msg.clone())).await.is_err() {
+            if frames.send(Ok(Read::Frame(msg.clone()))).await.is_err() {
                 gone.push(*link);
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::connection::{Command, Incoming, Sub};
+use super::connection::{Command, Incoming, Read, Sub};
 use super::{frame, Inner};
 
 /// The socket is gone (closed by the relay, failed, or abandoned by another link).
@@ -90,9 +90,20 @@ impl Link {
         let _ = self.commands.send(Command::Limit { max });
     }
 
-    /// The next frame for this link; `None` once the socket ended. An error says how it ended.
-    pub(crate) async fn recv(&mut self) -> Option<Result<Message, String>> {
+    /// The next frame (or sign-in answer) for this link; `None` once the socket ended. An
+    /// error says how it ended.
+    pub(crate) async fn recv(&mut self) -> Option<Result<Read, String>> {
         self.frames.recv().await
+    }
+
+    /// Asks the socket to sign in (NIP-42), after the relay refused this link a request with
+    /// `auth-required:`. The answer is read like a frame, as [`Read::SignedIn`]: at once when
+    /// the connection already signed in (or failed to), else when the relay answered the
+    /// AUTH event, which the socket sends once for every link that asks.
+    pub(crate) fn sign_in(&mut self) -> Result<(), LinkClosed> {
+        self.commands
+            .send(Command::SignIn { link: self.link })
+            .map_err(|_| LinkClosed)
     }
 
     /// Leaves the socket politely (the link's subscriptions should be closed first).

@@ -15,14 +15,17 @@
 //!
 //! On a shared socket each link sees only its own traffic: subscription ids are suffixed with
 //! the link's number on the way out (`outbox-feed-3~2`) and the suffix is taken off on the way
-//! back, so two links may use the same ids; `OK` goes to the link that sent the event; `AUTH`
-//! challenges, `NOTICE`s and frames for ids no link issued go to every link, which treats them
-//! as it would on a socket of its own. A link that finds the relay misbehaving
+//! back, so two links may use the same ids; `OK` goes to the link that sent the event;
+//! `NOTICE`s and frames for ids no link issued go to every link, which treats them as it would
+//! on a socket of its own. Sign-in (NIP-42) is the socket's, not a link's: a link refused with
+//! `auth-required:` asks the socket (`Link::sign_in`), which signs the relay's challenge once
+//! for every link on it (`auth`). A link that finds the relay misbehaving
 //! (`Link::abandon`) ends the socket for every link on it.
 //!
 //! The one lock here guards the table of sockets; it is never held across an `.await` nor
 //! while calling code that takes another lock.
 
+mod auth;
 mod connection;
 mod frame;
 mod link;
@@ -33,6 +36,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+pub use auth::MAX_CHALLENGE_BYTES;
+pub(crate) use connection::Read;
 pub(crate) use link::Link;
 
 /// Event ids awaiting an `OK` that one socket remembers, across its links; the oldest are
@@ -53,6 +58,8 @@ pub(crate) struct Dial {
     pub shutdown_grace: Duration,
     /// A frame or message above this kills the connection.
     pub hard_frame_limit: usize,
+    /// How long a sign-in may wait for the relay's challenge, then for its `OK`.
+    pub sign_in_timeout: Duration,
 }
 
 /// How many sockets a client may hold, and how long an unused one stays open.
@@ -183,6 +190,8 @@ impl Default for Sockets {
 
 pub(crate) struct Inner {
     budget: SocketBudget,
+    /// Signs the connections in where a link asks (NIP-42): the client's signer.
+    signer: Option<nostr::key::Keys>,
     table: Mutex<Table>,
     /// Woken whenever a socket opens, falls unused or ends: a waiting link may join it, have
     /// it closed, or take its place.
@@ -258,11 +267,17 @@ enum Step {
 }
 
 impl Sockets {
-    /// No sockets yet.
+    /// No sockets yet, and no signer: a link that asks to sign in is told there is no key.
     pub fn new(budget: SocketBudget) -> Self {
+        Self::signing(budget, None)
+    }
+
+    /// No sockets yet; each signs in with `signer` once a link asks.
+    pub(crate) fn signing(budget: SocketBudget, signer: Option<nostr::key::Keys>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 budget,
+                signer,
                 table: Mutex::new(Table::default()),
                 freed: Notify::new(),
                 waiting: watch::Sender::new(0),
@@ -340,6 +355,7 @@ impl Sockets {
                             url.to_string(),
                             socket,
                             dial,
+                            self.inner.signer.clone(),
                             self.inner.budget.idle,
                             Arc::downgrade(&self.inner),
                         );

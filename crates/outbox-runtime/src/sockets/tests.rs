@@ -95,7 +95,7 @@ fn cfg(budget: SocketBudget) -> Pool {
 
 async fn text(link: &mut Link) -> String {
     match timeout(Duration::from_secs(2), link.recv()).await {
-        Ok(Some(Ok(Message::Text(t)))) => t.to_string(),
+        Ok(Some(Ok(Read::Frame(Message::Text(t))))) => t.to_string(),
         other => panic!("no frame: {other:?}"),
     }
 }
@@ -440,7 +440,7 @@ async fn many_short_links_through_a_small_budget_never_wait_for_the_idle_timer()
             let event = format!(r#"["EVENT",{{"id":"e{i}","kind":1}}]"#);
             link.send(Message::text(event)).await.unwrap();
             match link.recv().await {
-                Some(Ok(Message::Text(t))) => t.to_string(),
+                Some(Ok(Read::Frame(Message::Text(t)))) => t.to_string(),
                 other => panic!("no OK: {other:?}"),
             }
         }));
