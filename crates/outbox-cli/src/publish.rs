@@ -103,9 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let report = if args.rebroadcast {
-        runtime.block_on(client.rebroadcast(&event, &targets, &cfg))
+        runtime.block_on(outbox_runtime::rebroadcast(&event, &targets, &client, &cfg))
     } else {
-        runtime.block_on(client.publish(&event, &targets, &cfg))
+        runtime.block_on(outbox_runtime::publish(&event, &targets, &client, &cfg))
     };
     print(&event, &report, args.common.json())?;
     if args.learn {

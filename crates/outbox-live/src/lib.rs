@@ -584,9 +584,8 @@ pub async fn run_live(
             let run_started = Instant::now();
             // A client of its own per session: its sockets' peak is the session's, and no
             // socket a previous session left idle is reused.
-            let (handle, rx) = outbox_runtime::Client::with(runtime, cfg.budget, None)
-                .feed(input)
-                .await;
+            let session_client = outbox_runtime::Client::with(runtime, cfg.budget, None);
+            let (handle, rx) = outbox_runtime::start(input, &session_client).await;
             let got = collect(rx, &rekeyed, world.events().len(), run_started).await;
             let summary = handle.wait().await;
             let live = score_delivered(&sim, &got.delivered, s, &[Window::Y1]).remove(0);

@@ -2,26 +2,20 @@
 //!
 //! A [`Client`] owns the live resources — the sockets (one per relay, one budget for every
 //! connection the client opens, relay documents included), the signer it signs in with, and
-//! the cache of relay documents — beside the knobs ([`RuntimeConfig`], plain data). The feed,
-//! route feeds, lookups, probes, monitors and publishing all borrow it, so two of them running
-//! at once share one socket per relay and stay within one budget. Clones share everything;
+//! the cache of relay documents — beside the knobs ([`RuntimeConfig`], plain data). The feed
+//! ([`start`](crate::start)), route feeds ([`start_route`](crate::start_route)), lookups
+//! ([`lookup`](crate::lookup)), probes, monitors and publishing ([`publish`](crate::publish()))
+//! all borrow it, so two of them running at once share one socket per relay and stay within
+//! one budget. Clones share everything;
 //! [`with_config`](Client::with_config) gives other knobs on the same sockets.
 
 use std::sync::Arc;
 
-use nostr::event::Event;
-use nostr::filter::Filter;
 use nostr::key::Keys;
-use outbox_client::routes::RoutePlan;
-use tokio::sync::mpsc;
 
 use crate::config::RuntimeConfig;
 use crate::nip11::Nip11Cache;
-use crate::publish::{PublishConfig, PublishReport};
-use crate::query::Lookup;
-use crate::route_feed::{RouteEvent, RouteFeed};
 use crate::sockets::{SocketBudget, Sockets};
-use crate::{FeedEvent, FeedHandle, FeedInput};
 
 /// One client's sockets, signer, relay documents and knobs (see the [module docs](self)).
 #[derive(Clone)]
@@ -105,45 +99,5 @@ impl Client {
     /// The relay documents (NIP-11) this client has read, kept for a while.
     pub fn documents(&self) -> &Nip11Cache {
         &self.shared.documents
-    }
-
-    /// Starts a feed ([`crate::start`]).
-    pub async fn feed(&self, input: FeedInput) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
-        crate::start(input, self).await
-    }
-
-    /// Starts a route feed over `plan` ([`crate::start_route`]).
-    pub fn route(&self, plan: &RoutePlan) -> (RouteFeed, mpsc::Receiver<RouteEvent>) {
-        crate::start_route(plan, self)
-    }
-
-    /// Asks `relays` for `filter` once and says what each did ([`crate::lookup`]).
-    pub async fn lookup(&self, relays: &[String], filter: &Filter) -> Lookup {
-        crate::lookup(relays, filter, self).await
-    }
-
-    /// Asks `relays` for `filter` once ([`crate::fetch_events`]).
-    pub async fn fetch_events(&self, relays: &[String], filter: &Filter) -> Vec<Event> {
-        crate::fetch_events(relays, filter, self).await
-    }
-
-    /// Sends `event` to `targets` ([`crate::publish()`]).
-    pub async fn publish(
-        &self,
-        event: &Event,
-        targets: &[String],
-        cfg: &PublishConfig,
-    ) -> PublishReport {
-        crate::publish::publish(event, targets, self, cfg).await
-    }
-
-    /// Sends `event` to the `targets` that lack it ([`crate::rebroadcast`]).
-    pub async fn rebroadcast(
-        &self,
-        event: &Event,
-        targets: &[String],
-        cfg: &PublishConfig,
-    ) -> PublishReport {
-        crate::publish::rebroadcast(event, targets, self, cfg).await
     }
 }

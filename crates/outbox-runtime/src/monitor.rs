@@ -9,8 +9,8 @@ use nostr::key::PublicKey;
 use outbox_client::MonitorReport;
 use outbox_core::{RawRelayList, UrlPolicy};
 
+use crate::client::Client;
 use crate::query::fetch_events;
-use crate::Client;
 
 /// Relays named in one REQ's `#d` list (each asked in two spellings, see
 /// [`fetch_monitor_reports`]).

@@ -320,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn a_document_waits_for_a_place_and_blames_no_relay_when_none_frees() {
         let cache = Nip11Cache::new();
-        let sockets = Sockets::new(crate::SocketBudget {
+        let sockets = Sockets::new(crate::sockets::SocketBudget {
             max_sockets: Some(1),
             reserve: 1,
             idle: Duration::from_secs(1),
@@ -348,7 +348,7 @@ mod tests {
     #[tokio::test]
     async fn answers_are_cached_and_failures_too() {
         let cache = Nip11Cache::new();
-        let sockets = Sockets::new(crate::SocketBudget::unbounded());
+        let sockets = Sockets::new(crate::sockets::SocketBudget::unbounded());
         let cfg = Nip11Config {
             timeout: Duration::from_millis(300),
             ..Nip11Config::default()

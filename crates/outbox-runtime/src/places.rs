@@ -9,12 +9,7 @@
 //! subscriptions open for live notes, routes nothing and the reader's relays carry every
 //! follow; a one-shot run keeps its whole routed budget and time-shares the places (a slot
 //! that has answered everything gives its place to one waiting: see the slot's `answered`),
-//! so it still reaches the relays the follows write to.
-
-use std::collections::BTreeSet;
-
-use crate::Client;
-use crate::FeedInput;
+//! so it still reaches the relays the follows write to. `start` fits a feed before it runs.
 
 /// How the feed's relays fit the lasting places ([`FeedSummary::places`](crate::FeedSummary)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -59,33 +54,4 @@ impl std::fmt::Display for Places {
             ),
         }
     }
-}
-
-/// Fits `input` to the places `config`'s socket budget leaves the feed, cutting its routed
-/// budget where places cannot be shared; says how.
-pub(crate) fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
-    let config = client.config();
-    let Some(places) = client.sockets().budget().lasting_sockets() else {
-        return (input, Places::Enough);
-    };
-    let fixed = input
-        .reader_relays
-        .iter()
-        .chain(&config.indexers)
-        .collect::<BTreeSet<_>>()
-        .len();
-    let budget = input.router.max_connections();
-    let slots = fixed.saturating_add(budget);
-    if slots <= places {
-        return (input, Places::Enough);
-    }
-    let routed = places.saturating_sub(fixed);
-    let fit = if config.once && routed == 0 {
-        Places::Shared { places, slots }
-    } else {
-        input.router = input.router.with_max_connections(routed);
-        Places::Cut { places, routed }
-    };
-    tracing::info!(%fit, "the feed's relays do not all fit the socket budget at once");
-    (input, fit)
 }

@@ -27,8 +27,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, trace, warn};
 
+use crate::client::Client;
 use crate::route_feed::{relay_seed, Relay, RouteEvent, MAX_STORED_EVENTS};
-use crate::Client;
 
 /// The filter generation probes are recorded with: a probed relay was not asked in the run, so
 /// there is no earlier filter to tell its answer apart from (the simulator records the same).

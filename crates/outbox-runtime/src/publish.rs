@@ -22,10 +22,10 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::client::Client;
 use crate::refusal::Refusal;
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link as Socket, Read, Role};
-use crate::Client;
 
 /// Attempts per relay (the first included) for retryable outcomes.
 pub const MAX_PUBLISH_ATTEMPTS: u32 = 4;

@@ -29,10 +29,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use outbox_client::{paging, paging::RelayLimits};
 
+use crate::client::Client;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link, Read};
-use crate::Client;
 
 /// What one relay did with a lookup ([`lookup`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

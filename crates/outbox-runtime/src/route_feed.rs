@@ -23,12 +23,12 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::client::Client;
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::signin::{SignIn, Step};
 use crate::sockets::{Link, Read, Role};
-use crate::Client;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.

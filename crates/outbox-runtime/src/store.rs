@@ -12,7 +12,7 @@ use outbox_client::{LoadWarning, StatsStoreError};
 use outbox_client::{StateStore, MAX_STORED_LISTS};
 use outbox_core::RawRelayList;
 
-use crate::PenaltyBox;
+use crate::penalty::PenaltyBox;
 
 /// The relay lists and penalty box a store kept, and what was worked around to read them.
 #[derive(Clone, Debug, Default)]

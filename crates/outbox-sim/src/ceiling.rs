@@ -138,30 +138,6 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
         .collect()
 }
 
-/// With [`LoopConfig::clock`]: times a bound's plan for the clock's window as a run that knows
-/// the lists from the start, asks once and probes nothing.
-pub(crate) fn timed(
-    sim: &SimWorld,
-    cfg: &LoopConfig,
-    session: u32,
-    plans: &[(Window, &Asks)],
-    score: &mut crate::score::PlanScore,
-) {
-    let Some(w) = cfg.clock else {
-        return;
-    };
-    if let Some((_, asks)) = plans.iter().find(|(o, _)| *o == w) {
-        let waves = [(*asks).clone()];
-        let run = crate::clock::RunShape {
-            waves: &waves,
-            lists_kept: true,
-            probes: &[],
-        };
-        let (time, _) = crate::session::time_session(sim, session, w, run, &cfg.client, score);
-        score.time = Some(time);
-    }
-}
-
 /// A relay in the lazy-greedy heap: its gain as of `round` choices.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {

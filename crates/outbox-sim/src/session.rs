@@ -606,10 +606,34 @@ pub fn run_oracle_within(
                 })
                 .collect();
             let mut score = score_each_window(sim, &year, &plans, s);
-            crate::ceiling::timed(sim, cfg, s, &plans, &mut score);
+            timed(sim, cfg, s, &plans, &mut score);
             SessionOutcome { score, plan_us }
         })
         .collect()
+}
+
+/// With [`LoopConfig::clock`]: times a bound's plan for the clock's window as a run that knows
+/// the lists from the start, asks once and probes nothing.
+fn timed(
+    sim: &SimWorld,
+    cfg: &LoopConfig,
+    session: u32,
+    plans: &[(Window, &Asks)],
+    score: &mut crate::score::PlanScore,
+) {
+    let Some(w) = cfg.clock else {
+        return;
+    };
+    if let Some((_, asks)) = plans.iter().find(|(o, _)| *o == w) {
+        let waves = [(*asks).clone()];
+        let run = crate::clock::RunShape {
+            waves: &waves,
+            lists_kept: true,
+            probes: &[],
+        };
+        let (time, _) = time_session(sim, session, w, run, &cfg.client, score);
+        score.time = Some(time);
+    }
 }
 
 #[cfg(test)]

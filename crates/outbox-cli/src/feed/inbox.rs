@@ -59,7 +59,7 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let filter = Filter::new()
         .author(reader)
         .kinds([Kind::RelayList, Kind::BlockedRelays]);
-    let asked = client.lookup(&lookup, &filter).await;
+    let asked = outbox_runtime::lookup(&lookup, &filter, &client).await;
     let found = &asked.events;
     if !found.iter().any(|e| e.kind == Kind::RelayList) {
         // No list: the reader has none, or the relays that may hold it did not say.
@@ -151,7 +151,7 @@ struct Tally {
 }
 
 async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Result<ExitCode> {
-    let (feed, mut events) = client.route(plan);
+    let (feed, mut events) = outbox_runtime::start_route(plan, client);
     let mut tally: BTreeMap<String, Tally> = plan
         .urls()
         .map(|u| (u.to_string(), Tally::default()))

@@ -380,7 +380,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
             let filter = Filter::new()
                 .author(reader)
                 .kinds([Kind::ContactList, Kind::BlockedRelays]);
-            let asked = client.lookup(&lookup, &filter).await;
+            let asked = outbox_runtime::lookup(&lookup, &filter, &client).await;
             let found = &asked.events;
             let newest_of = |kind: Kind| found.iter().find(|e| e.kind == kind);
             if let Some(blocked) = newest_of(Kind::BlockedRelays) {
@@ -438,7 +438,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         input.store = store.clone();
     }
 
-    let (handle, mut events) = client.feed(input).await;
+    let (handle, mut events) = outbox_runtime::start(input, &client).await;
     let mut drain = Drain::new()?;
     let shutdown = || handle.request_shutdown();
     while let Some(event) = drain.next(&mut events, shutdown).await {

@@ -31,19 +31,20 @@ use outbox_client::{Carriers, Network, RelayDirectory, StatsStore};
 use outbox_core::{DeliveryStats, PlanContext, RawRelayList, RouteTable, Router};
 use outbox_core::{UrlPolicy, Violation};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::client::Client;
 use crate::config::RuntimeConfig;
+use crate::feed::control::{Control, SubscribeError};
+use crate::feed::event::{FeedEvent, Status};
+use crate::feed::input::FeedInput;
+use crate::feed::summary::{AuthOutcome, FeedSummary, ProbeSummary, RelayOutcome};
 use crate::penalty::PenaltyBox;
+use crate::places::Places;
 use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::Client;
-use crate::{
-    AuthOutcome, Control, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeSummary,
-    RelayOutcome, Status,
-};
 
 mod frames;
 mod probes;
@@ -64,27 +65,24 @@ enum Learned {
 /// Reports buffered from all slots before slots wait (backpressure on flooding relays).
 const REPORT_CAPACITY: usize = 1024;
 
+/// Spawns the feed's task: the control channel into it, the task (its summary) and the feed
+/// channel out of it.
 pub(crate) fn spawn(
     input: FeedInput,
     client: Client,
     stats: DeliveryStats,
-    places: crate::Places,
-) -> (FeedHandle, mpsc::Receiver<FeedEvent>) {
+    places: Places,
+) -> (
+    mpsc::UnboundedSender<Control>,
+    JoinHandle<FeedSummary>,
+    mpsc::Receiver<FeedEvent>,
+) {
     let (out_tx, out_rx) = mpsc::channel(client.config().channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
-    let reader_relays = input.reader_relays.clone();
-    let mut coordinator = Coordinator::new(input, client.clone(), stats, out_tx);
+    let mut coordinator = Coordinator::new(input, client, stats, out_tx);
     coordinator.tally.places = places;
     let task = tokio::spawn(coordinator.run(control_rx));
-    (
-        FeedHandle {
-            control: control_tx,
-            task,
-            client,
-            reader_relays,
-        },
-        out_rx,
-    )
+    (control_tx, task, out_rx)
 }
 
 fn system_now() -> u64 {
@@ -118,7 +116,7 @@ impl Live {
 #[derive(Debug, Default)]
 struct Tally {
     /// How the feed's relays fit the socket budget, decided before the start.
-    places: crate::Places,
+    places: Places,
     events: u64,
     first_event: Option<Duration>,
     full_eose: Option<Duration>,
@@ -674,11 +672,7 @@ impl Coordinator {
     }
 
     /// Routes a client's filter over the relay lists known now and what was learned.
-    fn route(
-        &self,
-        query: &FilterQuery,
-        budget: RouteBudget,
-    ) -> Result<RoutePlan, crate::SubscribeError> {
+    fn route(&self, query: &FilterQuery, budget: RouteBudget) -> Result<RoutePlan, SubscribeError> {
         let directory = RelayDirectory::from_relay_lists(
             self.router.policy().clone(),
             self.lists.values().cloned(),
@@ -695,10 +689,10 @@ impl Coordinator {
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>();
-            return Err(crate::SubscribeError::Broken(why.join("; ")));
+            return Err(SubscribeError::Broken(why.join("; ")));
         }
         if plan.targets.is_empty() {
-            return Err(crate::SubscribeError::NoRelay);
+            return Err(SubscribeError::NoRelay);
         }
         Ok(plan)
     }

@@ -2,9 +2,9 @@
 //! of their own, and learned through the recorder like the feed's answers.
 
 use super::*;
+use crate::feed::summary::ProbeOutcome;
 use crate::probe::{Ended, ProbeAnswer, PROBE_GENERATION};
 use crate::refusal::Refusal;
-use crate::ProbeOutcome;
 use outbox_core::ProbePlan;
 
 /// The answers of the probes in flight, when they are all in (with none in flight, never).

@@ -59,11 +59,11 @@ use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tracing::{debug, info, trace, warn, Instrument};
 
+use crate::client::Client;
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
 use crate::refusal::Refusal;
 pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
-use crate::Client;
 
 mod auth;
 mod connection;

@@ -150,7 +150,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
     monitor::assign_monitor(model, seed, &net, &mut world);
     mentions::assign_inbox(model, seed, &net, &all_writes, &mut world);
     hints::assign_hints(model, seed, &net, &all_writes, &mut world);
-    timing::assign_timing(model, seed, &mut world);
+    timing::assign_timing(&model.timing, model.follows, seed, &mut world);
     Ok(world)
 }
 

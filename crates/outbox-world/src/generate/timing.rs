@@ -13,11 +13,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
-use super::model::WorldModel;
 use crate::timing::RelayTiming;
 use crate::world::World;
 
-/// The knobs of the clock (`WorldModel::timing`).
+/// The knobs of the clock (the world model's `timing`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TimingModel {
@@ -67,13 +66,13 @@ impl Default for TimingModel {
     }
 }
 
-/// Draws every relay's timing, in world relay order, from a stream of its own.
-pub(super) fn assign_timing(model: &WorldModel, seed: u64, world: &mut World) {
-    let t = &model.timing;
+/// Draws every relay's timing by `t`, in world relay order, from a stream of its own (seeded by
+/// the world's `seed` and its number of `follows`).
+pub(super) fn assign_timing(t: &TimingModel, follows: usize, seed: u64, world: &mut World) {
     if t.off {
         return;
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7469_6d65_0000 ^ (model.follows as u64) << 40);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7469_6d65_0000 ^ (follows as u64) << 40);
     let log_normal = |median: f64, sigma: f64| {
         LogNormal::new(median.max(1.0).ln(), sigma.clamp(0.0, 4.0)).expect("finite parameters")
     };
