@@ -432,6 +432,11 @@ impl FileStore {
     /// it. Concurrent runs on one file so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
         self.writable()?;
+        // The seed this store drew, read before the base is taken: one lock at a time.
+        let drawn = {
+            let seed = self.seed.lock().unwrap_or_else(|e| e.into_inner());
+            *seed
+        };
         let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = lock_file(&self.lock_path())?;
         let io_err = |path: &Path| {
@@ -443,7 +448,7 @@ impl FileStore {
         let mut target = self.path.clone();
         let mut stored = None;
         // The seed kept wins over the one this store drew: another run may have kept its own.
-        let mut seed = *self.seed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seed = drawn;
         if let Some(current) = read(&self.path)? {
             match parse(&current) {
                 Ok(parsed) if parsed.newer => {
@@ -517,6 +522,7 @@ impl FileStore {
         })?;
         sync_dir(&dir).map_err(io_err(&dir))?;
         *held = Some(stats.clone());
+        drop(held);
         if seed.is_some() {
             *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = seed;
         }

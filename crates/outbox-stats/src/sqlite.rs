@@ -563,6 +563,11 @@ impl SqliteStore {
     /// replaces it. Concurrent runs on one database so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
         self.writable()?;
+        // The seed this store drew, read before the base is taken: one lock at a time.
+        let drawn = {
+            let seed = self.seed.lock().unwrap_or_else(|e| e.into_inner());
+            *seed
+        };
         let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
         let base = held.as_ref();
         let mut warnings = Vec::new();
@@ -586,7 +591,6 @@ impl SqliteStore {
             write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
             // The seed kept wins over the one this store drew: another run may have kept its
             // own.
-            let drawn = *self.seed.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(seed) = drawn {
                 tx.execute(
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('seed', ?1)",
@@ -598,10 +602,11 @@ impl SqliteStore {
             tx.commit().map_err(|e| self.db_err(e))?;
             Ok(kept)
         })?;
+        *held = Some(stats.clone());
+        drop(held);
         if let Some(kept) = kept.flatten() {
             *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
         }
-        *held = Some(stats.clone());
         Ok(())
     }
 
