@@ -9,15 +9,13 @@ use nostr::event::{Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-mod common;
-
-use common::{key, signed, Relay};
+use outbox_fleet::{key, signed, RealRelay};
 
 const NOTES: u64 = 4;
 
 /// `follows` authors, author `i` writing `NOTES` notes to `writes[i % writes.len()]` only, with
 /// a kind:10002 list naming that relay stored on `lists_on`.
-async fn authors(follows: u32, writes: &[&Relay], lists_on: &Relay) -> Vec<Keys> {
+async fn authors(follows: u32, writes: &[&RealRelay], lists_on: &RealRelay) -> Vec<Keys> {
     let mut keys = Vec::new();
     for i in 0..follows {
         let k = key(1_000 + i);
@@ -92,9 +90,9 @@ fn arg(s: impl AsRef<std::ffi::OsStr>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
     const FOLLOWS: u32 = 6;
-    let reader = Relay::start().await; // holds nothing: no lists, no notes
-    let indexer = Relay::start().await;
-    let (a, b) = (Relay::start().await, Relay::start().await);
+    let reader = RealRelay::start().await; // holds nothing: no lists, no notes
+    let indexer = RealRelay::start().await;
+    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
     let keys = authors(FOLLOWS, &[&a, &b], &indexer).await;
     let dir = tempfile::tempdir().unwrap();
     let follows = follows_file(dir.path(), &keys);
@@ -138,11 +136,11 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_denied_by_config_or_by_the_readers_blocked_list_are_never_asked() {
     const FOLLOWS: u32 = 6;
-    let reader = Relay::start().await;
+    let reader = RealRelay::start().await;
     let (denied, blocked, open) = (
-        Relay::start().await,
-        Relay::start().await,
-        Relay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
     );
     let keys = authors(FOLLOWS, &[&denied, &blocked, &open], &reader).await;
     // The reader follows them (kind:3) and blocks one relay (kind:10006).

@@ -11,16 +11,14 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-mod common;
-
-use common::{signed, Relay};
+use outbox_fleet::{signed, RealRelay};
 
 const NOTES: u64 = 5;
 
 /// A relay that requires sign-in for reads, holding `NOTES` notes of one follow; its URL and
 /// a follows file.
-async fn private_relay(dir: &Path) -> (Relay, String, PathBuf) {
-    let relay = Relay::start_with(|builder| {
+async fn private_relay(dir: &Path) -> (RealRelay, String, PathBuf) {
+    let relay = RealRelay::start_with(|builder| {
         builder.nip42(rb::RelayBuilderNip42 {
             mode: rb::RelayBuilderNip42Mode::Read,
         })

@@ -9,9 +9,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-mod common;
-
-use common::{key, signed, Relay};
+use outbox_fleet::{key, signed, RealRelay};
 
 /// A note by `author` tagging `whom`.
 fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
@@ -20,7 +18,7 @@ fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
 }
 
 /// Runs `outbox feed --inbox --once` for `reader`; returns the ids printed and stderr.
-async fn inbox(reader: &Keys, relays: &[&Relay]) -> (BTreeSet<String>, String) {
+async fn inbox(reader: &Keys, relays: &[&RealRelay]) -> (BTreeSet<String>, String) {
     let npub = reader.public_key().to_bech32().unwrap();
     let relays: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
     let out = tokio::task::spawn_blocking(move || {
@@ -50,9 +48,9 @@ async fn inbox(reader: &Keys, relays: &[&Relay]) -> (BTreeSet<String>, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mentions_are_read_from_the_readers_read_relays_only() {
     let (home, inbox_relay, elsewhere) = (
-        Relay::start().await,
-        Relay::start().await,
-        Relay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
     );
     let (reader, friend, stranger) = (key(1), key(2), key(3));
     // The reader writes to `home` and reads on `inbox_relay`.
@@ -90,7 +88,7 @@ async fn mentions_are_read_from_the_readers_read_relays_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_relay_list_the_given_relays_are_asked() {
-    let (first, second) = (Relay::start().await, Relay::start().await);
+    let (first, second) = (RealRelay::start().await, RealRelay::start().await);
     let (reader, friend) = (key(11), key(12));
     let a = mention(&friend, &reader, "on the first relay");
     let b = mention(&friend, &reader, "on the second relay");
@@ -113,10 +111,10 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
     let (reader_home, reader_inbox, author_home, elsewhere) = (
-        Relay::start().await,
-        Relay::start().await,
-        Relay::start().await,
-        Relay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
     );
     let (reader, author) = (key(21), key(22));
     let reader_list = signed(
@@ -197,7 +195,7 @@ async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_relay_list_lookup_is_an_error_not_an_empty_inbox() {
     use nostr_relay_builder::prelude as rb;
-    let private = Relay::start_with(|builder| {
+    let private = RealRelay::start_with(|builder| {
         builder.nip42(rb::RelayBuilderNip42 {
             mode: rb::RelayBuilderNip42Mode::Read,
         })

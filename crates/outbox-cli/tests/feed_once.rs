@@ -9,19 +9,17 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 
-mod common;
-
-use common::{key, Relay};
+use outbox_fleet::{key, RealRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
     const FOLLOWS: u32 = 60;
     const ROUTED: usize = 8;
     const NOTES_PER_AUTHOR: u64 = 10;
-    let reader = Relay::start().await;
+    let reader = RealRelay::start().await;
     let mut routed = Vec::new();
     for _ in 0..ROUTED {
-        routed.push(Relay::start().await);
+        routed.push(RealRelay::start().await);
     }
     let now = Timestamp::now().as_secs();
     let mut expected_notes = 0usize;
@@ -35,7 +33,7 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
             k.public_key().to_hex()
         });
         // Every fifth follow has no list and writes to the reader's relay.
-        let writes: Vec<&Relay> = if i % 5 == 0 {
+        let writes: Vec<&RealRelay> = if i % 5 == 0 {
             vec![&reader]
         } else {
             let a = &routed[i as usize % ROUTED];
@@ -118,8 +116,8 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
 }
 
 /// A reader relay holding `notes` notes of one follow (no relay lists), and a follows file.
-async fn one_follow(dir: &std::path::Path, notes: u64) -> (Relay, std::path::PathBuf) {
-    let reader = Relay::start().await;
+async fn one_follow(dir: &std::path::Path, notes: u64) -> (RealRelay, std::path::PathBuf) {
+    let reader = RealRelay::start().await;
     let k = key(7);
     let now = Timestamp::now().as_secs();
     for n in 0..notes {
@@ -135,7 +133,7 @@ async fn one_follow(dir: &std::path::Path, notes: u64) -> (Relay, std::path::Pat
 }
 
 /// `outbox feed` against one local reader relay, short timeouts, with `extra` arguments.
-fn feed(reader: &Relay, follows: &std::path::Path, extra: &[&str]) -> Command {
+fn feed(reader: &RealRelay, follows: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
     cmd.args([
         "feed",
@@ -387,11 +385,11 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
 /// `--probes 0` probes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
-    let reader = Relay::start().await;
-    let hub = Relay::start().await;
-    let own = Relay::start().await;
+    let reader = RealRelay::start().await;
+    let hub = RealRelay::start().await;
+    let own = RealRelay::start().await;
     let now = Timestamp::now().as_secs();
-    let list = |k: &nostr::key::Keys, relay: &Relay| {
+    let list = |k: &nostr::key::Keys, relay: &RealRelay| {
         EventBuilder::new(Kind::RelayList, "")
             .tags([Tag::parse(["r", relay.url.as_str()]).unwrap()])
             .custom_created_at(Timestamp::from(now - 1000))
@@ -449,6 +447,32 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     assert!(stderr.contains("probes:              none"), "{stderr}");
 }
 
+/// Polls until the process `pid` has written most of a pipe's capacity (48 of 64 KiB: partly
+/// filled pages keep the last bytes), or `within` passed; whether it did. Where
+/// `/proc/PID/io` cannot be read, waits a fixed two seconds.
+#[cfg(unix)]
+fn stdout_filled(pid: u32, within: std::time::Duration) -> bool {
+    const PIPE: u64 = 48 * 1024;
+    let written = || -> Option<u64> {
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+        io.lines()
+            .find_map(|l| l.strip_prefix("wchar:"))
+            .and_then(|n| n.trim().parse().ok())
+    };
+    if written().is_none() {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        return true;
+    }
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if written().is_some_and(|n| n >= PIPE) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
 /// A reader that never reads: the pipe fills and stays full. SIGTERM and SIGINT still end the
 /// feed promptly, with the stats saved and the summary on stderr.
 #[cfg(unix)]
@@ -469,8 +493,12 @@ async fn signals_end_the_feed_while_stdout_is_blocked() {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
-            // Let the feed fill the pipe and block on it.
-            std::thread::sleep(Duration::from_secs(2));
+            // Wait until the feed has written most of a pipe's worth: nobody reads, so the
+            // pipe fills and the feed, with far more to write, cannot finish.
+            assert!(
+                stdout_filled(child.id(), Duration::from_secs(30)),
+                "the feed never filled its stdout"
+            );
             assert!(child.try_wait().unwrap().is_none(), "still writing");
             let sent = Instant::now();
             let killed = Command::new("kill")

@@ -8,9 +8,7 @@ use std::process::{Command, Output};
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 
-mod common;
-
-use common::{signed, Relay};
+use outbox_fleet::{signed, RealRelay};
 
 /// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
@@ -32,8 +30,8 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
 }
 
 /// A relay holding two notes of one follow, and a follows file.
-async fn relay_with_notes(dir: &Path) -> (Relay, std::path::PathBuf) {
-    let relay = Relay::start().await;
+async fn relay_with_notes(dir: &Path) -> (RealRelay, std::path::PathBuf) {
+    let relay = RealRelay::start().await;
     let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
     for n in 0..2 {
         relay

@@ -13,17 +13,15 @@ use nostr::event::Kind;
 use nostr::key::Keys;
 use nostr_relay_builder::prelude as rb;
 
-mod common;
-
-use common::{key, signed, Relay};
+use outbox_fleet::{key, signed, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
 const HUNG: Duration = Duration::from_secs(60);
 
 /// A relay holding `notes` notes of one follow, and that follow.
-async fn relay_with_notes(notes: u64) -> (Relay, Keys) {
-    let relay = Relay::start().await;
+async fn relay_with_notes(notes: u64) -> (RealRelay, Keys) {
+    let relay = RealRelay::start().await;
     let author = key(7);
     for n in 0..notes {
         let note = signed(
@@ -309,7 +307,7 @@ impl rb::QueryPolicy for Refuse {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
-    let relay = Relay::start_with(|builder| builder.query_policy(Refuse)).await;
+    let relay = RealRelay::start_with(|builder| builder.query_policy(Refuse)).await;
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     let path = summary.to_str().unwrap();
@@ -360,7 +358,7 @@ fn read_to_end(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<
 /// own save waits for it (up to `outbox_stats::LOCK_WAIT`), so the process is still at work
 /// after its notes are out, whatever the machine's load.
 #[cfg(unix)]
-fn held_up(relay: &Relay, author: &Keys, dir: &Path) -> Command {
+fn held_up(relay: &RealRelay, author: &Keys, dir: &Path) -> Command {
     std::fs::write(dir.join("stats.json.lock"), "").unwrap();
     let mut cmd = feed(&relay.url, author, &[]);
     cmd.arg("--stats").arg(dir.join("stats.json"));

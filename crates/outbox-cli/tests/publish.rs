@@ -10,9 +10,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-mod common;
-
-use common::{key, signed, Relay};
+use outbox_fleet::{key, signed, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
@@ -45,9 +43,9 @@ fn text(out: &Output) -> (String, String) {
 async fn an_event_reaches_every_relay_given_and_listed() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, listed) = (
-        Relay::start().await,
-        Relay::start().await,
-        Relay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
     );
     let author = key(1);
     let list = signed(
@@ -105,7 +103,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_event_is_refused_and_not_sent() {
     let dir = tempfile::tempdir().unwrap();
-    let relay = Relay::start().await;
+    let relay = RealRelay::start().await;
     let note = signed(&key(1), Kind::TextNote, "original", vec![], 10);
     let mut value = serde_json::to_value(&note).unwrap();
     value["content"] = "forged".into();
@@ -167,7 +165,7 @@ async fn no_relay_taking_it_is_exit_status_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     let dir = tempfile::tempdir().unwrap();
-    let relay = Relay::start_with(|b| {
+    let relay = RealRelay::start_with(|b| {
         b.nip42(rb::RelayBuilderNip42 {
             mode: rb::RelayBuilderNip42Mode::Write,
         })
@@ -207,7 +205,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (Relay::start().await, Relay::start().await);
+    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
     let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let stats = dir.path().join("stats.json");
@@ -252,7 +250,7 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_file_holding_the_authors_public_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let relay = Relay::start().await;
+    let relay = RealRelay::start().await;
     let (author, tagged) = (key(1), key(2));
     let tags = vec![Tag::public_key(tagged.public_key())];
     let note = signed(&author, Kind::TextNote, "not signed in", tags, 10);
@@ -299,7 +297,7 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learn_writes_the_store_the_feed_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let relay = Relay::start().await;
+    let relay = RealRelay::start().await;
     let note = signed(&key(1), Kind::TextNote, "where is it kept", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let data = dir.path().join("data");

@@ -14,9 +14,7 @@ use std::process::Command;
 use nostr::event::{Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 
-mod common;
-
-use common::{signed, Relay};
+use outbox_fleet::{signed, RealRelay};
 
 /// A fenced block of the README: its language and its lines.
 struct Block {
@@ -120,7 +118,7 @@ fn missing(expected: &[String], output: &str) -> Option<String> {
 
 /// The local relays standing in for the relays the README names.
 struct Relays {
-    named: Vec<(&'static str, Relay)>,
+    named: Vec<(&'static str, RealRelay)>,
 }
 
 impl Relays {
@@ -155,10 +153,10 @@ fn fixed(n: u8) -> Keys {
 /// three people who write to `wss://hub.example` and relays of their own.
 async fn network() -> Relays {
     let named = vec![
-        ("wss://relay.example", Relay::start().await),
-        ("wss://hub.example", Relay::start().await),
-        ("wss://alice.example", Relay::start().await),
-        ("wss://bob.example", Relay::start().await),
+        ("wss://relay.example", RealRelay::start().await),
+        ("wss://hub.example", RealRelay::start().await),
+        ("wss://alice.example", RealRelay::start().await),
+        ("wss://bob.example", RealRelay::start().await),
     ];
     let url = |name: &str| {
         named

@@ -1,20 +1,17 @@
 //! A nostr-sdk `Client` with this crate's gossip engine reads a feed from real local relays:
 //! the notes arrive, the relays it asks stay within the budget, and what it learned is kept.
 
-#[path = "../../outbox-runtime/tests/common/mod.rs"]
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{keys, note, now, relay_list, RealRelay, DAY};
 use nostr::event::{EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::RelayUrl;
 use nostr_gossip::GossipAllowedRelays;
 use nostr_sdk::prelude::{Client, GossipConfig, RelayStatus};
+use outbox_fleet::{keys, note, now, relay_list, RealRelay, DAY};
 use outbox_nostr_sdk::OutboxGossip;
 
 /// Routed relays allowed: half the eight write relays the lists declare.

@@ -4,14 +4,12 @@
 //! side — NIP-11 requests included. A continuing feed with no place left beside the reader's
 //! relays routes nothing and lets them carry everyone.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use nostr::types::Timestamp;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{
     start, Client, FeedInput, FeedSummary, LimitsConfig, Places, RuntimeConfig, SocketBudget,
 };

@@ -3,14 +3,12 @@
 //! to ask, the run says so instead of fetching nothing in silence. Also: a fresh planning seed
 //! per run, short first set-asides, and the EOSE race.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use outbox_client::MemoryStore;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{start, Carriers, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 const GREEDY: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -24,10 +22,8 @@ fn config() -> RuntimeConfig {
 }
 
 async fn run(input: FeedInput, config: RuntimeConfig) -> (FeedSummary, Vec<Status>, usize) {
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
-    let collected = out.lock().unwrap();
+    let (summary, out) = start_once(input, config).await;
+    let collected = out;
     (summary, collected.statuses.clone(), collected.notes.len())
 }
 

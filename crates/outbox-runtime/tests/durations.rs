@@ -2,19 +2,17 @@
 //! feeds and publishing still do their work and end, and nothing panics anywhere, in any
 //! task. Local relays on 127.0.0.1.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{EventBuilder, EventId, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{
     fetch_events, publish, start, start_route, Backoff, Client, FeedInput, PenaltyPolicy,
     PublishConfig, PublishOutcome, RouteEvent, RuntimeConfig, SocketBudget,

@@ -3,14 +3,12 @@
 //! garbage. The feed completes within its timeouts, every follow stays covered through the
 //! residual, and every failing relay is set aside.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,9 +184,7 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let (summary, _) = start_once(input, config).await;
     assert_eq!(
         good.counter.connections(),
         0,
@@ -244,7 +240,7 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
     };
     let (handle, rx) = start(input, &Client::new(config)).await;
     let out = drain(rx);
-    let settled = |c: &common::Collected| {
+    let settled = |c: &Collected| {
         c.statuses
             .iter()
             .filter(|s| matches!(s, Status::Settled))
@@ -297,7 +293,7 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
 }
 
 /// Whether some relay sent EOSE after `relay` was set aside (the re-plan was answered).
-fn answered_after_set_aside(c: &common::Collected, relay: &str) -> bool {
+fn answered_after_set_aside(c: &Collected, relay: &str) -> bool {
     let penalised_at = c
         .statuses
         .iter()
@@ -329,10 +325,8 @@ async fn a_rate_limited_relay_is_asked_again_after_a_wait_not_set_aside() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
-    let notes: Vec<_> = out.lock().unwrap().notes.keys().copied().collect();
+    let (summary, out) = start_once(input, config).await;
+    let notes: Vec<_> = out.notes.keys().copied().collect();
     assert_eq!(notes, [n.id], "{summary:#?}");
     assert!(summary.penalised.is_empty(), "{:?}", summary.penalised);
     let outcome = &summary.relays[&limited.url];

@@ -1,16 +1,13 @@
 //! `--once` feeds against real relays on 127.0.0.1: exactly what the plan predicts, and live
 //! discovery of relay lists starting from the residual.
 
-mod common;
-
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use common::*;
 use nostr::event::EventId;
 use nostr::types::Timestamp;
 use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
-use outbox_runtime::{start, Client, FeedInput, RuntimeConfig, Status};
+use outbox_fleet::*;
+use outbox_runtime::{FeedInput, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -88,11 +85,9 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
         since: Some(Timestamp::from(since)),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(20)).await;
+    let (summary, out) = start_once(input, config).await;
 
-    let fetched: BTreeSet<EventId> = out.lock().unwrap().notes.keys().copied().collect();
+    let fetched: BTreeSet<EventId> = out.notes.keys().copied().collect();
     assert_eq!(fetched, predicted, "fetched exactly the predicted notes");
     assert_eq!(summary.events as usize, predicted.len());
     assert_eq!(summary.authors_covered, follows.len());
@@ -150,10 +145,8 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
         discover_lists: true,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(20)).await;
-    let collected = out.lock().unwrap();
+    let (summary, out) = start_once(input, config).await;
+    let collected = out;
 
     // The first plan knew no list and asked the reader's relay about everyone.
     match &collected.statuses[0] {

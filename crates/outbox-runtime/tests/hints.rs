@@ -1,14 +1,10 @@
 //! Relay hints in the runtime: with `hints = true`, a follow with no relay list is asked on the
 //! relay the reader's kind:3 names beside them; without it, only the residual asks.
 
-mod common;
-
-use std::time::Duration;
-
-use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, Client, FeedInput, RuntimeConfig};
+use outbox_fleet::*;
+use outbox_runtime::{FeedInput, RuntimeConfig};
 
 async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     let me = keys(50);
@@ -33,17 +29,14 @@ async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let (summary, out) = start_once(input, config).await;
     assert_eq!(
         summary.relays.contains_key(&hinted.url),
         hints_on,
         "{:?}",
         summary.relays
     );
-    let notes = out.lock().unwrap().notes.len();
-    notes
+    out.notes.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

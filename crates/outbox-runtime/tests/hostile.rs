@@ -5,19 +5,17 @@
 //! within its timeouts without panicking, delivers every note of the honest relay and nothing
 //! forged, and its summary adds up.
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventBuilder, EventId, FinalizeEvent, Kind};
 use nostr::types::Timestamp;
 use outbox_core::UrlPolicy;
-use outbox_runtime::{start, Client, FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
+use outbox_fleet::*;
+use outbox_runtime::{FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
 use proptest::prelude::*;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -301,10 +299,8 @@ async fn run_case(script: Vec<Frame>, end: End) {
         },
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(15)).await;
-    let collected = out.lock().unwrap();
+    let (summary, out) = start_once(input, config).await;
+    let collected = out;
 
     // Every honest note arrives; nothing else does.
     let valid: BTreeSet<EventId> = f.valid.iter().map(|e| e.id).collect();

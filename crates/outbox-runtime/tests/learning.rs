@@ -2,11 +2,8 @@
 //! feed against local relays; a bare client sends the same plan's REQs to the same relays over
 //! plain WebSockets and feeds the frames to a `RoundRecorder`. The stats are equal.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
@@ -14,7 +11,8 @@ use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use outbox_client::RoundRecorder;
 use outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, UrlPolicy};
-use outbox_runtime::{start, Client, FeedInput, RuntimeConfig};
+use outbox_fleet::*;
+use outbox_runtime::{FeedInput, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 const CONFIG: &str = "max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
@@ -169,9 +167,7 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         clock: Some(now),
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, _) = start_once(input, config).await;
     // The runtime asked what the bare client asks: the same relays about the same authors.
     for entry in plan.entries(&table) {
         let outcome = &summary.relays[table.url(entry.relay)];

@@ -2,15 +2,13 @@
 //! socket) and leaves every other socket alone; learned stats (relay priors and per-author data)
 //! persist and change the next plan.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use outbox_core::ConfigIssue;
 use outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, UrlPolicy};
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, FeedInput, RuntimeConfig, Status};
 use outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};
@@ -107,8 +105,17 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
         ),
         "{planned:?}"
     );
-    // Let any stray traffic arrive before counting.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // b answered the replaced REQ: it arrived, and anything sent before it did too.
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c.statuses.iter().any(
+            |s| matches!(
+                s,
+                Status::Eose { relay, generation: 2, .. } if relay == &b.url
+            )
+        ))
+        .await,
+        "b's generation 2 reached EOSE"
+    );
     assert_eq!(b.counter.feed_reqs(), 2, "b: one more REQ");
     assert_eq!(b.counter.connections(), 1, "b: on the same socket");
     for r in [&a, &c, &reader] {

@@ -2,13 +2,11 @@
 //! events nobody asked for. Neither reaches the feed or the learning, and both count against
 //! the relay.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::*;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, Failure, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -47,11 +45,9 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let (summary, out) = start_once(input, config).await;
 
-    let collected = out.lock().unwrap();
+    let collected = out;
     let got: Vec<&str> = collected
         .notes
         .values()
@@ -238,9 +234,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let (summary, out) = start_once(input, config).await;
     let took = started.elapsed();
 
     assert_eq!(
@@ -255,7 +249,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     // Each connection stopped at the bound (1,000 beyond the page's 500), not after 100,000.
     let received = summary.relays[&duplicator.url].received;
     assert!(received <= 3, "{received}");
-    let collected = out.lock().unwrap();
+    let collected = out;
     assert!(collected.notes.contains_key(&n.id));
     assert!(took < Duration::from_secs(8), "{took:?}");
     println!("a page of {DUPLICATES} duplicates: the run took {took:?}");

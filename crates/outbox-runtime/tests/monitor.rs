@@ -2,17 +2,15 @@
 //! one for a dead relay make the first plan prefer the live one; a report never overrides the
 //! reader's own evidence.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::Keys;
 use outbox_client::MemoryStore;
 use outbox_core::stats::{RelayRound, RoundReport};
 use outbox_core::{DeliveryStats, UrlPolicy};
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig};
 
 /// Recall by posterior means (no draws), one routed connection.

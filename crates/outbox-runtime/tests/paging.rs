@@ -1,14 +1,11 @@
 //! Relays that cap each REQ and refuse long messages: the runtime pages backwards through a
 //! year of notes, chunks author lists to fit, and reads the limits relays publish (NIP-11).
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::{Filter, MatchEventOptions};
@@ -16,6 +13,7 @@ use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use outbox_client::paging::Paging;
 use outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
+use outbox_fleet::*;
 use outbox_runtime::{fetch_events, start, Client, FeedInput, Nip11Config, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -89,10 +87,8 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     for l in &lists {
         input.add_relay_list_event(l);
     }
-    let (handle, rx) = start(input, &Client::new(config(since, paging))).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(60)).await;
-    let fetched = out.lock().unwrap().notes.keys().copied().collect();
+    let (summary, out) = start_once(input, config(since, paging)).await;
+    let fetched = out.notes.keys().copied().collect();
     YearRun {
         fetched,
         predicted,
@@ -345,10 +341,8 @@ async fn published_limits_shape_every_req() {
         wait: Duration::from_secs(2),
         ..Nip11Config::default()
     };
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(60)).await;
-    let fetched: HashSet<EventId> = out.lock().unwrap().notes.keys().copied().collect();
+    let (summary, out) = start_once(input, cfg).await;
+    let fetched: HashSet<EventId> = out.notes.keys().copied().collect();
     let all: HashSet<EventId> = events.iter().map(|e| e.id).collect();
     assert_eq!(fetched, all, "every note, through pages of 50");
     assert!(
@@ -402,9 +396,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     input.router = input.router.with_policy(UrlPolicy::allow_local());
     let mut cfg = config(now - DAY, Paging::default());
     cfg.discover_lists = true;
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(60)).await;
+    let (summary, _) = start_once(input, cfg).await;
     assert_eq!(summary.relay_lists, lists.len(), "every list was found");
     let messages = relay.messages();
     let largest = messages.iter().map(|m| m.bytes).max().unwrap_or(0);
@@ -527,18 +519,14 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
         (input, cfg)
     };
     let (input, cfg) = run(Vec::new());
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    let unpaid = run_once(handle, &out, Duration::from_secs(20)).await;
+    let (unpaid, _) = start_once(input, cfg).await;
     assert!(unpaid.penalised.contains(&relay.url), "{unpaid:?}");
     let kept = unpaid.penalties.get(&relay.url).expect("remembered");
     assert_eq!(kept.last_reason, "requires payment (NIP-11)");
     assert_eq!(unpaid.events, 1, "the reader's relay stands in");
 
     let (input, cfg) = run(vec![relay.url.clone()]);
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    let paying = run_once(handle, &out, Duration::from_secs(20)).await;
+    let (paying, _) = start_once(input, cfg).await;
     assert!(paying.penalised.is_empty(), "{:?}", paying.penalised);
     assert!(paying.relays[&relay.url].answered, "{:?}", paying.relays);
 }

@@ -3,20 +3,18 @@
 //! delivered), the config's `probe_connections` bounds how many relays are probed, and the
 //! routed budget how many probe sockets are open at once.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{Event, EventId};
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 /// `recall` learns from delivery, so it is probed for; one routed relay leaves the follows'
@@ -323,9 +321,7 @@ async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
-    let (handle, rx) = start(input, &Client::new(runtime(now, true))).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(60)).await;
+    let (summary, _) = start_once(input, runtime(now, true)).await;
     let probed = summary.probes.probed();
     assert!(probed >= 3 * BUDGET, "{:#?}", summary.probes);
     assert_eq!(summary.probes.answered(), probed, "{:#?}", summary.probes);
@@ -367,9 +363,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         assert!(input.add_relay_list_event(l));
     }
     let started = std::time::Instant::now();
-    let (handle, rx) = start(input, &Client::new(runtime(now, true))).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) = start_once(input, runtime(now, true)).await;
     let cfg = RuntimeConfig::fast_for_tests();
     assert!(
         started.elapsed() < cfg.connect_timeout + cfg.eose_timeout + Duration::from_secs(5),
@@ -391,8 +385,6 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         .author(&lonely.public_key())
         .is_none_or(|a| a.volume == 0.0));
     assert!(out
-        .lock()
-        .unwrap()
         .notes
         .values()
         .all(|(e, _)| e.pubkey != lonely.public_key()));
@@ -439,9 +431,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         now,
         &cfg.penalty,
     );
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, _) = start_once(input, cfg).await;
     // The eleven other relays of the list were probed (they refuse: nothing listens), the
     // set-aside one and the one past the cap never.
     let probed: BTreeSet<&str> = summary.probes.relays.keys().map(String::as_str).collect();

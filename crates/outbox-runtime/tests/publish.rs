@@ -2,8 +2,6 @@
 //! event, a definitive refusal is reported and not retried, a rate limit is retried, a dead
 //! relay is a connect failure, and a relay requiring NIP-42 accepts once signed in.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -17,7 +15,7 @@ use outbox_runtime::{
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
-use common::{dead_url, keys, note, now, RealRelay};
+use outbox_fleet::{dead_url, keys, note, now, RealRelay};
 
 /// A server that answers the n-th EVENT it receives (over all connections) with the n-th
 /// answer of its script (the last one repeats), after a frame about something else.

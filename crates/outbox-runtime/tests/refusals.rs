@@ -3,18 +3,15 @@
 //! sign-in or payment, or keeps asking to slow down, is set aside as such, never learned as
 //! down.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use nostr::filter::Filter;
 use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{
-    lookup, start, start_route, Client, FeedInput, LookupOutcome, Refusal, RouteEvent,
-    RuntimeConfig,
+    lookup, start_route, Client, FeedInput, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
 };
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -211,11 +208,9 @@ async fn refusals_are_kept_as_such_and_never_learned_as_down() {
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) = start_once(input, config).await;
     assert!(
-        out.lock().unwrap().notes.contains_key(&n.id),
+        out.notes.contains_key(&n.id),
         "the residual carried the note: {summary:#?}"
     );
     for url in [&sign_in.url, &payment.url, &slow.url] {

@@ -2,17 +2,15 @@
 //! once, a relay that never finishes is reported, a lost socket is dialled again, and stopping
 //! ends every subscription.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
 use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
+use outbox_fleet::*;
 use outbox_runtime::{start_route, Client, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
 
@@ -135,9 +133,12 @@ async fn a_lost_socket_is_dialled_again_and_stop_ends_the_feed() {
     let client = Client::new(RuntimeConfig::fast_for_tests());
     let (feed, rx) = start_route(&plan(&reader, &[&dropper.url, &flood.url]), &client);
     let collector = tokio::spawn(collect(rx, Duration::from_secs(20)));
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(
-        dropper.connections.load(Ordering::SeqCst) >= 3,
+        wait_until(Duration::from_secs(15), || dropper
+            .connections
+            .load(Ordering::SeqCst)
+            >= 3)
+        .await,
         "a lost socket is dialled again"
     );
     tokio::time::timeout(Duration::from_secs(5), feed.shutdown())

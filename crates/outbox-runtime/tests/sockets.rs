@@ -2,17 +2,15 @@
 //! together on one client hold at most the budget's sockets at once, counted where the relays
 //! accept them.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{
     fetch_events, start, start_route, Client, FeedInput, Places, RouteEvent, RuntimeConfig,
     SocketBudget,

@@ -1,16 +1,14 @@
 //! A client's own subscriptions on a running feed: routed by what the filter names, run on the
 //! feed's sockets, live until closed.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use outbox_client::routes::Reason;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{start, Client, FeedInput, RouteEvent, RuntimeConfig, Status};
 use tokio::sync::mpsc;
 

@@ -1,0 +1,186 @@
+//! Tiny WebSocket servers that misbehave in one way each: the faults a real relay does not
+//! produce on demand.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::Event;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+/// How a misbehaving server misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Sends the stored events for a REQ, never EOSE.
+    NeverEose,
+    /// Sends one event, then drops the TCP connection.
+    DropMidStream,
+    /// Sends garbage: not JSON, wrong shapes, a binary frame, an oversized frame, an event
+    /// with a broken signature. Never EOSE.
+    Garbage,
+    /// Answers a REQ with the first event and EOSE, then floods the subscription with the
+    /// other events over and over (valid, but not what was asked) until the socket fails or
+    /// [`FLOOD`] frames were sent.
+    Flood,
+    /// Answers a REQ with its events and EOSE, then sends the same events again and again on
+    /// the subscription (valid, asked for, already sent) until the socket fails or [`FLOOD`]
+    /// frames were sent.
+    Replay,
+    /// Answers a REQ with the first event [`DUPLICATES`] times, then EOSE.
+    Duplicates,
+    /// Refuses the first [`RATE_LIMITED`] REQs of every connection with `CLOSED`
+    /// `rate-limited:`, then answers each with its events and EOSE.
+    RateLimited,
+}
+
+/// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
+pub const RATE_LIMITED: usize = 2;
+
+/// Most frames one [`Fault::Flood`] or [`Fault::Replay`] answer sends.
+pub const FLOOD: usize = 300_000;
+
+/// Copies of one event a [`Fault::Duplicates`] page carries.
+pub const DUPLICATES: usize = 100_000;
+
+/// A tiny WebSocket server that misbehaves in one way; counts connections.
+pub struct FaultServer {
+    /// `ws://127.0.0.1:PORT`.
+    pub url: String,
+    /// Connections accepted so far.
+    pub connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultServer {
+    /// A server misbehaving by `fault`, answering REQs with `events` (whatever they ask);
+    /// stops when dropped.
+    pub async fn start(fault: Fault, events: Vec<Event>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let events = events.clone();
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    let mut reqs = 0usize;
+                    while let Some(Ok(msg)) = ws.next().await {
+                        let Message::Text(text) = msg else { continue };
+                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                            continue;
+                        };
+                        if value[0] != "REQ" {
+                            continue;
+                        }
+                        reqs += 1;
+                        let sub = value[1].as_str().unwrap_or_default().to_string();
+                        let event_frame =
+                            |e: &Event| format!(r#"["EVENT","{sub}",{}]"#, e.as_json());
+                        match fault {
+                            Fault::NeverEose => {
+                                for e in &events {
+                                    let _ = ws.send(Message::text(event_frame(e))).await;
+                                }
+                            }
+                            Fault::DropMidStream => {
+                                if let Some(e) = events.first() {
+                                    let _ = ws.send(Message::text(event_frame(e))).await;
+                                }
+                                // Drop the socket without a close frame.
+                                return;
+                            }
+                            Fault::Garbage => {
+                                if let Some(e) = events.first() {
+                                    let mut forged = serde_json::to_value(e).unwrap();
+                                    forged["content"] = "forged".into();
+                                    let frame = format!(r#"["EVENT","{sub}",{forged}]"#);
+                                    let _ = ws.send(Message::text(frame)).await;
+                                }
+                                let _ = ws.send(Message::text("not json at all")).await;
+                                let huge = format!(r#"["NOTICE","{}"]"#, "x".repeat(300_000));
+                                let _ = ws.send(Message::text(huge)).await;
+                                let _ = ws.send(Message::text(r#"["EVENT"]"#)).await;
+                                let _ = ws.send(Message::binary(vec![0u8, 1, 2])).await;
+                            }
+                            Fault::Replay => {
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                let answer = events.iter().map(event_frame).chain([eose]);
+                                for frame in answer {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
+                                }
+                                for e in events.iter().cycle().take(FLOOD) {
+                                    if ws.send(Message::text(event_frame(e))).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                            Fault::Duplicates => {
+                                if let Some(e) = events.first() {
+                                    let frame = event_frame(e);
+                                    for _ in 0..DUPLICATES {
+                                        if ws.send(Message::text(frame.clone())).await.is_err() {
+                                            return;
+                                        }
+                                    }
+                                }
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                if ws.send(Message::text(eose)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Fault::RateLimited => {
+                                let mut frames = Vec::new();
+                                if reqs <= RATE_LIMITED {
+                                    frames.push(format!(
+                                        r#"["CLOSED","{sub}","rate-limited: slow down"]"#
+                                    ));
+                                } else {
+                                    frames.extend(events.iter().map(event_frame));
+                                    frames.push(format!(r#"["EOSE","{sub}"]"#));
+                                }
+                                for frame in frames {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                            Fault::Flood => {
+                                if let Some(e) = events.first() {
+                                    let _ = ws.send(Message::text(event_frame(e))).await;
+                                }
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                if ws.send(Message::text(eose)).await.is_err() {
+                                    return;
+                                }
+                                let rest = &events[1.min(events.len())..];
+                                for e in rest.iter().cycle().take(FLOOD) {
+                                    if ws.send(Message::text(event_frame(e))).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            url,
+            connections,
+            task,
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Test support shared by the workspace's tests: what the runtime's, the CLI's and the nostr-sdk
+//! engine's tests start, build and wait on. Dev-only (`publish = false`).
+//!
+//! - [`relay`]: real relays (nostr-relay-builder's `LocalRelay`) on 127.0.0.1 with an
+//!   in-memory database tests seed, counting the REQs and connections they see
+//!   ([`RealRelay`], [`Counter`]), and [`dead_url`], where nothing listens.
+//! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
+//!   [`Fault`]), for what a real relay does not do on demand.
+//! - [`proxy`]: a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
+//! - [`events`]: fixed keys and signed notes, relay lists and other events.
+//! - [`world`]: where a test world's notes live and what a plan should fetch of them
+//!   ([`World`]), route tables and routers.
+//! - [`feed`]: collecting a feed's channel ([`drain`], [`Collected`]), bounded waits
+//!   ([`wait_for`], [`wait_until`]), and one-shot feeds run to the end ([`run_once`],
+//!   [`start_once`]).
+//!
+//! Nothing here asserts timings: waits are bounded generously and report whether the condition
+//! came, for the test to assert.
+
+pub mod events;
+pub mod fault;
+pub mod feed;
+pub mod proxy;
+pub mod relay;
+pub mod world;
+
+pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
+pub use fault::{Fault, FaultServer, DUPLICATES, FLOOD, RATE_LIMITED};
+pub use feed::{
+    drain, run_once, start_once, start_once_on, wait_for, wait_until, Collected, ONCE_WITHIN,
+};
+pub use proxy::{proxy, Gauge};
+pub use relay::{dead_url, Counter, RealRelay, SeenReq};
+pub use world::{router, table, World};

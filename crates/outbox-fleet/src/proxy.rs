@@ -1,0 +1,61 @@
+//! A TCP proxy in front of a relay that counts the client's connections.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Connections open now and the most at once, over every proxy that shares it.
+#[derive(Clone, Default)]
+pub struct Gauge {
+    /// Connections open now.
+    pub open: Arc<AtomicUsize>,
+    /// The most open at once.
+    pub peak: Arc<AtomicUsize>,
+    /// Connections accepted so far.
+    pub accepted: Arc<AtomicUsize>,
+}
+
+impl Gauge {
+    fn opened(&self) {
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn closed(&self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A TCP proxy in front of `upstream` (a `ws://host:port` URL) that counts the client's
+/// connections in `gauge`, each from its accept until either end closed it; returns its URL.
+pub async fn proxy(upstream: &str, gauge: Gauge) -> String {
+    let target = upstream.trim_start_matches("ws://").to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            gauge.opened();
+            let (target, gauge) = (target.clone(), gauge.clone());
+            tokio::spawn(async move {
+                let Ok(server) = TcpStream::connect(&target).await else {
+                    gauge.closed();
+                    return;
+                };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                // Closed as soon as either side closed: the relay's end or the client's.
+                tokio::select! {
+                    _ = tokio::io::copy(&mut server_read, &mut client_write) => {}
+                    _ = tokio::io::copy(&mut client_read, &mut server_write) => {}
+                }
+                gauge.closed();
+                let _ = client_write.shutdown().await;
+                let _ = server_write.shutdown().await;
+            });
+        }
+    });
+    url
+}

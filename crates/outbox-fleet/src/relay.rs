@@ -1,0 +1,153 @@
+//! Real relays on 127.0.0.1: nostr-relay-builder's `LocalRelay` with an in-memory database
+//! tests seed, and a query hook counting what it was asked.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use nostr::event::Event;
+use nostr_relay_builder::prelude as rb;
+
+/// One REQ filter as the relay's query hook saw it.
+#[derive(Clone, Debug)]
+pub struct SeenReq {
+    /// The client's address: one per connection.
+    pub peer: SocketAddr,
+    /// How many authors the filter names.
+    pub authors: usize,
+    /// The kinds the filter names.
+    pub kinds: Vec<u16>,
+}
+
+/// Counts what a real relay was asked, from its own query-policy hook.
+#[derive(Clone, Debug, Default)]
+pub struct Counter {
+    // Test-only shared log; the lock is taken briefly and never across an await.
+    reqs: Arc<Mutex<Vec<SeenReq>>>,
+}
+
+impl Counter {
+    /// Every REQ filter seen so far, in order.
+    pub fn reqs(&self) -> Vec<SeenReq> {
+        self.reqs.lock().unwrap().clone()
+    }
+
+    /// How many REQ filters asked for notes (kind 1) alone: the feed's.
+    pub fn feed_reqs(&self) -> usize {
+        self.reqs().iter().filter(|r| r.kinds == [1]).count()
+    }
+
+    /// How many connections sent a REQ.
+    pub fn connections(&self) -> usize {
+        self.reqs()
+            .iter()
+            .map(|r| r.peer)
+            .collect::<HashSet<_>>()
+            .len()
+    }
+}
+
+impl rb::QueryPolicy for Counter {
+    fn admit_query<'a>(
+        &'a self,
+        query: &'a rb::Filter,
+        addr: &'a SocketAddr,
+    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
+        let seen = SeenReq {
+            peer: *addr,
+            authors: query.authors.as_ref().map_or(0, |a| a.len()),
+            kinds: query
+                .kinds
+                .as_ref()
+                .map(|k| k.iter().map(|k| k.as_u16()).collect())
+                .unwrap_or_default(),
+        };
+        self.reqs.lock().unwrap().push(seen);
+        Box::pin(async { rb::PolicyResult::Accept })
+    }
+}
+
+/// A real relay on 127.0.0.1 with an in-memory database tests seed.
+pub struct RealRelay {
+    /// `ws://127.0.0.1:PORT`.
+    pub url: String,
+    /// What the relay was asked.
+    pub counter: Counter,
+    db: Arc<rb::MemoryDatabase>,
+    relay: rb::LocalRelay,
+}
+
+impl RealRelay {
+    /// A relay listening on a free loopback port.
+    pub async fn start() -> Self {
+        Self::start_with(|b| b).await
+    }
+
+    /// A relay built with extra options (e.g. NIP-42 sign-in required). Its database, query
+    /// hook and a rate limit no test reaches are set before `configure` runs.
+    pub async fn start_with(configure: impl Fn(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
+        let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
+            events: true,
+            max_events: None,
+        }));
+        let counter = Counter::default();
+        // The relay picks its own port; another test process may take it first: try again.
+        let mut attempts = 0;
+        let relay = loop {
+            let builder = rb::RelayBuilder::default()
+                .database(db.clone())
+                .query_policy(counter.clone())
+                .rate_limit(rb::RateLimit {
+                    max_reqs: 100,
+                    notes_per_minute: 100_000,
+                });
+            let relay = rb::LocalRelay::new(configure(builder));
+            match relay.run().await {
+                Ok(()) => break relay,
+                Err(e) if attempts < 5 => {
+                    attempts += 1;
+                    eprintln!("local relay did not start ({e}); trying another port");
+                }
+                Err(e) => panic!("local relay did not start: {e}"),
+            }
+        };
+        let url = relay.url().await.to_string();
+        let url = url.trim_end_matches('/').to_string();
+        Self {
+            url,
+            counter,
+            db,
+            relay,
+        }
+    }
+
+    /// Stores an event directly in the relay's database (the relay serves it like any other).
+    pub async fn store(&self, event: &Event) {
+        use rb::{JsonUtil, NostrDatabase};
+        let theirs = rb::Event::from_json(event.as_json()).expect("same wire format");
+        self.db.save_event(&theirs).await.expect("saved");
+    }
+
+    /// Whether the relay holds the event with this id (hex).
+    pub async fn has(&self, id: &str) -> bool {
+        use rb::NostrDatabase;
+        let theirs = rb::EventId::from_hex(id).expect("a hex event id");
+        self.db.event_by_id(&theirs).await.expect("read").is_some()
+    }
+
+    /// Stops listening.
+    pub fn shutdown(&self) {
+        self.relay.shutdown();
+    }
+}
+
+/// A URL on 127.0.0.1 where nothing listens.
+pub async fn dead_url() -> String {
+    // Bound and never listening: every connection is refused, and the port stays taken for the
+    // rest of the test binary, so no relay of a test running beside it can be handed it.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::mem::forget(socket);
+    format!("ws://127.0.0.1:{port}")
+}
