@@ -165,8 +165,8 @@ impl LiveConfig {
 
 /// The client the simulator's clock replays for a runtime run with `runtime`: its connect and
 /// EOSE timeouts, strikes, first backoff, pages in flight, lookup grace, re-plan debounce,
-/// deadline (none: never) and `budget`'s lasting and reserved sockets. The clock's policies
-/// the runtime does not have stay off.
+/// deadline (none: never), `budget`'s lasting and reserved sockets, and how the runtime
+/// carries a plan out (its `schedule`; it does not hedge).
 pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTiming {
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     ClientTiming {
@@ -180,6 +180,12 @@ pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTim
         deadline_ms: runtime.deadline.map_or(f64::INFINITY, ms),
         lasting_sockets: budget.lasting_sockets(),
         reserve_sockets: budget.reserve,
+        policy: outbox_sim::clock::Policy {
+            aside_on_timeout: runtime.schedule.aside_on_connect_timeout,
+            early_waves: runtime.schedule.early_waves,
+            probe_timeout_ms: Some(ms(runtime.schedule.probe_connect_timeout)),
+            hedge_after_ms: None,
+        },
         ..ClientTiming::default()
     }
 }

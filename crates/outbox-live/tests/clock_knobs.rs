@@ -25,6 +25,20 @@ fn the_clock_replays_the_runtimes_defaults() {
         clock.lasting_sockets,
         SocketBudget::default().lasting_sockets()
     );
+    let schedule = runtime.schedule;
+    assert_eq!(
+        clock.policy.aside_on_timeout,
+        schedule.aside_on_connect_timeout
+    );
+    assert_eq!(clock.policy.early_waves, schedule.early_waves);
+    assert_eq!(
+        clock.policy.probe_timeout_ms,
+        Some(ms(schedule.probe_connect_timeout))
+    );
+    assert_eq!(
+        clock.policy.hedge_after_ms, None,
+        "the runtime does not hedge"
+    );
     // The live bench times the simulator with the client it builds from its runtime config.
     assert_eq!(
         outbox_live::client_timing(&runtime, SocketBudget::default()),

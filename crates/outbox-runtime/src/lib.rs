@@ -97,7 +97,7 @@ pub mod store;
 mod tls;
 
 pub use client::Client;
-pub use config::{Backoff, PenaltyPolicy, RuntimeConfig};
+pub use config::{Backoff, PenaltyPolicy, RuntimeConfig, Schedule};
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,
     RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,

@@ -89,6 +89,7 @@ impl Probing {
         let gate = Arc::new(Semaphore::new(at_once));
         let mut cfg = client.config().clone();
         cfg.once = true;
+        cfg.connect_timeout = cfg.connect_timeout.min(cfg.schedule.probe_connect_timeout);
         let per_relay = cfg
             .connect_timeout
             .saturating_add(cfg.eose_timeout)

@@ -4,13 +4,10 @@
 //! whose follows stay covered. The AUTH event names the relay and its challenge and goes to no
 //! other relay; a config never prints the secret key.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, Kind};
 use nostr::filter::{Filter, MatchEventOptions};
@@ -18,6 +15,7 @@ use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 use outbox_core::UrlPolicy;
+use outbox_fleet::*;
 use outbox_runtime::{
     start, AuthOutcome, Client, FeedInput, FeedSummary, PublishConfig, PublishOutcome,
     RuntimeConfig, SocketBudget, Status,
@@ -537,9 +535,13 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
         max_attempts: 1,
         ..PublishConfig::fast_for_tests()
     };
-    let sent = signed
-        .publish(&s.open_note, std::slice::from_ref(&s.private.url), &first)
-        .await;
+    let sent = outbox_runtime::publish(
+        &s.open_note,
+        std::slice::from_ref(&s.private.url),
+        &signed,
+        &first,
+    )
+    .await;
     assert_eq!(sent.relays[0].outcome, PublishOutcome::Timeout, "{sent:?}");
     assert!(
         s.private.seen().auths.is_empty(),

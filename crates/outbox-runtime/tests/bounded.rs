@@ -344,3 +344,117 @@ async fn a_relay_document_redirect_is_not_followed() {
     observer_task.abort();
     relay_task.abort();
 }
+
+/// A `once` run over a reader relay and follows who each list one relay: `holes` of them a
+/// black hole, the rest writing to the reader's relay. What each hole saw, the run's summary
+/// and what it delivered.
+async fn one_run_with_holes(
+    schedule: outbox_runtime::Schedule,
+    holes: usize,
+) -> (Vec<usize>, outbox_runtime::FeedSummary, usize) {
+    let reader = RealRelay::start().await;
+    let now = now();
+    let mut input_holes = Vec::new();
+    for _ in 0..holes {
+        input_holes.push(BlackHole::start().await);
+    }
+    let follows: Vec<Keys> = (1..=holes as u8 + 2).map(keys).collect();
+    for (i, f) in follows.iter().enumerate() {
+        reader.store(&note(f, now - 100 - i as u64, "a note")).await;
+    }
+    let mut input = FeedInput::new(
+        router(CONFIG),
+        follows.iter().map(|k| k.public_key()).collect(),
+        [&reader.url],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for (i, f) in follows.iter().enumerate() {
+        let relay = input_holes
+            .get(i)
+            .map_or(reader.url.as_str(), |h| h.url.as_str());
+        assert!(input.add_relay_list_event(&relay_list(f, now, &[(relay, None)])));
+    }
+    // The default penalty policy: three strikes before a set-aside the box keeps.
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        deadline: Some(Duration::from_secs(60)),
+        schedule,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = outbox_runtime::start(input, &Client::new(config)).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(90)).await;
+    let notes = out.lock().unwrap().notes.len();
+    let seen = input_holes
+        .iter()
+        .map(|h| h.accepts.load(Ordering::SeqCst))
+        .collect();
+    (seen, summary, notes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_accepts_no_socket_costs_one_connect_timeout() {
+    let (seen, summary, notes) = one_run_with_holes(outbox_runtime::Schedule::default(), 3).await;
+    assert_eq!(seen, [1, 1, 1], "each black hole dialled once: {summary:?}");
+    assert!(!summary.deadline_reached, "{summary:?}");
+    assert_eq!(notes, 5, "the reader's relay carried the holes' follows");
+    // Off, as before: every attempt the penalty policy allows.
+    let patient = outbox_runtime::Schedule {
+        aside_on_connect_timeout: false,
+        ..outbox_runtime::Schedule::default()
+    };
+    let (seen, summary, notes) = one_run_with_holes(patient, 1).await;
+    assert_eq!(
+        seen,
+        [3],
+        "three attempts before the set-aside: {summary:?}"
+    );
+    assert_eq!(notes, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replan_does_not_wait_for_a_silent_relay() {
+    // One follow writes to a black hole, the other to a relay that accepts a socket and never
+    // answers; the reader's relay holds both follows' notes. The black hole is set aside at
+    // its connect timeout and its follow moves to the reader's relay at once; the silent relay
+    // keeps the run going until its deadline, long before its EOSE timeout.
+    let reader = RealRelay::start().await;
+    let hole = BlackHole::start().await;
+    let silent = Silent::start().await;
+    let now = now();
+    let follows: Vec<Keys> = (1..=2).map(keys).collect();
+    let moved = note(&follows[0], now - 100, "from the black hole's follow");
+    reader.store(&moved).await;
+    let mut input = FeedInput::new(
+        router(CONFIG),
+        follows.iter().map(|k| k.public_key()).collect(),
+        [&reader.url],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    assert!(input.add_relay_list_event(&relay_list(&follows[0], now, &[(&hole.url, None)])));
+    assert!(input.add_relay_list_event(&relay_list(&follows[1], now, &[(&silent.url, None)])));
+    let run = |early_waves: bool| {
+        let config = RuntimeConfig {
+            once: true,
+            discover_lists: false,
+            // Far longer than the deadline: only an early wave moves the follow in time.
+            eose_timeout: Duration::from_secs(120),
+            deadline: Some(Duration::from_secs(6)),
+            schedule: outbox_runtime::Schedule {
+                early_waves,
+                ..outbox_runtime::Schedule::default()
+            },
+            ..RuntimeConfig::fast_for_tests()
+        };
+        Client::new(config)
+    };
+    let (handle, rx) = outbox_runtime::start(input, &run(true)).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(60)).await;
+    assert!(
+        out.lock().unwrap().notes.contains_key(&moved.id),
+        "the re-plan went out without waiting for the silent relay: {summary:?}"
+    );
+    assert!(summary.pending.contains(&silent.url), "{summary:?}");
+}

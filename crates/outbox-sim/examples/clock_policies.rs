@@ -1,6 +1,7 @@
 //! What each way of carrying out a plan faster would buy, measured on the worlds' clock before
-//! the runtime is given it: today's runtime beside each policy of
-//! [`outbox_sim::clock::Policy`] alone and all together, for a few strategies.
+//! the runtime is given it: no policy beside each policy of
+//! [`outbox_sim::clock::Policy`] alone, the runtime's own ([`Policy::runtime`]) and all
+//! together, for a few strategies.
 //!
 //! ```text
 //! cargo run --release -p outbox-sim --example clock_policies -- [profiles] [seeds]
@@ -57,7 +58,7 @@ fn main() {
         fail("--strategies: none of these is in the suite");
     }
     let policies: Vec<(&str, Policy)> = vec![
-        ("today", Policy::default()),
+        ("none", Policy::default()),
         (
             "aside on timeout",
             Policy {
@@ -86,6 +87,7 @@ fn main() {
                 ..Policy::default()
             },
         ),
+        ("runtime", Policy::runtime()),
         (
             "all",
             Policy {

@@ -94,7 +94,11 @@ fn notes_arrive_from_the_relay_that_holds_them_and_a_black_hole_only_delays_the_
         &sim,
         &[("fast", &[ALICE]), ("slow", &[ALICE]), ("hole", &[BOB])],
     );
-    let client = ClientTiming::default();
+    // With no policy, a black hole gets every connect attempt.
+    let client = ClientTiming {
+        policy: Policy::default(),
+        ..ClientTiming::default()
+    };
     let timeline = run(&sim, std::slice::from_ref(&plan), true, &client);
     assert_eq!(timeline.arrived.len(), 6, "{timeline:?}");
     let mut times: Vec<f64> = timeline.arrived.values().map(|t| t.expect("in")).collect();
@@ -150,7 +154,11 @@ fn a_wave_waits_for_the_slowest_relay_of_the_one_before() {
     let sim = world();
     let first = asks(&sim, &[("slow", &[ALICE]), ("hole", &[BOB])]);
     let second = asks(&sim, &[("slow", &[ALICE]), ("fast", &[ALICE])]);
-    let client = ClientTiming::default();
+    // With no policy: every connect attempt, and waves that wait.
+    let client = ClientTiming {
+        policy: Policy::default(),
+        ..ClientTiming::default()
+    };
     let waves = [first, second];
     let timeline = run(&sim, &waves, true, &client);
     let hole = 3.0 * client.connect_timeout_ms + 0.75 * client.backoff_ms * 3.0;

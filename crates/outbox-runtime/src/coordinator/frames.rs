@@ -209,12 +209,18 @@ impl Coordinator {
                     self.penalties.strike(url, &reason, now, &self.cfg.penalty)
                 };
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
+                let timed_out = matches!(failure, Failure::ConnectTimeout);
                 self.status(Status::Failed {
                     relay: url.to_string(),
                     reason: failure,
                     strikes,
                 })
                 .await;
+                // A `once` run gives a relay that accepts no socket one connect timeout, not
+                // three: it is left out for the rest of the run (the box keeps only the strike).
+                let aside_now =
+                    self.cfg.once && self.cfg.schedule.aside_on_connect_timeout && timed_out;
+                let penalised = penalised.or(aside_now.then_some(now));
                 if let Some(until) = penalised {
                     let learned = if rate_limited {
                         Learned::Refusal

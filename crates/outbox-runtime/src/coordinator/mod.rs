@@ -656,8 +656,10 @@ impl Coordinator {
         // aside within moments of each other: one re-plan moves them all, instead of one each
         // churning the relays that are still answering. A `--once` run re-plans in waves: when
         // every relay of the plan has answered or been set aside (or at the latest after one
-        // EOSE timeout), so which relays share a re-plan does not depend on timing.
-        if self.cfg.once {
+        // EOSE timeout), so which relays share a re-plan does not depend on timing; with early
+        // waves ([`Schedule::early_waves`](crate::Schedule)) it goes out after the debounce, as
+        // a continuing feed's does.
+        if self.cfg.once && !self.cfg.schedule.early_waves {
             self.wave_replan = true;
             self.schedule_replan(self.cfg.eose_timeout);
         } else {

@@ -78,7 +78,8 @@ pub struct ClientTiming {
     pub policy: Policy,
 }
 
-/// Ways of carrying out a plan faster, off by default. The clock measures what each would buy.
+/// Ways of carrying out a plan faster, all off by default ([`Policy::runtime`]: what the
+/// runtime does). The clock measures what each buys.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Policy {
@@ -95,6 +96,20 @@ pub struct Policy {
     pub hedge_after_ms: Option<f64>,
 }
 
+impl Policy {
+    /// What the runtime does (`outbox_runtime::Schedule`'s defaults): a connect timeout sets
+    /// the relay aside at once, re-plans go out early, probes give up connecting after 2 s; no
+    /// hedging (the clock showed it does not pay).
+    pub fn runtime() -> Self {
+        Self {
+            aside_on_timeout: true,
+            early_waves: true,
+            probe_timeout_ms: Some(2_000.0),
+            hedge_after_ms: None,
+        }
+    }
+}
+
 impl Default for ClientTiming {
     fn default() -> Self {
         Self {
@@ -109,7 +124,7 @@ impl Default for ClientTiming {
             lasting_sockets: Some(28),
             reserve_sockets: 4,
             lists_given: false,
-            policy: Policy::default(),
+            policy: Policy::runtime(),
         }
     }
 }

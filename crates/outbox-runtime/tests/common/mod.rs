@@ -1,3 +1,0 @@
-//! The test harness is `outbox-fleet`'s; this module only re-exports it.
-
-pub use outbox_fleet::*;
