@@ -6,7 +6,7 @@
 //!   ([`RealRelay`], [`Counter`]), and [`dead_url`], where nothing listens.
 //! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
 //!   [`Fault`]), for what a real relay does not do on demand.
-//! - [`proxy`]: a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
+//! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
