@@ -46,13 +46,12 @@ pub struct RuntimeConfig {
     pub once: bool,
     /// With `once`: the run ends this long after it started, with what it has (the round
     /// learned, stats saved, [`FeedSummary::pending`](crate::FeedSummary::pending) naming the
-    /// relays still awaited); `None`: no bound but the timeouts. Relays that accept a socket
-    /// and never answer cost three connect timeouts each before they are set aside, wave after
-    /// wave of re-plans: 200 of them kept a run going for minutes after every good note had
-    /// arrived in 48 ms. The default never cuts a healthy run: 200 follows on ten local relays
-    /// take 0.14 to 0.19 s, and at the default timeouts each wave of dead relays costs about
-    /// 31 s (3 × 10 s and backoff), so two such waves and a re-plan answered within its EOSE
-    /// timeout (about 77 s) still end before it.
+    /// relays still awaited); `None`: no bound but the timeouts. It bounds what relays that
+    /// accept a socket and never answer a page can cost (a relay that accepts no socket costs
+    /// one connect timeout: [`Schedule::aside_on_connect_timeout`]); 200 silent relays once
+    /// kept a run going for minutes after every good note had arrived in 48 ms. The default
+    /// never cuts a healthy run: 200 follows on ten local relays take 0.14 to 0.19 s, and a
+    /// wave of dead relays costs one connect timeout (10 s) before its follows move.
     pub deadline: Option<Duration>,
     /// With `once`: after the first relay answered a lookup (the follows' relay lists, or
     /// [`fetch_events`](crate::fetch_events)), the others get this long to finish, then the

@@ -1,8 +1,8 @@
 //! The live runtime: a feed from real relays, routed by an outbox strategy.
 //!
 //! A client hands [`start`] its follows, its own relays, whatever kind:10002 relay lists it
-//! already has, a [`Router`] (a strategy from config, with the URL policy every relay URL of the
-//! feed goes through) and a [`StatsStore`]. It gets back a
+//! already has, a [`Router`](outbox_core::Router) (a strategy from config, with the URL policy every relay URL of the
+//! feed goes through) and a [`StatsStore`](outbox_client::StatsStore). It gets back a
 //! [`FeedHandle`] and a channel of [`FeedEvent`]s: verified, de-duplicated notes and status
 //! events (connected, EOSE, failed, set aside, re-planned).
 //!
@@ -46,10 +46,10 @@
 //! - **Learning**: once every slot of a plan has answered or been set aside, the coordinator
 //!   builds one [`RoundReport`](outbox_core::stats::RoundReport) — per asked relay, whether it
 //!   answered and how many distinct events it returned for each author it was asked about — and
-//!   calls [`DeliveryStats::record_round`], the same call the simulator makes. Relays that failed
+//!   calls [`DeliveryStats::record_round`](outbox_core::DeliveryStats::record_round), the same call the simulator makes. Relays that failed
 //!   or were set aside are in that report as not answered; that is the only place a failure is
 //!   learned, so none is counted twice. EOSE latency goes to
-//!   [`DeliveryStats::record_latency`] as it arrives. Stats are saved on a timer and at shutdown.
+//!   [`DeliveryStats::record_latency`](outbox_core::DeliveryStats::record_latency) as it arrives. Stats are saved on a timer and at shutdown.
 //! - **Probes**: after the fetch, a few relays the run did not ask are asked a short question
 //!   each ([`outbox_core::probe`], up to the config's `probe_connections`, at most the routed
 //!   budget of sockets at once), and what they returned is learned like any round; their notes

@@ -18,7 +18,7 @@ pub(crate) enum Control {
     Shutdown,
 }
 
-/// Why [`FeedHandle::subscribe`] opened nothing.
+/// Why [`FeedHandle::subscribe`](crate::FeedHandle::subscribe) opened nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SubscribeError {
     /// The feed has ended.

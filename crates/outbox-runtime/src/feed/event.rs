@@ -116,7 +116,7 @@ pub enum Status {
         reason: String,
     },
     /// Relays the plan did not ask were probed and what they returned was learned
-    /// ([`FeedSummary::probes`]).
+    /// ([`FeedSummary::probes`](crate::FeedSummary::probes)).
     Probed {
         /// Relays probed.
         relays: usize,

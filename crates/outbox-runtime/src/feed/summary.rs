@@ -47,7 +47,7 @@ pub struct RelayOutcome {
 pub enum AuthOutcome {
     /// It accepted our AUTH event and was asked again.
     SignedIn,
-    /// The client has no signer ([`Client::signer`]): it was set aside.
+    /// The client has no signer ([`Client::signer`](crate::Client::signer)): it was set aside.
     NoKeys,
     /// Signing in did not help (refused, no challenge or no `OK` in time, or still refused
     /// after): it was set aside. The reason is the relay's text; escape it before display.
@@ -138,13 +138,13 @@ pub struct FeedSummary {
     pub time_to_full_eose: Option<Duration>,
     /// The run stopped at the end of its EOSE race, before every relay answered.
     pub raced: bool,
-    /// The run stopped at its [`RuntimeConfig::deadline`]: before every relay answered or was
+    /// The run stopped at its [`RuntimeConfig::deadline`](crate::RuntimeConfig::deadline): before every relay answered or was
     /// set aside, or while probing after the fetch.
     pub deadline_reached: bool,
     /// Relays still awaited (a feed or lookup not answered) when the run stopped at its
     /// deadline or at the end of its EOSE race, by canonical URL.
     pub pending: Vec<String>,
-    /// The planning seed of this run (see [`RuntimeConfig::seed`]).
+    /// The planning seed of this run (see [`RuntimeConfig::seed`](crate::RuntimeConfig::seed)).
     pub seed: u64,
     /// Who carried the residual in the last plan.
     pub carriers: Carriers,
