@@ -335,11 +335,17 @@ pub fn replay(
     };
     let readers: Vec<&str> = world.reader_relays.iter().map(String::as_str).collect();
 
-    let mut wave_at = 0.0;
+    let mut wave_at: f64 = 0.0;
+    // With early waves, when the runtime's re-plan asks elsewhere about an author: the debounce
+    // after the first relay it was asked of was set aside (the runtime re-plans after each
+    // set-aside, not once per wave).
+    let mut moved_at: HashMap<u32, f64> = HashMap::new();
     let mut settled = lookup_end;
     for (n, wave) in run.waves.iter().enumerate() {
-        // What this wave asks that no earlier wave did, relay by relay.
+        // What this wave asks that no earlier wave did, relay by relay (and, with early waves,
+        // by when each of its authors moved), with when each goes out.
         let mut delta = Asks::default();
+        let mut froms: Vec<f64> = Vec::new();
         for ask in &wave.entries {
             let before = asked.entry(ask.url.clone()).or_default();
             let new: Vec<u32> = (ask.authors.iter())
@@ -350,11 +356,26 @@ pub fn replay(
                 continue;
             }
             before.extend(&new);
-            delta.entries.push(Ask {
-                url: ask.url.clone(),
-                relay: ask.relay,
-                authors: new,
-            });
+            let mut groups: Vec<(f64, Vec<u32>)> = Vec::new();
+            for a in new {
+                let at = match moved_at.get(&a) {
+                    Some(&t) if client.policy.early_waves => t.max(wave_at),
+                    _ => wave_at,
+                };
+                match groups.iter_mut().find(|(t, _)| *t == at) {
+                    Some((_, authors)) => authors.push(a),
+                    None => groups.push((at, vec![a])),
+                }
+            }
+            groups.sort_by(|x, y| x.0.total_cmp(&y.0));
+            for (at, authors) in groups {
+                froms.push(at);
+                delta.entries.push(Ask {
+                    url: ask.url.clone(),
+                    relay: ask.relay,
+                    authors,
+                });
+            }
         }
         let pages = paged(sim, &delta, session, since);
         let mut state = State {
@@ -369,18 +390,23 @@ pub fn replay(
         let mut hedge_at = f64::INFINITY;
         let mut failed_at = f64::NEG_INFINITY;
         let mut first_failed = f64::INFINITY;
-        for (ask, chunks) in delta.entries.iter().zip(pages) {
+        for ((ask, chunks), at) in delta.entries.iter().zip(pages).zip(froms) {
             // The first plan's routed relays wait for the lists on a first run.
             let from = if n == 0 && !readers.contains(&ask.url.as_str()) {
                 routed_from
             } else {
-                wave_at
+                at
             };
             let served = serve(sim, client, session, &mut state, ask, chunks, from, false);
             settled = settled.max(served.resolved);
             if served.first_answer.is_none() {
                 failed_at = failed_at.max(served.resolved);
                 first_failed = first_failed.min(served.resolved);
+                let moved = served.resolved + client.debounce_ms;
+                for &a in &ask.authors {
+                    let t = moved_at.entry(a).or_insert(moved);
+                    *t = t.min(moved);
+                }
             }
             if let Some(after) = client.policy.hedge_after_ms {
                 if served.first_answer.is_none_or(|t| t > from + after) {
@@ -396,8 +422,9 @@ pub fn replay(
             ));
         }
         wave_at = if client.policy.early_waves && failed_at.is_finite() {
-            // The re-plan goes out once the relays it replaces were set aside.
-            (failed_at + client.debounce_ms).max(wave_at)
+            // The first re-plan goes out once the first relay was set aside; what it moves off
+            // a relay set aside later goes out after that one (`moved_at`).
+            (first_failed + client.debounce_ms).max(wave_at)
         } else {
             // The next re-plan goes out once every relay asked so far answered or was set
             // aside, or one EOSE timeout after the first set-aside, whichever comes first.
