@@ -11,27 +11,13 @@
 use std::time::{Duration, Instant};
 
 use outbox_core::UrlPolicy;
-use outbox_fleet::{drain, keys, note, now, relay_list, router, run_once, RealRelay};
+use outbox_fleet::{drain, keys, note, now, relay_list, router, run_once, BlackHole, RealRelay};
 use outbox_runtime::{Client, FeedInput, RuntimeConfig, Schedule};
-use tokio::net::TcpListener;
 
 const RELAYS: usize = 7;
 const FOLLOWS: u8 = 28;
 /// Follows whose only relay is the black hole (their notes are nowhere else).
 const HOLE_FOLLOWS: usize = 4;
-
-/// A listener that accepts every socket and never reads or writes; its URL.
-async fn black_hole() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let url = format!("ws://{}", listener.local_addr().expect("bound"));
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            held.push(stream);
-        }
-    });
-    url
-}
 
 /// One run: seconds to the first note and to the last, the run's end, and notes delivered.
 async fn run(relays: &[RealRelay], hole: &str, schedule: Schedule) -> (f64, f64, f64, usize) {
@@ -89,7 +75,7 @@ async fn main() {
             relays[(i + 1) % RELAYS].store(&held).await;
         }
     }
-    let hole = black_hole().await;
+    let hole = BlackHole::start().await;
     let before = Schedule {
         aside_on_connect_timeout: false,
         early_waves: false,
@@ -104,7 +90,7 @@ async fn main() {
         "schedule", "first note", "all settled", "run ends", "notes"
     );
     for (name, schedule) in [("none", before), ("runtime", Schedule::default())] {
-        let (first, settled, ended, notes) = run(&relays, &hole, schedule).await;
+        let (first, settled, ended, notes) = run(&relays, &hole.url, schedule).await;
         println!("{name:<22} {first:>10.2} {settled:>12.2} {ended:>10.2} {notes:>6}");
     }
 }

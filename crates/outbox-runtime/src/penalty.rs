@@ -89,11 +89,7 @@ impl PenaltyBox {
         now: u64,
         policy: &PenaltyPolicy,
     ) -> Option<u64> {
-        let until = self.strike(url, reason, now, policy);
-        if let Some(entry) = self.relays.get_mut(url) {
-            entry.misbehaved = true;
-        }
-        until
+        self.strike_marked(url, reason, now, policy, |e| e.misbehaved = true)
     }
 
     /// Sets a relay aside at once for the full duration (a refusal that retrying cannot fix);
@@ -161,9 +157,21 @@ impl PenaltyBox {
         now: u64,
         policy: &PenaltyPolicy,
     ) -> Option<u64> {
+        self.strike_marked(url, reason, now, policy, |e| e.rate_limited = true)
+    }
+
+    /// A [`strike`](Self::strike) that also marks the entry by `mark` (why it keeps failing).
+    fn strike_marked(
+        &mut self,
+        url: &str,
+        reason: &str,
+        now: u64,
+        policy: &PenaltyPolicy,
+        mark: impl FnOnce(&mut PenaltyEntry),
+    ) -> Option<u64> {
         let until = self.strike(url, reason, now, policy);
         if let Some(entry) = self.relays.get_mut(url) {
-            entry.rate_limited = true;
+            mark(entry);
         }
         until
     }

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
@@ -21,67 +20,6 @@ use outbox_runtime::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-/// A listener that accepts sockets and holds them without reading or writing; counts accepts.
-struct BlackHole {
-    url: String,
-    accepts: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl BlackHole {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let accepts = Arc::new(AtomicUsize::new(0));
-        let count = accepts.clone();
-        let task = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                held.push(stream);
-            }
-        });
-        Self { url, accepts, task }
-    }
-}
-
-/// A WebSocket server that completes the handshake and then never answers anything.
-struct Silent {
-    url: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Silent {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    // Read and ignore everything, answer nothing.
-                    while let Some(Ok(_)) = ws.next().await {}
-                });
-            }
-        });
-        Self { url, task }
-    }
-}
 
 const CONFIG: &str = "max_connections = 50\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::filter::Filter;
 use outbox_client::{routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget};
 use outbox_core::UrlPolicy;
@@ -13,50 +12,6 @@ use outbox_fleet::*;
 use outbox_runtime::{
     lookup, start_route, Client, FeedInput, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
 };
-use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::Message;
-
-/// A WebSocket server that answers every REQ with `["CLOSED", sub, message]`.
-struct Refuser {
-    url: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Refuser {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Refuser {
-    async fn start(message: &'static str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
-                        if value[0] != "REQ" {
-                            continue;
-                        }
-                        let frame = serde_json::json!(["CLOSED", value[1], message]).to_string();
-                        if ws.send(Message::text(frame)).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Self { url, task }
-    }
-}
 
 /// Everything a route feed delivers until its channel closes (bounded).
 async fn route_events(plan: &RoutePlan, client: &Client) -> Vec<RouteEvent> {
