@@ -11,7 +11,7 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use outbox_fleet::{signed, RealRelay};
+use outbox_fleet::{dead_url, signed, RealRelay};
 
 const NOTES: u64 = 5;
 
@@ -307,10 +307,7 @@ async fn a_key_file_holding_a_follows_public_key_is_refused() {
 async fn a_refused_follow_list_lookup_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let (_relay, url, _follows) = private_relay(dir.path()).await;
-    // Bound and never listening: connecting is refused.
-    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = format!("ws://{}", socket.local_addr().unwrap());
-    drop(socket);
+    let dead = dead_url().await;
     let reader = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
     let npub = reader.public_key().to_bech32().unwrap();
     let relays = format!("{url},{dead}");

@@ -354,6 +354,22 @@ fn read_to_end(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<
     })
 }
 
+/// Starts `cmd` with its output piped and waits until it printed its first note; the child
+/// and the rest of its stdout.
+#[cfg(unix)]
+fn first_note(mut cmd: Command) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut notes = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    notes.read_line(&mut first).unwrap();
+    assert!(first.contains("note"), "{first:?}");
+    (child, notes)
+}
+
 /// A feed run with `--stats` in `dir` while another save holds the stats file's lock: the run's
 /// own save waits for it (up to `outbox_stats::LOCK_WAIT`), so the process is still at work
 /// after its notes are out, whatever the machine's load.
@@ -376,15 +392,7 @@ async fn a_second_stop_signal_ends_the_process_while_it_is_still_saving() {
         let mut cmd = held_up(&relay, &author, dir.path());
         cmd.args(["--log", "info"]);
         let (status, stderr) = tokio::task::spawn_blocking(move || {
-            let mut child = cmd
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut notes = BufReader::new(child.stdout.take().unwrap());
-            let mut first = String::new();
-            notes.read_line(&mut first).unwrap();
-            assert!(first.contains("note"), "{first:?}");
+            let (mut child, notes) = first_note(cmd);
             // The stop signals are heard from the first note on.
             let (stopping, heard) = std::sync::mpsc::channel();
             let mut lines = BufReader::new(child.stderr.take().unwrap());
@@ -430,15 +438,7 @@ async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
     let mut cmd = held_up(&relay, &author, dir.path());
     cmd.arg("--summary-json").arg(&summary);
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut notes = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        notes.read_line(&mut first).unwrap();
-        assert!(first.contains("note"), "{first:?}");
+        let (child, notes) = first_note(cmd);
         std::fs::remove_file(&summary).unwrap();
         assert!(Command::new("mkfifo")
             .arg(&summary)

@@ -10,7 +10,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use outbox_fleet::{key, signed, RealRelay};
+use outbox_fleet::{dead_url, key, signed, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
@@ -140,11 +140,7 @@ async fn no_relay_taking_it_is_exit_status_one() {
     let dir = tempfile::tempdir().unwrap();
     let note = signed(&key(1), Kind::TextNote, "nobody listens", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
-    // A port just released: connections are refused.
-    let dead = {
-        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("ws://{}", socket.local_addr().unwrap())
-    };
+    let dead = dead_url().await;
     let out = publish(vec![
         "--event".into(),
         file.display().to_string(),

@@ -12,8 +12,11 @@ use tokio_tungstenite::tungstenite::Message;
 /// How a misbehaving server misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// Sends the stored events for a REQ, never EOSE.
+    /// Sends the stored events for a REQ, never EOSE (with none: a relay that completes the
+    /// handshake and never answers).
     NeverEose,
+    /// Answers every REQ with `["CLOSED", sub, message]`.
+    Refuse(&'static str),
     /// Sends one event, then drops the TCP connection.
     DropMidStream,
     /// Sends garbage: not JSON, wrong shapes, a binary frame, an oversized frame, an event
@@ -141,6 +144,12 @@ impl FaultServer {
                                     return;
                                 }
                             }
+                            Fault::Refuse(message) => {
+                                let frame = serde_json::json!(["CLOSED", sub, message]).to_string();
+                                if ws.send(Message::text(frame)).await.is_err() {
+                                    return;
+                                }
+                            }
                             Fault::RateLimited => {
                                 let mut frames = Vec::new();
                                 if reqs <= RATE_LIMITED {
@@ -215,82 +224,5 @@ impl BlackHole {
             }
         });
         Self { url, accepts, task }
-    }
-}
-
-/// A WebSocket server that completes the handshake and then never answers anything.
-pub struct Silent {
-    /// Where it listens.
-    pub url: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Silent {
-    /// Listens on a free port of 127.0.0.1.
-    pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    // Read and ignore everything, answer nothing.
-                    while let Some(Ok(_)) = ws.next().await {}
-                });
-            }
-        });
-        Self { url, task }
-    }
-}
-
-/// A WebSocket server that answers every REQ with `["CLOSED", sub, message]`.
-pub struct Refuser {
-    /// Where it listens.
-    pub url: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Refuser {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Refuser {
-    /// Listens on a free port of 127.0.0.1 and refuses with `message`.
-    pub async fn start(message: &'static str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
-                        if value[0] != "REQ" {
-                            continue;
-                        }
-                        let frame = serde_json::json!(["CLOSED", value[1], message]).to_string();
-                        if ws.send(Message::text(frame)).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Self { url, task }
     }
 }

@@ -25,7 +25,7 @@ pub mod relay;
 pub mod world;
 
 pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
-pub use fault::{BlackHole, Fault, FaultServer, Refuser, Silent, DUPLICATES, FLOOD, RATE_LIMITED};
+pub use fault::{BlackHole, Fault, FaultServer, DUPLICATES, FLOOD, RATE_LIMITED};
 pub use feed::{
     drain, run_once, start_once, start_once_on, wait_for, wait_until, Collected, ONCE_WITHIN,
 };

@@ -24,10 +24,10 @@ pub struct Client {
     shared: Arc<Shared>,
 }
 
-/// What clones of a client share whatever their knobs.
+/// What clones of a client share whatever their knobs. The signer is the sockets' (they sign
+/// the connections in).
 struct Shared {
     sockets: Sockets,
-    signer: Option<Keys>,
     documents: Nip11Cache,
 }
 
@@ -37,7 +37,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("config", &self.config)
             .field("sockets", &self.shared.sockets)
-            .field("signer", &self.shared.signer)
+            .field("signer", &self.signer())
             .finish()
     }
 }
@@ -61,8 +61,7 @@ impl Client {
         Self {
             config: Arc::new(config),
             shared: Arc::new(Shared {
-                sockets: Sockets::signing(budget, signer.clone()),
-                signer,
+                sockets: Sockets::signing(budget, signer),
                 documents: Nip11Cache::new(),
             }),
         }
@@ -93,7 +92,7 @@ impl Client {
 
     /// The identity it signs in with, if any.
     pub fn signer(&self) -> Option<&Keys> {
-        self.shared.signer.as_ref()
+        self.shared.sockets.signer()
     }
 
     /// The relay documents (NIP-11) this client has read, kept for a while.

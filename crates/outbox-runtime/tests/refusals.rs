@@ -94,9 +94,14 @@ async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lookup_says_why_each_relay_gave_nothing() {
-    let members = Refuser::start("auth-required: members only").await;
-    let spaced = Refuser::start("  auth-required: with leading spaces").await;
-    let blocked = Refuser::start("blocked: not you").await;
+    let members =
+        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let spaced = FaultServer::start(
+        Fault::Refuse("  auth-required: with leading spaces"),
+        Vec::new(),
+    )
+    .await;
+    let blocked = FaultServer::start(Fault::Refuse("blocked: not you"), Vec::new()).await;
     let dead = dead_url().await;
     let relays = vec![
         members.url.clone(),
@@ -139,9 +144,14 @@ async fn a_lookup_says_why_each_relay_gave_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_kept_as_such_and_never_learned_as_down() {
     let reader = RealRelay::start().await;
-    let sign_in = Refuser::start("auth-required: members only").await;
-    let payment = Refuser::start("payment-required: 5000 sats a year").await;
-    let slow = Refuser::start("rate-limited: slow down").await;
+    let sign_in =
+        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let payment = FaultServer::start(
+        Fault::Refuse("payment-required: 5000 sats a year"),
+        Vec::new(),
+    )
+    .await;
+    let slow = FaultServer::start(Fault::Refuse("rate-limited: slow down"), Vec::new()).await;
     let now = now();
     let f = keys(4);
     let n = note(&f, now - 100, "on the reader's relay");

@@ -232,11 +232,8 @@ impl Slot {
                     }
                 },
                 // Someone waits for a place: the loop's top gives this one up if it is done.
-                changed = contention.changed(), if answered => {
-                    if changed.is_err() {
-                        contention = self.client.sockets().contention();
-                    }
-                }
+                // The sender lives as long as the sockets this slot's client holds.
+                _ = contention.changed(), if answered => {}
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
                     if self.paused.is_some_and(|p| p <= now) {

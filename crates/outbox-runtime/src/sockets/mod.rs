@@ -285,6 +285,11 @@ impl Sockets {
         }
     }
 
+    /// What its sockets sign in with, if anything.
+    pub(crate) fn signer(&self) -> Option<&nostr::key::Keys> {
+        self.inner.signer.as_ref()
+    }
+
     /// Its budget.
     pub fn budget(&self) -> SocketBudget {
         self.inner.budget
