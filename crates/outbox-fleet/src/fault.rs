@@ -15,7 +15,7 @@ pub enum Fault {
     /// Sends the stored events for a REQ, never EOSE (with none: a relay that completes the
     /// handshake and never answers).
     NeverEose,
-    /// Answers every REQ with `["CLOSED", sub, message]`.
+    /// Answers every REQ (and COUNT) with `["CLOSED", sub, message]`.
     Refuse(&'static str),
     /// Sends one event, then drops the TCP connection.
     DropMidStream,
@@ -83,7 +83,9 @@ impl FaultServer {
                         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
                             continue;
                         };
-                        if value[0] != "REQ" {
+                        let refused_count =
+                            value[0] == "COUNT" && matches!(fault, Fault::Refuse(_));
+                        if value[0] != "REQ" && !refused_count {
                             continue;
                         }
                         reqs += 1;

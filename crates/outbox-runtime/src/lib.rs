@@ -76,8 +76,10 @@
 pub mod client;
 pub mod config;
 mod coordinator;
+pub mod count;
 mod deadline;
 mod dedup;
+mod exchange;
 pub mod feed;
 pub mod limits;
 pub mod monitor;
@@ -89,7 +91,6 @@ pub mod publish;
 pub mod query;
 pub mod refusal;
 pub mod route_feed;
-mod signin;
 pub mod slot;
 pub mod sockets;
 mod start;
@@ -98,6 +99,8 @@ mod tls;
 
 pub use client::Client;
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig, Schedule};
+pub use count::{count, Counts};
+pub use exchange::FrameDrop;
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,
     RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,
@@ -113,6 +116,6 @@ pub use publish::{
 pub use query::{fetch_events, lookup, Lookup, LookupOutcome};
 pub use refusal::Refusal;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
-pub use slot::{Failure, FrameDrop, SubKind};
+pub use slot::{Failure, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 pub use start::start;

@@ -15,17 +15,15 @@
 use std::time::Duration;
 
 use nostr::event::Event;
-use nostr::message::{ClientMessage, RelayMessage};
 use rand::SeedableRng;
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Client;
+use crate::exchange::{Answer, Ask, Ended, Exchange};
 use crate::refusal::Refusal;
-use crate::signin::{SignIn, Step};
-use crate::sockets::{Link as Socket, Read, Role};
+use crate::sockets::{Link as Socket, Role};
 
 /// Attempts per relay (the first included) for retryable outcomes.
 pub const MAX_PUBLISH_ATTEMPTS: u32 = 4;
@@ -138,6 +136,11 @@ impl PublishOutcome {
                 _ => Self::Accepted,
             };
         }
+        Self::of(refusal)
+    }
+
+    /// What a refused `OK` with this prefix means.
+    pub fn of(refusal: Refusal) -> Self {
         match refusal {
             Refusal::Duplicate => Self::Duplicate,
             Refusal::Blocked => Self::Blocked,
@@ -379,100 +382,41 @@ async fn attempt(
         Ok(ws) => ws,
         Err(why) => return (PublishOutcome::ConnectFailed, why.to_string()),
     };
-    let result = exchange(&mut ws, event, client, cfg).await;
+    let result = answer(&mut ws, event, client, cfg).await;
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     result
 }
 
-async fn send(ws: &mut Socket, msg: ClientMessage<'_>) -> Result<(), (PublishOutcome, String)> {
-    ws.send(Message::text(msg.as_json()))
-        .await
-        .map_err(|e| (PublishOutcome::Timeout, format!("sending failed: {e}")))
-}
-
-async fn exchange(
+/// The event sent as one exchange (`crate::exchange`: sign-in and rate limits as on every
+/// path), and the relay's `OK` read as an outcome.
+async fn answer(
     ws: &mut Socket,
     event: &Event,
     client: &Client,
     cfg: &PublishConfig,
 ) -> (PublishOutcome, String) {
-    if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
-        return e;
-    }
-    let mut ok_deadline = crate::deadline::after(cfg.ok_timeout);
-    let mut sign_in = SignIn::new(client.signer().is_some());
+    let ask = Ask::Event(Box::new(event.clone()));
+    let seed = client.config().seed;
+    let mut exchange = match Exchange::send(ws, ask, client, cfg.ok_timeout, seed).await {
+        Ok(exchange) => exchange,
+        Err(ended) => return ended_as(ended),
+    };
     loop {
-        let text = match timeout_at(ok_deadline, ws.recv()).await {
-            Err(_) if sign_in.waiting() => {
-                return (PublishOutcome::AuthRequired, sign_in.timed_out());
+        match exchange.next().await {
+            Answer::Ok { accepted, message } => {
+                return (PublishOutcome::classify(accepted, &message), message)
             }
-            Err(_) => return (PublishOutcome::Timeout, "no OK in time".into()),
-            Ok(None) => {
-                return (
-                    PublishOutcome::Timeout,
-                    "the relay closed the connection before its OK".into(),
-                )
-            }
-            Ok(Some(Err(e))) => return (PublishOutcome::Timeout, format!("socket error: {e}")),
-            Ok(Some(Ok(Read::Frame(Message::Text(text))))) => text,
-            Ok(Some(Ok(Read::SignedIn(result)))) => {
-                let step = sign_in.answered(result);
-                match signed_in(ws, step, event, &mut ok_deadline, cfg).await {
-                    Some(ended) => return ended,
-                    None => continue,
-                }
-            }
-            Ok(Some(Ok(Read::Frame(_)))) => continue,
-        };
-        if text.len() > client.config().max_message_bytes {
-            continue;
-        }
-        let step = match RelayMessage::from_json(text.as_str()) {
-            Ok(RelayMessage::Ok {
-                event_id,
-                status,
-                message,
-            }) if event_id == event.id => {
-                let outcome = PublishOutcome::classify(status, &message);
-                if outcome != PublishOutcome::AuthRequired {
-                    return (outcome, message.into_owned());
-                }
-                sign_in.refused(&message)
-            }
-            _ => continue,
-        };
-        if let Some(ended) = signed_in(ws, step, event, &mut ok_deadline, cfg).await {
-            return ended;
+            Answer::Ended(ended) => return ended_as(ended),
+            Answer::Event(_) | Answer::Eose | Answer::Count(_) => {}
         }
     }
 }
 
-/// Carries out a sign-in step of a publish: asks the socket to sign in, or sends the event
-/// again once signed in (the wait for its `OK` starts anew). `Some`: how the attempt ends.
-async fn signed_in(
-    ws: &mut Socket,
-    step: Step,
-    event: &Event,
-    ok_deadline: &mut Instant,
-    cfg: &PublishConfig,
-) -> Option<(PublishOutcome, String)> {
-    match step {
-        Step::Wait => None,
-        Step::Ask => {
-            if ws.sign_in().is_err() {
-                return Some((PublishOutcome::Timeout, "the connection is closed".into()));
-            }
-            *ok_deadline = crate::deadline::after(cfg.ok_timeout);
-            None
-        }
-        Step::Retry => {
-            if let Err(e) = send(ws, ClientMessage::event(event.clone())).await {
-                return Some(e);
-            }
-            *ok_deadline = crate::deadline::after(cfg.ok_timeout);
-            None
-        }
-        Step::GiveUp(why) => Some((PublishOutcome::AuthRequired, why)),
+/// An exchange that ended without an `OK`, as a publish outcome.
+fn ended_as(ended: Ended) -> (PublishOutcome, String) {
+    match ended {
+        Ended::Refused { refusal, message } => (PublishOutcome::of(refusal), message),
+        Ended::Lost(why) | Ended::TimedOut(why) => (PublishOutcome::Timeout, why),
     }
 }
 

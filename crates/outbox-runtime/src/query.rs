@@ -8,31 +8,28 @@
 //! `outbox_client::paging`), one after the other on one socket; each chunk reads at most its
 //! `limit` events, so what a relay can make us read is bounded.
 //!
-//! Refusals are read by [`Refusal::of`]: `auth-required:` is signed in to once when keys are
-//! given, `rate-limited:` is waited out (the config's backoff, within the chunk's EOSE timeout,
-//! at most [`MAX_RATE_LIMITED_RESENDS`] times) and asked again, and anything else ends that
-//! relay's part. [`lookup`] says what each relay did ([`LookupOutcome`]), so a caller that
-//! found nothing can say why.
+//! Each chunk is one exchange (`crate::exchange`, the runtime's one conversation with a relay):
+//! `auth-required:` is signed in to once when keys are given, `rate-limited:` is waited out
+//! within the chunk's EOSE timeout and asked again, and any other refusal ends that relay's
+//! part. [`lookup`] says what each relay did ([`LookupOutcome`]), so a caller that found
+//! nothing can say why.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use nostr::event::{Event, EventId};
-use nostr::filter::{Filter, MatchEventOptions};
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
-use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
-use rand::SeedableRng;
+use nostr::message::SubscriptionId;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio::time::{sleep_until, timeout_at, Instant};
-use tokio_tungstenite::tungstenite::Message;
+use tokio::time::{sleep_until, Instant};
 
 use outbox_client::{paging, paging::RelayLimits};
 
 use crate::client::Client;
-use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
-use crate::signin::{SignIn, Step};
-use crate::sockets::{Link, Read};
+use crate::exchange::{Answer, Ask, Ended, Exchange};
+use crate::refusal::Refusal;
 
 /// What one relay did with a lookup ([`lookup`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +107,8 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, client: &Client) -
 
 /// [`fetch_events`], with what each relay did: answered, refused (and why), unreachable, not
 /// answering in time, or cut off by the grace. A relay that refuses `rate-limited:` is asked
-/// again after the config's backoff, at most [`MAX_RATE_LIMITED_RESENDS`] times and within
+/// again after the config's backoff, at most
+/// [`MAX_RATE_LIMITED_RESENDS`](crate::refusal::MAX_RATE_LIMITED_RESENDS) times and within
 /// its EOSE timeout; one that refuses `auth-required:` is signed in to once when keys are
 /// given. Only an answer starts the grace.
 pub async fn lookup(relays: &[String], filter: &Filter, client: &Client) -> Lookup {
@@ -211,142 +209,53 @@ async fn ask_one(
         }
     };
     let mut outcome = LookupOutcome::Answered;
-    let mut sign_in = SignIn::new(client.signer().is_some());
-    let mut rng =
-        rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(cfg.seed, i));
-    let mut rate_limited = 0u32;
-    for (i, authors) in chunks.into_iter().enumerate() {
+    for (n, authors) in chunks.into_iter().enumerate() {
         let mut asked = filter.clone();
         asked.authors = authors;
         asked.limit = Some(limit);
-        let sub = SubscriptionId::new(format!("outbox-lookup-{i}"));
-        let req = ClientMessage::req(sub.clone(), asked.clone());
-        if let Err(e) = ws.send(Message::text(req.as_json())).await {
-            outcome = LookupOutcome::Unanswered(format!("sending the REQ failed: {e}"));
-            break;
-        }
-        let mut deadline = crate::deadline::after(cfg.eose_timeout);
-        let mut read = 0usize;
-        let ended = loop {
-            let frame = match timeout_at(deadline, ws.recv()).await {
-                Ok(Some(Ok(Read::Frame(Message::Text(text))))) => text,
-                Ok(Some(Ok(Read::SignedIn(result)))) => {
-                    let step = sign_in.answered(result);
-                    match resend(&mut ws, step, &req).await {
-                        Ok(true) => deadline = crate::deadline::after(cfg.eose_timeout),
-                        Ok(false) => {}
-                        Err(ended) => break ended,
-                    }
-                    continue;
-                }
-                Ok(Some(Ok(Read::Frame(_)))) => continue,
-                Ok(Some(Err(e))) => break LookupOutcome::Unanswered(format!("socket error: {e}")),
-                Ok(None) => break LookupOutcome::Unanswered("the connection was lost".into()),
-                Err(_) if sign_in.waiting() => {
-                    break LookupOutcome::Refused {
-                        refusal: Refusal::SignIn,
-                        message: sign_in.timed_out(),
-                    }
-                }
-                Err(_) => break LookupOutcome::Unanswered("no EOSE in time".into()),
-            };
-            if frame.len() > cfg.max_message_bytes {
-                continue;
-            }
-            let step = match RelayMessage::from_json(frame.as_str()) {
-                Ok(RelayMessage::Event {
-                    subscription_id,
-                    event,
-                }) if *subscription_id == sub => {
-                    if read >= limit {
-                        // More than asked: the rest of this chunk is not read.
-                        continue;
-                    }
-                    read += 1;
-                    let event = event.into_owned();
-                    let verified = !cfg.verify_signatures || event.verify().is_ok();
-                    if verified && asked.match_event(&event, MatchEventOptions::new()) {
-                        // The receiver outlives every task it waits for.
-                        let _ = found.send(event);
-                    }
-                    continue;
-                }
-                Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub => {
-                    break LookupOutcome::Answered
-                }
-                Ok(RelayMessage::Closed {
-                    subscription_id,
-                    message,
-                }) if *subscription_id == sub => match Refusal::of(&message) {
-                    Refusal::SignIn => sign_in.refused(&message),
-                    Refusal::RateLimited if rate_limited < MAX_RATE_LIMITED_RESENDS => {
-                        // Waited out within the chunk's EOSE timeout, then asked again.
-                        let delay = cfg.backoff.delay(rate_limited, &mut rng);
-                        rate_limited += 1;
-                        let resume = crate::deadline::after(delay);
-                        if resume >= deadline {
-                            break LookupOutcome::Refused {
-                                refusal: Refusal::RateLimited,
-                                message: format!("{message} (no time left to wait)"),
-                            };
-                        }
-                        tracing::debug!(relay = %url, delay_ms = delay.as_millis() as u64, "lookup rate-limited: asking again later");
-                        tokio::time::sleep_until(resume).await;
-                        if ws.send(Message::text(req.as_json())).await.is_err() {
-                            break LookupOutcome::Unanswered("the connection was lost".into());
-                        }
-                        continue;
-                    }
-                    refusal => {
-                        break LookupOutcome::Refused {
-                            refusal,
-                            message: message.into_owned(),
-                        }
-                    }
-                },
-                Ok(RelayMessage::Notice(notice)) => {
-                    tracing::debug!(relay = %url, notice = %notice.chars().take(200).collect::<String>(), refusal = %Refusal::of(&notice), "NOTICE");
-                    continue;
-                }
-                _ => continue,
-            };
-            match resend(&mut ws, step, &req).await {
-                Ok(true) => deadline = crate::deadline::after(cfg.eose_timeout),
-                Ok(false) => {}
-                Err(ended) => break ended,
+        let ask = Ask::Req {
+            sub: SubscriptionId::new(format!("outbox-lookup-{n}")),
+            filters: vec![asked],
+            cap: limit,
+        };
+        let seed = crate::route_feed::relay_seed(cfg.seed, i).wrapping_add(n as u64);
+        let mut exchange = match Exchange::send(&mut ws, ask, client, cfg.eose_timeout, seed).await
+        {
+            Ok(exchange) => exchange,
+            Err(ended) => {
+                outcome = ended.into();
+                break;
             }
         };
-        if ended != LookupOutcome::Answered {
+        let ended = loop {
+            match exchange.next().await {
+                // The receiver outlives every task it waits for.
+                Answer::Event(event) => {
+                    let _ = found.send(event);
+                }
+                Answer::Eose => break None,
+                Answer::Ended(ended) => break Some(ended),
+                Answer::Ok { .. } | Answer::Count(_) => {}
+            }
+        };
+        if let Some(ended) = ended {
             // Refused, timed out or lost: keep what came, ask no more of this relay.
+            let ended = LookupOutcome::from(ended);
             tracing::debug!(relay = %url, outcome = %ended, "lookup not answered");
             outcome = ended;
             break;
         }
-        let close = ClientMessage::close(sub);
-        if ws.send(Message::text(close.as_json())).await.is_err() {
-            outcome = LookupOutcome::Unanswered("the connection was lost".into());
-            break;
-        }
+        exchange.close().await;
     }
     let _ = tokio::time::timeout(Duration::from_millis(200), ws.close()).await;
     outcome
 }
 
-/// Carries out a sign-in step of a lookup's request: asks the socket to sign in, or sends the
-/// request again once signed in. `Ok(true)`: something went out and the EOSE wait starts
-/// anew; `Err`: how the relay's part of the lookup ends.
-async fn resend(ws: &mut Link, step: Step, req: &ClientMessage<'_>) -> Result<bool, LookupOutcome> {
-    let lost = || LookupOutcome::Unanswered("the connection was lost".into());
-    match step {
-        Step::Wait => Ok(false),
-        Step::Ask => ws.sign_in().map(|()| true).map_err(|_| lost()),
-        Step::Retry => match ws.send(Message::text(req.as_json())).await {
-            Ok(()) => Ok(true),
-            Err(_) => Err(lost()),
-        },
-        Step::GiveUp(why) => Err(LookupOutcome::Refused {
-            refusal: Refusal::SignIn,
-            message: why,
-        }),
+impl From<Ended> for LookupOutcome {
+    fn from(ended: Ended) -> Self {
+        match ended {
+            Ended::Refused { refusal, message } => LookupOutcome::Refused { refusal, message },
+            Ended::Lost(why) | Ended::TimedOut(why) => LookupOutcome::Unanswered(why),
+        }
     }
 }

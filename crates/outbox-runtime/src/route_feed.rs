@@ -6,29 +6,27 @@
 //! forwards what matches; one merging task drops the notes a second relay delivers again. With
 //! `once` a relay is done at EOSE; without, its subscription stays open for new events and a
 //! lost socket is dialled again with backoff, asking only for what is newer than the newest
-//! event seen. A REQ refused `rate-limited:` before its EOSE is sent again after the config's
-//! backoff (within the EOSE timeout, at most [`MAX_RATE_LIMITED_RESENDS`] times); after the
-//! EOSE, the socket is dialled again as when lost. Refusals are read by [`Refusal::of`].
+//! event seen. The REQ is one exchange (`crate::exchange`, the runtime's one conversation with
+//! a relay: sign-in, rate limits and refusals); a `rate-limited:` after the EOSE dials again
+//! as when lost.
 
 use std::time::Duration;
 
 use nostr::event::Event;
-use nostr::filter::{Filter, MatchEventOptions};
-use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use nostr::filter::Filter;
+use nostr::message::SubscriptionId;
 use nostr::types::Timestamp;
 use outbox_client::routes::RoutePlan;
 use rand::SeedableRng;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
-use tokio::time::{timeout_at, Instant};
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Client;
 use crate::config::RuntimeConfig;
 use crate::dedup::Dedup;
-use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
-use crate::signin::{SignIn, Step};
-use crate::sockets::{Link, Read, Role};
+use crate::exchange::{self, Answer, Ask, Exchange};
+use crate::refusal::Refusal;
+use crate::sockets::Role;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.
@@ -208,67 +206,6 @@ impl Relay {
         }
     }
 
-    /// Acts on a sign-in step: sends the AUTH or the REQ again (the EOSE wait starts anew), or
-    /// ends the session when the refusal stands.
-    async fn sign_in_step(
-        &self,
-        ws: &mut Link,
-        step: Step,
-        req: &ClientMessage<'_>,
-        eose_deadline: &mut Instant,
-    ) -> Option<Ended> {
-        let frame = match step {
-            Step::Wait => return None,
-            Step::Ask => {
-                if ws.sign_in().is_err() {
-                    return Some(Ended::Lost("the connection is closed".into()));
-                }
-                *eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
-                return None;
-            }
-            Step::Retry => req.as_json(),
-            Step::GiveUp(why) => return Some(Ended::Refused(format!("closed: {why}"))),
-        };
-        if let Err(e) = ws.send(Message::text(frame)).await {
-            return Some(Ended::Lost(format!("sending failed: {e}")));
-        }
-        *eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
-        None
-    }
-
-    /// A REQ refused `rate-limited:` before its EOSE (the `times`-th time): waits the config's
-    /// backoff and sends it again, within the EOSE deadline and at most
-    /// [`MAX_RATE_LIMITED_RESENDS`] times. `Err` says how the session ends instead, given the
-    /// refusal's text: refused when no wait is left, lost when the socket is.
-    async fn slow_down(
-        &self,
-        ws: &mut Link,
-        req: &ClientMessage<'_>,
-        eose_deadline: Instant,
-        times: u32,
-    ) -> Result<(), fn(String) -> Ended> {
-        if times >= MAX_RATE_LIMITED_RESENDS {
-            return Err(Ended::Refused);
-        }
-        let mut rng =
-            rand_chacha::ChaCha8Rng::seed_from_u64(self.seed.wrapping_add(u64::from(times) + 1));
-        let delay = self.cfg().backoff.delay(times, &mut rng);
-        let resume = crate::deadline::after(delay);
-        if resume >= eose_deadline {
-            return Err(Ended::Refused);
-        }
-        tracing::debug!(relay = %self.url, delay_ms = delay.as_millis() as u64, "rate-limited: asking again later");
-        let mut stop = self.stop.clone();
-        tokio::select! {
-            _ = tokio::time::sleep_until(resume) => {}
-            _ = stop.changed() => return Err(|_| Ended::Done),
-        }
-        match ws.send(Message::text(req.as_json())).await {
-            Ok(()) => Ok(()),
-            Err(_) => Err(Ended::Lost),
-        }
-    }
-
     async fn fail(&self, reason: String) {
         let _ = self
             .tx
@@ -297,74 +234,35 @@ impl Relay {
                 None => f.clone(),
             })
             .collect();
-        let stored_cap = filters
+        let cap = filters
             .iter()
             .map(|f| f.limit.unwrap_or(MAX_STORED_EVENTS))
             .sum::<usize>()
             .min(MAX_STORED_EVENTS);
-        let sub = SubscriptionId::new(self.sub);
-        let req = ClientMessage::req(sub.clone(), filters.clone());
-        let mut eose_deadline = crate::deadline::after(self.cfg().eose_timeout);
-        let mut sign_in = SignIn::new(self.client.signer().is_some());
-        match timeout_at(eose_deadline, ws.send(Message::text(req.as_json()))).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Ended::Lost(format!("sending the REQ failed: {e}")),
-            Err(_) => return Ended::Lost("sending the REQ timed out".into()),
-        }
+        let ask = Ask::Req {
+            sub: SubscriptionId::new(self.sub),
+            filters,
+            cap,
+        };
+        let (wait, seed) = (
+            self.cfg().eose_timeout,
+            self.seed.wrapping_add(u64::from(*attempt)),
+        );
+        let mut exchange = match Exchange::send(&mut ws, ask, &self.client, wait, seed).await {
+            Ok(exchange) => exchange,
+            Err(ended) => return Ended::Lost(ended.to_string()),
+        };
         let mut stored = 0usize;
         let mut live = false;
-        let mut rate_limited = 0u32;
         let ended = loop {
-            let next = async {
-                if live {
-                    Some(ws.recv().await)
-                } else {
-                    timeout_at(eose_deadline, ws.recv()).await.ok()
-                }
-            };
-            let frame = tokio::select! {
-                frame = next => frame,
+            let answer = tokio::select! {
+                answer = exchange.next() => answer,
                 _ = self.stop.changed() => break Ended::Done,
             };
-            let text = match frame {
-                None if sign_in.waiting() => break Ended::Refused(sign_in.timed_out()),
-                None => break Ended::Lost("no EOSE in time".into()),
-                Some(None) => break Ended::Lost("the relay closed the connection".into()),
-                Some(Some(Err(e))) => break Ended::Lost(format!("socket error: {e}")),
-                Some(Some(Ok(Read::Frame(Message::Text(text))))) => text,
-                Some(Some(Ok(Read::SignedIn(result)))) => {
-                    let step = sign_in.answered(result);
-                    if let Some(ended) = self
-                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
-                        .await
-                    {
-                        break ended;
-                    }
-                    continue;
-                }
-                Some(Some(Ok(Read::Frame(_)))) => continue,
-            };
-            if text.len() > self.cfg().max_message_bytes {
-                continue;
-            }
-            match RelayMessage::from_json(text.as_str()) {
-                Ok(RelayMessage::Event {
-                    subscription_id,
-                    event,
-                }) if *subscription_id == sub => {
+            match answer {
+                Answer::Event(event) => {
                     if !live {
-                        if stored >= stored_cap {
-                            continue;
-                        }
                         stored += 1;
-                    }
-                    let event = event.into_owned();
-                    let verified = !self.cfg().verify_signatures || event.verify().is_ok();
-                    let asked = filters
-                        .iter()
-                        .any(|f| f.match_event(&event, MatchEventOptions::new()));
-                    if !(verified && asked) {
-                        continue;
                     }
                     if newest.is_none_or(|t| event.created_at > t) {
                         *newest = Some(event.created_at);
@@ -377,7 +275,7 @@ impl Relay {
                         break Ended::Done;
                     }
                 }
-                Ok(RelayMessage::EndOfStoredEvents(id)) if *id == sub && !live => {
+                Answer::Eose => {
                     *attempt = 0;
                     let eose = RouteEvent::Eose {
                         relay: self.url.clone(),
@@ -387,45 +285,24 @@ impl Relay {
                         break Ended::Done;
                     }
                     live = true;
+                    exchange.live();
                 }
-                Ok(RelayMessage::Closed {
-                    subscription_id,
-                    message,
-                }) if *subscription_id == sub => {
-                    let refusal = Refusal::of(&message);
-                    if refusal == Refusal::RateLimited {
-                        if live {
-                            // Answered already: dialled again after the backoff, asking only
-                            // for what is newer.
-                            break Ended::Lost(format!("closed: {message}"));
-                        }
-                        match self
-                            .slow_down(&mut ws, &req, eose_deadline, rate_limited)
-                            .await
-                        {
-                            Ok(()) => {
-                                rate_limited += 1;
-                                continue;
-                            }
-                            Err(ended) => break ended(format!("closed: {message}")),
-                        }
-                    }
-                    if refusal != Refusal::SignIn {
-                        break Ended::Refused(format!("closed: {message}"));
-                    }
-                    let step = sign_in.refused(&message);
-                    if let Some(ended) = self
-                        .sign_in_step(&mut ws, step, &req, &mut eose_deadline)
-                        .await
-                    {
-                        break ended;
-                    }
+                // Answered already, then asked to slow down: dialled again after the
+                // backoff, asking only for what is newer.
+                Answer::Ended(
+                    ended @ exchange::Ended::Refused {
+                        refusal: Refusal::RateLimited,
+                        ..
+                    },
+                ) if live => break Ended::Lost(ended.to_string()),
+                Answer::Ended(ended @ exchange::Ended::Refused { .. }) => {
+                    break Ended::Refused(ended.to_string())
                 }
-                _ => {}
+                Answer::Ended(ended) => break Ended::Lost(ended.to_string()),
+                Answer::Ok { .. } | Answer::Count(_) => {}
             }
         };
-        let close = ClientMessage::close(sub);
-        let _ = tokio::time::timeout(CLOSE_WAIT, ws.send(Message::text(close.as_json()))).await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, exchange.close()).await;
         let _ = tokio::time::timeout(CLOSE_WAIT, ws.close()).await;
         ended
     }

@@ -10,37 +10,33 @@
 //! which. State is per connection: a new socket signs in anew when asked.
 
 use super::*;
+use crate::exchange::Step;
 
-/// Where sign-in stands on the current connection, for this slot.
-#[derive(Default)]
+/// Where sign-in stands on the current connection, for this slot: the one sign-in answer
+/// (`crate::exchange::SignIn`) for all its pages, and the purposes waiting on it.
 pub(super) struct SignIn {
-    state: State,
+    answer: crate::exchange::SignIn,
     /// Purposes whose refused pages wait for the sign-in, with the first refusal's message.
     waiting: BTreeMap<SubKind, String>,
 }
 
-#[derive(Default)]
-enum State {
-    /// Not asked to sign in on this connection.
-    #[default]
-    Anonymous,
-    /// The socket was asked; its answer is awaited.
-    Asked,
-    /// The relay accepted the connection's AUTH event.
-    SignedIn,
-    /// Sign-in failed on this connection, and why.
-    Failed(String),
-}
-
 impl SignIn {
+    /// A fresh connection of a client with (`signer`) or without a signer.
+    pub(super) fn new(signer: bool) -> Self {
+        Self {
+            answer: crate::exchange::SignIn::new(signer),
+            waiting: BTreeMap::new(),
+        }
+    }
+
     /// The relay accepted the sign-in on this connection.
     pub(super) fn is_signed_in(&self) -> bool {
-        matches!(self.state, State::SignedIn)
+        self.answer.is_signed_in()
     }
 
     /// A sign-in is under way: pages wait (the relay would refuse them).
     pub(super) fn holds_pages(&self) -> bool {
-        matches!(self.state, State::Asked)
+        self.answer.waiting()
     }
 
     /// A purpose no longer asked (closed by the coordinator) waits for nothing.
@@ -52,7 +48,7 @@ impl SignIn {
 impl Slot {
     /// A fresh socket: not signed in, nothing waiting.
     pub(super) fn reset_sign_in(&mut self) {
-        self.sign_in = SignIn::default();
+        self.sign_in = SignIn::new(self.client.signer().is_some());
     }
 
     /// Page `open` was refused with `auth-required:` and the client has a signer: it waits for
@@ -64,15 +60,13 @@ impl Slot {
         open: &OpenSub,
         message: &str,
     ) -> Result<Option<String>, Failure> {
-        if open.signed_in {
-            return Ok(Some(format!("{message} (still refused after signing in)")));
-        }
-        if let State::Failed(why) = &self.sign_in.state {
-            return Ok(Some(format!("{message} ({why})")));
-        }
         let Some(purpose) = self.purposes.get_mut(&open.kind) else {
             return Ok(None);
         };
+        let step = self.sign_in.answer.refused(message, open.signed_in);
+        if let Step::GiveUp(why) = step {
+            return Ok(Some(why));
+        }
         if let Some(chunk) = purpose.chunks.get_mut(open.chunk) {
             if chunk.state == ChunkState::Asking {
                 chunk.state = ChunkState::Ready;
@@ -82,15 +76,14 @@ impl Slot {
             .waiting
             .entry(open.kind)
             .or_insert_with(|| message.to_string());
-        match self.sign_in.state {
+        match step {
             // The answer came while this page was in flight: ask again now.
-            State::SignedIn => self.resume(ws).await?,
-            State::Anonymous => {
+            Step::Retry => self.resume(ws).await?,
+            Step::Ask => {
                 debug!("auth required; asking the socket to sign in");
                 ws.sign_in().map_err(|e| Failure::Lost(e.to_string()))?;
-                self.sign_in.state = State::Asked;
             }
-            State::Asked | State::Failed(_) => {}
+            Step::Wait | Step::GiveUp(_) => {}
         }
         Ok(None)
     }
@@ -101,12 +94,8 @@ impl Slot {
         ws: &mut Socket,
         result: Result<(), String>,
     ) -> Handled {
-        if !matches!(self.sign_in.state, State::Asked) {
-            return Handled::Ok;
-        }
-        match result {
-            Ok(()) => {
-                self.sign_in.state = State::SignedIn;
+        match self.sign_in.answer.answered(result) {
+            Step::Retry => {
                 if !self.report(ReportKind::Authenticated).await {
                     return Handled::End(Ended::Shutdown);
                 }
@@ -115,7 +104,16 @@ impl Slot {
                     Err(f) => Handled::End(Ended::Failed(f)),
                 }
             }
-            Err(why) => self.give_up(ws, why).await,
+            Step::GiveUp(_) => {
+                let why = self
+                    .sign_in
+                    .answer
+                    .failure()
+                    .unwrap_or_default()
+                    .to_string();
+                self.give_up(ws, why).await
+            }
+            Step::Wait | Step::Ask => Handled::Ok,
         }
     }
 
@@ -123,7 +121,6 @@ impl Slot {
     /// meanwhile go out anonymously (a relay that refuses them too refuses them for good).
     async fn give_up(&mut self, ws: &mut Socket, why: String) -> Handled {
         let waiting = std::mem::take(&mut self.sign_in.waiting);
-        self.sign_in.state = State::Failed(why.clone());
         for (kind, message) in waiting {
             match self.refuse(ws, kind, format!("{message} ({why})")).await {
                 Handled::Ok | Handled::Bad => {}

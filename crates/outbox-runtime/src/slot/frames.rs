@@ -29,15 +29,9 @@ impl Slot {
         text: &str,
         attempt: &mut u32,
     ) -> Handled {
-        if text.len() > self.cfg.max_message_bytes {
-            return self.drop_frame(FrameDrop::TooLarge).await;
-        }
-        let msg = match RelayMessage::from_json(text) {
+        let msg = match crate::exchange::parse(text, &self.cfg) {
             Ok(msg) => msg,
-            Err(e) => {
-                trace!(error = %e, "unparseable frame");
-                return self.drop_frame(FrameDrop::Unparseable).await;
-            }
+            Err(reason) => return self.drop_frame(reason).await,
         };
         match msg {
             RelayMessage::Event {
@@ -72,18 +66,21 @@ impl Slot {
                         None => Handled::Ok,
                     };
                 }
-                let horizon = Timestamp::now()
-                    .as_secs()
-                    .saturating_add(self.cfg.future_tolerance.as_secs());
-                if event.created_at.as_secs() > horizon {
-                    trace!(id = %event.id, created_at = event.created_at.as_secs(), "future-dated event");
-                    return self.drop_frame(FrameDrop::FutureDated).await;
+                let Some(open) = self.open.get(&n) else {
+                    return Handled::Ok;
+                };
+                let admitted = crate::exchange::admit(
+                    event.into_owned(),
+                    std::slice::from_ref(&open.filter),
+                    &self.cfg,
+                );
+                match admitted {
+                    Ok(event) => self.on_event(n, event).await,
+                    // Not what this subscription asked: not counted as bad, but not passed on
+                    // either.
+                    Err(FrameDrop::Unrequested) => self.unrequested().await,
+                    Err(reason) => self.drop_frame(reason).await,
                 }
-                let event = event.into_owned();
-                if self.cfg.verify_signatures && event.verify().is_err() {
-                    return self.drop_frame(FrameDrop::BadSignature).await;
-                }
-                self.on_event(n, event).await
             }
             RelayMessage::EndOfStoredEvents(subscription_id) => {
                 let Ok(n) = self.lookup(&subscription_id) else {
@@ -190,29 +187,25 @@ impl Slot {
         }
     }
 
-    /// A verified event on open subscription `n`: counted for its page, passed on the first
-    /// time its chunk sees it (live notes always).
+    /// A valid event outside its subscription's filter: counted toward a flood and reported.
+    async fn unrequested(&mut self) -> Handled {
+        if let Some(failure) = self.flood.count(self.cfg.max_unrequested) {
+            return Handled::End(Ended::Failed(failure));
+        }
+        let reason = FrameDrop::Unrequested;
+        if self.report(ReportKind::Dropped { reason }).await {
+            Handled::Ok
+        } else {
+            Handled::End(Ended::Shutdown)
+        }
+    }
+
+    /// An [admitted](crate::exchange::admit) event on open subscription `n`: counted for its
+    /// page, passed on the first time its chunk sees it (live notes always).
     pub(super) async fn on_event(&mut self, n: u64, event: Event) -> Handled {
         let Some(open) = self.open.get_mut(&n) else {
             return Handled::Ok;
         };
-        if !open.filter.match_event(&event, MatchEventOptions::new()) {
-            // Not what this subscription asked: not counted as bad, but not passed on either.
-            trace!(id = %event.id, "event outside the subscription's filter");
-            if let Some(failure) = self.flood.count(self.cfg.max_unrequested) {
-                return Handled::End(Ended::Failed(failure));
-            }
-            return if self
-                .report(ReportKind::Dropped {
-                    reason: FrameDrop::Unrequested,
-                })
-                .await
-            {
-                Handled::Ok
-            } else {
-                Handled::End(Ended::Shutdown)
-            };
-        }
         open.seen.insert(event.id);
         let kind = open.kind;
         let fresh = match open.page.as_mut() {

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr::event::{Event, EventId};
-use nostr::filter::{Filter, MatchEventOptions};
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use nostr::types::Timestamp;
@@ -119,21 +119,7 @@ fn parse_sub_id(id: &SubscriptionId) -> Option<(SubKind, u64)> {
     Some((kind, n.parse().ok()?))
 }
 
-/// Why a frame was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FrameDrop {
-    /// Longer than [`RuntimeConfig::max_message_bytes`].
-    TooLarge,
-    /// Not a relay message (bad JSON, wrong shape, binary frame).
-    Unparseable,
-    /// An event whose id or signature does not verify.
-    BadSignature,
-    /// An event for a subscription we do not hold, or that does not match our filter.
-    Unrequested,
-    /// An event dated further in the future than [`RuntimeConfig::future_tolerance`].
-    FutureDated,
-}
+pub use crate::exchange::FrameDrop;
 
 /// Why an attempt on a relay failed; the slot backs off and retries after each.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,6 +347,7 @@ pub(crate) async fn run_slot(
         let mut slot = Slot {
             url,
             cfg: client.config_arc(),
+            sign_in: SignIn::new(client.signer().is_some()),
             client,
             reports,
             purposes: BTreeMap::new(),
@@ -369,7 +356,6 @@ pub(crate) async fn run_slot(
             limits: RelayLimits::default(),
             cap: CapEstimate::default(),
             flood: FloodGuard::default(),
-            sign_in: SignIn::default(),
             paused: None,
             rate_limited: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),

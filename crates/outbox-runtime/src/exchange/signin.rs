@@ -1,6 +1,6 @@
-//! What one request does when a relay refuses it with `auth-required:`: lookups, route feeds
-//! and publishing. (The feed's slots page many requests at once and keep a little more state:
-//! `slot::auth`.)
+//! What a request does when a relay refuses it with `auth-required:`, on every path: one
+//! [`Exchange`](super::Exchange) keeps one, the feed's slots keep one per connection for all
+//! their pages (`slot::auth`).
 //!
 //! Signing in is the socket's ([`Link::sign_in`](crate::sockets::Link::sign_in)): it signs the
 //! relay's challenge once for every link on the connection. A request asks for it when refused
@@ -8,14 +8,16 @@
 //! signer, or when signing in failed or did not help, the refusal stands and says why.
 
 /// Where one request stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     /// Not refused for want of sign-in.
     Anonymous,
     /// Refused; the socket was asked to sign in.
     Asked,
-    /// Signed in; the request was sent again.
+    /// Signed in; refused requests are sent again.
     SignedIn,
+    /// Signing in failed, and why: later refusals stand.
+    Failed(String),
 }
 
 /// What the caller does next.
@@ -32,7 +34,8 @@ pub(crate) enum Step {
     GiveUp(String),
 }
 
-/// One request's answer to `auth-required:` (see the [module docs](self)).
+/// The answer to `auth-required:` of one request, or of one connection's pages (see the
+/// [module docs](self)).
 pub(crate) struct SignIn {
     signer: bool,
     state: State,
@@ -55,22 +58,41 @@ impl SignIn {
         self.state == State::Asked
     }
 
+    /// The relay accepted the sign-in.
+    pub(crate) fn is_signed_in(&self) -> bool {
+        self.state == State::SignedIn
+    }
+
+    /// Why signing in failed, once it has.
+    pub(crate) fn failure(&self) -> Option<&str> {
+        match &self.state {
+            State::Failed(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// Why the wait ended without an answer, for a caller whose deadline passed while
     /// [`waiting`](Self::waiting).
     pub(crate) fn timed_out(&self) -> String {
         format!("{} (the sign-in was not answered in time)", self.refusal)
     }
 
-    /// The relay refused the request with `auth-required:` (`message` is its text).
-    pub(crate) fn refused(&mut self, message: &str) -> Step {
-        match self.state {
+    /// The relay refused a request with `auth-required:` (`message` is its text);
+    /// `sent_signed_in`: that request went out after the relay accepted the sign-in.
+    pub(crate) fn refused(&mut self, message: &str, sent_signed_in: bool) -> Step {
+        match &self.state {
             State::Anonymous if self.signer => {
                 self.refusal = message.to_string();
                 self.state = State::Asked;
                 Step::Ask
             }
             State::Anonymous => Step::GiveUp(format!("{message} (no key to sign in with)")),
-            State::SignedIn => Step::GiveUp(format!("{message} (still refused after signing in)")),
+            State::SignedIn if sent_signed_in => {
+                Step::GiveUp(format!("{message} (still refused after signing in)"))
+            }
+            // Sent before the sign-in was answered: send it again now.
+            State::SignedIn => Step::Retry,
+            State::Failed(why) => Step::GiveUp(format!("{message} ({why})")),
             // A second refusal while signing in: the first one's answer is awaited.
             State::Asked => Step::Wait,
         }
@@ -86,7 +108,11 @@ impl SignIn {
                 self.state = State::SignedIn;
                 Step::Retry
             }
-            Err(why) => Step::GiveUp(format!("{} ({why})", self.refusal)),
+            Err(why) => {
+                let step = Step::GiveUp(format!("{} ({why})", self.refusal));
+                self.state = State::Failed(why);
+                step
+            }
         }
     }
 }
@@ -99,12 +125,18 @@ mod tests {
     fn a_refusal_asks_for_a_sign_in_and_the_request_goes_again_once() {
         let mut s = SignIn::new(true);
         assert_eq!(s.answered(Ok(())), Step::Wait, "nothing was asked");
-        assert_eq!(s.refused("auth-required: who"), Step::Ask);
+        assert_eq!(s.refused("auth-required: who", false), Step::Ask);
         assert!(s.waiting());
-        assert_eq!(s.refused("auth-required: again"), Step::Wait);
+        assert_eq!(s.refused("auth-required: again", false), Step::Wait);
         assert!(s.timed_out().starts_with("auth-required: who"));
         assert_eq!(s.answered(Ok(())), Step::Retry);
-        match s.refused("auth-required: still") {
+        assert!(s.is_signed_in());
+        assert_eq!(
+            s.refused("auth-required: crossed the answer", false),
+            Step::Retry,
+            "a request sent before the answer goes again"
+        );
+        match s.refused("auth-required: still", true) {
             Step::GiveUp(why) => assert!(why.contains("still refused after signing in")),
             other => panic!("{other:?}"),
         }
@@ -113,13 +145,19 @@ mod tests {
     #[test]
     fn a_failed_sign_in_or_no_signer_lets_the_refusal_stand() {
         let mut s = SignIn::new(true);
-        assert_eq!(s.refused("auth-required: x"), Step::Ask);
+        assert_eq!(s.refused("auth-required: x", false), Step::Ask);
         assert_eq!(
             s.answered(Err("sign-in refused: bad".into())),
             Step::GiveUp("auth-required: x (sign-in refused: bad)".into())
         );
+        assert_eq!(s.failure(), Some("sign-in refused: bad"));
+        assert_eq!(
+            s.refused("auth-required: y", false),
+            Step::GiveUp("auth-required: y (sign-in refused: bad)".into()),
+            "a failed sign-in is not asked again on the connection"
+        );
         let mut anonymous = SignIn::new(false);
-        match anonymous.refused("auth-required: x") {
+        match anonymous.refused("auth-required: x", false) {
             Step::GiveUp(why) => assert!(why.contains("no key"), "{why}"),
             other => panic!("{other:?}"),
         }
