@@ -1,9 +1,10 @@
-//! A TCP proxy in front of a relay that counts the client's connections.
+//! A TCP proxy in front of a relay that counts the client's connections and the bytes they
+//! carry.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Connections open now and the most at once, over every proxy that shares it.
@@ -15,6 +16,8 @@ pub struct Gauge {
     pub peak: Arc<AtomicUsize>,
     /// Connections accepted so far.
     pub accepted: Arc<AtomicUsize>,
+    /// Bytes carried so far, both ways (WebSocket framing included).
+    pub bytes: Arc<AtomicU64>,
 }
 
 impl Gauge {
@@ -48,8 +51,8 @@ pub async fn proxy(upstream: &str, gauge: Gauge) -> String {
                 let (mut server_read, mut server_write) = server.into_split();
                 // Closed as soon as either side closed: the relay's end or the client's.
                 tokio::select! {
-                    _ = tokio::io::copy(&mut server_read, &mut client_write) => {}
-                    _ = tokio::io::copy(&mut client_read, &mut server_write) => {}
+                    _ = carry(&mut server_read, &mut client_write, &gauge.bytes) => {}
+                    _ = carry(&mut client_read, &mut server_write, &gauge.bytes) => {}
                 }
                 gauge.closed();
                 let _ = client_write.shutdown().await;
@@ -58,4 +61,23 @@ pub async fn proxy(upstream: &str, gauge: Gauge) -> String {
         }
     });
     url
+}
+
+/// Copies `from` to `to` until either ends, counting the bytes as they pass.
+async fn carry(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    bytes: &AtomicU64,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        bytes.fetch_add(n as u64, Ordering::SeqCst);
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }

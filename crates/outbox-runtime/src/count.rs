@@ -94,7 +94,7 @@ async fn count_one(
                 match exchange.next().await {
                     Answer::Count(n) => break Ok(n),
                     Answer::Ended(ended) => break Err(ended.into()),
-                    Answer::Event(_) | Answer::Eose | Answer::Ok { .. } => {}
+                    Answer::Event(_) | Answer::Eose | Answer::Ok { .. } | Answer::Reconcile(_) => {}
                 }
             };
             exchange.close().await;

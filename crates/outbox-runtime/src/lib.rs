@@ -95,6 +95,7 @@ pub mod slot;
 pub mod sockets;
 mod start;
 pub mod store;
+pub mod sync;
 mod tls;
 
 pub use client::Client;
@@ -119,3 +120,4 @@ pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use slot::{Failure, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 pub use start::start;
+pub use sync::{sync, SyncOutcome, Synced};

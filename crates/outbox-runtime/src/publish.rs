@@ -407,7 +407,7 @@ async fn answer(
                 return (PublishOutcome::classify(accepted, &message), message)
             }
             Answer::Ended(ended) => return ended_as(ended),
-            Answer::Event(_) | Answer::Eose | Answer::Count(_) => {}
+            Answer::Event(_) | Answer::Eose | Answer::Count(_) | Answer::Reconcile(_) => {}
         }
     }
 }

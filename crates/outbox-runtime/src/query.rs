@@ -235,7 +235,7 @@ async fn ask_one(
                 }
                 Answer::Eose => break None,
                 Answer::Ended(ended) => break Some(ended),
-                Answer::Ok { .. } | Answer::Count(_) => {}
+                Answer::Ok { .. } | Answer::Count(_) | Answer::Reconcile(_) => {}
             }
         };
         if let Some(ended) = ended {

@@ -299,7 +299,7 @@ impl Relay {
                     break Ended::Refused(ended.to_string())
                 }
                 Answer::Ended(ended) => break Ended::Lost(ended.to_string()),
-                Answer::Ok { .. } | Answer::Count(_) => {}
+                Answer::Ok { .. } | Answer::Count(_) | Answer::Reconcile(_) => {}
             }
         };
         let _ = tokio::time::timeout(CLOSE_WAIT, exchange.close()).await;

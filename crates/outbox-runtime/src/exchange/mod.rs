@@ -2,9 +2,10 @@
 //! runtime's one conversation with a relay, spoken the same way by lookups, route feeds,
 //! probes, publishing and counts.
 //!
-//! An [`Exchange`] sends one [`Ask`] (a `REQ`, an `EVENT` or a `COUNT`) and reads what comes
-//! back for it as [`Answer`]s: events (each [`admit`]ted first: bounded, dated, verified and
-//! matching what was asked), the `EOSE`, the `OK`, the count, or how it [`Ended`]. Everything
+//! An [`Exchange`] sends one [`Ask`] (a `REQ`, an `EVENT`, a `COUNT` or a `NEG-OPEN`) and reads
+//! what comes back for it as [`Answer`]s: events (each [`admit`]ted first: bounded, dated,
+//! verified and matching what was asked), the `EOSE`, the `OK`, the count, the relay's
+//! negentropy messages, or how it [`Ended`]. Everything
 //! between is the exchange's and the same on every path:
 //!
 //! - a frame above the config's size limit, or not a relay message, is skipped;
@@ -64,6 +65,17 @@ pub(crate) enum Ask {
         /// What is counted.
         filters: Vec<Filter>,
     },
+    /// `NEG-OPEN` (NIP-77): set reconciliation of the events matching `filter`, opened with
+    /// our first negentropy message; the relay's messages come as [`Answer::Reconcile`] and
+    /// ours go back with [`Exchange::reply`].
+    Sync {
+        /// Our id for it.
+        sub: SubscriptionId,
+        /// Which events are reconciled.
+        filter: Filter,
+        /// The first message (raw; hex on the wire).
+        initial: Vec<u8>,
+    },
 }
 
 impl Ask {
@@ -79,6 +91,13 @@ impl Ask {
                 let mut frame = vec![serde_json::json!("COUNT"), serde_json::json!(sub.as_str())];
                 frame.extend(filters.iter().map(|f| serde_json::json!(f)));
                 serde_json::Value::Array(frame).to_string()
+            }
+            Ask::Sync {
+                sub,
+                filter,
+                initial,
+            } => {
+                ClientMessage::neg_open(sub.clone(), filter.clone(), hex::encode(initial)).as_json()
             }
         }
     }
@@ -101,6 +120,8 @@ pub(crate) enum Answer {
     },
     /// The relay's count.
     Count(u64),
+    /// The relay's next negentropy message (decoded from hex).
+    Reconcile(Vec<u8>),
     /// The exchange is over.
     Ended(Ended),
 }
@@ -262,7 +283,30 @@ impl<'l> Exchange<'l> {
                     },
                 ) if *subscription_id == *sub => return Answer::Count(count as u64),
                 (
-                    Ask::Req { sub, .. } | Ask::Count { sub, .. },
+                    Ask::Sync { sub, .. },
+                    RelayMessage::NegMsg {
+                        subscription_id,
+                        message,
+                    },
+                ) if *subscription_id == *sub => match hex::decode(message.as_bytes()) {
+                    Ok(bytes) => return Answer::Reconcile(bytes),
+                    Err(_) => {
+                        return Answer::Ended(Ended::Refused {
+                            refusal: Refusal::Invalid,
+                            message: "the relay's negentropy message is not hex".into(),
+                        })
+                    }
+                },
+                // NIP-77's own refusal (`blocked:`, `closed:`, or not supported).
+                (
+                    Ask::Sync { sub, .. },
+                    RelayMessage::NegErr {
+                        subscription_id,
+                        message,
+                    },
+                ) if *subscription_id == *sub => message.into_owned(),
+                (
+                    Ask::Req { sub, .. } | Ask::Count { sub, .. } | Ask::Sync { sub, .. },
                     RelayMessage::Closed {
                         subscription_id,
                         message,
@@ -372,15 +416,32 @@ impl<'l> Exchange<'l> {
             Ask::Req { .. } => "no EOSE in time".into(),
             Ask::Event(_) => "no OK in time".into(),
             Ask::Count { .. } => "no COUNT in time".into(),
+            Ask::Sync { .. } => "no NEG-MSG in time".into(),
         }
     }
 
-    /// Ends a `REQ` politely (a `CLOSE`), without waiting for the socket. (A `COUNT` ends
-    /// with its answer.)
+    /// Our next negentropy message of a [`Ask::Sync`]; the answer's deadline starts anew.
+    pub(crate) async fn reply(&mut self, message: &[u8]) -> Result<(), Ended> {
+        let Ask::Sync { sub, .. } = &self.ask else {
+            return Ok(());
+        };
+        let frame = serde_json::json!(["NEG-MSG", sub.as_str(), hex::encode(message)]);
+        self.link
+            .send(Message::text(frame.to_string()))
+            .await
+            .map_err(|e| Ended::Lost(format!("sending failed: {e}")))?;
+        self.deadline = Some(crate::deadline::after(self.wait));
+        Ok(())
+    }
+
+    /// Ends a `REQ` (`CLOSE`) or a reconciliation (`NEG-CLOSE`) politely, without waiting for
+    /// the socket. (A `COUNT` ends with its answer.)
     pub(crate) async fn close(self) {
-        if let Ask::Req { sub, .. } = &self.ask {
-            let close = ClientMessage::close(sub.clone());
-            let _ = self.link.send(Message::text(close.as_json())).await;
-        }
+        let frame = match &self.ask {
+            Ask::Req { sub, .. } => ClientMessage::close(sub.clone()).as_json(),
+            Ask::Sync { sub, .. } => serde_json::json!(["NEG-CLOSE", sub.as_str()]).to_string(),
+            Ask::Event(_) | Ask::Count { .. } => return,
+        };
+        let _ = self.link.send(Message::text(frame)).await;
     }
 }

@@ -70,7 +70,10 @@ pub(crate) fn untag(wire: &str) -> Option<(u64, &str)> {
 
 /// Relay frame types whose second element is a subscription id.
 pub(crate) fn names_subscription(ty: &str) -> bool {
-    matches!(ty, "EVENT" | "EOSE" | "CLOSED" | "COUNT")
+    matches!(
+        ty,
+        "EVENT" | "EOSE" | "CLOSED" | "COUNT" | "NEG-MSG" | "NEG-ERR"
+    )
 }
 
 /// The id of the event an outgoing `["EVENT", {...}]` or `["AUTH", {...}]` carries: its `OK`

@@ -59,7 +59,10 @@ impl Link {
             Message::Text(text) => {
                 let text = text.as_str();
                 match frame::head(text) {
-                    Some((ty @ ("REQ" | "CLOSE" | "COUNT"), Some(id))) => {
+                    Some((
+                        ty @ ("REQ" | "CLOSE" | "COUNT" | "NEG-OPEN" | "NEG-MSG" | "NEG-CLOSE"),
+                        Some(id),
+                    )) => {
                         let wire = frame::tag(&text[id.clone()], self.link);
                         let sub = match ty {
                             "REQ" => Some(Sub::Open(wire.clone())),
