@@ -61,6 +61,9 @@ pub struct RuntimeConfig {
     /// Fetch the follows' kind:10002 lists from the reader's relays (and the
     /// [`indexers`](Self::indexers)) and re-plan as they arrive.
     pub discover_lists: bool,
+    /// With lists kept from the last run for at least half the follows, discover lists by
+    /// set reconciliation (NIP-77) where a relay supports it: only changed lists move.
+    pub sync_lists: bool,
     /// Relays that collect relay lists (e.g. `wss://purplepag.es`), asked for the follows'
     /// kind:10002 lists beside the reader's relays: canonical or raw URLs.
     pub indexers: Vec<String>,
@@ -126,6 +129,7 @@ impl Default for RuntimeConfig {
             deadline: Some(Duration::from_secs(90)),
             lookup_grace: Duration::from_secs(2),
             discover_lists: true,
+            sync_lists: true,
             indexers: Vec::new(),
             replan_debounce: Duration::from_millis(500),
             stats_flush_interval: Duration::from_secs(60),

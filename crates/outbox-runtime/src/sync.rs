@@ -12,9 +12,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
-use nostr::event::{Event, EventId};
+use nostr::event::{Event, EventId, Kind, Tag, Tags};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::message::SubscriptionId;
+use nostr::types::Timestamp;
+use outbox_core::RawRelayList;
 use tokio::task::JoinSet;
 
 use crate::client::Client;
@@ -37,6 +39,29 @@ const FRAME_LIMIT: u64 = 60_000;
 
 /// Ids asked per `REQ` when fetching what reconciliation found missing.
 const IDS_PER_REQ: usize = 500;
+
+/// One kept event as reconciliation sees it: its `created_at` and id.
+pub(crate) type Item = (u64, [u8; 32]);
+
+/// The id a kept relay list had as an event, assuming the empty content NIP-65 lists carry
+/// (the tags are kept raw, in order). A list whose event had content gets another id: the
+/// relay then reports it missing and it is fetched again, which costs bytes, never a list.
+pub(crate) fn list_item(list: &RawRelayList) -> Option<Item> {
+    let tags = list
+        .tags
+        .iter()
+        .map(|t| Tag::parse(t.iter().map(String::as_str)))
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    let id = EventId::compute(
+        &list.author,
+        &Timestamp::from(list.created_at),
+        &Kind::RelayList,
+        &Tags::from_list(tags),
+        "",
+    );
+    Some((list.created_at, id.to_bytes()))
+}
 
 /// What one relay did with a sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +106,7 @@ impl Synced {
 /// Reconciles `kept` with each relay in `relays` (canonical URLs) over the events matching
 /// `filter`, and fetches what they hold that is not kept. See the [module docs](self).
 pub async fn sync(relays: &[String], filter: &Filter, kept: &[Event], client: &Client) -> Synced {
-    let kept: Vec<(u64, [u8; 32])> = kept
+    let kept: Vec<Item> = kept
         .iter()
         .filter(|e| filter.match_event(e, MatchEventOptions::new()))
         .take(MAX_SYNC_ITEMS)
@@ -135,12 +160,13 @@ pub async fn sync(relays: &[String], filter: &Filter, kept: &[Event], client: &C
     synced
 }
 
-/// One relay: reconcile, then fetch the ids it holds that are not kept. `Err` says why
-/// reconciliation did not work (the caller falls back to a lookup).
-async fn reconcile(
+/// One relay: reconcile, then fetch the ids it holds that are not kept; the events and the
+/// negentropy messages received. `Err` says why reconciliation did not work (the caller asks
+/// another way).
+pub(crate) async fn reconcile(
     url: &str,
     filter: &Filter,
-    kept: &[(u64, [u8; 32])],
+    kept: &[Item],
     client: &Client,
     i: usize,
 ) -> Result<(Vec<Event>, usize), String> {
@@ -240,4 +266,30 @@ async fn reconcile(
 
 fn fetch_failed(ended: Ended) -> String {
     format!("reconciled, but fetching what was missing failed: {ended}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::event::{EventBuilder, FinalizeEvent};
+    use nostr::key::Keys;
+
+    #[test]
+    fn a_kept_list_has_the_id_of_the_event_it_came_from() {
+        let keys = Keys::generate();
+        let tags = [
+            Tag::parse(["r", "wss://a.example", "write"]).unwrap(),
+            Tag::parse(["r", "wss://b.example"]).unwrap(),
+            Tag::parse(["alt", "relay list"]).unwrap(),
+        ];
+        let event = EventBuilder::new(Kind::RelayList, "")
+            .tags(tags)
+            .finalize(&keys)
+            .unwrap();
+        let list = RawRelayList::try_from(&event).unwrap();
+        assert_eq!(
+            list_item(&list),
+            Some((event.created_at.as_secs(), event.id.to_bytes()))
+        );
+    }
 }

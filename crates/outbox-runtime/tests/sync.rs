@@ -7,8 +7,13 @@ use std::time::Duration;
 
 use nostr::event::Kind;
 use nostr::filter::Filter;
+use outbox_core::UrlPolicy;
 use outbox_fleet::*;
-use outbox_runtime::{lookup, sync, Client, LookupOutcome, RuntimeConfig, SyncOutcome};
+use outbox_runtime::{
+    lookup, sync, Client, FeedInput, FeedSummary, LookupOutcome, RuntimeConfig, SyncOutcome,
+};
+
+const CONFIG: &str = "max_connections = 50\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
 /// Follows with a relay list each on one local relay; the filter that discovers them.
 async fn lists_world(n: u32) -> (RealRelay, Vec<nostr::key::Keys>, Filter) {
@@ -95,4 +100,78 @@ async fn a_relay_that_does_not_reconcile_is_asked_with_a_lookup() {
         other => panic!("{other:?}"),
     }
     assert_eq!(synced.reconciled(), 0);
+}
+
+/// One `--once` feed whose lists are discovered on `indexer` (the reader relay holds none),
+/// starting from `kept`.
+async fn feed_once(
+    reader: &RealRelay,
+    indexer: &str,
+    follows: &[nostr::key::Keys],
+    kept: Vec<outbox_core::RawRelayList>,
+    sync_lists: bool,
+) -> FeedSummary {
+    let follows = follows.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    input.relay_lists = kept;
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: true,
+        sync_lists,
+        indexers: vec![indexer.to_string()],
+        ..RuntimeConfig::fast_for_tests()
+    };
+    start_once(input, config).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_feed_discovers_unchanged_lists_in_a_fifth_of_the_bytes() {
+    let reader = RealRelay::start().await;
+    let indexer = RealRelay::start().await;
+    let follows: Vec<_> = (0..200).map(|i| key(5_000 + i)).collect();
+    for f in &follows {
+        let list = relay_list(f, now() - 10_000, &[(&reader.url, Some("write"))]);
+        indexer.store(&list).await;
+    }
+    let gauge = Gauge::default();
+    let url = proxy(&indexer.url, gauge.clone()).await;
+
+    let first = feed_once(&reader, &url, &follows, Vec::new(), true).await;
+    let paged = gauge.bytes.swap(0, Ordering::SeqCst);
+    assert_eq!(first.relay_lists, 200, "{first:#?}");
+    let second = feed_once(&reader, &url, &follows, first.lists.clone(), true).await;
+    let reconciled = gauge.bytes.swap(0, Ordering::SeqCst);
+    assert_eq!(second.relay_lists, 200);
+    let (mut a, mut b) = (first.lists.clone(), second.lists.clone());
+    a.sort_by_key(|l| l.author);
+    b.sort_by_key(|l| l.author);
+    assert_eq!(a, b, "the same lists kept");
+    eprintln!(
+        "200 relay lists: the first run's discovery moved {paged} bytes, the second's {reconciled}"
+    );
+    assert!(
+        reconciled * 5 <= paged,
+        "reconciling moved {reconciled} bytes, paging {paged}"
+    );
+    // Without reconciliation the second run pages every list again.
+    let again = feed_once(&reader, &url, &follows, first.lists.clone(), false).await;
+    let repaged = gauge.bytes.swap(0, Ordering::SeqCst);
+    assert_eq!(again.relay_lists, 200);
+    assert!(repaged * 4 >= paged * 3, "{repaged} vs {paged}");
+
+    // A follow that moved since is found by the next run.
+    let moved = relay_list(
+        &follows[3],
+        now() - 50,
+        &[("wss://moved.example", Some("write"))],
+    );
+    indexer.store(&moved).await;
+    let third = feed_once(&reader, &url, &follows, second.lists.clone(), true).await;
+    let list = third
+        .lists
+        .iter()
+        .find(|l| l.author == follows[3].public_key())
+        .expect("kept");
+    assert_eq!(list.created_at, moved.created_at.as_secs());
 }

@@ -46,6 +46,7 @@ use crate::places::Places;
 use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 
+mod discovery;
 mod frames;
 mod probes;
 mod summary;
@@ -376,42 +377,6 @@ impl Coordinator {
             if let Some(live) = self.live.remove(url) {
                 live.send(SlotCommand::Shutdown);
             }
-        }
-    }
-
-    /// Starts the relay-list lookup on every usable reader relay.
-    fn start_discovery(&mut self) {
-        if !self.cfg.discover_lists || self.follows.is_empty() {
-            return;
-        }
-        let now = self.now();
-        let filter = self.lists_filter();
-        let usable = |urls: &[String]| -> Vec<String> {
-            urls.iter()
-                .filter(|u| !self.penalties.is_penalised(u, now))
-                .filter(|u| !(self.cfg.once && self.tally.penalised.contains(*u)))
-                .cloned()
-                .collect()
-        };
-        // Lists are looked up where the residual goes (the reader's relays, else the fallback)
-        // and on the indexers, which collect lists the reader's relays may not hold.
-        let mut lookup = usable(&self.reader_relays);
-        if lookup.is_empty() {
-            lookup = usable(&self.fallback_relays);
-        }
-        for url in usable(&self.indexers) {
-            if !lookup.contains(&url) {
-                lookup.push(url);
-            }
-        }
-        for url in lookup {
-            let live = self.ensure_live(&url);
-            live.lists = Some(Progress::Pending);
-            live.send(SlotCommand::Req {
-                sub: SubKind::Lists,
-                filter: Box::new(filter.clone()),
-                generation: 1,
-            });
         }
     }
 

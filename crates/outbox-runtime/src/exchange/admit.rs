@@ -53,12 +53,45 @@ pub(crate) fn admit(
     if cfg.verify_signatures && event.verify().is_err() {
         return Err(FrameDrop::BadSignature);
     }
-    if !filters
-        .iter()
-        .any(|f| f.match_event(&event, MatchEventOptions::new()))
-    {
+    if !filters.iter().any(|f| matches(f, &event)) {
         tracing::trace!(id = %event.id, "event outside the subscription's filter");
         return Err(FrameDrop::Unrequested);
     }
     Ok(event)
+}
+
+/// Whether `event` is what `filter` asked. A NIP-50 `search` is the relay's to judge (relays
+/// match words, stems or more, where a literal test would drop good answers), so only the
+/// filter's other fields are checked.
+fn matches(filter: &Filter, event: &Event) -> bool {
+    let options = MatchEventOptions::new();
+    if filter.search.is_none() {
+        return filter.match_event(event, options);
+    }
+    let mut rest = filter.clone();
+    rest.search = None;
+    rest.match_event(event, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+    use nostr::key::Keys;
+
+    #[test]
+    fn a_search_answer_is_judged_by_the_rest_of_its_filter() {
+        let keys = Keys::generate();
+        let event = EventBuilder::new(Kind::TextNote, "running shoes for the marathon")
+            .finalize(&keys)
+            .unwrap();
+        let cfg = RuntimeConfig::default();
+        let search = Filter::new().kind(Kind::TextNote).search("run shoe");
+        assert!(admit(event.clone(), std::slice::from_ref(&search), &cfg).is_ok());
+        let other_kind = Filter::new().kind(Kind::Metadata).search("run shoe");
+        assert_eq!(
+            admit(event, &[other_kind], &cfg).unwrap_err(),
+            FrameDrop::Unrequested
+        );
+    }
 }

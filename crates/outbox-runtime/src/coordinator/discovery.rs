@@ -1,0 +1,170 @@
+//! Relay-list discovery: the follows' kind:10002 lists asked of the reader's relays (else the
+//! fallback) and of the indexers.
+//!
+//! A relay's lists come by one of two ways. With lists kept from the last run for most follows
+//! ([`RuntimeConfig::sync_lists`]), they are reconciled (NIP-77, `crate::sync`): only lists
+//! that changed since are fetched, and what came is reported to the coordinator as the slot
+//! would report it, so the rest of the feed cannot tell the two apart. A relay that does not
+//! reconcile, and every relay when too little was kept, pages the lists on its slot as before.
+//! A continuing feed then keeps a lists subscription for new lists only (`since` now).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::filter::Filter;
+use nostr::types::Timestamp;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::{Coordinator, Progress};
+use crate::client::Client;
+use crate::slot::{ReportKind, SlotCommand, SlotReport, SubKind};
+use crate::sync::{list_item, reconcile, Item};
+
+impl Coordinator {
+    /// Starts the relay-list lookup on every usable reader relay and indexer.
+    pub(super) fn start_discovery(&mut self) {
+        if !self.cfg.discover_lists || self.follows.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let filter = self.lists_filter();
+        let usable = |urls: &[String]| -> Vec<String> {
+            urls.iter()
+                .filter(|u| !self.penalties.is_penalised(u, now))
+                .filter(|u| !(self.cfg.once && self.tally.penalised.contains(*u)))
+                .cloned()
+                .collect()
+        };
+        // Lists are looked up where the residual goes (the reader's relays, else the fallback)
+        // and on the indexers, which collect lists the reader's relays may not hold.
+        let mut lookup = usable(&self.reader_relays);
+        if lookup.is_empty() {
+            lookup = usable(&self.fallback_relays);
+        }
+        for url in usable(&self.indexers) {
+            if !lookup.contains(&url) {
+                lookup.push(url);
+            }
+        }
+        let kept = self.kept_items();
+        for (i, url) in lookup.into_iter().enumerate() {
+            let (client, reports) = (self.client.clone(), self.reports_tx.clone());
+            let live = self.ensure_live(&url);
+            live.lists = Some(Progress::Pending);
+            let ask = SlotCommand::Req {
+                sub: SubKind::Lists,
+                filter: Box::new(filter.clone()),
+                generation: 1,
+            };
+            match &kept {
+                Some(kept) => {
+                    let sync = ListSync {
+                        url: url.clone(),
+                        filter: filter.clone(),
+                        kept: kept.clone(),
+                        client,
+                        reports,
+                        slot: live.tx.clone(),
+                        once: self.cfg.once,
+                        i,
+                    };
+                    self.tasks.spawn(sync.run());
+                }
+                None => live.send(ask),
+            }
+        }
+    }
+
+    /// The kept lists of the follows as reconciliation items, when they cover at least half
+    /// the follows and the config reconciles: with less, fetching by id after reconciling
+    /// would cost more round trips than paging the lists.
+    fn kept_items(&self) -> Option<Arc<Vec<Item>>> {
+        if !self.cfg.sync_lists {
+            return None;
+        }
+        let items: Vec<Item> = self
+            .follows
+            .iter()
+            .filter_map(|f| self.lists.get(f))
+            .filter_map(list_item)
+            .collect();
+        (items.len() * 2 >= self.follows.len()).then(|| Arc::new(items))
+    }
+}
+
+/// One relay's lists by reconciliation, reported as its slot would report them.
+struct ListSync {
+    url: String,
+    filter: Filter,
+    kept: Arc<Vec<Item>>,
+    client: Client,
+    reports: mpsc::Sender<SlotReport>,
+    /// The relay's slot: pages the lists when reconciling did not work, and keeps the live
+    /// subscription of a continuing feed.
+    slot: mpsc::UnboundedSender<SlotCommand>,
+    once: bool,
+    i: usize,
+}
+
+impl ListSync {
+    async fn run(self) {
+        let started = Instant::now();
+        let page = |filter: Filter| SlotCommand::Req {
+            sub: SubKind::Lists,
+            filter: Box::new(filter),
+            generation: 1,
+        };
+        let (events, rounds) =
+            match reconcile(&self.url, &self.filter, &self.kept, &self.client, self.i).await {
+                Ok(found) => found,
+                Err(why) => {
+                    debug!(relay = %self.url, %why, "lists not reconciled; paging them");
+                    // A slot that ended has nothing to page; ignoring is correct.
+                    let _ = self.slot.send(page(self.filter));
+                    return;
+                }
+            };
+        let elapsed = started.elapsed();
+        debug!(relay = %self.url, new = events.len(), rounds, "lists reconciled");
+        let url: Arc<str> = Arc::from(self.url.as_str());
+        let received = events.len() as u64;
+        for event in events {
+            let kind = ReportKind::Event {
+                sub: SubKind::Lists,
+                event: Box::new(event),
+            };
+            if !self.report(&url, kind).await {
+                return;
+            }
+        }
+        let eose = ReportKind::Eose {
+            sub: SubKind::Lists,
+            generation: 1,
+            elapsed,
+            latency: elapsed.min(Duration::from_secs(3600)),
+            // The reconciliation's messages and the fetches by id.
+            pages: rounds as u64 + received.div_ceil(500),
+            received,
+            complete: true,
+        };
+        if !self.report(&url, eose).await {
+            return;
+        }
+        if !self.once {
+            // New lists from now on, as the slot's subscription would have carried them.
+            let since = Timestamp::now();
+            let _ = self.slot.send(page(self.filter.since(since)));
+        }
+    }
+
+    /// Sends a report as the slot would; `false` once the coordinator is gone.
+    async fn report(&self, url: &Arc<str>, kind: ReportKind) -> bool {
+        let report = SlotReport {
+            url: url.clone(),
+            kind,
+        };
+        self.reports.send(report).await.is_ok()
+    }
+}
