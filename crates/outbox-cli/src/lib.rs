@@ -38,6 +38,7 @@ macro_rules! out {
 mod bench;
 mod chart;
 mod churn;
+mod dms;
 mod duration;
 mod feed;
 mod live;
@@ -45,6 +46,8 @@ mod load;
 mod log;
 mod plan;
 mod publish;
+mod reader;
+mod reads;
 mod route;
 mod secret;
 mod stats;
@@ -78,6 +81,9 @@ enum Command {
     Churn(churn::Args),
     /// A live feed from real relays, routed by a strategy (`--once` for one pass and a summary).
     Feed(feed::Args),
+    /// The reader's direct messages (NIP-17): gift wraps from its DM relays, opened with
+    /// `--decrypt`.
+    Dms(dms::Args),
     /// Run strategies side by side on generated worlds (or one strategy on a world file).
     Bench(bench::Args),
     /// Generate world files and show their headline facts.
@@ -88,6 +94,19 @@ enum Command {
     /// What was learned about relays (stats, set-asides): shown, or edited with `--forget` and
     /// `--clear-set-asides`.
     Stats(stats::Args),
+    /// Read any filter from the relays it names: authors' write relays, tagged people's read
+    /// relays, hints, the reader's relays (`--stream` keeps it open).
+    Req(reads::req::Args),
+    /// Count the events matching a filter (NIP-45) on the relays a read of it would ask: each
+    /// relay's count, and the largest.
+    Count(reads::count::Args),
+    /// Get one event, address or profile from its hints and its author's write relays.
+    Get(reads::get::GetArgs),
+    /// Read an event and its replies and quotes where they are (author, tagged people, hints).
+    Thread(reads::get::ThreadArgs),
+    /// Search (NIP-50) on the reader's search relays, else relays whose NIP-11 document lists
+    /// NIP 50, else `--search-relays`.
+    Search(reads::search::Args),
 }
 
 /// Runs the `outbox` command with the process's arguments and returns its exit code.
@@ -108,10 +127,16 @@ pub fn run() -> ExitCode {
         Command::Publish(args) => publish::run(args),
         Command::Churn(args) => churn::run(args),
         Command::Feed(args) => feed::run(args),
+        Command::Dms(args) => dms::run(args),
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
         Command::Load(args) => load::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Req(args) => reads::req::run(args),
+        Command::Count(args) => reads::count::run(args),
+        Command::Get(args) => reads::get::run_get(args),
+        Command::Thread(args) => reads::get::run_thread(args),
+        Command::Search(args) => reads::search::run(args),
     };
     match result {
         Ok(code) => code,

@@ -145,6 +145,16 @@ impl Relays {
     }
 }
 
+/// A note by `keys` at a fixed time, so its id is the same on every run.
+fn signed_at(keys: &Keys, content: &str, tags: Vec<Tag>, at: u64) -> nostr::event::Event {
+    use nostr::event::{EventBuilder, FinalizeEvent};
+    EventBuilder::new(Kind::TextNote, content)
+        .tags(tags)
+        .custom_created_at(nostr::types::Timestamp::from(at))
+        .finalize(keys)
+        .unwrap()
+}
+
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
 }
@@ -157,6 +167,11 @@ async fn network() -> Relays {
         ("wss://hub.example", RealRelay::start().await),
         ("wss://alice.example", RealRelay::start().await),
         ("wss://bob.example", RealRelay::start().await),
+        // A DM relay: gift wraps only to the reader they tag, signed in (NIP-42).
+        (
+            "wss://dm.example",
+            RealRelay::start_with(|b| b.auth_dm(true)).await,
+        ),
     ];
     let url = |name: &str| {
         named
@@ -202,7 +217,44 @@ async fn network() -> Relays {
         let note = signed(keys, Kind::TextNote, note, vec![], 7200);
         relay(own).store(&note).await;
     }
+    // `outbox thread`'s event (its id fixed by its fields: the README's nevent names it) on
+    // Alice's relay, and Bob's reply on the hub, where Alice also writes.
+    let root = signed_at(&alice, "Which relays do you read?", vec![], 1_767_000_000);
+    relay("wss://alice.example").store(&root).await;
+    let e = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
+    let reply = signed_at(&bob, "The hub, and my own", vec![e], 1_767_000_600);
+    relay("wss://hub.example").store(&reply).await;
+    // `outbox dms`: the reader's DM relay list on its relay, and a message from Alice there.
+    let dm_list = Tag::parse(["relay", url("wss://dm.example").as_str()]).unwrap();
+    home.store(&signed(&reader, Kind::InboxRelays, "", vec![dm_list], 3600))
+        .await;
+    relay("wss://dm.example")
+        .store(&gift_wrap(&alice, &reader, "See you at the meetup?"))
+        .await;
     Relays { named }
+}
+
+/// A NIP-17 chat message from `from` to `to`, gift wrapped for `to`.
+fn gift_wrap(from: &Keys, to: &Keys, text: &str) -> nostr::event::Event {
+    use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent};
+    let rumor = EventBuilder::new(Kind::PrivateDirectMessage, text)
+        .tag(Tag::public_key(to.public_key()))
+        .finalize_unsigned(from.public_key());
+    nostr::nips::nip59::GiftWrapBuilder::new(to.public_key(), rumor)
+        .finalize(from)
+        .unwrap()
+}
+
+/// `reader.nsec` in `dir`: the README reader's key, readable by its owner alone.
+fn reader_key_file(dir: &Path) {
+    use nostr::nips::nip19::ToBech32;
+    let path = dir.join("reader.nsec");
+    std::fs::write(&path, fixed(1).secret_key().to_bech32().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
 }
 
 /// A scratch directory with a copy of the files of `examples/` (not its subdirectories, such
@@ -234,6 +286,7 @@ async fn every_readme_command_runs_and_prints_what_the_readme_shows() {
     let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
     let relays = network().await;
     let dir = scratch();
+    reader_key_file(dir.path());
     let blocks = blocks(&readme);
     let mut ran = 0;
     for (i, block) in blocks.iter().enumerate() {
@@ -249,7 +302,12 @@ async fn every_readme_command_runs_and_prints_what_the_readme_shows() {
                 .env("OUTBOX_DATA_DIR", dir.path().join("data"))
                 .env_remove("RUST_LOG")
                 .env("NO_COLOR", "1");
-            if local != args && matches!(args[0].as_str(), "feed" | "publish") {
+            if local != args
+                && matches!(
+                    args[0].as_str(),
+                    "feed" | "publish" | "req" | "count" | "get" | "thread" | "search" | "dms"
+                )
+            {
                 cmd.arg("--allow-local"); // the named relays are on 127.0.0.1 here
             }
             let started = std::time::Instant::now();

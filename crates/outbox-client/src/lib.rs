@@ -28,9 +28,9 @@ pub use monitor::{
 pub use paging::{Paging, RelayLimits};
 pub use recorder::RoundRecorder;
 pub use routes::{
-    check_route, relay_quality, FilterQuery, InboxQuery, Pointer, PointerError, PublishQuery,
-    Reason, Route, RouteBudget, RouteContext, RouteKind, RoutePlan, RouteTarget, RouteViolation,
-    ThreadQuery,
+    check_route, relay_quality, DmQuery, DmSource, FilterQuery, InboxQuery, Pointer, PointerError,
+    PublishQuery, Reason, Route, RouteBudget, RouteContext, RouteKind, RoutePlan, RouteTarget,
+    RouteViolation, ThreadQuery,
 };
 pub use store::{
     async_trait, lists_to_keep, LoadWarning, Loaded, MemoryStore, Restored, StateStore, StatsStore,

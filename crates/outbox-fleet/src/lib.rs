@@ -7,6 +7,7 @@
 //! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
 //!   [`Fault`]), for what a real relay does not do on demand.
 //! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
+//! - [`search`]: a minimal NIP-50 relay with a NIP-11 document ([`SearchRelay`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
@@ -22,6 +23,7 @@ pub mod fault;
 pub mod feed;
 pub mod proxy;
 pub mod relay;
+pub mod search;
 pub mod world;
 
 pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
@@ -31,4 +33,5 @@ pub use feed::{
 };
 pub use proxy::{proxy, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
+pub use search::SearchRelay;
 pub use world::{router, table, World};

@@ -79,6 +79,7 @@ mod coordinator;
 pub mod count;
 mod deadline;
 mod dedup;
+pub mod dms;
 mod exchange;
 pub mod feed;
 pub mod limits;
@@ -101,6 +102,10 @@ mod tls;
 pub use client::Client;
 pub use config::{Backoff, PenaltyPolicy, RuntimeConfig, Schedule};
 pub use count::{count, Counts};
+pub use dms::{
+    find_dm_lists, read_wraps, unwrap_dm, DirectMessage, DmLists, DmRead, DmRelayOutcome,
+    UnwrapError, Wrap,
+};
 pub use exchange::FrameDrop;
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,

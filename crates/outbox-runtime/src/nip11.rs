@@ -3,8 +3,8 @@
 //! A document is fetched over HTTP(S) from the relay's own URL (`ws` → `http`, `wss` →
 //! `https`) with `Accept: application/nostr+json`, read up to a bound, and parsed leniently:
 //! only `limitation.{max_limit, max_filters, max_subscriptions, max_message_length,
-//! auth_required, payment_required}` are read, and a field of the wrong type or out of range is
-//! ignored. A relay without a document is paged with conservative defaults.
+//! auth_required, payment_required}` and `supported_nips` (which NIPs it says it serves, e.g.
+//! 50 for search) are read, and a field of the wrong type or out of range is ignored. A relay without a document is paged with conservative defaults.
 //!
 //! Each fetch holds a place of the client's socket budget ([`Sockets`]) for as long as its
 //! connection lasts, so documents never take a run past its budget.
@@ -36,6 +36,8 @@ const MAX_COUNT: u64 = 100_000;
 const MIN_MESSAGE: u64 = 512;
 /// Largest `max_message_length` believed.
 const MAX_MESSAGE: u64 = 1 << 30;
+/// Entries of `supported_nips` read; the rest are ignored.
+pub const MAX_SUPPORTED_NIPS: usize = 256;
 
 /// The HTTP(S) URL of a relay's document; `None` for URLs that are not `ws://` or `wss://`.
 pub fn http_url(relay: &str) -> Option<String> {
@@ -89,10 +91,42 @@ pub fn parse_limits(body: &[u8]) -> Option<RelayLimits> {
     Some(limits)
 }
 
+/// The NIPs a document's `supported_nips` names: numbers (or numeric strings) from 1 to 65535,
+/// at most [`MAX_SUPPORTED_NIPS`] of them, sorted without repeats; anything else is skipped.
+pub fn parse_supported_nips(body: &[u8]) -> Vec<u16> {
+    let Ok(doc) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let Some(list) = doc.get("supported_nips").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut nips: Vec<u16> = list
+        .iter()
+        .take(MAX_SUPPORTED_NIPS)
+        .filter_map(|v| match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        })
+        .filter_map(|n| u16::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .collect();
+    nips.sort_unstable();
+    nips.dedup();
+    nips
+}
+
+/// What a document says: its limits and the NIPs it names.
+#[derive(Clone, Debug)]
+struct Document {
+    limits: RelayLimits,
+    nips: Vec<u16>,
+}
+
 #[derive(Clone, Debug)]
 struct Entry {
     /// `None`: the last fetch failed.
-    limits: Option<RelayLimits>,
+    document: Option<Document>,
     expires: Instant,
 }
 
@@ -117,10 +151,19 @@ impl Nip11Cache {
         entries
             .get(relay)
             .filter(|e| e.expires > now)
-            .map(|e| e.limits.clone())
+            .map(|e| e.document.as_ref().map(|d| d.limits.clone()))
     }
 
-    fn remember(&self, relay: &str, limits: Option<RelayLimits>, ttl: Duration) {
+    fn cached_document(&self, relay: &str) -> Option<Option<Document>> {
+        let now = Instant::now();
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(relay)
+            .filter(|e| e.expires > now)
+            .map(|e| e.document.clone())
+    }
+
+    fn remember(&self, relay: &str, document: Option<Document>, ttl: Duration) {
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES && !entries.contains_key(relay) {
@@ -132,7 +175,7 @@ impl Nip11Cache {
         entries.insert(
             relay.to_string(),
             Entry {
-                limits,
+                document,
                 expires: crate::deadline::offset(now, ttl),
             },
         );
@@ -172,10 +215,31 @@ impl Nip11Cache {
         cfg: &Nip11Config,
         sockets: &Sockets,
     ) -> Option<RelayLimits> {
+        self.document(relay, cfg, sockets).await.map(|d| d.limits)
+    }
+
+    /// The NIPs `relay`'s document says it supports (`supported_nips`), fetched as
+    /// [`limits`](Self::limits) is and sharing its cache; `None` when it has no usable
+    /// document (then nothing says it supports anything).
+    pub async fn supported_nips(
+        &self,
+        relay: &str,
+        cfg: &Nip11Config,
+        sockets: &Sockets,
+    ) -> Option<Vec<u16>> {
+        self.document(relay, cfg, sockets).await.map(|d| d.nips)
+    }
+
+    async fn document(
+        &self,
+        relay: &str,
+        cfg: &Nip11Config,
+        sockets: &Sockets,
+    ) -> Option<Document> {
         if !cfg.enabled {
             return None;
         }
-        if let Some(known) = self.cached(relay) {
+        if let Some(known) = self.cached_document(relay) {
             return known;
         }
         let deadline = crate::deadline::after(cfg.timeout);
@@ -204,7 +268,7 @@ impl Nip11Cache {
         fetched
     }
 
-    async fn fetch(&self, relay: &str, cfg: &Nip11Config) -> Result<RelayLimits, String> {
+    async fn fetch(&self, relay: &str, cfg: &Nip11Config) -> Result<Document, String> {
         let url = http_url(relay).ok_or("not a ws:// or wss:// URL")?;
         let client = self.client().ok_or("no HTTP client")?;
         let mut response = client
@@ -231,7 +295,11 @@ impl Nip11Cache {
             }
             body.extend_from_slice(&chunk);
         }
-        parse_limits(&body).ok_or_else(|| "not a JSON object".into())
+        let limits = parse_limits(&body).ok_or("not a JSON object")?;
+        Ok(Document {
+            limits,
+            nips: parse_supported_nips(&body),
+        })
     }
 }
 
@@ -315,6 +383,27 @@ mod tests {
         assert_eq!(parse(&deep), None);
         // Duplicate keys: one of them wins, nothing breaks.
         assert!(parse(r#"{"limitation":{"max_limit":5,"max_limit":7}}"#).is_some());
+    }
+
+    #[test]
+    fn supported_nips_are_read_leniently_and_bounded() {
+        let nips = |s: &str| parse_supported_nips(s.as_bytes());
+        assert_eq!(
+            nips(r#"{"supported_nips":[1,11,50,"42",50]}"#),
+            [1, 11, 42, 50]
+        );
+        for junk in [
+            "",
+            "{}",
+            "[50]",
+            r#"{"supported_nips":"50"}"#,
+            r#"{"supported_nips":[-1,0,70000,1.5,null,{}]}"#,
+        ] {
+            assert!(nips(junk).is_empty(), "{junk}");
+        }
+        let many: Vec<String> = (1..=1000).map(|n| n.to_string()).collect();
+        let doc = format!(r#"{{"supported_nips":[{}]}}"#, many.join(","));
+        assert_eq!(nips(&doc).len(), MAX_SUPPORTED_NIPS);
     }
 
     #[tokio::test]

@@ -26,7 +26,7 @@ pub const MAX_QUEUED_NOTES: usize = 256;
 /// shut down, once; draining goes on meanwhile, so the feed can close its subscriptions and
 /// save before the channel closes. Notes that arrive after a stop are not printed. A stop
 /// signal after that ends the drain at once ([`forced`](Self::forced)).
-pub(super) struct Drain {
+pub(crate) struct Drain {
     stop: Stop,
     stopping: bool,
     out: Option<Output>,
@@ -66,7 +66,7 @@ impl Output {
 }
 
 impl Drain {
-    pub(super) fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         Ok(Self {
             stop: Stop::new()?,
             stopping: false,
@@ -77,7 +77,7 @@ impl Drain {
 
     /// The next event, `None` once the channel closed or a stop signal after the first one
     /// ended the drain ([`forced`](Self::forced)).
-    pub(super) async fn next<E>(
+    pub(crate) async fn next<E>(
         &mut self,
         events: &mut mpsc::Receiver<E>,
         shutdown: impl Fn(),
@@ -104,7 +104,7 @@ impl Drain {
 
     /// The stop signal that ended the drain at once, if one did: the process should end now,
     /// without waiting for what is still under way.
-    pub(super) fn forced(&self) -> Option<&'static str> {
+    pub(crate) fn forced(&self) -> Option<&'static str> {
         self.forced
     }
 
@@ -112,7 +112,7 @@ impl Drain {
     /// stop signal comes first: then `work` is dropped, the signal is returned, and the
     /// process should end at once. Blocking work belongs in `spawn_blocking`, so the signal is
     /// heard while it runs.
-    pub(super) async fn unless_stopped<T>(
+    pub(crate) async fn unless_stopped<T>(
         &mut self,
         work: impl Future<Output = T>,
     ) -> Result<T, &'static str> {
@@ -131,7 +131,7 @@ impl Drain {
 
     /// Queues a note for stdout; waits while the queue is full, unless a stop signal comes
     /// or stdout closes (`| head`), which end the feed like Ctrl-C, with the stats saved.
-    pub(super) async fn print(
+    pub(crate) async fn print(
         &mut self,
         event: &nostr::event::Event,
         relay: &str,
@@ -157,7 +157,7 @@ impl Drain {
     /// meanwhile ends the wait and is returned (a reader that never reads cannot hold the
     /// process back; the summary is still printed). A write error ends it quietly: the reader
     /// went away.
-    pub(super) async fn finish(&mut self) -> Result<(), &'static str> {
+    pub(crate) async fn finish(&mut self) -> Result<(), &'static str> {
         let Some(Output { lines, ended }) = self.out.take() else {
             return self.forced.map_or(Ok(()), Err);
         };
@@ -196,7 +196,7 @@ enum Halt {
 
 /// The exit status of a process a stop signal ended at once: what a shell reports for a process
 /// that signal killed, 128 + its number.
-pub(super) fn stopped_status(signal: &str) -> u8 {
+pub(crate) fn stopped_status(signal: &str) -> u8 {
     128 + match signal {
         "SIGHUP" => 1,
         "SIGTERM" => 15,

@@ -24,21 +24,21 @@ use crate::text::escape;
 
 /// Plans the inbox route, streams what its relays deliver, and prints a summary.
 pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let Some(npub) = &args.npub else {
+    let Some(npub) = &args.reader.npub else {
         bail!("--inbox needs --npub: whose mentions to stream");
     };
     let reader = parse_key(npub)?;
     let config = router_config(args)?;
     let mut policy = config.url_policy.clone();
-    let relays = canonical_relays(&policy, &args.relays, "relay")?;
+    let relays = canonical_relays(&policy, &args.reader.relays, "relay")?;
     let indexers = canonical_relays(
         &policy,
-        config.indexers.iter().chain(&args.indexers),
+        config.indexers.iter().chain(&args.reader.indexers),
         "indexer",
     )?;
-    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
+    let auth = crate::secret::load(args.reader.secret_key_file.as_deref())?;
     if let Some(keys) = &auth {
-        let file = args.secret_key_file.as_deref();
+        let file = args.reader.secret_key_file.as_deref();
         crate::secret::refuse_public(keys, file, "the reader's", [&reader])?;
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
@@ -162,7 +162,9 @@ async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Resul
         match event {
             RouteEvent::Note { event, relay } => {
                 tally.entry(relay.clone()).or_default().notes += 1;
-                drain.print(&event, &relay, args.json, shutdown).await;
+                drain
+                    .print(&event, &relay, args.reader.json, shutdown)
+                    .await;
             }
             RouteEvent::Eose { relay, .. } => {
                 if args.verbose {

@@ -1,7 +1,7 @@
 //! `outbox feed`: a live feed from real relays, routed by a strategy; with `--inbox`, the
 //! reader's mentions from the reader's read relays ([`inbox`]).
 
-mod drain;
+pub(crate) mod drain;
 mod inbox;
 
 use drain::Drain;
@@ -24,6 +24,7 @@ use outbox_runtime::{
     AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
 
+use crate::reader::parse_key;
 use crate::text::escape;
 
 /// The strategy used when no `--config` is given: the best one measured (README, Results).
@@ -32,29 +33,15 @@ pub(crate) const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype 
 /// Options of `outbox feed`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The reader's own relays (comma-separated or repeated): the residual pool, and where
-    /// relay lists and the follow list are looked up.
-    #[arg(long, value_delimiter = ',', required = true)]
-    relays: Vec<String>,
+    #[command(flatten)]
+    reader: crate::reader::ReaderArgs,
     /// Follows: npubs or hex keys (comma-separated or repeated), or files of them.
     #[arg(long, value_delimiter = ',', conflicts_with = "npub")]
     follows: Vec<String>,
-    /// The reader: fetch their kind:3 follow list from `--relays`.
-    #[arg(long)]
-    npub: Option<String>,
     /// Router config (TOML): `max_connections`, `url_policy` and a `[strategy]` table.
     /// Default: `recall` with 20 routed connections (`outbox strategies` lists the others).
     #[arg(long)]
     config: Option<PathBuf>,
-    #[command(flatten)]
-    keep: crate::store::StoreArgs,
-    /// Keep nothing between runs (every run starts from scratch and explores anew).
-    #[arg(long, conflicts_with_all = ["stats", "store"])]
-    no_stats: bool,
-    /// Relays that collect relay lists (comma-separated or repeated), asked for the follows'
-    /// kind:10002 lists beside `--relays`; added to the config's `indexers`.
-    #[arg(long, value_delimiter = ',')]
-    indexers: Vec<String>,
     /// NIP-66 monitor relays (comma-separated): at start, their kind:30166 reports about the
     /// relays of the known lists lean the first plan away from relays not seen online lately.
     /// A relay the kept stats already know is judged by them alone.
@@ -82,9 +69,6 @@ pub struct Args {
     /// days).
     #[arg(long, value_parser = crate::duration::parse, requires = "once")]
     deadline: Option<Duration>,
-    /// Accept loopback relays (local testing).
-    #[arg(long)]
-    allow_local: bool,
     /// Longest wait for a connection (at most 3650 days).
     #[arg(long, value_parser = crate::duration::parse, default_value = "10s")]
     connect_timeout: Duration,
@@ -99,13 +83,6 @@ pub struct Args {
     /// Do not verify event signatures (trust relays).
     #[arg(long)]
     no_verify: bool,
-    /// Sign in (NIP-42) to relays that require it, with the secret key in this file: an nsec
-    /// or 64 hex characters, readable by you alone (`chmod 600`). Only a relay that refuses to
-    /// serve without sign-in sees the signed AUTH event. The key may instead come from the
-    /// `OUTBOX_SECRET_KEY` environment variable; the two conflict. Without a key, such relays
-    /// are set aside.
-    #[arg(long, value_name = "PATH")]
-    secret_key_file: Option<PathBuf>,
     /// Relays the plan did not ask that are probed after the fetch (a short question each about
     /// the follows who list them, learned from and never shown), instead of the config's
     /// `probe_connections` (default: as many as `max_connections`); 0 probes none. Only a
@@ -120,9 +97,6 @@ pub struct Args {
     /// Print status events (connected, EOSE, failures) to stderr.
     #[arg(long, short)]
     verbose: bool,
-    /// Print notes as JSON lines instead of text.
-    #[arg(long)]
-    json: bool,
     /// When the feed ends, also write its summary to this file as one JSON object, for tools:
     /// `{"format": "outbox-feed-summary/1", "summary": {...}}`, the summary's fields named as
     /// in `outbox_runtime::FeedSummary` (counts as numbers, durations as `{"secs", "nanos"}`,
@@ -224,15 +198,7 @@ fn stopped(signal: &'static str, what: &str) -> ExitCode {
 /// The store learned state is kept in this run: `--store`, `--stats`, else JSON files in the
 /// data directory; none with `--no-stats`.
 fn open_store(args: &Args) -> anyhow::Result<Option<Arc<dyn StateStore>>> {
-    if args.no_stats {
-        return Ok(None);
-    }
-    args.keep.open().map(Some)
-}
-
-fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
-    outbox_core::parse_public_key(raw.trim())
-        .with_context(|| format!("not a valid npub or hex public key: {raw:?}"))
+    args.reader.open_store()
 }
 
 /// Keys from arguments; an argument naming an existing file contributes every key in it.
@@ -265,7 +231,7 @@ fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
         None => DEFAULT_CONFIG.to_string(),
     };
     let mut config = RouterConfig::from_toml(&text).context("in router config")?;
-    if args.allow_local {
+    if args.reader.allow_local {
         config.url_policy.allow_loopback = true;
     }
     if let Some(probes) = args.probes {
@@ -312,11 +278,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut config = router_config(&args)?;
     let policy = config.url_policy.clone();
-    let relays = canonical_relays(&policy, &args.relays, "relay")?;
-    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
-    let key_file = args.secret_key_file.as_deref();
+    let relays = canonical_relays(&policy, &args.reader.relays, "relay")?;
+    let auth = crate::secret::load(args.reader.secret_key_file.as_deref())?;
+    let key_file = args.reader.secret_key_file.as_deref();
     if let Some(keys) = &auth {
-        if let Some(npub) = &args.npub {
+        if let Some(npub) = &args.reader.npub {
             crate::secret::refuse_public(keys, key_file, "the reader's", [&parse_key(npub)?])?;
         }
         // Without --npub the follows are the public keys known before anything is fetched.
@@ -346,7 +312,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     };
     let indexers = canonical_relays(
         &policy,
-        config.indexers.iter().chain(&args.indexers),
+        config.indexers.iter().chain(&args.reader.indexers),
         "indexer",
     )?;
     let defaults = RuntimeConfig::default();
@@ -370,7 +336,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     // The relays the reader's kind:3 names beside each follow: hints, used when the config
     // says `hints = true`.
     let mut hints = Vec::new();
-    let follows = match &args.npub {
+    let follows = match &args.reader.npub {
         Some(npub) => {
             let reader = parse_key(npub)?;
             // The reader's own lists: follows (kind:3) and blocked relays (kind:10006), from
@@ -444,7 +410,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
             FeedEvent::Note { event, relay } => {
-                drain.print(&event, &relay, args.json, shutdown).await;
+                drain
+                    .print(&event, &relay, args.reader.json, shutdown)
+                    .await;
             }
             FeedEvent::Status(status) if args.verbose => {
                 let _ = writeln!(std::io::stderr(), "{}", describe(&status));

@@ -12,8 +12,8 @@
 //! reported in [`RoutePlan::cut_off`]. [`check_route`] checks a plan against its candidates and
 //! returns every violation.
 //!
-//! One file per route kind: [`inbox`], [`thread`], [`pointer`](mod@pointer), [`publish`], and
-//! [`filter`] for any filter a client subscribes to.
+//! One file per route kind: [`inbox`], [`dms`], [`thread`], [`pointer`](mod@pointer),
+//! [`publish`], and [`filter`] for any filter a client subscribes to.
 //!
 //! ```
 //! use outbox_client::routes::Route;
@@ -49,6 +49,7 @@ use outbox_core::stats::DeliveryStats;
 use outbox_core::url_policy::UrlPolicy;
 
 mod check;
+pub mod dms;
 pub mod filter;
 pub mod inbox;
 pub mod pointer;
@@ -57,6 +58,7 @@ mod select;
 pub mod thread;
 
 pub use check::{check_route, RouteViolation};
+pub use dms::{DmQuery, DmSource};
 pub use filter::FilterQuery;
 pub use inbox::InboxQuery;
 pub use pointer::{Pointer, PointerError};
@@ -70,6 +72,8 @@ pub use thread::ThreadQuery;
 pub enum RouteKind {
     /// Events tagging the reader, from the reader's read relays.
     Inbox,
+    /// Gift wraps to the reader (NIP-17 direct messages), from its DM inbox relays.
+    Dms,
     /// Replies to and quotes of one event.
     Thread,
     /// One event, address or profile.
@@ -91,6 +95,7 @@ impl fmt::Display for RouteKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             RouteKind::Inbox => "inbox",
+            RouteKind::Dms => "dms",
             RouteKind::Thread => "thread",
             RouteKind::Pointer => "pointer",
             RouteKind::Publish => "publish",

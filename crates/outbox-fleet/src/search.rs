@@ -1,0 +1,131 @@
+//! A minimal NIP-50 relay: answers REQs (search filters among them) from the events it was
+//! given, and serves a NIP-11 document on the same port whose `supported_nips` names 50 or not.
+//! nostr-relay-builder's local relay serves no NIP-11 document, so a client that looks for
+//! search relays by their document needs this one.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::Event;
+use nostr::filter::{Filter, MatchEventOptions};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+
+/// A relay that searches its events (NIP-50: `search` matched as text in the content, as
+/// nostr's filter matching does) and says so, or not, in its NIP-11 document.
+pub struct SearchRelay {
+    /// `ws://127.0.0.1:PORT`.
+    pub url: String,
+    /// REQ filters with a `search` field received so far.
+    pub searches: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SearchRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SearchRelay {
+    /// A relay holding `events`; its document lists NIP-50 when `advertises` is set.
+    pub async fn start(events: Vec<Event>, advertises: bool) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let searches = Arc::new(AtomicUsize::new(0));
+        let count = searches.clone();
+        let events = Arc::new(events);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, events.clone(), advertises, count.clone()));
+            }
+        });
+        Self {
+            url,
+            searches,
+            task,
+        }
+    }
+
+    /// How many search filters it was sent.
+    pub fn searches(&self) -> usize {
+        self.searches.load(Ordering::SeqCst)
+    }
+}
+
+/// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
+async fn serve(
+    mut stream: TcpStream,
+    events: Arc<Vec<Event>>,
+    advertises: bool,
+    searches: Arc<AtomicUsize>,
+) {
+    let mut head = vec![0u8; 8192];
+    let mut seen = 0;
+    // Peek until the request head is in, so the WebSocket handshake can still read it all.
+    for _ in 0..100 {
+        match stream.peek(&mut head).await {
+            Ok(n) if head[..n].windows(4).any(|w| w == b"\r\n\r\n") => {
+                seen = n;
+                break;
+            }
+            Ok(n) if n == head.len() => return,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            Err(_) => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head[..seen]).to_ascii_lowercase();
+    if !text.contains("upgrade: websocket") {
+        let nips = if advertises { "[1,11,50]" } else { "[1,11]" };
+        let body = format!(r#"{{"name":"search test relay","supported_nips":{nips}}}"#);
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    while let Some(Ok(msg)) = ws.next().await {
+        let Message::Text(text) = msg else { continue };
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if value[0] != "REQ" {
+            continue;
+        }
+        let sub = value[1].as_str().unwrap_or_default().to_string();
+        let filters: Vec<Filter> = value
+            .as_array()
+            .map(|a| a.iter().skip(2))
+            .into_iter()
+            .flatten()
+            .filter_map(|f| Filter::from_json(f.to_string()).ok())
+            .collect();
+        searches.fetch_add(
+            filters.iter().filter(|f| f.search.is_some()).count(),
+            Ordering::SeqCst,
+        );
+        let mut frames = Vec::new();
+        for filter in &filters {
+            let limit = filter.limit.unwrap_or(usize::MAX);
+            let matching = events
+                .iter()
+                .filter(|e| filter.match_event(e, MatchEventOptions::new()))
+                .take(limit);
+            frames.extend(matching.map(|e| format!(r#"["EVENT","{sub}",{}]"#, e.as_json())));
+        }
+        frames.push(format!(r#"["EOSE","{sub}"]"#));
+        for frame in frames {
+            if ws.send(Message::text(frame)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
