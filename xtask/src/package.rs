@@ -7,6 +7,9 @@
 //!    a documentation link, a readme file that exists, one to five keywords in the form
 //!    crates.io accepts, and one to five categories. `cargo package` only warns about most of
 //!    these; here a missing one fails.
+//!    Its name starts with [`NAME_PREFIX`] (`outbox-core` belongs to another project on
+//!    crates.io) and its folder carries its name, so a reader finds a crate where its name
+//!    says; every `nostr-outbox…` dependency line in a README names a workspace package.
 //! 2. **`cargo package --workspace --no-verify`** over the publishable crates. Cargo packages
 //!    them together, resolving the path dependencies among them through a temporary local
 //!    registry, so a path dependency without a version, a missing readme or a dependency on
@@ -26,6 +29,9 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::util;
+
+/// What every publishable package's name starts with.
+pub const NAME_PREFIX: &str = "nostr-outbox";
 
 /// The most keywords and categories crates.io accepts for one crate.
 const CRATES_IO_LIST_LEN: usize = 5;
@@ -87,10 +93,26 @@ pub fn run(root: &Path) -> anyhow::Result<bool> {
             .join(", ")
     );
 
-    let problems: Vec<String> = publishable
+    let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    let mut problems: Vec<String> = publishable
         .iter()
         .flat_map(|p| metadata_problems(p))
         .collect();
+    let readmes =
+        std::iter::once(root.join("README.md")).chain(publishable.iter().filter_map(|p| {
+            let readme = p.readme.as_deref()?;
+            Some(Path::new(&p.manifest_path).parent()?.join(readme))
+        }));
+    for readme in readmes {
+        let text = std::fs::read_to_string(&readme)
+            .with_context(|| format!("reading {}", readme.display()))?;
+        let shown = readme
+            .strip_prefix(root)
+            .unwrap_or(&readme)
+            .display()
+            .to_string();
+        problems.extend(readme_dependency_problems(&shown, &text, &names));
+    }
     if !problems.is_empty() {
         println!("package: crate metadata crates.io needs is missing or malformed:");
         for problem in &problems {
@@ -144,10 +166,37 @@ fn valid_keyword(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+'))
 }
 
+/// Dependency lines (`nostr-outbox… = …`) of a README that name no workspace package.
+pub fn readme_dependency_problems(readme: &str, text: &str, packages: &[&str]) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, _) = line.trim_start().split_once('=')?;
+            let name = name.trim();
+            let dependency = name.starts_with(NAME_PREFIX)
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            (dependency && !packages.contains(&name))
+                .then(|| format!("{readme}: `{name}` is not a package of the workspace"))
+        })
+        .collect()
+}
+
 /// Every metadata problem of one publishable package, each naming the package.
 pub fn metadata_problems(p: &Package) -> Vec<String> {
     let mut problems = Vec::new();
     let name = &p.name;
+    if !name.starts_with(NAME_PREFIX) {
+        problems.push(format!(
+            "{name}: the name does not start with `{NAME_PREFIX}`"
+        ));
+    }
+    let folder = Path::new(&p.manifest_path)
+        .parent()
+        .and_then(Path::file_name)
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if folder != *name {
+        problems.push(format!("{name}: its folder is `{folder}`, not `{name}`"));
+    }
     let blank = |field: &Option<String>| field.as_deref().is_none_or(|v| v.trim().is_empty());
     for (field, value) in [
         ("description", &p.description),
@@ -190,9 +239,11 @@ mod tests {
     use super::*;
 
     fn package(dir: &Path) -> Package {
+        let dir = dir.join("nostr-outbox-demo");
+        std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("README.md"), "# demo\n").unwrap();
         Package {
-            name: "demo".into(),
+            name: "nostr-outbox-demo".into(),
             manifest_path: dir.join("Cargo.toml").to_string_lossy().into_owned(),
             publish: None,
             description: Some("A demo".into()),
@@ -224,9 +275,9 @@ mod tests {
         assert_eq!(
             metadata_problems(&p),
             [
-                "demo: no `description`",
-                "demo: no `repository`",
-                "demo: 0 keywords, crates.io takes 1 to 5",
+                "nostr-outbox-demo: no `description`",
+                "nostr-outbox-demo: no `repository`",
+                "nostr-outbox-demo: 0 keywords, crates.io takes 1 to 5",
             ]
         );
     }
@@ -238,7 +289,7 @@ mod tests {
         p.readme = Some("MISSING.md".into());
         assert_eq!(
             metadata_problems(&p),
-            ["demo: readme `MISSING.md` is not a file"]
+            ["nostr-outbox-demo: readme `MISSING.md` is not a file"]
         );
     }
 
@@ -249,13 +300,36 @@ mod tests {
         p.keywords = ["a", "b", "c", "d", "e", "f"].map(String::from).to_vec();
         assert_eq!(
             metadata_problems(&p),
-            ["demo: 6 keywords, crates.io takes 1 to 5"]
+            ["nostr-outbox-demo: 6 keywords, crates.io takes 1 to 5"]
         );
         p.keywords = vec!["nip65".into(), "9lives".into(), "two words".into()];
         let problems = metadata_problems(&p);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("`9lives`") && problems[1].contains("`two words`"));
         assert!(!valid_keyword(&"k".repeat(21)) && valid_keyword(&"k".repeat(20)));
+    }
+
+    #[test]
+    fn the_name_has_the_prefix_and_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        p.name = "outbox-demo".into();
+        assert_eq!(
+            metadata_problems(&p),
+            [
+                "outbox-demo: the name does not start with `nostr-outbox`",
+                "outbox-demo: its folder is `nostr-outbox-demo`, not `outbox-demo`",
+            ]
+        );
+    }
+
+    #[test]
+    fn readme_dependency_lines_name_real_packages() {
+        let text = "```toml\n[dependencies]\nnostr-outbox = \"0.1\"\nnostr-outbox-cli = \"0.1\"\nnostr = \"0.45\"\n```\nlet nostr_outbox = 1;\n";
+        assert_eq!(
+            readme_dependency_problems("README.md", text, &["nostr-outbox", "nostr-outbox-core"]),
+            ["README.md: `nostr-outbox-cli` is not a package of the workspace"]
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! - every "Where" entry of `docs/limits.md` names a crate that exists, and the modules, files
 //!   and names it gives are found in that crate, as are the constants its row's bound names;
 //! - every workspace crate and `outbox <command>` that README.md and ARCHITECTURE.md name exists;
-//! - README.md's `rust` blocks run as doctests (of `outbox-strategies`), none of them skipped
+//! - README.md's `rust` blocks run as doctests (of `nostr-outbox-strategies`), none of them skipped
 //!   but those that are the text of a file the workspace builds and tests.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -570,7 +570,7 @@ fn package_dirs(root: &Path) -> BTreeMap<String, PathBuf> {
 
 /// The `outbox` subcommands: the variants of the CLI's `Command` enum, as clap names them.
 fn subcommands(root: &Path) -> BTreeSet<String> {
-    let main = syn::parse_file(&read(&root.join("crates/outbox-cli/src/lib.rs"))).unwrap();
+    let main = syn::parse_file(&read(&root.join("crates/nostr-outbox/src/lib.rs"))).unwrap();
     let command = main
         .items
         .iter()
@@ -578,7 +578,7 @@ fn subcommands(root: &Path) -> BTreeSet<String> {
             syn::Item::Enum(e) if e.ident == "Command" => Some(e),
             _ => None,
         })
-        .expect("outbox-cli's lib.rs has `enum Command`");
+        .expect("nostr-outbox's lib.rs has `enum Command`");
     command
         .variants
         .iter()
@@ -595,7 +595,7 @@ fn subcommands(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// Crate names (`outbox-…`), crate directories and `outbox <command>`s a doc names.
+/// Crate names (`nostr-outbox…`), crate directories and `outbox <command>`s a doc names.
 fn named_in(doc: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
     let (mut crates, mut dirs, mut commands) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let word = |s: &str| -> String {
@@ -603,8 +603,18 @@ fn named_in(doc: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>)
             .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.' | '*'))
             .collect()
     };
-    for (i, _) in doc.match_indices("outbox-") {
-        let token = word(&doc[i..]);
+    for (i, _) in doc.match_indices("outbox") {
+        // `nostr-outbox…` is a package name; a bare `outbox-…` is one too (an old name) unless
+        // quoted (a format marker such as `"outbox-stats"`).
+        let start = match doc[..i].strip_suffix("nostr-") {
+            Some(before) => before.len(),
+            None if doc[i..].starts_with("outbox-") && !doc[..i].ends_with(['"', '-']) => i,
+            None => continue,
+        };
+        if doc[..start].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let token = word(&doc[start..]);
         let token = token.trim_end_matches(['.', '-']);
         // Formats (`outbox-world/1`) and subscription ids (`outbox-feed-7`) are not crates.
         if !token.contains(['/', '*']) && !token.chars().any(|c| c.is_ascii_digit()) {
@@ -623,8 +633,13 @@ fn named_in(doc: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>)
             }
         }
     }
-    // `outbox X` in code (inline or in blocks), and `-p outbox-cli -- X`.
-    for pattern in ["`outbox ", "\noutbox ", "outbox-cli -- ", "release/outbox "] {
+    // `outbox X` in code (inline or in blocks), and `-p nostr-outbox -- X`.
+    for pattern in [
+        "`outbox ",
+        "\noutbox ",
+        "nostr-outbox -- ",
+        "release/outbox ",
+    ] {
         for (i, _) in doc.match_indices(pattern) {
             let rest = doc[i + pattern.len()..].trim_start_matches(' ');
             let rest = skip_global_options(rest);
@@ -735,11 +750,11 @@ fn the_readme_rust_blocks_run_as_doctests() {
             _ => panic!("a README block is not run: ```{info}"),
         }
     }
-    let facade = read(&root.join("crates/outbox-strategies/src/lib.rs"));
+    let facade = read(&root.join("crates/nostr-outbox-strategies/src/lib.rs"));
     assert!(
         facade.contains("#[cfg(doctest)]")
             && facade.contains("#[doc = include_str!(\"../../../README.md\")]"),
-        "outbox-strategies no longer runs README.md's blocks as doctests"
+        "nostr-outbox-strategies no longer runs README.md's blocks as doctests"
     );
 }
 

@@ -1,24 +1,24 @@
-//! How an outside author adds a strategy: one crate that depends only on `outbox-core`, a config
-//! type deriving through `outbox_core::serde`, and one `register_strategy!` call that names it
+//! How an outside author adds a strategy: one crate that depends only on `nostr-outbox-core`, a config
+//! type deriving through `nostr_outbox_core::serde`, and one `register_strategy!` call that names it
 //! once. Linked into a binary, it is picked by name from TOML.
 //!
 //! `most_popular_first` asks each follow of their single most popular write relay (most popular
 //! among the reader's follows), then keeps the relays serving the most follows up to the budget.
 
-use outbox_core::serde::{Deserialize, Serialize};
-use outbox_core::ConfigIssue;
-use outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector};
+use nostr_outbox_core::serde::{Deserialize, Serialize};
+use nostr_outbox_core::ConfigIssue;
+use nostr_outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector};
 
 /// `[strategy] type = "most_popular_first"`.
 #[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(crate = "outbox_core::serde", deny_unknown_fields)]
+#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
 pub struct MostPopularFirstConfig {
     /// Skip relays that fewer than this many follows write to.
     #[serde(default)]
     pub min_popularity: u32,
 }
 
-outbox_core::register_strategy! {
+nostr_outbox_core::register_strategy! {
     name: "most_popular_first",
     summary: "example third-party strategy: each follow's most popular write relay",
     impl StrategyConfig for MostPopularFirstConfig {
@@ -49,9 +49,14 @@ impl Selector for MostPopularFirst {
         Some(1)
     }
 
-    fn select(&mut self, input: &PlanInput<'_>, _rng: &mut dyn outbox_core::RngCore) -> Selection {
+    fn select(
+        &mut self,
+        input: &PlanInput<'_>,
+        _rng: &mut dyn nostr_outbox_core::RngCore,
+    ) -> Selection {
         let table = input.table;
-        let mut per_relay: Vec<Vec<outbox_core::AuthorId>> = vec![Vec::new(); table.relay_count()];
+        let mut per_relay: Vec<Vec<nostr_outbox_core::AuthorId>> =
+            vec![Vec::new(); table.relay_count()];
         for author in table.authors() {
             let best = table
                 .write_relays(author)

@@ -1,4 +1,4 @@
-//! `my-outbox` is `outbox_cli::run` in a binary that also names this crate: the shipped
+//! `my-outbox` is `nostr_outbox::run` in a binary that also names this crate: the shipped
 //! command, with the outside strategy in every command that picks strategies by name.
 
 use std::path::Path;

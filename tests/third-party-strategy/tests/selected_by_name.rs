@@ -1,7 +1,7 @@
 //! The outside strategy is picked by name from TOML, without touching the project's crates.
 
-use outbox_core::testkit::{check_config_toml, random_table, WorldShape};
-use outbox_core::{check_plan, registry, Router};
+use nostr_outbox_core::testkit::{check_config_toml, random_table, WorldShape};
+use nostr_outbox_core::{check_plan, registry, Router};
 
 // Linking the crate is what registers its strategy.
 use third_party_strategy as _;
@@ -32,8 +32,8 @@ fn the_example_is_the_default_config_and_runs() {
 }
 
 /// The extension story: the macro brings everything registration needs, so the crate's own
-/// manifest names no serde, typetag or inventory. `outbox-cli` is there only for the binary,
-/// behind the `cli` feature: the strategy itself needs `outbox-core` alone.
+/// manifest names no serde, typetag or inventory. `nostr-outbox` is there only for the binary,
+/// behind the `cli` feature: the strategy itself needs `nostr-outbox-core` alone.
 #[test]
 fn the_manifest_depends_on_outbox_core_only() {
     let manifest: toml::Table = toml::from_str(include_str!("../Cargo.toml")).unwrap();
@@ -45,13 +45,13 @@ fn the_manifest_depends_on_outbox_core_only() {
         .filter(|(_, s)| !optional(s))
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(required, ["outbox-core"]);
+    assert_eq!(required, ["nostr-outbox-core"]);
     let for_the_binary: Vec<&String> = deps
         .iter()
         .filter(|(_, s)| optional(s))
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(for_the_binary, ["outbox-cli"]);
+    assert_eq!(for_the_binary, ["nostr-outbox"]);
     let strings = |v: &toml::Value| -> Vec<String> {
         v.as_array()
             .unwrap()
@@ -59,7 +59,7 @@ fn the_manifest_depends_on_outbox_core_only() {
             .map(|s| s.as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(strings(&manifest["features"]["cli"]), ["dep:outbox-cli"]);
+    assert_eq!(strings(&manifest["features"]["cli"]), ["dep:nostr-outbox"]);
     let bins = manifest["bin"].as_array().unwrap();
     assert!(!bins.is_empty());
     for bin in bins {

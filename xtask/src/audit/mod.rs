@@ -4,7 +4,7 @@
 //! supposed to compile: a lock audit of code that does not build would
 //! describe a program that does not exist, so a failed build is reported as
 //! "invalid", never as a clean audit. The strategy registry is checked by
-//! ordinary tests (`crates/outbox-strategies/tests/registry.rs`).
+//! ordinary tests (`crates/nostr-outbox-strategies/tests/registry.rs`).
 
 pub mod locks;
 

@@ -3,5 +3,5 @@
 use third_party_strategy as _; // named, so the linker keeps the strategy's registration
 
 fn main() -> std::process::ExitCode {
-    outbox_cli::run()
+    nostr_outbox::run()
 }

@@ -1,0 +1,70 @@
+//! Fixed keys and signed events.
+
+use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::key::{Keys, SecretKey};
+use nostr::types::Timestamp;
+use nostr_outbox_core::RawRelayList;
+
+/// The present of every test world: now, in seconds.
+pub fn now() -> u64 {
+    Timestamp::now().as_secs()
+}
+
+/// One day in seconds.
+pub const DAY: u64 = 86_400;
+
+/// The `n`th fixed key (the same as [`key`]`(n)`).
+pub fn keys(n: u8) -> Keys {
+    key(u32::from(n))
+}
+
+/// The `n`th fixed key, for worlds with more than 256 people; `key(n)` is `keys(n)` for
+/// `n < 256`.
+pub fn key(n: u32) -> Keys {
+    let mut sk = [0x11u8; 32];
+    sk[0] = 0x42;
+    let [a, b, c, d] = n.to_be_bytes();
+    sk[28] ^= a;
+    sk[29] ^= b;
+    sk[30] ^= c;
+    sk[31] = d;
+    Keys::new(SecretKey::from_slice(&sk).expect("valid secret key"))
+}
+
+/// A note by `author` at `created_at`.
+pub fn note(author: &Keys, created_at: u64, text: &str) -> Event {
+    EventBuilder::new(Kind::TextNote, text)
+        .custom_created_at(Timestamp::from(created_at))
+        .finalize(author)
+        .expect("signs")
+}
+
+/// A kind:10002 list by `author` at `created_at`: `(url, marker)` pairs.
+pub fn relay_list(author: &Keys, created_at: u64, entries: &[(&str, Option<&str>)]) -> Event {
+    let tags = entries.iter().map(|(url, marker)| {
+        let mut t = vec!["r".to_string(), url.to_string()];
+        if let Some(m) = marker {
+            t.push(m.to_string());
+        }
+        Tag::parse(t).expect("valid tag")
+    });
+    EventBuilder::new(Kind::RelayList, "")
+        .tags(tags)
+        .custom_created_at(Timestamp::from(created_at))
+        .finalize(author)
+        .expect("signs")
+}
+
+/// A signed event of `kind` by `keys` with `tags`, dated `age` seconds ago.
+pub fn signed(keys: &Keys, kind: Kind, content: &str, tags: Vec<Tag>, age: u64) -> Event {
+    EventBuilder::new(kind, content)
+        .tags(tags)
+        .custom_created_at(Timestamp::from(now() - age))
+        .finalize(keys)
+        .expect("signs")
+}
+
+/// A kind:10002 event as the relay list a route table takes.
+pub fn raw(event: &Event) -> RawRelayList {
+    RawRelayList::try_from(event).expect("a valid relay list")
+}

@@ -1,0 +1,69 @@
+//! A test world: where its notes live, what a plan should fetch of them, and the route tables
+//! and routers a client would build.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use nostr::event::{Event, EventId};
+use nostr::key::PublicKey;
+use nostr_outbox_core::{Plan, RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
+
+use crate::relay::RealRelay;
+
+/// Where every note lives: the world the relays are seeded from.
+#[derive(Default)]
+pub struct World {
+    /// Each note with the URLs of the relays holding it.
+    pub notes: Vec<(Event, Vec<String>)>,
+}
+
+impl World {
+    /// Adds a note stored on `relays` and stores it there.
+    pub async fn put(&mut self, event: Event, relays: &[&RealRelay]) {
+        for r in relays {
+            r.store(&event).await;
+        }
+        self.notes
+            .push((event, relays.iter().map(|r| r.url.clone()).collect()));
+    }
+
+    /// What a plan fetches from this world: notes whose author some relay is asked about and
+    /// that relay stores, at or after `since` (the rule of `docs/formats.md`, every relay up).
+    pub fn predict(&self, plan: &Plan, table: &RouteTable, since: u64) -> BTreeSet<EventId> {
+        let mut asked: HashMap<PublicKey, HashSet<&str>> = HashMap::new();
+        for e in plan.entries(table) {
+            for a in &e.authors {
+                asked
+                    .entry(*table.pubkey(*a))
+                    .or_default()
+                    .insert(table.url(e.relay));
+            }
+        }
+        self.notes
+            .iter()
+            .filter(|(e, on)| {
+                e.created_at.as_secs() >= since
+                    && asked
+                        .get(&e.pubkey)
+                        .is_some_and(|rs| on.iter().any(|u| rs.contains(u.as_str())))
+            })
+            .map(|(e, _)| e.id)
+            .collect()
+    }
+}
+
+/// The table a client would build from these lists (loopback relays allowed).
+pub fn table(follows: &[PublicKey], readers: &[&str], lists: &[RawRelayList]) -> RouteTable {
+    let mut b = RouteTableBuilder::new(UrlPolicy::allow_local())
+        .follows(follows.iter().copied())
+        .reader_relays(readers);
+    for l in lists {
+        b.add_list(l.clone());
+    }
+    b.build()
+}
+
+/// A router from TOML with every built-in strategy linked.
+pub fn router(toml: &str) -> nostr_outbox_core::Router {
+    nostr_outbox_strategies::link();
+    nostr_outbox_core::Router::from_toml(toml).expect("valid config")
+}

@@ -1,0 +1,718 @@
+//! [`OutboxGossip`]: the engine, its builder and nostr-sdk's trait.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nostr::event::{Event, Kind};
+use nostr::key::PublicKey;
+use nostr::types::{RelayUrl, Timestamp};
+use nostr_gossip::{
+    BestRelaySelection, GossipAllowedRelays, GossipListKind, GossipPublicKeyStatus, NostrGossip,
+    OutdatedPublicKey,
+};
+use nostr_outbox_client::directory::RelayDirectory;
+use nostr_outbox_client::store::{StateStore, StatsStoreError};
+use nostr_outbox_client::Network;
+use nostr_outbox_core::{
+    session_seed, ConfigError, DeliveryStats, PlanContext, RawRelayList, Router, RouterConfig,
+    UrlPolicy,
+};
+
+use crate::state::{PlanView, State, DEFAULT_LIST_TTL, MAX_KEPT_LISTS};
+
+/// The router config used when none is given: the `outbox feed` default (the `recall`
+/// strategy, 20 routed relays).
+pub const DEFAULT_CONFIG: &str = "max_connections = 20\n[strategy]\ntype = \"recall\"\n";
+
+/// How many of the follows' list relays carry the residual when the reader has no relays.
+const ROUTED_CARRIERS: usize = 2;
+
+/// Why an engine could not be made or could not save.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The router config is not valid.
+    #[error("router config: {0}")]
+    Config(#[from] ConfigError),
+    /// The store failed or refused.
+    #[error("store: {0}")]
+    Store(#[from] StatsStoreError),
+}
+
+/// Sets up an [`OutboxGossip`]: router config, the reader, the store.
+#[derive(Debug)]
+pub struct OutboxGossipBuilder {
+    config: RouterConfig,
+    settings: Settings,
+}
+
+/// What the builder sets and the engine keeps, besides the router.
+#[derive(Debug)]
+struct Settings {
+    reader: Option<PublicKey>,
+    /// As given to the builder; canonical in the engine.
+    reader_relays: Vec<String>,
+    list_ttl: Duration,
+    learn_kinds: Vec<Kind>,
+    seed: u64,
+    window_secs: Option<u64>,
+    store: Option<Arc<dyn StateStore>>,
+}
+
+impl OutboxGossipBuilder {
+    /// The reader's public key: its own kind:10002 list, when nostr-sdk hands it over, adds its
+    /// read relays to the residual's carriers.
+    pub fn reader(mut self, reader: PublicKey) -> Self {
+        self.settings.reader = Some(reader);
+        self
+    }
+
+    /// The reader's own relays (where nostr-sdk reads when nothing better is known): they
+    /// carry the residual, the planned keys no routed relay covers. URLs the router's policy
+    /// refuses are dropped.
+    pub fn reader_relays<S: AsRef<str>>(mut self, relays: impl IntoIterator<Item = S>) -> Self {
+        (self.settings.reader_relays).extend(relays.into_iter().map(|r| r.as_ref().to_string()));
+        self
+    }
+
+    /// How long a fetched list counts as up to date ([`DEFAULT_LIST_TTL`] unless set).
+    pub fn list_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.list_ttl = ttl;
+        self
+    }
+
+    /// The event kinds delivery is learned from (text notes unless set): the feed's kinds, so
+    /// relays are compared on the same notes.
+    pub fn learn_kinds(mut self, kinds: impl IntoIterator<Item = Kind>) -> Self {
+        self.settings.learn_kinds = kinds.into_iter().collect();
+        self
+    }
+
+    /// The base seed of the plans' draws; each round draws with its own
+    /// [`session_seed`](nostr_outbox_core::session_seed).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = seed;
+        self
+    }
+
+    /// Plans for a fetch that asks for notes up to `secs` old (a strategy that reads the window
+    /// plans for it; see `nostr_outbox_core::PlanContext::window`).
+    pub fn window(mut self, secs: u64) -> Self {
+        self.settings.window_secs = Some(secs);
+        self
+    }
+
+    /// Keeps learning in `store` (loaded by [`open`](Self::open), written by
+    /// [`OutboxGossip::save`]).
+    pub fn store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.settings.store = Some(store);
+        self
+    }
+
+    /// Keeps learning in a JSON file (`nostr_outbox_stats::FileStore`, its lists beside it).
+    pub fn json_store(self, path: impl Into<PathBuf>) -> Self {
+        self.store(Arc::new(nostr_outbox_stats::FileStore::new(path)))
+    }
+
+    /// Keeps learning in an SQLite database (`nostr_outbox_stats::SqliteStore`).
+    pub fn sqlite_store(self, path: impl Into<PathBuf>) -> Self {
+        self.store(Arc::new(nostr_outbox_stats::SqliteStore::new(path)))
+    }
+
+    /// Builds the engine, loading the store's stats and lists when there is a store.
+    pub async fn open(self) -> Result<OutboxGossip, Error> {
+        let mut state = State::default();
+        if let Some(store) = &self.settings.store {
+            state.stats = store.load().await?.stats;
+            let lists = store.load_lists().await?.value;
+            for list in lists.into_iter().take(MAX_KEPT_LISTS) {
+                state.keep_list(list, None);
+            }
+        }
+        state.stats.begin_session();
+        let router = Router::from_config(&self.config);
+        let policy = router.policy().clone();
+        let mut settings = self.settings;
+        settings.reader_relays = (settings.reader_relays.iter())
+            .filter_map(|raw| policy.canonicalize(raw).ok())
+            .fold(Vec::new(), |mut acc: Vec<String>, url| {
+                if !acc.contains(&url) {
+                    acc.push(url);
+                }
+                acc
+            });
+        Ok(OutboxGossip {
+            state: Mutex::new(state),
+            router: Mutex::new(router),
+            policy,
+            settings,
+        })
+    }
+}
+
+/// What the current plan is, for a client to show or check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanSummary {
+    /// The strategy's label.
+    pub strategy: String,
+    /// The routed relays (at most the budget), canonical URLs.
+    pub routed: Vec<String>,
+    /// The residual's carriers, canonical URLs.
+    pub carriers: Vec<String>,
+    /// Keys planned for.
+    pub keys: usize,
+    /// Planned keys no routed relay covers (asked of the carriers).
+    pub residual: usize,
+}
+
+/// nostr-sdk's gossip engine, answering from a budgeted, learned outbox plan.
+///
+/// Every public key nostr-sdk asks about (its `status` before a REQ, or `get_best_relays`) is
+/// planned for, up to [`MAX_PLANNED_KEYS`](crate::MAX_PLANNED_KEYS). The plan is made lazily:
+/// when a kept list of a planned key changes, a key is added or a round was learned, the next
+/// `get_best_relays` plans once with the router (which applies its strategy's own rules, such
+/// as a hysteresis strategy's settle window), and every answer until the next change comes from
+/// that one plan.
+///
+/// Each read stays within the plan; across re-plans the relays nostr-sdk keeps in its pool may
+/// add up to more (it does not drop gossip relays it stops using): bound the pool with
+/// nostr-sdk's own `ClientBuilder::max_relays` when that matters.
+///
+/// Locks: one for the state, one for the router; never both at once, neither across an
+/// `.await`. Planning runs on the calling task (a plan over thousands of keys takes
+/// milliseconds).
+#[derive(Debug)]
+pub struct OutboxGossip {
+    state: Mutex<State>,
+    router: Mutex<Router>,
+    policy: UrlPolicy,
+    settings: Settings,
+}
+
+/// Relay URLs for nostr-sdk: allowed ones, in order, at most `limit`.
+fn take_allowed<'a>(
+    urls: impl IntoIterator<Item = &'a RelayUrl>,
+    allowed: GossipAllowedRelays,
+    limit: u8,
+    into: &mut HashSet<RelayUrl>,
+) {
+    into.extend(
+        urls.into_iter()
+            .filter(|u| allowed.is_allowed(u))
+            .take(usize::from(limit))
+            .cloned(),
+    );
+}
+
+fn parse_all(urls: &[String]) -> Vec<RelayUrl> {
+    urls.iter()
+        .filter_map(|u| RelayUrl::parse(u).ok())
+        .collect()
+}
+
+impl OutboxGossip {
+    /// A builder for `config`.
+    pub fn builder(config: RouterConfig) -> OutboxGossipBuilder {
+        OutboxGossipBuilder {
+            config,
+            settings: Settings {
+                reader: None,
+                reader_relays: Vec::new(),
+                list_ttl: DEFAULT_LIST_TTL,
+                learn_kinds: vec![Kind::TextNote],
+                seed: 0,
+                window_secs: None,
+                store: None,
+            },
+        }
+    }
+
+    /// A builder for a TOML router config (as `outbox feed --config` reads; every built-in
+    /// strategy can be named).
+    pub fn from_toml(text: &str) -> Result<OutboxGossipBuilder, Error> {
+        nostr_outbox_strategies::link();
+        Ok(Self::builder(RouterConfig::from_toml(text)?))
+    }
+
+    /// A builder for [`DEFAULT_CONFIG`].
+    pub fn default_builder() -> OutboxGossipBuilder {
+        Self::from_toml(DEFAULT_CONFIG).expect("the default config is valid")
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data; keep serving it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::now()
+    }
+
+    /// Plans when what plans are made from changed since the current plan; returns the plan.
+    fn ensure_plan(&self) -> Option<Arc<PlanView>> {
+        // Two tries at most: another caller may change the state while this one plans.
+        for _ in 0..2 {
+            let (version, keys, lists, reader_list, stats) = {
+                let state = self.lock();
+                if let Some(plan) = state.plan.as_ref().filter(|p| p.version == state.version) {
+                    return Some(plan.clone());
+                }
+                let mut lists: Vec<RawRelayList> = state
+                    .keys
+                    .iter()
+                    .filter_map(|k| state.lists.get(k).cloned())
+                    .collect();
+                let reader_list = self
+                    .settings
+                    .reader
+                    .and_then(|r| state.lists.get(&r).cloned());
+                if let Some(list) = reader_list
+                    .as_ref()
+                    .filter(|l| !state.key_set.contains(&l.author))
+                {
+                    lists.push(list.clone());
+                }
+                (
+                    state.version,
+                    state.keys.clone(),
+                    lists,
+                    reader_list,
+                    state.stats.clone(),
+                )
+            };
+            let view = self.plan(version, &keys, &lists, reader_list, &stats);
+            let mut state = self.lock();
+            if let Some(view) = view {
+                if state.plan.as_ref().is_none_or(|p| p.version < view.version) {
+                    state.plan = Some(Arc::new(view));
+                }
+            }
+            if let Some(plan) = state.plan.as_ref().filter(|p| p.version == state.version) {
+                return Some(plan.clone());
+            }
+        }
+        self.lock().plan.clone()
+    }
+
+    /// One plan from a snapshot; takes only the router's lock.
+    fn plan(
+        &self,
+        version: u64,
+        keys: &[PublicKey],
+        lists: &[RawRelayList],
+        reader_list: Option<RawRelayList>,
+        stats: &DeliveryStats,
+    ) -> Option<PlanView> {
+        let now = Self::now().as_secs();
+        let mut readers = self.settings.reader_relays.clone();
+        if let Some(list) = reader_list {
+            let author = list.author;
+            let directory = RelayDirectory::from_relay_lists(self.policy.clone(), [list]);
+            for url in directory.read_relays(&author) {
+                if !readers.contains(url) {
+                    readers.push(url.clone());
+                }
+            }
+        }
+        let list_refs: Vec<&RawRelayList> = lists.iter().collect();
+        let network = Network {
+            policy: &self.policy,
+            follows: keys,
+            readers: &readers,
+            fallback: &[],
+            lists: &list_refs,
+            routed_carriers: ROUTED_CARRIERS,
+        };
+        let mut router = self.router.lock().unwrap_or_else(|e| e.into_inner());
+        let none = HashSet::new();
+        let (table, _carriers) = if router.hints() {
+            let hints = nostr_outbox_core::seen_on_hints(stats, self.policy.max_write_relays);
+            network.table_with_hints(&none, stats, now, &hints)
+        } else {
+            network.table(&none, stats, now)
+        };
+        let mut ctx = PlanContext::at(now).seed(session_seed(self.settings.seed, stats.session()));
+        if let Some(secs) = self.settings.window_secs {
+            ctx = ctx.window(secs);
+        }
+        let plan = match router.try_plan_with(&table, stats, ctx) {
+            Ok(plan) => plan,
+            Err(broken) => {
+                tracing::warn!(%broken, "the router made a broken plan; keeping the previous one");
+                return None;
+            }
+        };
+        drop(router);
+        let url = |id| table.url(id).to_string();
+        let carriers: Vec<String> = plan.pool().iter().map(|&r| url(r)).collect();
+        let carrier_urls: Vec<(String, RelayUrl)> = carriers
+            .iter()
+            .filter_map(|u| Some((u.clone(), RelayUrl::parse(u).ok()?)))
+            .collect();
+        let mut asked: HashMap<PublicKey, Vec<(String, RelayUrl)>> = HashMap::new();
+        let mut hinted: HashMap<PublicKey, Vec<String>> = HashMap::new();
+        let mut routed = Vec::with_capacity(plan.routed().len());
+        for assignment in plan.routed() {
+            let canonical = url(assignment.relay);
+            let Ok(parsed) = RelayUrl::parse(&canonical) else {
+                continue;
+            };
+            for &author in &assignment.authors {
+                let pk = *table.pubkey(author);
+                asked
+                    .entry(pk)
+                    .or_default()
+                    .push((canonical.clone(), parsed.clone()));
+                if table.hint_relays(author).contains(&assignment.relay) {
+                    hinted.entry(pk).or_default().push(canonical.clone());
+                }
+            }
+            routed.push(canonical);
+        }
+        for &author in plan.residual() {
+            asked
+                .entry(*table.pubkey(author))
+                .or_default()
+                .extend(carrier_urls.iter().cloned());
+        }
+        tracing::debug!(
+            strategy = plan.strategy(),
+            routed = routed.len(),
+            residual = plan.residual().len(),
+            "planned"
+        );
+        Some(PlanView {
+            version,
+            strategy: plan.strategy().to_string(),
+            asked,
+            hinted,
+            routed,
+            carriers: carrier_urls,
+            residual: plan.residual().len(),
+        })
+    }
+
+    /// The current plan, made first if anything changed since the last one; `None` while no
+    /// plan could be made (no keys asked about yet count as an empty plan).
+    pub fn plan_summary(&self) -> Option<PlanSummary> {
+        let plan = self.ensure_plan()?;
+        Some(PlanSummary {
+            strategy: plan.strategy.clone(),
+            routed: plan.routed.clone(),
+            carriers: plan.carriers.iter().map(|(u, _)| u.clone()).collect(),
+            keys: plan.asked.len(),
+            residual: plan.residual,
+        })
+    }
+
+    /// Plans for `keys` too (e.g. the reader's follows, before the first fetch), as if
+    /// nostr-sdk had asked about them.
+    pub fn follow(&self, keys: impl IntoIterator<Item = PublicKey>) {
+        let mut state = self.lock();
+        for key in keys {
+            state.note_key(key);
+        }
+    }
+
+    /// Ends the current round (one fetch) and learns from it: a relay that sent a note, or
+    /// that `reached` names (the relays the client was connected to), answered; a relay
+    /// `reached` leaves out failed. Without `reached`, a relay that sent nothing is left out of
+    /// the round. The next plan is made with what was learned. Returns whether anything was
+    /// learned.
+    pub fn end_round(&self, reached: Option<&HashSet<RelayUrl>>) -> bool {
+        let reached: Option<HashSet<String>> = reached.map(|r| {
+            r.iter()
+                .filter_map(|u| self.policy.canonicalize(u.as_str()).ok())
+                .collect()
+        });
+        self.lock()
+            .end_round(reached.as_ref(), Self::now().as_secs())
+    }
+
+    /// A copy of the learned stats.
+    pub fn stats(&self) -> DeliveryStats {
+        self.lock().stats.clone()
+    }
+
+    /// Writes the learned stats and the kept kind:10002 lists to the store (nothing without
+    /// one). Rounds not ended yet are not included.
+    pub async fn save(&self) -> Result<(), Error> {
+        let Some(store) = &self.settings.store else {
+            return Ok(());
+        };
+        let (stats, lists) = {
+            let state = self.lock();
+            let lists: Vec<RawRelayList> = state.lists.values().cloned().collect();
+            (state.stats.clone(), lists)
+        };
+        store.save(&stats).await?;
+        store.save_lists(&lists).await?;
+        Ok(())
+    }
+
+    fn process_event(&self, event: &Event, relay_url: Option<&RelayUrl>) {
+        match event.kind {
+            Kind::RelayList => match RawRelayList::try_from(event) {
+                Ok(list) => {
+                    self.lock().keep_list(list, self.settings.reader.as_ref());
+                }
+                Err(why) => tracing::debug!(id = %event.id, %why, "relay list ignored"),
+            },
+            Kind::InboxRelays if event.verify().is_ok() => {
+                self.lock().keep_dm_list(RawRelayList {
+                    author: event.pubkey,
+                    created_at: event.created_at.as_secs(),
+                    tags: event.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+                });
+            }
+            Kind::InboxRelays => tracing::debug!(id = %event.id, "DM inbox list does not verify"),
+            kind if self.settings.learn_kinds.contains(&kind) => {
+                let Some(url) = relay_url else {
+                    return;
+                };
+                let Ok(canonical) = self.policy.canonicalize(url.as_str()) else {
+                    return;
+                };
+                self.lock().delivered(&canonical, event);
+            }
+            _ => {}
+        }
+    }
+
+    fn best_relays(
+        &self,
+        key: &PublicKey,
+        selection: BestRelaySelection,
+        allowed: GossipAllowedRelays,
+    ) -> HashSet<RelayUrl> {
+        let planned = self.lock().note_key(*key);
+        let mut out = HashSet::new();
+        let reads = |limit: u8, out: &mut HashSet<RelayUrl>| {
+            let list = self.lock().lists.get(key).cloned();
+            if let Some(list) = list {
+                let dir = RelayDirectory::from_relay_lists(self.policy.clone(), [list]);
+                take_allowed(&parse_all(dir.read_relays(key)), allowed, limit, out);
+            }
+        };
+        let dms = |limit: u8, out: &mut HashSet<RelayUrl>| {
+            let list = self.lock().dm_lists.get(key).cloned();
+            if let Some(list) = list {
+                let mut b =
+                    nostr_outbox_client::directory::RelayDirectoryBuilder::new(self.policy.clone());
+                b.add_dm_list(list);
+                let dir = b.build();
+                take_allowed(&parse_all(dir.dm_relays(key)), allowed, limit, out);
+            }
+        };
+        match selection {
+            BestRelaySelection::Read { limit } => reads(limit, &mut out),
+            BestRelaySelection::PrivateMessage { limit } => dms(limit, &mut out),
+            BestRelaySelection::Write { limit } => {
+                self.writes(key, planned, limit, allowed, &mut out)
+            }
+            BestRelaySelection::Hints { limit } => self.hints(key, limit, allowed, &mut out),
+            BestRelaySelection::MostReceived { limit } => {
+                self.most_received(key, limit, allowed, &mut out)
+            }
+            BestRelaySelection::All {
+                read,
+                write,
+                hints,
+                most_received,
+            } => {
+                self.writes(key, planned, write, allowed, &mut out);
+                self.hints(key, hints, allowed, &mut out);
+                self.most_received(key, most_received, allowed, &mut out);
+                reads(read, &mut out);
+            }
+        }
+        out
+    }
+
+    /// The relays the plan asks about `key` (routed, or the carriers when it is residual or not
+    /// planned for), at most `limit`; nostr-sdk will ask each about `key`, which the round
+    /// notes.
+    fn writes(
+        &self,
+        key: &PublicKey,
+        planned: bool,
+        limit: u8,
+        allowed: GossipAllowedRelays,
+        out: &mut HashSet<RelayUrl>,
+    ) {
+        let plan = self.ensure_plan();
+        let mut chosen: Vec<(String, RelayUrl)> = Vec::new();
+        let from = |urls: &[(String, RelayUrl)], chosen: &mut Vec<(String, RelayUrl)>| {
+            chosen.extend(
+                urls.iter()
+                    .filter(|(_, u)| allowed.is_allowed(u))
+                    .take(usize::from(limit))
+                    .cloned(),
+            );
+        };
+        match plan
+            .as_ref()
+            .filter(|_| planned)
+            .and_then(|p| p.asked.get(key))
+        {
+            Some(urls) => from(urls, &mut chosen),
+            None => {
+                if let Some(plan) = &plan {
+                    from(&plan.carriers, &mut chosen);
+                } else {
+                    let carriers: Vec<(String, RelayUrl)> = (self.settings.reader_relays.iter())
+                        .filter_map(|u| Some((u.clone(), RelayUrl::parse(u).ok()?)))
+                        .collect();
+                    from(&carriers, &mut chosen);
+                }
+            }
+        }
+        if chosen.is_empty() {
+            return;
+        }
+        let mut state = self.lock();
+        for (canonical, _) in &chosen {
+            state.ask(canonical, *key);
+        }
+        drop(state);
+        out.extend(chosen.into_iter().map(|(_, u)| u));
+    }
+
+    /// Hinted relays the plan already routes `key` to (a router configured with `hints =
+    /// true`); never a relay the plan does not ask about `key`, so hints add no connection.
+    fn hints(
+        &self,
+        key: &PublicKey,
+        limit: u8,
+        allowed: GossipAllowedRelays,
+        out: &mut HashSet<RelayUrl>,
+    ) {
+        let Some(plan) = self.lock().plan.clone() else {
+            return;
+        };
+        let (Some(hinted), Some(asked)) = (plan.hinted.get(key), plan.asked.get(key)) else {
+            return;
+        };
+        let urls: Vec<&RelayUrl> = asked
+            .iter()
+            .filter(|(c, _)| hinted.contains(c))
+            .map(|(_, u)| u)
+            .collect();
+        take_allowed(urls, allowed, limit, out);
+    }
+
+    /// Among the relays the plan asks about `key`, those learning saw deliver `key`'s notes,
+    /// most delivered first; never a relay outside the plan.
+    fn most_received(
+        &self,
+        key: &PublicKey,
+        limit: u8,
+        allowed: GossipAllowedRelays,
+        out: &mut HashSet<RelayUrl>,
+    ) {
+        let state = self.lock();
+        let Some(plan) = state.plan.clone() else {
+            return;
+        };
+        let Some(asked) = plan.asked.get(key) else {
+            return;
+        };
+        let Some(author) = state.stats.author(key) else {
+            return;
+        };
+        let mut ranked: Vec<(f64, &RelayUrl)> = asked
+            .iter()
+            .filter_map(|(c, u)| {
+                let hits = author.relays.get(c)?.hits;
+                (hits > 0.0).then_some((hits, u))
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        take_allowed(ranked.into_iter().map(|(_, u)| u), allowed, limit, out);
+    }
+}
+
+type BoxFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, nostr_gossip::error::Error>> + Send + 'a>>;
+
+impl NostrGossip for OutboxGossip {
+    /// Keeps kind:10002 and kind:10050 lists (verified; newest per author), and learns from
+    /// notes of the learned kinds that `relay_url` sent while the round asked it about their
+    /// author.
+    fn process<'a>(
+        &'a self,
+        event: &'a Event,
+        relay_url: Option<&'a RelayUrl>,
+    ) -> BoxFuture<'a, ()> {
+        self.process_event(event, relay_url);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// `Updated` when a fetch of the list was attempted within the list TTL; `Outdated` when the
+    /// attempt is older or a list is kept without a tracked attempt (one loaded from the
+    /// store); `Missing` otherwise. A key asked about for kind:10002 is planned for.
+    fn status<'a>(
+        &'a self,
+        public_key: &'a PublicKey,
+        list: GossipListKind,
+    ) -> BoxFuture<'a, GossipPublicKeyStatus> {
+        let mut state = self.lock();
+        if list == GossipListKind::Nip65 {
+            state.note_key(*public_key);
+        }
+        let status = state.status(public_key, list, Self::now(), self.settings.list_ttl);
+        drop(state);
+        Box::pin(async move { Ok(status) })
+    }
+
+    /// Notes now as the last fetch attempt of the key's list.
+    fn update_fetch_attempt<'a>(
+        &'a self,
+        public_key: &'a PublicKey,
+        list: GossipListKind,
+    ) -> BoxFuture<'a, ()> {
+        self.lock()
+            .attempted(*public_key, list, Self::now(), self.settings.list_ttl);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Keys whose last attempt is older than the list TTL, oldest first, at most `limit`.
+    fn outdated_public_keys(
+        &self,
+        list: GossipListKind,
+        limit: NonZeroUsize,
+    ) -> BoxFuture<'_, BTreeSet<OutdatedPublicKey>> {
+        let outdated = self
+            .lock()
+            .outdated(list, limit.get(), Self::now(), self.settings.list_ttl);
+        Box::pin(async move { Ok(outdated) })
+    }
+
+    /// Per selection:
+    ///
+    /// - `Write`: the relays the current plan asks about the key: its routed relays, or the
+    ///   residual's carriers (the reader's relays) when no routed relay covers it or it is not
+    ///   planned for. This is what a feed read asks, so the relays it opens stay within the
+    ///   budget plus the carriers.
+    /// - `Hints`: hinted relays the plan routes the key to (none unless the router takes hints).
+    /// - `MostReceived`: the plan's relays for the key that delivered its notes, most first.
+    /// - `Read`: the key's declared read relays (for `#p` reads: where mentions of it go; not
+    ///   part of the feed's plan).
+    /// - `PrivateMessage`: the key's kind:10050 relays.
+    /// - `All`: the union of the above with their limits.
+    ///
+    /// Each list is cut at its limit and to the `allowed` relays.
+    fn get_best_relays<'a>(
+        &'a self,
+        public_key: &'a PublicKey,
+        selection: BestRelaySelection,
+        allowed: GossipAllowedRelays,
+    ) -> BoxFuture<'a, HashSet<RelayUrl>> {
+        let relays = self.best_relays(public_key, selection, allowed);
+        Box::pin(async move { Ok(relays) })
+    }
+}

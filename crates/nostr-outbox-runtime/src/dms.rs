@@ -1,0 +1,370 @@
+//! Direct messages (NIP-17): where the reader takes them, the gift wraps read there, and
+//! opening them.
+//!
+//! - [`find_dm_lists`]: the reader's kind:10050 DM inbox list (with its kind:10002 list, for
+//!   the fallback, and its kind:10006 blocked relays), asked of the reader's relays first and
+//!   of the indexers only when those lack the DM list. The route over what it found is
+//!   [`DmQuery`](nostr_outbox_client::routes::DmQuery), which falls back to the read relays.
+//! - [`read_wraps`]: one pass over a DM route plan (DM relays usually require NIP-42, which
+//!   the client's signer answers), keeping the newest wraps and what each relay did.
+//! - [`unwrap_dm`]: gift wrap → seal → rumor (NIP-59, NIP-44) with the reader's key; a wrap
+//!   that does not open is an error, never a panic.
+
+use std::collections::BTreeMap;
+
+use nostr::event::{Event, EventId, Kind};
+use nostr::filter::Filter;
+use nostr::key::{Keys, PublicKey};
+use nostr::nips::nip59::UnwrappedGift;
+use nostr::types::Timestamp;
+use nostr_outbox_client::routes::RoutePlan;
+use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
+use nostr_outbox_core::UrlPolicy;
+
+use crate::client::Client;
+use crate::config::RuntimeConfig;
+use crate::query::{lookup, LookupOutcome};
+use crate::refusal::Refusal;
+use crate::route_feed::{start_route, RouteEvent};
+
+/// What was learned about where the reader takes direct messages.
+#[derive(Clone, Debug)]
+pub struct DmLists {
+    /// The reader's lists (kind:10050, kind:10002), under the policy with the reader's
+    /// blocked relays denied.
+    pub directory: RelayDirectory,
+    /// Whether the DM list came from an indexer, the reader's relays lacking it.
+    pub from_indexers: bool,
+    /// Every relay asked for the lists, and what it did.
+    pub asked: BTreeMap<String, LookupOutcome>,
+}
+
+impl DmLists {
+    /// Relays asked that answered.
+    pub fn answered(&self) -> usize {
+        self.asked
+            .values()
+            .filter(|o| **o == LookupOutcome::Answered)
+            .count()
+    }
+}
+
+/// Looks up the reader's DM inbox list (kind:10050), relay list (kind:10002) and blocked
+/// relays (kind:10006): on `relays` (canonical) first, then, when none of them has the DM
+/// list, on the `indexers` not among them. Each lookup is bounded like any [`lookup`].
+pub async fn find_dm_lists(
+    reader: PublicKey,
+    relays: &[String],
+    indexers: &[String],
+    policy: &UrlPolicy,
+    client: &Client,
+) -> DmLists {
+    let filter = Filter::new().author(reader).kinds([
+        Kind::InboxRelays,
+        Kind::RelayList,
+        Kind::BlockedRelays,
+    ]);
+    let first = lookup(relays, &filter, client).await;
+    let mut asked = first.relays;
+    let mut events = first.events;
+    let has_dm_list = |events: &[Event]| events.iter().any(|e| e.kind == Kind::InboxRelays);
+    let mut from_indexers = false;
+    let rest: Vec<String> = indexers
+        .iter()
+        .filter(|i| !relays.contains(i))
+        .cloned()
+        .collect();
+    if !has_dm_list(&events) && !rest.is_empty() {
+        let second = lookup(&rest, &filter, client).await;
+        from_indexers = has_dm_list(&second.events);
+        asked.extend(second.relays);
+        events.extend(second.events);
+    }
+    let mut policy = policy.clone();
+    // Newest first across both lookups: the newest blocked-relay list is the one that counts.
+    events.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+    if let Some(blocked) = events.iter().find(|e| e.kind == Kind::BlockedRelays) {
+        policy = policy.denying(nostr_outbox_core::blocked_relays(blocked));
+    }
+    let mut directory = RelayDirectoryBuilder::new(policy).max_people(1);
+    // The lookups verified signatures unless the config said not to.
+    for list in events.iter().filter(|e| e.pubkey == reader) {
+        if matches!(list.kind, Kind::InboxRelays | Kind::RelayList) {
+            directory.add_verified(list);
+        }
+    }
+    DmLists {
+        directory: directory.build(),
+        from_indexers,
+        asked,
+    }
+}
+
+/// One gift wrap as read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wrap {
+    /// The kind:1059 event (verified unless the config says not to).
+    pub event: Event,
+    /// The relay that delivered it first.
+    pub relay: String,
+}
+
+/// What one relay of a DM read did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DmRelayOutcome {
+    /// It sent its stored wraps and EOSE: how many (repeats of other relays' included).
+    Answered {
+        /// Wraps sent before EOSE.
+        wraps: usize,
+    },
+    /// It refused the REQ (CLOSED) and signing in or waiting did not help: the prefix read
+    /// by [`Refusal::of`], and the relay's text with what was tried (not escaped).
+    Refused {
+        /// What the refusal says.
+        refusal: Refusal,
+        /// The relay's text.
+        message: String,
+    },
+    /// It could not be asked, or did not finish in time (not escaped).
+    Failed(String),
+}
+
+impl std::fmt::Display for DmRelayOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answered { wraps } => write!(f, "answered, {wraps} wraps"),
+            Self::Refused { message, .. } => write!(f, "refused: {message}"),
+            Self::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// What a DM read found.
+#[derive(Clone, Debug, Default)]
+pub struct DmRead {
+    /// The newest wraps, at most the `keep` asked for, newest first, each once.
+    pub wraps: Vec<Wrap>,
+    /// Older wraps left out to keep within `keep`.
+    pub left_out: usize,
+    /// Per relay of the plan, by URL.
+    pub relays: BTreeMap<String, DmRelayOutcome>,
+}
+
+impl DmRead {
+    /// Relays that refused for want of sign-in (NIP-42).
+    pub fn need_sign_in(&self) -> impl Iterator<Item = &str> {
+        self.relays.iter().filter_map(|(url, o)| match o {
+            DmRelayOutcome::Refused {
+                refusal: Refusal::SignIn,
+                ..
+            } => Some(url.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Relays that answered.
+    pub fn answered(&self) -> usize {
+        self.relays
+            .values()
+            .filter(|o| matches!(o, DmRelayOutcome::Answered { .. }))
+            .count()
+    }
+}
+
+/// Reads a DM route plan once: each relay until its EOSE or failure (the client's timeouts;
+/// its signer signs in where a relay asks), the newest `keep` wraps kept. Each relay sends at
+/// most its filter's `limit` (else the route feed's cap), so what is held is bounded too.
+pub async fn read_wraps(plan: &RoutePlan, client: &Client, keep: usize) -> DmRead {
+    let keep = keep.max(1);
+    let once = client.with_config(RuntimeConfig {
+        once: true,
+        ..client.config().clone()
+    });
+    let (feed, mut events) = start_route(plan, &once);
+    let mut read = DmRead::default();
+    let mut wraps: Vec<Wrap> = Vec::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            RouteEvent::Note { event, relay } => {
+                if event.kind != Kind::GiftWrap {
+                    continue;
+                }
+                wraps.push(Wrap {
+                    event: *event,
+                    relay,
+                });
+                // Held at most twice `keep` between cuts.
+                if wraps.len() >= keep.saturating_mul(2) {
+                    read.left_out += newest(&mut wraps, keep);
+                }
+            }
+            RouteEvent::Eose { relay, events } => {
+                read.relays
+                    .insert(relay, DmRelayOutcome::Answered { wraps: events });
+            }
+            RouteEvent::Failed { relay, reason } => {
+                read.relays.insert(relay, failure(reason));
+            }
+        }
+    }
+    feed.wait().await;
+    read.left_out += newest(&mut wraps, keep);
+    for url in plan.urls() {
+        read.relays
+            .entry(url.to_string())
+            .or_insert_with(|| DmRelayOutcome::Failed("no answer".into()));
+    }
+    read.wraps = wraps;
+    read
+}
+
+/// Keeps the newest `keep` wraps, newest first; how many were dropped.
+fn newest(wraps: &mut Vec<Wrap>, keep: usize) -> usize {
+    wraps.sort_by(|a, b| {
+        b.event
+            .created_at
+            .cmp(&a.event.created_at)
+            .then(a.event.id.cmp(&b.event.id))
+    });
+    let dropped = wraps.len().saturating_sub(keep);
+    wraps.truncate(keep);
+    dropped
+}
+
+/// A route feed's failure as an outcome: a `CLOSED` (the route feed's `closed: …`) is a
+/// refusal read by its prefix; anything else is a failure.
+fn failure(reason: String) -> DmRelayOutcome {
+    match reason.strip_prefix("closed:") {
+        Some(message) => DmRelayOutcome::Refused {
+            refusal: Refusal::of(message),
+            message: message.trim_start().to_string(),
+        },
+        None => DmRelayOutcome::Failed(reason),
+    }
+}
+
+/// A direct message: the rumor a gift wrap carried, with who sealed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectMessage {
+    /// The wrap it came in.
+    pub wrap: EventId,
+    /// The sender: the seal's signer, whom the rumor's author must match.
+    pub sender: PublicKey,
+    /// The rumor's kind: 14 for a chat message, 15 for a file (NIP-17); others are shown as
+    /// they are.
+    pub kind: Kind,
+    /// When the sender wrote it (the rumor's time; the wrap's is backdated).
+    pub created_at: Timestamp,
+    /// The text (not escaped).
+    pub content: String,
+    /// The rumor's tags (recipients, subject, replies).
+    pub tags: Vec<Vec<String>>,
+}
+
+/// Why a gift wrap did not open.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnwrapError {
+    /// Not a kind:1059 event.
+    #[error("not a gift wrap (kind {0})")]
+    NotAWrap(u16),
+    /// The wrap does not tag the key's public key: it is someone else's.
+    #[error("addressed to someone else")]
+    NotForKey,
+    /// Decryption or a signature failed, or the seal or rumor is malformed (not escaped).
+    #[error("{0}")]
+    Broken(String),
+}
+
+/// Opens a gift wrap with the recipient's `keys`: decrypts the seal, checks its signature,
+/// decrypts the rumor and checks its author is the seal's signer (NIP-59).
+pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError> {
+    if wrap.kind != Kind::GiftWrap {
+        return Err(UnwrapError::NotAWrap(wrap.kind.as_u16()));
+    }
+    let me = keys.public_key();
+    if !wrap.tags.public_keys().any(|pk| pk == me) {
+        return Err(UnwrapError::NotForKey);
+    }
+    let gift = UnwrappedGift::from_gift_wrap(keys, wrap)
+        .map_err(|e| UnwrapError::Broken(e.to_string()))?;
+    let rumor = gift.rumor;
+    Ok(DirectMessage {
+        wrap: wrap.id,
+        sender: gift.sender,
+        kind: rumor.kind,
+        created_at: rumor.created_at,
+        content: rumor.content,
+        tags: rumor.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Tag};
+    use nostr::nips::nip59::GiftWrapBuilder;
+
+    fn chat(from: &Keys, to: PublicKey, text: &str) -> nostr::event::UnsignedEvent {
+        EventBuilder::new(Kind::PrivateDirectMessage, text)
+            .tag(Tag::public_key(to))
+            .finalize_unsigned(from.public_key())
+    }
+
+    #[test]
+    fn a_wrap_opens_for_its_recipient_alone() {
+        let (alice, bob, eve) = (Keys::generate(), Keys::generate(), Keys::generate());
+        let wrap = GiftWrapBuilder::new(bob.public_key(), chat(&alice, bob.public_key(), "hi"))
+            .finalize(&alice)
+            .unwrap();
+        let dm = unwrap_dm(&bob, &wrap).unwrap();
+        assert_eq!(dm.sender, alice.public_key());
+        assert_eq!(dm.content, "hi");
+        assert_eq!(dm.kind, Kind::PrivateDirectMessage);
+        assert_eq!(dm.wrap, wrap.id);
+        assert_eq!(unwrap_dm(&eve, &wrap), Err(UnwrapError::NotForKey));
+    }
+
+    #[test]
+    fn a_broken_wrap_is_an_error_not_a_panic() {
+        let bob = Keys::generate();
+        let note = EventBuilder::new(Kind::TextNote, "x")
+            .finalize(&bob)
+            .unwrap();
+        assert_eq!(unwrap_dm(&bob, &note), Err(UnwrapError::NotAWrap(1)));
+        let stranger = Keys::generate();
+        for content in ["", "not base64 at all", "AAAA", &"A".repeat(100_000)] {
+            let bad = EventBuilder::new(Kind::GiftWrap, content)
+                .tag(Tag::public_key(bob.public_key()))
+                .finalize(&stranger)
+                .unwrap();
+            assert!(matches!(unwrap_dm(&bob, &bad), Err(UnwrapError::Broken(_))));
+        }
+        // A seal whose rumor claims another author is refused.
+        let (alice, mallory) = (Keys::generate(), Keys::generate());
+        let forged = GiftWrapBuilder::new(
+            bob.public_key(),
+            chat(&mallory, bob.public_key(), "it's alice"),
+        )
+        .finalize(&alice)
+        .unwrap();
+        assert!(matches!(
+            unwrap_dm(&bob, &forged),
+            Err(UnwrapError::Broken(_))
+        ));
+    }
+
+    #[test]
+    fn refusals_are_read_by_their_prefix() {
+        assert_eq!(
+            failure("closed: auth-required: sign in (no key to sign in with)".into()),
+            DmRelayOutcome::Refused {
+                refusal: Refusal::SignIn,
+                message: "auth-required: sign in (no key to sign in with)".into()
+            }
+        );
+        assert_eq!(
+            failure("no EOSE in time".into()),
+            DmRelayOutcome::Failed("no EOSE in time".into())
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! A running feed's handle.
+
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use nostr_outbox_client::routes::{FilterQuery, RouteBudget, RoutePlan};
+use nostr_outbox_core::RawRelayList;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::control::{Control, SubscribeError};
+use super::summary::FeedSummary;
+use crate::client::Client;
+use crate::route_feed::{start_route, RouteEvent, RouteFeed};
+
+/// A client's own subscription on a running feed's sockets ([`FeedHandle::subscribe`]).
+#[derive(Debug)]
+pub struct Subscription {
+    /// Where it asks, and why.
+    pub plan: RoutePlan,
+    /// Stop it with [`RouteFeed::shutdown`] (or let it end at EOSE with `once`).
+    pub feed: RouteFeed,
+    /// Verified events that match the filter, each once, with EOSE and failures per relay.
+    pub events: mpsc::Receiver<RouteEvent>,
+}
+
+/// Controls a running feed.
+#[derive(Debug)]
+pub struct FeedHandle {
+    control: mpsc::UnboundedSender<Control>,
+    task: JoinHandle<FeedSummary>,
+    /// The feed's client: subscriptions share its sockets, knobs and signer.
+    client: Client,
+    reader_relays: Vec<String>,
+}
+
+impl FeedHandle {
+    /// The handle of the feed whose task is `task`, told what to do through `control`.
+    pub(crate) fn new(
+        control: mpsc::UnboundedSender<Control>,
+        task: JoinHandle<FeedSummary>,
+        client: Client,
+        reader_relays: Vec<String>,
+    ) -> Self {
+        Self {
+            control,
+            task,
+            client,
+            reader_relays,
+        }
+    }
+
+    /// Opens a subscription for `filter`, routed by what it names over the relay lists the
+    /// feed knows and what it learned ([`FilterQuery`]): `authors` to their write relays,
+    /// `#p` to the tagged people's read relays, and always the reader's relays. It runs on the
+    /// feed's sockets (a relay the feed holds is not dialled again), live unless the feed is
+    /// `once`; close it with [`RouteFeed::shutdown`].
+    ///
+    /// ```no_run
+    /// # async fn demo(router: nostr_outbox_core::Router, follows: Vec<nostr::key::PublicKey>) {
+    /// use nostr::{event::Kind, filter::Filter};
+    /// use nostr_outbox_runtime::{Client, FeedInput, RouteEvent, RuntimeConfig, SocketBudget};
+    /// let client = Client::with(RuntimeConfig::default(), SocketBudget::mobile(), None);
+    /// let input = FeedInput::new(router, follows.clone(), ["wss://relay.example"]);
+    /// let (feed, _notes) = nostr_outbox_runtime::start(input, &client).await;
+    /// // Reactions to the follows' notes, on the feed's sockets.
+    /// let filter = Filter::new().authors(follows).kind(Kind::Reaction);
+    /// let mut reactions = feed.subscribe(filter).await.expect("a relay to ask");
+    /// while let Some(RouteEvent::Note { event, relay }) = reactions.events.recv().await {
+    ///     println!("{relay}: {}", event.content);
+    /// }
+    /// # }
+    /// ```
+    pub async fn subscribe(&self, filter: Filter) -> Result<Subscription, SubscribeError> {
+        self.subscribe_with(filter, RouteBudget::default()).await
+    }
+
+    /// [`subscribe`](Self::subscribe) within `budget` relays.
+    pub async fn subscribe_with(
+        &self,
+        filter: Filter,
+        budget: RouteBudget,
+    ) -> Result<Subscription, SubscribeError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let query = Box::new(FilterQuery::new(filter, &self.reader_relays));
+        self.control
+            .send(Control::Route {
+                query,
+                budget,
+                reply,
+            })
+            .map_err(|_| SubscribeError::Ended)?;
+        let plan = answer.await.map_err(|_| SubscribeError::Ended)??;
+        let (feed, events) = start_route(&plan, &self.client);
+        Ok(Subscription { plan, feed, events })
+    }
+
+    /// Adds relay lists learned elsewhere; the feed re-plans (debounced) and applies the diff.
+    pub fn add_relay_lists(&self, lists: Vec<RawRelayList>) {
+        let _ = self.control.send(Control::AddLists(lists));
+    }
+
+    /// Replaces the follow list; the feed re-plans.
+    pub fn set_follows(&self, follows: Vec<PublicKey>) {
+        let _ = self.control.send(Control::SetFollows(follows));
+    }
+
+    /// Asks the feed to end (every slot closed, stats saved) without waiting; keep draining
+    /// the channel until it closes, then [`wait`](Self::wait) for the summary.
+    pub fn request_shutdown(&self) {
+        let _ = self.control.send(Control::Shutdown);
+    }
+
+    /// Closes every slot, saves the stats and returns the summary. The channel must still be
+    /// drained (or dropped) meanwhile, as the feed may be waiting to deliver.
+    pub async fn shutdown(self) -> FeedSummary {
+        let _ = self.control.send(Control::Shutdown);
+        self.wait().await
+    }
+
+    /// Waits for the feed to end by itself (`once` mode) and returns the summary.
+    pub async fn wait(self) -> FeedSummary {
+        let FeedHandle { control, task, .. } = self;
+        let summary = task.await;
+        drop(control);
+        match summary {
+            Ok(summary) => summary,
+            // The coordinator does not panic on bad input; a panic here is a bug, surfaced.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("feed task cancelled: {e}"),
+        }
+    }
+}

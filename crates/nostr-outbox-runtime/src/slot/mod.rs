@@ -1,0 +1,540 @@
+//! One slot: one task, one link to one relay's socket, two purposes (the feed, the
+//! relay-list lookup), each fetched completely in author chunks and backward pages.
+//!
+//! A slot owns its link and nothing else (the socket under it may also carry lookups, probes
+//! or publishing, each seeing only its own answers). It is told what to do by the coordinator
+//! (`SlotCommand`) and reports what happened (`SlotReport`); it never touches the route
+//! table, the stats or another slot, so a relay that stalls, floods or lies can only ever
+//! stall its own task. It reconnects on its own with exponential backoff and jitter; deciding
+//! that a relay has failed too often is the coordinator's business.
+//!
+//! # Paging
+//!
+//! Real relays cap each REQ, so one filter per relay fetches only the newest few hundred notes.
+//! The slot pages by the rules of [`nostr_outbox_client::paging`] (the simulator pages by the same):
+//! a purpose's filter is split into author chunks that fit the relay's limits (its NIP-11
+//! document, fetched alongside the connect, or defaults), each chunk is asked with `limit` and
+//! then again with an inclusive `until` while its pages come back full, and events are
+//! de-duplicated per chunk so page-edge repeats are not counted new. One [`CapEstimate`] per
+//! connection learns a relay's silent cap from all its pages. Pages run a few at a time within
+//! the relay's subscription limit, one subscription (and one filter) per page, each with its own
+//! id (`outbox-feed-7`) and its own EOSE deadline.
+//!
+//! The coordinator hears of a generation's EOSE once every chunk's paging ended, with what it
+//! cost (pages, events received) and whether every chunk ended complete. A continuing feed keeps
+//! each chunk's first page open after its EOSE, so live notes keep flowing.
+//!
+//! A new filter (generation) closes the purpose's subscriptions and starts paging anew; a new
+//! connection does the same for every purpose. Answers to closed subscriptions are dropped
+//! quietly (they may cross our CLOSE); ids we never issued are unrequested frames.
+//!
+//! A relay that floods (valid events outside the filter asked, the same event again on one
+//! subscription, or answers to subscriptions closed longer than the EOSE timeout ago) is
+//! counted per connection; past
+//! [`RuntimeConfig::max_unrequested`] beyond the events asked for, the connection ends as
+//! [`Failure::Flooded`]. Events dated beyond [`RuntimeConfig::future_tolerance`] are bad frames.
+//!
+//! # Layout
+//!
+//! This file holds the slot's vocabulary (purposes, commands, reports, failures) and its state;
+//! `connection` dials and runs one session per socket, `pages` pages each purpose on it, and
+//! `frames` turns the relay's frames into reports.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::event::{Event, EventId};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use nostr::types::Timestamp;
+use nostr_outbox_client::{
+    paging, paging::CapEstimate, paging::Cursor, paging::Next, paging::Page, paging::RelayLimits,
+};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::mpsc;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_tungstenite::tungstenite::Message;
+use tracing::{debug, info, trace, warn, Instrument};
+
+use crate::client::Client;
+use crate::config::RuntimeConfig;
+use crate::dedup::Dedup;
+use crate::refusal::Refusal;
+pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
+
+mod auth;
+mod connection;
+mod frames;
+mod pages;
+
+use auth::SignIn;
+
+type Socket = crate::sockets::Link;
+
+/// What a subscription on a slot is for. Each purpose names its subscriptions with its own
+/// prefix and a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SubKind {
+    /// The feed itself: the plan's filter for this relay.
+    Feed,
+    /// Discovery of the follows' kind:10002 relay lists (reader relays only).
+    Lists,
+}
+
+impl SubKind {
+    /// The prefix of this purpose's subscription ids on the wire (`outbox-feed-3`).
+    pub fn id(self) -> &'static str {
+        match self {
+            SubKind::Feed => "outbox-feed",
+            SubKind::Lists => "outbox-lists",
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            SubKind::Feed => SubKind::Lists,
+            SubKind::Lists => SubKind::Feed,
+        }
+    }
+}
+
+/// The wire id of subscription number `n` of a purpose.
+fn sub_id(kind: SubKind, n: u64) -> SubscriptionId {
+    SubscriptionId::new(format!("{}-{n}", kind.id()))
+}
+
+/// The purpose and number of one of our subscription ids.
+fn parse_sub_id(id: &SubscriptionId) -> Option<(SubKind, u64)> {
+    let (prefix, n) = id.as_str().rsplit_once('-')?;
+    let kind = [SubKind::Feed, SubKind::Lists]
+        .into_iter()
+        .find(|k| k.id() == prefix)?;
+    // Only plain decimal numbers: `+1` or ` 1` are not ids we issue.
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((kind, n.parse().ok()?))
+}
+
+pub use crate::exchange::FrameDrop;
+
+/// Why an attempt on a relay failed; the slot backs off and retries after each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// TCP, TLS or WebSocket handshake failed.
+    Connect(String),
+    /// The handshake took longer than [`RuntimeConfig::connect_timeout`].
+    ConnectTimeout,
+    /// The connection dropped (error, close frame or end of stream).
+    Lost(String),
+    /// No EOSE within [`RuntimeConfig::eose_timeout`] of a page's REQ.
+    EoseTimeout(SubKind),
+    /// Too many unparseable, oversized or badly signed frames on one connection.
+    BadFrames(u32),
+    /// The relay answered CLOSED with a reason worth retrying later (errors, no known prefix).
+    Refused(String),
+    /// The relay kept answering `rate-limited:` past [`MAX_RATE_LIMITED_RESENDS`] waits on one
+    /// connection: it is up and asks us to slow down, so it is not learned as down.
+    RateLimited(String),
+    /// More valid but unrequested events on one connection than
+    /// [`RuntimeConfig::max_unrequested`] allows: the relay floods.
+    Flooded(u64),
+}
+
+impl Failure {
+    /// The relay misbehaved (bad frames, floods) rather than being down or slow: a later EOSE
+    /// does not clear the strike.
+    pub fn is_misbehaviour(&self) -> bool {
+        matches!(self, Failure::BadFrames(_) | Failure::Flooded(_))
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Connect(e) => write!(f, "connect failed: {e}"),
+            Failure::ConnectTimeout => f.write_str("connect timed out"),
+            Failure::Lost(e) => write!(f, "connection lost: {e}"),
+            Failure::EoseTimeout(sub) => write!(f, "no EOSE in time on {}", sub.id()),
+            Failure::BadFrames(n) => write!(f, "{n} bad frames"),
+            Failure::Refused(m) | Failure::RateLimited(m) => write!(f, "refused: {m}"),
+            Failure::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
+        }
+    }
+}
+
+/// What a relay may require that the reader cannot give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Requirement {
+    /// Payment, and the relay is not among [`RuntimeConfig::paid_relays`].
+    Payment,
+    /// NIP-42 sign-in, and the client has no signer.
+    SignIn,
+}
+
+impl Requirement {
+    /// What the reader lacks, per a relay's limits, for `client`.
+    pub(crate) fn unmet(limits: &RelayLimits, url: &str, client: &Client) -> Option<Self> {
+        if limits.payment_required && !client.config().paid_relays.iter().any(|p| p == url) {
+            Some(Requirement::Payment)
+        } else if limits.auth_required && client.signer().is_none() {
+            Some(Requirement::SignIn)
+        } else {
+            None
+        }
+    }
+
+    /// The reason shown when the relay is left out.
+    pub(crate) fn reason(self, source: &str) -> String {
+        match self {
+            Requirement::Payment => format!("requires payment ({source})"),
+            Requirement::SignIn => format!("auth-required: requires sign-in ({source})"),
+        }
+    }
+}
+
+/// What the coordinator tells a slot.
+#[derive(Debug)]
+pub(crate) enum SlotCommand {
+    /// Subscribe, or replace the filter of a purpose (a new generation: paging starts anew).
+    Req {
+        sub: SubKind,
+        filter: Box<Filter>,
+        generation: u64,
+    },
+    /// End one purpose (the socket stays open for the other).
+    Close { sub: SubKind },
+    /// Close every subscription and the socket, then end the task.
+    Shutdown,
+}
+
+/// What a slot tells the coordinator.
+#[derive(Debug)]
+pub(crate) struct SlotReport {
+    pub url: Arc<str>,
+    pub kind: ReportKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum ReportKind {
+    Connected {
+        handshake: Duration,
+    },
+    /// The relay's document says it requires what the reader does not have.
+    Requires(Requirement),
+    Event {
+        sub: SubKind,
+        event: Box<Event>,
+    },
+    /// Every chunk of a generation finished paging on the current connection.
+    Eose {
+        sub: SubKind,
+        generation: u64,
+        /// From the generation's first REQ on this connection to its last page's end.
+        elapsed: Duration,
+        /// From that first REQ to the first EOSE: the relay's answer latency.
+        latency: Duration,
+        /// REQs sent since the last EOSE report of this purpose: this generation's pages, plus
+        /// those of replaced generations or lost connections that were never reported.
+        pages: u64,
+        /// Matching event frames received over the same span, page-edge repeats included.
+        received: u64,
+        /// Every chunk's paging ended [`complete`](paging::Ended::is_complete) (none was cut
+        /// off by the page budget).
+        complete: bool,
+    },
+    /// The relay accepted our NIP-42 AUTH event on this connection.
+    Authenticated,
+    /// CLOSED with a reason that retrying will not fix (auth-required, restricted, blocked).
+    Refused {
+        sub: SubKind,
+        message: String,
+    },
+    Dropped {
+        reason: FrameDrop,
+    },
+    Failed {
+        failure: Failure,
+    },
+}
+
+/// One purpose: the coordinator's filter and its paging on the current connection.
+struct Purpose {
+    filter: Filter,
+    generation: u64,
+    /// Refused definitively: never re-sent on reconnect.
+    refused: bool,
+    /// Answered in a one-shot run whose slot then gave its socket's place up: not asked again
+    /// until a new filter comes.
+    settled: bool,
+    /// The chunks of the current run (connection × generation); empty while offline.
+    chunks: Vec<Chunk>,
+    /// The run's first REQ, and its first EOSE latency.
+    started: Option<Instant>,
+    latency: Option<Duration>,
+    /// This run's EOSE was reported.
+    reported: bool,
+    /// Cost since the last report.
+    pages: u64,
+    received: u64,
+}
+
+struct Chunk {
+    /// `None` when the filter names no authors (one chunk asks it whole).
+    authors: Option<BTreeSet<PublicKey>>,
+    cursor: Cursor,
+    /// Ids returned so far, to tell page-edge repeats from new events; dropped when done.
+    seen: HashSet<EventId>,
+    state: ChunkState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    /// The next page is due.
+    Ready,
+    /// A page is in flight.
+    Asking,
+    Done(paging::Ended),
+}
+
+/// A subscription open on the current socket.
+struct OpenSub {
+    kind: SubKind,
+    chunk: usize,
+    /// The page's filter; events outside it are not ours.
+    filter: Filter,
+    /// `None` once answered and kept open for live notes.
+    page: Option<PageInFlight>,
+    /// Sent after the relay accepted our AUTH on this connection: a second `auth-required:`
+    /// refusal of it is final.
+    signed_in: bool,
+    /// Ids the relay sent on this subscription (the newest [`MAX_SEEN_PER_SUB`]): the same id
+    /// again, before or after EOSE, is a replay and counts as unrequested.
+    seen: Dedup,
+}
+
+/// Event ids remembered per open subscription to recognise replays: a page's answer (at most
+/// its limit when the relay is honest) and the newest live notes.
+pub const MAX_SEEN_PER_SUB: usize = 10_000;
+
+struct PageInFlight {
+    deadline: Instant,
+    first: bool,
+    answer: Page,
+}
+
+enum Ended {
+    Shutdown,
+    Failed(Failure),
+    /// A one-shot slot answered everything it was asked and gave its place to a link waiting
+    /// for one; it dials again when a new filter comes.
+    Parked,
+}
+
+/// Runs one slot until it is told to shut down or the coordinator goes away.
+pub(crate) async fn run_slot(
+    url: Arc<str>,
+    client: Client,
+    mut commands: mpsc::UnboundedReceiver<SlotCommand>,
+    reports: mpsc::Sender<SlotReport>,
+    seed: u64,
+) {
+    let span = tracing::info_span!("slot", relay = %url, generation = tracing::field::Empty);
+    async move {
+        let mut slot = Slot {
+            url,
+            cfg: client.config_arc(),
+            sign_in: SignIn::new(client.signer().is_some()),
+            client,
+            reports,
+            purposes: BTreeMap::new(),
+            open: HashMap::new(),
+            next_sub: 0,
+            limits: RelayLimits::default(),
+            cap: CapEstimate::default(),
+            flood: FloodGuard::default(),
+            paused: None,
+            rate_limited: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        };
+        slot.run(&mut commands).await;
+        debug!("slot task ended");
+    }
+    .instrument(span)
+    .await
+}
+
+struct Slot {
+    url: Arc<str>,
+    /// The client's knobs (`client.config()`, kept at hand).
+    cfg: Arc<RuntimeConfig>,
+    /// Its sockets, signer and relay documents.
+    client: Client,
+    reports: mpsc::Sender<SlotReport>,
+    purposes: BTreeMap<SubKind, Purpose>,
+    /// Subscriptions open on the current socket, by number.
+    open: HashMap<u64, OpenSub>,
+    /// The next subscription number; never reused in the slot's life, so a late answer to a
+    /// closed subscription is never taken for a new one.
+    next_sub: u64,
+    /// The current connection's limits and cap estimate.
+    limits: RelayLimits,
+    cap: CapEstimate,
+    /// The current connection's count of unrequested events.
+    flood: FloodGuard,
+    /// The current connection's NIP-42 challenge and sign-in.
+    sign_in: SignIn,
+    /// After a `rate-limited:` refusal, no page is sent before this.
+    paused: Option<Instant>,
+    /// `rate-limited:` refusals answered by waiting on this connection.
+    rate_limited: u32,
+    rng: ChaCha8Rng,
+}
+
+/// Counts valid events a relay sends outside what was asked, per connection.
+#[derive(Default)]
+struct FloodGuard {
+    /// Events asked for on this connection: the sum of the page limits sent.
+    asked: u64,
+    /// Unrequested events counted so far.
+    unrequested: u64,
+    /// Answers to closed subscriptions are not counted until then (they may cross our CLOSE,
+    /// or answer a filter just replaced).
+    grace_until: Option<Instant>,
+}
+
+impl FloodGuard {
+    fn in_grace(&self, now: Instant) -> bool {
+        self.grace_until.is_some_and(|g| now < g)
+    }
+
+    /// Counts one unrequested event; the failure once the bound is passed.
+    fn count(&mut self, max: u64) -> Option<Failure> {
+        self.unrequested += 1;
+        (self.unrequested > max.saturating_add(self.asked))
+            .then_some(Failure::Flooded(self.unrequested))
+    }
+}
+
+impl Slot {
+    async fn report(&self, kind: ReportKind) -> bool {
+        self.reports
+            .send(SlotReport {
+                url: self.url.clone(),
+                kind,
+            })
+            .await
+            .is_ok()
+    }
+
+    /// Applies a command while no socket is open. Returns false when the slot must end.
+    fn apply_offline(&mut self, cmd: Option<SlotCommand>) -> bool {
+        match cmd {
+            Some(SlotCommand::Req {
+                sub,
+                filter,
+                generation,
+            }) => {
+                self.set_purpose(sub, *filter, generation);
+                true
+            }
+            Some(SlotCommand::Close { sub }) => {
+                self.purposes.remove(&sub);
+                true
+            }
+            Some(SlotCommand::Shutdown) | None => false,
+        }
+    }
+
+    fn set_purpose(&mut self, sub: SubKind, filter: Filter, generation: u64) {
+        if sub == SubKind::Feed {
+            tracing::Span::current().record("generation", generation);
+        }
+        let purpose = self.purposes.entry(sub).or_insert(Purpose {
+            filter: filter.clone(),
+            generation,
+            refused: false,
+            settled: false,
+            chunks: Vec::new(),
+            started: None,
+            latency: None,
+            reported: false,
+            pages: 0,
+            received: 0,
+        });
+        purpose.filter = filter;
+        purpose.generation = generation;
+        purpose.refused = false;
+        purpose.settled = false;
+        purpose.chunks.clear();
+    }
+}
+
+enum Handled {
+    Ok,
+    Bad,
+    End(Ended),
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flood_bound_grows_with_what_was_asked_and_closes_grant_grace() {
+        let mut guard = FloodGuard::default();
+        for _ in 0..10 {
+            assert_eq!(guard.count(10), None);
+        }
+        assert_eq!(guard.count(10), Some(Failure::Flooded(11)));
+        let mut guard = FloodGuard {
+            asked: 500,
+            ..FloodGuard::default()
+        };
+        for _ in 0..510 {
+            assert_eq!(guard.count(10), None);
+        }
+        assert_eq!(guard.count(10), Some(Failure::Flooded(511)));
+        assert!(Failure::Flooded(511).is_misbehaviour());
+        assert!(!Failure::EoseTimeout(SubKind::Feed).is_misbehaviour());
+
+        let now = Instant::now();
+        assert!(!guard.in_grace(now));
+        guard.grace_until = Some(now + Duration::from_secs(1));
+        assert!(guard.in_grace(now));
+        assert!(!guard.in_grace(now + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn subscription_ids_round_trip_and_strangers_are_not_ours() {
+        for kind in [SubKind::Feed, SubKind::Lists] {
+            for n in [0u64, 7, u64::MAX] {
+                assert_eq!(parse_sub_id(&sub_id(kind, n)), Some((kind, n)));
+            }
+        }
+        assert_eq!(sub_id(SubKind::Feed, 3).as_str(), "outbox-feed-3");
+        for stranger in [
+            "outbox-feed",
+            "outbox-feed-",
+            "outbox-feed-+1",
+            "outbox-feed- 1",
+            "outbox-feed-99999999999999999999999",
+            "outbox-other-1",
+            "x-1",
+            "",
+        ] {
+            assert_eq!(
+                parse_sub_id(&SubscriptionId::new(stranger)),
+                None,
+                "{stranger}"
+            );
+        }
+    }
+}

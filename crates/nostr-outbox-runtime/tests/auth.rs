@@ -1,0 +1,594 @@
+//! NIP-42 sign-in: a relay that answers REQs with `auth-required:` serves a reader with keys
+//! (the real relay with NIP-42 on, and scripted relays that challenge before or after the
+//! refusal, refuse the sign-in, never challenge, or refuse after it), and refuses one without,
+//! whose follows stay covered. The AUTH event names the relay and its challenge and goes to no
+//! other relay; a config never prints the secret key.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::{Event, Kind};
+use nostr::filter::{Filter, MatchEventOptions};
+use nostr::key::Keys;
+use nostr::nips::nip19::ToBech32;
+use nostr_outbox_core::UrlPolicy;
+use nostr_outbox_fleet::*;
+use nostr_outbox_runtime::{
+    start, AuthOutcome, Client, FeedInput, FeedSummary, PublishConfig, PublishOutcome,
+    RuntimeConfig, SocketBudget, Status,
+};
+use nostr_relay_builder::prelude as rb;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
+
+/// The reader's identity.
+fn reader_keys() -> Keys {
+    keys(200)
+}
+
+/// A client with `config`'s knobs and the desktop budget, signing in with `signer`.
+fn client(config: RuntimeConfig, signer: Option<Keys>) -> Client {
+    Client::with(config, SocketBudget::default(), signer)
+}
+
+/// A `once` feed of `follows` with the reader's relay `reader`, routed by `lists`.
+async fn run(
+    reader: &str,
+    follows: &[Keys],
+    lists: &[Event],
+    auth: Option<Keys>,
+) -> (FeedSummary, Vec<Status>, BTreeSet<nostr::event::EventId>) {
+    let follows: Vec<_> = follows.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(CONFIG), follows, [reader]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (handle, rx) = start(input, &client(config, auth)).await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(10)).await;
+    let collected = out.lock().unwrap();
+    let notes = collected.notes.keys().copied().collect();
+    (summary, collected.statuses.clone(), notes)
+}
+
+fn nip42_relay(b: rb::RelayBuilder) -> rb::RelayBuilder {
+    b.nip42(rb::RelayBuilderNip42 {
+        mode: rb::RelayBuilderNip42Mode::Read,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
+    let reader = RealRelay::start().await;
+    let private = RealRelay::start_with(nip42_relay).await;
+    let now = now();
+    let f: Vec<_> = (1..=3).map(keys).collect();
+    let mut world = World::default();
+    let mut notes = BTreeSet::new();
+    for (i, k) in f.iter().enumerate() {
+        for j in 0..3u64 {
+            let n = note(k, now - 100 - j, &format!("private {i}/{j}"));
+            notes.insert(n.id);
+            // Only the private relay has them: the residual cannot stand in.
+            world.put(n, &[&private]).await;
+        }
+    }
+    let lists: Vec<_> = f
+        .iter()
+        .map(|k| relay_list(k, now, &[(&private.url, None)]))
+        .collect();
+
+    let (summary, statuses, got) = run(&reader.url, &f, &lists, Some(reader_keys())).await;
+    assert_eq!(got, notes, "{summary:#?}");
+    assert!(!summary.penalised.contains(&private.url), "{summary:#?}");
+    assert_eq!(
+        summary.auth.get(&private.url),
+        Some(&AuthOutcome::SignedIn),
+        "{:?}",
+        summary.auth
+    );
+    assert_eq!(summary.auth.len(), 1, "the reader's relay never asked");
+    assert!(summary.relays[&private.url].answered);
+    assert!(statuses
+        .iter()
+        .any(|s| matches!(s, Status::Authenticated { relay } if relay == &private.url)));
+    assert!(!statuses
+        .iter()
+        .any(|s| matches!(s, Status::Refused { .. } | Status::Penalised { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
+    let reader = RealRelay::start().await;
+    let private = RealRelay::start_with(nip42_relay).await;
+    let now = now();
+    let f: Vec<_> = (1..=3).map(keys).collect();
+    let mut world = World::default();
+    let mut notes = BTreeSet::new();
+    for (i, k) in f.iter().enumerate() {
+        let n = note(k, now - 100, &format!("note {i}"));
+        notes.insert(n.id);
+        world.put(n, &[&private, &reader]).await;
+    }
+    let lists: Vec<_> = f
+        .iter()
+        .map(|k| relay_list(k, now, &[(&private.url, None)]))
+        .collect();
+
+    let (summary, statuses, got) = run(&reader.url, &f, &lists, None).await;
+    assert!(summary.penalised.contains(&private.url), "{summary:#?}");
+    assert_eq!(
+        summary.auth.get(&private.url),
+        Some(&AuthOutcome::NoKeys),
+        "{:?}",
+        summary.auth
+    );
+    assert!(statuses.iter().any(|s| matches!(
+        s,
+        Status::Refused { relay, reason } if relay == &private.url && reason.starts_with("auth-required:")
+    )));
+    assert!(!statuses
+        .iter()
+        .any(|s| matches!(s, Status::Authenticated { .. })));
+    // Its follows went to the residual on the reader's relay.
+    assert_eq!(summary.authors_covered, f.len(), "{summary:#?}");
+    assert_eq!(got, notes);
+}
+
+/// How a scripted relay asks for sign-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Script {
+    /// Challenges at connect but serves everyone.
+    ChallengeOnly,
+    /// Challenges at connect, refuses REQs with `auth-required:` until signed in.
+    ChallengeFirst,
+    /// Refuses REQs with `auth-required:`, and only then challenges.
+    ChallengeAfterRefusal,
+    /// Refuses REQs with `auth-required:` and never challenges.
+    NoChallenge,
+    /// Challenges at connect, refuses REQs, and answers every AUTH with OK false.
+    RejectsAuth,
+    /// Challenges at connect, accepts AUTH, and refuses REQs all the same.
+    RefusesAfterAuth,
+}
+
+/// What a scripted relay saw.
+#[derive(Default, Debug)]
+struct Seen {
+    /// Every AUTH event received, with the challenge it was sent on that connection.
+    auths: Vec<(Event, String)>,
+    /// REQs received before and after the connection signed in.
+    reqs: usize,
+    reqs_signed_in: usize,
+}
+
+/// A WebSocket relay on 127.0.0.1 following a [`Script`], serving `events`.
+struct ScriptedRelay {
+    url: String,
+    // Test-only shared log; the lock is taken briefly and never across an await.
+    seen: Arc<Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ScriptedRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ScriptedRelay {
+    async fn start(script: Script, events: Vec<Event>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut connection = 0u32;
+            while let Ok((stream, _)) = listener.accept().await {
+                connection += 1;
+                let challenge = format!("challenge-{connection}");
+                let (events, log) = (events.clone(), log.clone());
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    let auth_frame = format!(r#"["AUTH","{challenge}"]"#);
+                    let at_connect =
+                        !matches!(script, Script::ChallengeAfterRefusal | Script::NoChallenge);
+                    if at_connect && ws.send(Message::text(auth_frame.clone())).await.is_err() {
+                        return;
+                    }
+                    let mut signed_in = false;
+                    while let Some(Ok(msg)) = ws.next().await {
+                        let Message::Text(text) = msg else { continue };
+                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                            continue;
+                        };
+                        let mut replies = Vec::new();
+                        match value[0].as_str() {
+                            Some("REQ") => {
+                                let sub = value[1].as_str().unwrap_or_default().to_string();
+                                {
+                                    let mut seen = log.lock().unwrap();
+                                    seen.reqs += 1;
+                                    seen.reqs_signed_in += usize::from(signed_in);
+                                }
+                                let serves = match script {
+                                    Script::ChallengeOnly => true,
+                                    Script::RefusesAfterAuth => false,
+                                    _ => signed_in,
+                                };
+                                if serves {
+                                    let filter = Filter::from_json(value[2].to_string()).unwrap();
+                                    for e in &events {
+                                        if filter.match_event(e, MatchEventOptions::new()) {
+                                            replies.push(format!(
+                                                r#"["EVENT","{sub}",{}]"#,
+                                                e.as_json()
+                                            ));
+                                        }
+                                    }
+                                    replies.push(format!(r#"["EOSE","{sub}"]"#));
+                                } else {
+                                    replies.push(format!(
+                                        r#"["CLOSED","{sub}","auth-required: sign in first"]"#
+                                    ));
+                                    if script == Script::ChallengeAfterRefusal {
+                                        replies.push(auth_frame.clone());
+                                    }
+                                }
+                            }
+                            Some("AUTH") => {
+                                let event: Event =
+                                    serde_json::from_value(value[1].clone()).unwrap();
+                                let id = event.id;
+                                log.lock().unwrap().auths.push((event, challenge.clone()));
+                                if script == Script::RejectsAuth {
+                                    replies.push(format!(
+                                        r#"["OK","{id}",false,"restricted: not on the list"]"#
+                                    ));
+                                } else {
+                                    signed_in = true;
+                                    replies.push(format!(r#"["OK","{id}",true,""]"#));
+                                }
+                            }
+                            _ => {}
+                        }
+                        for r in replies {
+                            if ws.send(Message::text(r)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self { url, seen, task }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap()
+    }
+}
+
+/// The value of the first tag named `name`.
+fn tag<'a>(event: &'a Event, name: &str) -> Option<&'a str> {
+    event
+        .tags
+        .iter()
+        .map(|t| t.as_slice())
+        .find(|t| t.first().map(String::as_str) == Some(name))
+        .and_then(|t| t.get(1))
+        .map(String::as_str)
+}
+
+/// One follow writing to a scripted relay (its only copy of the note), and another to a relay
+/// that challenges at connect but serves everyone (so must never see an AUTH event); the
+/// reader's relay is the same kind.
+struct Scene {
+    reader: ScriptedRelay,
+    open: ScriptedRelay,
+    private: ScriptedRelay,
+    follows: Vec<Keys>,
+    lists: Vec<Event>,
+    private_note: Event,
+    open_note: Event,
+}
+
+async fn scene(script: Script) -> Scene {
+    let now = now();
+    let follows: Vec<_> = (1..=2).map(keys).collect();
+    let private_note = note(&follows[0], now - 100, "behind the sign-in");
+    let open_note = note(&follows[1], now - 100, "open to all");
+    let private = ScriptedRelay::start(script, vec![private_note.clone()]).await;
+    let open = ScriptedRelay::start(Script::ChallengeOnly, vec![open_note.clone()]).await;
+    let reader = ScriptedRelay::start(Script::ChallengeOnly, Vec::new()).await;
+    let lists = vec![
+        relay_list(&follows[0], now, &[(&private.url, None)]),
+        relay_list(&follows[1], now, &[(&open.url, None)]),
+    ];
+    Scene {
+        reader,
+        open,
+        private,
+        follows,
+        lists,
+        private_note,
+        open_note,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_event_names_the_relay_and_its_challenge_and_goes_nowhere_else() {
+    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+        let s = scene(script).await;
+        let keys = reader_keys();
+        let (summary, _, got) = run(&s.reader.url, &s.follows, &s.lists, Some(keys.clone())).await;
+        assert!(got.contains(&s.private_note.id), "{script:?}: {summary:#?}");
+        assert!(got.contains(&s.open_note.id), "{script:?}");
+        assert_eq!(
+            summary.auth.get(&s.private.url),
+            Some(&AuthOutcome::SignedIn),
+            "{script:?}"
+        );
+        assert!(summary.penalised.is_empty(), "{script:?}: {summary:#?}");
+
+        let seen = s.private.seen();
+        assert_eq!(
+            seen.auths.len(),
+            1,
+            "{script:?}: one sign-in per connection"
+        );
+        let (event, challenge) = &seen.auths[0];
+        event.verify().expect("a valid signature");
+        assert_eq!(event.kind, Kind::Authentication);
+        assert_eq!(event.pubkey, keys.public_key());
+        assert_eq!(
+            tag(event, "relay"),
+            Some(s.private.url.as_str()),
+            "{script:?}"
+        );
+        assert_eq!(
+            tag(event, "challenge"),
+            Some(challenge.as_str()),
+            "{script:?}"
+        );
+        assert!(event.content.is_empty());
+        // The refused REQ was asked again once signed in.
+        assert!(
+            seen.reqs_signed_in >= 1 && seen.reqs > seen.reqs_signed_in,
+            "{seen:?}"
+        );
+        drop(seen);
+        // Relays that did not refuse never see who reads, even the one that challenged.
+        assert!(s.reader.seen().auths.is_empty(), "{script:?}");
+        assert!(s.open.seen().auths.is_empty(), "{script:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sign_in_sets_the_relay_aside_and_says_why() {
+    let cases = [
+        (
+            Script::RejectsAuth,
+            "sign-in refused: restricted: not on the list",
+        ),
+        (Script::NoChallenge, "no AUTH challenge came in time"),
+        (Script::RefusesAfterAuth, "still refused after signing in"),
+    ];
+    for (script, why) in cases {
+        let s = scene(script).await;
+        let (summary, statuses, got) =
+            run(&s.reader.url, &s.follows, &s.lists, Some(reader_keys())).await;
+        assert!(got.contains(&s.open_note.id), "{script:?}");
+        assert!(!got.contains(&s.private_note.id), "{script:?}");
+        assert!(
+            summary.penalised.contains(&s.private.url),
+            "{script:?}: {summary:#?}"
+        );
+        let reason = statuses
+            .iter()
+            .find_map(|st| match st {
+                Status::Refused { relay, reason } if relay == &s.private.url => Some(reason),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{script:?}: no refusal in {statuses:#?}"));
+        assert!(reason.starts_with("auth-required:"), "{script:?}: {reason}");
+        assert!(reason.contains(why), "{script:?}: {reason}");
+        match summary.auth.get(&s.private.url) {
+            Some(AuthOutcome::Failed(r)) => assert!(r.contains(why), "{script:?}: {r}"),
+            other => panic!("{script:?}: {other:?}"),
+        }
+        let seen = s.private.seen();
+        if script == Script::RefusesAfterAuth {
+            // Asked again once after signing in, then given up: not a loop.
+            assert_eq!(seen.reqs_signed_in, 1, "{seen:?}");
+            assert_eq!(seen.auths.len(), 1, "{seen:?}");
+        }
+        if script == Script::NoChallenge {
+            assert!(seen.auths.is_empty(), "{seen:?}");
+        }
+    }
+}
+
+#[test]
+fn debug_of_a_client_never_prints_the_secret_key() {
+    let keys = reader_keys();
+    let client = client(RuntimeConfig::default(), Some(keys.clone()));
+    let printed = format!("{client:?}\n{client:#?}");
+    let secret = keys.secret_key();
+    assert!(!printed.contains(&secret.to_secret_hex()), "{printed}");
+    assert!(!printed.contains(&secret.to_bech32().unwrap()), "{printed}");
+    // The public key may show: it says who signs in.
+    assert!(printed.contains("signer: Some("), "{printed}");
+}
+
+/// A route plan asking `url` for `author`'s notes.
+fn route_plan(url: &str, author: &Keys) -> nostr_outbox_client::routes::RoutePlan {
+    use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
+    RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: vec![RouteTarget {
+            url: url.to_string(),
+            reasons: vec![Reason::ReaderRead],
+            quality: 0.25,
+            filters: vec![Filter::new().author(author.public_key())],
+        }],
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    }
+}
+
+/// The notes a `once` route feed over `plan` delivers.
+async fn route_notes(
+    plan: &nostr_outbox_client::routes::RoutePlan,
+    client: &Client,
+) -> Vec<nostr::event::EventId> {
+    let (feed, mut rx) = nostr_outbox_runtime::start_route(plan, client);
+    let mut notes = Vec::new();
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+        if let nostr_outbox_runtime::RouteEvent::Note { event, .. } = e {
+            notes.push(event.id);
+        }
+    }
+    feed.shutdown().await;
+    notes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
+    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+        let s = scene(script).await;
+        let filter = Filter::new().author(s.follows[0].public_key());
+        let config = RuntimeConfig {
+            once: true,
+            ..RuntimeConfig::fast_for_tests()
+        };
+        let anonymous = client(config.clone(), None);
+        let signed = client(config.clone(), Some(reader_keys()));
+        let found = nostr_outbox_runtime::fetch_events(
+            std::slice::from_ref(&s.private.url),
+            &filter,
+            &anonymous,
+        )
+        .await;
+        assert!(found.is_empty(), "{script:?}: served without sign-in");
+        assert!(s.private.seen().auths.is_empty(), "{script:?}");
+        let found = nostr_outbox_runtime::fetch_events(
+            &[s.private.url.clone(), s.open.url.clone()],
+            &filter,
+            &signed,
+        )
+        .await;
+        let ids: Vec<_> = found.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [s.private_note.id], "{script:?}: the lookup signed in");
+        // Sockets of its own, so the lookup's sign-in does not serve it.
+        let signed_alone = client(config.clone(), Some(reader_keys()));
+        let routed = route_notes(&route_plan(&s.private.url, &s.follows[0]), &signed_alone).await;
+        assert_eq!(
+            routed,
+            [s.private_note.id],
+            "{script:?}: the route feed signed in"
+        );
+        // Sign-in holds for the socket: an anonymous reader has sockets of its own.
+        let alone = client(config.clone(), None);
+        let refused = route_notes(&route_plan(&s.private.url, &s.follows[0]), &alone).await;
+        assert!(refused.is_empty(), "{script:?}");
+        assert!(
+            s.open.seen().auths.is_empty(),
+            "{script:?}: an open relay saw an AUTH"
+        );
+        let seen = s.private.seen();
+        assert!(!seen.auths.is_empty(), "{script:?}");
+        for (event, challenge) in &seen.auths {
+            assert_eq!(tag(event, "relay"), Some(s.private.url.as_str()));
+            assert_eq!(tag(event, "challenge"), Some(challenge.as_str()));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
+    // The relay challenges once, at connect. A first link that is never refused (a publish:
+    // the relay ignores EVENTs, so no OK and no `auth-required:` ever comes) opens the socket
+    // and lets the challenge go by without signing in; the lookup (the same client, so the
+    // same sockets and the same key) joins that socket after the challenge went by and must
+    // sign in with it.
+    let s = scene(Script::ChallengeFirst).await;
+    let filter = Filter::new().author(s.follows[0].public_key());
+    let signed = client(
+        RuntimeConfig {
+            once: true,
+            ..RuntimeConfig::fast_for_tests()
+        },
+        Some(reader_keys()),
+    );
+    let first = PublishConfig {
+        max_attempts: 1,
+        ..PublishConfig::fast_for_tests()
+    };
+    let sent = nostr_outbox_runtime::publish(
+        &s.open_note,
+        std::slice::from_ref(&s.private.url),
+        &signed,
+        &first,
+    )
+    .await;
+    assert_eq!(sent.relays[0].outcome, PublishOutcome::Timeout, "{sent:?}");
+    assert!(
+        s.private.seen().auths.is_empty(),
+        "the first link was never refused, so never signed in"
+    );
+    let found =
+        nostr_outbox_runtime::fetch_events(std::slice::from_ref(&s.private.url), &filter, &signed)
+            .await;
+    assert_eq!(
+        found.len(),
+        1,
+        "the joining link signed in with the replayed challenge"
+    );
+    assert_eq!(
+        signed.sockets().stats().dials,
+        1,
+        "one socket served both links"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_on_one_socket_sign_in_once() {
+    // NIP-42 authenticates a connection: two lookups refused on one socket share one AUTH.
+    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+        let s = scene(script).await;
+        let filter = Filter::new().author(s.follows[0].public_key());
+        let signed = client(
+            RuntimeConfig {
+                once: true,
+                ..RuntimeConfig::fast_for_tests()
+            },
+            Some(reader_keys()),
+        );
+        let private = std::slice::from_ref(&s.private.url);
+        let (one, two) = tokio::join!(
+            nostr_outbox_runtime::fetch_events(private, &filter, &signed),
+            nostr_outbox_runtime::fetch_events(private, &filter, &signed)
+        );
+        assert_eq!((one.len(), two.len()), (1, 1), "{script:?}: both signed in");
+        assert_eq!(signed.sockets().stats().dials, 1, "{script:?}: one socket");
+        assert_eq!(
+            s.private.seen().auths.len(),
+            1,
+            "{script:?}: one AUTH for the connection"
+        );
+    }
+}

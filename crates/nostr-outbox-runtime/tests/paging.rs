@@ -1,0 +1,532 @@
+//! Relays that cap each REQ and refuse long messages: the runtime pages backwards through a
+//! year of notes, chunks author lists to fit, and reads the limits relays publish (NIP-11).
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::{Event, EventId, Kind};
+use nostr::filter::{Filter, MatchEventOptions};
+use nostr::key::{Keys, PublicKey, SecretKey};
+use nostr::types::Timestamp;
+use nostr_outbox_client::paging::Paging;
+use nostr_outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
+use nostr_outbox_fleet::*;
+use nostr_outbox_runtime::{fetch_events, start, Client, FeedInput, Nip11Config, RuntimeConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+
+const YEAR: u64 = 365 * DAY;
+
+/// A key per index (beyond the 255 of `keys`).
+fn key(n: u32) -> Keys {
+    let mut sk = [0x23u8; 32];
+    sk[0] = 0x41;
+    sk[28..].copy_from_slice(&n.to_be_bytes());
+    Keys::new(SecretKey::from_slice(&sk).expect("valid secret key"))
+}
+
+fn config(since: u64, paging: Paging) -> RuntimeConfig {
+    let mut cfg = RuntimeConfig {
+        once: true,
+        discover_lists: false,
+        since: Some(Timestamp::from(since)),
+        eose_timeout: Duration::from_secs(10),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    cfg.limits.paging = paging;
+    cfg
+}
+
+struct YearRun {
+    fetched: BTreeSet<EventId>,
+    predicted: BTreeSet<EventId>,
+    summary: nostr_outbox_runtime::FeedSummary,
+    a: String,
+    b: String,
+    a_feed_reqs: usize,
+}
+
+/// One follow with ~1,700 notes over a year on a relay capped at 500 (three notes to a second,
+/// so page edges fall inside seconds), half of them and a second follow's 400 on a relay
+/// silently capped at 150.
+async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
+    let reader = RealRelay::start().await;
+    let a = RealRelay::start().await;
+    let b = RealRelay::start_with(|b| b.max_filter_limit(150)).await;
+    let now = now();
+    let (f0, f1) = (keys(1), keys(2));
+    let mut world = World::default();
+    let spacing = (YEAR - 2 * DAY) / 600;
+    for i in 0..1_700u64 {
+        let at = now - 100 - (i / 3) * spacing;
+        let on: Vec<&RealRelay> = if i % 2 == 0 { vec![&a, &b] } else { vec![&a] };
+        world.put(note(&f0, at, &format!("f0 {i}")), &on).await;
+    }
+    for i in 0..400u64 {
+        let at = now - 130 - (i / 2) * (spacing * 2);
+        world.put(note(&f1, at, &format!("f1 {i}")), &[&b]).await;
+    }
+    let lists = [
+        relay_list(&f0, now - 50, &[(&a.url, None), (&b.url, None)]),
+        relay_list(&f1, now - 50, &[(&b.url, None)]),
+    ];
+    let follows = vec![f0.public_key(), f1.public_key()];
+    let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
+    let raw_lists: Vec<_> = lists.iter().map(raw).collect();
+    let table = table(&follows, &[&reader.url], &raw_lists);
+    let plan = router(toml).plan_with(&table, &DeliveryStats::new(), PlanContext::at(now).seed(0));
+    let since = now - YEAR;
+    let predicted = world.predict(&plan, &table, since);
+
+    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in &lists {
+        input.add_relay_list_event(l);
+    }
+    let (summary, out) = start_once(input, config(since, paging)).await;
+    let fetched = out.notes.keys().copied().collect();
+    YearRun {
+        fetched,
+        predicted,
+        summary,
+        a: a.url.clone(),
+        b: b.url.clone(),
+        a_feed_reqs: a.counter.feed_reqs(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_year_is_fetched_completely_from_relays_capped_at_500_and_150() {
+    let run = a_year_on_capped_relays(Paging::default()).await;
+    assert_eq!(
+        run.predicted.len(),
+        2_100,
+        "the planned relays hold every note"
+    );
+    let missing = run.predicted.difference(&run.fetched).count();
+    let share = 1.0 - missing as f64 / run.predicted.len() as f64;
+    println!(
+        "fetched {} of {} ({:.1}%), {} round trips, {} events received",
+        run.predicted.len() - missing,
+        run.predicted.len(),
+        share * 100.0,
+        run.summary.round_trips,
+        run.summary.events_received
+    );
+    assert_eq!(missing, 0, "every note the planned relays hold is fetched");
+    let (a, b) = (&run.summary.relays[&run.a], &run.summary.relays[&run.b]);
+    println!("a: {a:?}\nb: {b:?}");
+    // a: 1,700 notes at 500 a page; b: 1,250 notes at 150 a page, learned from page sizes.
+    assert!((4..=6).contains(&a.pages), "{a:?}");
+    assert_eq!(run.a_feed_reqs as u64, a.pages);
+    assert!(b.pages >= 9, "{b:?}");
+    assert!(a.complete && b.complete);
+    assert_eq!(run.summary.relays_incomplete, 0);
+    assert!(a.received >= 1_700 && b.received >= 1_250);
+    assert_eq!(run.summary.round_trips, a.pages + b.pages);
+    assert!(run.summary.events_received >= run.summary.events);
+    // Both answers were learned from, as complete fetches.
+    assert!(run.summary.stats.get(&run.a).asked > 0);
+    assert!(run.summary.stats.get(&run.b).asked > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_pages_a_capped_relay_is_cut_off_and_not_learned_as_missing_history() {
+    let paging = Paging {
+        max_pages: 1,
+        ..Paging::default()
+    };
+    let run = a_year_on_capped_relays(paging).await;
+    let got = run.predicted.intersection(&run.fetched).count();
+    println!("one page per chunk: {got} of {}", run.predicted.len());
+    assert!(got < run.predicted.len() * 99 / 100, "{got}");
+    let a = &run.summary.relays[&run.a];
+    assert_eq!(a.pages, 1);
+    assert!(!a.complete, "{a:?}");
+    assert_eq!(run.summary.relays_incomplete, 2);
+    // Cut off by the budget: compared with, never recorded.
+    assert_eq!(run.summary.stats.get(&run.a).asked, 0);
+    assert_eq!(run.summary.stats.get(&run.b).asked, 0);
+}
+
+/// What one client message looked like to the test relay.
+#[derive(Clone, Debug)]
+struct Seen {
+    bytes: usize,
+    req: bool,
+    limit: Option<usize>,
+    authors: usize,
+    kinds: Vec<u16>,
+}
+
+#[derive(Default)]
+struct ServerLog {
+    // Test-only state; each lock is taken briefly, alone, and never across an await.
+    messages: Mutex<Vec<Seen>>,
+    events: Mutex<Vec<Event>>,
+    documents: AtomicUsize,
+    max_open: AtomicUsize,
+}
+
+/// A small relay on one port: a plain GET gets `document` (when given) as NIP-11 JSON; a
+/// WebSocket upgrade gets a relay that returns at most `cap` events per REQ, newest first, and
+/// answers a message longer than `refuse_over` bytes with CLOSED.
+struct TestRelay {
+    url: String,
+    log: Arc<ServerLog>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TestRelay {
+    async fn start(document: Option<String>, cap: usize, refuse_over: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let log = Arc::new(ServerLog::default());
+        let shared = (Arc::new(document), log.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (document, log) = shared.clone();
+                tokio::spawn(serve(stream, document, log, cap, refuse_over));
+            }
+        });
+        Self { url, log, task }
+    }
+
+    fn put(&self, events: impl IntoIterator<Item = Event>) {
+        self.log.events.lock().unwrap().extend(events);
+    }
+
+    fn messages(&self) -> Vec<Seen> {
+        self.log.messages.lock().unwrap().clone()
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    document: Arc<Option<String>>,
+    log: Arc<ServerLog>,
+    cap: usize,
+    refuse_over: usize,
+) {
+    // Look at the request head without consuming it: the WebSocket handshake reads it again.
+    let mut head = [0u8; 4096];
+    let mut len = 0;
+    for _ in 0..200 {
+        len = match stream.peek(&mut head).await {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        if head[..len].windows(4).any(|w| w == b"\r\n\r\n") || len == head.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let text = String::from_utf8_lossy(&head[..len]).to_ascii_lowercase();
+    if !text.contains("upgrade: websocket") {
+        let _ = stream.read(&mut head).await;
+        let response = match document.as_ref() {
+            Some(doc) if text.contains("accept: application/nostr+json") => {
+                log.documents.fetch_add(1, Ordering::SeqCst);
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{doc}",
+                    doc.len()
+                )
+            }
+            _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                .to_string(),
+        };
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let mut open: HashSet<String> = HashSet::new();
+    while let Some(Ok(msg)) = ws.next().await {
+        let Message::Text(text) = msg else { continue };
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let sub = value[1].as_str().unwrap_or_default().to_string();
+        let filter: Option<Filter> = serde_json::from_value(value[2].clone()).ok();
+        let req = value[0] == "REQ";
+        log.messages.lock().unwrap().push(Seen {
+            bytes: text.len(),
+            req,
+            limit: filter.as_ref().and_then(|f| f.limit),
+            authors: filter
+                .as_ref()
+                .and_then(|f| f.authors.as_ref())
+                .map_or(0, |a| a.len()),
+            kinds: filter
+                .as_ref()
+                .and_then(|f| f.kinds.as_ref())
+                .map(|k| k.iter().map(|k| k.as_u16()).collect())
+                .unwrap_or_default(),
+        });
+        if value[0] == "CLOSE" {
+            open.remove(&sub);
+            continue;
+        }
+        if !req {
+            continue;
+        }
+        if text.len() > refuse_over {
+            let closed = serde_json::json!(["CLOSED", sub, "error: message too large"]);
+            let _ = ws.send(Message::text(closed.to_string())).await;
+            continue;
+        }
+        open.insert(sub.clone());
+        log.max_open.fetch_max(open.len(), Ordering::SeqCst);
+        let Some(filter) = filter else { continue };
+        let mut matching: Vec<Event> = log
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| filter.match_event(e, MatchEventOptions::new()))
+            .cloned()
+            .collect();
+        matching.sort_by(|x, y| y.created_at.cmp(&x.created_at).then(x.id.cmp(&y.id)));
+        let take = filter.limit.unwrap_or(cap).min(cap);
+        for e in matching.into_iter().take(take) {
+            let frame = format!(r#"["EVENT","{sub}",{}]"#, e.as_json());
+            let _ = ws.send(Message::text(frame)).await;
+        }
+        let _ = ws.send(Message::text(format!(r#"["EOSE","{sub}"]"#))).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_limits_shape_every_req() {
+    // 20 authors fit in 256 + 67·20 bytes; pages of 50; four subscriptions at once.
+    let max_message = 256 + 67 * 20;
+    let doc = format!(
+        r#"{{"name":"test","limitation":{{"max_limit":50,"max_message_length":{max_message},
+            "max_subscriptions":4,"max_filters":1,"auth_required":false}}}}"#
+    );
+    let now = now();
+    let follows: Vec<Keys> = (0..45).map(key).collect();
+    let mut events = Vec::new();
+    for (i, k) in follows.iter().enumerate() {
+        for n in 0..30u64 {
+            // Pairs of notes share a second.
+            let at = now - 100 - (n / 2) * 3_600 - i as u64;
+            events.push(note(k, at, &format!("{i} {n}")));
+        }
+    }
+    // The relay honours 200 a page, but says 50; it refuses what is longer than it says.
+    let relay = TestRelay::start(Some(doc), 200, max_message).await;
+    relay.put(events.clone());
+    let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
+    let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(toml), pubkeys, [&relay.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut cfg = config(now - YEAR, Paging::default());
+    cfg.discover_lists = true;
+    cfg.limits.nip11 = Nip11Config {
+        timeout: Duration::from_secs(2),
+        wait: Duration::from_secs(2),
+        ..Nip11Config::default()
+    };
+    let (summary, out) = start_once(input, cfg).await;
+    let fetched: HashSet<EventId> = out.notes.keys().copied().collect();
+    let all: HashSet<EventId> = events.iter().map(|e| e.id).collect();
+    assert_eq!(fetched, all, "every note, through pages of 50");
+    assert!(
+        relay.log.documents.load(Ordering::SeqCst) >= 1,
+        "the document was asked for"
+    );
+    let messages = relay.messages();
+    let reqs: Vec<&Seen> = messages.iter().filter(|m| m.req).collect();
+    for m in &messages {
+        assert!(m.bytes <= max_message, "{m:?}");
+    }
+    for r in &reqs {
+        assert_eq!(r.limit, Some(50), "{r:?}");
+        assert!(r.authors <= 20, "{r:?}");
+    }
+    let feed: Vec<&&Seen> = reqs.iter().filter(|r| r.kinds == [1]).collect();
+    let lists = reqs.iter().filter(|r| r.kinds == [10002]).count();
+    // 45 authors in three chunks of 15; each chunk's 450 notes take 9 full pages and one more.
+    assert_eq!(lists, 3, "{reqs:?}");
+    assert!(feed.len() >= 27 && feed.len() <= 36, "{}", feed.len());
+    assert!(relay.log.max_open.load(Ordering::SeqCst) <= 4);
+    let outcome = &summary.relays[&relay.url];
+    assert_eq!(outcome.pages, feed.len() as u64);
+    assert_eq!(outcome.lookup_pages, lists as u64);
+    assert_eq!(summary.round_trips, reqs.len() as u64);
+    println!(
+        "{} notes in {} feed pages and {} lookup pages; {} events received",
+        fetched.len(),
+        outcome.pages,
+        outcome.lookup_pages,
+        outcome.received
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
+    const STRFRY_MAX: usize = 131_072;
+    let now = now();
+    let follows: Vec<Keys> = (0..2_000).map(key).collect();
+    let relay = TestRelay::start(None, 500, STRFRY_MAX).await;
+    // Some follows have lists on the reader relay, naming it as their write relay.
+    let lists: Vec<Event> = follows
+        .iter()
+        .step_by(7)
+        .map(|k| relay_list(k, now - 60, &[(&relay.url, None)]))
+        .collect();
+    relay.put(lists.clone());
+    let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
+    let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
+    let mut input = FeedInput::new(router(toml), pubkeys.clone(), [&relay.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut cfg = config(now - DAY, Paging::default());
+    cfg.discover_lists = true;
+    let (summary, _) = start_once(input, cfg).await;
+    assert_eq!(summary.relay_lists, lists.len(), "every list was found");
+    let messages = relay.messages();
+    let largest = messages.iter().map(|m| m.bytes).max().unwrap_or(0);
+    println!("{} messages, largest {largest} bytes", messages.len());
+    assert!(largest <= STRFRY_MAX, "{largest}");
+    let looked_up: usize = messages
+        .iter()
+        .filter(|m| m.req && m.kinds == [10002])
+        .map(|m| m.authors)
+        .sum();
+    assert!(
+        looked_up >= 2_000,
+        "every follow was looked up: {looked_up}"
+    );
+
+    // One-shot lookups chunk too.
+    let before = relay.messages().len();
+    let filter = Filter::new()
+        .authors(pubkeys.iter().copied())
+        .kind(Kind::RelayList);
+    let found = fetch_events(
+        std::slice::from_ref(&relay.url),
+        &filter,
+        &Client::new(RuntimeConfig::fast_for_tests()),
+    )
+    .await;
+    assert_eq!(found.len(), lists.len());
+    let lookups = &relay.messages()[before..];
+    assert!(lookups.iter().filter(|m| m.req).count() >= 4, "{lookups:?}");
+    assert!(lookups.iter().all(|m| m.bytes <= STRFRY_MAX));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
+    let reader = RealRelay::start().await;
+    let capped = RealRelay::start_with(|b| b.max_filter_limit(150)).await;
+    let now = now();
+    let f0 = keys(7);
+    let mut world = World::default();
+    for i in 0..400u64 {
+        let at = now - 1_000 - (i / 2) * 600;
+        world
+            .put(note(&f0, at, &format!("old {i}")), &[&capped])
+            .await;
+    }
+    let list = relay_list(&f0, now - 50, &[(&capped.url, None)]);
+    let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
+    let mut input = FeedInput::new(router(toml), vec![f0.public_key()], [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    input.add_relay_list_event(&list);
+    let mut cfg = config(now - YEAR, Paging::default());
+    cfg.once = false;
+    let (handle, rx) = start(input, &Client::new(cfg)).await;
+    let out = drain(rx);
+    assert!(
+        wait_for(&out, Duration::from_secs(20), |c| c
+            .statuses
+            .contains(&nostr_outbox_runtime::Status::Settled))
+        .await
+    );
+    assert_eq!(
+        out.lock().unwrap().notes.len(),
+        400,
+        "the history, in pages of 150"
+    );
+    let pages = capped.counter.feed_reqs();
+    assert!(pages >= 3, "{pages}");
+
+    // Published after EOSE: it arrives on the subscription kept open for live notes.
+    let fresh = note(&f0, now + 1, "live");
+    let (mut ws, _) = tokio_tungstenite::connect_async(capped.url.as_str())
+        .await
+        .expect("publisher connects");
+    let publish = format!(r#"["EVENT",{}]"#, fresh.as_json());
+    ws.send(Message::text(publish)).await.unwrap();
+    assert!(
+        wait_for(&out, Duration::from_secs(10), |c| c
+            .notes
+            .contains_key(&fresh.id))
+        .await,
+        "a live note reaches the feed"
+    );
+    assert_eq!(
+        capped.counter.feed_reqs(),
+        pages,
+        "no REQ was needed for it"
+    );
+    let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    assert_eq!(summary.events, 401);
+    assert_eq!(summary.relays[&capped.url].pages, pages as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
+    let doc = r#"{"name":"paid","limitation":{"payment_required":true}}"#.to_string();
+    let now = now();
+    let author = key(1);
+    let n = note(&author, now - 100, "for members");
+    let relay = TestRelay::start(Some(doc), 500, 1 << 20).await;
+    relay.put([n.clone()]);
+    let reader = RealRelay::start().await;
+    reader.store(&n).await;
+    let run = |paid_relays: Vec<String>| {
+        let mut input = FeedInput::new(
+            router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
+            vec![author.public_key()],
+            [&reader.url],
+        );
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        assert!(input.add_relay_list_event(&relay_list(&author, now, &[(&relay.url, None)])));
+        let mut cfg = config(now - DAY, Paging::default());
+        cfg.paid_relays = paid_relays;
+        cfg.limits.nip11 = Nip11Config {
+            timeout: Duration::from_secs(2),
+            wait: Duration::from_secs(2),
+            ..Nip11Config::default()
+        };
+        (input, cfg)
+    };
+    let (input, cfg) = run(Vec::new());
+    let (unpaid, _) = start_once(input, cfg).await;
+    assert!(unpaid.penalised.contains(&relay.url), "{unpaid:?}");
+    let kept = unpaid.penalties.get(&relay.url).expect("remembered");
+    assert_eq!(kept.last_reason, "requires payment (NIP-11)");
+    assert_eq!(unpaid.events, 1, "the reader's relay stands in");
+
+    let (input, cfg) = run(vec![relay.url.clone()]);
+    let (paying, _) = start_once(input, cfg).await;
+    assert!(paying.penalised.is_empty(), "{:?}", paying.penalised);
+    assert!(paying.relays[&relay.url].answered, "{:?}", paying.relays);
+}

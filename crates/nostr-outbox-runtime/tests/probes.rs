@@ -1,0 +1,441 @@
+//! Probes after the fetch, against real local relays: a relay the plan left out is asked a short
+//! question once the run's own sockets are closed, what it returned is learned (and never
+//! delivered), the config's `probe_connections` bounds how many relays are probed, and the
+//! routed budget how many probe sockets are open at once.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::event::{Event, EventId};
+use nostr::key::Keys;
+use nostr::types::Timestamp;
+use nostr_outbox_core::UrlPolicy;
+use nostr_outbox_fleet::*;
+use nostr_outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
+use nostr_relay_builder::prelude as rb;
+
+/// `recall` learns from delivery, so it is probed for; one routed relay leaves the follows'
+/// own relays out of the plan.
+fn config(max_connections: usize, probes: Option<usize>) -> String {
+    let probes = probes.map_or_else(String::new, |n| format!("probe_connections = {n}\n"));
+    format!("max_connections = {max_connections}\n{probes}[strategy]\ntype = \"recall\"\n")
+}
+
+fn runtime(now: u64, once: bool) -> RuntimeConfig {
+    RuntimeConfig {
+        once,
+        discover_lists: false,
+        since: Some(Timestamp::from(now - 30 * DAY)),
+        clock: Some(now),
+        ..RuntimeConfig::fast_for_tests()
+    }
+}
+
+/// A world where the budget leaves a follow's own relays out: follows 2..=4 list the hub, follow
+/// 1 lists only `own` and `own2`, which hold its notes and nobody else's. The reader's relay
+/// holds nothing of follow 1.
+struct Scene {
+    reader: RealRelay,
+    hub: RealRelay,
+    own: RealRelay,
+    own2: RealRelay,
+    lonely: Keys,
+    follows: Vec<nostr::key::PublicKey>,
+    lists: Vec<Event>,
+    /// Follow 1's notes, on `own` and `own2`.
+    lonely_notes: Vec<Event>,
+    now: u64,
+}
+
+impl Scene {
+    async fn new() -> Self {
+        let (reader, hub, own, own2) = (
+            RealRelay::start().await,
+            RealRelay::start().await,
+            RealRelay::start().await,
+            RealRelay::start().await,
+        );
+        let now = now();
+        let lonely = keys(1);
+        let others = [keys(2), keys(3), keys(4)];
+        let mut world = World::default();
+        let mut lonely_notes = Vec::new();
+        for i in 0..5u64 {
+            let n = note(&lonely, now - DAY - i * 3_600, &format!("lonely {i}"));
+            world.put(n.clone(), &[&own, &own2]).await;
+            lonely_notes.push(n);
+        }
+        for (k, author) in others.iter().enumerate() {
+            for i in 0..3u64 {
+                let text = format!("hub {k} {i}");
+                world
+                    .put(note(author, now - 2 * DAY - i * 60, &text), &[&hub])
+                    .await;
+            }
+        }
+        let mut lists = vec![relay_list(
+            &lonely,
+            now - 10,
+            &[(&own.url, None), (&own2.url, None)],
+        )];
+        for author in &others {
+            lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
+        }
+        let mut follows = vec![lonely.public_key()];
+        follows.extend(others.iter().map(|k| k.public_key()));
+        Self {
+            reader,
+            hub,
+            own,
+            own2,
+            lonely,
+            follows,
+            lists,
+            lonely_notes,
+            now,
+        }
+    }
+
+    fn input(&self, toml: &str) -> FeedInput {
+        let mut input = FeedInput::new(router(toml), self.follows.clone(), [&self.reader.url]);
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        for l in &self.lists {
+            assert!(input.add_relay_list_event(l));
+        }
+        input
+    }
+
+    fn lonely_ids(&self) -> BTreeSet<EventId> {
+        self.lonely_notes.iter().map(|e| e.id).collect()
+    }
+
+    /// The run asked the hub and the reader, never the follow's own relays.
+    fn assert_plan_left_out_own(&self, summary: &FeedSummary) {
+        let asked: BTreeSet<&str> = summary
+            .relays
+            .iter()
+            .filter(|(_, r)| r.reqs > 0)
+            .map(|(u, _)| u.as_str())
+            .collect();
+        assert_eq!(
+            asked,
+            [self.hub.url.as_str(), self.reader.url.as_str()]
+                .into_iter()
+                .collect(),
+            "{summary:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
+    let scene = Scene::new().await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(20))),
+        &Client::new(runtime(scene.now, true)),
+    )
+    .await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    scene.assert_plan_left_out_own(&summary);
+
+    // Both of the follow's relays were probed, each about that follow alone, and each relay's
+    // own copy of the notes came back (nothing de-duplicated across relays).
+    let probes = &summary.probes;
+    assert_eq!(probes.probed(), 2, "{probes:#?}");
+    assert_eq!(probes.answered(), 2, "{probes:#?}");
+    assert_eq!(probes.events(), 10, "{probes:#?}");
+    for url in [&scene.own.url, &scene.own2.url] {
+        let p = &probes.relays[url.as_str()];
+        assert_eq!((p.authors, p.answered, p.events), (1, true, 5), "{p:?}");
+        assert!(p.failure.is_none());
+        // One probe REQ, one filter for the one follow.
+        let reqs = if url == &scene.own.url {
+            scene.own.counter.reqs()
+        } else {
+            scene.own2.counter.reqs()
+        };
+        assert_eq!(reqs.len(), 1, "{reqs:?}");
+        assert_eq!(
+            (reqs[0].authors, reqs[0].kinds.as_slice()),
+            (1, &[1u16][..])
+        );
+    }
+    assert!(!summary.relays.contains_key(scene.own.url.as_str()));
+    assert_eq!(summary.relays_asked, 2);
+
+    // Learned: both relays answered (liveness), and the follow's notes were seen there.
+    let stats = &summary.stats;
+    for url in [&scene.own.url, &scene.own2.url] {
+        let s = stats.get(url);
+        assert_eq!((s.asked, s.failures), (1, 0), "{url}: {s:?}");
+        assert!(s.live_mean() > 0.5, "{s:?}");
+    }
+    let a = stats
+        .author(&scene.lonely.public_key())
+        .expect("the follow's notes were seen");
+    assert_eq!(a.volume, 5.0, "{a:?}");
+    let (newest, oldest) = (scene.now - DAY, scene.now - DAY - 4 * 3_600);
+    assert_eq!((a.first, a.last), (oldest, newest), "{a:?}");
+    assert!(a.relays.iter().any(|(u, _)| u == scene.own.url.as_str()));
+
+    // Never delivered: the feed carried the hub's notes and none of the probe's.
+    let c = out.lock().unwrap();
+    assert_eq!(c.notes.len(), 9, "the hub's notes");
+    let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
+    assert!(delivered.is_disjoint(&scene.lonely_ids()));
+    assert!(c.statuses.contains(&Status::Probed {
+        relays: 2,
+        answered: 2,
+        events: 10
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_connections_zero_probes_nothing() {
+    let scene = Scene::new().await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(0))),
+        &Client::new(runtime(scene.now, true)),
+    )
+    .await;
+    let out = drain(rx);
+    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    scene.assert_plan_left_out_own(&summary);
+    assert_eq!(summary.probes.probed(), 0, "{:#?}", summary.probes);
+    assert!(scene.own.counter.reqs().is_empty());
+    assert!(scene.own2.counter.reqs().is_empty());
+    assert_eq!(summary.stats.get(&scene.own.url).asked, 0);
+    assert!(summary
+        .stats
+        .author(&scene.lonely.public_key())
+        .is_none_or(|a| a.volume == 0.0));
+    let c = out.lock().unwrap();
+    assert!(!c
+        .statuses
+        .iter()
+        .any(|s| matches!(s, Status::Probed { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuing_feed_probes_after_it_settles() {
+    let scene = Scene::new().await;
+    let (handle, rx) = start(
+        scene.input(&config(1, Some(20))),
+        &Client::new(runtime(scene.now, false)),
+    )
+    .await;
+    let out = drain(rx);
+    assert!(
+        wait_for(&out, Duration::from_secs(20), |c| c
+            .statuses
+            .iter()
+            .any(|s| matches!(s, Status::Probed { .. })))
+        .await,
+        "the feed probes after it settles"
+    );
+    let summary = tokio::time::timeout(Duration::from_secs(20), handle.shutdown())
+        .await
+        .expect("the feed ends");
+    assert_eq!(summary.probes.probed(), 2, "{:#?}", summary.probes);
+    assert_eq!(summary.probes.answered(), 2);
+    assert_eq!(summary.stats.get(&scene.own.url).asked, 1);
+    let a = summary.stats.author(&scene.lonely.public_key()).unwrap();
+    assert_eq!(a.volume, 5.0, "{a:?}");
+    let c = out.lock().unwrap();
+    let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
+    assert!(delivered.is_disjoint(&scene.lonely_ids()));
+}
+
+/// Counts the REQs a relay is answering at the moment: each is held for `hold` before the
+/// relay queries its database and answers, so REQs that overlap in time are seen together.
+/// A REQ counts from its arrival until its answer is on its way, and the client sends the next
+/// probe's REQ only after a probe socket closed, so no overlap is seen that did not happen.
+#[derive(Clone, Debug)]
+struct Gauge {
+    now: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    hold: Duration,
+}
+
+impl Gauge {
+    fn new(hold: Duration) -> Self {
+        Self {
+            now: Arc::default(),
+            peak: Arc::default(),
+            hold,
+        }
+    }
+}
+
+impl rb::QueryPolicy for Gauge {
+    fn admit_query<'a>(
+        &'a self,
+        _query: &'a rb::Filter,
+        _addr: &'a SocketAddr,
+    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
+        Box::pin(async move {
+            let open = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(open, Ordering::SeqCst);
+            tokio::time::sleep(self.hold).await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            rb::PolicyResult::Accept
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_sockets_never_exceed_the_routed_budget_at_once() {
+    // Eight follows each list the hub and a relay of their own; a budget of two plans the hub
+    // and at most one of the eight, so six or more are probed, two at a time.
+    const BUDGET: usize = 2;
+    let gauge = Gauge::new(Duration::from_millis(250));
+    let reader = RealRelay::start().await;
+    let hub = RealRelay::start().await;
+    let mut own = Vec::new();
+    for _ in 0..8 {
+        let g = gauge.clone();
+        own.push(RealRelay::start_with(move |b| b.query_policy(g.clone())).await);
+    }
+    let now = now();
+    let mut lists = Vec::new();
+    let mut follows = Vec::new();
+    for (i, relay) in own.iter().enumerate() {
+        let author = keys(10 + i as u8);
+        let n = note(&author, now - DAY, &format!("own {i}"));
+        relay.store(&n).await;
+        hub.store(&n).await;
+        lists.push(relay_list(
+            &author,
+            now - 10,
+            &[(&hub.url, None), (&relay.url, None)],
+        ));
+        follows.push(author.public_key());
+    }
+    let toml = config(BUDGET, Some(20));
+    let mut input = FeedInput::new(router(&toml), follows, [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let (summary, _) = start_once(input, runtime(now, true)).await;
+    let probed = summary.probes.probed();
+    assert!(probed >= 3 * BUDGET, "{:#?}", summary.probes);
+    assert_eq!(summary.probes.answered(), probed, "{:#?}", summary.probes);
+    // Every probed relay was dialled once: the probes ran, in waves of at most the budget.
+    let probed_relays = own
+        .iter()
+        .filter(|r| summary.probes.relays.contains_key(r.url.as_str()));
+    for relay in probed_relays {
+        assert_eq!(relay.counter.connections(), 1, "{}", relay.url);
+    }
+    let peak = gauge.peak.load(Ordering::SeqCst);
+    assert!(
+        (1..=BUDGET).contains(&peak),
+        "{peak} probe REQs at once with a budget of {BUDGET}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeouts() {
+    let reader = RealRelay::start().await;
+    let hub = RealRelay::start().await;
+    let now = now();
+    let lonely = keys(1);
+    let stuck = FaultServer::start(Fault::NeverEose, vec![note(&lonely, now - DAY, "stuck")]).await;
+    let others = [keys(2), keys(3)];
+    let mut lists = vec![relay_list(&lonely, now - 10, &[(&stuck.url, None)])];
+    for author in &others {
+        hub.store(&note(author, now - DAY, "hub")).await;
+        lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
+    }
+    let follows = vec![
+        lonely.public_key(),
+        others[0].public_key(),
+        others[1].public_key(),
+    ];
+    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let started = std::time::Instant::now();
+    let (summary, out) = start_once(input, runtime(now, true)).await;
+    let cfg = RuntimeConfig::fast_for_tests();
+    assert!(
+        started.elapsed() < cfg.connect_timeout + cfg.eose_timeout + Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let p = &summary.probes.relays[stuck.url.as_str()];
+    assert!(!p.answered, "{p:?}");
+    assert!(
+        p.failure.as_deref().is_some_and(|f| f.contains("EOSE")),
+        "{p:?}"
+    );
+    let s = summary.stats.get(&stuck.url);
+    assert_eq!((s.asked, s.failures), (1, 1), "{s:?}");
+    assert!(s.live_mean() < 0.5, "{s:?}");
+    // What it sent before failing is neither learned nor delivered.
+    assert!(summary
+        .stats
+        .author(&lonely.public_key())
+        .is_none_or(|a| a.volume == 0.0));
+    assert!(out
+        .notes
+        .values()
+        .all(|(e, _)| e.pubkey != lonely.public_key()));
+}
+
+/// A list names more relays than the policy keeps (12): the one past the cap is not among the
+/// follow's relays, and a relay of the list being set aside does not make room for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_probes() {
+    let reader = RealRelay::start().await;
+    let hub = RealRelay::start().await;
+    let beyond = RealRelay::start().await;
+    let now = now();
+    let lonely = keys(1);
+    let aside = dead_url().await;
+    let mut entries = vec![aside.clone()];
+    for _ in 0..11 {
+        entries.push(dead_url().await);
+    }
+    entries.push(beyond.url.clone());
+    let tags: Vec<(&str, Option<&str>)> = entries.iter().map(|u| (u.as_str(), None)).collect();
+    beyond
+        .store(&note(&lonely, now - DAY, "past the cap"))
+        .await;
+    let others = [keys(2), keys(3)];
+    let mut lists = vec![relay_list(&lonely, now - 10, &tags)];
+    for author in &others {
+        lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
+    }
+    let follows = vec![
+        lonely.public_key(),
+        others[0].public_key(),
+        others[1].public_key(),
+    ];
+    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for l in &lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    let cfg = runtime(now, true);
+    input.penalties.penalise(
+        &aside,
+        "blocked: set aside by the last run",
+        now,
+        &cfg.penalty,
+    );
+    let (summary, _) = start_once(input, cfg).await;
+    // The eleven other relays of the list were probed (they refuse: nothing listens), the
+    // set-aside one and the one past the cap never.
+    let probed: BTreeSet<&str> = summary.probes.relays.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = entries[1..12].iter().map(String::as_str).collect();
+    assert_eq!(probed, expected, "{:#?}", summary.probes);
+    assert!(beyond.counter.reqs().is_empty());
+}

@@ -1,0 +1,334 @@
+//! Publishing against real local relays and small scripted servers: every target gets the
+//! event, a definitive refusal is reported and not retried, a rate limit is retried, a dead
+//! relay is a connect failure, and a relay requiring NIP-42 accepts once signed in.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::Event;
+use nostr::filter::Filter;
+use nostr_outbox_runtime::{
+    fetch_events, publish, Client, PublishConfig, PublishOutcome, RuntimeConfig, SocketBudget,
+};
+use nostr_relay_builder::prelude as rb;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+use nostr_outbox_fleet::{dead_url, keys, note, now, RealRelay};
+
+/// A server that answers the n-th EVENT it receives (over all connections) with the n-th
+/// answer of its script (the last one repeats), after a frame about something else.
+struct Scripted {
+    url: String,
+    events: Arc<AtomicUsize>,
+}
+
+impl Scripted {
+    async fn start(script: Vec<(bool, &'static str)>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let events = Arc::new(AtomicUsize::new(0));
+        let seen = events.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (seen, script) = (seen.clone(), script.clone());
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    while let Some(Ok(Message::Text(text))) = ws.next().await {
+                        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        if value[0] != "EVENT" {
+                            continue;
+                        }
+                        let n = seen.fetch_add(1, Ordering::SeqCst);
+                        let (ok, message) = script[n.min(script.len() - 1)];
+                        let id = value[1]["id"].as_str().unwrap().to_string();
+                        let other = "0".repeat(64);
+                        let noise = [
+                            r#"["NOTICE","hello"]"#.to_string(),
+                            format!(r#"["OK","{other}",false,"blocked: not yours"]"#),
+                        ];
+                        for frame in noise {
+                            let _ = ws.send(Message::text(frame)).await;
+                        }
+                        let answer = serde_json::json!(["OK", id, ok, message]).to_string();
+                        let _ = ws.send(Message::text(answer)).await;
+                    }
+                });
+            }
+        });
+        Self { url, events }
+    }
+
+    fn events(&self) -> usize {
+        self.events.load(Ordering::SeqCst)
+    }
+}
+
+/// A client of its own with the test timeouts, the desktop socket budget and no signer.
+fn client() -> Client {
+    Client::new(RuntimeConfig::fast_for_tests())
+}
+
+fn event() -> Event {
+    note(&keys(1), now() - 10, "published")
+}
+
+async fn stored(url: &str, event: &Event) -> bool {
+    let client = Client::new(RuntimeConfig {
+        once: true,
+        ..RuntimeConfig::fast_for_tests()
+    });
+    let found = fetch_events(&[url.to_string()], &Filter::new().id(event.id), &client).await;
+    found.iter().any(|e| e.id == event.id)
+}
+
+#[tokio::test]
+async fn a_published_event_reaches_every_target() {
+    let relays = [
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    ];
+    let targets: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
+    let event = event();
+    let report = publish(
+        &event,
+        &targets,
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    assert_eq!(report.relays.len(), 3, "{report:?}");
+    for (r, url) in report.relays.iter().zip(&targets) {
+        assert_eq!(&r.url, url);
+        assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
+        assert_eq!(r.attempts, 1);
+    }
+    assert_eq!(report.successes(), 3);
+    for url in &targets {
+        assert!(stored(url, &event).await, "{url} does not have the event");
+    }
+}
+
+#[tokio::test]
+async fn a_blocked_event_is_reported_and_not_retried() {
+    let server = Scripted::start(vec![(false, "blocked: you are banned")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::Blocked, "{r:?}");
+    assert_eq!(r.message, "blocked: you are banned");
+    assert_eq!(r.attempts, 1);
+    assert_eq!(server.events(), 1);
+    assert_eq!(report.successes(), 0);
+}
+
+#[tokio::test]
+async fn a_rate_limited_event_is_waited_out_and_sent_again_on_its_link() {
+    let server = Scripted::start(vec![(false, "rate-limited: slow down"), (true, "")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
+    // Waited out as on every path: one attempt, the event sent twice on it.
+    assert_eq!(r.attempts, 1);
+    assert_eq!(server.events(), 2);
+}
+
+#[tokio::test]
+async fn a_duplicate_counts_as_success() {
+    let server = Scripted::start(vec![(true, "duplicate: already have it")]).await;
+    let report = publish(
+        &event(),
+        std::slice::from_ref(&server.url),
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    assert_eq!(report.relays[0].outcome, PublishOutcome::Duplicate);
+    assert_eq!(report.successes(), 1);
+}
+
+#[tokio::test]
+async fn a_dead_relay_is_a_connect_failure_after_every_attempt() {
+    let url = dead_url().await;
+    let cfg = PublishConfig::fast_for_tests();
+    let report = publish(&event(), std::slice::from_ref(&url), &client(), &cfg).await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::ConnectFailed, "{r:?}");
+    assert_eq!(r.attempts, cfg.max_attempts);
+}
+
+#[tokio::test]
+async fn a_relay_requiring_sign_in_accepts_with_a_key() {
+    let relay = RealRelay::start_with(|b| {
+        b.nip42(rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Write,
+        })
+    })
+    .await;
+    let event = event();
+    let targets = [relay.url.clone()];
+    let anonymous = publish(
+        &event,
+        &targets,
+        &client(),
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    assert_eq!(
+        anonymous.relays[0].outcome,
+        PublishOutcome::AuthRequired,
+        "{anonymous:?}"
+    );
+    let signer = Client::with(
+        RuntimeConfig::fast_for_tests(),
+        SocketBudget::default(),
+        Some(keys(1)),
+    );
+    let signed = publish(&event, &targets, &signer, &PublishConfig::fast_for_tests()).await;
+    assert_eq!(
+        signed.relays[0].outcome,
+        PublishOutcome::Accepted,
+        "{signed:?}"
+    );
+    assert!(stored(&relay.url, &event).await);
+}
+
+/// A server that holds each EVENT for a while before accepting it, tracking how many EVENTs
+/// wait for their OK at once across every server sharing `gauge` (current, peak).
+async fn slow_server(gauge: Arc<(AtomicUsize, AtomicUsize)>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let gauge = gauge.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(Message::Text(text))) = ws.next().await {
+                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if value[0] != "EVENT" {
+                        continue;
+                    }
+                    // From the EVENT to its OK, the publisher holds this relay's socket.
+                    let now = gauge.0.fetch_add(1, Ordering::SeqCst) + 1;
+                    gauge.1.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                    gauge.0.fetch_sub(1, Ordering::SeqCst);
+                    let id = value[1]["id"].as_str().unwrap().to_string();
+                    let answer = serde_json::json!(["OK", id, true, ""]).to_string();
+                    let _ = ws.send(Message::text(answer)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_open_at_once_are_capped() {
+    // The client's socket budget is the one cap on the connections a publish holds.
+    let client = client();
+    let cap = client
+        .sockets()
+        .budget()
+        .max_sockets
+        .expect("a bounded budget");
+    let gauge = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let mut targets = Vec::new();
+    for _ in 0..cap + 8 {
+        targets.push(slow_server(gauge.clone()).await);
+    }
+    let report = publish(
+        &event(),
+        &targets,
+        &client,
+        &PublishConfig::fast_for_tests(),
+    )
+    .await;
+    assert_eq!(report.successes(), targets.len(), "{report:?}");
+    let peak = gauge.1.load(Ordering::SeqCst);
+    assert!(peak <= cap, "{peak} sockets at once");
+    assert!(peak > 1, "relays were not asked concurrently");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
+    let (has, lacks) = (RealRelay::start().await, RealRelay::start().await);
+    let event = note(&keys(1), now() - 30, "say it again");
+    has.store(&event).await;
+    let (client, cfg) = (client(), PublishConfig::fast_for_tests());
+    let targets = [has.url.clone(), lacks.url.clone()];
+    let report = nostr_outbox_runtime::rebroadcast(&event, &targets, &client, &cfg).await;
+    let outcomes: Vec<_> = report
+        .relays
+        .iter()
+        .map(|r| (r.url.as_str(), r.outcome, r.attempts))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (has.url.as_str(), PublishOutcome::Duplicate, 0),
+            (lacks.url.as_str(), PublishOutcome::Accepted, 1),
+        ]
+    );
+    let filter = Filter::new().id(event.id);
+    let found = fetch_events(std::slice::from_ref(&lacks.url), &filter, &client).await;
+    assert_eq!(found.len(), 1, "the relay that lacked it has it now");
+    // One socket per relay served both the question and the EVENT.
+    assert_eq!(client.sockets().stats().dials, 2);
+}
+
+/// A relay that accepts TCP and never answers the WebSocket handshake.
+async fn black_hole() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_to_black_holes_ends_by_the_publish_deadline() {
+    let mut targets = Vec::new();
+    for _ in 0..3 {
+        targets.push(black_hole().await);
+    }
+    let mut cfg = PublishConfig::fast_for_tests();
+    // The runtime's own timeouts would wait an hour; the publish deadline is what bounds it.
+    let client = Client::new(RuntimeConfig {
+        connect_timeout: std::time::Duration::from_secs(3600),
+        eose_timeout: std::time::Duration::from_secs(3600),
+        ..RuntimeConfig::fast_for_tests()
+    });
+    cfg.deadline = std::time::Duration::from_secs(1);
+    let event = note(&keys(1), now() - 30, "into the void");
+    // A bound on a hang, far above what a loaded machine needs and far below the hour.
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        nostr_outbox_runtime::rebroadcast(&event, &targets, &client, &cfg),
+    )
+    .await
+    .expect("the rebroadcast outlived its deadline");
+    assert_eq!(report.relays.len(), 3);
+    assert_eq!(report.successes(), 0, "{report:?}");
+}

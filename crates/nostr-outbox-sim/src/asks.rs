@@ -1,0 +1,135 @@
+//! A plan in world terms (which relay is asked about which follows): what every metric is
+//! computed from, whether the plan was made here or read from a plan file.
+
+use nostr_outbox_core::{Plan, RouteTable, UrlPolicy};
+
+use crate::planfile::PlanFile;
+use crate::sim_world::SimWorld;
+
+/// One connection of a plan in world terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ask {
+    /// The relay URL as planned.
+    pub url: String,
+    /// The world relay, if the URL is one (otherwise it never answers).
+    pub relay: Option<u32>,
+    /// Follows named in the filter (indices into [`World::follows`](crate::World::follows)), sorted.
+    pub authors: Vec<u32>,
+}
+
+/// A plan in world terms: what every metric is computed from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// One entry per connection.
+    pub entries: Vec<Ask>,
+    /// Follows no routed relay covered before the residual, when known (plans made here).
+    pub orphans: Option<usize>,
+    /// Authors named in a plan file that are not follows (ignored for recall, counted in
+    /// disclosure).
+    pub foreign_authors: usize,
+}
+
+/// A plan file that cannot be scored against a world.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    /// An author is not a valid public key.
+    #[error("plan: field `relays[{entry}].authors[{index}]`: not a hex public key")]
+    BadAuthor {
+        /// Entry index.
+        entry: usize,
+        /// Author index.
+        index: usize,
+    },
+}
+
+impl Asks {
+    /// The asks of a plan made on another table of the same world (same follows, e.g. with
+    /// some relays set aside): relays are matched by URL.
+    pub fn from_table_plan(sim: &SimWorld, table: &RouteTable, plan: &Plan) -> Self {
+        let entries = plan
+            .entries(table)
+            .into_iter()
+            .map(|e| Ask {
+                url: table.url(e.relay).to_string(),
+                relay: sim.world.relay_id(table.url(e.relay)),
+                authors: e.authors.iter().map(|a| a.0).collect(),
+            })
+            .collect();
+        Self {
+            entries,
+            orphans: Some(plan.residual().len()),
+            foreign_authors: 0,
+        }
+    }
+
+    /// Adds `later`'s asks: a relay asked in both is asked about both author sets; the
+    /// orphans are the later plan's.
+    pub fn merge(&mut self, later: Asks) {
+        for ask in later.entries {
+            match self.entries.iter_mut().find(|a| a.url == ask.url) {
+                Some(known) => {
+                    known.authors.extend(ask.authors);
+                    known.authors.sort_unstable();
+                    known.authors.dedup();
+                }
+                None => self.entries.push(ask),
+            }
+        }
+        self.orphans = later.orphans;
+        self.foreign_authors += later.foreign_authors;
+    }
+
+    /// The asks of a plan made from `sim.table`.
+    pub fn from_plan(sim: &SimWorld, plan: &Plan) -> Self {
+        let entries = plan
+            .entries(&sim.table)
+            .into_iter()
+            .map(|e| Ask {
+                url: sim.table.url(e.relay).to_string(),
+                relay: sim.world_relay(e.relay),
+                authors: e.authors.iter().map(|a| a.0).collect(),
+            })
+            .collect();
+        Self {
+            entries,
+            orphans: Some(plan.residual().len()),
+            foreign_authors: 0,
+        }
+    }
+
+    /// The asks of an `outbox-plan/1` file. URLs are looked up as given, then canonicalised.
+    pub fn from_plan_file(sim: &SimWorld, file: &PlanFile) -> Result<Self, ScoreError> {
+        let policy = UrlPolicy::default();
+        let mut foreign = 0;
+        let mut entries = Vec::with_capacity(file.relays.len());
+        for (i, e) in file.relays.iter().enumerate() {
+            let relay = sim.world.relay_id(&e.url).or_else(|| {
+                policy
+                    .canonicalize(&e.url)
+                    .ok()
+                    .and_then(|c| sim.world.relay_id(&c))
+            });
+            let mut authors = Vec::with_capacity(e.authors.len());
+            for (j, hex) in e.authors.iter().enumerate() {
+                let pk = nostr_outbox_core::public_key_from_hex(hex)
+                    .map_err(|_| ScoreError::BadAuthor { entry: i, index: j })?;
+                match sim.table.author_id(&pk) {
+                    Some(a) => authors.push(a.0),
+                    None => foreign += 1,
+                }
+            }
+            authors.sort_unstable();
+            authors.dedup();
+            entries.push(Ask {
+                url: e.url.clone(),
+                relay,
+                authors,
+            });
+        }
+        Ok(Self {
+            entries,
+            orphans: None,
+            foreign_authors: foreign,
+        })
+    }
+}

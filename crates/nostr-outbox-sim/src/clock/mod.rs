@@ -1,0 +1,746 @@
+//! The simulator's clock: when each note of a session's fetch arrives.
+//!
+//! Recall says how much of a feed a plan fetches; this module says when. [`replay`] walks a
+//! session the way the runtime runs a `--once` feed, in order and under the socket budget, with
+//! every duration drawn from the world's per-relay timing ([`RelayTiming`]):
+//!
+//! 1. **Start.** The reader's relays are dialled at once; they carry the residual (their feed
+//!    filter goes out with the first plan) and, on a first run, the relay-list lookup.
+//! 2. **Lists.** A run that kept the lists from the last one plans with them at once: its
+//!    routed relays are dialled at the start. A first run plans its routed relays only once the
+//!    lookup is over — when every reader relay answered it, or [`ClientTiming::lookup_grace_ms`]
+//!    after the first did — and the re-plan's debounce has passed.
+//! 3. **Dials.** A relay that is up connects after its connect time; one that is down fails each
+//!    of [`ClientTiming::attempts`] connect attempts — at once when it refuses, after the whole
+//!    connect timeout when it hangs (a black hole) — with the runtime's backoff between, and is
+//!    then set aside. A dial waits while the socket budget is spent; an answering relay keeps
+//!    its socket for the run, a set-aside one frees it.
+//! 4. **Pages.** Each relay's authors are paged in chunks exactly as the untimed fetch pages them
+//!    ([`mod@crate::fetch`]), at most [`ClientTiming::concurrent_pages`] in flight per socket,
+//!    each page one query time; a page's notes arrive when it ends.
+//! 5. **Waves.** A re-plan around set-aside relays ([`crate::LoopConfig::replan_on_failure`])
+//!    goes out once every relay asked so far has answered or been set aside, or one EOSE
+//!    timeout after the wave's first set-aside if that is sooner, as the runtime's `--once`
+//!    waves do; its new relays dial then, and relays already open are asked about
+//!    their new follows on the open socket.
+//! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
+//!    attempt); the run ends when they are done, or at [`ClientTiming::deadline_ms`], whichever
+//!    is first. Notes that would arrive after the deadline never do.
+//!
+//! The clock never changes what is fetched (recall is scored without it), only when. It is a
+//! model of the runtime, not the runtime: it skips NIP-11 documents, sign-in and the lookup's
+//! own paging, and takes each backoff at its mean.
+
+mod measure;
+
+pub use measure::{time_score, Completeness, Ideal, TimeScore, COMPLETENESS_AT_MS, SCREEN};
+
+use std::collections::{BinaryHeap, HashMap};
+
+use nostr_outbox_world::RelayTiming;
+
+use crate::asks::{Ask, Asks};
+use crate::fetch::fetch_into;
+use crate::sim_world::SimWorld;
+
+/// The client knobs the clock replays, at the runtime's defaults (`RuntimeConfig::default()`
+/// and the desktop socket budget; the live bench's tests check that they agree).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ClientTiming {
+    /// Longest wait for one connect attempt, ms.
+    pub connect_timeout_ms: f64,
+    /// Longest wait for one page's EOSE, ms: no query the clock draws takes longer.
+    pub eose_timeout_ms: f64,
+    /// Connect attempts before a relay is set aside (the penalty's strikes).
+    pub attempts: u32,
+    /// The first retry's backoff, ms; each later one doubles. Taken at its mean (the runtime's
+    /// jitter draws from half to all of it).
+    pub backoff_ms: f64,
+    /// Pages in flight per socket.
+    pub concurrent_pages: usize,
+    /// Once the first reader relay answered the relay-list lookup, how long the others get, ms.
+    pub lookup_grace_ms: f64,
+    /// Quiet time after the lists arrived before the re-plan, ms.
+    pub debounce_ms: f64,
+    /// A `--once` run ends this long after its start, ms.
+    pub deadline_ms: f64,
+    /// Sockets the feed may hold at once (`max_sockets - reserve`); `None`: no bound.
+    pub lasting_sockets: Option<usize>,
+    /// Sockets kept for short work (lookups, probes, hedges) beside the feed's.
+    pub reserve_sockets: usize,
+    /// The client is handed every relay list at its start (as the live bench hands them to the
+    /// runtime), so even a first run dials its routed relays at once; `false`: a first run
+    /// waits for the lists lookup.
+    pub lists_given: bool,
+    /// Policies the runtime does not have yet, to measure before building them (every one off
+    /// by default: the runtime as it is).
+    pub policy: Policy,
+}
+
+/// Ways of carrying out a plan faster, all off by default ([`Policy::runtime`]: what the
+/// runtime does). The clock measures what each buys.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Policy {
+    /// A connect attempt that times out sets the relay aside at once: a black hole costs one
+    /// connect timeout, not every attempt and the backoff between.
+    pub aside_on_timeout: bool,
+    /// A re-plan goes out once the relays it replaces are set aside (and the debounce passed),
+    /// without waiting for the other relays of the plan before it.
+    pub early_waves: bool,
+    /// Probes give up connecting after this long, ms (`None`: the connect timeout).
+    pub probe_timeout_ms: Option<f64>,
+    /// Hedging: a relay whose first page has not arrived this long after it was asked has its
+    /// follows asked of their next declared relay too (`None`: no hedging).
+    pub hedge_after_ms: Option<f64>,
+}
+
+impl Policy {
+    /// What the runtime does (`nostr_outbox_runtime::Schedule`'s defaults): a connect timeout sets
+    /// the relay aside at once, re-plans go out early, probes give up connecting after 2 s; no
+    /// hedging (the clock showed it does not pay).
+    pub fn runtime() -> Self {
+        Self {
+            aside_on_timeout: true,
+            early_waves: true,
+            probe_timeout_ms: Some(2_000.0),
+            hedge_after_ms: None,
+        }
+    }
+}
+
+impl Default for ClientTiming {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 10_000.0,
+            eose_timeout_ms: 15_000.0,
+            attempts: 3,
+            backoff_ms: 500.0,
+            concurrent_pages: 3,
+            lookup_grace_ms: 2_000.0,
+            debounce_ms: 500.0,
+            deadline_ms: 90_000.0,
+            lasting_sockets: Some(28),
+            reserve_sockets: 4,
+            lists_given: false,
+            policy: Policy::runtime(),
+        }
+    }
+}
+
+/// What a session's run did, in the order the clock replays it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunShape<'a> {
+    /// The first plan's asks, then each re-plan's (every plan of the run, whole).
+    pub waves: &'a [Asks],
+    /// Whether the lists were kept from the last run, so the routed relays are dialled at the
+    /// start; `false`: a first run, which waits for the relay-list lookup.
+    pub lists_kept: bool,
+    /// The relays probed once the fetch settled.
+    pub probes: &'a [String],
+}
+
+/// When each note of a run arrived.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timeline {
+    /// Per world event the run fetched: ms after the start when it first arrived (`None`: it
+    /// would have arrived only after the deadline).
+    pub arrived: HashMap<u32, Option<f64>>,
+    /// When the fetch settled: every relay asked answered or was set aside, ms.
+    pub settled_ms: f64,
+    /// When the run ended (probes done, or the deadline), ms.
+    pub end_ms: f64,
+    /// Per relay that answered, sorted by URL: its first query's time (a REQ to its EOSE),
+    /// the latency the runtime records ([`nostr_outbox_core::DeliveryStats::record_latency`]).
+    pub latency: Vec<(String, f64)>,
+}
+
+/// One relay's socket during a replay.
+#[derive(Clone, Copy, Debug, Default)]
+struct Link {
+    /// When its socket could carry a REQ (`None`: set aside, or not dialled).
+    ready: Option<f64>,
+    /// When everything asked of it so far was answered, or it was set aside.
+    resolved: f64,
+    /// Queries drawn so far (each draw has its own number).
+    queries: u64,
+    /// Set aside: never asked again in the run.
+    aside: bool,
+    /// Its first query's time, once drawn.
+    first_query_ms: Option<f64>,
+}
+
+/// Places on the socket budget: when each held socket frees (`f64::INFINITY`: held for the run).
+struct Budget {
+    limit: usize,
+    held: BinaryHeap<std::cmp::Reverse<Ms>>,
+}
+
+/// A total order on finite-or-infinite milliseconds, for the heap.
+#[derive(Clone, Copy, Debug)]
+struct Ms(f64);
+impl PartialEq for Ms {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for Ms {}
+impl PartialOrd for Ms {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ms {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Budget {
+    fn new(limit: Option<usize>) -> Self {
+        Self {
+            limit: limit.unwrap_or(usize::MAX).max(1),
+            held: BinaryHeap::new(),
+        }
+    }
+
+    /// The earliest time at or after `at` a socket may be opened (the place is taken by the
+    /// caller with [`Budget::hold`]).
+    fn place(&mut self, at: f64) -> f64 {
+        while self.held.peek().is_some_and(|r| r.0 .0 <= at) {
+            self.held.pop();
+        }
+        if self.held.len() < self.limit {
+            return at;
+        }
+        // Wait for the first place to free; a budget held for the run never frees.
+        let first = self.held.pop().map_or(at, |r| r.0 .0);
+        first.max(at)
+    }
+
+    fn hold(&mut self, until: f64) {
+        self.held.push(std::cmp::Reverse(Ms(until)));
+    }
+}
+
+/// A relay's timing: the world's, or the default for a URL the world does not know (it never
+/// answers).
+fn timing_of(sim: &SimWorld, relay: Option<u32>) -> RelayTiming {
+    relay.map_or_else(RelayTiming::default, |r| sim.world.timing(r))
+}
+
+/// Dials `url` at `at` (after waiting for a place): when its socket is ready (the caller then
+/// holds the place), or the time it was set aside (its place freed then).
+fn dial(
+    sim: &SimWorld,
+    client: &ClientTiming,
+    budget: &mut Budget,
+    url: &str,
+    relay: Option<u32>,
+    session: u32,
+    at: f64,
+) -> Result<f64, f64> {
+    let timing = timing_of(sim, relay);
+    let start = budget.place(at);
+    if relay.is_some_and(|r| sim.world.is_up(r, session)) {
+        // The caller holds the place for as long as the socket is used.
+        return Ok(start
+            + timing
+                .connect_ms(url, session, 0)
+                .min(client.connect_timeout_ms));
+    }
+    let mut t = start;
+    let attempts = if timing.hangs && client.policy.aside_on_timeout {
+        1
+    } else {
+        client.attempts.max(1)
+    };
+    for attempt in 0..attempts {
+        t += if timing.hangs {
+            client.connect_timeout_ms
+        } else {
+            timing.refuse_ms(url, session, u64::from(attempt))
+        };
+        if attempt + 1 < attempts {
+            t += 0.75 * client.backoff_ms * 2f64.powi(attempt.min(30) as i32);
+        }
+    }
+    budget.hold(t);
+    Err(t)
+}
+
+/// Replays one session's run (module docs) for the notes of `since` and later: when each note
+/// the run fetched arrived.
+pub fn replay(
+    sim: &SimWorld,
+    session: u32,
+    since: u64,
+    run: RunShape<'_>,
+    client: &ClientTiming,
+) -> Timeline {
+    let world = &sim.world;
+    let mut budget = Budget::new(client.lasting_sockets);
+    let mut reserve = Budget::new(Some(client.reserve_sockets));
+    let mut links: HashMap<String, Link> = HashMap::new();
+    let mut asked: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut arrived: HashMap<u32, f64> = HashMap::new();
+
+    // The reader's relays: dialled at the start; on a first run their lists answers end the
+    // lookup.
+    let mut lists_answered: Vec<f64> = Vec::new();
+    let mut lookup_failed = 0f64;
+    for url in &world.reader_relays {
+        let relay = world.relay_id(url);
+        let mut link = Link::default();
+        match dial(sim, client, &mut budget, url, relay, session, 0.0) {
+            Ok(ready) => {
+                budget.hold(f64::INFINITY);
+                let timing = timing_of(sim, relay);
+                // The lookup's query is the socket's first.
+                let answer = ready + query_ms(&timing, client, url, session, &mut link);
+                lists_answered.push(answer);
+                link.ready = Some(ready);
+                link.resolved = answer;
+            }
+            Err(aside) => {
+                lookup_failed = lookup_failed.max(aside);
+                link.resolved = aside;
+                link.aside = true;
+            }
+        }
+        links.insert(url.clone(), link);
+    }
+    let lookup_end = match lists_answered.iter().copied().reduce(f64::min) {
+        Some(first) => {
+            let all = lists_answered.iter().copied().fold(0.0, f64::max);
+            // Reader relays that fail are waited for only until the grace is over.
+            all.max(lookup_failed).min(first + client.lookup_grace_ms)
+        }
+        None => lookup_failed,
+    };
+    let lists_in = lists_answered
+        .iter()
+        .copied()
+        .filter(|&t| t <= lookup_end)
+        .fold(0.0, f64::max);
+    let routed_from = match (
+        run.lists_kept || client.lists_given,
+        lists_answered.is_empty(),
+    ) {
+        (true, _) => 0.0,
+        (false, false) => lists_in + client.debounce_ms,
+        // No reader relay answered: the runtime plans with what it has once they failed.
+        (false, true) => lookup_end + client.debounce_ms,
+    };
+    let readers: Vec<&str> = world.reader_relays.iter().map(String::as_str).collect();
+
+    let mut wave_at: f64 = 0.0;
+    // With early waves, when the runtime's re-plan asks elsewhere about an author: the debounce
+    // after the first relay it was asked of was set aside (the runtime re-plans after each
+    // set-aside, not once per wave).
+    let mut moved_at: HashMap<u32, f64> = HashMap::new();
+    let mut settled = lookup_end;
+    for (n, wave) in run.waves.iter().enumerate() {
+        // What this wave asks that no earlier wave did, relay by relay (and, with early waves,
+        // by when each of its authors moved), with when each goes out.
+        let mut delta = Asks::default();
+        let mut froms: Vec<f64> = Vec::new();
+        for ask in &wave.entries {
+            let before = asked.entry(ask.url.clone()).or_default();
+            let new: Vec<u32> = (ask.authors.iter())
+                .copied()
+                .filter(|a| !before.contains(a))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            before.extend(&new);
+            let mut groups: Vec<(f64, Vec<u32>)> = Vec::new();
+            for a in new {
+                let at = match moved_at.get(&a) {
+                    Some(&t) if client.policy.early_waves => t.max(wave_at),
+                    _ => wave_at,
+                };
+                match groups.iter_mut().find(|(t, _)| *t == at) {
+                    Some((_, authors)) => authors.push(a),
+                    None => groups.push((at, vec![a])),
+                }
+            }
+            groups.sort_by(|x, y| x.0.total_cmp(&y.0));
+            for (at, authors) in groups {
+                froms.push(at);
+                delta.entries.push(Ask {
+                    url: ask.url.clone(),
+                    relay: ask.relay,
+                    authors,
+                });
+            }
+        }
+        let pages = paged(sim, &delta, session, since);
+        let mut state = State {
+            budget: &mut budget,
+            reserve: &mut reserve,
+            links: &mut links,
+            arrived: &mut arrived,
+        };
+        let mut hedges: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut fresh: HashMap<String, Vec<u32>> = HashMap::new();
+        // When this wave's hedges go out: the first slow relay's bound.
+        let mut hedge_at = f64::INFINITY;
+        let mut failed_at = f64::NEG_INFINITY;
+        let mut first_failed = f64::INFINITY;
+        for ((ask, chunks), at) in delta.entries.iter().zip(pages).zip(froms) {
+            // The first plan's routed relays wait for the lists on a first run.
+            let from = if n == 0 && !readers.contains(&ask.url.as_str()) {
+                routed_from
+            } else {
+                at
+            };
+            let served = serve(sim, client, session, &mut state, ask, chunks, from, false);
+            settled = settled.max(served.resolved);
+            if served.first_answer.is_none() {
+                failed_at = failed_at.max(served.resolved);
+                first_failed = first_failed.min(served.resolved);
+                let moved = served.resolved + client.debounce_ms;
+                for &a in &ask.authors {
+                    let t = moved_at.entry(a).or_insert(moved);
+                    *t = t.min(moved);
+                }
+            }
+            if let Some(after) = client.policy.hedge_after_ms {
+                if served.first_answer.is_none_or(|t| t > from + after) {
+                    hedge_targets(sim, state.links, ask, &mut asked, &mut hedges, &mut fresh);
+                    hedge_at = hedge_at.min(from + after);
+                }
+            }
+        }
+        pick_fresh(fresh, client.reserve_sockets, &mut asked, &mut hedges);
+        if !hedges.is_empty() {
+            settled = settled.max(hedge(
+                sim, client, session, since, &mut state, hedges, hedge_at,
+            ));
+        }
+        wave_at = if client.policy.early_waves && failed_at.is_finite() {
+            // The first re-plan goes out once the first relay was set aside; what it moves off
+            // a relay set aside later goes out after that one (`moved_at`).
+            (first_failed + client.debounce_ms).max(wave_at)
+        } else {
+            // The next re-plan goes out once every relay asked so far answered or was set
+            // aside, or one EOSE timeout after the first set-aside, whichever comes first.
+            let everyone = links.values().map(|l| l.resolved).fold(wave_at, f64::max);
+            everyone
+                .min(first_failed + client.eose_timeout_ms)
+                .max(wave_at)
+        };
+    }
+
+    // Probes once the fetch settled: one connect and one query each, or one failed attempt.
+    let mut end = settled;
+    for url in run.probes {
+        let relay = world.relay_id(url);
+        let timing = timing_of(sim, relay);
+        let at = if relay.is_some_and(|r| world.is_up(r, session)) {
+            settled
+                + timing
+                    .connect_ms(url, session, 1)
+                    .min(client.connect_timeout_ms)
+                + timing
+                    .query_ms(url, session, u64::MAX)
+                    .min(client.eose_timeout_ms)
+        } else if timing.hangs {
+            settled
+                + (client.policy.probe_timeout_ms)
+                    .unwrap_or(client.connect_timeout_ms)
+                    .min(client.connect_timeout_ms)
+        } else {
+            settled + timing.refuse_ms(url, session, 1)
+        };
+        end = end.max(at);
+    }
+    let deadline = client.deadline_ms;
+    let mut latency: Vec<(String, f64)> = (links.into_iter())
+        .filter_map(|(url, link)| Some((url, link.first_query_ms?)))
+        .collect();
+    latency.sort_by(|a, b| a.0.cmp(&b.0));
+    Timeline {
+        arrived: arrived
+            .into_iter()
+            .map(|(e, t)| (e, (t <= deadline).then_some(t)))
+            .collect(),
+        settled_ms: settled.min(deadline),
+        end_ms: end.min(deadline),
+        latency,
+    }
+}
+
+/// The time ceiling: each note of `since` and later that some relay answering in `session`
+/// holds, arriving one connect and one query after the start from the fastest such relay — as
+/// if every relay had been asked at once, with the lists known, about exactly the follows
+/// whose notes it holds, and every note were on its first page. No plan can fill a feed
+/// faster; the socket budget is not applied (a bound, not a plan).
+pub fn fastest(sim: &SimWorld, session: u32, since: u64, client: &ClientTiming) -> Timeline {
+    let world = &sim.world;
+    let first_page: Vec<Option<f64>> = (0..world.relays().len() as u32)
+        .map(|r| {
+            let up = world.relays()[r as usize].exists && world.is_up(r, session);
+            up.then(|| {
+                let timing = world.timing(r);
+                let url = &world.relays()[r as usize].url;
+                timing
+                    .connect_ms(url, session, 0)
+                    .min(client.connect_timeout_ms)
+                    + timing.query_ms(url, session, 0).min(client.eose_timeout_ms)
+            })
+        })
+        .collect();
+    let mut arrived = HashMap::new();
+    let mut end = 0f64;
+    for (i, e) in world.events().iter().enumerate() {
+        if e.created_at < since {
+            continue;
+        }
+        let best = (world.event_relays(e).iter())
+            .filter_map(|&r| first_page.get(r as usize).copied().flatten())
+            .reduce(f64::min);
+        if let Some(t) = best {
+            end = end.max(t);
+            arrived.insert(i as u32, (t <= client.deadline_ms).then_some(t));
+        }
+    }
+    Timeline {
+        arrived,
+        settled_ms: end.min(client.deadline_ms),
+        end_ms: end.min(client.deadline_ms),
+        latency: Vec::new(),
+    }
+}
+
+/// Every page `asks` get in `session`, per entry and chunk in paging order: each page's notes
+/// that no earlier page of its chunk returned.
+fn paged(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Vec<Vec<Vec<Vec<u32>>>> {
+    let mut pages: Vec<Vec<Vec<Vec<u32>>>> = vec![Vec::new(); asks.entries.len()];
+    let mut sink = |entry: usize, chunk: usize, fresh: &[u32]| {
+        let chunks = &mut pages[entry];
+        if chunks.len() <= chunk {
+            chunks.resize(chunk + 1, Vec::new());
+        }
+        chunks[chunk].push(fresh.to_vec());
+    };
+    fetch_into(sim, asks, session, since, false, None, Some(&mut sink));
+    pages
+}
+
+/// What a replay changes as it serves asks.
+struct State<'a> {
+    budget: &'a mut Budget,
+    /// The places kept for short work (hedges), freed when each is done.
+    reserve: &'a mut Budget,
+    links: &'a mut HashMap<String, Link>,
+    arrived: &'a mut HashMap<u32, f64>,
+}
+
+/// What serving one ask came to.
+struct Served {
+    /// When its first page arrived (`None`: the relay was set aside, or had been).
+    first_answer: Option<f64>,
+    /// When everything asked of it was answered, or it was set aside.
+    resolved: f64,
+}
+
+/// Serves `ask` from `from` on: dials the relay unless its socket is open, then pages `chunks`
+/// (per chunk, each page's new notes) at most [`ClientTiming::concurrent_pages`] at once. A
+/// `short` ask (a hedge) dials on the reserve's places and frees its place when done; any
+/// other keeps its place for the run.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    sim: &SimWorld,
+    client: &ClientTiming,
+    session: u32,
+    state: &mut State<'_>,
+    ask: &Ask,
+    chunks: Vec<Vec<Vec<u32>>>,
+    from: f64,
+    short: bool,
+) -> Served {
+    let link = state.links.entry(ask.url.clone()).or_default();
+    if link.aside {
+        return Served {
+            first_answer: None,
+            resolved: from,
+        };
+    }
+    let places = if short {
+        &mut *state.reserve
+    } else {
+        &mut *state.budget
+    };
+    // A hedge tries once and gives up connecting after its own bound: it is there to be fast.
+    let hedging = ClientTiming {
+        attempts: 1,
+        connect_timeout_ms: (client.policy.hedge_after_ms)
+            .unwrap_or(client.connect_timeout_ms)
+            .min(client.connect_timeout_ms),
+        ..client.clone()
+    };
+    let dialer = if short { &hedging } else { client };
+    let mut dialled = false;
+    let ready = match link.ready {
+        Some(ready) => ready.max(from),
+        None => match dial(sim, dialer, places, &ask.url, ask.relay, session, from) {
+            Ok(ready) => {
+                link.ready = Some(ready);
+                dialled = true;
+                ready
+            }
+            Err(aside) => {
+                link.resolved = aside;
+                link.aside = true;
+                return Served {
+                    first_answer: None,
+                    resolved: aside,
+                };
+            }
+        },
+    };
+    let timing = timing_of(sim, ask.relay);
+    // Pages go out in time order, as the runtime sends them: each lane sends its chunk's next
+    // page when the last one answered and takes the next chunk when its own is done; the query
+    // times are drawn in that order.
+    let mut lanes: Vec<(f64, Option<std::vec::IntoIter<Vec<u32>>>)> =
+        vec![(ready, None); client.concurrent_pages.max(1)];
+    let mut waiting = chunks.into_iter();
+    let mut first_answer = f64::INFINITY;
+    loop {
+        for lane in lanes.iter_mut() {
+            if lane.1.as_ref().is_none_or(|pages| pages.len() == 0) {
+                lane.1 = waiting.next().map(Vec::into_iter);
+            }
+        }
+        let next = (0..lanes.len())
+            .filter(|&l| lanes[l].1.as_ref().is_some_and(|pages| pages.len() > 0))
+            .min_by(|&a, &b| lanes[a].0.total_cmp(&lanes[b].0));
+        let Some(l) = next else { break };
+        let Some(page) = lanes[l].1.as_mut().and_then(Iterator::next) else {
+            break;
+        };
+        let t = lanes[l].0 + query_ms(&timing, client, &ask.url, session, link);
+        first_answer = first_answer.min(t);
+        for e in page {
+            let at = state.arrived.entry(e).or_insert(t);
+            *at = at.min(t);
+        }
+        lanes[l].0 = t;
+    }
+    let lanes: Vec<f64> = lanes.into_iter().map(|(t, _)| t).collect();
+    let done = lanes.iter().copied().fold(ready, f64::max);
+    link.resolved = link.resolved.max(done);
+    if dialled {
+        places.hold(if short { done } else { f64::INFINITY });
+        if short {
+            // A short socket is gone once its answer is in: asked again, it is dialled again.
+            link.ready = None;
+        }
+    }
+    Served {
+        first_answer: Some(first_answer.min(done)),
+        resolved: link.resolved,
+    }
+}
+
+/// The relays a slow `ask`'s follows are hedged to: for each follow, the first of its declared
+/// write relays other than the slow one, not set aside and not yet asked about it, preferring
+/// one whose socket is open (no new socket). New sockets are added to `fresh` by follow and
+/// chosen later within the reserve ([`pick_fresh`]).
+fn hedge_targets(
+    sim: &SimWorld,
+    links: &HashMap<String, Link>,
+    ask: &Ask,
+    asked: &mut HashMap<String, Vec<u32>>,
+    hedges: &mut HashMap<String, Vec<u32>>,
+    fresh: &mut HashMap<String, Vec<u32>>,
+) {
+    let table = &sim.table;
+    for &a in &ask.authors {
+        let usable = |url: &&str| {
+            *url != ask.url
+                && !links.get(*url).is_some_and(|l| l.aside)
+                && !asked.get(*url).is_some_and(|had| had.contains(&a))
+        };
+        let relays = || {
+            (table.write_relays(nostr_outbox_core::AuthorId(a)).iter())
+                .map(|&r| table.url(r))
+                .filter(usable)
+        };
+        let open = relays().find(|url| links.get(*url).is_some_and(|l| l.ready.is_some()));
+        if let Some(url) = open {
+            asked.entry(url.to_string()).or_default().push(a);
+            hedges.entry(url.to_string()).or_default().push(a);
+        } else if let Some(url) = relays().next() {
+            fresh.entry(url.to_string()).or_default().push(a);
+        }
+    }
+}
+
+/// Of the relays hedges would open, the `places` asked about the most follows (ties by URL),
+/// moved into `hedges`.
+fn pick_fresh(
+    fresh: HashMap<String, Vec<u32>>,
+    places: usize,
+    asked: &mut HashMap<String, Vec<u32>>,
+    hedges: &mut HashMap<String, Vec<u32>>,
+) {
+    let mut fresh: Vec<(String, Vec<u32>)> = fresh.into_iter().collect();
+    fresh.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    for (url, authors) in fresh.into_iter().take(places) {
+        asked.entry(url.clone()).or_default().extend(&authors);
+        hedges.entry(url).or_default().extend(authors);
+    }
+}
+
+/// Asks the hedged follows of their next relays at `at`; returns when those relays resolved.
+fn hedge(
+    sim: &SimWorld,
+    client: &ClientTiming,
+    session: u32,
+    since: u64,
+    state: &mut State<'_>,
+    hedges: HashMap<String, Vec<u32>>,
+    at: f64,
+) -> f64 {
+    let mut asks = Asks::default();
+    let mut urls: Vec<(String, Vec<u32>)> = hedges.into_iter().collect();
+    urls.sort_by(|a, b| a.0.cmp(&b.0));
+    for (url, mut authors) in urls {
+        authors.sort_unstable();
+        asks.entries.push(Ask {
+            relay: sim.world.relay_id(&url),
+            url,
+            authors,
+        });
+    }
+    let pages = paged(sim, &asks, session, since);
+    let mut resolved = at;
+    for (ask, chunks) in asks.entries.iter().zip(pages) {
+        let served = serve(sim, client, session, state, ask, chunks, at, true);
+        resolved = resolved.max(served.resolved);
+    }
+    resolved
+}
+
+/// The next query time of a link, never past the EOSE timeout (a relay that answers answers
+/// within it; one that does not is down and hangs, which the dial models).
+fn query_ms(
+    timing: &RelayTiming,
+    client: &ClientTiming,
+    url: &str,
+    session: u32,
+    link: &mut Link,
+) -> f64 {
+    let ms = timing
+        .query_ms(url, session, link.queries)
+        .min(client.eose_timeout_ms);
+    link.queries += 1;
+    link.first_query_ms.get_or_insert(ms);
+    ms
+}

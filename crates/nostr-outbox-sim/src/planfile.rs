@@ -1,0 +1,117 @@
+//! The `outbox-plan/1` file: a plan written down by canonical URL and public key, so any tool
+//! can read it, write it and score it against a world (see `docs/formats.md`).
+
+use nostr::types::RelayUrl;
+use nostr_outbox_core::{Plan, RouteTable};
+use serde::{Deserialize, Serialize};
+
+/// The file format tag of plan files.
+pub const PLAN_FORMAT: &str = "outbox-plan/1";
+
+/// An `outbox-plan/1` file: what any tool can read, write and score against a world.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFile {
+    /// Always [`PLAN_FORMAT`].
+    pub format: String,
+    /// The strategy that made the plan.
+    pub strategy: String,
+    /// The 0-based session the plan was made for.
+    pub session: u32,
+    /// One entry per connection.
+    pub relays: Vec<PlanFileEntry>,
+}
+
+/// One connection of a plan file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFileEntry {
+    /// Canonical relay URL.
+    pub url: String,
+    /// Hex public keys named in the relay's filter.
+    pub authors: Vec<String>,
+}
+
+/// A plan file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    /// Not JSON, or a required field is missing or has the wrong type.
+    #[error("plan file: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The `format` field is not `outbox-plan/1`.
+    #[error("plan file: field `format` is {0:?}, expected \"outbox-plan/1\"")]
+    Format(String),
+    /// A field holds a malformed value.
+    #[error("plan file: field `{field}`: {message}")]
+    Invalid {
+        /// The JSON path of the field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl PlanFile {
+    /// `plan` (made from `table`) as a file for `session`.
+    pub fn from_plan(plan: &Plan, table: &RouteTable, session: u32) -> Self {
+        PlanFile {
+            format: PLAN_FORMAT.to_string(),
+            strategy: plan.strategy().to_string(),
+            session,
+            relays: plan
+                .entries(table)
+                .into_iter()
+                .map(|e| PlanFileEntry {
+                    url: table.url(e.relay).to_string(),
+                    authors: e
+                        .authors
+                        .iter()
+                        .map(|&a| table.pubkey(a).to_hex())
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads and validates a plan file (unknown fields are ignored).
+    pub fn from_json(text: &str) -> Result<Self, PlanFileError> {
+        let file: PlanFile = serde_json::from_str(text)?;
+        if file.format != PLAN_FORMAT {
+            return Err(PlanFileError::Format(file.format));
+        }
+        for (i, entry) in file.relays.iter().enumerate() {
+            if RelayUrl::parse(&entry.url).is_err() {
+                return Err(PlanFileError::Invalid {
+                    field: format!("relays[{i}].url"),
+                    message: format!("not a relay url: {:?}", truncate(&entry.url)),
+                });
+            }
+            for (j, author) in entry.authors.iter().enumerate() {
+                if let Err(e) = nostr_outbox_core::keys::public_key_from_hex(author) {
+                    return Err(PlanFileError::Invalid {
+                        field: format!("relays[{i}].authors[{j}]"),
+                        message: format!("{e}: {:?}", truncate(author)),
+                    });
+                }
+            }
+        }
+        Ok(file)
+    }
+
+    /// The file as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plan files always serialise")
+    }
+
+    /// Number of connections.
+    pub fn connections(&self) -> usize {
+        self.relays.len()
+    }
+
+    /// Sum of author-list lengths.
+    pub fn disclosure(&self) -> usize {
+        self.relays.iter().map(|r| r.authors.len()).sum()
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(80).collect()
+}

@@ -1,0 +1,70 @@
+//! Probes in the session loop: a session that probes learns about relays its plans never asked,
+//! within its probe budget, and a learning strategy then plans with them.
+
+use nostr_outbox_core::Router;
+use nostr_outbox_sim::{generate_in, run_sessions, Family, LoopConfig, Profile, SimWorld, Window};
+
+/// `recall` over three sessions of a `sparse` world (most follows list one or two relays, and
+/// a few prolific ones list a relay only they use), probing `probes` relays a session.
+fn run(probes: usize) -> nostr_outbox_sim::StrategyRun {
+    nostr_outbox_strategies::link();
+    let sim = SimWorld::new(generate_in(Family::Sparse, Profile::Small, 1));
+    let mut router = Router::from_toml("max_connections = 8\n[strategy]\ntype = \"recall\"\n")
+        .expect("valid config")
+        .with_probes(probes);
+    let cfg = LoopConfig {
+        sessions: 3,
+        windows: vec![Window::Y1],
+        timing_repeats: 0,
+        ..LoopConfig::default()
+    };
+    run_sessions(&sim, &mut router, &cfg, |_, _, _| {})
+}
+
+fn last_year(run: &nostr_outbox_sim::StrategyRun) -> f64 {
+    let last = run.sessions.last().expect("sessions ran");
+    last.score
+        .window(Window::Y1)
+        .and_then(|w| w.declared())
+        .expect("declared notes exist")
+}
+
+#[test]
+fn probing_finds_the_relays_plans_never_asked_and_recall_plans_with_them() {
+    let without = run(0);
+    let with = run(8);
+    for s in &without.sessions {
+        assert_eq!(s.score.probe, Default::default(), "nothing probed at 0");
+    }
+    for s in &with.sessions {
+        let p = &s.score.probe;
+        assert!(p.connections > 0 && p.connections <= 8, "{p:?}");
+        assert!(p.reqs <= p.connections && p.filters <= 10 * p.reqs, "{p:?}");
+    }
+    // Relays with learned stats: every probe that answered or failed adds one.
+    assert!(
+        with.stats.len() > without.stats.len(),
+        "{} relays known with probes, {} without",
+        with.stats.len(),
+        without.stats.len()
+    );
+    let (a, b) = (last_year(&without), last_year(&with));
+    assert!(
+        b > a + 0.2,
+        "1-year recall {a:.3} without probes, {b:.3} with"
+    );
+}
+
+#[test]
+fn a_strategy_that_does_not_learn_is_never_probed_for() {
+    nostr_outbox_strategies::link();
+    let router = Router::from_toml("max_connections = 8\n[strategy]\ntype = \"greedy\"\n")
+        .expect("valid config")
+        .with_probes(8);
+    assert_eq!(router.probe_budget().connections, 0);
+    let thompson = Router::from_toml(
+        "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
+    )
+    .expect("valid config");
+    assert_eq!(thompson.probe_budget().connections, 20);
+}

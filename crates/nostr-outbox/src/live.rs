@@ -1,0 +1,345 @@
+//! `outbox bench --live`: the real runtime against local relays loaded with a world, beside the
+//! simulator's numbers for the same strategies and world (the work is in `nostr-outbox-live`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use nostr_outbox_core::RouterConfig;
+use nostr_outbox_live::{
+    run_live, Agreement, LiveConfig, LiveReport, LiveStrategy, Progress, SessionTime, AGREE_MS,
+    AGREE_SHARE,
+};
+use nostr_outbox_sim::bench::resolve;
+use nostr_outbox_sim::{default_suite, generate, BenchConfig, Profile, World};
+
+/// Suite rows run when `--strategies` is not given.
+const DEFAULT_STRATEGIES: [&str; 2] = ["greedy", "recall"];
+
+/// What `outbox bench` hands over with `--live`.
+#[derive(Debug)]
+pub struct Options {
+    /// A world file; otherwise the small profile generated with `seed`.
+    pub world: Option<PathBuf>,
+    /// A router config file to run, labelled by its strategy.
+    pub config: Option<PathBuf>,
+    /// Suite row labels (default: `greedy,recall` when no config is given).
+    pub strategies: Option<Vec<String>>,
+    /// Sessions (at most the world's).
+    pub sessions: u32,
+    /// World seed (when generated) and base planning seed.
+    pub seed: u64,
+    /// Routed-relay budget.
+    pub budget: Option<usize>,
+    /// One plan per session, as the simulator models a session.
+    pub one_plan: bool,
+    /// Relays probed per session after the fetch, live and simulated alike, instead of each
+    /// config's `probe_connections`.
+    pub probes: Option<usize>,
+}
+
+pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
+    if opts.sessions == 0 {
+        bail!("--sessions must not be zero");
+    }
+    let world = match &opts.world {
+        Some(path) => {
+            World::read_path(path).with_context(|| format!("reading world {}", path.display()))?
+        }
+        None => generate(Profile::Small, opts.seed),
+    };
+    let wanted: Vec<String> = match (&opts.strategies, &opts.config) {
+        (Some(labels), _) => labels.clone(),
+        (None, Some(_)) => Vec::new(),
+        (None, None) => DEFAULT_STRATEGIES.map(String::from).to_vec(),
+    };
+    let suite = default_suite();
+    let (mut resolved, skipped) = resolve(&suite);
+    let mut strategies = Vec::new();
+    // A config file's strategy runs at its own budget unless --budget says otherwise.
+    let mut budget = opts.budget.unwrap_or(BenchConfig::default().budget);
+    if let Some(path) = &opts.config {
+        let text = crate::text::read_bounded(path, crate::text::MAX_CONFIG_BYTES)
+            .context("reading config")?;
+        let mut config = RouterConfig::from_toml(&text)
+            .with_context(|| format!("in config {}", path.display()))?;
+        budget = opts.budget.unwrap_or(config.max_connections);
+        config.max_connections = budget;
+        if let Some(probes) = opts.probes {
+            config.probe_connections = Some(probes);
+        }
+        strategies.push(LiveStrategy {
+            label: config.strategy.label(),
+            config,
+        });
+    }
+    for label in &wanted {
+        if strategies.iter().any(|s: &LiveStrategy| &s.label == label) {
+            bail!("strategy {label:?} is both --config's and a --strategies row: give one");
+        }
+        if let Some(s) = skipped.iter().find(|s| &s.label == label) {
+            bail!("strategy {label:?} cannot run: {}", s.reason);
+        }
+        let Some(at) = resolved.iter().position(|(l, _)| l == label) else {
+            let known: Vec<&str> = suite.iter().map(|e| e.label.as_str()).collect();
+            bail!(
+                "unknown or repeated strategy {label:?} (suite rows: {})",
+                known.join(", ")
+            );
+        };
+        let (_, mut config) = resolved.remove(at);
+        config.max_connections = budget;
+        if let Some(probes) = opts.probes {
+            config.probe_connections = Some(probes);
+        }
+        strategies.push(LiveStrategy {
+            label: label.clone(),
+            config,
+        });
+    }
+    // Relays behind the world's clock, the runtime at its defaults.
+    let cfg = LiveConfig {
+        sessions: opts.sessions,
+        seed: opts.seed,
+        one_plan: opts.one_plan,
+        ..LiveConfig::timed()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let started = Instant::now();
+    eprintln!(
+        "live bench on {} ({} follows, {} events): signing and loading…",
+        world.name,
+        world.follows.len(),
+        world.events().len()
+    );
+    let report = runtime.block_on(run_live(world, &strategies, &cfg, |p| match p {
+        Progress::Prepared {
+            events,
+            relays,
+            took,
+        } => eprintln!(
+            "{events} notes on {relays} relays in {:.1}s",
+            took.as_secs_f64()
+        ),
+        Progress::Session { label, result } => eprintln!(
+            "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
+             notes {}/{} live/simulated; {} sockets at most{} ({:.1}s)",
+            result.session,
+            percent(result.live.declared()),
+            percent(result.simulated.declared()),
+            result.probes.live,
+            result.probes.simulated,
+            result.probes.live_answered,
+            result.probes.simulated_answered,
+            result.probes.live_events,
+            result.probes.simulated_events,
+            result.sockets,
+            result.time.as_ref().map_or_else(String::new, |t| format!(
+                "; first screen {} s, 90% {} s live/simulated",
+                pair(&t.screen),
+                pair(&t.p90)
+            )),
+            result.elapsed.as_secs_f64()
+        ),
+    }))?;
+    out!("{}", render(&report))?;
+    out!(
+        "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
+         {budget}, {}; declared recall, 1-year window. live = notes the runtime delivered; \
+         simulated = the simulator's session loop; live plan = the simulator's score of what the \
+         relays were asked; probed = relays probed after the fetch.{} {:.1}s (signing and loading {:.1}s)",
+        report.world,
+        report.follows,
+        report.events,
+        report.relays,
+        report.urls,
+        report.capped_relays,
+        if report.one_plan {
+            "one plan per session"
+        } else {
+            "runtime as `outbox feed --once` (re-plans around relays it sets aside)"
+        },
+        if report.delay {
+            format!(
+                " Each relay behind a proxy waiting the world's timing; screen = the newest 50 \
+                 notes of the run's fetch all in, 90% = 90% of it in, seconds after the start, \
+                 live/simulated; agree = both within max({:.0}%, {AGREE_MS:.0} ms) of the \
+                 simulated figure.",
+                AGREE_SHARE * 100.0
+            )
+        } else {
+            String::new()
+        },
+        started.elapsed().as_secs_f64(),
+        report.prepare.as_secs_f64()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// A recall as a percentage; `-` for 0 of 0 (nothing to recall is no evidence of 100%).
+fn percent(recall: Option<f64>) -> String {
+    recall.map_or_else(|| "-".to_string(), |r| format!("{:.1}", r * 100.0))
+}
+
+/// A time figure in seconds, `-` when never reached.
+fn seconds(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "-".to_string(), |ms| format!("{:.2}", ms / 1_000.0))
+}
+
+/// Live and simulated, in seconds.
+fn pair(a: &Agreement) -> String {
+    format!("{}/{}", seconds(a.live_ms), seconds(a.simulated_ms))
+}
+
+/// Whether the first screen and 90% agree, naming what does not.
+fn agreement(time: &SessionTime) -> String {
+    match (time.screen.agree, time.p90.agree) {
+        (true, true) => "yes".to_string(),
+        (false, true) => "no: screen".to_string(),
+        (true, false) => "no: 90%".to_string(),
+        (false, false) => "no".to_string(),
+    }
+}
+
+/// One row per strategy and session.
+fn render(report: &LiveReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "strategy",
+        "session",
+        "live %",
+        "simulated %",
+        "live plan %",
+        "live − sim",
+        "plans",
+        "set aside",
+        "REQs",
+        "events rcvd",
+        "notes",
+        "probed live/sim",
+        "screen s live/sim",
+        "90% s live/sim",
+        "agree",
+        "s",
+    ]);
+    for st in &report.strategies {
+        for r in &st.sessions {
+            let (live, sim) = (r.live.declared(), r.simulated.declared());
+            let gap = live.zip(sim).map_or_else(
+                || "-".to_string(),
+                |(l, s)| format!("{:+.1}", l * 100.0 - s * 100.0),
+            );
+            table.add_row(vec![
+                Cell::new(&st.label),
+                right(r.session.to_string()),
+                right(percent(live)),
+                right(percent(sim)),
+                right(percent(r.live_plan.declared())),
+                right(gap),
+                right(r.plans.to_string()),
+                right(r.set_aside.to_string()),
+                right(r.round_trips.to_string()),
+                right(r.events_received.to_string()),
+                right(r.notes.to_string()),
+                right(format!("{}/{}", r.probes.live, r.probes.simulated)),
+                right(r.time.as_ref().map_or("-".into(), |t| pair(&t.screen))),
+                right(r.time.as_ref().map_or("-".into(), |t| pair(&t.p90))),
+                Cell::new(r.time.as_ref().map_or("-".into(), agreement)),
+                right(format!("{:.1}", r.elapsed.as_secs_f64())),
+            ]);
+        }
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nostr_outbox_live::{SessionResult, StrategyResult};
+    use nostr_outbox_sim::{Window, WindowScore};
+
+    use super::*;
+
+    fn window(fetched: u64, available: u64) -> WindowScore {
+        let recall = if available == 0 {
+            1.0
+        } else {
+            fetched as f64 / available as f64
+        };
+        WindowScore {
+            window: Window::Y1,
+            available,
+            declared_available: available,
+            fetched,
+            declared_fetched: fetched,
+            declared_recall: recall,
+            total_recall: recall,
+        }
+    }
+
+    #[test]
+    fn nothing_to_recall_prints_a_dash() {
+        let session = SessionResult {
+            session: 0,
+            live: window(0, 0),
+            simulated: window(1, 4),
+            live_plan: window(0, 0),
+            same_plan: true,
+            reqs: 0,
+            round_trips: 0,
+            events_received: 0,
+            notes: 0,
+            capped: 0,
+            set_aside: 0,
+            plans: 1,
+            seed_matches: true,
+            probes: Default::default(),
+            sockets: 0,
+            elapsed: Duration::ZERO,
+            time: None,
+        };
+        let report = LiveReport {
+            world: "w".into(),
+            follows: 1,
+            events: 0,
+            relays: 1,
+            urls: 1,
+            capped_relays: 0,
+            one_plan: false,
+            delay: false,
+            prepare: Duration::ZERO,
+            strategies: vec![StrategyResult {
+                label: "greedy".into(),
+                strategy: "greedy".into(),
+                sessions: vec![session],
+            }],
+            elapsed: Duration::ZERO,
+        };
+        let table = render(&report);
+        let row: Vec<String> = table
+            .row(0)
+            .expect("one row")
+            .cell_iter()
+            .map(|c| c.content())
+            .collect();
+        // live, simulated, live plan, live − sim
+        assert_eq!(row[2..6], ["-", "25.0", "-", "-"]);
+    }
+
+    #[test]
+    fn time_figures_print_in_seconds_live_then_simulated() {
+        assert_eq!(pair(&Agreement::new(Some(1_234.0), None)), "1.23/-");
+        assert_eq!(pair(&Agreement::new(None, Some(80.0))), "-/0.08");
+    }
+}

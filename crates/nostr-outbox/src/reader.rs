@@ -1,0 +1,255 @@
+//! Who reads and where: the reader options the reading commands share (`outbox req`, `get`,
+//! `thread`, `search`), spelled as `outbox feed` spells them, and what they resolve to — the
+//! reader's relays, a client to ask them with, the learned stats, and the relay lists of the
+//! people a read names.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use nostr::event::{Event, Kind};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder, StateStore};
+use nostr_outbox_core::{DeliveryStats, UrlPolicy};
+use nostr_outbox_runtime::{Client, Lookup, RuntimeConfig, SocketBudget};
+
+/// The reader options, flattened into a command's arguments (`outbox feed` and the reading
+/// commands take them alike).
+#[derive(Debug, clap::Args)]
+pub struct ReaderArgs {
+    /// The reader's own relays (comma-separated or repeated): the residual pool, and where
+    /// relay lists and the follow list are looked up.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub relays: Vec<String>,
+    /// The reader: fetch their kind:3 follow list from `--relays`.
+    #[arg(long)]
+    pub npub: Option<String>,
+    #[command(flatten)]
+    pub keep: crate::store::StoreArgs,
+    /// Keep nothing between runs (every run starts from scratch and explores anew).
+    #[arg(long, conflicts_with_all = ["stats", "store"])]
+    pub no_stats: bool,
+    /// Relays that collect relay lists (comma-separated or repeated), asked for the follows'
+    /// kind:10002 lists beside `--relays`; added to the config's `indexers`.
+    #[arg(long, value_delimiter = ',')]
+    pub indexers: Vec<String>,
+    /// Accept loopback relays (local testing).
+    #[arg(long)]
+    pub allow_local: bool,
+    /// Sign in (NIP-42) to relays that require it, with the secret key in this file: an nsec
+    /// or 64 hex characters, readable by you alone (`chmod 600`). Only a relay that refuses to
+    /// serve without sign-in sees the signed AUTH event. The key may instead come from the
+    /// `OUTBOX_SECRET_KEY` environment variable; the two conflict. Without a key, such relays
+    /// are set aside.
+    #[arg(long, value_name = "PATH")]
+    pub secret_key_file: Option<PathBuf>,
+    /// Print notes as JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ReaderArgs {
+    /// The store learned state is kept in: `--store`, `--stats`, else JSON files in the data
+    /// directory; none with `--no-stats`.
+    pub fn open_store(&self) -> anyhow::Result<Option<Arc<dyn StateStore>>> {
+        if self.no_stats {
+            return Ok(None);
+        }
+        self.keep.open().map(Some)
+    }
+}
+
+/// The reader options resolved: canonical relays, the reader, and a client holding the key.
+pub struct Reader {
+    /// The URL policy every relay goes through (loopback with `--allow-local`; the reader's
+    /// blocked relays denied once [`Reader::lists`] has read them).
+    pub policy: UrlPolicy,
+    /// `--relays`, canonical.
+    pub relays: Vec<String>,
+    /// `--indexers`, canonical.
+    pub indexers: Vec<String>,
+    /// `--npub`.
+    pub pubkey: Option<PublicKey>,
+    /// The client every request of the command goes through.
+    pub client: Client,
+    /// Where learned stats and relay lists are kept (`None` with `--no-stats`).
+    pub store: Option<Arc<dyn StateStore>>,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl ReaderArgs {
+    /// Checks the options and opens a client with `config` (and the secret key, if given).
+    pub fn open(&self, config: RuntimeConfig) -> anyhow::Result<Reader> {
+        let policy = UrlPolicy {
+            allow_loopback: self.allow_local,
+            ..UrlPolicy::default()
+        };
+        let relays = crate::feed::canonical_relays(&policy, &self.relays, "relay")?;
+        let indexers = crate::feed::canonical_relays(&policy, &self.indexers, "indexer")?;
+        let pubkey = self.npub.as_deref().map(parse_key).transpose()?;
+        let keys = crate::secret::load(self.secret_key_file.as_deref())?;
+        if let (Some(keys), Some(reader)) = (&keys, &pubkey) {
+            let file = self.secret_key_file.as_deref();
+            crate::secret::refuse_public(keys, file, "the reader's", [reader])?;
+        }
+        let store = self.open_store()?;
+        Ok(Reader {
+            policy,
+            relays,
+            indexers,
+            pubkey,
+            client: Client::with(config, SocketBudget::default(), keys),
+            store,
+            json: self.json,
+        })
+    }
+}
+
+/// A public key from an npub or hex, with an error that quotes it (escaped when shown).
+pub fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
+    nostr_outbox_core::parse_public_key(raw.trim())
+        .with_context(|| format!("not a valid npub or hex public key: {raw:?}"))
+}
+
+/// What [`Reader::lists`] learned: who is where, and what the lookup found and did.
+pub struct Lists {
+    /// The people's relay lists (kind:10002, and kind:10050 when asked).
+    pub directory: RelayDirectory,
+    /// The lookup: every event it found (the reader's other lists among them) and what each
+    /// relay did.
+    pub lookup: Lookup,
+}
+
+impl Lists {
+    /// The newest event of `kind` by `author` the lookup found.
+    pub fn newest(&self, author: &PublicKey, kind: Kind) -> Option<&Event> {
+        self.lookup
+            .events
+            .iter()
+            .filter(|e| e.kind == kind && e.pubkey == *author)
+            .max_by_key(|e| e.created_at)
+    }
+}
+
+impl Reader {
+    /// `--relays`, then the indexers not among them: where lists are asked.
+    pub fn lookup_relays(&self) -> Vec<String> {
+        let mut out = self.relays.clone();
+        for indexer in &self.indexers {
+            if !out.contains(indexer) {
+                out.push(indexer.clone());
+            }
+        }
+        out
+    }
+
+    /// The learned relay stats (never asked relays rank alike without them); an unreadable
+    /// store is a warning, not a failure: a read does not need them.
+    pub async fn stats(&self) -> DeliveryStats {
+        let Some(store) = &self.store else {
+            return DeliveryStats::new();
+        };
+        match store.load().await {
+            Ok(loaded) => loaded.stats,
+            Err(e) => {
+                eprintln!(
+                    "warning: stats unreadable, ranking relays without them: {}",
+                    crate::text::shown(&e.to_string())
+                );
+                DeliveryStats::new()
+            }
+        }
+    }
+
+    /// Asks the reader's relays and the indexers for the `kinds` lists of `people` and the
+    /// reader (the reader's kind:10002 and kind:10006 always), and builds the directory from
+    /// what came and the lists `outbox feed` kept (the newest per person wins). The reader's
+    /// blocked relays (kind:10006) are denied from here on. At most
+    /// [`nostr_outbox_client::routes::filter::MAX_ROUTED_PEOPLE`] people are looked up.
+    pub async fn lists(&mut self, people: &[PublicKey], kinds: &[Kind]) -> Lists {
+        let mut authors: Vec<PublicKey> = people
+            .iter()
+            .copied()
+            .take(nostr_outbox_client::routes::filter::MAX_ROUTED_PEOPLE)
+            .collect();
+        authors.extend(self.pubkey);
+        authors.sort_unstable();
+        authors.dedup();
+        let mut wanted = vec![Kind::RelayList];
+        wanted.extend(kinds.iter().copied().filter(|k| *k != Kind::RelayList));
+        if self.pubkey.is_some() {
+            wanted.push(Kind::BlockedRelays);
+        }
+        let lookup = if authors.is_empty() {
+            Lookup::default()
+        } else {
+            let filter = Filter::new().authors(authors).kinds(wanted);
+            nostr_outbox_runtime::lookup(&self.lookup_relays(), &filter, &self.client).await
+        };
+        if let Some(reader) = self.pubkey {
+            let blocked = lookup
+                .events
+                .iter()
+                .filter(|e| e.kind == Kind::BlockedRelays && e.pubkey == reader)
+                .max_by_key(|e| e.created_at);
+            if let Some(blocked) = blocked {
+                self.policy = self
+                    .policy
+                    .clone()
+                    .denying(nostr_outbox_core::blocked_relays(blocked));
+            }
+        }
+        let mut builder = RelayDirectoryBuilder::new(self.policy.clone());
+        if let Some(store) = &self.store {
+            match nostr_outbox_runtime::store::load_kept(store.as_ref()).await {
+                Ok(kept) => {
+                    for list in kept.lists {
+                        builder.add_relay_list(list);
+                    }
+                }
+                Err(e) => eprintln!(
+                    "warning: kept relay lists unreadable: {}",
+                    crate::text::shown(&e.to_string())
+                ),
+            }
+        }
+        // The lookup verified signatures (the client's config says whether).
+        for event in &lookup.events {
+            if matches!(event.kind, Kind::RelayList | Kind::InboxRelays) {
+                builder.add_verified(event);
+            }
+        }
+        Lists {
+            directory: builder.build(),
+            lookup,
+        }
+    }
+
+    /// Fails when no relay of the lookup answered: nothing learned is not the same as nobody
+    /// having lists. One line per relay that did not answer, and why.
+    pub fn require_answer(&self, lists: &Lists) -> anyhow::Result<()> {
+        let lookup = &lists.lookup;
+        if lookup.relays.is_empty() || lookup.answered() > 0 {
+            return Ok(());
+        }
+        let why: Vec<String> = lookup
+            .unanswered()
+            .map(|(url, outcome)| format!("{url}: {outcome}"))
+            .collect();
+        let hint = if self.client.signer().is_none()
+            && lookup.unanswered().any(|(_, o)| {
+                matches!(o, nostr_outbox_runtime::LookupOutcome::Refused { refusal, .. }
+                    if *refusal == nostr_outbox_runtime::Refusal::SignIn)
+            }) {
+            " (give --secret-key-file to sign in)"
+        } else {
+            ""
+        };
+        bail!(
+            "could not learn where anyone reads or writes: no relay answered: {}{hint}",
+            why.join("; ")
+        )
+    }
+}

@@ -1,0 +1,128 @@
+//! `outbox count`: how many events match a filter (NIP-45), asked of the relays a read of it
+//! would ask — its authors' write relays, its `#p` people's read relays, hints, the reader's
+//! relays. Relays hold overlapping sets, so each relay's count is shown and the largest named:
+//! at least that many match. Counts are never added.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use nostr::types::Timestamp;
+use nostr_outbox_client::routes::{FilterQuery, RouteContext};
+use tokio::task::JoinSet;
+
+use super::req::{build, people, FilterArgs};
+use super::{budget, describe, describe_plan, plan_checked, runtime_config};
+use crate::text::escape;
+
+/// Options of `outbox count`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    filter: FilterArgs,
+    #[command(flatten)]
+    reader: crate::reader::ReaderArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A count asks no `limit` of its own: a relay may cap the count at one.
+    let (filter, hints) = build(&args.filter, None)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = rt.block_on(async {
+        let mut reader = args.reader.open(runtime_config(false))?;
+        let lists = reader.lists(&people(&filter), &[]).await;
+        reader.require_answer(&lists)?;
+        let stats = reader.stats().await;
+        let ctx = RouteContext {
+            directory: &lists.directory,
+            stats: &stats,
+            now: Timestamp::now().as_secs(),
+            budget: budget(),
+        };
+        let mut query = FilterQuery::new(filter, &reader.relays);
+        query.reader = reader.pubkey;
+        query.hints = hints;
+        let plan = plan_checked(&query, &ctx)?;
+        if plan.targets.is_empty() {
+            bail!("no relay to ask: no --relays entry is usable and the filter names nobody with a known relay");
+        }
+        describe_plan("count", &plan, reader.json)?;
+        // Each relay is asked what it is routed for, all at once.
+        let mut asks = JoinSet::new();
+        for target in &plan.targets {
+            let (url, filters, client) = (
+                target.url.clone(),
+                target.filters.clone(),
+                reader.client.clone(),
+            );
+            asks.spawn(async move {
+                let counts = nostr_outbox_runtime::count(std::slice::from_ref(&url), &filters, &client).await;
+                let counted = counts.relays.into_values().next();
+                (url, counted)
+            });
+        }
+        let mut rows = Vec::new();
+        while let Some(joined) = asks.join_next().await {
+            if let Ok(row) = joined {
+                rows.push(row);
+            }
+        }
+        // The largest count first; relays that did not count last.
+        rows.sort_by(|a, b| {
+            let n = |c: &Option<Result<u64, _>>| c.as_ref().and_then(|r| r.as_ref().ok()).copied();
+            n(&b.1).cmp(&n(&a.1)).then(a.0.cmp(&b.0))
+        });
+        let mut largest: Option<u64> = None;
+        let mut lines = Vec::new();
+        for (url, counted) in &rows {
+            match counted {
+                Some(Ok(n)) => {
+                    largest = Some(largest.map_or(*n, |l| l.max(*n)));
+                    if reader.json {
+                        out!("{}", serde_json::json!({"relay": url, "count": n}))?;
+                    } else {
+                        out!("{}  {n}", escape(url))?;
+                    }
+                }
+                Some(Err(why)) => {
+                    if reader.json {
+                        out!("{}", serde_json::json!({"relay": url, "error": why.to_string()}))?;
+                    } else {
+                        lines.push(format!("  {}: {}", escape(url), escape(&why.to_string())));
+                    }
+                }
+                None => lines.push(format!("  {}: not asked", escape(url))),
+            }
+        }
+        let counted = rows.iter().filter(|(_, c)| matches!(c, Some(Ok(_)))).count();
+        match largest {
+            Some(n) => {
+                let summary = format!(
+                    "at least {n} events match: the largest of {counted} relays' counts (relays hold overlapping sets, so counts are not added)"
+                );
+                if reader.json {
+                    out!("{}", serde_json::json!({"largest": n, "counted": counted}))?;
+                    describe(&[summary], true)?;
+                } else {
+                    out!("{summary}")?;
+                }
+            }
+            None => lines.insert(0, "no relay counted".to_string()),
+        }
+        if counted < rows.len() && largest.is_some() {
+            lines.insert(0, format!("{} relays did not count:", rows.len() - counted));
+        }
+        for line in &lines {
+            eprintln!("{line}");
+        }
+        Ok(if largest.is_some() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    });
+    rt.shutdown_background();
+    result
+}

@@ -1,0 +1,362 @@
+//! `outbox dms` against local relays: a gift wrap on a DM relay that requires sign-in (NIP-42)
+//! for wraps, named only in the reader's kind:10050 list, read and opened with the reader's
+//! key; refused without it, with an error naming the fix; and the fallbacks when the reader
+//! has no DM relay list.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nostr::event::{Event, EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Kind, Tag};
+use nostr::key::{Keys, SecretKey};
+use nostr::nips::nip19::ToBech32;
+use nostr::nips::nip59::GiftWrapBuilder;
+
+use nostr_outbox_fleet::{dead_url, signed, RealRelay};
+
+fn fixed(n: u8) -> Keys {
+    Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
+}
+
+/// A NIP-17 chat message from `from` to `to`, gift wrapped for `to`.
+fn wrap(from: &Keys, to: &Keys, text: &str) -> Event {
+    let rumor = EventBuilder::new(Kind::PrivateDirectMessage, text)
+        .tag(Tag::public_key(to.public_key()))
+        .finalize_unsigned(from.public_key());
+    GiftWrapBuilder::new(to.public_key(), rumor)
+        .finalize(from)
+        .unwrap()
+}
+
+/// A relay that serves gift wraps only to the reader they tag, signed in (NIP-42), as DM
+/// relays do.
+async fn dm_relay() -> RealRelay {
+    RealRelay::start_with(|builder| builder.auth_dm(true)).await
+}
+
+/// Writes a key file readable by its owner alone.
+fn key_file(dir: &Path, keys: &Keys) -> PathBuf {
+    let path = dir.join("reader.nsec");
+    std::fs::write(&path, keys.secret_key().to_bech32().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    path
+}
+
+/// Runs `outbox dms` with short timeouts and no store.
+async fn dms(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["dms", "--allow-local", "--no-stats"])
+            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
+            .args(args)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn texts(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, alice) = (fixed(0x21), fixed(0xa1));
+    let home = RealRelay::start().await;
+    let dm = dm_relay().await;
+    home.store(&signed(
+        &reader,
+        Kind::InboxRelays,
+        "",
+        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
+        60,
+    ))
+    .await;
+    dm.store(&wrap(&alice, &reader, "meet at \u{1b}[31mnoon\nok?"))
+        .await;
+    // A wrap tagging the reader that opens to nothing: reported, not fatal.
+    let junk = EventBuilder::new(Kind::GiftWrap, "not a seal")
+        .tag(Tag::public_key(reader.public_key()))
+        .finalize(&fixed(0x33))
+        .unwrap();
+    dm.store(&junk).await;
+    let npub = reader.public_key().to_bech32().unwrap();
+    let key = key_file(dir.path(), &reader);
+    let key = key.display().to_string();
+
+    let out = dms(strings(&[
+        "--npub",
+        &npub,
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let alice_npub = alice.public_key().to_bech32().unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let message = lines
+        .iter()
+        .find(|l| l.contains(&alice_npub))
+        .expect(&stdout);
+    assert!(
+        message.ends_with(&format!("[{}] meet at \\u{{1b}}[31mnoon\\nok?", dm.url)),
+        "{message}"
+    );
+    let broken = lines
+        .iter()
+        .find(|l| l.contains("not opened"))
+        .expect(&stdout);
+    assert!(broken.contains(&junk.id.to_hex()), "{broken}");
+    assert!(
+        stderr.contains(&format!(
+            "dm relays:           {} (kind:10050, from the reader's relays)",
+            dm.url
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("answered, 2 wraps"), "{stderr}");
+    assert!(
+        stderr.contains("messages:            2, 1 did not open"),
+        "{stderr}"
+    );
+    // Only the DM relay was asked for wraps: the reader relay holds none and was not asked.
+    assert!(!stdout.contains(&home.url));
+
+    // JSON: one object per line, the text as it was.
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+        "--json",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    let docs: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(docs.len(), 2, "{stdout}");
+    let doc = docs
+        .iter()
+        .find(|d| d["sender"] == alice_npub.as_str())
+        .unwrap();
+    assert_eq!(doc["content"], "meet at \u{1b}[31mnoon\nok?");
+    assert_eq!(doc["kind"], 14);
+    assert!(!stdout.contains('\u{1b}'), "raw escape in {stdout:?}");
+
+    // A closed stdout ends the run cleanly.
+    let (closed, writer) = std::io::pipe().unwrap();
+    drop(closed);
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["dms", "--allow-local", "--no-stats", "--decrypt"])
+        .args(["--relays", &home.url, "--secret-key-file", &key])
+        .env_remove("OUTBOX_SECRET_KEY")
+        .stdout(std::process::Stdio::from(writer))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // Signed in but not opened: the wraps as they are.
+    let out = dms(strings(&[
+        "--npub",
+        &npub,
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key,
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.lines().all(|l| l.contains(" wrap ")), "{stdout}");
+    assert!(!stdout.contains("meet at"), "{stdout}");
+
+    // Without the key the DM relay refuses, and the error says what to give.
+    let out = dms(strings(&["--npub", &npub, "--relays", &home.url])).await;
+    let (stdout, stderr) = texts(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("needs sign-in (NIP-42)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: {} refused to serve direct messages without sign-in (NIP-42): give \
+             --secret-key-file",
+            dm.url
+        )),
+        "{stderr}"
+    );
+
+    // --decrypt without a key, and someone else's key, are refused before anything is asked.
+    let asked = home.counter.reqs().len();
+    let out = dms(strings(&[
+        "--npub",
+        &npub,
+        "--relays",
+        &home.url,
+        "--decrypt",
+    ]))
+    .await;
+    let (_, stderr) = texts(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--decrypt needs the reader's secret key"),
+        "{stderr}"
+    );
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let other = key_file(&other, &alice).display().to_string();
+    let out = dms(strings(&[
+        "--npub",
+        &npub,
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &other,
+    ]))
+    .await;
+    let (_, stderr) = texts(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("not the reader's"), "{stderr}");
+    assert_eq!(home.counter.reqs().len(), asked, "nothing asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, bob) = (fixed(0x22), fixed(0xb0));
+    let home = RealRelay::start().await;
+    let inbox = dm_relay().await;
+    home.store(&signed(
+        &reader,
+        Kind::RelayList,
+        "",
+        vec![
+            Tag::parse(["r", inbox.url.as_str(), "read"]).unwrap(),
+            Tag::parse(["r", home.url.as_str(), "write"]).unwrap(),
+        ],
+        60,
+    ))
+    .await;
+    inbox
+        .store(&wrap(&bob, &reader, "no list? found you anyway"))
+        .await;
+    let key = key_file(dir.path(), &reader).display().to_string();
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("no DM relay list (kind:10050)")
+            && stderr.contains(&format!(
+                "asking the read relays of its relay list (kind:10002) instead: {}",
+                inbox.url
+            )),
+        "{stderr}"
+    );
+    assert!(stdout.contains("no list? found you anyway"), "{stdout}");
+    assert!(
+        stdout.contains(&bob.public_key().to_bech32().unwrap()),
+        "{stdout}"
+    );
+
+    // No list at all: --relays are asked, and named.
+    let bare = RealRelay::start().await;
+    bare.store(&wrap(&bob, &reader, "on the home relay")).await;
+    let out = dms(strings(&[
+        "--relays",
+        &bare.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no DM relay list (kind:10050) or read relays for {}; asking --relays instead: {}",
+            reader.public_key().to_bech32().unwrap(),
+            bare.url
+        )),
+        "{stderr}"
+    );
+    assert!(stdout.contains("on the home relay"), "{stdout}");
+
+    // Nobody to ask: an error that says why, not an empty success.
+    let dead = dead_url().await;
+    let out = dms(strings(&["--relays", &dead, "--secret-key-file", &key])).await;
+    let (stdout, stderr) = texts(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("could not learn where") && stderr.contains(&dead),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_list_only_an_indexer_has_is_found_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, carol) = (fixed(0x23), fixed(0xc0));
+    let home = RealRelay::start().await;
+    let indexer = RealRelay::start().await;
+    let dm = dm_relay().await;
+    indexer
+        .store(&signed(
+            &reader,
+            Kind::InboxRelays,
+            "",
+            vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
+            60,
+        ))
+        .await;
+    dm.store(&wrap(&carol, &reader, "via the indexer")).await;
+    let key = key_file(dir.path(), &reader).display().to_string();
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--indexers",
+        &indexer.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("{} (kind:10050, from the indexers)", dm.url)),
+        "{stderr}"
+    );
+    assert!(stdout.contains("via the indexer"), "{stdout}");
+}

@@ -1,0 +1,176 @@
+//! `outbox feed` and the store it keeps learning in: an unwritable store is found before
+//! anything is fetched, a save that fails still shows the run's summary and fails the run, and
+//! kept set-asides are never believed beyond the longest one.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use nostr::event::Kind;
+use nostr::key::{Keys, SecretKey};
+
+use nostr_outbox_fleet::{signed, RealRelay};
+
+/// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
+async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
+    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["feed", "--once", "--allow-local", "--seed", "1"])
+            .args(["--relays", &relay])
+            .arg("--follows")
+            .arg(&follows)
+            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+            .args(extra)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// A relay holding two notes of one follow, and a follows file.
+async fn relay_with_notes(dir: &Path) -> (RealRelay, std::path::PathBuf) {
+    let relay = RealRelay::start().await;
+    let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
+    for n in 0..2 {
+        relay
+            .store(&signed(
+                &author,
+                Kind::TextNote,
+                &format!("n{n}"),
+                vec![],
+                60 + n,
+            ))
+            .await;
+    }
+    let follows = dir.join("follows.txt");
+    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    (relay, follows)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_store_is_refused_before_anything_is_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (relay, follows) = relay_with_notes(dir.path()).await;
+    let missing = dir.path().join("no-such-dir").join("stats.json");
+    let out = feed(
+        &relay.url,
+        &follows,
+        vec!["--stats".into(), missing.display().to_string()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing fetched");
+    assert!(stderr.contains("cannot be written"), "{stderr}");
+    assert!(stderr.contains("no-such-dir"), "{stderr}");
+    assert!(!stderr.contains("events:"), "no run: {stderr}");
+
+    // A database another process holds locked for writing.
+    let db = dir.path().join("outbox.sqlite");
+    let store = nostr_outbox_stats::SqliteStore::new(&db);
+    store.save(&Default::default()).unwrap();
+    let holder = nostr_outbox_stats::sqlite::rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = feed(
+        &relay.url,
+        &follows,
+        vec!["--store".into(), format!("sqlite:{}", db.display())],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing fetched");
+    assert!(
+        stderr.contains("cannot be written") && stderr.contains("outbox.sqlite"),
+        "{stderr}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_that_fails_still_shows_the_summary_and_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (relay, follows) = relay_with_notes(dir.path()).await;
+    let stats = dir.path().join("stats.json");
+    // A lock path that is a directory is found before the run: nothing is fetched.
+    let lock = dir.path().join("stats.json.lock");
+    std::fs::create_dir(&lock).unwrap();
+    let out = feed(
+        &relay.url,
+        &follows,
+        vec!["--stats".into(), stats.display().to_string()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("stats.json.lock"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    std::fs::remove_dir(&lock).unwrap();
+    // A lock held by a live process (this one) for the whole run: the store checks out, the
+    // save waits for it and fails.
+    std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
+    let out = feed(
+        &relay.url,
+        &follows,
+        vec!["--stats".into(), stats.display().to_string()],
+    )
+    .await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(stdout.lines().count(), 2, "the notes were shown: {stderr}");
+    assert!(stderr.contains("events:              2"), "{stderr}");
+    assert!(stderr.contains("error: stats not saved"), "{stderr}");
+    assert!(!out.status.success(), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let follows = dir.path().join("follows.txt");
+    let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
+    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    let url = "ws://127.0.0.1:9";
+    let stats = dir.path().join("stats.json");
+    let penalties = dir.path().join("stats.json.penalties.json");
+    std::fs::write(
+        &penalties,
+        format!(
+            r#"{{"relays": {{"{url}": {{"until": 99999999999, "times": 3,
+                "last_reason": "blocked: go away\u001b[2J"}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let out = feed(
+        url,
+        &follows,
+        vec!["--stats".into(), stats.display().to_string()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{url}: set aside until 20")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("blocked: go away\\u{1b}[2J"),
+        "escaped: {stderr}"
+    );
+    assert!(!stderr.contains("go away\u{1b}"), "{stderr}");
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let kept: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&penalties).unwrap()).unwrap();
+    let until = kept["relays"][url]["until"].as_u64().unwrap();
+    assert!(
+        until <= now + 6 * 3600 + 60,
+        "kept until {until}, now {now}"
+    );
+}

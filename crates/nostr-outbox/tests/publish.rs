@@ -1,0 +1,332 @@
+//! `outbox publish` against local relays (nostr-relay-builder on 127.0.0.1): the event reaches
+//! the `--to` relays and the author's write relays from `--lists`, an event whose signature
+//! does not check out is refused before anything is sent, the exit status says whether any
+//! relay took it, and a relay requiring NIP-42 sign-in accepts with a key file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nostr::event::{Event, Kind, Tag};
+use nostr::nips::nip19::ToBech32;
+use nostr_relay_builder::prelude as rb;
+
+use nostr_outbox_fleet::{dead_url, key, signed, RealRelay};
+
+/// Runs `outbox publish --allow-local` with `args`.
+async fn publish(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["publish", "--allow-local", "--timeout", "5"])
+            .args(args)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(event).unwrap()).unwrap();
+    path
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_reaches_every_relay_given_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, listed) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let author = key(1);
+    let list = signed(
+        &author,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", listed.url.as_str(), "write"]).unwrap()],
+        100,
+    );
+    let lists = dir.path().join("lists.json");
+    std::fs::write(&lists, serde_json::to_string(&vec![list]).unwrap()).unwrap();
+    let note = signed(&author, Kind::TextNote, "hello relays", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--lists".into(),
+        lists.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--relay".into(),
+        b.url.clone(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    for relay in [&a, &b, &listed] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&relay.url))
+            .unwrap_or_else(|| panic!("no line for {}: {stdout}", relay.url));
+        assert!(line.contains("accepted"), "{line}");
+        assert!(relay.has(&note.id.to_hex()).await, "{} lacks it", relay.url);
+    }
+
+    // Again, as JSON: every relay already has it.
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--json".into(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["event"], note.id.to_hex());
+    assert_eq!(json["successes"], 1);
+    assert_eq!(json["relays"][0]["url"], a.url.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_event_is_refused_and_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = RealRelay::start().await;
+    let note = signed(&key(1), Kind::TextNote, "original", vec![], 10);
+    let mut value = serde_json::to_value(&note).unwrap();
+    value["content"] = "forged".into();
+    let path = dir.path().join("forged.json");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let out = publish(vec![
+        "--event".into(),
+        path.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("does not check out"), "{stderr}");
+    assert!(!relay.has(&note.id.to_hex()).await);
+
+    value.as_object_mut().unwrap().remove("sig");
+    std::fs::write(&path, value.to_string()).unwrap();
+    let out = publish(vec![
+        "--event".into(),
+        path.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ])
+    .await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("is not a signed event"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_relay_taking_it_is_exit_status_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let note = signed(&key(1), Kind::TextNote, "nobody listens", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let dead = dead_url().await;
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        dead,
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("connect-failed"), "{stdout}");
+
+    let out = publish(vec!["--event".into(), file.display().to_string()]).await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("no relay to publish to"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = RealRelay::start_with(|b| {
+        b.nip42(rb::RelayBuilderNip42 {
+            mode: rb::RelayBuilderNip42Mode::Write,
+        })
+    })
+    .await;
+    let author = key(1);
+    let note = signed(&author, Kind::TextNote, "members only", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let base = vec![
+        "--event".to_string(),
+        file.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+    ];
+
+    let out = publish(base.clone()).await;
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("auth-required"), "{stdout}");
+
+    let key_path = dir.path().join("key.nsec");
+    std::fs::write(&key_path, author.secret_key().to_bech32().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut args = base;
+    args.extend(["--secret-key-file".into(), key_path.display().to_string()]);
+    let out = publish(args).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("accepted"), "{stdout}");
+    assert!(relay.has(&note.id.to_hex()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let stats = dir.path().join("stats.json");
+    let first = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+    ])
+    .await;
+    assert!(first.status.success(), "{:?}", text(&first));
+    let again = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        a.url.clone(),
+        "--to".into(),
+        b.url.clone(),
+        "--rebroadcast".into(),
+        "--learn".into(),
+        "--stats".into(),
+        stats.display().to_string(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&again);
+    assert!(again.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("{}  duplicate  already there", a.url)),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("{}  accepted", b.url)), "{stdout}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for relay in [&a.url, &b.url] {
+        let live = kept["relays"][relay.as_str()]["live_alpha"].as_f64();
+        assert!(live.is_some_and(|l| l > 1.0), "{relay}: {kept}");
+    }
+}
+
+/// A key file holding a public key, the event author's or a tagged person's (hex), is refused
+/// before anything is sent, naming the file and never quoting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_holding_the_authors_public_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = RealRelay::start().await;
+    let (author, tagged) = (key(1), key(2));
+    let tags = vec![Tag::public_key(tagged.public_key())];
+    let note = signed(&author, Kind::TextNote, "not signed in", tags, 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    for (name, public, whose) in [
+        (
+            "author.key",
+            author.public_key(),
+            "the event author's public key",
+        ),
+        (
+            "tagged.key",
+            tagged.public_key(),
+            "a tagged person's public key",
+        ),
+    ] {
+        let key_path = dir.path().join(name);
+        std::fs::write(&key_path, public.to_hex()).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let out = publish(vec![
+            "--event".into(),
+            file.display().to_string(),
+            "--to".into(),
+            relay.url.clone(),
+            "--secret-key-file".into(),
+            key_path.display().to_string(),
+        ])
+        .await;
+        let (stdout, stderr) = text(&out);
+        assert!(!out.status.success(), "{stdout}\n{stderr}");
+        assert!(stderr.contains(whose) && stderr.contains(name), "{stderr}");
+        assert!(stderr.contains("not a secret key"), "{stderr}");
+        assert!(!stderr.contains(&public.to_hex()), "{stderr}");
+        assert!(!relay.has(&note.id.to_hex()).await, "sent anyway");
+    }
+}
+
+/// `--learn` keeps what it learned where `outbox feed` looks: the data directory
+/// (`OUTBOX_DATA_DIR`), or the store `--store` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learn_writes_the_store_the_feed_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = RealRelay::start().await;
+    let note = signed(&key(1), Kind::TextNote, "where is it kept", vec![], 10);
+    let file = write_event(dir.path(), "note.json", &note);
+    let data = dir.path().join("data");
+    let event = file.display().to_string();
+    let (url, data_env) = (relay.url.clone(), data.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["publish", "--allow-local", "--timeout", "5", "--learn"])
+            .args(["--event", &event, "--to", &url])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .env("OUTBOX_DATA_DIR", &data_env)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("stats.json")).unwrap()).unwrap();
+    let live = kept["relays"][relay.url.as_str()]["live_alpha"].as_f64();
+    assert!(live.is_some_and(|l| l > 1.0), "{kept}");
+
+    let db = dir.path().join("kept.sqlite");
+    let out = publish(vec![
+        "--event".into(),
+        file.display().to_string(),
+        "--to".into(),
+        relay.url.clone(),
+        "--learn".into(),
+        "--store".into(),
+        format!("sqlite:{}", db.display()),
+    ])
+    .await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(db.exists(), "the --store database was not written");
+}
