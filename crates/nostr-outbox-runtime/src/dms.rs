@@ -202,8 +202,12 @@ pub async fn read_wraps(plan: &RoutePlan, client: &Client, keep: usize) -> DmRea
                 read.relays
                     .insert(relay, DmRelayOutcome::Answered { wraps: events });
             }
-            RouteEvent::Failed { relay, reason } => {
-                read.relays.insert(relay, failure(reason));
+            RouteEvent::Failed {
+                relay,
+                reason,
+                refusal,
+            } => {
+                read.relays.insert(relay, failure(reason, refusal));
             }
         }
     }
@@ -231,13 +235,16 @@ fn newest(wraps: &mut Vec<Wrap>, keep: usize) -> usize {
     dropped
 }
 
-/// A route feed's failure as an outcome: a `CLOSED` (the route feed's `closed: …`) is a
-/// refusal read by its prefix; anything else is a failure.
-fn failure(reason: String) -> DmRelayOutcome {
-    match reason.strip_prefix("closed:") {
-        Some(message) => DmRelayOutcome::Refused {
-            refusal: Refusal::of(message),
-            message: message.trim_start().to_string(),
+/// A route feed's failure as an outcome: a refusal (`CLOSED`), or anything else.
+fn failure(reason: String, refusal: Option<Refusal>) -> DmRelayOutcome {
+    match refusal {
+        Some(refusal) => DmRelayOutcome::Refused {
+            refusal,
+            message: reason
+                .strip_prefix("closed:")
+                .unwrap_or(&reason)
+                .trim_start()
+                .to_string(),
         },
         None => DmRelayOutcome::Failed(reason),
     }
@@ -354,16 +361,19 @@ mod tests {
     }
 
     #[test]
-    fn refusals_are_read_by_their_prefix() {
+    fn refusals_are_told_from_failures() {
         assert_eq!(
-            failure("closed: auth-required: sign in (no key to sign in with)".into()),
+            failure(
+                "closed: auth-required: sign in (no key to sign in with)".into(),
+                Some(Refusal::SignIn)
+            ),
             DmRelayOutcome::Refused {
                 refusal: Refusal::SignIn,
                 message: "auth-required: sign in (no key to sign in with)".into()
             }
         );
         assert_eq!(
-            failure("no EOSE in time".into()),
+            failure("no EOSE in time".into(), None),
             DmRelayOutcome::Failed("no EOSE in time".into())
         );
     }

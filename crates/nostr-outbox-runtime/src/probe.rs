@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use tracing::{debug, trace, warn};
 
 use crate::client::Client;
+use crate::refusal::Refusal;
 use crate::route_feed::{relay_seed, Relay, RouteEvent, MAX_STORED_EVENTS};
 
 /// The filter generation probes are recorded with: a probed relay was not asked in the run, so
@@ -45,8 +46,9 @@ const RUN_SLACK: Duration = Duration::from_secs(1);
 pub(crate) enum Ended {
     /// EOSE.
     Answered,
-    /// The socket failed, timed out, or the relay refused (its words, not escaped).
-    Failed(String),
+    /// The socket failed, timed out, or the relay refused (its words, not escaped; and what
+    /// its refusal's prefix says).
+    Failed(String, Option<Refusal>),
     /// Stopped before it answered or failed (the feed ended): nothing to learn.
     Stopped,
 }
@@ -238,7 +240,9 @@ async fn probe_one(
                             }
                         }
                         RouteEvent::Eose { .. } => ended = Ended::Answered,
-                        RouteEvent::Failed { reason, .. } => ended = Ended::Failed(reason),
+                        RouteEvent::Failed {
+                            reason, refusal, ..
+                        } => ended = Ended::Failed(reason, refusal),
                     }
                 }
                 (notes, ended)

@@ -61,6 +61,9 @@ pub enum RouteEvent {
         relay: String,
         /// Why, as the relay or the socket said it (not escaped).
         reason: String,
+        /// When the relay refused (`CLOSED`): what its prefix says ([`Refusal::of`]), so a
+        /// relay that needs sign-in or payment is told from one that is down.
+        refusal: Option<Refusal>,
     },
 }
 
@@ -166,9 +169,10 @@ enum Ended {
     /// EOSE reached in `once` mode, stopped, or the listener is gone: no new dial.
     Done,
     /// The relay refused the subscription (CLOSED): dialling again would not help.
-    Refused(String),
-    /// The socket failed or timed out: dial again unless `once`.
-    Lost(String),
+    Refused(Refusal, String),
+    /// The socket failed or timed out, or (already answered) the relay asked us to slow down:
+    /// dial again unless `once`.
+    Lost(Option<Refusal>, String),
 }
 
 impl Relay {
@@ -185,15 +189,14 @@ impl Relay {
         let mut attempt = 0u32;
         loop {
             let ended = self.session(&mut newest, &mut attempt).await;
-            let reason = match ended {
+            match ended {
                 Ended::Done => return,
-                Ended::Refused(reason) => {
-                    self.fail(reason).await;
+                Ended::Refused(refusal, reason) => {
+                    self.fail(reason, Some(refusal)).await;
                     return;
                 }
-                Ended::Lost(reason) => reason,
-            };
-            self.fail(reason).await;
+                Ended::Lost(refusal, reason) => self.fail(reason, refusal).await,
+            }
             if self.cfg().once || *self.stop.borrow() {
                 return;
             }
@@ -206,12 +209,13 @@ impl Relay {
         }
     }
 
-    async fn fail(&self, reason: String) {
+    async fn fail(&self, reason: String, refusal: Option<Refusal>) {
         let _ = self
             .tx
             .send(RouteEvent::Failed {
                 relay: self.url.clone(),
                 reason,
+                refusal,
             })
             .await;
     }
@@ -221,7 +225,7 @@ impl Relay {
         let mut ws = tokio::select! {
             dialled = self.client.sockets().link(&self.url, self.role, self.cfg().dial()) => match dialled {
                 Ok(ws) => ws,
-                Err(why) => return Ended::Lost(why.to_string()),
+                Err(why) => return Ended::Lost(None, why.to_string()),
             },
             _ = self.stop.changed() => return Ended::Done,
         };
@@ -250,7 +254,7 @@ impl Relay {
         );
         let mut exchange = match Exchange::send(&mut ws, ask, &self.client, wait, seed).await {
             Ok(exchange) => exchange,
-            Err(ended) => return Ended::Lost(ended.to_string()),
+            Err(ended) => return Ended::Lost(None, ended.to_string()),
         };
         let mut stored = 0usize;
         let mut live = false;
@@ -294,11 +298,11 @@ impl Relay {
                         refusal: Refusal::RateLimited,
                         ..
                     },
-                ) if live => break Ended::Lost(ended.to_string()),
-                Answer::Ended(ended @ exchange::Ended::Refused { .. }) => {
-                    break Ended::Refused(ended.to_string())
+                ) if live => break Ended::Lost(Some(Refusal::RateLimited), ended.to_string()),
+                Answer::Ended(ended @ exchange::Ended::Refused { refusal, .. }) => {
+                    break Ended::Refused(refusal, ended.to_string())
                 }
-                Answer::Ended(ended) => break Ended::Lost(ended.to_string()),
+                Answer::Ended(ended) => break Ended::Lost(None, ended.to_string()),
                 Answer::Ok { .. } | Answer::Count(_) | Answer::Reconcile(_) => {}
             }
         };

@@ -201,7 +201,7 @@ async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest()
         match event {
             RouteEvent::Note { event, .. } => notes.push(event.id),
             RouteEvent::Eose { .. } => eose = true,
-            RouteEvent::Failed { relay, reason } => panic!("{relay} failed: {reason}"),
+            RouteEvent::Failed { relay, reason, .. } => panic!("{relay} failed: {reason}"),
         }
     }
     tokio::time::timeout(HUNG, feed.wait())

@@ -95,6 +95,47 @@ async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_feed_says_what_a_refusal_was() {
+    let members =
+        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let dead = dead_url().await;
+    let target = |url: &str| RouteTarget {
+        url: url.to_string(),
+        reasons: vec![Reason::ReaderRead],
+        quality: 0.25,
+        filters: vec![Filter::new().author(keys(2).public_key())],
+    };
+    let plan = RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: vec![target(&members.url), target(&dead)],
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    };
+    let client = Client::new(RuntimeConfig {
+        once: true,
+        ..RuntimeConfig::fast_for_tests()
+    });
+    let events = route_events(&plan, &client).await;
+    let refusal = |url: &str| {
+        events.iter().find_map(|e| match e {
+            RouteEvent::Failed { relay, refusal, .. } if relay == url => Some(*refusal),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        refusal(&members.url),
+        Some(Some(Refusal::SignIn)),
+        "{events:?}"
+    );
+    assert_eq!(
+        refusal(&dead),
+        Some(None),
+        "a dead relay refused nothing: {events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lookup_says_why_each_relay_gave_nothing() {
     let members =
         FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;

@@ -63,7 +63,7 @@ fn sort(events: &[RouteEvent]) -> (Vec<String>, BTreeMap<String, String>, Vec<St
     for e in events {
         match e {
             RouteEvent::Note { event, .. } => notes.push(event.content.clone()),
-            RouteEvent::Failed { relay, reason } => {
+            RouteEvent::Failed { relay, reason, .. } => {
                 failed.insert(relay.clone(), reason.clone());
             }
             RouteEvent::Eose { relay, .. } => eose.push(relay.clone()),

@@ -226,3 +226,38 @@ async fn a_refused_relay_list_lookup_is_an_error_not_an_empty_inbox() {
     );
     assert!(stderr.contains("give --secret-key-file"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_whose_relays_all_refuse_is_an_error_not_an_empty_inbox() {
+    use nostr_outbox_fleet::{Fault, FaultServer};
+    let home = RealRelay::start().await;
+    let members =
+        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let reader = key(32);
+    let list = signed(
+        &reader,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", members.url.as_str(), "read"]).unwrap()],
+        1_000,
+    );
+    home.store(&list).await;
+    let npub = reader.public_key().to_bech32().unwrap();
+    let url = home.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["feed", "--inbox", "--once", "--json", "--no-stats"])
+            .args(["--allow-local", "--since", "7d", "--npub", &npub])
+            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
+            .args(["--relays", &url])
+            .env_remove("OUTBOX_SECRET_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no inbox relay answered"), "{stderr}");
+    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
+}

@@ -4,7 +4,6 @@
 use super::*;
 use crate::feed::summary::ProbeOutcome;
 use crate::probe::{Ended, ProbeAnswer, PROBE_GENERATION};
-use crate::refusal::Refusal;
 use nostr_outbox_core::ProbePlan;
 
 /// The answers of the probes in flight, when they are all in (with none in flight, never).
@@ -132,10 +131,9 @@ impl Coordinator {
                     self.recorder.eose(&url, PROBE_GENERATION, true);
                     None
                 }
-                Ended::Failed(why) => {
+                Ended::Failed(why, refusal) => {
                     // A relay that needs sign-in or payment the reader lacks, or asks us to slow
                     // down, is up: nothing is learned of its liveness.
-                    let refusal = why.strip_prefix("closed: ").map(Refusal::of);
                     if refusal.is_some_and(|r| r.is_requirement()) {
                         self.recorder.refused(&url);
                     } else {

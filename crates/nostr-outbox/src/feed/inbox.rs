@@ -15,7 +15,7 @@ use nostr_outbox_client::{
     routes::InboxQuery, routes::Route, routes::RouteBudget, routes::RouteContext, routes::RoutePlan,
 };
 use nostr_outbox_core::DeliveryStats;
-use nostr_outbox_runtime::{Client, RouteEvent, RuntimeConfig};
+use nostr_outbox_runtime::{Client, Refusal, RouteEvent, RuntimeConfig};
 
 use super::{
     canonical_relays, lookup_failures, open_store, parse_key, router_config, stopped, Args, Drain,
@@ -148,6 +148,7 @@ struct Tally {
     notes: usize,
     eose: bool,
     failure: Option<String>,
+    refusal: Option<Refusal>,
 }
 
 async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Result<ExitCode> {
@@ -172,11 +173,17 @@ async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Resul
                 }
                 tally.entry(relay).or_default().eose = true;
             }
-            RouteEvent::Failed { relay, reason } => {
+            RouteEvent::Failed {
+                relay,
+                reason,
+                refusal,
+            } => {
                 if args.verbose {
                     eprintln!("failed {}: {}", escape(&relay), escape(&reason));
                 }
-                tally.entry(relay).or_default().failure = Some(reason);
+                let t = tally.entry(relay).or_default();
+                t.failure = Some(reason);
+                t.refusal = refusal;
             }
         }
     }
@@ -212,6 +219,17 @@ async fn stream(args: &Args, plan: &RoutePlan, client: &Client) -> anyhow::Resul
             signal,
             "mentions were still being written to stdout",
         ));
+    }
+    if answered == 0 && !tally.is_empty() {
+        // Nothing was read: zero mentions would say the inbox is empty when it was not seen.
+        let sign_in = tally.values().any(|t| t.refusal == Some(Refusal::SignIn));
+        let hint = if sign_in && client.signer().is_none() {
+            ": an inbox relay requires sign-in (NIP-42) — give --secret-key-file"
+        } else {
+            ""
+        };
+        eprintln!("error: no inbox relay answered{hint}");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -156,7 +156,7 @@ pub async fn read(
                 }
             }
             RouteEvent::Eose { relay, .. } => tally.entry(relay).or_default().eose = true,
-            RouteEvent::Failed { relay, reason } => {
+            RouteEvent::Failed { relay, reason, .. } => {
                 tally.entry(relay).or_default().failure = Some(reason);
             }
         }
