@@ -35,6 +35,8 @@ pub enum Fault {
     /// Refuses the first [`RATE_LIMITED`] REQs of every connection with `CLOSED`
     /// `rate-limited:`, then answers each with its events and EOSE.
     RateLimited,
+    /// Answers each REQ with its events and EOSE after this many milliseconds: a slow relay.
+    Late(u64),
 }
 
 /// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
@@ -144,6 +146,15 @@ impl FaultServer {
                                 let eose = format!(r#"["EOSE","{sub}"]"#);
                                 if ws.send(Message::text(eose)).await.is_err() {
                                     return;
+                                }
+                            }
+                            Fault::Late(ms) => {
+                                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                for frame in events.iter().map(event_frame).chain([eose]) {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
                                 }
                             }
                             Fault::Refuse(message) => {

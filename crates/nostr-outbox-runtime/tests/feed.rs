@@ -2,6 +2,7 @@
 //! discovery of relay lists starting from the residual.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use nostr::event::EventId;
 use nostr::types::Timestamp;
@@ -194,5 +195,39 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
     assert_eq!(
         a.counter.feed_reqs() + b.counter.feed_reqs(),
         plan.routed().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_replanned_away_while_answering_counts_as_answered_when_it_answers() {
+    let reader = RealRelay::start().await;
+    let now = now();
+    let f = keys(7);
+    // The kept list routes f to a slow relay; the reader's relay holds a newer list naming a
+    // fast one, found while the slow one is still answering.
+    let slow = FaultServer::start(Fault::Late(1_500), vec![note(&f, now - 100, "slow")]).await;
+    let fast = RealRelay::start().await;
+    fast.store(&note(&f, now - 50, "fast")).await;
+    reader
+        .store(&relay_list(&f, now - 10, &[(&fast.url, None)]))
+        .await;
+    let kept = relay_list(&f, now - 1_000, &[(&slow.url, None)]);
+    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    input.relay_lists = vec![raw(&kept)];
+    let config = RuntimeConfig {
+        once: true,
+        discover_lists: true,
+        // Slow, not failing: its answer comes well within the EOSE timeout.
+        eose_timeout: Duration::from_secs(10),
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let (summary, _) = start_once(input, config).await;
+    assert!(summary.penalised.is_empty(), "{summary:#?}");
+    // Every relay asked sent its EOSE: none failed, whichever order the answers came in.
+    assert_eq!(summary.relays_failed, 0, "{summary:#?}");
+    assert_eq!(
+        summary.relays_answered, summary.relays_asked,
+        "{summary:#?}"
     );
 }

@@ -61,6 +61,9 @@ impl Coordinator {
                     return;
                 }
                 outcome.complete = complete;
+                // Answered, whatever comes next: a relay a re-plan dropped while it answered
+                // is closed at this EOSE, and its feed then leaves the recorder.
+                outcome.answered = true;
                 if self.cfg.once && self.race_at.is_none() {
                     if let Some(race) = self.cfg.eose_race {
                         self.race_at = Some(crate::deadline::after(race));
