@@ -71,7 +71,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         allow_loopback: args.allow_local,
         ..UrlPolicy::default()
     };
-    for url in crate::feed::canonical_relays(&policy, args.to.iter().chain(&args.relays), "relay")?
+    for url in
+        crate::reader::canonical_relays(&policy, args.to.iter().chain(&args.relays), "relay")?
     {
         if !targets.contains(&url) {
             targets.push(url);

@@ -86,8 +86,8 @@ impl ReaderArgs {
             allow_loopback: self.allow_local,
             ..UrlPolicy::default()
         };
-        let relays = crate::feed::canonical_relays(&policy, &self.relays, "relay")?;
-        let indexers = crate::feed::canonical_relays(&policy, &self.indexers, "indexer")?;
+        let relays = canonical_relays(&policy, &self.relays, "relay")?;
+        let indexers = canonical_relays(&policy, &self.indexers, "indexer")?;
         let pubkey = self.npub.as_deref().map(parse_key).transpose()?;
         let keys = crate::secret::load(self.secret_key_file.as_deref())?;
         if let (Some(keys), Some(reader)) = (&keys, &pubkey) {
@@ -252,4 +252,33 @@ impl Reader {
             why.join("; ")
         )
     }
+}
+
+/// `raws` under the policy; a relay that is not usable is an error naming the option, with a
+/// word about `--allow-local` only when that is what would let it through: a loopback relay
+/// refused by a policy that does not accept loopback.
+pub(crate) fn canonical_relays(
+    policy: &nostr_outbox_core::UrlPolicy,
+    raws: impl IntoIterator<Item = impl AsRef<str>>,
+    what: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in raws {
+        let raw = raw.as_ref();
+        match policy.canonicalize(raw) {
+            Ok(url) if !out.contains(&url) => out.push(url),
+            Ok(_) => {}
+            Err(reason) => {
+                let hint = if reason == nostr_outbox_core::DropReason::Localhost
+                    && !policy.allow_loopback
+                {
+                    " (--allow-local for loopback)"
+                } else {
+                    ""
+                };
+                bail!("{what} {raw:?} not usable: {reason}{hint}")
+            }
+        }
+    }
+    Ok(out)
 }

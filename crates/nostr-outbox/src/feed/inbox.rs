@@ -17,9 +17,8 @@ use nostr_outbox_client::{
 use nostr_outbox_core::DeliveryStats;
 use nostr_outbox_runtime::{Client, Refusal, RouteEvent, RuntimeConfig};
 
-use super::{
-    canonical_relays, lookup_failures, open_store, parse_key, router_config, stopped, Args, Drain,
-};
+use super::{lookup_failures, open_store, parse_key, router_config, stopped, Args, Drain};
+use crate::reader::canonical_relays;
 use crate::text::escape;
 
 /// Plans the inbox route, streams what its relays deliver, and prints a summary.

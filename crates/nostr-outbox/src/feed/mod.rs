@@ -24,7 +24,7 @@ use nostr_outbox_runtime::{
     AuthOutcome, Carriers, FeedEvent, FeedInput, FeedSummary, RuntimeConfig, Status,
 };
 
-use crate::reader::parse_key;
+use crate::reader::{canonical_relays, parse_key};
 use crate::text::escape;
 
 /// The strategy used when no `--config` is given: the best one measured (README, Results).
@@ -238,35 +238,6 @@ fn router_config(args: &Args) -> anyhow::Result<RouterConfig> {
         config.probe_connections = Some(usize::from(probes));
     }
     Ok(config)
-}
-
-/// `raws` under the policy; a relay that is not usable is an error naming the option, with a
-/// word about `--allow-local` only when that is what would let it through: a loopback relay
-/// refused by a policy that does not accept loopback.
-pub(crate) fn canonical_relays(
-    policy: &nostr_outbox_core::UrlPolicy,
-    raws: impl IntoIterator<Item = impl AsRef<str>>,
-    what: &str,
-) -> anyhow::Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for raw in raws {
-        let raw = raw.as_ref();
-        match policy.canonicalize(raw) {
-            Ok(url) if !out.contains(&url) => out.push(url),
-            Ok(_) => {}
-            Err(reason) => {
-                let hint = if reason == nostr_outbox_core::DropReason::Localhost
-                    && !policy.allow_loopback
-                {
-                    " (--allow-local for loopback)"
-                } else {
-                    ""
-                };
-                bail!("{what} {raw:?} not usable: {reason}{hint}")
-            }
-        }
-    }
-    Ok(out)
 }
 
 async fn feed(args: Args) -> anyhow::Result<ExitCode> {

@@ -167,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     let result = rt.block_on(async {
         let mut reader = args.reader.open(runtime_config(false))?;
-        let configured = crate::feed::canonical_relays(
+        let configured = crate::reader::canonical_relays(
             &reader.policy,
             args.search_relays.iter().take(MAX_SEARCH_RELAYS),
             "search relay",

@@ -5,7 +5,7 @@
 //! ended. A measurement, not a test: run it a few times on a quiet machine.
 //!
 //! ```sh
-//! cargo run --release -p nostr-outbox-runtime --example black_hole
+//! cargo run --release -p nostr-outbox-fleet --example black_hole
 //! ```
 
 use std::time::{Duration, Instant};
