@@ -140,9 +140,12 @@ async fn a_second_feed_discovers_unchanged_lists_in_a_fifth_of_the_bytes() {
     let first = feed_once(&reader, &url, &follows, Vec::new(), true).await;
     let paged = gauge.bytes.swap(0, Ordering::SeqCst);
     assert_eq!(first.relay_lists, 200, "{first:#?}");
+    assert_eq!(first.lists_reconciled, 0, "nothing kept: paged");
     let second = feed_once(&reader, &url, &follows, first.lists.clone(), true).await;
     let reconciled = gauge.bytes.swap(0, Ordering::SeqCst);
     assert_eq!(second.relay_lists, 200);
+    // The indexer reconciled; the reader's relay too (it holds none of the lists).
+    assert_eq!(second.lists_reconciled, 2, "{second:#?}");
     let (mut a, mut b) = (first.lists.clone(), second.lists.clone());
     a.sort_by_key(|l| l.author);
     b.sort_by_key(|l| l.author);

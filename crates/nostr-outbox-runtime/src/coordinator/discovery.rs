@@ -8,6 +8,7 @@
 //! reconcile, and every relay when too little was kept, pages the lists on its slot as before.
 //! A continuing feed then keeps a lists subscription for new lists only (`since` now).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +68,7 @@ impl Coordinator {
                         client,
                         reports,
                         slot: live.tx.clone(),
+                        reconciled: self.tally.lists_reconciled.clone(),
                         once: self.cfg.once,
                         i,
                     };
@@ -104,6 +106,8 @@ struct ListSync {
     /// The relay's slot: pages the lists when reconciling did not work, and keeps the live
     /// subscription of a continuing feed.
     slot: mpsc::UnboundedSender<SlotCommand>,
+    /// Relays reconciled so far, for the summary.
+    reconciled: Arc<AtomicUsize>,
     once: bool,
     i: usize,
 }
@@ -127,6 +131,7 @@ impl ListSync {
                 }
             };
         let elapsed = started.elapsed();
+        self.reconciled.fetch_add(1, Ordering::Relaxed);
         debug!(relay = %self.url, new = events.len(), rounds, "lists reconciled");
         let url: Arc<str> = Arc::from(self.url.as_str());
         let received = events.len() as u64;

@@ -140,6 +140,8 @@ struct Tally {
     penalised: BTreeSet<String>,
     /// Relay lists an indexer delivered first (none of the reader's relays had sent them).
     lists_from_indexers: usize,
+    /// Discovery relays whose lists were reconciled (NIP-77); counted by their sync tasks.
+    lists_reconciled: Arc<std::sync::atomic::AtomicUsize>,
     /// Relays that asked for NIP-42 sign-in, and how it went the last time.
     auth: BTreeMap<String, AuthOutcome>,
     /// Relays probed after the fetch.

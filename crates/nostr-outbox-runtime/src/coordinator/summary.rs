@@ -82,6 +82,10 @@ impl Coordinator {
             auth: self.tally.auth,
             relay_lists: self.lists.len(),
             lists_from_indexers: self.tally.lists_from_indexers,
+            lists_reconciled: self
+                .tally
+                .lists_reconciled
+                .load(std::sync::atomic::Ordering::Relaxed),
             plans: self.tally.plans,
             time_to_first_event: self.tally.first_event,
             time_to_90_percent: self.tally.to_90,

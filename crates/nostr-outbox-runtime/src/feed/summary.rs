@@ -128,6 +128,10 @@ pub struct FeedSummary {
     /// Relay lists (new, or newer than the one known) that an indexer delivered before any of
     /// the reader's relays did: what the indexers added.
     pub lists_from_indexers: usize,
+    /// Discovery relays whose relay lists were reconciled (NIP-77) with the kept ones instead
+    /// of paged: only the lists that changed came
+    /// ([`RuntimeConfig::sync_lists`](crate::RuntimeConfig::sync_lists)).
+    pub lists_reconciled: usize,
     /// Plans made.
     pub plans: u64,
     /// From start to the first note.

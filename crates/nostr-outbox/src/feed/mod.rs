@@ -804,13 +804,22 @@ fn print_summary(s: &FeedSummary) {
             }
         ),
         format!("authors covered:     {}/{}", s.authors_covered, s.follows),
-        if s.lists_from_indexers > 0 {
-            format!(
-                "relay lists:         {} ({} first from indexers)",
-                s.relay_lists, s.lists_from_indexers
-            )
-        } else {
-            format!("relay lists:         {}", s.relay_lists)
+        {
+            let mut notes = Vec::new();
+            if s.lists_from_indexers > 0 {
+                notes.push(format!("{} first from indexers", s.lists_from_indexers));
+            }
+            if s.lists_reconciled > 0 {
+                notes.push(format!("reconciled on {} relays", s.lists_reconciled));
+            }
+            match notes.is_empty() {
+                true => format!("relay lists:         {}", s.relay_lists),
+                false => format!(
+                    "relay lists:         {} ({})",
+                    s.relay_lists,
+                    notes.join(", ")
+                ),
+            }
         },
         format!("plans:               {} (seed {:#x})", s.plans, s.seed),
         format!(
