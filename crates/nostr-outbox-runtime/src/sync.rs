@@ -6,7 +6,7 @@
 //! relay holds that are not kept, and only those are fetched (a `REQ` by ids, on the same link).
 //! An unchanged world moves a few hundred bytes per relay where a lookup moves every event
 //! again. A relay that does not speak NIP-77 (refuses, answers `NEG-ERR`, stays silent) is
-//! asked with a plain [`lookup`](crate::lookup) instead, and the outcome says so.
+//! asked with a plain [`lookup`] instead, and the outcome says so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
