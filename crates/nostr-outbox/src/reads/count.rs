@@ -5,13 +5,11 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{FilterQuery, RouteContext};
+use anyhow::Context;
 use tokio::task::JoinSet;
 
-use super::req::{build, people, FilterArgs};
-use super::{budget, describe, describe_plan, plan_checked, runtime_config};
+use super::req::{build, route, FilterArgs};
+use super::{describe, describe_plan, runtime_config};
 use crate::text::escape;
 
 /// Options of `outbox count`.
@@ -31,23 +29,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let result = rt.block_on(async {
-        let mut reader = args.reader.open(runtime_config(false))?;
-        let lists = reader.lists(&people(&filter), &[]).await;
-        reader.require_answer(&lists)?;
-        let stats = reader.stats().await;
-        let ctx = RouteContext {
-            directory: &lists.directory,
-            stats: &stats,
-            now: Timestamp::now().as_secs(),
-            budget: budget(),
-        };
-        let mut query = FilterQuery::new(filter, &reader.relays);
-        query.reader = reader.pubkey;
-        query.hints = hints;
-        let plan = plan_checked(&query, &ctx)?;
-        if plan.targets.is_empty() {
-            bail!("no relay to ask: no --relays entry is usable and the filter names nobody with a known relay");
-        }
+        let reader = &mut args.reader.open(runtime_config(false))?;
+        let plan = route(reader, filter, hints).await?;
         describe_plan("count", &plan, reader.json)?;
         // Each relay is asked what it is routed for, all at once.
         let mut asks = JoinSet::new();

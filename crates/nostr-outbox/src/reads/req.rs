@@ -11,8 +11,10 @@ use nostr::event::Kind;
 use nostr::filter::{Filter, SingleLetterTag};
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{FilterQuery, RouteContext};
+use nostr_outbox_client::routes::{FilterQuery, RouteContext, RoutePlan};
 use nostr_outbox_client::Pointer;
+
+use crate::reader::Reader;
 
 use super::{budget, describe_plan, plan_checked, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
 
@@ -171,8 +173,36 @@ pub fn build(
     Ok((filter, hints))
 }
 
+/// The route of `filter` for `reader`: the lists of the people it names learned, then its
+/// authors to their write relays, its `#p` people to their read relays, `hints`, and the
+/// reader's relays (`FilterQuery`). An error when no relay answered the lists lookup or none
+/// is left to ask.
+pub async fn route(
+    reader: &mut Reader,
+    filter: Filter,
+    hints: Vec<String>,
+) -> anyhow::Result<RoutePlan> {
+    let lists = reader.lists(&people(&filter), &[]).await;
+    reader.require_answer(&lists)?;
+    let stats = reader.stats().await;
+    let ctx = RouteContext {
+        directory: &lists.directory,
+        stats: &stats,
+        now: Timestamp::now().as_secs(),
+        budget: budget(),
+    };
+    let mut query = FilterQuery::new(filter, &reader.relays);
+    query.reader = reader.pubkey;
+    query.hints = hints;
+    let plan = plan_checked(&query, &ctx)?;
+    if plan.targets.is_empty() {
+        bail!("no relay to ask: no --relays entry is usable and the filter names nobody with a known relay");
+    }
+    Ok(plan)
+}
+
 /// The people a filter names: its authors and its `#p` people.
-pub fn people(filter: &Filter) -> Vec<PublicKey> {
+fn people(filter: &Filter) -> Vec<PublicKey> {
     let mut out: Vec<PublicKey> = filter.authors.iter().flatten().copied().collect();
     let p = SingleLetterTag::LOWERCASE_P;
     out.extend(
@@ -194,22 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     let result = rt.block_on(async {
         let mut reader = args.reader.open(runtime_config(args.stream))?;
-        let lists = reader.lists(&people(&filter), &[]).await;
-        reader.require_answer(&lists)?;
-        let stats = reader.stats().await;
-        let ctx = RouteContext {
-            directory: &lists.directory,
-            stats: &stats,
-            now: Timestamp::now().as_secs(),
-            budget: budget(),
-        };
-        let mut query = FilterQuery::new(filter, &reader.relays);
-        query.reader = reader.pubkey;
-        query.hints = hints;
-        let plan = plan_checked(&query, &ctx)?;
-        if plan.targets.is_empty() {
-            bail!("no relay to ask: no --relays entry is usable and the filter names nobody with a known relay");
-        }
+        let plan = route(&mut reader, filter, hints).await?;
         describe_plan("req", &plan, reader.json)?;
         let pass = read(&plan, &reader.client, reader.json, 0).await?;
         if let Some(code) = pass.stopped {
