@@ -334,6 +334,12 @@ impl Model {
         self.alone[relay.index()]
     }
 
+    /// Whether `relay` may hold notes at all: not one seen answering, run after run, with none
+    /// about anyone (an indexer).
+    pub fn keeps_notes(&self, relay: RelayId) -> bool {
+        self.depth[relay.index()] > 0.0
+    }
+
     /// What `author`'s notes of each age are worth.
     pub(crate) fn worth(&self, author: AuthorId) -> Worth {
         self.worth[author.index()]

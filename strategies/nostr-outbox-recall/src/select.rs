@@ -20,6 +20,8 @@ pub struct Recall {
     /// planning itself).
     held: Vec<Held>,
     heap: BinaryHeap<LazyCandidate>,
+    /// Per relay, how many follows hold it while the plan is built.
+    serving: Vec<u32>,
     /// Per relay, its assignment's index in the selection being built (`u32::MAX`: none).
     slot_of: Vec<u32>,
 }
@@ -32,6 +34,7 @@ impl Recall {
             model: Model::default(),
             held: Vec::new(),
             heap: BinaryHeap::new(),
+            serving: Vec::new(),
             slot_of: Vec::new(),
         }
     }
@@ -131,14 +134,13 @@ impl Held {
         (value(&self.slots, skip, Some((q, u)), &self.worth) - self.value).max(0.0)
     }
 
-    /// Holds a relay, letting go of the weakest held relay when full.
-    fn hold(&mut self, q: f64, u: f64, relay: RelayId, cap: usize) {
-        if self.slots.len() >= cap {
-            self.slots.remove(self.weakest);
-        }
+    /// Holds a relay, letting go of the weakest held relay when full; returns the one let go.
+    fn hold(&mut self, q: f64, u: f64, relay: RelayId, cap: usize) -> Option<RelayId> {
+        let let_go = (self.slots.len() >= cap).then(|| self.slots.remove(self.weakest).relay);
         let at = self.slots.partition_point(|s| s.u >= u);
         self.slots.insert(at, Slot { q, u, relay });
         self.refresh();
+        let_go
     }
 
     fn drop_weakest(&mut self) {
@@ -223,6 +225,145 @@ impl Recall {
     }
 }
 
+/// How a spare connection is valued: by what the model expects a follow's notes there to be
+/// worth, or, once nothing has model value, by the chance its notes are there at all.
+#[derive(Clone, Copy, PartialEq)]
+enum Spare {
+    Model,
+    Chance,
+}
+
+impl Recall {
+    /// What holding `relay` (with chance `q` reaching `u`) is worth to a follow left without a
+    /// relay, under `how`.
+    fn spare_value(&self, how: Spare, a: AuthorId, relay: RelayId, q: f64, u: f64) -> f64 {
+        match how {
+            Spare::Model => self.model.weight(a) * self.model.worth(a).alone(q, u),
+            // The model may be wrong about a follow it expects nothing from (seen silent, or its
+            // newest note just past the window): its own relays, where they are alive and keep
+            // notes, can only add to what the reader's relays return.
+            Spare::Chance if q > 0.0 && self.model.keeps_notes(relay) => {
+                self.model.weight(a).max(f64::MIN_POSITIVE) * q
+            }
+            Spare::Chance => 0.0,
+        }
+    }
+
+    /// Gives the follows left without a relay (by the model, or by the disclosure trim) one of
+    /// their own, within the connection budget: first a relay already connected to (no
+    /// connection spent), then new relays chosen greedily, by model value and then by chance. A
+    /// follow is thus never left to the reader's relays while the budget has room for a relay it
+    /// lists; a plan knowing what was learned asks at least what a plan knowing nothing would.
+    fn fill_spare(
+        &self,
+        table: &RouteTable,
+        budget: usize,
+        held: &mut [Held],
+        serving: &mut [u32],
+        chosen: &mut Vec<RelayId>,
+    ) {
+        let cap = self.config.per_author;
+        serving.fill(0);
+        for h in held.iter() {
+            for slot in &h.slots {
+                serving[slot.relay.index()] += 1;
+            }
+        }
+        let mut open = serving.iter().filter(|&&n| n > 0).count();
+        // Already connected relays first: the best a follow lists, by model value, then chance.
+        for a in table.authors() {
+            if !held[a.index()].slots.is_empty() {
+                continue;
+            }
+            let best = [Spare::Model, Spare::Chance].into_iter().find_map(|how| {
+                self.chances_of(table, a)
+                    .filter(|&(relay, _, _)| serving[relay.index()] > 0)
+                    .map(|(relay, q, u)| (self.spare_value(how, a, relay, q, u), relay, q, u))
+                    .filter(|x| x.0 > 0.0)
+                    .max_by(|x, y| {
+                        x.0.total_cmp(&y.0)
+                            .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
+                    })
+            });
+            if let Some((_, relay, q, u)) = best {
+                held[a.index()].hold(q, u, relay, cap);
+                serving[relay.index()] += 1;
+            }
+        }
+        for how in [Spare::Model, Spare::Chance] {
+            if open >= budget {
+                return;
+            }
+            let gain = |relay: RelayId, held: &[Held]| -> f64 {
+                table
+                    .candidate_writers(relay)
+                    .iter()
+                    .zip(self.model.writer_chances(relay))
+                    .filter(|(a, _)| held[a.index()].slots.is_empty())
+                    .map(|(&a, (q, u))| self.spare_value(how, a, relay, q, u))
+                    .sum()
+            };
+            let mut heap: BinaryHeap<LazyCandidate> = table
+                .relays()
+                .filter(|r| serving[r.index()] == 0)
+                .filter_map(|relay| {
+                    let value = gain(relay, held);
+                    (value > 0.0).then(|| LazyCandidate {
+                        value,
+                        url_rank: table.url_rank(relay),
+                        relay,
+                        round: 0,
+                    })
+                })
+                .collect();
+            let mut round = 0;
+            while open < budget {
+                let Some(top) = heap.pop() else { break };
+                if top.round != round {
+                    let value = gain(top.relay, held);
+                    if value > 0.0 {
+                        heap.push(LazyCandidate {
+                            value,
+                            round,
+                            ..top
+                        });
+                    }
+                    continue;
+                }
+                for (&a, (q, u)) in table
+                    .candidate_writers(top.relay)
+                    .iter()
+                    .zip(self.model.writer_chances(top.relay))
+                {
+                    if held[a.index()].slots.is_empty()
+                        && self.spare_value(how, a, top.relay, q, u) > 0.0
+                    {
+                        held[a.index()].hold(q, u, top.relay, cap);
+                    }
+                }
+                open += 1;
+                round += 1;
+                chosen.push(top.relay);
+            }
+        }
+    }
+
+    /// `author`'s candidate relays with the chance each returns its notes and the share of them
+    /// it reaches, as the model laid them out.
+    fn chances_of<'a>(
+        &'a self,
+        table: &'a RouteTable,
+        author: AuthorId,
+    ) -> impl Iterator<Item = (RelayId, f64, f64)> + 'a {
+        table.candidates(author).iter().filter_map(move |&relay| {
+            let writers = table.candidate_writers(relay);
+            let i = writers.binary_search(&author).ok()?;
+            let (q, u) = self.model.writer_chances(relay).nth(i)?;
+            Some((relay, q, u))
+        })
+    }
+}
+
 impl Selector for Recall {
     fn per_author_cap(&self) -> Option<usize> {
         Some(self.config.per_author)
@@ -266,35 +407,70 @@ impl Selector for Recall {
         );
         let mut heap = BinaryHeap::from(candidates);
 
+        // A connection counts while it serves a follow: a relay whose every follow moved to
+        // better ones frees its connection for another, and may be picked again later.
+        let mut serving = std::mem::take(&mut self.serving);
+        serving.clear();
+        serving.resize(table.relay_count(), 0);
         let mut chosen: Vec<RelayId> = Vec::new();
-        while chosen.len() < input.max_connections {
+        let mut open = 0usize;
+        // Every pick raises the plan's value, so picks cannot cycle; the bound is a guard.
+        let most_picks = input.max_connections + 4 * table.relay_count();
+        let mut picks = 0usize;
+        while open < input.max_connections && picks < most_picks {
             let Some(top) = heap.pop() else { break };
-            let round = chosen.len();
-            if top.round != round {
+            if top.round != picks {
                 let gain = self.relay_gain(table, top.relay, &held);
                 if gain > 0.0 {
                     heap.push(LazyCandidate {
                         value: gain,
-                        round,
+                        round: picks,
                         ..top
                     });
                 }
                 continue;
             }
+            picks += 1;
             for (&a, (q, u)) in table
                 .candidate_writers(top.relay)
                 .iter()
                 .zip(self.model.writer_chances(top.relay))
             {
                 let h = &mut held[a.index()];
-                if h.gain(q, u, cap) > 0.0 {
-                    h.hold(q, u, top.relay, cap);
+                if h.gain(q, u, cap) <= 0.0 {
+                    continue;
+                }
+                serving[top.relay.index()] += 1;
+                if let Some(gone) = h.hold(q, u, top.relay, cap) {
+                    serving[gone.index()] -= 1;
+                    if serving[gone.index()] == 0 {
+                        open -= 1;
+                        heap.push(LazyCandidate {
+                            value: self.model.alone(gone),
+                            url_rank: table.url_rank(gone),
+                            relay: gone,
+                            round: usize::MAX,
+                        });
+                    }
                 }
             }
-            chosen.push(top.relay);
+            if serving[top.relay.index()] > 0 {
+                open += 1;
+                chosen.push(top.relay);
+            }
         }
 
         self.trim_to_disclosure(table, &mut held);
+        self.fill_spare(
+            table,
+            input.max_connections,
+            &mut held,
+            &mut serving,
+            &mut chosen,
+        );
+        self.serving = serving;
+        chosen.sort_unstable();
+        chosen.dedup();
 
         // Each follow is asked of the chosen relays it holds; a chosen relay that lost every
         // follow to better ones is not connected to.

@@ -54,10 +54,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::fastmap::FastMap;
 
+mod expected;
 mod merge;
 mod pairs;
 mod round;
 
+pub use expected::{expected_recall, SILENT_SHARE};
 pub use merge::{
     FORGET_AFTER_DAYS, FORGET_AFTER_SECS, MAX_STORED_AUTHORS, MAX_STORED_RELAYS, MAX_TOMBSTONES,
 };
