@@ -23,7 +23,7 @@ use nostr_outbox_core::{
     UrlPolicy,
 };
 
-use crate::state::{PlanView, State, DEFAULT_LIST_TTL, MAX_KEPT_LISTS};
+use crate::state::{PlanView, State, DEFAULT_LIST_TTL, DEFAULT_ROUND_IDLE, MAX_KEPT_LISTS};
 
 /// The router config used when none is given: the `outbox feed` default (the `recall`
 /// strategy, 20 routed relays).
@@ -61,6 +61,10 @@ struct Settings {
     seed: u64,
     window_secs: Option<u64>,
     store: Option<Arc<dyn StateStore>>,
+    /// Rounds end by themselves (a new read after notes came in, or `round_idle`); off, only
+    /// `end_round` ends them.
+    auto_rounds: bool,
+    round_idle: Duration,
 }
 
 impl OutboxGossipBuilder {
@@ -103,6 +107,21 @@ impl OutboxGossipBuilder {
     /// plans for it; see `nostr_outbox_core::PlanContext::window`).
     pub fn window(mut self, secs: u64) -> Self {
         self.settings.window_secs = Some(secs);
+        self
+    }
+
+    /// How long a round may go without a new note or ask before it ends by itself
+    /// ([`DEFAULT_ROUND_IDLE`](crate::DEFAULT_ROUND_IDLE) unless set). See
+    /// [`OutboxGossip::end_round`] for when rounds end.
+    pub fn round_idle(mut self, idle: Duration) -> Self {
+        self.settings.round_idle = idle;
+        self
+    }
+
+    /// Rounds end only when the caller says so ([`OutboxGossip::end_round`]): for a client that
+    /// knows when each read is done and which relays it reached.
+    pub fn manual_rounds(mut self) -> Self {
+        self.settings.auto_rounds = false;
         self
     }
 
@@ -227,6 +246,8 @@ impl OutboxGossip {
                 seed: 0,
                 window_secs: None,
                 store: None,
+                auto_rounds: true,
+                round_idle: DEFAULT_ROUND_IDLE,
             },
         }
     }
@@ -250,6 +271,20 @@ impl OutboxGossip {
 
     fn now() -> Timestamp {
         Timestamp::now()
+    }
+
+    /// Ends the open round if it is over by the engine's own rules (see
+    /// [`end_round`](Self::end_round)); `new_read`: nostr-sdk is starting a read. Called first
+    /// by every entry point, so an idle round is learned before anything reads the state.
+    fn end_round_if_over(&self, new_read: bool) {
+        if !self.settings.auto_rounds {
+            return;
+        }
+        let mut state = self.lock();
+        if state.round_over(new_read, Some(self.settings.round_idle)) {
+            let learned = state.end_round(None, Self::now().as_secs());
+            tracing::debug!(learned, new_read, "round ended by itself");
+        }
     }
 
     /// Plans when what plans are made from changed since the current plan; returns the plan.
@@ -399,6 +434,7 @@ impl OutboxGossip {
     /// The current plan, made first if anything changed since the last one; `None` while no
     /// plan could be made (no keys asked about yet count as an empty plan).
     pub fn plan_summary(&self) -> Option<PlanSummary> {
+        self.end_round_if_over(false);
         let plan = self.ensure_plan()?;
         Some(PlanSummary {
             strategy: plan.strategy.clone(),
@@ -423,6 +459,22 @@ impl OutboxGossip {
     /// `reached` leaves out failed. Without `reached`, a relay that sent nothing is left out of
     /// the round. The next plan is made with what was learned. Returns whether anything was
     /// learned.
+    ///
+    /// Calling it is optional. Unless the engine was built with
+    /// [`manual_rounds`](OutboxGossipBuilder::manual_rounds), a round also ends by itself (as
+    /// `end_round(None)`):
+    ///
+    /// - when nostr-sdk starts a new read (asks the status of a key's relay list, or a key's
+    ///   write relays) after notes came in for the round's asks: the previous read was
+    ///   answered, and the new one is planned with what it taught;
+    /// - when the round has seen no new note and no new ask for
+    ///   [`round_idle`](OutboxGossipBuilder::round_idle), at the engine's next call (nostr-sdk's
+    ///   or the caller's: [`stats`](Self::stats), [`plan_summary`](Self::plan_summary));
+    /// - at [`save`](Self::save), when a note was counted in it.
+    ///
+    /// nostr-sdk does not tell a gossip engine when a relay sent EOSE, so these are the
+    /// engine's signals. Call `end_round` with the relays the client reached to also learn
+    /// which relays failed.
     pub fn end_round(&self, reached: Option<&HashSet<RelayUrl>>) -> bool {
         let reached: Option<HashSet<String>> = reached.map(|r| {
             r.iter()
@@ -435,17 +487,22 @@ impl OutboxGossip {
 
     /// A copy of the learned stats.
     pub fn stats(&self) -> DeliveryStats {
+        self.end_round_if_over(false);
         self.lock().stats.clone()
     }
 
     /// Writes the learned stats and the kept kind:10002 lists to the store (nothing without
-    /// one). Rounds not ended yet are not included.
+    /// one). An open round in which a note was counted is ended first (unless rounds are
+    /// [manual](OutboxGossipBuilder::manual_rounds)), so what the last read taught is kept.
     pub async fn save(&self) -> Result<(), Error> {
         let Some(store) = &self.settings.store else {
             return Ok(());
         };
         let (stats, lists) = {
-            let state = self.lock();
+            let mut state = self.lock();
+            if self.settings.auto_rounds && state.round_events > 0 {
+                state.end_round(None, Self::now().as_secs());
+            }
             let lists: Vec<RawRelayList> = state.lists.values().cloned().collect();
             (state.stats.clone(), lists)
         };
@@ -648,6 +705,7 @@ impl NostrGossip for OutboxGossip {
         event: &'a Event,
         relay_url: Option<&'a RelayUrl>,
     ) -> BoxFuture<'a, ()> {
+        self.end_round_if_over(false);
         self.process_event(event, relay_url);
         Box::pin(async { Ok(()) })
     }
@@ -660,6 +718,7 @@ impl NostrGossip for OutboxGossip {
         public_key: &'a PublicKey,
         list: GossipListKind,
     ) -> BoxFuture<'a, GossipPublicKeyStatus> {
+        self.end_round_if_over(list == GossipListKind::Nip65);
         let mut state = self.lock();
         if list == GossipListKind::Nip65 {
             state.note_key(*public_key);
@@ -675,6 +734,7 @@ impl NostrGossip for OutboxGossip {
         public_key: &'a PublicKey,
         list: GossipListKind,
     ) -> BoxFuture<'a, ()> {
+        self.end_round_if_over(false);
         self.lock()
             .attempted(*public_key, list, Self::now(), self.settings.list_ttl);
         Box::pin(async { Ok(()) })
@@ -686,6 +746,7 @@ impl NostrGossip for OutboxGossip {
         list: GossipListKind,
         limit: NonZeroUsize,
     ) -> BoxFuture<'_, BTreeSet<OutdatedPublicKey>> {
+        self.end_round_if_over(false);
         let outdated = self
             .lock()
             .outdated(list, limit.get(), Self::now(), self.settings.list_ttl);
@@ -712,6 +773,11 @@ impl NostrGossip for OutboxGossip {
         selection: BestRelaySelection,
         allowed: GossipAllowedRelays,
     ) -> BoxFuture<'a, HashSet<RelayUrl>> {
+        let new_read = matches!(
+            selection,
+            BestRelaySelection::Write { .. } | BestRelaySelection::All { .. }
+        );
+        self.end_round_if_over(new_read);
         let relays = self.best_relays(public_key, selection, allowed);
         Box::pin(async move { Ok(relays) })
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nostr::event::Event;
 use nostr::key::PublicKey;
@@ -31,6 +31,10 @@ pub const MAX_ROUND_EVENTS: usize = 500_000;
 
 /// How long a fetched list counts as up to date (nostr-sdk's in-memory engine uses a day).
 pub const DEFAULT_LIST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a round may go without a new note or a new ask before the engine ends it by itself
+/// (longer than a feed read takes to send its notes, so a slow relay's notes still count).
+pub const DEFAULT_ROUND_IDLE: Duration = Duration::from_secs(20);
 
 /// One relay asked in the current round.
 #[derive(Debug)]
@@ -88,6 +92,11 @@ pub(crate) struct State {
     pub round: HashMap<String, RoundRelay>,
     /// Notes counted in the current round.
     pub round_events: usize,
+    /// A note was counted since the round's last ask: the read the asks were for is answering,
+    /// so the next read nostr-sdk starts begins a new round.
+    pub noted_since_ask: bool,
+    /// The round's last ask or counted note.
+    pub last_activity: Option<Instant>,
     /// The last filter generation handed out.
     pub generation: u64,
     /// Bumped whenever what a plan is made from changes.
@@ -216,9 +225,11 @@ impl State {
                 authors: BTreeSet::new(),
                 delivered: false,
             });
+        self.last_activity = Some(Instant::now());
         if relay.generation != 0 && relay.authors.contains(&author) {
             return;
         }
+        self.noted_since_ask = false;
         if relay.delivered {
             self.recorder.eose(url, relay.generation, true);
         }
@@ -243,7 +254,19 @@ impl State {
         }
         relay.delivered = true;
         self.round_events += 1;
+        self.noted_since_ask = true;
+        self.last_activity = Some(Instant::now());
         true
+    }
+
+    /// Whether the open round is over by the engine's own rules: a new read begins (`new_read`)
+    /// after the round's reads were answered, or nothing was asked or counted for `idle`.
+    pub fn round_over(&self, new_read: bool, idle: Option<Duration>) -> bool {
+        if self.round.is_empty() {
+            return false;
+        }
+        let idle = idle.is_some_and(|idle| self.last_activity.is_some_and(|t| t.elapsed() >= idle));
+        idle || (new_read && self.noted_since_ask)
     }
 
     /// Ends the round: a relay that delivered, or that `reached` names, answered; a relay
@@ -252,6 +275,8 @@ impl State {
     pub fn end_round(&mut self, reached: Option<&HashSet<String>>, now: u64) -> bool {
         let round = std::mem::take(&mut self.round);
         self.round_events = 0;
+        self.noted_since_ask = false;
+        self.last_activity = None;
         if round.is_empty() {
             return false;
         }

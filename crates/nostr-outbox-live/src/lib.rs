@@ -41,10 +41,18 @@
 //!    simulator's replay of the same session ([`LoopConfig::clock`]), which replays the client
 //!    the live run uses ([`client_timing`]).
 //!
+//! 7. **Other clients** ([`clients`]). After the runtime's runs of a session, every
+//!    [`LiveClient`](clients::LiveClient) given (`outbox bench --live` gives the registered ones)
+//!    reads the same relays, behind the same proxies: handed the same relay lists, it reads the
+//!    follows' notes once per window (7 days, 1 year, 3 years, in that order), keeping its
+//!    state from session to session. Each read is scored with the simulator's definitions for
+//!    its window; beside it, the relays the client dialled and those that were asked for notes.
+//!
 //! The simulator runs with no clock step between sessions (live sessions run seconds apart, so
 //! learned stats barely decay between them either) and with the one-year window only (the
 //! widest window asked sets what both learn from).
 
+pub mod clients;
 pub mod delay;
 pub mod fleet;
 pub mod load;
@@ -66,9 +74,13 @@ use nostr_outbox_sim::{
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::clients::{ClientResult, ClientSession, ClientSessionResult, LiveClient};
 use crate::delay::{DelayCaps, DelayProxy, Mode};
 use crate::fleet::{free_port_range, FleetRelay, SeenFilter};
 use crate::rekey::{event_index, rekey, sign_events, Rekeyed};
+
+#[doc(hidden)]
+pub use inventory as __inventory;
 
 /// One strategy to run live and simulated.
 #[derive(Debug)]
@@ -208,6 +220,13 @@ pub enum Progress<'a> {
         label: &'a str,
         /// The result.
         result: &'a SessionResult,
+    },
+    /// One other client's session is done ([`clients`]).
+    Client {
+        /// The client's label.
+        label: &'a str,
+        /// The result.
+        result: &'a ClientSessionResult,
     },
 }
 
@@ -367,6 +386,8 @@ pub struct LiveReport {
     pub prepare: Duration,
     /// Per strategy.
     pub strategies: Vec<StrategyResult>,
+    /// Per other client ([`clients`]), in the order given.
+    pub clients: Vec<ClientResult>,
     /// Whole run.
     pub elapsed: Duration,
 }
@@ -402,6 +423,18 @@ fn unix_now() -> u64 {
 pub async fn run_live(
     world: World,
     strategies: &[LiveStrategy],
+    cfg: &LiveConfig,
+    progress: impl FnMut(Progress<'_>),
+) -> Result<LiveReport, LiveError> {
+    run_live_with_clients(world, strategies, &[], cfg, progress).await
+}
+
+/// [`run_live`], and after the runtime's runs of each session, each of `clients` on the same
+/// relays ([`clients`]).
+pub async fn run_live_with_clients(
+    world: World,
+    strategies: &[LiveStrategy],
+    clients: &[Box<dyn LiveClient>],
     cfg: &LiveConfig,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<LiveReport, LiveError> {
@@ -523,6 +556,18 @@ pub async fn run_live(
     }
 
     // Live.
+    let signed_lists = if clients.is_empty() {
+        Vec::new()
+    } else {
+        sign_lists(&rekeyed)
+    };
+    let mut client_results: Vec<ClientResult> = clients
+        .iter()
+        .map(|c| ClientResult {
+            label: c.label(),
+            sessions: Vec::new(),
+        })
+        .collect();
     let dir = tempfile::tempdir()?;
     let since_world = world.now.saturating_sub(Window::Y1.secs());
     let since_live = (since_world as i64 + rekeyed.shift).max(0) as u64;
@@ -547,17 +592,7 @@ pub async fn run_live(
             for f in &fleet {
                 f.log.take();
             }
-            // Proxies anew for every run: each starts its connection count at zero, as the
-            // simulator's draws do, and no connection of an earlier run is left open.
-            for (f, proxy) in fleet.iter().zip(proxies.iter_mut()) {
-                if world.is_up(f.relay, s) {
-                    proxy.listen(Mode::Forward { session: s }).await?;
-                } else if world.timing(f.relay).hangs {
-                    proxy.listen(Mode::BlackHole).await?;
-                } else {
-                    proxy.stop().await;
-                }
-            }
+            relisten(&mut proxies, &fleet, world, s).await?;
             let session_started = Instant::now();
             let store = Arc::new(nostr_outbox_stats::FileStore::new(
                 dir.path().join(format!("strategy-{i}.json")),
@@ -667,6 +702,59 @@ pub async fn run_live(
             });
             results[i].sessions.push(result);
         }
+        for (c, client) in clients.iter().enumerate() {
+            for f in &fleet {
+                f.log.take();
+            }
+            relisten(&mut proxies, &fleet, world, s).await?;
+            let session_started = Instant::now();
+            let reads: Vec<(Window, u64)> = Window::ALL
+                .iter()
+                .map(|&w| {
+                    let since = world.now.saturating_sub(w.secs());
+                    (w, (since as i64 + rekeyed.shift).max(0) as u64)
+                })
+                .collect();
+            let run = client
+                .run(ClientSession {
+                    session: s,
+                    follows: &rekeyed.follows,
+                    reader_relays: &rekeyed.reader_relays,
+                    relay_lists: &signed_lists,
+                    reads: &reads,
+                    max_events: world.events().len() + 1_000,
+                    read_timeout: cfg.runtime.eose_timeout,
+                })
+                .await;
+            let mut all = vec![false; world.events().len()];
+            let windows = (reads.iter().zip(&run.reads))
+                .map(|(&(w, _), notes)| {
+                    let delivered = delivered_notes(notes, &rekeyed, world.events().len());
+                    for (a, d) in all.iter_mut().zip(&delivered) {
+                        *a |= *d;
+                    }
+                    score_delivered(&sim, &delivered, s, &[w]).remove(0)
+                })
+                .collect();
+            let asked = fleet
+                .iter()
+                .filter(|f| f.log.take().iter().any(|f| f.kinds == [1]))
+                .count();
+            let result = ClientSessionResult {
+                session: s,
+                windows,
+                dialled: run.dialled,
+                asked,
+                notes: all.iter().filter(|d| **d).count() as u64,
+                elapsed: session_started.elapsed(),
+            };
+            let label = &client_results[c].label;
+            progress(Progress::Client {
+                label,
+                result: &result,
+            });
+            client_results[c].sessions.push(result);
+        }
     }
     for proxy in proxies.iter_mut() {
         proxy.stop().await;
@@ -689,8 +777,61 @@ pub async fn run_live(
         delay: cfg.delay,
         prepare,
         strategies: results,
+        clients: client_results,
         elapsed: started.elapsed(),
     })
+}
+
+/// Proxies anew for every run: each starts its connection count at zero, as the simulator's
+/// draws do, and no connection of an earlier run is left open. Nothing without proxies.
+async fn relisten(
+    proxies: &mut [DelayProxy],
+    fleet: &[FleetRelay],
+    world: &World,
+    s: u32,
+) -> Result<(), LiveError> {
+    for (f, proxy) in fleet.iter().zip(proxies.iter_mut()) {
+        if world.is_up(f.relay, s) {
+            proxy.listen(Mode::Forward { session: s }).await?;
+        } else if world.timing(f.relay).hangs {
+            proxy.listen(Mode::BlackHole).await?;
+        } else {
+            proxy.stop().await;
+        }
+    }
+    Ok(())
+}
+
+/// The relay lists as signed kind:10002 events, for clients that take events.
+fn sign_lists(rekeyed: &Rekeyed) -> Vec<nostr::event::Event> {
+    use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
+    (rekeyed.relay_lists.iter())
+        .filter_map(|list| {
+            let i = *rekeyed.follow_of.get(&list.author)? as usize;
+            let secret = rekeyed.keys.get(i)?.secret_key().to_secret_bytes();
+            let keys = nostr::key::Keys::new(nostr::key::SecretKey::from_slice(&secret).ok()?);
+            let tags = (list.tags.iter()).filter_map(|t| Tag::parse(t.iter().cloned()).ok());
+            EventBuilder::new(Kind::RelayList, "")
+                .tags(tags)
+                .custom_created_at(Timestamp::from(list.created_at))
+                .finalize(&keys)
+                .ok()
+        })
+        .collect()
+}
+
+/// Which world events `notes` hold (notes that name a world event and come from that event's
+/// re-keyed author; anything else is ignored).
+fn delivered_notes(notes: &[nostr::event::Event], rekeyed: &Rekeyed, events: usize) -> Vec<bool> {
+    let mut delivered = vec![false; events];
+    for event in notes {
+        if let Some(i) = event_index(&event.content).filter(|&i| i < events) {
+            if rekeyed.follow_of.contains_key(&event.pubkey) {
+                delivered[i] = true;
+            }
+        }
+    }
+    delivered
 }
 
 /// The simulator's run of one strategy: per session its 1-year score, its plan, its probes and

@@ -8,12 +8,13 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use nostr_outbox_core::RouterConfig;
+use nostr_outbox_live::clients::{registered_clients, ClientSetup};
 use nostr_outbox_live::{
-    run_live, Agreement, LiveConfig, LiveReport, LiveStrategy, Progress, SessionTime, AGREE_MS,
-    AGREE_SHARE,
+    run_live_with_clients, Agreement, LiveConfig, LiveReport, LiveStrategy, Progress, SessionTime,
+    AGREE_MS, AGREE_SHARE,
 };
 use nostr_outbox_sim::bench::resolve;
-use nostr_outbox_sim::{default_suite, generate, BenchConfig, Profile, World};
+use nostr_outbox_sim::{default_suite, generate, BenchConfig, Profile, Window, World};
 
 /// Suite rows run when `--strategies` is not given.
 const DEFAULT_STRATEGIES: [&str; 2] = ["greedy", "recall"];
@@ -117,36 +118,58 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         world.follows.len(),
         world.events().len()
     );
-    let report = runtime.block_on(run_live(world, &strategies, &cfg, |p| match p {
-        Progress::Prepared {
-            events,
-            relays,
-            took,
-        } => eprintln!(
-            "{events} notes on {relays} relays in {:.1}s",
-            took.as_secs_f64()
-        ),
-        Progress::Session { label, result } => eprintln!(
-            "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
+    // Other clients on the same relays: those a crate linked into this binary registered
+    // (`nostr_outbox_live::clients`); the published `outbox` links none.
+    let clients = registered_clients(&ClientSetup {
+        budget,
+        seed: opts.seed,
+    });
+    let report = runtime.block_on(run_live_with_clients(
+        world,
+        &strategies,
+        &clients,
+        &cfg,
+        |p| match p {
+            Progress::Prepared {
+                events,
+                relays,
+                took,
+            } => eprintln!(
+                "{events} notes on {relays} relays in {:.1}s",
+                took.as_secs_f64()
+            ),
+            Progress::Session { label, result } => eprintln!(
+                "{label} session {}: live {}%, simulated {}%; probed {}/{}, answered {}/{}, \
              notes {}/{} live/simulated; {} sockets at most{} ({:.1}s)",
+                result.session,
+                percent(result.live.declared()),
+                percent(result.simulated.declared()),
+                result.probes.live,
+                result.probes.simulated,
+                result.probes.live_answered,
+                result.probes.simulated_answered,
+                result.probes.live_events,
+                result.probes.simulated_events,
+                result.sockets,
+                result.time.as_ref().map_or_else(String::new, |t| format!(
+                    "; first screen {} s, 90% {} s live/simulated",
+                    pair(&t.screen),
+                    pair(&t.p90)
+                )),
+                result.elapsed.as_secs_f64()
+            ),
+            Progress::Client { label, result } => eprintln!(
+            "{label} session {}: 7d {}%, 1yr {}%, 3yr {}%; {} relays dialled, {} asked ({:.1}s)",
             result.session,
-            percent(result.live.declared()),
-            percent(result.simulated.declared()),
-            result.probes.live,
-            result.probes.simulated,
-            result.probes.live_answered,
-            result.probes.simulated_answered,
-            result.probes.live_events,
-            result.probes.simulated_events,
-            result.sockets,
-            result.time.as_ref().map_or_else(String::new, |t| format!(
-                "; first screen {} s, 90% {} s live/simulated",
-                pair(&t.screen),
-                pair(&t.p90)
-            )),
+            percent(result.window(Window::D7).and_then(|w| w.declared())),
+            percent(result.window(Window::Y1).and_then(|w| w.declared())),
+            percent(result.window(Window::Y3).and_then(|w| w.declared())),
+            result.dialled,
+            result.asked,
             result.elapsed.as_secs_f64()
         ),
-    }))?;
+        },
+    ))?;
     out!("{}", render(&report))?;
     out!(
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
@@ -178,7 +201,43 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         report.prepare.as_secs_f64()
     )?;
+    if !report.clients.is_empty() {
+        out!("{}", render_clients(&report))?;
+        out!(
+            "Other clients on the same relays and proxies, after the runtime's runs of each \
+             session, handed the same relay lists and keeping their state between sessions: one \
+             read per window (kind:1 notes of the follows since 7 days, 1 year, 3 years), each \
+             scored as declared recall of its window; dialled = relays the client connected to \
+             or tried, the reader's included; asked = relays that were asked for notes."
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row per other client and session.
+fn render_clients(report: &LiveReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "client", "session", "7d %", "1yr %", "3yr %", "notes", "dialled", "asked", "s",
+    ]);
+    for client in &report.clients {
+        for r in &client.sessions {
+            let window = |w| percent(r.window(w).and_then(|w| w.declared()));
+            table.add_row(vec![
+                Cell::new(&client.label),
+                right(r.session.to_string()),
+                right(window(Window::D7)),
+                right(window(Window::Y1)),
+                right(window(Window::Y3)),
+                right(r.notes.to_string()),
+                right(r.dialled.to_string()),
+                right(r.asked.to_string()),
+                right(format!("{:.1}", r.elapsed.as_secs_f64())),
+            ]);
+        }
+    }
+    table
 }
 
 fn right(text: String) -> Cell {
@@ -324,6 +383,7 @@ mod tests {
                 strategy: "greedy".into(),
                 sessions: vec![session],
             }],
+            clients: Vec::new(),
             elapsed: Duration::ZERO,
         };
         let table = render(&report);
@@ -335,6 +395,66 @@ mod tests {
             .collect();
         // live, simulated, live plan, live − sim
         assert_eq!(row[2..6], ["-", "25.0", "-", "-"]);
+    }
+
+    #[test]
+    fn client_rows_print_each_window_and_the_relays_dialled() {
+        use nostr_outbox_live::clients::{ClientResult, ClientSessionResult};
+        let mut year = window(3, 4);
+        year.window = Window::Y1;
+        let session = ClientSessionResult {
+            session: 2,
+            windows: vec![
+                WindowScore {
+                    window: Window::D7,
+                    ..window(1, 2)
+                },
+                year,
+            ],
+            dialled: 31,
+            asked: 20,
+            notes: 3,
+            elapsed: Duration::from_millis(1_500),
+        };
+        let report = LiveReport {
+            world: "w".into(),
+            follows: 1,
+            events: 4,
+            relays: 1,
+            urls: 1,
+            capped_relays: 0,
+            one_plan: false,
+            delay: false,
+            prepare: Duration::ZERO,
+            strategies: Vec::new(),
+            clients: vec![ClientResult {
+                label: "nostr-sdk".into(),
+                sessions: vec![session],
+            }],
+            elapsed: Duration::ZERO,
+        };
+        let table = render_clients(&report);
+        let row: Vec<String> = table
+            .row(0)
+            .expect("one row")
+            .cell_iter()
+            .map(|c| c.content())
+            .collect();
+        // 3 years was not read: a dash, not 0.
+        assert_eq!(
+            row,
+            [
+                "nostr-sdk",
+                "2",
+                "50.0",
+                "75.0",
+                "-",
+                "3",
+                "31",
+                "20",
+                "1.5"
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! nostr-sdk's own `Client` in the live bench, twice: with nostr-sdk's default gossip engine
+//! (`nostr-gossip-memory`, as `Client::builder().gossip(NostrGossipMemory::unbounded())` sets
+//! it up) and with `nostr_outbox_gossip::OutboxGossip` (the `outbox feed` default, `recall`, at
+//! the bench's budget). Each reads the bench's world from the same local relays as the
+//! runtime, one engine kept from session to session as an application keeps it between runs.
+//!
+//! Both engines are handed the follows' relay lists up front (as the bench hands the runtime
+//! its lists) and each list is marked as just fetched, so neither client looks lists up. A
+//! session is a fresh `Client` (no socket of an earlier session left open) reading the follows'
+//! kind:1 notes once per window; nothing calls `OutboxGossip::end_round`: its rounds end by
+//! themselves as the next read begins.
+//!
+//! Linking this crate registers both rows ([`nostr_outbox_live::register_live_client!`]); the
+//! `outbox-sdk-bench` binary is the `outbox` command with it linked.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use nostr::event::{Event, Kind};
+use nostr::filter::Filter;
+use nostr::types::Timestamp;
+use nostr_gossip::{GossipAllowedRelays, GossipListKind, NostrGossip};
+use nostr_gossip_memory::prelude::NostrGossipMemory;
+use nostr_outbox_gossip::OutboxGossip;
+use nostr_outbox_live::clients::{ClientRun, ClientSession, ClientSetup, LiveClient};
+use nostr_sdk::prelude::{Client, GossipConfig};
+use tokio::sync::OnceCell;
+
+/// Which gossip engine the client runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// nostr-sdk's in-memory engine (`nostr-gossip-memory`), no budget.
+    Memory,
+    /// `OutboxGossip` with the `recall` strategy at the bench's budget.
+    Outbox,
+}
+
+/// nostr-sdk's `Client` as a live bench row.
+#[derive(Debug)]
+pub struct SdkClient {
+    engine: Engine,
+    setup: ClientSetup,
+    /// Made at the first session (the reader's relays are known then), kept after.
+    gossip: OnceCell<Arc<dyn NostrGossip>>,
+}
+
+impl SdkClient {
+    /// A row for `engine`.
+    pub fn new(engine: Engine, setup: &ClientSetup) -> Self {
+        Self {
+            engine,
+            setup: setup.clone(),
+            gossip: OnceCell::new(),
+        }
+    }
+
+    async fn gossip(&self, reader_relays: &[String]) -> Arc<dyn NostrGossip> {
+        let made = self.gossip.get_or_init(|| async {
+            match self.engine {
+                Engine::Memory => Arc::new(NostrGossipMemory::unbounded()) as Arc<dyn NostrGossip>,
+                Engine::Outbox => {
+                    let toml = format!(
+                        "max_connections = {}\n[url_policy]\nallow_loopback = true\n\
+                         [strategy]\ntype = \"recall\"\n",
+                        self.setup.budget
+                    );
+                    let gossip = OutboxGossip::from_toml(&toml)
+                        .expect("the recall config is valid")
+                        .reader_relays(reader_relays)
+                        .seed(self.setup.seed)
+                        .open()
+                        .await
+                        .expect("an engine without a store opens");
+                    Arc::new(gossip) as Arc<dyn NostrGossip>
+                }
+            }
+        });
+        made.await.clone()
+    }
+
+    async fn session(&self, s: ClientSession<'_>) -> ClientRun {
+        let gossip = self.gossip(s.reader_relays).await;
+        for list in s.relay_lists {
+            if let Err(e) = gossip.process(list, None).await {
+                tracing::warn!(%e, "relay list not taken");
+            }
+        }
+        // Every follow's list counts as fetched (those without one too): no lookups.
+        for pk in s.follows {
+            let _ = gossip.update_fetch_attempt(pk, GossipListKind::Nip65).await;
+        }
+        let config = GossipConfig::default()
+            // The bench's relays are on 127.0.0.1, which nostr-sdk leaves out by default.
+            .allowed(GossipAllowedRelays {
+                onion: false,
+                local: true,
+                without_tls: true,
+            })
+            .no_background_refresh();
+        let client = Client::builder()
+            .gossip(gossip)
+            .gossip_config(config)
+            .build();
+        for url in s.reader_relays {
+            if let Err(e) = client.add_relay(url.as_str()).await {
+                tracing::warn!(%url, %e, "reader relay not added");
+            }
+        }
+        client.connect().await;
+        let mut reads = Vec::with_capacity(s.reads.len());
+        for &(_, since) in s.reads {
+            let filter = Filter::new()
+                .authors(s.follows.iter().copied())
+                .kind(Kind::TextNote)
+                .since(Timestamp::from(since));
+            let notes: BTreeSet<Event> = match client
+                .fetch_events(filter)
+                .timeout(s.read_timeout)
+                .max_events(s.max_events)
+                .await
+            {
+                Ok(notes) => notes,
+                Err(e) => {
+                    tracing::warn!(%e, "read failed");
+                    BTreeSet::new()
+                }
+            };
+            reads.push(notes.into_iter().collect());
+        }
+        let dialled = client.relays().all().await.len();
+        client.shutdown().await;
+        ClientRun { reads, dialled }
+    }
+}
+
+impl LiveClient for SdkClient {
+    fn label(&self) -> String {
+        match self.engine {
+            Engine::Memory => "nostr-sdk, default gossip".to_string(),
+            Engine::Outbox => format!("nostr-sdk + OutboxGossip ({})", self.setup.budget),
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        session: ClientSession<'a>,
+    ) -> Pin<Box<dyn Future<Output = ClientRun> + Send + 'a>> {
+        Box::pin(self.session(session))
+    }
+}
+
+nostr_outbox_live::register_live_client!(10, |setup| Box::new(SdkClient::new(
+    Engine::Memory,
+    setup
+)));
+nostr_outbox_live::register_live_client!(20, |setup| Box::new(SdkClient::new(
+    Engine::Outbox,
+    setup
+)));
