@@ -58,7 +58,8 @@ struct Settings {
     reader_relays: Vec<String>,
     list_ttl: Duration,
     learn_kinds: Vec<Kind>,
-    seed: u64,
+    /// Given to the builder; else the store's kept base, else drawn at random at `open`.
+    seed: Option<u64>,
     window_secs: Option<u64>,
     store: Option<Arc<dyn StateStore>>,
     /// Rounds end by themselves (a new read after notes came in, or `round_idle`); off, only
@@ -97,9 +98,10 @@ impl OutboxGossipBuilder {
     }
 
     /// The base seed of the plans' draws; each round draws with its own
-    /// [`session_seed`](nostr_outbox_core::session_seed).
+    /// [`session_seed`](nostr_outbox_core::session_seed). Without it the store's kept base is
+    /// used, or one drawn at random and kept there, so no two installations draw alike.
     pub fn seed(mut self, seed: u64) -> Self {
-        self.settings.seed = seed;
+        self.settings.seed = Some(seed);
         self
     }
 
@@ -145,7 +147,12 @@ impl OutboxGossipBuilder {
     /// Builds the engine, loading the store's stats and lists when there is a store.
     pub async fn open(self) -> Result<OutboxGossip, Error> {
         let mut state = State::default();
+        let drawn = self.settings.seed.unwrap_or_else(rand::random);
+        let mut seed = drawn;
         if let Some(store) = &self.settings.store {
+            if self.settings.seed.is_none() {
+                seed = store.base_seed(drawn).await?;
+            }
             state.stats = store.load().await?.stats;
             let lists = store.load_lists().await?.value;
             for list in lists.into_iter().take(MAX_KEPT_LISTS) {
@@ -168,6 +175,7 @@ impl OutboxGossipBuilder {
             state: Mutex::new(state),
             router: Mutex::new(router),
             policy,
+            seed,
             settings,
         })
     }
@@ -209,6 +217,8 @@ pub struct OutboxGossip {
     state: Mutex<State>,
     router: Mutex<Router>,
     policy: UrlPolicy,
+    /// The base seed of the plans' draws.
+    seed: u64,
     settings: Settings,
 }
 
@@ -243,7 +253,7 @@ impl OutboxGossip {
                 reader_relays: Vec::new(),
                 list_ttl: DEFAULT_LIST_TTL,
                 learn_kinds: vec![Kind::TextNote],
-                seed: 0,
+                seed: None,
                 window_secs: None,
                 store: None,
                 auto_rounds: true,
@@ -262,6 +272,12 @@ impl OutboxGossip {
     /// A builder for [`DEFAULT_CONFIG`].
     pub fn default_builder() -> OutboxGossipBuilder {
         Self::from_toml(DEFAULT_CONFIG).expect("the default config is valid")
+    }
+
+    /// The base seed of the plans' draws: the builder's, else the store's kept one, else
+    /// drawn at `open` (and kept by the store from its next save).
+    pub fn base_seed(&self) -> u64 {
+        self.seed
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -370,7 +386,7 @@ impl OutboxGossip {
         } else {
             network.table(&none, stats, now)
         };
-        let mut ctx = PlanContext::at(now).seed(session_seed(self.settings.seed, stats.session()));
+        let mut ctx = PlanContext::at(now).seed(session_seed(self.seed, stats.session()));
         if let Some(secs) = self.settings.window_secs {
             ctx = ctx.window(secs);
         }

@@ -169,3 +169,34 @@ async fn a_feed_read_stays_within_the_budget_and_learning_survives_sqlite() {
         "{plan:?}"
     );
 }
+
+#[tokio::test]
+async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.json");
+    let open = |path: std::path::PathBuf| async move {
+        OutboxGossip::from_toml(&config())
+            .unwrap()
+            .json_store(path)
+            .open()
+            .await
+            .unwrap()
+    };
+    let first = open(path.clone()).await;
+    first.save().await.unwrap();
+    let again = open(path).await;
+    assert_eq!(again.base_seed(), first.base_seed(), "kept by the store");
+    let elsewhere = open(dir.path().join("other.json")).await;
+    assert_ne!(
+        elsewhere.base_seed(),
+        first.base_seed(),
+        "drawn, not 0 for everyone"
+    );
+    let given = OutboxGossip::from_toml(&config())
+        .unwrap()
+        .seed(7)
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(given.base_seed(), 7);
+}
