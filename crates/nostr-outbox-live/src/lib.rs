@@ -42,7 +42,7 @@
 //!    the live run uses ([`client_timing`]).
 //!
 //! 7. **Other clients** ([`clients`]). After the runtime's runs of a session, every
-//!    [`LiveClient`](clients::LiveClient) given (`outbox bench --live` gives the registered ones)
+//!    [`LiveClient`] given (`outbox bench --live` gives the registered ones)
 //!    reads the same relays, behind the same proxies: handed the same relay lists, it reads the
 //!    follows' notes once per window (7 days, 1 year, 3 years, in that order), keeping its
 //!    state from session to session. Each read is scored with the simulator's definitions for
