@@ -29,7 +29,7 @@
 //! author may count `recent_weight` more, for a client that plans one fetch for everything.
 //! The value is maximised greedily under the connection budget with lazy gains. A disclosure
 //! budget (on average `disclosure` relays per listed follow) then drops the (follow, relay) pairs that add least, so prolific follows get more relays
-//! than silent ones. Beliefs are posterior means; `explore = true` draws them instead
+//! than silent ones; a follow nothing is learned about keeps two where the plan has them. Beliefs are posterior means; `explore = true` draws them instead
 //! (Thompson sampling), which the optimism about unprobed depth makes unnecessary on the
 //! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no
 //! chosen relay serves go to the residual.
@@ -63,7 +63,8 @@ pub struct RecallConfig {
     pub per_author: usize,
     /// Average routed relays per listed follow, over the whole plan: how widely the follow list
     /// is disclosed. Prolific follows may get up to `per_author` relays, silent ones fewer; the
-    /// (follow, relay) pairs worth least are dropped until the average holds.
+    /// (follow, relay) pairs worth least are dropped until the average holds, except a second
+    /// relay of a follow nothing is learned about.
     pub disclosure: f64,
     /// Thompson draws from the learned priors; `false` plans with posterior means (exploring
     /// only where the optimism about unprobed depth points).

@@ -22,6 +22,9 @@ pub struct Model {
     worth: Vec<Worth>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
+    /// Per author: whether any relay it may be routed to was ever asked (pair or relay
+    /// evidence for it).
+    learned_author: Vec<bool>,
     /// Per relay: what it would add to a plan holding nothing.
     alone: Vec<f64>,
     /// The same chances in relay order, parallel to `RouteTable::writers(relay)`.
@@ -186,6 +189,7 @@ impl Model {
         let mut chances = std::mem::take(&mut self.chances);
         self.worth.clear();
         self.weight.clear();
+        self.learned_author.clear();
         self.alone.clear();
         self.alone.resize(table.relay_count(), 0.0);
 
@@ -237,6 +241,8 @@ impl Model {
             let relays = table.candidates(author);
             let declared = table.write_relays(author).len();
             let hinted = table.hint_sources(author);
+            self.learned_author
+                .push(relays.iter().any(|r| self.learned[r.index()].is_some()));
             chances.clear();
             chances.extend(relays.iter().enumerate().map(|(i, relay)| {
                 let prior = match i.checked_sub(declared) {
@@ -343,6 +349,12 @@ impl Model {
     /// What `author`'s notes of each age are worth.
     pub(crate) fn worth(&self, author: AuthorId) -> Worth {
         self.worth[author.index()]
+    }
+
+    /// Whether anything was learned about where `author`'s notes are: a relay it may be
+    /// routed to was asked before.
+    pub fn is_learned(&self, author: AuthorId) -> bool {
+        self.learned_author[author.index()]
     }
 
     /// How much `author`'s notes are worth.

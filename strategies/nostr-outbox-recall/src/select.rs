@@ -179,9 +179,20 @@ impl Recall {
 }
 
 impl Recall {
+    /// The relays a follow keeps through the disclosure trim: its best one, or while nothing is
+    /// learned about it its best [`UNLEARNED_KEPT`].
+    fn kept_through_trim(&self, a: AuthorId) -> usize {
+        if self.model.is_learned(a) {
+            1
+        } else {
+            UNLEARNED_KEPT.min(self.config.per_author)
+        }
+    }
+
     /// Drops the (follow, relay) pairs worth least until the plan names at most
     /// `disclosure × listed follows` pairs (a follow hinted a relay it may be routed to counts
-    /// as listed). A follow always keeps its best relay.
+    /// as listed). A follow always keeps its best relay, and one nothing is learned about its
+    /// best two.
     fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
         // Hints at the reader's relays are never routed to (see `Model::build`).
         let listed = table
@@ -202,12 +213,16 @@ impl Recall {
         // What losing each relay beyond a follow's last costs, weakest first.
         let mut extras: Vec<(f64, usize)> = Vec::new();
         let mut h = Held::default();
-        for (a, held) in held.iter().enumerate().filter(|(_, h)| h.slots.len() > 1) {
+        for (a, held) in held.iter().enumerate() {
+            let keep = self.kept_through_trim(AuthorId(a as u32));
+            if held.slots.len() <= keep {
+                continue;
+            }
             h.slots.clear();
             h.slots.extend_from_slice(&held.slots);
             h.worth = held.worth;
             h.refresh();
-            while h.slots.len() > 1 {
+            while h.slots.len() > keep {
                 let loss = h.value - h.without_weakest;
                 extras.push((self.model.weight(AuthorId(a as u32)) * loss, a));
                 h.drop_weakest();
@@ -224,6 +239,11 @@ impl Recall {
         }
     }
 }
+
+/// Relays a follow nothing is learned about keeps through the disclosure trim. With nothing
+/// learned its relays all look alike, and a single one kept may be dead or have lost its
+/// writes; a second one is the cheapest cover for that.
+const UNLEARNED_KEPT: usize = 2;
 
 /// How a spare connection is valued: by what the model expects a follow's notes there to be
 /// worth, or, once nothing has model value, by the chance its notes are there at all.
@@ -285,6 +305,28 @@ impl Recall {
                             .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
                     })
             });
+            if let Some((_, relay, q, u)) = best {
+                held[a.index()].hold(q, u, relay, cap);
+                serving[relay.index()] += 1;
+            }
+        }
+        // A follow nothing is learned about is asked of a second relay it lists where one is
+        // already connected to (no connection spent).
+        for a in table.authors() {
+            let h = &held[a.index()];
+            if h.slots.is_empty() || h.slots.len() >= self.kept_through_trim(a) {
+                continue;
+            }
+            let best = self
+                .chances_of(table, a)
+                .filter(|&(relay, _, _)| serving[relay.index()] > 0)
+                .filter(|&(relay, _, _)| h.slots.iter().all(|s| s.relay != relay))
+                .map(|(relay, q, u)| (h.gain(q, u, cap), relay, q, u))
+                .filter(|x| x.0 > 0.0)
+                .max_by(|x, y| {
+                    x.0.total_cmp(&y.0)
+                        .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
+                });
             if let Some((_, relay, q, u)) = best {
                 held[a.index()].hold(q, u, relay, cap);
                 serving[relay.index()] += 1;
