@@ -42,8 +42,11 @@ impl LiveClient for EveryRelay {
                     }
                 }
             }
+            // No relay is cut off after the first answered: on a busy machine the others
+            // may answer later, and the read should still hold all they return.
             let client = Client::new(RuntimeConfig {
                 eose_timeout: session.read_timeout,
+                lookup_grace: session.read_timeout,
                 ..RuntimeConfig::default()
             });
             let mut reads = Vec::new();

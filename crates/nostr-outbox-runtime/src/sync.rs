@@ -9,6 +9,7 @@
 //! asked with a plain [`lookup`] instead, and the outcome says so.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
@@ -38,7 +39,7 @@ pub const MAX_SYNC_ROUNDS: usize = 64;
 const FRAME_LIMIT: u64 = 60_000;
 
 /// Ids asked per `REQ` when fetching what reconciliation found missing.
-const IDS_PER_REQ: usize = 500;
+pub(crate) const IDS_PER_REQ: usize = 500;
 
 /// One kept event as reconciliation sees it: its `created_at` and id.
 pub(crate) type Item = (u64, [u8; 32]);
@@ -106,7 +107,7 @@ impl Synced {
 /// Reconciles `kept` with each relay in `relays` (canonical URLs) over the events matching
 /// `filter`, and fetches what they hold that is not kept. See the [module docs](self).
 pub async fn sync(relays: &[String], filter: &Filter, kept: &[Event], client: &Client) -> Synced {
-    let kept: Vec<Item> = kept
+    let kept: Arc<[Item]> = kept
         .iter()
         .filter(|e| filter.match_event(e, MatchEventOptions::new()))
         .take(MAX_SYNC_ITEMS)

@@ -10,7 +10,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
@@ -21,7 +20,7 @@ use tracing::debug;
 use super::{Coordinator, Progress};
 use crate::client::Client;
 use crate::slot::{ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::sync::{list_item, reconcile, Item};
+use crate::sync::{list_item, reconcile, Item, IDS_PER_REQ};
 
 impl Coordinator {
     /// Starts the relay-list lookup on every usable reader relay and indexer.
@@ -54,11 +53,6 @@ impl Coordinator {
             let (client, reports) = (self.client.clone(), self.reports_tx.clone());
             let live = self.ensure_live(&url);
             live.lists = Some(Progress::Pending);
-            let ask = SlotCommand::Req {
-                sub: SubKind::Lists,
-                filter: Box::new(filter.clone()),
-                generation: 1,
-            };
             match &kept {
                 Some(kept) => {
                     let sync = ListSync {
@@ -74,7 +68,7 @@ impl Coordinator {
                     };
                     self.tasks.spawn(sync.run());
                 }
-                None => live.send(ask),
+                None => live.send(page(filter.clone())),
             }
         }
     }
@@ -93,6 +87,15 @@ impl Coordinator {
             .filter_map(list_item)
             .collect();
         (items.len() * 2 >= self.follows.len()).then(|| Arc::new(items))
+    }
+}
+
+/// What a slot is told to page a relay's lists by `filter`.
+fn page(filter: Filter) -> SlotCommand {
+    SlotCommand::Req {
+        sub: SubKind::Lists,
+        filter: Box::new(filter),
+        generation: 1,
     }
 }
 
@@ -115,11 +118,6 @@ struct ListSync {
 impl ListSync {
     async fn run(self) {
         let started = Instant::now();
-        let page = |filter: Filter| SlotCommand::Req {
-            sub: SubKind::Lists,
-            filter: Box::new(filter),
-            generation: 1,
-        };
         let (events, rounds) =
             match reconcile(&self.url, &self.filter, &self.kept, &self.client, self.i).await {
                 Ok(found) => found,
@@ -148,9 +146,9 @@ impl ListSync {
             sub: SubKind::Lists,
             generation: 1,
             elapsed,
-            latency: elapsed.min(Duration::from_secs(3600)),
+            latency: elapsed,
             // The reconciliation's messages and the fetches by id.
-            pages: rounds as u64 + received.div_ceil(500),
+            pages: rounds as u64 + received.div_ceil(IDS_PER_REQ as u64),
             received,
             complete: true,
         };

@@ -5,11 +5,10 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use tokio::task::JoinSet;
 
 use super::req::{build, route, FilterArgs};
-use super::{describe, describe_plan, runtime_config};
+use super::{describe, describe_plan, on_runtime, runtime_config};
 use crate::text::escape;
 
 /// Options of `outbox count`.
@@ -24,11 +23,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A count asks no `limit` of its own: a relay may cap the count at one.
     let (filter, hints) = build(&args.filter, None)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(async {
+    on_runtime(async {
         let reader = &mut args.reader.open(runtime_config(false))?;
         let plan = route(reader, filter, hints).await?;
         describe_plan("count", &plan, reader.json)?;
@@ -41,7 +36,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 reader.client.clone(),
             );
             asks.spawn(async move {
-                let counts = nostr_outbox_runtime::count(std::slice::from_ref(&url), &filters, &client).await;
+                let counts =
+                    nostr_outbox_runtime::count(std::slice::from_ref(&url), &filters, &client)
+                        .await;
                 let counted = counts.relays.into_values().next();
                 (url, counted)
             });
@@ -71,7 +68,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 Some(Err(why)) => {
                     if reader.json {
-                        out!("{}", serde_json::json!({"relay": url, "error": why.to_string()}))?;
+                        out!(
+                            "{}",
+                            serde_json::json!({"relay": url, "error": why.to_string()})
+                        )?;
                     } else {
                         lines.push(format!("  {}: {}", escape(url), escape(&why.to_string())));
                     }
@@ -79,7 +79,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => lines.push(format!("  {}: not asked", escape(url))),
             }
         }
-        let counted = rows.iter().filter(|(_, c)| matches!(c, Some(Ok(_)))).count();
+        let counted = rows
+            .iter()
+            .filter(|(_, c)| matches!(c, Some(Ok(_))))
+            .count();
         match largest {
             Some(n) => {
                 let summary = format!(
@@ -105,7 +108,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             ExitCode::FAILURE
         })
-    });
-    rt.shutdown_background();
-    result
+    })
 }

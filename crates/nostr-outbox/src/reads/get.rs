@@ -12,7 +12,8 @@ use nostr_outbox_client::routes::{Route, RouteContext, RoutePlan};
 use nostr_outbox_client::{Pointer, PointerError, ThreadQuery};
 
 use super::{
-    budget, describe, describe_plan, on_reader_relays, plan_checked, read, runtime_config,
+    budget, describe, describe_plan, on_reader_relays, on_runtime, plan_checked, read,
+    runtime_config,
 };
 use crate::reader::{Lists, Reader, ReaderArgs};
 
@@ -46,19 +47,6 @@ fn parse(code: &str) -> anyhow::Result<Pointer> {
         }
         Err(e) => Err(e).context("reading the pointer"),
     }
-}
-
-/// Runs `work` on a runtime of its own, ended without waiting for what a stop left behind.
-fn on_runtime(
-    work: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
-) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(work);
-    rt.shutdown_background();
-    result
 }
 
 /// The relays to ask for `route`: its plan, else (nothing says where) the reader's relays.

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
+
 use nostr::event::Event;
 use nostr::filter::Filter;
 use nostr_outbox_client::routes::{FilterQuery, Route, RouteBudget, RouteContext, RoutePlan};
@@ -36,6 +38,19 @@ pub fn runtime_config(stream: bool) -> RuntimeConfig {
         seed: rand::random(),
         ..RuntimeConfig::default()
     }
+}
+
+/// Runs `work` on a runtime of its own, ended without waiting for what a stop left behind.
+pub fn on_runtime(
+    work: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = rt.block_on(work);
+    rt.shutdown_background();
+    result
 }
 
 /// Plans `route` and checks it; a plan that breaks a route invariant is an error.
@@ -126,6 +141,18 @@ pub struct Pass {
     pub answered: usize,
     /// Set when a stop signal ended the read at once: the exit code to end with.
     pub stopped: Option<ExitCode>,
+}
+
+impl Pass {
+    /// How a read ends: as the stop signal says, else a failure when no relay answered
+    /// (unless it `streamed`, when the pass ends only by a stop).
+    pub fn exit(&self, streamed: bool) -> ExitCode {
+        match self.stopped {
+            Some(code) => code,
+            None if self.answered > 0 || streamed => ExitCode::SUCCESS,
+            None => ExitCode::FAILURE,
+        }
+    }
 }
 
 /// Reads `plan` through a route feed on `client`: prints each event as it comes (text, or JSON

@@ -16,7 +16,9 @@ use nostr_outbox_client::Pointer;
 
 use crate::reader::Reader;
 
-use super::{budget, describe_plan, plan_checked, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
+use super::{
+    budget, describe_plan, on_runtime, plan_checked, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT,
+};
 
 /// The largest `--filter` read (text or file): a filter naming a thousand authors is ~70 KiB.
 pub const MAX_FILTER_BYTES: u64 = 1 << 20;
@@ -218,26 +220,13 @@ fn people(filter: &Filter) -> Vec<PublicKey> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (filter, hints) = build(&args.filter, Some(DEFAULT_LIMIT))?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(async {
+    on_runtime(async {
         let mut reader = args.reader.open(runtime_config(args.stream))?;
         let plan = route(&mut reader, filter, hints).await?;
         describe_plan("req", &plan, reader.json)?;
         let pass = read(&plan, &reader.client, reader.json, 0).await?;
-        if let Some(code) = pass.stopped {
-            return Ok(code);
-        }
-        Ok(if pass.answered > 0 || args.stream {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        })
-    });
-    rt.shutdown_background();
-    result
+        Ok(pass.exit(args.stream))
+    })
 }
 
 #[cfg(test)]

@@ -5,12 +5,12 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr_outbox_client::routes::{RouteKind, RoutePlan, RouteTarget};
 
-use super::{describe, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
+use super::{describe, on_runtime, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::reader::{Reader, ReaderArgs};
 use crate::text::escape;
 
@@ -161,11 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.kinds.is_empty() {
         filter = filter.kinds(args.kinds.iter().map(|k| Kind::from(*k)));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(async {
+    on_runtime(async {
         let mut reader = args.reader.open(runtime_config(false))?;
         let configured = crate::reader::canonical_relays(
             &reader.policy,
@@ -200,15 +196,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
         describe(&lines, reader.json)?;
         let pass = read(&plan, &reader.client, reader.json, 0).await?;
-        if let Some(code) = pass.stopped {
-            return Ok(code);
-        }
-        Ok(if pass.answered > 0 {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        })
-    });
-    rt.shutdown_background();
-    result
+        Ok(pass.exit(false))
+    })
 }
