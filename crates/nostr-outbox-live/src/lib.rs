@@ -196,7 +196,7 @@ pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTim
             aside_on_timeout: runtime.schedule.aside_on_connect_timeout,
             early_waves: runtime.schedule.early_waves,
             probe_timeout_ms: Some(ms(runtime.schedule.probe_connect_timeout)),
-            hedge_after_ms: None,
+            hedge: None,
         },
         ..ClientTiming::default()
     }

@@ -1,11 +1,11 @@
 //! What each way of carrying out a plan faster would buy, measured on the worlds' clock before
-//! the runtime is given it: no policy beside each policy of
-//! [`nostr_outbox_sim::clock::Policy`] alone, the runtime's own ([`Policy::runtime`]) and all
-//! together, for a few strategies.
+//! the runtime is given it: no policy beside each of the runtime's ([`Policy::runtime`]) alone,
+//! the runtime's together, and the runtime's with each way of hedging slow pages
+//! ([`nostr_outbox_sim::clock::Hedge`]), for a few strategies.
 //!
 //! ```text
 //! cargo run --release -p nostr-outbox-sim --example clock_policies -- [profiles] [seeds]
-//!     [--family decay] [--sessions 5] [--hedge-ms 1500] [--probe-timeout-ms 2000]
+//!     [--family decay] [--sessions 5] [--probe-timeout-ms 2000]
 //!     [--strategies recall,greedy]
 //! cargo run --release -p nostr-outbox-sim --example clock_policies -- --world FILE
 //! ```
@@ -13,15 +13,15 @@
 //! Per strategy and policy, over the worlds: in the first and the last session the first
 //! screen and 90% of the run's own fetch as multiples of the same notes' time on the time
 //! ceiling, the share of the own fetch in after two seconds, when the run ends, and how many
-//! notes the run fetched (hedges fetch more than the plan's relays hold). Recall as scored is
-//! the same under every policy: the plan does not change, only how it is carried out.
+//! notes the run fetched. Recall as scored is the same under every policy: the plan does not
+//! change, only how it is carried out.
 
 mod common;
 
 use common::{fail, Args};
 use nostr_outbox_core::Router;
 use nostr_outbox_sim::bench::resolve;
-use nostr_outbox_sim::clock::{ClientTiming, Policy, TimeScore};
+use nostr_outbox_sim::clock::{ClientTiming, Hedge, Policy, TimeScore, Wait};
 use nostr_outbox_sim::{default_suite, run_sessions, LoopConfig, MeanSe, Window};
 
 fn main() {
@@ -30,18 +30,18 @@ fn main() {
         "--family",
         "--sessions",
         "--world",
-        "--hedge-ms",
         "--probe-timeout-ms",
         "--strategies",
     ]);
-    let worlds = args.config_worlds(("small,medium,large", "1001-1003"));
-    let hedge: f64 = (args.parsed("--hedge-ms").unwrap_or_else(|e| fail(e))).unwrap_or(1_500.0);
+    let arg = |i: usize| args.positional.get(i).map(String::as_str);
+    let worlds = (args.worlds(arg(0), arg(1), ("small,medium,large", "1001-1003")))
+        .unwrap_or_else(|e| fail(e));
     let probe: f64 = (args
         .parsed("--probe-timeout-ms")
         .unwrap_or_else(|e| fail(e)))
     .unwrap_or(2_000.0);
-    if !(hedge.is_finite() && hedge >= 0.0 && probe.is_finite() && probe >= 0.0) {
-        fail("--hedge-ms and --probe-timeout-ms: a number of milliseconds ≥ 0");
+    if !(probe.is_finite() && probe >= 0.0) {
+        fail("--probe-timeout-ms: a number of milliseconds ≥ 0");
     }
     let wanted: Vec<String> = args
         .value("--strategies")
@@ -81,35 +81,43 @@ fn main() {
             },
         ),
         (
-            "hedge",
+            "runtime",
             Policy {
-                hedge_after_ms: Some(hedge),
-                ..Policy::default()
+                probe_timeout_ms: Some(probe),
+                ..Policy::runtime()
             },
         ),
-        ("runtime", Policy::runtime()),
         (
-            "all",
+            "+ hedge open",
             Policy {
-                aside_on_timeout: true,
-                early_waves: true,
                 probe_timeout_ms: Some(probe),
-                hedge_after_ms: Some(hedge),
+                hedge: Some(Hedge::OpenSockets),
+                ..Policy::runtime()
+            },
+        ),
+        (
+            "+ resend (bound)",
+            Policy {
+                probe_timeout_ms: Some(probe),
+                hedge: Some(Hedge::SameRelay),
+                ..Policy::runtime()
             },
         ),
     ];
     println!(
-        "{:<22} {:<17} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>7} {:>7} {:>7}",
+        "{:<22} {:<18} {:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>7} {:>7} {:>7} {:>11} {:>7}",
         "strategy",
         "policy",
         "s1 screen",
         "s1 90%",
         "s1 @2s",
         "s1 end",
+        "s1 waits",
         "sN screen",
         "sN 90%",
         "sN @2s",
         "sN end",
+        "sN waits",
         "notes"
     );
     for (label, config) in &rows {
@@ -140,15 +148,17 @@ fn main() {
             let f = Figures::of(&first);
             let l = Figures::of(&last);
             println!(
-                "{label:<22} {name:<17} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>7} {:>7} {:>7.0}",
-                f.screen, f.p90, f.at_2s, f.end, l.screen, l.p90, l.at_2s, l.end, l.notes
+                "{label:<22} {name:<18} {:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>7} {:>7} {:>7} {:>11} {:>7.0}",
+                f.screen, f.p90, f.at_2s, f.end, f.waits, l.screen, l.p90, l.at_2s, l.end, l.waits,
+                l.notes
             );
         }
     }
     println!(
         "screen and 90%: × the same notes' time on the time ceiling; @2s: % of the run's own fetch \
-         in after two seconds; end: seconds until the run ends; notes: the last session's fetch; \
-         means over worlds (first session s1, last sN). Hedge after {hedge} ms, probes give up \
+         in after two seconds; end: seconds until the run ends; waits: what held each world's \
+         first screen back, counted as on time/unlisted/not asked/late (`clock::Wait`); notes: \
+         the last session's fetch; means over worlds (first session s1, last sN). Probes give up \
          after {probe} ms."
     );
 }
@@ -159,6 +169,7 @@ struct Figures {
     p90: String,
     at_2s: String,
     end: String,
+    waits: String,
     notes: f64,
 }
 
@@ -179,6 +190,16 @@ impl Figures {
             p90: show(mean(&|s| s.p90_ratio()), 1.0, 2),
             at_2s: show(mean(&|s| s.at(2_000).map(|c| c.own)), 100.0, 1),
             end: show(mean(&|s| Some(s.end_ms)), 0.001, 1),
+            waits: (Wait::ALL.iter())
+                .map(|w| {
+                    scores
+                        .iter()
+                        .filter(|s| s.wait == Some(*w))
+                        .count()
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+                .join("/"),
             notes: mean(&|s| Some(s.fetched as f64)).mean,
         }
     }

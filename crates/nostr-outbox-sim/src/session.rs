@@ -241,6 +241,7 @@ pub fn run_sessions_with(
                 waves,
                 lists_kept: s > 0,
                 probes: &probed,
+                learned: Some(&stats),
             };
             let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);
             score.time = Some(time);
@@ -338,7 +339,8 @@ pub(crate) fn time_session(
         None => (crate::score::score(sim, &merged(run.waves), session, &[window]).window(window))
             .map_or(0, |w| w.available),
     };
-    let score = crate::clock::time_score(sim, &timeline, reachable, Some(&ideal));
+    let mut score = crate::clock::time_score(sim, &timeline, reachable, Some(&ideal));
+    score.wait = crate::clock::screen_wait(sim, session, client, &timeline, &ideal, run.waves);
     (score, timeline.latency)
 }
 
@@ -630,6 +632,7 @@ fn timed(
             waves: &waves,
             lists_kept: true,
             probes: &[],
+            learned: None,
         };
         let (time, _) = time_session(sim, session, w, run, &cfg.client, score);
         score.time = Some(time);

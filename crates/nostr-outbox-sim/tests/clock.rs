@@ -1,7 +1,9 @@
 //! The simulator's clock on a tiny hand-made world: what arrives when, the black hole's cost,
 //! the first run's wait for the lists, and the socket budget.
 
-use nostr_outbox_sim::clock::{replay, time_score, ClientTiming, Policy, RunShape, Timeline};
+use nostr_outbox_sim::clock::{
+    fastest, replay, screen_wait, time_score, ClientTiming, Hedge, Policy, RunShape, Timeline, Wait,
+};
 use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, World, PLAN_FORMAT};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -13,12 +15,23 @@ const NOW: u64 = 100_000_000;
 /// queries 3 s); Bob to `hole`, which accepts sockets and never answers. The reader's relay
 /// `home` connects in 300 ms and answers in 400 ms.
 fn world() -> SimWorld {
+    world_sharing(&[])
+}
+
+/// [`world`], with the notes numbered in `shared` (of Alice's 4–6, on `slow`) on `fast` too.
+fn world_sharing(shared: &[u8]) -> SimWorld {
     let timing = |connect: u32, query: u32, hangs: bool| {
         format!(r#"{{"connect_ms": {connect}, "query_ms": {query}, "hangs": {hangs}}}"#)
     };
     let events: Vec<String> = (1..=6u8)
         .map(|n| {
-            let on = if n <= 3 { r#""wss://fast.example""# } else { r#""wss://slow.example""# };
+            let on = if n <= 3 {
+                r#""wss://fast.example""#
+            } else if shared.contains(&n) {
+                r#""wss://slow.example", "wss://fast.example""#
+            } else {
+                r#""wss://slow.example""#
+            };
             format!(
                 r#"{{"id": "{:064x}", "author": "{ALICE}", "created_at": {}, "kind": 1, "on": [{on}]}}"#,
                 n,
@@ -76,6 +89,7 @@ fn run(sim: &SimWorld, waves: &[Asks], lists_kept: bool, client: &ClientTiming) 
         waves,
         lists_kept,
         probes: &[],
+        learned: None,
     };
     replay(sim, 0, 0, shape, client)
 }
@@ -266,19 +280,88 @@ fn policies_change_the_timeline_as_they_say() {
         early[0] < 4_000.0 - 300.0,
         "the wave goes out early: {early:?}"
     );
+}
 
-    // A slow relay's follows hedged to their next relay: notes only fast holds come in.
-    let slow = [asks(&sim, &[("slow", &[ALICE])])];
-    assert_eq!(times(&run_with(&slow, Policy::default())).len(), 3);
-    let hedged = times(&run_with(
-        &slow,
-        Policy {
-            hedge_after_ms: Some(500.0),
-            ..Policy::default()
-        },
-    ));
-    assert_eq!(hedged.len(), 6, "{hedged:?}");
-    assert!(close(hedged[0], 500.0 + 300.0), "{hedged:?}");
+/// A page slower than its relay's bound has its follows asked of another relay they write to
+/// whose socket is open: a note both hold comes from the hedge, one only the slow relay holds
+/// still waits for it, and a relay already asked about the follow is not asked again.
+#[test]
+fn a_slow_page_is_hedged_on_an_open_socket() {
+    // Note 4 is on slow and fast; 5 and 6 only on slow.
+    let sim = world_sharing(&[4]);
+    let mut learned = nostr_outbox_core::DeliveryStats::default();
+    // Learned: slow usually answers in 300 ms, so its 3 s page is slow after 600 ms.
+    learned.record_latency("wss://slow.example", 300.0, NOW);
+    let run_with = |waves: &[Asks], hedge: Option<Hedge>| {
+        let client = ClientTiming {
+            policy: Policy {
+                hedge,
+                ..Policy::runtime()
+            },
+            ..ClientTiming::default()
+        };
+        let shape = RunShape {
+            waves,
+            lists_kept: true,
+            probes: &[],
+            learned: Some(&learned),
+        };
+        replay(&sim, 0, 0, shape, &client)
+    };
+    let note = |n: u8| {
+        let mut id = [0u8; 32];
+        id[31] = n;
+        (sim.world.events().iter())
+            .position(|e| e.id == id)
+            .expect("a note of the world") as u32
+    };
+    // Fast is open (asked about Bob), not asked about Alice.
+    let waves = [asks(&sim, &[("slow", &[ALICE]), ("fast", &[BOB])])];
+    let plain = run_with(&waves, None);
+    let hedged = run_with(&waves, Some(Hedge::OpenSockets));
+    let at = |t: &Timeline, n| t.arrived[&note(n)].expect("in before the deadline");
+    // Slow: connect 1 s, page 3 s.
+    assert!(close(at(&plain, 4), 4_000.0), "{plain:?}");
+    // Hedged once the page passed 2 × 300 ms, answered by fast's 200 ms query.
+    assert!(close(at(&hedged, 4), 1_000.0 + 600.0 + 200.0), "{hedged:?}");
+    assert!(close(at(&hedged, 5), 4_000.0), "{hedged:?}");
+    // Sent again to slow itself: its second page answers in its 3 s too.
+    let again = run_with(&waves, Some(Hedge::SameRelay));
+    assert!(close(at(&again, 5), 4_000.0), "{again:?}");
+    // Fast already asked about Alice: nothing to hedge to.
+    let waves = [asks(&sim, &[("slow", &[ALICE]), ("fast", &[ALICE])])];
+    let open = Some(Hedge::OpenSockets);
+    assert!(
+        close(at(&run_with(&waves, open), 4), 300.0),
+        "fast's own page brings it"
+    );
+    assert_eq!(
+        run_with(&waves, open).arrived,
+        run_with(&waves, None).arrived
+    );
+}
+
+/// What held a first screen back, told apart: a note fast holds too but only slow was asked
+/// about is not asked; asking fast on a first run, which dials it after the lists lookup, is a
+/// late socket; a note only slow holds, in on slow's first page, is on time.
+#[test]
+fn a_first_screen_wait_is_laid_at_the_right_door() {
+    let wait_of = |sim: &SimWorld, waves: &[Asks], lists_kept: bool| {
+        let client = ClientTiming::default();
+        let timeline = run(sim, waves, lists_kept, &client);
+        let ideal = fastest(sim, 0, 0, &client);
+        screen_wait(sim, 0, &client, &timeline, &ideal, waves)
+    };
+    let sim = world();
+    let both = [asks(&sim, &[("fast", &[ALICE]), ("slow", &[ALICE])])];
+    assert_eq!(wait_of(&sim, &both, true), Some(Wait::OnTime));
+    // Slow's notes are on fast too.
+    let shared = world_sharing(&[4, 5, 6]);
+    let slow_only = [asks(&shared, &[("slow", &[ALICE])])];
+    assert_eq!(wait_of(&shared, &slow_only, true), Some(Wait::NotAsked));
+    let fast_only = [asks(&shared, &[("fast", &[ALICE])])];
+    assert_eq!(wait_of(&shared, &fast_only, true), Some(Wait::OnTime));
+    assert_eq!(wait_of(&shared, &fast_only, false), Some(Wait::LateSocket));
 }
 
 mod properties {
@@ -305,7 +388,7 @@ mod properties {
             waves in any::<bool>(),
             aside in any::<bool>(),
             early in any::<bool>(),
-            hedge in proptest::option::of(0u32..5_000),
+            hedge in proptest::option::of(prop_oneof![Just(Hedge::OpenSockets), Just(Hedge::SameRelay)]),
         ) {
             nostr_outbox_strategies::link();
             let sim = SimWorld::new(generate(Profile::Small, seed));
@@ -317,7 +400,7 @@ mod properties {
                     aside_on_timeout: aside,
                     early_waves: early,
                     probe_timeout_ms: None,
-                    hedge_after_ms: hedge.map(f64::from),
+                    hedge,
                 },
                 ..ClientTiming::default()
             };

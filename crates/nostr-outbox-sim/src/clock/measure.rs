@@ -50,6 +50,9 @@ pub struct TimeScore {
     /// The same notes on the time ceiling ([`super::fastest`]): the first screen and 90% of
     /// this run's own fetch, had each note come from the fastest relay that holds it.
     pub ideal: Option<Ideal>,
+    /// What held the first screen back ([`super::screen_wait`]; `None` when not measured:
+    /// the session loop measures it, knowing what the run asked).
+    pub wait: Option<super::Wait>,
 }
 
 /// A run's own fetch on the time ceiling.
@@ -89,21 +92,31 @@ impl TimeScore {
 /// The first screen of a set of arrivals: when the newest [`SCREEN`] notes (by `created_at`,
 /// then id, as a feed sorts them) were all in.
 fn screen_of(sim: &SimWorld, arrived: impl Iterator<Item = (u32, Option<f64>)>) -> Option<f64> {
+    let screen = screen_notes(sim, arrived);
+    (!screen.is_empty())
+        .then(|| {
+            screen
+                .iter()
+                .try_fold(0f64, |m, &(_, t)| t.map(|t| m.max(t)))
+        })
+        .flatten()
+}
+
+/// The newest [`SCREEN`] of `arrived` (all of them when fewer), in no particular order.
+pub(super) fn screen_notes(
+    sim: &SimWorld,
+    arrived: impl Iterator<Item = (u32, Option<f64>)>,
+) -> Vec<(u32, Option<f64>)> {
     let events = sim.world.events();
-    let mut newest: Vec<(u64, [u8; 32], Option<f64>)> = arrived
-        .map(|(e, t)| (events[e as usize].created_at, events[e as usize].id, t))
+    let mut newest: Vec<(u64, [u8; 32], u32, Option<f64>)> = arrived
+        .map(|(e, t)| (events[e as usize].created_at, events[e as usize].id, e, t))
         .collect();
     let screen = SCREEN.min(newest.len());
     if screen > 0 && screen < newest.len() {
         newest.select_nth_unstable_by(screen - 1, |a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
     }
-    (screen > 0)
-        .then(|| {
-            newest[..screen]
-                .iter()
-                .try_fold(0f64, |m, &(_, _, t)| t.map(|t| m.max(t)))
-        })
-        .flatten()
+    newest.truncate(screen);
+    newest.into_iter().map(|(_, _, e, t)| (e, t)).collect()
 }
 
 /// When a `share` of `fetched` notes had arrived, from the sorted arrival `times`.
@@ -167,5 +180,6 @@ pub fn time_score(
         end_ms: timeline.end_ms,
         completeness,
         ideal,
+        wait: None,
     }
 }

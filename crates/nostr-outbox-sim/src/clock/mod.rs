@@ -31,12 +31,17 @@
 //! model of the runtime, not the runtime: it skips NIP-11 documents, sign-in and the lookup's
 //! own paging, and takes each backoff at its mean.
 
+mod hedge;
 mod measure;
+mod wait;
 
+pub use hedge::Hedge;
 pub use measure::{time_score, Completeness, Ideal, TimeScore, COMPLETENESS_AT_MS, SCREEN};
+pub use wait::{screen_wait, Wait};
 
 use std::collections::{BinaryHeap, HashMap};
 
+use nostr_outbox_core::{AuthorId, DeliveryStats};
 use nostr_outbox_world::RelayTiming;
 
 use crate::asks::{Ask, Asks};
@@ -91,9 +96,10 @@ pub struct Policy {
     pub early_waves: bool,
     /// Probes give up connecting after this long, ms (`None`: the connect timeout).
     pub probe_timeout_ms: Option<f64>,
-    /// Hedging: a relay whose first page has not arrived this long after it was asked has its
-    /// follows asked of their next declared relay too (`None`: no hedging).
-    pub hedge_after_ms: Option<f64>,
+    /// Hedging (`None`: none): a page still unanswered past its relay's bound (twice the
+    /// latency the run starts knowing, see the `hedge` module) is asked again where [`Hedge`]
+    /// says; a note comes from whichever answer is first.
+    pub hedge: Option<Hedge>,
 }
 
 impl Policy {
@@ -105,7 +111,7 @@ impl Policy {
             aside_on_timeout: true,
             early_waves: true,
             probe_timeout_ms: Some(2_000.0),
-            hedge_after_ms: None,
+            hedge: None,
         }
     }
 }
@@ -139,6 +145,9 @@ pub struct RunShape<'a> {
     pub lists_kept: bool,
     /// The relays probed once the fetch settled.
     pub probes: &'a [String],
+    /// What the run starts knowing: each relay's learned latency bounds its pages before they
+    /// are hedged (`None`: nothing learned).
+    pub learned: Option<&'a DeliveryStats>,
 }
 
 /// When each note of a run arrived.
@@ -154,6 +163,8 @@ pub struct Timeline {
     /// Per relay that answered, sorted by URL: its first query's time (a REQ to its EOSE),
     /// the latency the runtime records ([`nostr_outbox_core::DeliveryStats::record_latency`]).
     pub latency: Vec<(String, f64)>,
+    /// Per relay whose socket opened: when it could carry its first REQ, ms.
+    pub opened: HashMap<String, f64>,
 }
 
 /// One relay's socket during a replay.
@@ -169,6 +180,8 @@ struct Link {
     aside: bool,
     /// Its first query's time, once drawn.
     first_query_ms: Option<f64>,
+    /// When its socket first opened.
+    opened: Option<f64>,
 }
 
 /// Places on the socket budget: when each held socket frees (`f64::INFINITY`: held for the run).
@@ -281,7 +294,6 @@ pub fn replay(
 ) -> Timeline {
     let world = &sim.world;
     let mut budget = Budget::new(client.lasting_sockets);
-    let mut reserve = Budget::new(Some(client.reserve_sockets));
     let mut links: HashMap<String, Link> = HashMap::new();
     let mut asked: HashMap<String, Vec<u32>> = HashMap::new();
     let mut arrived: HashMap<u32, f64> = HashMap::new();
@@ -301,6 +313,7 @@ pub fn replay(
                 let answer = ready + query_ms(&timing, client, url, session, &mut link);
                 lists_answered.push(answer);
                 link.ready = Some(ready);
+                link.opened = Some(ready);
                 link.resolved = answer;
             }
             Err(aside) => {
@@ -378,16 +391,15 @@ pub fn replay(
             }
         }
         let pages = paged(sim, &delta, session, since);
+        let empty = DeliveryStats::default();
         let mut state = State {
             budget: &mut budget,
-            reserve: &mut reserve,
             links: &mut links,
             arrived: &mut arrived,
+            asked: &asked,
+            learned: run.learned.unwrap_or(&empty),
         };
-        let mut hedges: HashMap<String, Vec<u32>> = HashMap::new();
-        let mut fresh: HashMap<String, Vec<u32>> = HashMap::new();
-        // When this wave's hedges go out: the first slow relay's bound.
-        let mut hedge_at = f64::INFINITY;
+        let mut slow: Vec<(String, f64, Vec<u32>)> = Vec::new();
         let mut failed_at = f64::NEG_INFINITY;
         let mut first_failed = f64::INFINITY;
         for ((ask, chunks), at) in delta.entries.iter().zip(pages).zip(froms) {
@@ -397,7 +409,13 @@ pub fn replay(
             } else {
                 at
             };
-            let served = serve(sim, client, session, &mut state, ask, chunks, from, false);
+            let mut served = serve(sim, client, session, &mut state, ask, chunks, from);
+            slow.extend(
+                served
+                    .slow
+                    .drain(..)
+                    .map(|(at, page)| (ask.url.clone(), at, page)),
+            );
             settled = settled.max(served.resolved);
             if served.first_answer.is_none() {
                 failed_at = failed_at.max(served.resolved);
@@ -408,18 +426,11 @@ pub fn replay(
                     *t = t.min(moved);
                 }
             }
-            if let Some(after) = client.policy.hedge_after_ms {
-                if served.first_answer.is_none_or(|t| t > from + after) {
-                    hedge_targets(sim, state.links, ask, &mut asked, &mut hedges, &mut fresh);
-                    hedge_at = hedge_at.min(from + after);
-                }
-            }
         }
-        pick_fresh(fresh, client.reserve_sockets, &mut asked, &mut hedges);
-        if !hedges.is_empty() {
-            settled = settled.max(hedge(
-                sim, client, session, since, &mut state, hedges, hedge_at,
-            ));
+        // Slow pages in the order their bounds passed, with every socket of the wave known.
+        slow.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        for (url, at, page) in slow {
+            hedge_page(sim, client, session, &mut state, &url, at, &page);
         }
         wave_at = if client.policy.early_waves && failed_at.is_finite() {
             // The first re-plan goes out once the first relay was set aside; what it moves off
@@ -459,6 +470,9 @@ pub fn replay(
         end = end.max(at);
     }
     let deadline = client.deadline_ms;
+    let opened = (links.iter())
+        .filter_map(|(url, link)| Some((url.clone(), link.opened?)))
+        .collect();
     let mut latency: Vec<(String, f64)> = (links.into_iter())
         .filter_map(|(url, link)| Some((url, link.first_query_ms?)))
         .collect();
@@ -471,6 +485,7 @@ pub fn replay(
         settled_ms: settled.min(deadline),
         end_ms: end.min(deadline),
         latency,
+        opened,
     }
 }
 
@@ -484,14 +499,7 @@ pub fn fastest(sim: &SimWorld, session: u32, since: u64, client: &ClientTiming) 
     let first_page: Vec<Option<f64>> = (0..world.relays().len() as u32)
         .map(|r| {
             let up = world.relays()[r as usize].exists && world.is_up(r, session);
-            up.then(|| {
-                let timing = world.timing(r);
-                let url = &world.relays()[r as usize].url;
-                timing
-                    .connect_ms(url, session, 0)
-                    .min(client.connect_timeout_ms)
-                    + timing.query_ms(url, session, 0).min(client.eose_timeout_ms)
-            })
+            up.then(|| first_page_ms(sim, r, session, client))
         })
         .collect();
     let mut arrived = HashMap::new();
@@ -513,7 +521,19 @@ pub fn fastest(sim: &SimWorld, session: u32, since: u64, client: &ClientTiming) 
         settled_ms: end.min(client.deadline_ms),
         end_ms: end.min(client.deadline_ms),
         latency: Vec::new(),
+        opened: HashMap::new(),
     }
+}
+
+/// When `relay`'s first page would be in had it been dialled at the start of `session`: its
+/// first connect and first query, within the client's timeouts.
+fn first_page_ms(sim: &SimWorld, relay: u32, session: u32, client: &ClientTiming) -> f64 {
+    let timing = sim.world.timing(relay);
+    let url = &sim.world.relays()[relay as usize].url;
+    timing
+        .connect_ms(url, session, 0)
+        .min(client.connect_timeout_ms)
+        + timing.query_ms(url, session, 0).min(client.eose_timeout_ms)
 }
 
 /// Every page `asks` get in `session`, per entry and chunk in paging order: each page's notes
@@ -531,13 +551,15 @@ fn paged(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Vec<Vec<Vec<V
     pages
 }
 
-/// What a replay changes as it serves asks.
+/// What a replay changes as it serves asks, and what it serves them with.
 struct State<'a> {
     budget: &'a mut Budget,
-    /// The places kept for short work (hedges), freed when each is done.
-    reserve: &'a mut Budget,
     links: &'a mut HashMap<String, Link>,
     arrived: &'a mut HashMap<u32, f64>,
+    /// Per relay, the follows the run's plans asked of it so far.
+    asked: &'a HashMap<String, Vec<u32>>,
+    /// What the run started knowing (hedge bounds).
+    learned: &'a DeliveryStats,
 }
 
 /// What serving one ask came to.
@@ -546,13 +568,14 @@ struct Served {
     first_answer: Option<f64>,
     /// When everything asked of it was answered, or it was set aside.
     resolved: f64,
+    /// Its pages past their hedge bound: when the bound passed, and the page's notes.
+    slow: Vec<(f64, Vec<u32>)>,
 }
 
 /// Serves `ask` from `from` on: dials the relay unless its socket is open, then pages `chunks`
-/// (per chunk, each page's new notes) at most [`ClientTiming::concurrent_pages`] at once. A
-/// `short` ask (a hedge) dials on the reserve's places and frees its place when done; any
-/// other keeps its place for the run.
-#[allow(clippy::too_many_arguments)]
+/// (per chunk, each page's new notes) at most [`ClientTiming::concurrent_pages`] at once, and
+/// keeps its place for the run. With [`Policy::hedge`], the pages slower than their
+/// relay's bound are returned, to be hedged once the wave's sockets are known ([`hedge_page`]).
 fn serve(
     sim: &SimWorld,
     client: &ClientTiming,
@@ -561,35 +584,31 @@ fn serve(
     ask: &Ask,
     chunks: Vec<Vec<Vec<u32>>>,
     from: f64,
-    short: bool,
 ) -> Served {
+    let bound = (client.policy.hedge).map(|_| hedge::after_ms(state.learned, &ask.url));
     let link = state.links.entry(ask.url.clone()).or_default();
     if link.aside {
         return Served {
             first_answer: None,
             resolved: from,
+            slow: Vec::new(),
         };
     }
-    let places = if short {
-        &mut *state.reserve
-    } else {
-        &mut *state.budget
-    };
-    // A hedge tries once and gives up connecting after its own bound: it is there to be fast.
-    let hedging = ClientTiming {
-        attempts: 1,
-        connect_timeout_ms: (client.policy.hedge_after_ms)
-            .unwrap_or(client.connect_timeout_ms)
-            .min(client.connect_timeout_ms),
-        ..client.clone()
-    };
-    let dialer = if short { &hedging } else { client };
     let mut dialled = false;
     let ready = match link.ready {
         Some(ready) => ready.max(from),
-        None => match dial(sim, dialer, places, &ask.url, ask.relay, session, from) {
+        None => match dial(
+            sim,
+            client,
+            state.budget,
+            &ask.url,
+            ask.relay,
+            session,
+            from,
+        ) {
             Ok(ready) => {
                 link.ready = Some(ready);
+                link.opened.get_or_insert(ready);
                 dialled = true;
                 ready
             }
@@ -599,6 +618,7 @@ fn serve(
                 return Served {
                     first_answer: None,
                     resolved: aside,
+                    slow: Vec::new(),
                 };
             }
         },
@@ -611,6 +631,8 @@ fn serve(
         vec![(ready, None); client.concurrent_pages.max(1)];
     let mut waiting = chunks.into_iter();
     let mut first_answer = f64::INFINITY;
+    // Pages past their bound: when the bound passed, and the page's notes.
+    let mut slow: Vec<(f64, Vec<u32>)> = Vec::new();
     loop {
         for lane in lanes.iter_mut() {
             if lane.1.as_ref().is_none_or(|pages| pages.len() == 0) {
@@ -624,8 +646,12 @@ fn serve(
         let Some(page) = lanes[l].1.as_mut().and_then(Iterator::next) else {
             break;
         };
-        let t = lanes[l].0 + query_ms(&timing, client, &ask.url, session, link);
+        let sent = lanes[l].0;
+        let t = sent + query_ms(&timing, client, &ask.url, session, link);
         first_answer = first_answer.min(t);
+        if let Some(bound) = bound.filter(|b| t > sent + b) {
+            slow.push((sent + bound, page.clone()));
+        }
         for e in page {
             let at = state.arrived.entry(e).or_insert(t);
             *at = at.min(t);
@@ -635,97 +661,68 @@ fn serve(
     let lanes: Vec<f64> = lanes.into_iter().map(|(t, _)| t).collect();
     let done = lanes.iter().copied().fold(ready, f64::max);
     link.resolved = link.resolved.max(done);
+    let resolved = link.resolved;
     if dialled {
-        places.hold(if short { done } else { f64::INFINITY });
-        if short {
-            // A short socket is gone once its answer is in: asked again, it is dialled again.
-            link.ready = None;
-        }
+        state.budget.hold(f64::INFINITY);
     }
     Served {
         first_answer: Some(first_answer.min(done)),
-        resolved: link.resolved,
+        resolved,
+        slow,
     }
 }
 
-/// The relays a slow `ask`'s follows are hedged to: for each follow, the first of its declared
-/// write relays other than the slow one, not set aside and not yet asked about it, preferring
-/// one whose socket is open (no new socket). New sockets are added to `fresh` by follow and
-/// chosen later within the reserve ([`pick_fresh`]).
-fn hedge_targets(
-    sim: &SimWorld,
-    links: &HashMap<String, Link>,
-    ask: &Ask,
-    asked: &mut HashMap<String, Vec<u32>>,
-    hedges: &mut HashMap<String, Vec<u32>>,
-    fresh: &mut HashMap<String, Vec<u32>>,
-) {
-    let table = &sim.table;
-    for &a in &ask.authors {
-        let usable = |url: &&str| {
-            *url != ask.url
-                && !links.get(*url).is_some_and(|l| l.aside)
-                && !asked.get(*url).is_some_and(|had| had.contains(&a))
-        };
-        let relays = || {
-            (table.write_relays(nostr_outbox_core::AuthorId(a)).iter())
-                .map(|&r| table.url(r))
-                .filter(usable)
-        };
-        let open = relays().find(|url| links.get(*url).is_some_and(|l| l.ready.is_some()));
-        if let Some(url) = open {
-            asked.entry(url.to_string()).or_default().push(a);
-            hedges.entry(url.to_string()).or_default().push(a);
-        } else if let Some(url) = relays().next() {
-            fresh.entry(url.to_string()).or_default().push(a);
-        }
-    }
-}
-
-/// Of the relays hedges would open, the `places` asked about the most follows (ties by URL),
-/// moved into `hedges`.
-fn pick_fresh(
-    fresh: HashMap<String, Vec<u32>>,
-    places: usize,
-    asked: &mut HashMap<String, Vec<u32>>,
-    hedges: &mut HashMap<String, Vec<u32>>,
-) {
-    let mut fresh: Vec<(String, Vec<u32>)> = fresh.into_iter().collect();
-    fresh.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
-    for (url, authors) in fresh.into_iter().take(places) {
-        asked.entry(url.clone()).or_default().extend(&authors);
-        hedges.entry(url).or_default().extend(authors);
-    }
-}
-
-/// Asks the hedged follows of their next relays at `at`; returns when those relays resolved.
-fn hedge(
+/// A page of `slow` still unanswered at `at`, asked again as [`Policy::hedge`] says: its
+/// notes' follows of their hedge relays ([`hedge::targets`]: open by then, not asked about
+/// them), or the slow relay itself; one query each on the open socket, and each note the relay
+/// asked holds arrives then if that is sooner. Only the page's own notes are timed: what else a
+/// hedge returns is not in the run's fetch, which the clock never changes.
+fn hedge_page(
     sim: &SimWorld,
     client: &ClientTiming,
     session: u32,
-    since: u64,
     state: &mut State<'_>,
-    hedges: HashMap<String, Vec<u32>>,
+    slow: &str,
     at: f64,
-) -> f64 {
-    let mut asks = Asks::default();
-    let mut urls: Vec<(String, Vec<u32>)> = hedges.into_iter().collect();
-    urls.sort_by(|a, b| a.0.cmp(&b.0));
-    for (url, mut authors) in urls {
-        authors.sort_unstable();
-        asks.entries.push(Ask {
-            relay: sim.world.relay_id(&url),
-            url,
-            authors,
-        });
+    page: &[u32],
+) {
+    let events = sim.world.events();
+    let mut authors: Vec<AuthorId> = (page.iter())
+        .map(|&e| AuthorId(events[e as usize].author))
+        .collect();
+    authors.sort_unstable();
+    authors.dedup();
+    let targets = match client.policy.hedge {
+        None => return,
+        Some(Hedge::SameRelay) => [(slow.to_string(), authors)].into(),
+        Some(Hedge::OpenSockets) => {
+            let links = &*state.links;
+            let open = |url: &str| {
+                (links.get(url)).is_some_and(|l| !l.aside && l.ready.is_some_and(|r| r <= at))
+            };
+            let asked = |url: &str, a: AuthorId| {
+                (state.asked.get(url)).is_some_and(|had| had.contains(&a.0))
+            };
+            hedge::targets(&sim.table, state.learned, slow, &authors, open, asked)
+        }
+    };
+    for (url, to) in targets {
+        let relay = sim.world.relay_id(&url);
+        let timing = timing_of(sim, relay);
+        let Some(link) = state.links.get_mut(&url) else {
+            continue;
+        };
+        let answer = at + query_ms(&timing, client, &url, session, link);
+        for &e in page {
+            let event = &events[e as usize];
+            let held = relay.is_some_and(|r| sim.world.event_relays(event).contains(&r));
+            if held && to.contains(&AuthorId(event.author)) {
+                if let Some(t) = state.arrived.get_mut(&e) {
+                    *t = t.min(answer);
+                }
+            }
+        }
     }
-    let pages = paged(sim, &asks, session, since);
-    let mut resolved = at;
-    for (ask, chunks) in asks.entries.iter().zip(pages) {
-        let served = serve(sim, client, session, state, ask, chunks, at, true);
-        resolved = resolved.max(served.resolved);
-    }
-    resolved
 }
 
 /// The next query time of a link, never past the EOSE timeout (a relay that answers answers
