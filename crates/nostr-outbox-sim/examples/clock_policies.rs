@@ -157,7 +157,8 @@ fn main() {
     println!(
         "screen and 90%: × the same notes' time on the time ceiling; @2s: % of the run's own fetch \
          in after two seconds; end: seconds until the run ends; waits: what held each world's \
-         first screen back, counted as on time/unlisted/not asked/late (`clock::Wait`); notes: \
+         first screen back, counted as on time/unlisted/not asked/late socket/slow page \
+         (`clock::Wait`); notes: \
          the last session's fetch; means over worlds (first session s1, last sN). Probes give up \
          after {probe} ms."
     );
