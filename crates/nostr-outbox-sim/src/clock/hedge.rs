@@ -21,7 +21,7 @@ use nostr_outbox_core::{AuthorId, DeliveryStats, RouteTable};
 #[serde(rename_all = "snake_case")]
 pub enum Hedge {
     /// Each of its follows of the fastest open relay it writes to that was not asked about it
-    /// ([`targets`]); no new socket.
+    /// (see the `hedge` module); no new socket.
     OpenSockets,
     /// The slow relay itself, on its open socket (an upper bound, see the module docs).
     SameRelay,
