@@ -79,10 +79,16 @@ pub fn screen_wait(
     waves: &[Asks],
 ) -> Option<Wait> {
     let screen = screen_notes(sim, timeline.arrived.iter().map(|(&e, &t)| (e, t)));
+    // The last to arrive; of notes that came together (one page), the lowest id, so the
+    // answer does not depend on the order they are stored in.
+    let events = sim.world.events();
     let mut last: Option<(u32, f64)> = None;
     for (e, t) in screen {
         let t = t?;
-        if last.is_none_or(|(_, m)| t > m) {
+        let later = last.is_none_or(|(l, m)| {
+            t > m || (t == m && events[e as usize].id < events[l as usize].id)
+        });
+        if later {
             last = Some((e, t));
         }
     }
@@ -93,7 +99,7 @@ pub fn screen_wait(
         return Some(Wait::OnTime);
     }
     let world = &sim.world;
-    let note = &world.events()[event as usize];
+    let note = &events[event as usize];
     let author = AuthorId(note.author);
     let table = &sim.table;
     let knowable: Vec<&str> = match table.write_relays(author) {
