@@ -77,7 +77,7 @@ use tokio::sync::mpsc;
 use crate::clients::{ClientResult, ClientSession, ClientSessionResult, LiveClient};
 use crate::delay::{DelayCaps, DelayProxy, Mode};
 use crate::fleet::{free_port_range, FleetRelay, SeenFilter};
-use crate::rekey::{event_index, rekey, sign_events, Rekeyed};
+use crate::rekey::{event_index, rekey, sign_events, sign_relay_lists, Rekeyed};
 
 #[doc(hidden)]
 pub use inventory as __inventory;
@@ -127,6 +127,12 @@ pub struct LiveConfig {
     /// ([`delay`](mod@delay)), and time the live run beside the simulator's clock
     /// ([`SessionResult::time`]). Off, relays answer at once and only recall is compared.
     pub delay: bool,
+    /// The first session looks the relay lists up, as a new user's first run does: every list
+    /// is stored on the reader's relays as a signed kind:10002 event, and the runtime is handed
+    /// none and looks them up there (no indexer); later sessions are handed them, as a store
+    /// that kept them would. The simulator's first session then waits for the lookup too
+    /// ([`ClientTiming::lists_given`] off). Off, every session is handed every list.
+    pub lookup_first: bool,
 }
 
 /// The per-filter limit of a relay the world gives no cap: more than any world stores.
@@ -153,6 +159,7 @@ impl Default for LiveConfig {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             one_plan: false,
             delay: false,
+            lookup_first: false,
         }
     }
 }
@@ -382,6 +389,8 @@ pub struct LiveReport {
     pub one_plan: bool,
     /// Relays were behind delay proxies and the runs timed ([`LiveConfig::delay`]).
     pub delay: bool,
+    /// The first session looked the lists up ([`LiveConfig::lookup_first`]).
+    pub lookup_first: bool,
     /// Signing and loading.
     pub prepare: Duration,
     /// Per strategy.
@@ -507,6 +516,16 @@ pub async fn run_live_with_clients(
         }
     }
     drop(notes);
+    if cfg.lookup_first {
+        // Every list on every reader relay, for the first session's lookup.
+        let lists = sign_relay_lists(&rekeyed, &rekeyed.relay_lists)?;
+        for reader in &world.reader_relays {
+            let at = (world.relay_id(reader)).and_then(|r| slot_of.get(&r).copied());
+            for list in at.iter().flat_map(|&i| lists.iter().map(move |l| (i, l))) {
+                fleet[list.0].store(list.1).await?;
+            }
+        }
+    }
     let prepare = prepare_started.elapsed();
     progress(Progress::Prepared {
         events: world.events().len(),
@@ -516,9 +535,10 @@ pub async fn run_live_with_clients(
 
     // The simulator's own runs, and the plans it made per session (to compare with live),
     // timed on the world's clock with the client the live run uses when relays are delayed.
-    // The bench hands the runtime every relay list: no run waits for a lookup.
+    // The bench hands the runtime every relay list (but, with `lookup_first`, in the first
+    // session): no other run waits for a lookup.
     let client = ClientTiming {
-        lists_given: true,
+        lists_given: !cfg.lookup_first,
         ..client_timing(&cfg.runtime, cfg.budget)
     };
     let loop_cfg = LoopConfig {
@@ -602,12 +622,17 @@ pub async fn run_live_with_clients(
                 rekeyed.follows.clone(),
                 &rekeyed.reader_relays,
             );
-            input.relay_lists = rekeyed.relay_lists.clone();
+            let lookup = cfg.lookup_first && s == 0;
+            if !lookup {
+                input.relay_lists = rekeyed.relay_lists.clone();
+            }
             input.store = store;
             input.penalties = PenaltyBox::new();
             let mut runtime = cfg.runtime.clone();
             runtime.once = true;
-            runtime.discover_lists = false;
+            // A first run's lookup asks the reader's relays, which hold every list here.
+            runtime.discover_lists = lookup;
+            runtime.indexers = Vec::new();
             runtime.since = Some(Timestamp::from(since_live));
             runtime.seed = cfg.seed;
             // Every session at the world's present, as the simulator runs them: what is learned
@@ -774,6 +799,7 @@ pub async fn run_live_with_clients(
             .filter(|r| r.exists && r.max_limit.is_some())
             .count(),
         one_plan: cfg.one_plan,
+        lookup_first: cfg.lookup_first,
         delay: cfg.delay,
         prepare,
         strategies: results,

@@ -349,7 +349,8 @@ pub async fn run_point(
         .collect();
     let notes = sign_notes(&world, &rekeyed, &window, cfg.threads)?;
     let lists = shifted_lists(&rekeyed);
-    let signed_lists = sign_lists(&world, &rekeyed, &lists)?;
+    let signed_lists = crate::rekey::sign_relay_lists(&rekeyed, &lists)
+        .map_err(|e| LoadError::Sign(format!("{}: {e}", world.name)))?;
 
     let mut fleet: Vec<FleetRelay> = Vec::new();
     for (i, r) in world.relays().iter().enumerate() {
@@ -521,35 +522,6 @@ fn sign_notes(
         }
         Ok(out)
     })
-}
-
-/// Signs every list as the kind:10002 event its author would publish.
-fn sign_lists(
-    world: &World,
-    rekeyed: &Rekeyed,
-    lists: &[RawRelayList],
-) -> Result<Vec<rb::Event>, LoadError> {
-    lists
-        .iter()
-        .filter_map(|l| {
-            let i = *rekeyed.follow_of.get(&l.author)?;
-            let keys = rekeyed.keys.get(i as usize)?;
-            Some((l, keys))
-        })
-        .map(|(l, keys)| {
-            let tags = l
-                .tags
-                .iter()
-                .map(rb::Tag::parse)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| LoadError::Sign(format!("a list tag of {}: {e}", world.name)))?;
-            rb::EventBuilder::new(rb::Kind::RelayList, "")
-                .tags(tags)
-                .custom_created_at(rb::Timestamp::from(l.created_at))
-                .sign_with_keys(keys)
-                .map_err(|e| LoadError::Sign(e.to_string()))
-        })
-        .collect()
 }
 
 /// Writes the follows, the router config and the lists file into `dir` and builds the

@@ -65,6 +65,37 @@ pub enum RekeyError {
         /// First port.
         base: u16,
     },
+    /// A relay list could not be signed.
+    #[error("signing a relay list: {0}")]
+    Sign(String),
+}
+
+/// `lists` (re-keyed, of `rekeyed`'s follows) as kind:10002 events signed by their authors'
+/// keys, in the relay builder's types (to store on the local relays); a list by anyone else is
+/// left out, and a tag that does not parse is an error naming it.
+pub fn sign_relay_lists(
+    rekeyed: &Rekeyed,
+    lists: &[RawRelayList],
+) -> Result<Vec<rb::Event>, RekeyError> {
+    let mut signed = Vec::with_capacity(lists.len());
+    for list in lists {
+        let Some(keys) =
+            (rekeyed.follow_of.get(&list.author)).and_then(|&i| rekeyed.keys.get(i as usize))
+        else {
+            continue;
+        };
+        let tags = (list.tags.iter())
+            .map(rb::Tag::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| RekeyError::Sign(format!("a tag of {}'s list: {e}", list.author)))?;
+        let event = rb::EventBuilder::new(rb::Kind::RelayList, "")
+            .tags(tags)
+            .custom_created_at(rb::Timestamp::from(list.created_at))
+            .sign_with_keys(keys)
+            .map_err(|e| RekeyError::Sign(e.to_string()))?;
+        signed.push(event);
+    }
+    Ok(signed)
 }
 
 /// A deterministic secret key for index `i` (not secret in any sense: a test fixture).

@@ -106,6 +106,11 @@ fn world() -> World {
 }
 
 async fn bench(world: World) -> LiveReport {
+    bench_with(world, false).await
+}
+
+/// [`bench`], the first session looking the lists up when `lookup_first`.
+async fn bench_with(world: World, lookup_first: bool) -> LiveReport {
     nostr_outbox_strategies::link();
     let greedy = LiveStrategy::from_toml(
         "greedy",
@@ -114,7 +119,9 @@ async fn bench(world: World) -> LiveReport {
     .expect("greedy");
     let mut cfg = LiveConfig {
         sessions: SESSIONS,
-        port_hint: 23_000,
+        // Apart from the other test's ports: the tests run at once.
+        port_hint: if lookup_first { 23_200 } else { 23_000 },
+        lookup_first,
         ..LiveConfig::timed()
     };
     // A black hole costs three connect timeouts: short ones keep the test quick, with room
@@ -224,4 +231,26 @@ async fn delayed_relays_deliver_in_the_order_of_their_timing() {
              first at {first_slow:.0} ms"
         );
     }
+}
+
+/// A first run that looks the lists up on the reader's relay: no note comes before that relay
+/// answered (one connect and one page) and a routed relay then connected and answered, and it
+/// fetches what the simulator's first session fetches; handed the lists, a note comes sooner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_run_that_looks_the_lists_up_waits_for_them() {
+    let lookup = 20.0 + 30.0;
+    let routed = 20.0 + 30.0;
+    let report = bench_with(world(), true).await;
+    let first = &report.strategies[0].sessions[0];
+    assert_eq!(
+        (first.live.fetched, first.live.declared_fetched),
+        (first.simulated.fetched, first.simulated.declared_fetched),
+        "live vs simulated fetch"
+    );
+    let time = first.time.as_ref().expect("timed");
+    let earliest = (time.arrivals.iter().map(|&(_, t)| t)).fold(f64::INFINITY, f64::min);
+    assert!(
+        earliest >= lookup + routed,
+        "a note at {earliest:.0} ms, before the lookup and a routed page"
+    );
 }

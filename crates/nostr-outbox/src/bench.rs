@@ -90,6 +90,11 @@ pub struct Args {
     /// aside and re-planned around within a session).
     #[arg(long, requires = "live")]
     one_plan: bool,
+    /// With --live: the first session looks the relay lists up on the reader's relays, as a new
+    /// user's first run does (every list is stored there), instead of being handed them; the
+    /// simulator's first session waits for the lookup too.
+    #[arg(long, requires = "live")]
+    lookup_first: bool,
     /// Also run every strategy with the worlds' NIP-66 monitor data applied before the first
     /// session, and print first- and last-session recall without and with it. With --world:
     /// apply the world file's monitor data.
@@ -167,6 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             seed: args.seed.unwrap_or(LIVE_SEED),
             budget: single_budget(&args.budget)?,
             one_plan: args.one_plan,
+            lookup_first: args.lookup_first,
             probes: args.probes.map(usize::from),
         });
     }

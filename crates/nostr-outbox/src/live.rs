@@ -36,6 +36,8 @@ pub struct Options {
     pub budget: Option<usize>,
     /// One plan per session, as the simulator models a session.
     pub one_plan: bool,
+    /// The first session looks the relay lists up on the reader's relays.
+    pub lookup_first: bool,
     /// Relays probed per session after the fetch, live and simulated alike, instead of each
     /// config's `probe_connections`.
     pub probes: Option<usize>,
@@ -105,6 +107,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         sessions: opts.sessions,
         seed: opts.seed,
         one_plan: opts.one_plan,
+        lookup_first: opts.lookup_first,
         ..LiveConfig::timed()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -182,10 +185,13 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         report.relays,
         report.urls,
         report.capped_relays,
-        if report.one_plan {
-            "one plan per session"
-        } else {
-            "runtime as `outbox feed --once` (re-plans around relays it sets aside)"
+        match (report.one_plan, report.lookup_first) {
+            (true, _) => "one plan per session",
+            (false, false) => "runtime as `outbox feed --once` (re-plans around relays it sets aside)",
+            (false, true) => {
+                "runtime as `outbox feed --once` (re-plans around relays it sets aside; the first \
+                 session looks the lists up on the reader's relays, later ones are handed them)"
+            }
         },
         if report.delay {
             format!(
@@ -377,6 +383,7 @@ mod tests {
             capped_relays: 0,
             one_plan: false,
             delay: false,
+            lookup_first: false,
             prepare: Duration::ZERO,
             strategies: vec![StrategyResult {
                 label: "greedy".into(),
@@ -425,6 +432,7 @@ mod tests {
             capped_relays: 0,
             one_plan: false,
             delay: false,
+            lookup_first: false,
             prepare: Duration::ZERO,
             strategies: Vec::new(),
             clients: vec![ClientResult {
