@@ -33,7 +33,8 @@ pub struct RouterConfig {
     /// sizes the two independently.
     pub pool: Option<usize>,
     /// Relays probed per session after the fetch ([`crate::probe`]); when not set, as many as
-    /// the routed budget: one budget's worth of short connections, opened at most
+    /// the routed budget and at least [`MIN_DEFAULT_PROBES`](crate::probe::MIN_DEFAULT_PROBES)
+    /// ([`default_probes`](crate::default_probes)): short connections, opened at most
     /// `max_connections` at once. 0 never probes (the published benchmark's model: a session
     /// learns only what its plan fetched). Only a strategy that learns from delivery
     /// ([`crate::Selector::learns`]) is probed for.

@@ -38,6 +38,20 @@ pub const MAX_PROBE_AUTHORS: usize = 10;
 /// Most probe connections a session may open; a config naming more is refused.
 pub const MAX_PROBE_CONNECTIONS: usize = 1_000;
 
+/// Fewest relays a session probes when the config names no number: a small routed budget is no
+/// reason to learn slowly. Where most listed relays are dead, a few probes a session seldom meet
+/// a live one, and the relay that holds a prolific follow's year may be one in fifty; short
+/// probe sockets after the fetch are cheap beside the routed ones.
+pub const MIN_DEFAULT_PROBES: usize = 20;
+
+/// Relays probed per session when the config names no number: the routed budget, and at least
+/// [`MIN_DEFAULT_PROBES`].
+pub fn default_probes(max_connections: usize) -> usize {
+    max_connections
+        .max(MIN_DEFAULT_PROBES)
+        .min(MAX_PROBE_CONNECTIONS)
+}
+
 /// A relay that failed this many times and never answered is not probed again: most listed
 /// relays that never answer are dead for good.
 pub const MAX_PROBE_FAILURES: u64 = 2;
@@ -265,6 +279,14 @@ mod tests {
         b.add_list(list(2, &["wss://hub.example", "wss://own2.example"]));
         b.add_list(list(3, &["wss://hub.example"]));
         b.build()
+    }
+
+    #[test]
+    fn the_default_is_the_budget_and_never_fewer_than_the_minimum() {
+        assert_eq!(default_probes(0), MIN_DEFAULT_PROBES);
+        assert_eq!(default_probes(4), MIN_DEFAULT_PROBES);
+        assert_eq!(default_probes(50), 50);
+        assert_eq!(default_probes(usize::MAX), MAX_PROBE_CONNECTIONS);
     }
 
     #[test]

@@ -153,7 +153,11 @@ impl Router {
     pub fn from_config(config: &RouterConfig) -> Self {
         Self::new(&*config.strategy, config.max_connections)
             .with_pool(config.pool)
-            .with_probes(config.probe_connections.unwrap_or(config.max_connections))
+            .with_probes(
+                config
+                    .probe_connections
+                    .unwrap_or_else(|| crate::default_probes(config.max_connections)),
+            )
             .with_policy(config.url_policy.clone())
             .with_hints(config.hints)
     }

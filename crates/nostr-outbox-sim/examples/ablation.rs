@@ -281,8 +281,11 @@ fn run_on_world(
     let mut runs: Vec<_> = ready
         .iter()
         .map(|(label, config)| {
-            let mut router = Router::new(&*config.strategy, cfg.budget)
-                .with_probes(config.probe_connections.unwrap_or(cfg.budget));
+            let mut router = Router::new(&*config.strategy, cfg.budget).with_probes(
+                config
+                    .probe_connections
+                    .unwrap_or_else(|| nostr_outbox_core::default_probes(cfg.budget)),
+            );
             let run = run_sessions(sim, &mut router, &loop_cfg, |_, _, _| {});
             let sessions = run.sessions.into_iter().map(|s| s.score).collect();
             (label.clone(), sessions, run.plan_us_cold, run.plan_us_warm)

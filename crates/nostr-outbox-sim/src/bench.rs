@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use nostr_outbox_core::{registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+use nostr_outbox_core::{default_probes, registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
 use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
@@ -680,7 +680,7 @@ pub fn run_bench(
                                 .with_probes(
                                     cfg.probes
                                         .or(config.probe_connections)
-                                        .unwrap_or(cfg.budget),
+                                        .unwrap_or_else(|| default_probes(cfg.budget)),
                                 )
                                 .with_hints(config.hints);
                             let run = run_sessions(&world.sim, &mut router, loop_cfg, |_, _, _| {});

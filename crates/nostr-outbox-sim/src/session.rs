@@ -241,6 +241,7 @@ pub fn run_sessions_with(
                 waves,
                 lists_kept: s > 0,
                 probes: &probed,
+                probes_at_once: router.max_connections(),
                 learned: Some(&stats),
             };
             let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);
@@ -632,6 +633,7 @@ fn timed(
             waves: &waves,
             lists_kept: true,
             probes: &[],
+            probes_at_once: 1,
             learned: None,
         };
         let (time, _) = time_session(sim, session, w, run, &cfg.client, score);

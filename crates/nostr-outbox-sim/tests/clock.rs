@@ -89,6 +89,7 @@ fn run(sim: &SimWorld, waves: &[Asks], lists_kept: bool, client: &ClientTiming) 
         waves,
         lists_kept,
         probes: &[],
+        probes_at_once: 1,
         learned: None,
     };
     replay(sim, 0, 0, shape, client)
@@ -304,6 +305,7 @@ fn a_slow_page_is_hedged_on_an_open_socket() {
             waves,
             lists_kept: true,
             probes: &[],
+            probes_at_once: 1,
             learned: Some(&learned),
         };
         replay(&sim, 0, 0, shape, &client)
@@ -434,4 +436,29 @@ mod properties {
             }
         }
     }
+}
+
+#[test]
+fn probes_wait_for_a_free_place() {
+    let sim = world();
+    let fetch = [asks(&sim, &[("home", &[ALICE])])];
+    let probes = [
+        "wss://slow.example".to_string(),
+        "wss://fast.example".to_string(),
+    ];
+    let probed = |at_once: usize| {
+        let shape = RunShape {
+            waves: &fetch,
+            lists_kept: true,
+            probes: &probes,
+            probes_at_once: at_once,
+            learned: None,
+        };
+        let t = replay(&sim, 0, 0, shape, &ClientTiming::default());
+        t.end_ms - t.settled_ms
+    };
+    // Side by side, the slow relay's connect and query; one at a time, the fast one's after.
+    let (side, queue) = (probed(2), probed(1));
+    assert!(close(side, 4_000.0), "{side}");
+    assert!(close(queue, 4_300.0), "{queue}");
 }

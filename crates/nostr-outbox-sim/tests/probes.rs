@@ -1,17 +1,22 @@
 //! Probes in the session loop: a session that probes learns about relays its plans never asked,
 //! within its probe budget, and a learning strategy then plans with them.
 
+use nostr_outbox_core::probe::MIN_DEFAULT_PROBES;
 use nostr_outbox_core::Router;
 use nostr_outbox_sim::{generate_in, run_sessions, Family, LoopConfig, Profile, SimWorld, Window};
 
-/// `recall` over three sessions of a `sparse` world (most follows list one or two relays, and
-/// a few prolific ones list a relay only they use), probing `probes` relays a session.
-fn run(probes: usize) -> nostr_outbox_sim::StrategyRun {
+/// `recall` at `budget` connections over three sessions of a small `family` world, probing
+/// `probes` relays a session (`None`: the config's default).
+fn run_in(family: Family, budget: usize, probes: Option<usize>) -> nostr_outbox_sim::StrategyRun {
     nostr_outbox_strategies::link();
-    let sim = SimWorld::new(generate_in(Family::Sparse, Profile::Small, 1));
-    let mut router = Router::from_toml("max_connections = 8\n[strategy]\ntype = \"recall\"\n")
-        .expect("valid config")
-        .with_probes(probes);
+    let sim = SimWorld::new(generate_in(family, Profile::Small, 1));
+    let mut router = Router::from_toml(&format!(
+        "max_connections = {budget}\n[strategy]\ntype = \"recall\"\n"
+    ))
+    .expect("valid config");
+    if let Some(probes) = probes {
+        router = router.with_probes(probes);
+    }
     let cfg = LoopConfig {
         sessions: 3,
         windows: vec![Window::Y1],
@@ -19,6 +24,12 @@ fn run(probes: usize) -> nostr_outbox_sim::StrategyRun {
         ..LoopConfig::default()
     };
     run_sessions(&sim, &mut router, &cfg, |_, _, _| {})
+}
+
+/// A `sparse` world (most follows list one or two relays, and a few prolific ones list a
+/// relay only they use) at 8 connections.
+fn run(probes: usize) -> nostr_outbox_sim::StrategyRun {
+    run_in(Family::Sparse, 8, Some(probes))
 }
 
 fn last_year(run: &nostr_outbox_sim::StrategyRun) -> f64 {
@@ -52,6 +63,27 @@ fn probing_finds_the_relays_plans_never_asked_and_recall_plans_with_them() {
     assert!(
         b > a + 0.2,
         "1-year recall {a:.3} without probes, {b:.3} with"
+    );
+}
+
+/// On a long tail (a few prolific follows on relays of their own, most listed relays dead),
+/// four probes a session seldom meet a live relay; the default probes at least
+/// `MIN_DEFAULT_PROBES` however small the routed budget, and find them.
+#[test]
+fn a_small_budget_still_probes_enough_to_find_a_long_tails_own_relays() {
+    nostr_outbox_strategies::link();
+    let router = Router::from_toml("max_connections = 4\n[strategy]\ntype = \"recall\"\n")
+        .expect("valid config");
+    assert_eq!(router.probe_budget().connections, MIN_DEFAULT_PROBES);
+    let default = run_in(Family::Tail, 4, None);
+    let four = run_in(Family::Tail, 4, Some(4));
+    for s in &default.sessions {
+        assert_eq!(s.score.probe.connections, MIN_DEFAULT_PROBES as u64);
+    }
+    let (a, b) = (last_year(&four), last_year(&default));
+    assert!(
+        b > a + 0.3,
+        "1-year recall {a:.3} with 4 probes, {b:.3} with the default"
     );
 }
 

@@ -37,7 +37,9 @@ pub struct Args {
     /// follows carry 40–60% of a year's notes, and a few prolific ones keep everything on one
     /// relay only they list; `indexed`: widely listed relays that answer and keep no notes,
     /// and lists of dozens; `sparse`: lists of mostly one or two relays, more such prolific
-    /// follows; `dense`: lists of mostly five to nine relays, more of dozens).
+    /// follows; `dense`: lists of mostly five to nine relays, more of dozens; `hinted`: the
+    /// default network with relay hints; `tail`: two to six prolific follows on relays of
+    /// their own amid mostly dead relays).
     #[arg(long, default_value = "default")]
     family: Family,
     /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session
@@ -105,8 +107,8 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["world", "live"])]
     routes: bool,
     /// Relays every learning strategy probes per session after its fetch, instead of its
-    /// config's `probe_connections` (default: the budget); 0 is the published benchmark's model, where a
-    /// session learns only what its plan fetched.
+    /// config's `probe_connections` (default: the budget, and at least 20); 0 is the published
+    /// benchmark's model, where a session learns only what its plan fetched.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
 }
@@ -593,7 +595,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     let mut router = Router::new(&*config.strategy, budget).with_probes(
         (args.probes.map(usize::from))
             .or(config.probe_connections)
-            .unwrap_or(budget),
+            .unwrap_or_else(|| nostr_outbox_core::default_probes(budget)),
     );
     for dir in [&args.plans_out, &args.stats_out].into_iter().flatten() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -24,7 +24,8 @@ enum WorldCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// How the knobs are drawn: default, or a family drawing them per seed (decay, amnesia,
-        /// churn, skew, indexed, sparse, dense; `outbox bench --help` says what each moves).
+        /// churn, skew, indexed, sparse, dense, hinted, tail; `outbox bench --help` says what
+        /// each moves).
         #[arg(long, default_value = "default")]
         family: Family,
         /// Output file.

@@ -24,7 +24,7 @@
 //!    waves do; its new relays dial then, and relays already open are asked about
 //!    their new follows on the open socket.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
-//!    attempt); the run ends when they are done, or at [`ClientTiming::deadline_ms`], whichever
+//!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are done, or at [`ClientTiming::deadline_ms`], whichever
 //!    is first. Notes that would arrive after the deadline never do.
 //!
 //! The clock never changes what is fetched (recall is scored without it), only when. It is a
@@ -143,8 +143,11 @@ pub struct RunShape<'a> {
     /// Whether the lists were kept from the last run, so the routed relays are dialled at the
     /// start; `false`: a first run, which waits for the relay-list lookup.
     pub lists_kept: bool,
-    /// The relays probed once the fetch settled.
+    /// The relays probed once the fetch settled, in the order they are dialled.
     pub probes: &'a [String],
+    /// Probe sockets open at once (the routed budget, as the runtime opens them): each next
+    /// probe waits for the first one to end. 0 counts as 1.
+    pub probes_at_once: usize,
     /// What the run starts knowing: each relay's learned latency bounds its pages before they
     /// are hedged (`None`: nothing learned).
     pub learned: Option<&'a DeliveryStats>,
@@ -446,28 +449,32 @@ pub fn replay(
         };
     }
 
-    // Probes once the fetch settled: one connect and one query each, or one failed attempt.
+    // Probes once the fetch settled: one connect and one query each, or one failed attempt,
+    // at most `probes_at_once` at a time, each next one in the first place that frees.
+    let mut places = vec![settled; run.probes_at_once.clamp(1, run.probes.len().max(1))];
     let mut end = settled;
     for url in run.probes {
         let relay = world.relay_id(url);
         let timing = timing_of(sim, relay);
-        let at = if relay.is_some_and(|r| world.is_up(r, session)) {
-            settled
-                + timing
-                    .connect_ms(url, session, 1)
-                    .min(client.connect_timeout_ms)
+        let took = if relay.is_some_and(|r| world.is_up(r, session)) {
+            timing
+                .connect_ms(url, session, 1)
+                .min(client.connect_timeout_ms)
                 + timing
                     .query_ms(url, session, u64::MAX)
                     .min(client.eose_timeout_ms)
         } else if timing.hangs {
-            settled
-                + (client.policy.probe_timeout_ms)
-                    .unwrap_or(client.connect_timeout_ms)
-                    .min(client.connect_timeout_ms)
+            (client.policy.probe_timeout_ms)
+                .unwrap_or(client.connect_timeout_ms)
+                .min(client.connect_timeout_ms)
         } else {
-            settled + timing.refuse_ms(url, session, 1)
+            timing.refuse_ms(url, session, 1)
         };
-        end = end.max(at);
+        let place = (0..places.len())
+            .min_by(|&a, &b| places[a].total_cmp(&places[b]))
+            .unwrap_or(0);
+        places[place] += took;
+        end = end.max(places[place]);
     }
     let deadline = client.deadline_ms;
     let opened = (links.iter())

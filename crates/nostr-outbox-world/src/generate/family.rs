@@ -9,10 +9,12 @@
 //! family's world for a seed is as reproducible as the default one; the default family draws
 //! nothing and leaves every world as it was.
 //!
-//! `decay`, `amnesia` and `churn` move the default's knobs. `skew`, `indexed`, `sparse` and
-//! `dense` reach shapes the default never draws (a few follows carrying most notes, follows
-//! whose whole history is on one relay only they list, widely listed relays that keep nothing,
-//! lists of one relay or of dozens), as worlds from other generators and real readers show.
+//! `decay`, `amnesia` and `churn` move the default's knobs. `skew`, `indexed`, `sparse`,
+//! `dense` and `tail` reach shapes the default never draws (a few follows carrying most notes,
+//! follows whose whole history is on one relay only they list, widely listed relays that keep
+//! nothing, lists of one relay or of dozens, a long tail of dead relays around a few relays of
+//! one follow each that hold most of the year), as worlds from other generators and real
+//! readers show.
 //! `hinted` is the default network with the relay hints a client knows: kind:3 hints (often
 //! stale), pointers and relays notes were seen on.
 
@@ -52,11 +54,15 @@ pub enum Family {
     /// The default network, with relay hints: kind:3 hints for 30–70% of follows (30–70% of
     /// them stale), pointers to 10–40% and relays 5–25% were seen on.
     Hinted,
+    /// A long tail: three to six prolific follows each keep everything on one relay of their
+    /// own (together about half of a year's notes), while most other listed relays are dead, so
+    /// a few tail relays beat every hub and a probe seldom finds a live relay by chance.
+    Tail,
 }
 
 impl Family {
     /// Every family, the default first.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Default,
         Family::Decay,
         Family::Amnesia,
@@ -66,6 +72,7 @@ impl Family {
         Family::Sparse,
         Family::Dense,
         Family::Hinted,
+        Family::Tail,
     ];
 
     /// The lower-case name.
@@ -80,6 +87,7 @@ impl Family {
             Family::Sparse => "sparse",
             Family::Dense => "dense",
             Family::Hinted => "hinted",
+            Family::Tail => "tail",
         }
     }
 
@@ -160,6 +168,19 @@ impl Family {
                 m.pointer_hint_share = draw(0.1, 0.4);
                 m.seen_on_hint_share = draw(0.05, 0.25);
             }
+            Family::Tail => {
+                // A fixed few, posting in proportion to the follow list, so that together
+                // they carry about half of a year's notes at every profile.
+                let hoarders = draw(3.0, 6.0).round();
+                m.hoarder_share = hoarders / m.follows.max(1) as f64;
+                let scale = (m.follows as f64 / 200.0).max(1.0);
+                m.hoarder_rate_per_day =
+                    Span::new(draw(4.0, 8.0) * scale, draw(10.0, 18.0) * scale);
+                m.mid_alive = draw(0.3, 0.5);
+                m.tail_alive = draw(0.25, 0.45);
+                m.long_list_tail_alive = draw(0.02, 0.08);
+                m.dead_hubs = draw(3.0, 5.0).round() as usize;
+            }
         }
         m
     }
@@ -180,7 +201,7 @@ impl std::str::FromStr for Family {
             .ok_or_else(|| {
                 format!(
                     "unknown family {s:?} (default, decay, amnesia, churn, skew, indexed, \
-                     sparse, dense, hinted)"
+                     sparse, dense, hinted, tail)"
                 )
             })
     }
@@ -237,6 +258,10 @@ mod tests {
         let hinted = Family::Hinted.model(&model, 3);
         assert!((0.3..=0.7).contains(&hinted.contact_hint_share));
         assert!((0.05..=0.25).contains(&hinted.seen_on_hint_share));
+        let tail = Family::Tail.model(&model, 3);
+        let hoarders = (tail.hoarder_share * tail.follows as f64).round();
+        assert!((3.0..=6.0).contains(&hoarders), "{hoarders}");
+        assert!(tail.mid_alive <= 0.5 && tail.tail_alive <= 0.45);
     }
 
     #[test]

@@ -85,8 +85,8 @@ pub struct Args {
     no_verify: bool,
     /// Relays the plan did not ask that are probed after the fetch (a short question each about
     /// the follows who list them, learned from and never shown), instead of the config's
-    /// `probe_connections` (default: as many as `max_connections`); 0 probes none. Only a
-    /// strategy that learns probes.
+    /// `probe_connections` (default: as many as `max_connections`, and at least 20); 0 probes
+    /// none. Only a strategy that learns probes.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
     /// Event kinds of the feed (comma-separated numbers; e.g. `1,6` for notes and reposts).
