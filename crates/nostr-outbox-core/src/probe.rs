@@ -47,9 +47,7 @@ pub const MIN_DEFAULT_PROBES: usize = 20;
 /// Relays probed per session when the config names no number: the routed budget, and at least
 /// [`MIN_DEFAULT_PROBES`].
 pub fn default_probes(max_connections: usize) -> usize {
-    max_connections
-        .max(MIN_DEFAULT_PROBES)
-        .min(MAX_PROBE_CONNECTIONS)
+    max_connections.clamp(MIN_DEFAULT_PROBES, MAX_PROBE_CONNECTIONS)
 }
 
 /// A relay that failed this many times and never answered is not probed again: most listed
@@ -85,6 +83,11 @@ pub struct Probe {
     pub url: String,
     /// The follows asked about, each in a filter of its own.
     pub authors: Vec<PublicKey>,
+    /// The relay failed before: wait the whole connect timeout for it. A probe gives up
+    /// connecting sooner than a fetch (a run should not wait on dead relays), so a relay that is
+    /// alive but slow to accept would fail every short probe and be written off after
+    /// [`MAX_PROBE_FAILURES`]; its last chance is a patient one.
+    pub patient: bool,
 }
 
 /// Which relays a session probes, most valuable first.
@@ -238,9 +241,11 @@ pub fn plan_probes(
                 .then_with(|| table.pubkey(*a).cmp(table.pubkey(*b)))
         });
         writers.truncate(budget.authors);
+        let url = table.url(relay);
         plan.probes.push(Probe {
-            url: table.url(relay).to_string(),
+            url: url.to_string(),
             authors: writers.iter().map(|(_, a)| *table.pubkey(*a)).collect(),
+            patient: stats.get(url).failures > 0,
         });
     }
     plan
@@ -327,6 +332,35 @@ mod tests {
     }
 
     #[test]
+    fn a_relay_that_failed_once_is_probed_patiently() {
+        let t = table();
+        let mut stats = DeliveryStats::new();
+        let failed = RoundReport {
+            relays: vec![RelayRound {
+                url: "wss://own2.example".into(),
+                answered: false,
+                authors: vec![AuthorRound::counted(key(2), 0)],
+                compare_only: false,
+            }],
+        };
+        stats.record_round(&failed, 10);
+        let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 10);
+        let patient: Vec<(&str, bool)> = plan
+            .probes
+            .iter()
+            .map(|p| (p.url.as_str(), p.patient))
+            .collect();
+        assert!(
+            patient.contains(&("wss://own2.example", true)),
+            "{patient:?}"
+        );
+        assert!(
+            patient.contains(&("wss://own.example", false)),
+            "{patient:?}"
+        );
+    }
+
+    #[test]
     fn hinted_relays_are_probed_for_the_follows_hinted_there_below_declared_ones() {
         let mut b = RouteTableBuilder::new(UrlPolicy::default())
             .follows([key(1), key(4), key(5), key(6)])
@@ -353,6 +387,7 @@ mod tests {
             probes: vec![Probe {
                 url: "wss://own.example".into(),
                 authors: vec![key(1), key(2)],
+                patient: false,
             }],
             limit: 5,
         };

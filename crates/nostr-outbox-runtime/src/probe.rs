@@ -89,11 +89,17 @@ impl Probing {
         // No more places than probes (a huge budget must not size the semaphore).
         let at_once = at_once.min(plan.probes.len()).max(1);
         let gate = Arc::new(Semaphore::new(at_once));
-        let mut cfg = client.config().clone();
-        cfg.once = true;
+        let mut patient_cfg = client.config().clone();
+        patient_cfg.once = true;
+        let mut cfg = patient_cfg.clone();
         cfg.connect_timeout = cfg.connect_timeout.min(cfg.schedule.probe_connect_timeout);
-        let per_relay = cfg
-            .connect_timeout
+        // A relay that failed before waits the whole connect timeout (`Probe::patient`).
+        let longest = if plan.probes.iter().any(|p| p.patient) {
+            patient_cfg.connect_timeout
+        } else {
+            cfg.connect_timeout
+        };
+        let per_relay = longest
             .saturating_add(cfg.eose_timeout)
             .saturating_add(RUN_SLACK);
         let waves = plan.probes.len().div_ceil(at_once).max(1);
@@ -101,6 +107,7 @@ impl Probing {
         let deadline = crate::deadline::after(bound);
         let (tx, rx) = mpsc::channel(plan.probes.len().max(1));
         let mut tasks = JoinSet::new();
+        let patient = client.with_config(patient_cfg);
         let client = client.with_config(cfg);
         let cfg = client.config();
         for (i, probe) in plan.probes.iter().enumerate() {
@@ -113,7 +120,7 @@ impl Probing {
             };
             tasks.spawn(probe_one(
                 target,
-                client.clone(),
+                if probe.patient { &patient } else { &client }.clone(),
                 stop_rx.clone(),
                 gate.clone(),
                 tx.clone(),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use nostr::event::{Event, EventId};
 use nostr::key::Keys;
 use nostr::types::Timestamp;
+use nostr_outbox_client::MemoryStore;
 use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
@@ -438,4 +439,84 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
     let expected: BTreeSet<&str> = entries[1..12].iter().map(String::as_str).collect();
     assert_eq!(probed, expected, "{:#?}", summary.probes);
     assert!(beyond.counter.reqs().is_empty());
+}
+
+/// A local address that takes `delay` to let a client reach `relay`: it accepts TCP at once, but
+/// passes no byte either way until `delay` has passed, so the WebSocket handshake completes
+/// only then (a relay alive but slow to accept).
+async fn slow_to_accept(relay: &str, delay: Duration) -> String {
+    let target = relay.trim_start_matches("ws://").to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    format!("ws://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_slow_to_accept_gets_a_patient_probe_after_a_short_one_failed() {
+    // Follow 1 lists only a relay that takes 1.5 s to accept: more than a probe waits (0.3 s)
+    // and less than the connect timeout (8 s). Three others list the hub, which the budget
+    // of one picks.
+    let (reader, hub, own) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let slow = slow_to_accept(&own.url, Duration::from_millis(1_500)).await;
+    let now = now();
+    let lonely = keys(1);
+    for i in 0..3u64 {
+        own.store(&note(&lonely, now - DAY - i * 60, &format!("slow {i}")))
+            .await;
+    }
+    let mut lists = vec![relay_list(&lonely, now - 10, &[(&slow, None)])];
+    let mut follows = vec![lonely.public_key()];
+    for k in 2..=4u8 {
+        let author = keys(k);
+        hub.store(&note(&author, now - 2 * DAY, "hub")).await;
+        lists.push(relay_list(&author, now - 10, &[(&hub.url, None)]));
+        follows.push(author.public_key());
+    }
+    let store = Arc::new(MemoryStore::new());
+    let run = || {
+        let mut input =
+            FeedInput::new(router(&config(1, Some(20))), follows.clone(), [&reader.url]);
+        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        input.store = store.clone();
+        for l in &lists {
+            assert!(input.add_relay_list_event(l));
+        }
+        let mut cfg = runtime(now, true);
+        cfg.connect_timeout = Duration::from_secs(8);
+        cfg.schedule.probe_connect_timeout = Duration::from_millis(300);
+        start_once(input, cfg)
+    };
+    let (first, _) = run().await;
+    let p = &first.probes.relays[slow.as_str()];
+    assert!(!p.answered && p.failure.is_some(), "a short probe: {p:?}");
+    assert_eq!(
+        first.stats.get(&slow).failures,
+        1,
+        "{:?}",
+        first.stats.get(&slow)
+    );
+
+    // The next run starts from what the first learned: the relay failed once, so its probe
+    // waits the whole connect timeout, and it answers.
+    let (second, _) = run().await;
+    let p = &second.probes.relays[slow.as_str()];
+    assert!(p.answered && p.failure.is_none(), "a patient probe: {p:?}");
+    assert_eq!(p.events, 3, "{p:?}");
 }

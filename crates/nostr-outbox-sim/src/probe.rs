@@ -12,6 +12,7 @@ use nostr_outbox_client::RoundRecorder;
 use nostr_outbox_core::ProbePlan;
 use serde::{Deserialize, Serialize};
 
+use crate::clock::ClientTiming;
 use crate::sim_world::SimWorld;
 
 /// What a session's probes cost.
@@ -42,12 +43,16 @@ impl ProbeCost {
 const GENERATION: u64 = 1;
 
 /// Asks every probe of `plan` in `session` for notes since `since`, passing the frames to
-/// `recorder`; returns what it cost.
+/// `recorder`; returns what it cost. A relay slower to accept the probe's socket (its first
+/// connection of the session on the world's clock) than `client` waits for a probe
+/// ([`ClientTiming::probe_connect_ms`], or the whole connect timeout for a
+/// [patient](nostr_outbox_core::Probe::patient) one) fails, as in the runtime.
 pub fn probe_recorded(
     sim: &SimWorld,
     plan: &ProbePlan,
     session: u32,
     since: u64,
+    client: &ClientTiming,
     recorder: &mut RoundRecorder,
 ) -> ProbeCost {
     let world = &sim.world;
@@ -78,6 +83,10 @@ pub fn probe_recorded(
             recorder.failed(&probe.url, "down in this session");
             continue;
         };
+        if world.timing(r).connect_ms(&probe.url, session, 1) > client.probe_give_up_ms(probe) {
+            recorder.failed(&probe.url, "connecting timed out");
+            continue;
+        }
         cost.reqs += 1;
         cost.filters += probe.authors.len() as u64;
         for &a in &ids {

@@ -20,7 +20,8 @@ use std::collections::HashSet;
 use nostr_outbox_client::Network;
 use nostr_outbox_client::RoundRecorder;
 use nostr_outbox_core::{
-    plan_probes, DeliveryStats, Plan, PlanContext, ProbeBudget, RawRelayList, RouteTable, Router,
+    plan_probes, DeliveryStats, Plan, PlanContext, Probe, ProbeBudget, RawRelayList, RouteTable,
+    Router,
 };
 use serde::{Deserialize, Serialize};
 
@@ -229,7 +230,15 @@ pub fn run_sessions_with(
         }
         let probes = router.probe_budget();
         let (probe, probed) = learn_from(
-            sim, table, &asks, s, since, &mut stats, now, probes, recorder,
+            sim,
+            table,
+            &asks,
+            s,
+            since,
+            &mut stats,
+            now,
+            (probes, &cfg.client),
+            recorder,
         );
         score.probe = probe;
         if let Some(w) = cfg.clock {
@@ -394,7 +403,15 @@ fn learn(
     let mut recorder = RoundRecorder::new();
     crate::fetch::fetch_recorded(sim, asks, session, since, &mut recorder);
     learn_from(
-        sim, table, asks, session, since, stats, now, probes, recorder,
+        sim,
+        table,
+        asks,
+        session,
+        since,
+        stats,
+        now,
+        (probes, &crate::clock::ClientTiming::default()),
+        recorder,
     )
     .0
 }
@@ -406,7 +423,7 @@ fn learn(
 /// within `probes`, the relays the fetch did not ask are probed ([`nostr_outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
 /// probes cost and the relays probed. Probes are planned over `table`, the table the session
-/// planned with.
+/// planned with; probes connect as `client` does (see [`probe_recorded`]).
 #[allow(clippy::too_many_arguments)]
 fn learn_from(
     sim: &SimWorld,
@@ -416,9 +433,9 @@ fn learn_from(
     since: u64,
     stats: &mut DeliveryStats,
     now: u64,
-    probes: ProbeBudget,
+    (probes, client): (ProbeBudget, &crate::clock::ClientTiming),
     mut recorder: RoundRecorder,
-) -> (ProbeCost, Vec<String>) {
+) -> (ProbeCost, Vec<Probe>) {
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
@@ -427,11 +444,11 @@ fn learn_from(
     }
     let asked: HashSet<&str> = asks.entries.iter().map(|a| a.url.as_str()).collect();
     let plan = plan_probes(table, stats, &asked, &probes, now);
-    let cost = probe_recorded(sim, &plan, session, since, &mut recorder);
+    let cost = probe_recorded(sim, &plan, session, since, client, &mut recorder);
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
-    (cost, plan.probes.into_iter().map(|p| p.url).collect())
+    (cost, plan.probes)
 }
 
 /// Most re-plans in one session (each sets aside at least one relay, so this only bounds

@@ -1,6 +1,7 @@
 //! The simulator's clock on a tiny hand-made world: what arrives when, the black hole's cost,
 //! the first run's wait for the lists, and the socket budget.
 
+use nostr_outbox_core::Probe;
 use nostr_outbox_sim::clock::{
     fastest, replay, screen_wait, time_score, ClientTiming, Hedge, Policy, RunShape, Timeline, Wait,
 };
@@ -442,10 +443,12 @@ mod properties {
 fn probes_wait_for_a_free_place() {
     let sim = world();
     let fetch = [asks(&sim, &[("home", &[ALICE])])];
-    let probes = [
-        "wss://slow.example".to_string(),
-        "wss://fast.example".to_string(),
-    ];
+    let probe = |url: &str| Probe {
+        url: format!("wss://{url}.example"),
+        authors: Vec::new(),
+        patient: false,
+    };
+    let probes = [probe("slow"), probe("fast")];
     let probed = |at_once: usize| {
         let shape = RunShape {
             waves: &fetch,
@@ -461,4 +464,37 @@ fn probes_wait_for_a_free_place() {
     let (side, queue) = (probed(2), probed(1));
     assert!(close(side, 4_000.0), "{side}");
     assert!(close(queue, 4_300.0), "{queue}");
+}
+
+/// What a probe learns depends on the clock as in the runtime: a relay slower to accept than a
+/// probe waits fails it, unless the probe is patient.
+#[test]
+fn a_short_probe_fails_on_a_relay_slow_to_accept_and_a_patient_one_does_not() {
+    let sim = world();
+    let client = ClientTiming {
+        policy: Policy {
+            probe_timeout_ms: Some(500.0),
+            ..Policy::runtime()
+        },
+        ..ClientTiming::default()
+    };
+    let alice: nostr::key::PublicKey = ALICE.parse().expect("a key");
+    let answered = |patient: bool| {
+        let plan = nostr_outbox_core::ProbePlan {
+            probes: vec![Probe {
+                url: "wss://slow.example".into(),
+                authors: vec![alice],
+                patient,
+            }],
+            limit: 20,
+        };
+        let mut recorder = nostr_outbox_client::RoundRecorder::new();
+        let cost =
+            nostr_outbox_sim::probe::probe_recorded(&sim, &plan, 0, 0, &client, &mut recorder);
+        let round = recorder.take_final_round().expect("a round");
+        (cost.reqs, round.relays.iter().any(|r| r.answered))
+    };
+    // `slow` accepts in 1 s: past the short probe's 0.5 s, within the connect timeout.
+    assert_eq!(answered(false), (0, false));
+    assert_eq!(answered(true), (1, true));
 }

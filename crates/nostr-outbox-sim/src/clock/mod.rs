@@ -41,7 +41,7 @@ pub use wait::{screen_wait, Wait};
 
 use std::collections::{BinaryHeap, HashMap};
 
-use nostr_outbox_core::{AuthorId, DeliveryStats};
+use nostr_outbox_core::{AuthorId, DeliveryStats, Probe};
 use nostr_outbox_world::RelayTiming;
 
 use crate::asks::{Ask, Asks};
@@ -116,6 +116,26 @@ impl Policy {
     }
 }
 
+impl ClientTiming {
+    /// How long a probe tries to connect before it gives up, ms: the policy's probe bound
+    /// within the connect timeout. A relay slower to accept fails its probe, as in the runtime.
+    pub fn probe_connect_ms(&self) -> f64 {
+        (self.policy.probe_timeout_ms)
+            .unwrap_or(self.connect_timeout_ms)
+            .min(self.connect_timeout_ms)
+    }
+
+    /// How long `probe` tries to connect, ms: the whole connect timeout for a
+    /// [patient](nostr_outbox_core::Probe::patient) probe, else [`probe_connect_ms`](Self::probe_connect_ms).
+    pub fn probe_give_up_ms(&self, probe: &Probe) -> f64 {
+        if probe.patient {
+            self.connect_timeout_ms
+        } else {
+            self.probe_connect_ms()
+        }
+    }
+}
+
 impl Default for ClientTiming {
     fn default() -> Self {
         Self {
@@ -144,7 +164,7 @@ pub struct RunShape<'a> {
     /// start; `false`: a first run, which waits for the relay-list lookup.
     pub lists_kept: bool,
     /// The relays probed once the fetch settled, in the order they are dialled.
-    pub probes: &'a [String],
+    pub probes: &'a [Probe],
     /// Probe sockets open at once (the routed budget, as the runtime opens them): each next
     /// probe waits for the first one to end. 0 counts as 1.
     pub probes_at_once: usize,
@@ -453,20 +473,23 @@ pub fn replay(
     // at most `probes_at_once` at a time, each next one in the first place that frees.
     let mut places = vec![settled; run.probes_at_once.clamp(1, run.probes.len().max(1))];
     let mut end = settled;
-    for url in run.probes {
+    for probe in run.probes {
+        let url = probe.url.as_str();
         let relay = world.relay_id(url);
         let timing = timing_of(sim, relay);
+        let give_up = client.probe_give_up_ms(probe);
         let took = if relay.is_some_and(|r| world.is_up(r, session)) {
-            timing
-                .connect_ms(url, session, 1)
-                .min(client.connect_timeout_ms)
-                + timing
-                    .query_ms(url, session, u64::MAX)
-                    .min(client.eose_timeout_ms)
+            let connect = timing.connect_ms(url, session, 1);
+            if connect > give_up {
+                give_up
+            } else {
+                connect
+                    + timing
+                        .query_ms(url, session, u64::MAX)
+                        .min(client.eose_timeout_ms)
+            }
         } else if timing.hangs {
-            (client.policy.probe_timeout_ms)
-                .unwrap_or(client.connect_timeout_ms)
-                .min(client.connect_timeout_ms)
+            give_up
         } else {
             timing.refuse_ms(url, session, 1)
         };
