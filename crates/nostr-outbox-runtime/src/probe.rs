@@ -5,10 +5,13 @@
 //! newest notes of the feed's window, through the route feed's relay task
 //! ([`crate::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). No
 //! more than the routed budget of probe sockets are open at once: a relay waits for a free
-//! place before it dials. Nothing is de-duplicated across relays: every relay's own answer is
-//! what is learned from, so each comes back whole, as one [`ProbeAnswer`], for the coordinator
-//! to pass to its recorder ([`nostr_outbox_client::RoundRecorder::probed`]). Probe notes are
-//! never delivered to the feed.
+//! place before it dials. A probe gives up connecting after the schedule's
+//! `probe_connect_timeout`, but a [patient](nostr_outbox_core::Probe::patient) one (the relay
+//! failed before) waits the whole connect timeout. Nothing is de-duplicated across relays:
+//! every relay's own answer is what is learned from, so each comes back whole, as one
+//! [`ProbeAnswer`], for the coordinator to pass to its recorder
+//! ([`nostr_outbox_client::RoundRecorder::probed`]). Probe notes are never delivered to the
+//! feed.
 //!
 //! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those,
 //! the notes kept per relay by the filters' limits (at most
