@@ -479,3 +479,18 @@ fn a_field_given_twice_is_an_error_not_the_last_value() {
         assert!(err.to_string().contains("duplicate field"), "{err}");
     }
 }
+
+/// A file that cannot be read says why once: the OS error is in the message, not also the
+/// source an error chain would print after it.
+#[test]
+fn a_missing_file_names_the_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = World::read_path(&dir.path().join("missing.json")).expect_err("no such file");
+    assert!(matches!(err, WorldError::Io(_)), "{err:?}");
+    assert!(std::error::Error::source(&err).is_none());
+    let text = err.to_string();
+    assert!(
+        text.starts_with("world file: ") && text.len() > "world file: ".len(),
+        "{text}"
+    );
+}

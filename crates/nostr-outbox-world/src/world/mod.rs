@@ -64,9 +64,10 @@ fn too_many_sessions(sessions: impl fmt::Display) -> String {
 /// A world that could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum WorldError {
-    /// Reading or writing the file failed.
+    /// Reading or writing the file failed. The message carries the OS error's, so it is not
+    /// also a `source` (an error chain would print it twice).
     #[error("world file: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// A field is missing or holds a malformed value.
     #[error("world file: field `{field}`: {message}")]
     Invalid {
@@ -75,6 +76,12 @@ pub enum WorldError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl From<std::io::Error> for WorldError {
+    fn from(e: std::io::Error) -> Self {
+        WorldError::Io(e)
+    }
 }
 
 impl WorldError {
