@@ -43,16 +43,17 @@ impl ProbeCost {
 const GENERATION: u64 = 1;
 
 /// Asks every probe of `plan` in `session` for notes since `since`, passing the frames to
-/// `recorder`; returns what it cost. A relay slower to accept the probe's socket (its first
-/// connection of the session on the world's clock) than `client` waits for a probe
-/// ([`ClientTiming::probe_connect_ms`], or the whole connect timeout for a
-/// [patient](nostr_outbox_core::Probe::patient) one) fails, as in the runtime.
+/// `recorder`; returns what it cost. On the world's clock (`client` given), a relay slower to
+/// accept the probe's socket (its first connection of the session) than `client` waits for a
+/// probe ([`ClientTiming::probe_connect_ms`], or the whole connect timeout for a
+/// [patient](nostr_outbox_core::Probe::patient) one) fails, as in the runtime; without it every
+/// relay that is up answers.
 pub fn probe_recorded(
     sim: &SimWorld,
     plan: &ProbePlan,
     session: u32,
     since: u64,
-    client: &ClientTiming,
+    client: Option<&ClientTiming>,
     recorder: &mut RoundRecorder,
 ) -> ProbeCost {
     let world = &sim.world;
@@ -83,7 +84,10 @@ pub fn probe_recorded(
             recorder.failed(&probe.url, "down in this session");
             continue;
         };
-        if world.timing(r).connect_ms(&probe.url, session, 1) > client.probe_give_up_ms(probe) {
+        let slow = |c: &ClientTiming| {
+            world.timing(r).connect_ms(&probe.url, session, 1) > c.probe_give_up_ms(probe)
+        };
+        if client.is_some_and(slow) {
             recorder.failed(&probe.url, "connecting timed out");
             continue;
         }

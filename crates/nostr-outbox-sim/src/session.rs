@@ -61,7 +61,8 @@ pub struct LoopConfig {
     #[serde(default)]
     pub monitor_prior: bool,
     /// Time each session's fetch of this window on the world's clock ([`crate::clock`]) and
-    /// keep it in [`PlanScore::time`]; `None`: recall only.
+    /// keep it in [`PlanScore::time`], and let probes fail on relays slower to accept than the
+    /// client waits, as in the runtime; `None`: recall only, and every live relay answers.
     #[serde(default)]
     pub clock: Option<Window>,
     /// The client the clock replays (the runtime's knobs; its defaults unless a caller runs the
@@ -237,7 +238,7 @@ pub fn run_sessions_with(
             since,
             &mut stats,
             now,
-            (probes, &cfg.client),
+            (probes, cfg.clock.map(|_| &cfg.client)),
             recorder,
         );
         score.probe = probe;
@@ -410,7 +411,7 @@ fn learn(
         since,
         stats,
         now,
-        (probes, &crate::clock::ClientTiming::default()),
+        (probes, None),
         recorder,
     )
     .0
@@ -423,7 +424,8 @@ fn learn(
 /// within `probes`, the relays the fetch did not ask are probed ([`nostr_outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
 /// probes cost and the relays probed. Probes are planned over `table`, the table the session
-/// planned with; probes connect as `client` does (see [`probe_recorded`]).
+/// planned with; on the world's clock (`client` given) probes connect as `client` does (see
+/// [`probe_recorded`]).
 #[allow(clippy::too_many_arguments)]
 fn learn_from(
     sim: &SimWorld,
@@ -433,7 +435,7 @@ fn learn_from(
     since: u64,
     stats: &mut DeliveryStats,
     now: u64,
-    (probes, client): (ProbeBudget, &crate::clock::ClientTiming),
+    (probes, client): (ProbeBudget, Option<&crate::clock::ClientTiming>),
     mut recorder: RoundRecorder,
 ) -> (ProbeCost, Vec<Probe>) {
     if let Some(round) = recorder.take_final_round() {

@@ -489,8 +489,14 @@ fn a_short_probe_fails_on_a_relay_slow_to_accept_and_a_patient_one_does_not() {
             limit: 20,
         };
         let mut recorder = nostr_outbox_client::RoundRecorder::new();
-        let cost =
-            nostr_outbox_sim::probe::probe_recorded(&sim, &plan, 0, 0, &client, &mut recorder);
+        let cost = nostr_outbox_sim::probe::probe_recorded(
+            &sim,
+            &plan,
+            0,
+            0,
+            Some(&client),
+            &mut recorder,
+        );
         let round = recorder.take_final_round().expect("a round");
         (cost.reqs, round.relays.iter().any(|r| r.answered))
     };
