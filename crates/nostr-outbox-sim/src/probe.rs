@@ -45,9 +45,8 @@ const GENERATION: u64 = 1;
 /// Asks every probe of `plan` in `session` for notes since `since`, passing the frames to
 /// `recorder`; returns what it cost. On the world's clock (`client` given), a relay slower to
 /// accept the probe's socket (its first connection of the session) than `client` waits for a
-/// probe ([`ClientTiming::probe_connect_ms`], or the whole connect timeout for a
-/// [patient](nostr_outbox_core::Probe::patient) one) fails, as in the runtime; without it every
-/// relay that is up answers.
+/// probe ([`ClientTiming::probe_give_up_ms`]) fails, as in the runtime; without it every relay
+/// that is up answers.
 pub fn probe_recorded(
     sim: &SimWorld,
     plan: &ProbePlan,

@@ -24,8 +24,9 @@
 //!    waves do; its new relays dial then, and relays already open are asked about
 //!    their new follows on the open socket.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
-//!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are done, or at [`ClientTiming::deadline_ms`], whichever
-//!    is first. Notes that would arrive after the deadline never do.
+//!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are
+//!    done, or at [`ClientTiming::deadline_ms`], whichever is first. Notes that would arrive
+//!    after the deadline never do.
 //!
 //! The clock never changes what is fetched (recall is scored without it), only when. It is a
 //! model of the runtime, not the runtime: it skips NIP-11 documents, sign-in and the lookup's
@@ -117,22 +118,14 @@ impl Policy {
 }
 
 impl ClientTiming {
-    /// How long a probe tries to connect before it gives up, ms: the policy's probe bound
-    /// within the connect timeout. A relay slower to accept fails its probe, as in the runtime.
-    pub fn probe_connect_ms(&self) -> f64 {
-        (self.policy.probe_timeout_ms)
+    /// How long `probe` tries to connect before it gives up, ms: the whole connect timeout for
+    /// a [patient](nostr_outbox_core::Probe::patient) probe, else the policy's probe bound
+    /// within it. A relay slower to accept fails its probe, as in the runtime.
+    pub fn probe_give_up_ms(&self, probe: &Probe) -> f64 {
+        let short = self.policy.probe_timeout_ms.filter(|_| !probe.patient);
+        short
             .unwrap_or(self.connect_timeout_ms)
             .min(self.connect_timeout_ms)
-    }
-
-    /// How long `probe` tries to connect, ms: the whole connect timeout for a
-    /// [patient](nostr_outbox_core::Probe::patient) probe, else [`probe_connect_ms`](Self::probe_connect_ms).
-    pub fn probe_give_up_ms(&self, probe: &Probe) -> f64 {
-        if probe.patient {
-            self.connect_timeout_ms
-        } else {
-            self.probe_connect_ms()
-        }
     }
 }
 
