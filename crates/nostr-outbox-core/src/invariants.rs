@@ -11,8 +11,12 @@ use crate::route_table::RouteTable;
 /// The limits a plan was made under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Routed relays allowed (the reader's relays carrying only the residual do not count).
+    /// Routed relays allowed beyond the pool: the reader's relays that carry the residual are
+    /// connected anyway and do not count, whether or not they are routed to as well.
     pub max_connections: usize,
+    /// How many of the reader's relays carry the residual (`None`: all of them); see
+    /// [`RouteTable::pool`].
+    pub pool: Option<usize>,
     /// Routed relays allowed per follow, if the strategy promises a cap.
     pub per_author_cap: Option<usize>,
 }
@@ -22,9 +26,9 @@ pub struct Limits {
 pub enum Violation {
     /// A follow appears in no filter: its notes would silently vanish from the feed.
     Uncovered(AuthorId),
-    /// More routed relays than the budget.
+    /// More routed relays beyond the reader's pool than the budget.
     OverBudget {
-        /// Routed relays in the plan.
+        /// Routed relays in the plan that are not in the pool.
         routed: usize,
         /// The budget.
         max: usize,
@@ -63,7 +67,10 @@ impl fmt::Display for Violation {
         match self {
             Violation::Uncovered(a) => write!(f, "{a} is in no filter"),
             Violation::OverBudget { routed, max } => {
-                write!(f, "{routed} routed relays exceed the budget of {max}")
+                write!(
+                    f,
+                    "{routed} routed relays beyond the reader's pool exceed the budget of {max}"
+                )
             }
             Violation::OverAuthorCap { author, count, cap } => {
                 write!(f, "{author} is routed to {count} relays, cap is {cap}")
@@ -98,9 +105,11 @@ pub fn check_plan(plan: &Plan, table: &RouteTable, limits: Limits) -> Vec<Violat
     let mut seen_relays = vec![false; relays];
 
     let routed = plan.routed();
-    if routed.len() > limits.max_connections {
+    let pool = table.pool(limits.pool);
+    let counted = routed.iter().filter(|a| !pool.contains(&a.relay)).count();
+    if counted > limits.max_connections {
         violations.push(Violation::OverBudget {
-            routed: routed.len(),
+            routed: counted,
             max: limits.max_connections,
         });
     }
@@ -224,6 +233,7 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         max_connections: 2,
+        pool: None,
         per_author_cap: Some(1),
     };
 
@@ -301,6 +311,82 @@ mod tests {
             .try_plan_with(&t, &DeliveryStats::new(), PlanContext::default())
             .expect_err("two relays on a budget of one");
         assert_only(&v.violations, &Violation::OverBudget { routed: 2, max: 1 });
+    }
+
+    #[test]
+    fn a_routed_relay_in_the_pool_costs_no_connection() {
+        let b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1), key(2)])
+            .reader_relays(["wss://home.example", "wss://away.example"]);
+        let mut b = b;
+        for (n, url) in [(1, "wss://home.example"), (2, "wss://a.example")] {
+            b.add_list(RawRelayList {
+                author: key(n),
+                created_at: 1,
+                tags: vec![vec!["r".to_string(), url.to_string()]],
+            });
+        }
+        let t = b.build();
+        let f1 = t.author_id(&key(1)).expect("follow");
+        let f2 = t.author_id(&key(2)).expect("follow");
+        let home = t.relay_id("wss://home.example").expect("relay");
+        let a = t.relay_id("wss://a.example").expect("relay");
+        let plan = Plan::from_selection(
+            &t,
+            "fixed",
+            Selection {
+                assignments: vec![assign(home, &[f1]), assign(a, &[f2])],
+            },
+        );
+        let one = |pool| Limits {
+            max_connections: 1,
+            pool,
+            per_author_cap: None,
+        };
+        assert_eq!(check_plan(&plan, &t, one(None)), vec![]);
+        assert_eq!(check_plan(&plan, &t, one(Some(1))), vec![]);
+        // With no routed connection to spare, only the pool is free.
+        let none = Limits {
+            max_connections: 0,
+            ..one(None)
+        };
+        assert_only(
+            &check_plan(&plan, &t, none),
+            &Violation::OverBudget { routed: 1, max: 0 },
+        );
+    }
+
+    #[test]
+    fn a_reader_relay_beyond_the_pool_limit_counts() {
+        let b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1)])
+            .reader_relays(["wss://home.example", "wss://away.example"]);
+        let mut b = b;
+        b.add_list(RawRelayList {
+            author: key(1),
+            created_at: 1,
+            tags: vec![vec!["r".to_string(), "wss://away.example".to_string()]],
+        });
+        let t = b.build();
+        let f1 = t.author_id(&key(1)).expect("follow");
+        let away = t.relay_id("wss://away.example").expect("relay");
+        let plan = Plan::from_selection(
+            &t,
+            "fixed",
+            Selection {
+                assignments: vec![assign(away, &[f1])],
+            },
+        );
+        let limits = |pool| Limits {
+            max_connections: 0,
+            pool,
+            per_author_cap: None,
+        };
+        assert_eq!(check_plan(&plan, &t, limits(Some(2))), vec![]);
+        assert_only(
+            &check_plan(&plan, &t, limits(Some(1))),
+            &Violation::OverBudget { routed: 1, max: 0 },
+        );
     }
 
     #[test]

@@ -709,6 +709,14 @@ impl RouteTable {
         &self.reader_relays
     }
 
+    /// The reader's relays that carry the residual under a pool limit (`None`: all of them):
+    /// the first ones in the reader's order, never fewer than one. They are connected for the
+    /// residual anyway, so a routed relay among them costs no connection of the routed budget.
+    pub fn pool(&self, limit: Option<usize>) -> &[RelayId] {
+        let n = limit.map_or(self.reader_relays.len(), |l| l.max(1));
+        &self.reader_relays[..n.min(self.reader_relays.len())]
+    }
+
     /// Whether `relay` is one of the reader's own relays.
     #[inline]
     pub fn is_reader_relay(&self, relay: RelayId) -> bool {

@@ -193,6 +193,7 @@ impl Router {
     pub fn limits(&self) -> Limits {
         Limits {
             max_connections: self.max_connections,
+            pool: self.pool,
             per_author_cap: self.selector.per_author_cap(),
         }
     }
@@ -235,6 +236,7 @@ impl Router {
         let input = PlanInput {
             table,
             max_connections: self.max_connections,
+            pool: self.pool,
             stats,
             now: ctx.now,
             window_secs: ctx.window_secs,

@@ -14,8 +14,11 @@ use crate::stats::DeliveryStats;
 pub struct PlanInput<'a> {
     /// Who writes where.
     pub table: &'a RouteTable,
-    /// The most routed relays the selection may use.
+    /// The most routed relays the selection may use beyond the reader's pool (see
+    /// [`in_pool`](Self::in_pool)).
     pub max_connections: usize,
+    /// How many of the reader's relays carry the residual (`None`: all of them).
+    pub pool: Option<usize>,
     /// What was learned about relays so far (uniform priors when nothing is known).
     pub stats: &'a DeliveryStats,
     /// The present, in unix seconds (for decaying what was learned).
@@ -23,6 +26,14 @@ pub struct PlanInput<'a> {
     /// How far back the fetch asks (its `since`, as seconds before `now`), when known: a
     /// strategy may plan for exactly the notes that will be asked for. `None`: any age.
     pub window_secs: Option<u64>,
+}
+
+impl PlanInput<'_> {
+    /// Whether `relay` is one of the reader's relays that carry the residual: connected anyway,
+    /// so routing follows to it costs none of `max_connections`.
+    pub fn in_pool(&self, relay: RelayId) -> bool {
+        self.table.pool(self.pool).contains(&relay)
+    }
 }
 
 /// One routed relay and the follows it is asked about.

@@ -286,6 +286,7 @@ pub fn run(
         let input = PlanInput {
             table,
             max_connections,
+            pool: None,
             stats: &stats,
             now: tick.now,
             window_secs: None,
@@ -295,6 +296,7 @@ pub fn run(
         let plan = Plan::from_selection(table, &name, selection);
         let limits = Limits {
             max_connections,
+            pool: None,
             per_author_cap: selector.per_author_cap(),
         };
         for v in check_plan(&plan, table, limits) {

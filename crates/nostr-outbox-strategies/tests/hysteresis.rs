@@ -114,6 +114,7 @@ fn tick(
     let input = PlanInput {
         table,
         max_connections: budget,
+        pool: None,
         stats: &stats,
         now,
         window_secs: None,
@@ -122,6 +123,7 @@ fn tick(
     let plan = Plan::from_selection(table, "hysteresis+greedy", selection);
     let limits = nostr_outbox_core::Limits {
         max_connections: budget,
+        pool: None,
         per_author_cap: selector.per_author_cap(),
     };
     let violations = check_plan(&plan, table, limits);

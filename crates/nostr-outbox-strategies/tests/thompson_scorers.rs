@@ -42,6 +42,7 @@ fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
     PlanInput {
         table: t,
         max_connections: 5,
+        pool: None,
         stats,
         now: 0,
         window_secs: None,

@@ -276,12 +276,12 @@ impl Recall {
     /// lists; a plan knowing what was learned asks at least what a plan knowing nothing would.
     fn fill_spare(
         &self,
-        table: &RouteTable,
-        budget: usize,
+        input: &PlanInput<'_>,
         held: &mut [Held],
         serving: &mut [u32],
         chosen: &mut Vec<RelayId>,
     ) {
+        let (table, budget) = (input.table, input.max_connections);
         let cap = self.config.per_author;
         serving.fill(0);
         for h in held.iter() {
@@ -289,7 +289,10 @@ impl Recall {
                 serving[slot.relay.index()] += 1;
             }
         }
-        let mut open = serving.iter().filter(|&&n| n > 0).count();
+        let mut open = table
+            .relays()
+            .filter(|&r| serving[r.index()] > 0 && !input.in_pool(r))
+            .count();
         // Already connected relays first: the best a follow lists, by model value, then chance.
         for a in table.authors() {
             if !held[a.index()].slots.is_empty() {
@@ -383,7 +386,7 @@ impl Recall {
                         held[a.index()].hold(q, u, top.relay, cap);
                     }
                 }
-                open += 1;
+                open += usize::from(!input.in_pool(top.relay));
                 round += 1;
                 chosen.push(top.relay);
             }
@@ -486,7 +489,7 @@ impl Selector for Recall {
                 if let Some(gone) = h.hold(q, u, top.relay, cap) {
                     serving[gone.index()] -= 1;
                     if serving[gone.index()] == 0 {
-                        open -= 1;
+                        open -= usize::from(!input.in_pool(gone));
                         heap.push(LazyCandidate {
                             value: self.model.alone(gone),
                             url_rank: table.url_rank(gone),
@@ -497,19 +500,13 @@ impl Selector for Recall {
                 }
             }
             if serving[top.relay.index()] > 0 {
-                open += 1;
+                open += usize::from(!input.in_pool(top.relay));
                 chosen.push(top.relay);
             }
         }
 
         self.trim_to_disclosure(table, &mut held);
-        self.fill_spare(
-            table,
-            input.max_connections,
-            &mut held,
-            &mut serving,
-            &mut chosen,
-        );
+        self.fill_spare(input, &mut held, &mut serving, &mut chosen);
         self.serving = serving;
         chosen.sort_unstable();
         chosen.dedup();

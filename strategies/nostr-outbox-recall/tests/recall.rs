@@ -474,3 +474,26 @@ fn one_answer_is_judged_from_how_relays_that_answered_did() {
         "with a uniform prior the second relay of the prolific follows looks worth more"
     );
 }
+
+/// The reader's relays are connected for the residual anyway, so routing follows to one of
+/// them spends none of the budget: follows 0–2 list the reader's `home.example` (the relay
+/// most of them share), 3 lists only `a.example`. With one connection the plan asks home about
+/// 0–2 and still has its connection for `a.example`.
+#[test]
+fn a_reader_relay_in_the_pool_costs_none_of_the_budget() {
+    use nostr_outbox_core::{RouteTableBuilder, UrlPolicy};
+    let mut b = RouteTableBuilder::new(UrlPolicy::default())
+        .follows((0..4).map(test_key))
+        .reader_relays(["wss://home.example"]);
+    for k in 0..3 {
+        b.add_list(relay_list(k, &["wss://home.example"]));
+    }
+    b.add_list(relay_list(3, &["wss://a.example"]));
+    let t = b.build();
+    let mut r = router(1, "");
+    let plan = r.plan_with(&t, &DeliveryStats::new(), PlanContext::at(0));
+    assert!(check_plan(&plan, &t, r.limits()).is_empty());
+    let urls: Vec<&str> = plan.routed().iter().map(|a| t.url(a.relay)).collect();
+    assert_eq!(urls, ["wss://a.example", "wss://home.example"], "{plan:?}");
+    assert!(plan.residual().is_empty(), "{plan:?}");
+}

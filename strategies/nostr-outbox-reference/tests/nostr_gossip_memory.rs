@@ -128,6 +128,7 @@ fn strategy_asks(world: &World, table: &RouteTable, stats: &DeliveryStats) -> As
     let input = PlanInput {
         table,
         max_connections: usize::MAX,
+        pool: None,
         stats,
         now: 1_700_000_100,
         window_secs: None,

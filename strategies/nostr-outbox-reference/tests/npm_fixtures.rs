@@ -130,6 +130,7 @@ fn run(
     let input = PlanInput {
         table,
         max_connections: budget,
+        pool: None,
         stats: &stats,
         now: 0,
         window_secs: None,
@@ -138,6 +139,7 @@ fn run(
     let plan = Plan::from_selection(table, &config.strategy.label(), selection);
     let limits = Limits {
         max_connections: budget,
+        pool: None,
         per_author_cap: selector.per_author_cap(),
     };
     let violations = check_plan(&plan, table, limits);

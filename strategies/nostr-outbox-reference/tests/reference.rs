@@ -136,6 +136,7 @@ fn welshman_damps_popularity_with_a_log() {
     let input = PlanInput {
         table: &t,
         max_connections: 10,
+        pool: None,
         stats: &stats,
         now: 0,
         window_secs: None,

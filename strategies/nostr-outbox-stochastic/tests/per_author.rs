@@ -93,6 +93,7 @@ fn filter_decomposition_with_a_scorer_ranks_by_its_draws_instead_of_list_order()
     let input = PlanInput {
         table: &t,
         max_connections: 20,
+        pool: None,
         stats: &stats,
         now: 0,
         window_secs: None,
@@ -215,6 +216,7 @@ fn select_once(s: &mut Stochastic, t: &RouteTable) {
     let input = PlanInput {
         table: t,
         max_connections: 5,
+        pool: None,
         stats: &stats,
         now: 0,
         window_secs: None,
