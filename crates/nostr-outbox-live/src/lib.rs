@@ -133,6 +133,9 @@ pub struct LiveConfig {
     /// that kept them would. The simulator's first session then waits for the lookup too
     /// ([`ClientTiming::lists_given`] off). Off, every session is handed every list.
     pub lookup_first: bool,
+    /// The window fetched and scored: the feed's `since` and the simulator's plans and scores
+    /// (1 year by default).
+    pub window: Window,
 }
 
 /// The per-filter limit of a relay the world gives no cap: more than any world stores.
@@ -160,6 +163,7 @@ impl Default for LiveConfig {
             one_plan: false,
             delay: false,
             lookup_first: false,
+            window: Window::Y1,
         }
     }
 }
@@ -391,6 +395,8 @@ pub struct LiveReport {
     pub delay: bool,
     /// The first session looked the lists up ([`LiveConfig::lookup_first`]).
     pub lookup_first: bool,
+    /// The window fetched and scored ([`LiveConfig::window`]).
+    pub window: Window,
     /// Signing and loading.
     pub prepare: Duration,
     /// Per strategy.
@@ -543,13 +549,13 @@ pub async fn run_live_with_clients(
     };
     let loop_cfg = LoopConfig {
         sessions,
-        windows: vec![Window::Y1],
+        windows: vec![cfg.window],
         session_interval_secs: 0,
         seed: cfg.seed,
         timing_repeats: 0,
         replan_on_failure: !cfg.one_plan,
         monitor_prior: false,
-        clock: cfg.delay.then_some(Window::Y1),
+        clock: cfg.delay.then_some(cfg.window),
         client: client.clone(),
     };
     let mut simulated: Vec<Simulated> = Vec::new();
@@ -562,7 +568,7 @@ pub async fn run_live_with_clients(
         let scores = run
             .sessions
             .iter()
-            .map(|o| o.score.window(Window::Y1).cloned().expect("1yr scored"))
+            .map(|o| o.score.window(cfg.window).cloned().expect("window scored"))
             .collect();
         let probes = run.sessions.iter().map(|o| o.score.probe.clone()).collect();
         let times = run.sessions.iter().map(|o| o.score.time.clone()).collect();
@@ -589,7 +595,7 @@ pub async fn run_live_with_clients(
         })
         .collect();
     let dir = tempfile::tempdir()?;
-    let since_world = world.now.saturating_sub(Window::Y1.secs());
+    let since_world = world.now.saturating_sub(cfg.window.secs());
     let since_live = (since_world as i64 + rekeyed.shift).max(0) as u64;
     let mut results: Vec<StrategyResult> = strategies
         .iter()
@@ -654,7 +660,7 @@ pub async fn run_live_with_clients(
             let (handle, rx) = nostr_outbox_runtime::start(input, &session_client).await;
             let got = collect(rx, &rekeyed, world.events().len(), run_started).await;
             let summary = handle.wait().await;
-            let live = score_delivered(&sim, &got.delivered, s, &[Window::Y1]).remove(0);
+            let live = score_delivered(&sim, &got.delivered, s, &[cfg.window]).remove(0);
             // A probed relay was asked nothing else in the session: what it logged is the
             // probe, not the plan.
             let probed = |port: u16| {
@@ -669,10 +675,10 @@ pub async fn run_live_with_clients(
                 })
                 .collect();
             let asks = asks_from_seen(world, &rekeyed, &seen);
-            let live_plan = score(&sim, &asks, s, &[Window::Y1])
-                .window(Window::Y1)
+            let live_plan = score(&sim, &asks, s, &[cfg.window])
+                .window(cfg.window)
                 .cloned()
-                .expect("1yr scored");
+                .expect("window scored");
             let Simulated {
                 scores: sim_scores,
                 plans: sim_plans,
@@ -800,6 +806,7 @@ pub async fn run_live_with_clients(
             .count(),
         one_plan: cfg.one_plan,
         lookup_first: cfg.lookup_first,
+        window: cfg.window,
         delay: cfg.delay,
         prepare,
         strategies: results,

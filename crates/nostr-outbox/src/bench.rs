@@ -46,7 +46,7 @@ pub struct Args {
     /// the world describes, and at most that many].
     #[arg(long)]
     sessions: Option<u32>,
-    /// Windows to score (comma-separated: 7d, 1yr, 3yr).
+    /// Windows to score (comma-separated: 7d, 1yr, 3yr). With --live, one (default 1yr).
     #[arg(long, value_delimiter = ',', default_value = "7d,1yr,3yr")]
     windows: Vec<Window>,
     /// Routed-relay budgets (max connections) for every strategy and the ceilings; several
@@ -152,6 +152,16 @@ fn parse_seeds(text: &str) -> Result<Seeds, String> {
     Ok(Seeds { first, last })
 }
 
+/// The window `bench --live` fetches and scores: the one `--windows` names, or 1 year when it
+/// names the default three.
+fn live_window(windows: &[Window]) -> anyhow::Result<Window> {
+    match windows {
+        [one] => Ok(*one),
+        [Window::D7, Window::Y1, Window::Y3] => Ok(Window::Y1),
+        _ => bail!("--live fetches one window: give --windows 7d, 1yr or 3yr"),
+    }
+}
+
 /// Sessions per strategy on generated worlds when `--sessions` is not given.
 const DEFAULT_SESSIONS: u32 = 5;
 
@@ -176,6 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             one_plan: args.one_plan,
             lookup_first: args.lookup_first,
             probes: args.probes.map(usize::from),
+            window: live_window(&args.windows)?,
         });
     }
     if let Some(world) = &args.world {
@@ -877,6 +888,15 @@ pub fn render_time_table(report: &BenchReport) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A live run fetches one window: the one named, 1 year when none is, never several.
+    #[test]
+    fn a_live_run_fetches_the_one_window_named() {
+        assert_eq!(live_window(&[Window::D7]).unwrap(), Window::D7);
+        assert_eq!(live_window(&Window::ALL).unwrap(), Window::Y1);
+        let err = live_window(&[Window::D7, Window::Y1]).unwrap_err();
+        assert!(err.to_string().contains("one window"), "{err}");
+    }
 
     /// The suite table shows planning time cold and warm, each from its own field.
     #[test]

@@ -41,6 +41,8 @@ pub struct Options {
     /// Relays probed per session after the fetch, live and simulated alike, instead of each
     /// config's `probe_connections`.
     pub probes: Option<usize>,
+    /// The window fetched and scored.
+    pub window: Window,
 }
 
 pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
@@ -108,6 +110,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         seed: opts.seed,
         one_plan: opts.one_plan,
         lookup_first: opts.lookup_first,
+        window: opts.window,
         ..LiveConfig::timed()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -176,7 +179,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
     out!("{}", render(&report))?;
     out!(
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
-         {budget}, {}; declared recall, 1-year window. live = notes the runtime delivered; \
+         {budget}, {}; declared recall, {} window. live = notes the runtime delivered; \
          simulated = the simulator's session loop; live plan = the simulator's score of what the \
          relays were asked; probed = relays probed after the fetch.{} {:.1}s (signing and loading {:.1}s)",
         report.world,
@@ -193,6 +196,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
                  session looks the lists up on the reader's relays, later ones are handed them)"
             }
         },
+        report.window,
         if report.delay {
             format!(
                 " Each relay behind a proxy waiting the world's timing; screen = the newest 50 \
@@ -384,6 +388,7 @@ mod tests {
             one_plan: false,
             delay: false,
             lookup_first: false,
+            window: Window::Y1,
             prepare: Duration::ZERO,
             strategies: vec![StrategyResult {
                 label: "greedy".into(),
@@ -433,6 +438,7 @@ mod tests {
             one_plan: false,
             delay: false,
             lookup_first: false,
+            window: Window::Y1,
             prepare: Duration::ZERO,
             strategies: Vec::new(),
             clients: vec![ClientResult {

@@ -273,9 +273,9 @@ impl Model {
                     }
                 }
             }
-            // A follow left unrouted is asked of the reader's relays anyway (the residual), and
-            // routing it to one of them would spend a connection on what is free: a hint there
-            // (notes seen arriving for the residual) is never a reason to route.
+            // A follow left unrouted is asked of the reader's relays anyway (the residual): a
+            // hint there (notes seen arriving for the residual) says only that the residual
+            // works, and is never a reason to route.
             for (i, relay) in relays.iter().enumerate().skip(declared) {
                 if table.is_reader_relay(*relay) {
                     chances[i].0 = 0.0;
