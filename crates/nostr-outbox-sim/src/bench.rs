@@ -15,6 +15,7 @@ use crate::route_rows::{route_rows, RouteRecord, RouteRow};
 use crate::routes::{score_routes, RouteLoopConfig};
 use crate::score::{PlanScore, WindowScore};
 use crate::session::{median, run_oracle, run_sessions, LoopConfig};
+use crate::share::{ceiling_shares, ShareRow};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
 
@@ -382,6 +383,9 @@ pub struct BenchReport {
     pub rows_by_profile: BTreeMap<String, Vec<Row>>,
     /// Every run.
     pub runs: Vec<RunRecord>,
+    /// Per row but the bounds, in the rows' order: recall as a share of the learnable
+    /// ceiling, world by world ([`crate::share`]).
+    pub shares: Vec<ShareRow>,
     /// With [`BenchConfig::monitors`]: per strategy, recall with and without the monitor
     /// prior (empty otherwise).
     pub monitors: Vec<MonitorRow>,
@@ -759,12 +763,14 @@ pub fn run_bench(
         })
         .collect();
     let monitors = compare_monitors(&rows, &runs, &monitor_runs, &cfg.windows);
+    let shares = ceiling_shares(&runs, rows.iter().map(|r| r.label.as_str()), &cfg.windows);
     BenchReport {
         config: cfg.clone(),
         skipped,
         rows,
         rows_by_profile,
         runs,
+        shares,
         monitors,
         monitor_runs,
         routes,

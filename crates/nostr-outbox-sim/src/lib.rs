@@ -32,6 +32,7 @@ pub mod route_rows;
 pub mod routes;
 pub mod score;
 pub mod session;
+pub mod share;
 pub mod sim_world;
 pub mod window;
 
@@ -72,5 +73,6 @@ pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions,
     run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun,
 };
+pub use share::{ceiling_shares, ShareRow, ShareWindow, WorstWorld, FALL_POINTS};
 pub use sim_world::SimWorld;
 pub use window::Window;

@@ -278,6 +278,20 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         eprintln!("skipped {}: {}", s.label, s.reason);
     }
     out!("{}", render_table(&report))?;
+    if report
+        .shares
+        .iter()
+        .any(|r| r.windows.iter().any(|w| w.worlds > 0))
+    {
+        out!("{}", render_share_table(&report))?;
+        out!(
+            "× ceiling = declared recall in the last session over the learnable ceiling's on the \
+             same world, mean over worlds (the worst world: its share, profile and seed); falls = \
+             sessions more than {:.0} points below the session before, of all sessions after \
+             the first.",
+            nostr_outbox_sim::FALL_POINTS
+        )?;
+    }
     if report.rows.iter().any(|r| r.probes.connections.mean > 0.0) {
         out!("{}", render_probe_table(&report))?;
         out!(
@@ -482,6 +496,40 @@ pub fn render_table(report: &BenchReport) -> Table {
 
 /// What probing cost, per strategy that probed: connections, REQs, follows named and events
 /// per session.
+/// Per strategy and window: recall as a share of the learnable ceiling, world by world (mean,
+/// and the worst world), and the sessions that fell below the one before.
+pub fn render_share_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let windows = &report.config.windows;
+    let mut header = vec!["strategy".to_string()];
+    header.extend(windows.iter().map(|w| format!("{w} × ceiling (worst)")));
+    header.extend(windows.iter().map(|w| format!("{w} falls")));
+    table.set_header(header);
+    for row in &report.shares {
+        let mut cells = vec![Cell::new(&row.label)];
+        for w in &row.windows {
+            let text = match (w.mean, &w.worst) {
+                (Some(mean), Some(worst)) => format!(
+                    "{mean:.2} ({:.2} {} {})",
+                    worst.share,
+                    worst.profile.name(),
+                    worst.seed
+                ),
+                _ => "—".to_string(),
+            };
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        for w in &row.windows {
+            cells.push(
+                Cell::new(format!("{}/{}", w.falls, w.steps)).set_alignment(CellAlignment::Right),
+            );
+        }
+        table.add_row(cells);
+    }
+    table
+}
+
 pub fn render_probe_table(report: &BenchReport) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);

@@ -1,0 +1,188 @@
+//! Each strategy's recall as a share of the learnable ceiling, world by world.
+//!
+//! Goals for learning are stated this way (the mean over worlds and the worst world), since a
+//! world's ceiling says how much of it any router could have learned to fetch; a mean ± SE of
+//! recall hides the world where a strategy is weakest. Beside it: how often a session fetched
+//! more than [`FALL_POINTS`] points less than the one before, the volatility a reader sees as a
+//! feed that got worse.
+
+use serde::Serialize;
+
+use crate::bench::RunRecord;
+use crate::ceiling::CEILING;
+use crate::window::Window;
+use crate::Profile;
+
+/// A session counts as a fall when its declared recall is this many percentage points (or
+/// more) below the session before.
+pub const FALL_POINTS: f64 = 2.0;
+
+/// One strategy's shares of the ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShareRow {
+    /// Row label.
+    pub label: String,
+    /// Per window, in the bench's order.
+    pub windows: Vec<ShareWindow>,
+}
+
+/// One window of a [`ShareRow`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShareWindow {
+    /// The window.
+    pub window: Window,
+    /// Worlds scored: where the ceiling fetched something in the last session.
+    pub worlds: usize,
+    /// Mean over those worlds of last-session declared recall over the ceiling's.
+    pub mean: Option<f64>,
+    /// The world with the lowest share.
+    pub worst: Option<WorstWorld>,
+    /// Sessions (after the first) more than [`FALL_POINTS`] below the one before.
+    pub falls: usize,
+    /// Sessions after the first, over every world.
+    pub steps: usize,
+}
+
+/// The world where a strategy's share of the ceiling is lowest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorstWorld {
+    /// Its share of the ceiling.
+    pub share: f64,
+    /// The world's profile.
+    pub profile: Profile,
+    /// The world's seed.
+    pub seed: u64,
+}
+
+/// Shares of the ceiling for every label in `labels` (the bounds themselves are skipped), from
+/// the runs of one bench: a run is compared with the ceiling's run on the same world.
+pub fn ceiling_shares<'a>(
+    runs: &[RunRecord],
+    labels: impl IntoIterator<Item = &'a str>,
+    windows: &[Window],
+) -> Vec<ShareRow> {
+    let ceiling = |profile: Profile, seed: u64| {
+        runs.iter()
+            .find(|r| r.label == CEILING && r.profile == profile && r.seed == seed)
+    };
+    labels
+        .into_iter()
+        .filter(|&label| label != CEILING && label != crate::bench::ORACLE)
+        .map(|label| ShareRow {
+            label: label.to_string(),
+            windows: windows
+                .iter()
+                .map(|&window| {
+                    let mut share = ShareWindow {
+                        window,
+                        worlds: 0,
+                        mean: None,
+                        worst: None,
+                        falls: 0,
+                        steps: 0,
+                    };
+                    let mut sum = 0.0;
+                    for run in runs.iter().filter(|r| r.label == label) {
+                        let recall =
+                            |s: &crate::PlanScore| s.window(window).and_then(|w| w.declared());
+                        let series: Vec<Option<f64>> = run.sessions.iter().map(recall).collect();
+                        for pair in series.windows(2) {
+                            if let [Some(before), Some(after)] = pair {
+                                share.steps += 1;
+                                if 100.0 * (before - after) > FALL_POINTS {
+                                    share.falls += 1;
+                                }
+                            }
+                        }
+                        let last = series.last().copied().flatten();
+                        let best = ceiling(run.profile, run.seed)
+                            .and_then(|c| c.sessions.last())
+                            .and_then(recall);
+                        let (Some(last), Some(best)) = (last, best) else {
+                            continue;
+                        };
+                        if best <= 0.0 {
+                            continue;
+                        }
+                        let x = last / best;
+                        share.worlds += 1;
+                        sum += x;
+                        if share.worst.as_ref().is_none_or(|w| x < w.share) {
+                            share.worst = Some(WorstWorld {
+                                share: x,
+                                profile: run.profile,
+                                seed: run.seed,
+                            });
+                        }
+                    }
+                    if share.worlds > 0 {
+                        share.mean = Some(sum / share.worlds as f64);
+                    }
+                    share
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::{PlanScore, WindowScore};
+
+    fn session(recall_of_100: u64) -> PlanScore {
+        PlanScore {
+            session: 0,
+            connections: 0,
+            disclosure: 0,
+            author_coverage: 1.0,
+            orphans: None,
+            load_concentration: 0.0,
+            windows: vec![WindowScore {
+                window: Window::Y1,
+                available: 100,
+                declared_available: 100,
+                fetched: recall_of_100,
+                declared_fetched: recall_of_100,
+                declared_recall: recall_of_100 as f64 / 100.0,
+                total_recall: recall_of_100 as f64 / 100.0,
+            }],
+            cost: Vec::new(),
+            probe: Default::default(),
+            time: None,
+        }
+    }
+
+    fn run(label: &str, seed: u64, recalls: &[u64]) -> RunRecord {
+        RunRecord {
+            label: label.to_string(),
+            profile: Profile::Small,
+            seed,
+            plan_us: 0.0,
+            plan_us_cold: 0.0,
+            plan_us_warm: 0.0,
+            sessions: recalls.iter().map(|&r| session(r)).collect(),
+        }
+    }
+
+    #[test]
+    fn shares_are_world_by_world_and_falls_count_sessions_that_lost_more_than_two_points() {
+        let runs = vec![
+            run(CEILING, 1, &[80, 80, 80]),
+            run(CEILING, 2, &[50, 50, 40]),
+            run("ours", 1, &[60, 70, 60]),
+            run("ours", 2, &[10, 9, 20]),
+        ];
+        let rows = ceiling_shares(&runs, ["ours", CEILING], &[Window::Y1]);
+        assert_eq!(rows.len(), 1, "the ceiling is not compared with itself");
+        let w = &rows[0].windows[0];
+        assert_eq!(w.worlds, 2);
+        // 60/80 and 20/40: the mean of the shares, not the share of the means.
+        assert!((w.mean.unwrap() - 0.625).abs() < 1e-12, "{w:?}");
+        let worst = w.worst.as_ref().unwrap();
+        assert_eq!(worst.seed, 2);
+        assert!((worst.share - 0.5).abs() < 1e-12);
+        // 70 → 60 falls; 10 → 9 is within two points.
+        assert_eq!((w.falls, w.steps), (1, 4));
+    }
+}
