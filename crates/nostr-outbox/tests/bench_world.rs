@@ -429,3 +429,33 @@ fn the_live_bench_runs_a_config_file() {
         "{stderr}"
     );
 }
+
+/// `outbox plan` says how many routed relays count against the budget: on the example world at
+/// one connection `recall` routes to one of the reader's relays (connected for the residual
+/// anyway) and to one relay beyond them.
+#[test]
+fn the_plan_summary_counts_the_budget_beyond_the_readers_relays() {
+    let dir = tempfile::tempdir().unwrap();
+    let recall = config(
+        dir.path(),
+        "recall.toml",
+        "max_connections = 1\n[strategy]\ntype = \"recall\"\n",
+    );
+    let world = examples_dir().join("world.json");
+    let out = dir.path().join("plan.json");
+    let run = outbox(&[
+        "plan",
+        "--world",
+        world.to_str().unwrap(),
+        "--config",
+        recall.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(2 routed, 1 beyond the reader's relays of max 1)"),
+        "{stderr}"
+    );
+}
