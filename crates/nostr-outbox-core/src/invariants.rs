@@ -105,8 +105,7 @@ pub fn check_plan(plan: &Plan, table: &RouteTable, limits: Limits) -> Vec<Violat
     let mut seen_relays = vec![false; relays];
 
     let routed = plan.routed();
-    let pool = table.pool(limits.pool);
-    let counted = routed.iter().filter(|a| !pool.contains(&a.relay)).count();
+    let counted = plan.routed_beyond_pool(table, limits.pool);
     if counted > limits.max_connections {
         violations.push(Violation::OverBudget {
             routed: counted,

@@ -110,6 +110,16 @@ impl Plan {
         &self.routed
     }
 
+    /// Routed relays that count against the budget: those not among the reader's relays that
+    /// carry the residual under `pool_limit` ([`RouteTable::pool`]), which are connected anyway.
+    pub fn routed_beyond_pool(&self, table: &RouteTable, pool_limit: Option<usize>) -> usize {
+        let pool = table.pool(pool_limit);
+        self.routed
+            .iter()
+            .filter(|a| !pool.contains(&a.relay))
+            .count()
+    }
+
     /// Follows no routed relay covers; asked of the reader's relays.
     pub fn residual(&self) -> &[AuthorId] {
         &self.residual

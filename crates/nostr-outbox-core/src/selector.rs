@@ -32,7 +32,8 @@ impl PlanInput<'_> {
     /// Whether `relay` is one of the reader's relays that carry the residual: connected anyway,
     /// so routing follows to it costs none of `max_connections`.
     pub fn in_pool(&self, relay: RelayId) -> bool {
-        self.table.pool(self.pool).contains(&relay)
+        // Most relays are not the reader's: no scan of the pool for them.
+        self.table.is_reader_relay(relay) && self.table.pool(self.pool).contains(&relay)
     }
 }
 

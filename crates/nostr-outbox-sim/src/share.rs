@@ -10,11 +10,12 @@ use serde::Serialize;
 
 use crate::bench::RunRecord;
 use crate::ceiling::CEILING;
+use crate::score::PlanScore;
 use crate::window::Window;
 use crate::Profile;
 
-/// A session counts as a fall when its declared recall is this many percentage points (or
-/// more) below the session before.
+/// A session counts as a fall when its declared recall is more than this many percentage
+/// points below the session before.
 pub const FALL_POINTS: f64 = 2.0;
 
 /// One strategy's shares of the ceiling.
@@ -61,10 +62,6 @@ pub fn ceiling_shares<'a>(
     labels: impl IntoIterator<Item = &'a str>,
     windows: &[Window],
 ) -> Vec<ShareRow> {
-    let ceiling = |profile: Profile, seed: u64| {
-        runs.iter()
-            .find(|r| r.label == CEILING && r.profile == profile && r.seed == seed)
-    };
     labels
         .into_iter()
         .filter(|&label| label != CEILING && label != crate::bench::ORACLE)
@@ -72,63 +69,66 @@ pub fn ceiling_shares<'a>(
             label: label.to_string(),
             windows: windows
                 .iter()
-                .map(|&window| {
-                    let mut share = ShareWindow {
-                        window,
-                        worlds: 0,
-                        mean: None,
-                        worst: None,
-                        falls: 0,
-                        steps: 0,
-                    };
-                    let mut sum = 0.0;
-                    for run in runs.iter().filter(|r| r.label == label) {
-                        let recall =
-                            |s: &crate::PlanScore| s.window(window).and_then(|w| w.declared());
-                        let series: Vec<Option<f64>> = run.sessions.iter().map(recall).collect();
-                        for pair in series.windows(2) {
-                            if let [Some(before), Some(after)] = pair {
-                                share.steps += 1;
-                                if 100.0 * (before - after) > FALL_POINTS {
-                                    share.falls += 1;
-                                }
-                            }
-                        }
-                        let last = series.last().copied().flatten();
-                        let best = ceiling(run.profile, run.seed)
-                            .and_then(|c| c.sessions.last())
-                            .and_then(recall);
-                        let (Some(last), Some(best)) = (last, best) else {
-                            continue;
-                        };
-                        if best <= 0.0 {
-                            continue;
-                        }
-                        let x = last / best;
-                        share.worlds += 1;
-                        sum += x;
-                        if share.worst.as_ref().is_none_or(|w| x < w.share) {
-                            share.worst = Some(WorstWorld {
-                                share: x,
-                                profile: run.profile,
-                                seed: run.seed,
-                            });
-                        }
-                    }
-                    if share.worlds > 0 {
-                        share.mean = Some(sum / share.worlds as f64);
-                    }
-                    share
-                })
+                .map(|&window| window_share(runs, label, window))
                 .collect(),
         })
         .collect()
 }
 
+/// `label`'s share of the ceiling in `window`, over every world it ran on.
+fn window_share(runs: &[RunRecord], label: &str, window: Window) -> ShareWindow {
+    let recall = |s: &PlanScore| s.window(window).and_then(|w| w.declared());
+    let mut share = ShareWindow {
+        window,
+        worlds: 0,
+        mean: None,
+        worst: None,
+        falls: 0,
+        steps: 0,
+    };
+    let mut sum = 0.0;
+    for run in runs.iter().filter(|r| r.label == label) {
+        let series: Vec<Option<f64>> = run.sessions.iter().map(recall).collect();
+        for pair in series.windows(2) {
+            if let [Some(before), Some(after)] = pair {
+                share.steps += 1;
+                if 100.0 * (before - after) > FALL_POINTS {
+                    share.falls += 1;
+                }
+            }
+        }
+        let ceiling = runs
+            .iter()
+            .find(|r| r.label == CEILING && r.profile == run.profile && r.seed == run.seed)
+            .and_then(|c| c.sessions.last())
+            .and_then(recall);
+        let (Some(last), Some(ceiling)) = (series.last().copied().flatten(), ceiling) else {
+            continue;
+        };
+        if ceiling <= 0.0 {
+            continue;
+        }
+        let x = last / ceiling;
+        share.worlds += 1;
+        sum += x;
+        if share.worst.as_ref().is_none_or(|w| x < w.share) {
+            share.worst = Some(WorstWorld {
+                share: x,
+                profile: run.profile,
+                seed: run.seed,
+            });
+        }
+    }
+    if share.worlds > 0 {
+        share.mean = Some(sum / share.worlds as f64);
+    }
+    share
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::score::{PlanScore, WindowScore};
+    use crate::score::WindowScore;
 
     fn session(recall_of_100: u64) -> PlanScore {
         PlanScore {

@@ -494,8 +494,6 @@ pub fn render_table(report: &BenchReport) -> Table {
     table
 }
 
-/// What probing cost, per strategy that probed: connections, REQs, follows named and events
-/// per session.
 /// Per strategy and window: recall as a share of the learnable ceiling, world by world (mean,
 /// and the worst world), and the sessions that fell below the one before.
 pub fn render_share_table(report: &BenchReport) -> Table {
@@ -530,6 +528,8 @@ pub fn render_share_table(report: &BenchReport) -> Table {
     table
 }
 
+/// What probing cost, per strategy that probed: connections, REQs, follows named and events
+/// per session.
 pub fn render_probe_table(report: &BenchReport) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);

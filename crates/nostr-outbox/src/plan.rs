@@ -134,13 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => out!("{}", file.to_json())?,
     }
     let routed_authors = table.follow_count() - plan.residual().len();
-    // The reader's relays carry the residual anyway: only routed relays beyond them count.
-    let pool = table.pool(router.pool());
-    let counted = plan
-        .routed()
-        .iter()
-        .filter(|a| !pool.contains(&a.relay))
-        .count();
+    let counted = plan.routed_beyond_pool(&table, router.pool());
     eprintln!(
         "{}: {} connections ({} routed, {} beyond the reader's relays of max {}), {} follows: {} routed, {} residual, disclosure {}",
         plan.strategy(),
