@@ -169,6 +169,11 @@ pub struct BenchConfig {
     /// The window timed on the worlds' clock ([`LoopConfig::clock`]; `None`: recall only).
     #[serde(default)]
     pub clock: Option<Window>,
+    /// Within a session, set aside the relays that did not answer and plan again without them,
+    /// as the runtime does ([`LoopConfig::replan_on_failure`]); off, one plan per session: the
+    /// published benchmark's model.
+    #[serde(default)]
+    pub replan: bool,
 }
 
 impl Default for BenchConfig {
@@ -190,6 +195,7 @@ impl Default for BenchConfig {
             routes: true,
             probes: None,
             clock: Some(Window::D7),
+            replan: false,
         }
     }
 }
@@ -469,7 +475,7 @@ fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorl
             session_interval_secs: cfg.session_interval_secs,
             seed,
             timing_repeats: cfg.timing_repeats,
-            replan_on_failure: false,
+            replan_on_failure: cfg.replan,
             monitor_prior: false,
             clock: cfg.clock,
             client: Default::default(),
@@ -1096,6 +1102,19 @@ mod tests {
         assert_eq!(score((0, 0), (0, 0)).windows[0].total(), None);
         assert_eq!(score((1, 2), (0, 3)).windows[0].declared(), Some(0.5));
         assert_eq!(score((1, 2), (0, 3)).windows[0].total(), Some(0.0));
+    }
+
+    #[test]
+    fn every_world_of_a_bench_re_plans_when_asked() {
+        for replan in [false, true] {
+            let cfg = BenchConfig {
+                replan,
+                sessions: 1,
+                ..BenchConfig::default()
+            };
+            let world = prepare_world(&cfg, Profile::Small, 1);
+            assert_eq!(world.loop_cfg.replan_on_failure, replan);
+        }
     }
 
     #[test]

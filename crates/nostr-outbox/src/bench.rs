@@ -111,6 +111,12 @@ pub struct Args {
     /// benchmark's model, where a session learns only what its plan fetched.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
+    /// Within each session, set aside the relays that did not answer and re-plan their follows
+    /// without them, as the runtime does (`outbox feed`, `--live`); without it a session is one
+    /// plan, the published benchmark's model, and a relay that is down loses its follows'
+    /// notes for the session.
+    #[arg(long, conflicts_with = "live")]
+    replan: bool,
 }
 
 /// How many budgets one `--budget` list may hold: each runs the whole suite.
@@ -224,6 +230,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             family: args.family,
             probes: args.probes.map(usize::from),
             routes: args.routes,
+            replan: args.replan,
             ..BenchConfig::default()
         };
         if let Some(i) = args.interval {
@@ -327,7 +334,7 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         )?;
     }
     out!(
-        "{} worlds ({}{}), seeds {}, {} sessions, budget {}; recall = declared recall in the last \
+        "{} worlds ({}{}), seeds {}, {} sessions{}, budget {}; recall = declared recall in the last \
          session, mean ± SE over worlds; `1yr s1` is the first session; REQs = pages sent and \
          events = events returned (duplicates included) fetching that window in the last \
          session, relays capping each REQ, mean over worlds; ev/note = events returned per \
@@ -350,6 +357,11 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         },
         seed_span(&report.config.seeds),
         report.config.sessions,
+        if report.config.replan {
+            " (each re-planned around the relays that did not answer, as the runtime does)"
+        } else {
+            " (one plan each; --replan re-plans around relays that do not answer, as the runtime does)"
+        },
         report.config.budget,
         report.config.timing_repeats,
         elapsed.as_secs_f64()
@@ -671,6 +683,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
             .unwrap_or(LoopConfig::default().session_interval_secs),
         seed: args.seed.unwrap_or(WORLD_SEED),
         monitor_prior: args.monitors,
+        replan_on_failure: args.replan,
         ..LoopConfig::default()
     };
     let mut write_error: Option<anyhow::Error> = None;
