@@ -7,7 +7,9 @@
 //! `1 − Π(1 − up_rate(r))` over the chosen relays `r` that hold it — asks each chosen relay only
 //! about follows who declare it (as every plan must), and is then scored in each session like
 //! any plan. The expected gain is submodular, so lazy greedy selection finds the same set as
-//! recomputing every gain.
+//! recomputing every gain. Where the strategies re-plan around relays that do not answer, as the
+//! runtime does ([`LoopConfig::replan_on_failure`]), the ceiling does too: within a session it
+//! learns what they learn, which of the relays it asked did not answer.
 
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -15,7 +17,7 @@ use std::time::Instant;
 use crate::asks::Asks;
 use crate::holdings::{with_residual, Holdings};
 use crate::score::score_each_window;
-use crate::session::{LoopConfig, SessionOutcome};
+use crate::session::{LoopConfig, SessionOutcome, MAX_REPLANS};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
 
@@ -104,7 +106,37 @@ pub fn expected_events(sim: &SimWorld, rates: &[f64], window: Window, relays: &[
     total
 }
 
-/// Scores the ceiling in every session: each window with the plan chosen for it. Connections,
+/// The ceiling's asks in `session` when it re-plans as the runtime does
+/// ([`LoopConfig::replan_on_failure`]): `first`, then, while relays it asked do not answer,
+/// its asks again with those relays set aside, every wave's asks together. What it learns
+/// within the session is what the runtime learns: which relays it asked did not answer.
+fn replanned_asks(
+    sim: &SimWorld,
+    rates: &[f64],
+    budget: usize,
+    window: Window,
+    session: u32,
+    first: &Asks,
+) -> Asks {
+    let mut rates = rates.to_vec();
+    let mut asks = first.clone();
+    for _ in 0..MAX_REPLANS {
+        let failed: Vec<u32> = (asks.entries.iter().filter_map(|a| a.relay))
+            .filter(|&r| !sim.world.is_up(r, session) && rates[r as usize] > 0.0)
+            .collect();
+        if failed.is_empty() {
+            break;
+        }
+        for r in failed {
+            rates[r as usize] = 0.0;
+        }
+        asks.merge(ceiling_asks(sim, &rates, budget, window));
+    }
+    asks
+}
+
+/// Scores the ceiling in every session: each window with the plan chosen for it, re-planned
+/// around the relays that do not answer when `cfg` says the strategies are. Connections,
 /// disclosure and coverage are those of the longest window's plan.
 pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {
     let started = Instant::now();
@@ -117,11 +149,24 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
         .collect();
     let plan_us = started.elapsed().as_secs_f64() * 1e6;
     let empty = with_residual(sim, Vec::new());
-    let base = plans.last().map_or(&empty, |(_, asks)| asks);
-    let plans: Vec<(Window, &Asks)> = plans.iter().map(|(w, asks)| (*w, asks)).collect();
     (0..cfg.sessions)
         .map(|s| {
-            let mut score = score_each_window(sim, base, &plans, s);
+            let replanned: Vec<(Window, Asks)> = if cfg.replan_on_failure {
+                (plans.iter())
+                    .map(|(w, first)| (*w, replanned_asks(sim, &rates, budget, *w, s, first)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let session_plans = if cfg.replan_on_failure {
+                &replanned
+            } else {
+                &plans
+            };
+            let base = session_plans.last().map_or(&empty, |(_, asks)| asks);
+            let session_plans: Vec<(Window, &Asks)> =
+                session_plans.iter().map(|(w, asks)| (*w, asks)).collect();
+            let mut score = score_each_window(sim, base, &session_plans, s);
             if let Some(w) = cfg.clock {
                 let since = sim.world.now.saturating_sub(w.secs());
                 let bound = crate::clock::fastest(sim, s, since, &cfg.client);
@@ -203,6 +248,31 @@ mod tests {
             assert!(c <= o, "ceiling {c:?} above oracle {o:?}");
         }
         assert!(mean_y1(&ceiling) > 0.0);
+    }
+
+    #[test]
+    fn a_ceiling_that_re_plans_finds_more_and_never_less() {
+        let sim = SimWorld::new(generate(Profile::Small, 5));
+        let y1 = |replan: bool| -> Vec<f64> {
+            let cfg = LoopConfig {
+                sessions: 5,
+                windows: vec![Window::Y1],
+                replan_on_failure: replan,
+                clock: None,
+                ..LoopConfig::default()
+            };
+            (run_ceiling(&sim, &cfg, 10).iter())
+                .map(|o| o.score.window(Window::Y1).expect("scored").declared_recall)
+                .collect()
+        };
+        let (once, replanned) = (y1(false), y1(true));
+        for (s, (a, b)) in once.iter().zip(&replanned).enumerate() {
+            assert!(b + 1e-9 >= *a, "session {s}: re-planned {b} < one plan {a}");
+        }
+        assert!(
+            once.iter().zip(&replanned).any(|(a, b)| b > a),
+            "re-planning changed nothing: {once:?} vs {replanned:?}"
+        );
     }
 
     #[test]

@@ -455,7 +455,7 @@ fn learn_from(
 
 /// Most re-plans in one session (each sets aside at least one relay, so this only bounds
 /// pathological worlds).
-const MAX_REPLANS: usize = 64;
+pub(crate) const MAX_REPLANS: usize = 64;
 
 /// The runtime's in-session recovery: relays asked in `session` that do not answer are set
 /// aside and the plan is made again without them (same stats, same seed), until a plan's relays
