@@ -32,10 +32,10 @@ pub struct RouterConfig {
     /// absent. A separate count from the routed budget, since a client with its own relays
     /// sizes the two independently.
     pub pool: Option<usize>,
-    /// Relays probed per session after the fetch ([`crate::probe`]); when not set, as many as
-    /// the routed budget and at least [`MIN_DEFAULT_PROBES`](crate::probe::MIN_DEFAULT_PROBES)
-    /// ([`default_probes`](crate::default_probes)): short connections, opened at most
-    /// `max_connections` at once. 0 never probes (the published benchmark's model: a session
+    /// Relays probed per session after the fetch ([`crate::probe`]); when not set, two waves
+    /// of [`probes_at_once`](crate::probes_at_once) (twice the routed budget, and at least 40:
+    /// [`default_probes`](crate::default_probes)): short connections, opened at most
+    /// `probes_at_once` at once. 0 never probes (the published benchmark's model: a session
     /// learns only what its plan fetched). Only a strategy that learns from delivery
     /// ([`crate::Selector::learns`]) is probed for.
     pub probe_connections: Option<usize>,

@@ -38,16 +38,32 @@ pub const MAX_PROBE_AUTHORS: usize = 10;
 /// Most probe connections a session may open; a config naming more is refused.
 pub const MAX_PROBE_CONNECTIONS: usize = 1_000;
 
-/// Fewest relays a session probes when the config names no number: a small routed budget is no
-/// reason to learn slowly. Where most listed relays are dead, a few probes a session seldom meet
-/// a live one, and the relay that holds a prolific follow's year may be one in fifty; short
-/// probe sockets after the fetch are cheap beside the routed ones.
-pub const MIN_DEFAULT_PROBES: usize = 20;
+/// Fewest probe sockets open at once: a small routed budget is no reason to learn slowly.
+/// Where most listed relays are dead, a few probes a session seldom meet a live one, and the
+/// relay that holds a prolific follow's year may be one in fifty; short probe sockets after the
+/// fetch are cheap beside the routed ones.
+pub const MIN_PROBES_AT_ONCE: usize = 20;
 
-/// Relays probed per session when the config names no number: the routed budget, and at least
-/// [`MIN_DEFAULT_PROBES`].
+/// Waves of probes a session sends when the config names no number: what it affords after the
+/// fetch is a few connect timeouts, not a count tied to the routed budget, and a second wave
+/// finds the live relays among the dead ones twice as fast for a run that ends about two
+/// seconds later.
+pub const PROBE_WAVES: usize = 2;
+
+/// Relays probed per session when the config names no number: [`PROBE_WAVES`] waves of
+/// [`probes_at_once`].
 pub fn default_probes(max_connections: usize) -> usize {
-    max_connections.clamp(MIN_DEFAULT_PROBES, MAX_PROBE_CONNECTIONS)
+    probes_at_once(max_connections)
+        .saturating_mul(PROBE_WAVES)
+        .min(MAX_PROBE_CONNECTIONS)
+}
+
+/// Probe sockets a client opens at once: the routed budget, and at least
+/// [`MIN_PROBES_AT_ONCE`]. Probes are short, and a `--once` run sends them after the feed's
+/// sockets closed, so a small routed budget is no reason to probe in many waves of dead relays'
+/// timeouts; the client's socket budget still bounds them with everything else.
+pub fn probes_at_once(max_connections: usize) -> usize {
+    max_connections.clamp(MIN_PROBES_AT_ONCE, MAX_PROBE_CONNECTIONS)
 }
 
 /// A relay that failed this many times and never answered is not probed again: most listed
@@ -57,7 +73,7 @@ pub const MAX_PROBE_FAILURES: u64 = 2;
 /// How much a session may probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeBudget {
-    /// Relays probed per session (short connections, opened at most the routed budget at once).
+    /// Relays probed per session (short connections, opened at most [`probes_at_once`] at once).
     pub connections: usize,
     /// Follows named per probed relay.
     pub authors: usize,
@@ -287,10 +303,13 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_the_budget_and_never_fewer_than_the_minimum() {
-        assert_eq!(default_probes(0), MIN_DEFAULT_PROBES);
-        assert_eq!(default_probes(4), MIN_DEFAULT_PROBES);
-        assert_eq!(default_probes(50), 50);
+    fn the_default_is_two_waves_of_the_budget_and_never_fewer_than_the_minimum() {
+        assert_eq!(probes_at_once(0), MIN_PROBES_AT_ONCE);
+        assert_eq!(probes_at_once(4), MIN_PROBES_AT_ONCE);
+        assert_eq!(probes_at_once(50), 50);
+        assert_eq!(default_probes(0), 2 * MIN_PROBES_AT_ONCE);
+        assert_eq!(default_probes(4), 2 * MIN_PROBES_AT_ONCE);
+        assert_eq!(default_probes(50), 100);
         assert_eq!(default_probes(usize::MAX), MAX_PROBE_CONNECTIONS);
     }
 

@@ -4,8 +4,8 @@
 //! Each relay of a [`ProbePlan`] gets one socket and one REQ, a filter per follow asking its
 //! newest notes of the feed's window, through the route feed's relay task
 //! ([`crate::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). No
-//! more than the routed budget of probe sockets are open at once: a relay waits for a free
-//! place before it dials. A probe gives up connecting after the schedule's
+//! more than [`probes_at_once`](nostr_outbox_core::probes_at_once) probe sockets are open at
+//! once: a relay waits for a free place before it dials. A probe gives up connecting after the schedule's
 //! `probe_connect_timeout`, but a [patient](nostr_outbox_core::Probe::patient) one (the relay
 //! failed before) waits the whole connect timeout. Nothing is de-duplicated across relays:
 //! every relay's own answer is what is learned from, so each comes back whole, as one

@@ -251,7 +251,7 @@ pub fn run_sessions_with(
                 waves,
                 lists_kept: s > 0,
                 probes: &probed,
-                probes_at_once: router.max_connections(),
+                probes_at_once: nostr_outbox_core::probes_at_once(router.max_connections()),
                 learned: Some(&stats),
             };
             let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);

@@ -1,7 +1,7 @@
 //! Probes in the session loop: a session that probes learns about relays its plans never asked,
 //! within its probe budget, and a learning strategy then plans with them.
 
-use nostr_outbox_core::probe::MIN_DEFAULT_PROBES;
+use nostr_outbox_core::default_probes;
 use nostr_outbox_core::Router;
 use nostr_outbox_sim::{generate_in, run_sessions, Family, LoopConfig, Profile, SimWorld, Window};
 
@@ -67,18 +67,18 @@ fn probing_finds_the_relays_plans_never_asked_and_recall_plans_with_them() {
 }
 
 /// On a long tail (a few prolific follows on relays of their own, most listed relays dead),
-/// four probes a session seldom meet a live relay; the default probes at least
-/// `MIN_DEFAULT_PROBES` however small the routed budget, and find them.
+/// four probes a session seldom meet a live relay; the default probes as many as it would at a
+/// budget of 20 however small the routed budget, and finds them.
 #[test]
 fn a_small_budget_still_probes_enough_to_find_a_long_tails_own_relays() {
     nostr_outbox_strategies::link();
     let router = Router::from_toml("max_connections = 4\n[strategy]\ntype = \"recall\"\n")
         .expect("valid config");
-    assert_eq!(router.probe_budget().connections, MIN_DEFAULT_PROBES);
+    assert_eq!(router.probe_budget().connections, default_probes(20));
     let default = run_in(Family::Tail, 4, None);
     let four = run_in(Family::Tail, 4, Some(4));
     for s in &default.sessions {
-        assert_eq!(s.score.probe.connections, MIN_DEFAULT_PROBES as u64);
+        assert_eq!(s.score.probe.connections, default_probes(20) as u64);
     }
     let (a, b) = (last_year(&four), last_year(&default));
     assert!(
@@ -98,5 +98,8 @@ fn a_strategy_that_does_not_learn_is_never_probed_for() {
         "[strategy]\ntype = \"stochastic\"\n[strategy.scorer]\ntype = \"thompson\"\n",
     )
     .expect("valid config");
-    assert_eq!(thompson.probe_budget().connections, 20);
+    assert_eq!(
+        thompson.probe_budget().connections,
+        default_probes(thompson.max_connections())
+    );
 }
