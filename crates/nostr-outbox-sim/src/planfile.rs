@@ -5,6 +5,9 @@ use nostr::types::RelayUrl;
 use nostr_outbox_core::{Plan, RouteTable};
 use serde::{Deserialize, Serialize};
 
+use crate::asks::Asks;
+use crate::sim_world::SimWorld;
+
 /// The file format tag of plan files.
 pub const PLAN_FORMAT: &str = "outbox-plan/1";
 
@@ -65,6 +68,26 @@ impl PlanFile {
                         .authors
                         .iter()
                         .map(|&a| table.pubkey(a).to_hex())
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// What `asks` asked in `session` (the plan of `strategy`, with any re-plans around
+    /// failures merged in), as a file: one entry per relay asked, in the order first asked.
+    pub fn from_asks(asks: &Asks, sim: &SimWorld, strategy: &str, session: u32) -> Self {
+        let follows = &sim.world.follows;
+        PlanFile {
+            format: PLAN_FORMAT.to_string(),
+            strategy: strategy.to_string(),
+            session,
+            relays: (asks.entries.iter())
+                .map(|a| PlanFileEntry {
+                    url: a.url.clone(),
+                    authors: (a.authors.iter())
+                        .filter_map(|&f| follows.get(f as usize))
+                        .map(|pk| pk.to_hex())
                         .collect(),
                 })
                 .collect(),

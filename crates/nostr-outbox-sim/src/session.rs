@@ -143,6 +143,10 @@ pub struct SessionView<'a> {
     /// [`SessionView::plan`]. The widest window's is always [`SessionView::plan`]. Each is the
     /// session's first plan for its window, before any re-plan around failures.
     pub window_plans: &'a [(Window, &'a Plan)],
+    /// Per scored window (in [`LoopConfig::windows`] order), what the session asked for it:
+    /// every wave together when it re-plans around failures
+    /// ([`LoopConfig::replan_on_failure`]), else its first plan's asks alone.
+    pub window_asks: &'a [(Window, &'a Asks)],
     /// What the session's REQs returned (the widest window's plan).
     pub observation: &'a Observation,
     /// The stats learned so far, this session included: what the next session plans with.
@@ -267,10 +271,17 @@ pub fn run_sessions_with(
                 (w, own.map_or(&plan, |n| &n.plan))
             })
             .collect();
+        let window_asks: Vec<(Window, &Asks)> = (cfg.windows.iter())
+            .map(|&w| {
+                let own = narrower.iter().find(|n| n.window == w);
+                (w, own.map_or(&asks, |n| &n.asks))
+            })
+            .collect();
         on_session(&SessionView {
             session: s,
             plan: &plan,
             window_plans: &window_plans,
+            window_asks: &window_asks,
             observation: &observation,
             stats: &stats,
             table,

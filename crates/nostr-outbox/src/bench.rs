@@ -71,7 +71,9 @@ pub struct Args {
     #[arg(long, requires = "world")]
     config: Option<PathBuf>,
     /// With --world: write the plan of session N as DIR/session-N.json (outbox-plan/1), and
-    /// the plan it made for each scored window W as DIR/session-N-W.json (session-3-7d.json).
+    /// the plan it made for each scored window W as DIR/session-N-W.json (session-3-7d.json);
+    /// with --replan also what every wave of the session asked for W, as
+    /// DIR/session-N-W-asked.json.
     #[arg(long, requires = "world")]
     plans_out: Option<PathBuf>,
     /// With --world: write the stats learned by the end of session N as DIR/stats-N.json (the
@@ -867,6 +869,15 @@ fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Re
         write(format!("session-{s}.json"), v.plan)?;
         for (window, plan) in v.window_plans {
             write(format!("session-{s}-{window}.json"), plan)?;
+        }
+        // Re-planned sessions asked more than their first plans: what every wave asked.
+        if args.replan {
+            for (window, asks) in v.window_asks {
+                let path = dir.join(format!("session-{s}-{window}-asked.json"));
+                let file = nostr_outbox_sim::PlanFile::from_asks(asks, sim, v.plan.strategy(), s);
+                std::fs::write(&path, file.to_json() + "\n")
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
     }
     if let Some(dir) = &args.stats_out {

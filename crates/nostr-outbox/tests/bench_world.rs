@@ -1,5 +1,6 @@
 //! `outbox bench --world` and `outbox world stats` on world files, through the binary.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -263,6 +264,62 @@ fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
 
 /// A stats file `outbox plan` cannot read is an error naming it, and is left as it was; so is
 /// a file of another format.
+#[test]
+fn a_re_planned_session_writes_what_every_wave_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let recall = config(
+        dir.path(),
+        "recall.toml",
+        "max_connections = 3\n[strategy]\ntype = \"recall\"\n",
+    );
+    let world = examples_dir().join("world.json");
+    let pairs = |path: &Path| -> BTreeSet<(String, String)> {
+        let file = nostr_outbox_sim::PlanFile::from_json(&read(path))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        (file.relays.into_iter())
+            .flat_map(|r| r.authors.into_iter().map(move |a| (r.url.clone(), a)))
+            .collect()
+    };
+    for replan in [false, true] {
+        let plans = dir.path().join(format!("plans-{replan}"));
+        let mut args = vec![
+            "bench",
+            "--world",
+            world.to_str().unwrap(),
+            "--config",
+            recall.to_str().unwrap(),
+            "--plans-out",
+            plans.to_str().unwrap(),
+        ];
+        if replan {
+            args.push("--replan");
+        }
+        let run = outbox(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let mut waves_added = 0;
+        for s in 0..3 {
+            for w in ["7d", "1yr", "3yr"] {
+                let asked = plans.join(format!("session-{s}-{w}-asked.json"));
+                assert_eq!(asked.exists(), replan, "{}", asked.display());
+                if !replan {
+                    continue;
+                }
+                // The first plan is the first wave: everything it named was asked.
+                let first = pairs(&plans.join(format!("session-{s}-{w}.json")));
+                let all = pairs(&asked);
+                assert!(first.is_subset(&all), "session {s}, {w}");
+                waves_added += usize::from(all.len() > first.len());
+            }
+        }
+        // Relays of this world are down in some sessions: their follows went out again.
+        assert_eq!(waves_added > 0, replan);
+    }
+}
+
 #[test]
 fn plan_refuses_unreadable_stats_and_leaves_them_alone() {
     let dir = tempfile::tempdir().unwrap();
