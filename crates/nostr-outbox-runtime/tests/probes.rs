@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -255,20 +255,46 @@ async fn a_continuing_feed_probes_after_it_settles() {
 /// relay queries its database and answers, so REQs that overlap in time are seen together.
 /// A REQ counts from its arrival until its answer is on its way, and the client sends the next
 /// probe's REQ only after a probe socket closed, so no overlap is seen that did not happen.
+/// Until `together` REQs have been open at once, each also waits for that (at most
+/// `patience`), so a client that opens that many at once is seen doing it however slowly the
+/// machine dials.
 #[derive(Clone, Debug)]
 struct Gauge {
     now: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
+    reached: Arc<AtomicBool>,
+    all_in: Arc<tokio::sync::Notify>,
+    together: usize,
+    patience: Duration,
     hold: Duration,
 }
 
 impl Gauge {
-    fn new(hold: Duration) -> Self {
+    fn new(hold: Duration, together: usize, patience: Duration) -> Self {
         Self {
             now: Arc::default(),
             peak: Arc::default(),
+            reached: Arc::default(),
+            all_in: Arc::default(),
+            together,
+            patience,
             hold,
         }
+    }
+
+    /// Until `together` REQs have been open at once, or `patience` has passed.
+    async fn wait_for_the_others(&self) {
+        let all_in = async {
+            loop {
+                // Registered before the count is read, so a notice in between is not lost.
+                let notice = self.all_in.notified();
+                if self.reached.load(Ordering::SeqCst) {
+                    return;
+                }
+                notice.await;
+            }
+        };
+        let _ = tokio::time::timeout(self.patience, all_in).await;
     }
 }
 
@@ -281,6 +307,11 @@ impl rb::QueryPolicy for Gauge {
         Box::pin(async move {
             let open = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.peak.fetch_max(open, Ordering::SeqCst);
+            if open >= self.together {
+                self.reached.store(true, Ordering::SeqCst);
+                self.all_in.notify_waiters();
+            }
+            self.wait_for_the_others().await;
             tokio::time::sleep(self.hold).await;
             self.now.fetch_sub(1, Ordering::SeqCst);
             rb::PolicyResult::Accept
@@ -297,7 +328,13 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_
     const OWN: usize = 24;
     let at_once = nostr_outbox_core::probes_at_once(BUDGET);
     assert!(OWN > at_once + 1 && at_once > BUDGET);
-    let gauge = Gauge::new(Duration::from_millis(250));
+    // The first REQs wait for the one that makes the routed budget too few; a client that
+    // keeps to the budget never sends it, and its REQs go on after the patience.
+    let gauge = Gauge::new(
+        Duration::from_millis(250),
+        BUDGET + 1,
+        Duration::from_secs(3),
+    );
     let reader = RealRelay::start().await;
     let hub = RealRelay::start().await;
     let mut own = Vec::new();
@@ -326,7 +363,12 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
-    let (summary, _) = start_once(input, runtime(now, true)).await;
+    // Answers held for the others must not time out.
+    let cfg = RuntimeConfig {
+        eose_timeout: Duration::from_secs(10),
+        ..runtime(now, true)
+    };
+    let (summary, _) = start_once(input, cfg).await;
     let probed = summary.probes.probed();
     assert!(probed > at_once, "{:#?}", summary.probes);
     assert_eq!(summary.probes.answered(), probed, "{:#?}", summary.probes);
@@ -337,8 +379,8 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_
     for relay in probed_relays {
         assert_eq!(relay.counter.connections(), 1, "{}", relay.url);
     }
-    // Each REQ is held a quarter second, and every probe of the first wave is dialled at
-    // once: REQs from more sockets than the routed budget overlap, never more than `at_once`.
+    // The first REQs waited for one beyond the routed budget, and each is held a quarter
+    // second: REQs from more sockets than the routed budget overlap, never more than `at_once`.
     let peak = gauge.peak.load(Ordering::SeqCst);
     assert!(
         (BUDGET + 1..=at_once).contains(&peak),

@@ -151,14 +151,11 @@ pub fn run_ceiling(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<Sessi
     let empty = with_residual(sim, Vec::new());
     (0..cfg.sessions)
         .map(|s| {
-            let replanned: Vec<(Window, Asks)> = if cfg.replan_on_failure {
-                (plans.iter())
-                    .map(|(w, first)| (*w, replanned_asks(sim, &rates, budget, *w, s, first)))
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let replanned: Vec<(Window, Asks)>;
             let session_plans = if cfg.replan_on_failure {
+                replanned = (plans.iter())
+                    .map(|(w, first)| (*w, replanned_asks(sim, &rates, budget, *w, s, first)))
+                    .collect();
                 &replanned
             } else {
                 &plans

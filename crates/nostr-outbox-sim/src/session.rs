@@ -265,18 +265,12 @@ pub fn run_sessions_with(
                 stats.record_latency(url, *ms, now);
             }
         }
-        let window_plans: Vec<(Window, &Plan)> = (cfg.windows.iter())
-            .map(|&w| {
-                let own = narrower.iter().find(|n| n.window == w);
-                (w, own.map_or(&plan, |n| &n.plan))
+        let (window_plans, window_asks): (Vec<_>, Vec<_>) = (cfg.windows.iter())
+            .map(|&w| match narrower.iter().find(|n| n.window == w) {
+                Some(own) => ((w, &own.plan), (w, &own.asks)),
+                None => ((w, &plan), (w, &asks)),
             })
-            .collect();
-        let window_asks: Vec<(Window, &Asks)> = (cfg.windows.iter())
-            .map(|&w| {
-                let own = narrower.iter().find(|n| n.window == w);
-                (w, own.map_or(&asks, |n| &n.asks))
-            })
-            .collect();
+            .unzip();
         on_session(&SessionView {
             session: s,
             plan: &plan,

@@ -13,8 +13,8 @@ use nostr_outbox_core::{Router, RouterConfig};
 use nostr_outbox_sim::probe::ProbeCost;
 use nostr_outbox_sim::{
     default_suite, run_bench, run_best_fixed, run_ceiling, run_sessions_with, BenchConfig,
-    BenchReport, Family, FixedSearch, LoopConfig, MeanSe, Profile, Progress, SessionView, SimWorld,
-    StrategyRun, Window, World, BEST_FIXED, CEILING, MAX_EXHAUSTIVE_SETS, MAX_SESSIONS,
+    BenchReport, Family, FixedSearch, LoopConfig, MeanSe, PlanFile, Profile, Progress, SessionView,
+    SimWorld, StrategyRun, Window, World, BEST_FIXED, CEILING, MAX_EXHAUSTIVE_SETS, MAX_SESSIONS,
 };
 
 /// Options of `outbox bench`.
@@ -861,22 +861,21 @@ fn render_references(sim: &SimWorld, cfg: &LoopConfig, budget: usize, run: &Stra
 fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Result<()> {
     let s = v.session;
     if let Some(dir) = &args.plans_out {
-        let write = |name: String, plan: &nostr_outbox_core::Plan| {
+        let write = |name: String, file: PlanFile| {
             let path = dir.join(name);
-            let json = nostr_outbox_sim::PlanFile::from_plan(plan, &sim.table, s).to_json() + "\n";
-            std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))
+            std::fs::write(&path, file.to_json() + "\n")
+                .with_context(|| format!("writing {}", path.display()))
         };
-        write(format!("session-{s}.json"), v.plan)?;
+        let plan_file = |plan| PlanFile::from_plan(plan, &sim.table, s);
+        write(format!("session-{s}.json"), plan_file(v.plan))?;
         for (window, plan) in v.window_plans {
-            write(format!("session-{s}-{window}.json"), plan)?;
+            write(format!("session-{s}-{window}.json"), plan_file(plan))?;
         }
         // Re-planned sessions asked more than their first plans: what every wave asked.
         if args.replan {
             for (window, asks) in v.window_asks {
-                let path = dir.join(format!("session-{s}-{window}-asked.json"));
-                let file = nostr_outbox_sim::PlanFile::from_asks(asks, sim, v.plan.strategy(), s);
-                std::fs::write(&path, file.to_json() + "\n")
-                    .with_context(|| format!("writing {}", path.display()))?;
+                let file = PlanFile::from_asks(asks, sim, v.plan.strategy(), s);
+                write(format!("session-{s}-{window}-asked.json"), file)?;
             }
         }
     }
