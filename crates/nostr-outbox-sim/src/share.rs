@@ -4,7 +4,9 @@
 //! world's ceiling says how much of it any router could have learned to fetch; a mean ± SE of
 //! recall hides the world where a strategy is weakest. Beside it: how often a session fetched
 //! more than [`FALL_POINTS`] points less than the one before, the volatility a reader sees as a
-//! feed that got worse.
+//! feed that got worse, and how many of those the ceiling does not explain: a session where
+//! fewer relays answer lowers every router's recall, the ceiling's too, and no plan made before
+//! the session could have known; a fall beyond the ceiling's own is the router's.
 
 use serde::Serialize;
 
@@ -40,6 +42,9 @@ pub struct ShareWindow {
     pub worst: Option<WorstWorld>,
     /// Sessions (after the first) more than [`FALL_POINTS`] below the one before.
     pub falls: usize,
+    /// Of `falls`, those more than [`FALL_POINTS`] beyond what the ceiling lost on the same
+    /// world between the same sessions: the router's own, not the world's luck.
+    pub own_falls: usize,
     /// Sessions after the first, over every world.
     pub steps: usize,
 }
@@ -84,24 +89,37 @@ fn window_share(runs: &[RunRecord], label: &str, window: Window) -> ShareWindow 
         mean: None,
         worst: None,
         falls: 0,
+        own_falls: 0,
         steps: 0,
     };
     let mut sum = 0.0;
     for run in runs.iter().filter(|r| r.label == label) {
         let series: Vec<Option<f64>> = run.sessions.iter().map(recall).collect();
-        for pair in series.windows(2) {
+        let bound = runs
+            .iter()
+            .find(|r| r.label == CEILING && r.profile == run.profile && r.seed == run.seed);
+        let bound_series: Vec<Option<f64>> = bound
+            .map(|c| c.sessions.iter().map(recall).collect())
+            .unwrap_or_default();
+        for (i, pair) in series.windows(2).enumerate() {
             if let [Some(before), Some(after)] = pair {
                 share.steps += 1;
-                if 100.0 * (before - after) > FALL_POINTS {
+                let lost = 100.0 * (before - after);
+                if lost > FALL_POINTS {
                     share.falls += 1;
+                    // What the ceiling lost between the same sessions (nothing when it rose or
+                    // was not run).
+                    let bound_lost = match bound_series.get(i..i + 2) {
+                        Some([Some(b), Some(a)]) => (100.0 * (b - a)).max(0.0),
+                        _ => 0.0,
+                    };
+                    if lost - bound_lost > FALL_POINTS {
+                        share.own_falls += 1;
+                    }
                 }
             }
         }
-        let ceiling = runs
-            .iter()
-            .find(|r| r.label == CEILING && r.profile == run.profile && r.seed == run.seed)
-            .and_then(|c| c.sessions.last())
-            .and_then(recall);
+        let ceiling = bound.and_then(|c| c.sessions.last()).and_then(recall);
         let (Some(last), Some(ceiling)) = (series.last().copied().flatten(), ceiling) else {
             continue;
         };
@@ -170,19 +188,25 @@ mod tests {
         let runs = vec![
             run(CEILING, 1, &[80, 80, 80]),
             run(CEILING, 2, &[50, 50, 40]),
+            run(CEILING, 3, &[50, 41, 41]),
             run("ours", 1, &[60, 70, 60]),
             run("ours", 2, &[10, 9, 20]),
+            run("ours", 3, &[40, 30, 29]),
         ];
         let rows = ceiling_shares(&runs, ["ours", CEILING], &[Window::Y1]);
         assert_eq!(rows.len(), 1, "the ceiling is not compared with itself");
         let w = &rows[0].windows[0];
-        assert_eq!(w.worlds, 2);
-        // 60/80 and 20/40: the mean of the shares, not the share of the means.
-        assert!((w.mean.unwrap() - 0.625).abs() < 1e-12, "{w:?}");
+        assert_eq!(w.worlds, 3);
+        // 60/80, 20/40 and 29/41: the mean of the shares, not the share of the means.
+        let mean = (0.75 + 0.5 + 29.0 / 41.0) / 3.0;
+        assert!((w.mean.unwrap() - mean).abs() < 1e-12, "{w:?}");
         let worst = w.worst.as_ref().unwrap();
         assert_eq!(worst.seed, 2);
         assert!((worst.share - 0.5).abs() < 1e-12);
-        // 70 → 60 falls; 10 → 9 is within two points.
-        assert_eq!((w.falls, w.steps), (1, 4));
+        // 70 → 60 and 40 → 30 fall; 10 → 9 and 30 → 29 are within two points.
+        assert_eq!((w.falls, w.steps), (2, 6));
+        // 70 → 60 while the ceiling held is the router's own; 40 → 30 while the ceiling lost
+        // 9 is within two points of the ceiling's loss, and the world's.
+        assert_eq!(w.own_falls, 1);
     }
 }

@@ -296,8 +296,10 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         out!(
             "× ceiling = declared recall in the last session over the learnable ceiling's on the \
              same world, mean over worlds (the worst world: its share, profile and seed); falls = \
-             sessions more than {:.0} points below the session before, of all sessions after \
-             the first.",
+             sessions more than {0:.0} points below the session before, of all sessions after \
+             the first; own = those more than {0:.0} points beyond what the ceiling lost on the \
+             same world between the same sessions (fewer relays answering lowers every router's \
+             recall).",
             nostr_outbox_sim::FALL_POINTS
         )?;
     }
@@ -516,7 +518,7 @@ pub fn render_share_table(report: &BenchReport) -> Table {
     let windows = &report.config.windows;
     let mut header = vec!["strategy".to_string()];
     header.extend(windows.iter().map(|w| format!("{w} × ceiling (worst)")));
-    header.extend(windows.iter().map(|w| format!("{w} falls")));
+    header.extend(windows.iter().map(|w| format!("{w} falls (own)")));
     table.set_header(header);
     for row in &report.shares {
         let mut cells = vec![Cell::new(&row.label)];
@@ -534,7 +536,8 @@ pub fn render_share_table(report: &BenchReport) -> Table {
         }
         for w in &row.windows {
             cells.push(
-                Cell::new(format!("{}/{}", w.falls, w.steps)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{}/{} ({})", w.falls, w.steps, w.own_falls))
+                    .set_alignment(CellAlignment::Right),
             );
         }
         table.add_row(cells);
