@@ -869,7 +869,7 @@ fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Re
             std::fs::write(&path, file.to_json() + "\n")
                 .with_context(|| format!("writing {}", path.display()))
         };
-        let plan_file = |plan| PlanFile::from_plan(plan, &sim.table, s);
+        let plan_file = |plan| PlanFile::from_plan(plan, v.table, s);
         write(format!("session-{s}.json"), plan_file(v.plan))?;
         for (window, plan) in v.window_plans {
             write(format!("session-{s}-{window}.json"), plan_file(plan))?;
