@@ -260,6 +260,11 @@ pub struct RowWindow {
     /// Events returned per distinct note fetched in the last session: the price of asking
     /// several relays about one author (1 = no note came twice; 0 when nothing was fetched).
     pub events_per_note: MeanSe,
+    /// Declared recall with what the session's probes found beyond the plan, first session
+    /// ([`WindowScore::declared_with_found`]): what a client delivers.
+    pub first_with_found: MeanSe,
+    /// The same in the last session.
+    pub last_with_found: MeanSe,
 }
 
 /// One strategy's aggregate over worlds (profiles × seeds), last session unless noted.
@@ -902,6 +907,8 @@ fn aggregate(
                 .iter()
                 .map(|&w| {
                     let decl = move |s: &PlanScore| s.window(w).and_then(WindowScore::declared);
+                    let found =
+                        move |s: &PlanScore| s.window(w).and_then(WindowScore::declared_with_found);
                     let total = move |s: &PlanScore| s.window(w).and_then(WindowScore::total);
                     let trips =
                         move |s: &PlanScore| s.cost(w).map_or(0.0, |c| c.round_trips as f64);
@@ -918,6 +925,8 @@ fn aggregate(
                         round_trips: last(&trips),
                         events: last(&events),
                         events_per_note: last(&per_note),
+                        first_with_found: first_some(&found),
+                        last_with_found: last_some(&found),
                     }
                 })
                 .collect();
@@ -1053,6 +1062,7 @@ mod tests {
                 declared_fetched: declared.0,
                 declared_recall: ratio(declared),
                 total_recall: ratio(total),
+                found: 0,
             }],
             cost: Vec::new(),
             probe: Default::default(),

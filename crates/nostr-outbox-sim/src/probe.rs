@@ -4,8 +4,9 @@
 //! [`ProbePlan::limit`] notes of the window; the relay serves the newest
 //! `min(limit, max_limit)` notes of each follow it stores, as it would any filter. Frames go
 //! to the session's [`RoundRecorder`] through [`RoundRecorder::probed`], as the runtime's do,
-//! so the simulator learns from probes through the same code as a live client. No probe
-//! delivers a note to the feed.
+//! so the simulator learns from probes through the same code as a live client. What they
+//! return is also what a client delivers beyond its plan (the runtime's `FeedEvent::Found`):
+//! [`Probed::returned`] says which world events, for scoring that apart from the plan's recall.
 
 use nostr::event::EventId;
 use nostr_outbox_client::RoundRecorder;
@@ -38,12 +39,22 @@ impl ProbeCost {
     }
 }
 
+/// What a session's probes did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Probed {
+    /// What they cost.
+    pub cost: ProbeCost,
+    /// The world events they returned (indices into [`World::events`](crate::World::events),
+    /// sorted, each once).
+    pub returned: Vec<u32>,
+}
+
 /// The filter generation probes are recorded with: a probed relay was not asked in the
 /// session's fetch, so it has no earlier filter to be told apart from.
 const GENERATION: u64 = 1;
 
 /// Asks every probe of `plan` in `session` for notes since `since`, passing the frames to
-/// `recorder`; returns what it cost. On the world's clock (`client` given), a relay slower to
+/// `recorder`; returns what it cost and which events came back. On the world's clock (`client` given), a relay slower to
 /// accept the probe's socket (its first connection of the session) than `client` waits for a
 /// probe ([`ClientTiming::probe_give_up_ms`]) fails, as in the runtime; without it every relay
 /// that is up answers.
@@ -54,10 +65,11 @@ pub fn probe_recorded(
     since: u64,
     client: Option<&ClientTiming>,
     recorder: &mut RoundRecorder,
-) -> ProbeCost {
+) -> Probed {
     let world = &sim.world;
     let events = world.events();
     let mut cost = ProbeCost::default();
+    let mut returned = Vec::new();
     // Per follow: notes served so far, and whether the current probe asks about it.
     let mut served = vec![0u32; world.follows.len()];
     let mut asked = vec![false; world.follows.len()];
@@ -116,6 +128,7 @@ pub fn probe_recorded(
                 open -= 1;
             }
             cost.events += 1;
+            returned.push(i);
             let author = world.follows[a];
             recorder.returned(&probe.url, author, EventId::from_byte_array(event.id), t);
         }
@@ -124,5 +137,7 @@ pub fn probe_recorded(
             asked[a as usize] = false;
         }
     }
-    cost
+    returned.sort_unstable();
+    returned.dedup();
+    Probed { cost, returned }
 }

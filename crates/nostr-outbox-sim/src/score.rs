@@ -30,6 +30,11 @@ pub struct WindowScore {
     /// `fetched / available` (1 when nothing was available: use [`WindowScore::total`] to tell
     /// that case apart).
     pub total_recall: f64,
+    /// Events among `declared_available` that only the session's probes returned, after the
+    /// fetch: notes a client delivers beyond its plan (the runtime's `FeedEvent::Found`). Never
+    /// part of `declared_recall`, which is the plan's; 0 when nothing was probed.
+    #[serde(default)]
+    pub found: u64,
 }
 
 impl WindowScore {
@@ -42,6 +47,15 @@ impl WindowScore {
     /// Total recall, or `None` when no event was available.
     pub fn total(&self) -> Option<f64> {
         (self.available > 0).then_some(self.total_recall)
+    }
+
+    /// Declared recall of what a client delivers: the plan's fetch and what its probes found
+    /// beyond it (`None` as for [`WindowScore::declared`]).
+    pub fn declared_with_found(&self) -> Option<f64> {
+        (self.declared_available > 0).then(|| {
+            (self.declared_fetched + self.found).min(self.declared_available) as f64
+                / self.declared_available as f64
+        })
     }
 }
 
@@ -255,8 +269,37 @@ pub(crate) fn window_scores(
             declared_fetched: c[3],
             declared_recall: ratio(c[3], c[1]),
             total_recall: ratio(c[2], c[0]),
+            found: 0,
         })
         .collect()
+}
+
+/// Sets [`WindowScore::found`] for each of `windows` (each with the asks scored for it): the
+/// declared-available events of `returned` (sorted world event indices, what the session's
+/// probes returned) that the window's fetch did not.
+pub(crate) fn add_found(
+    sim: &SimWorld,
+    score: &mut PlanScore,
+    windows: &[(Window, &Asks)],
+    session: u32,
+    returned: &[u32],
+) {
+    if returned.is_empty() {
+        return;
+    }
+    for &(window, asks) in windows {
+        let Some(at) = score.windows.iter().position(|w| w.window == window) else {
+            continue;
+        };
+        let fetched = fetch(sim, asks, session, since_of(sim, window), false);
+        let with = window_scores(sim, session, &[window], |_, i| {
+            fetched.delivered[i] || returned.binary_search(&(i as u32)).is_ok()
+        });
+        let plan = &mut score.windows[at];
+        plan.found = with[0]
+            .declared_fetched
+            .saturating_sub(plan.declared_fetched);
+    }
 }
 
 /// Every metric of `asks` from one fetch per window (`fetched[i]` is `windows[i]`'s).
@@ -309,5 +352,83 @@ fn score_fetched(
             .collect(),
         probe: Default::default(),
         time: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PlanFile, PlanFileEntry, World, PLAN_FORMAT};
+
+    const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
+    const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";
+    const NOW: u64 = 100_000_000;
+
+    /// Alice lists a and b; her newest note is on both, the next on a alone, an old one on b.
+    fn sim() -> SimWorld {
+        let ev = |n: u8, age: u64, on: &str| {
+            format!(
+                r#"{{"id": "{n:064x}", "author": "{ALICE}", "created_at": {}, "kind": 1, "on": [{on}]}}"#,
+                NOW - age
+            )
+        };
+        let events = [
+            ev(1, 3_600, r#""wss://a.example", "wss://b.example""#),
+            ev(2, 7_200, r#""wss://a.example""#),
+            ev(3, 400 * 86_400, r#""wss://b.example""#),
+        ];
+        let json = format!(
+            r#"{{"format": "outbox-world/1", "name": "found", "now": {NOW}, "sessions": 1,
+  "reader": {{"pubkey": "{READER}", "follows": ["{ALICE}"], "relays": ["wss://home.example"]}},
+  "relay_lists": [{{"author": "{ALICE}", "created_at": 1, "tags": [["r", "wss://a.example"], ["r", "wss://b.example"]]}}],
+  "relays": {{"wss://a.example": {{"up": [true]}}, "wss://b.example": {{"up": [true]}}, "wss://home.example": {{"up": [true]}}}},
+  "events": [{}]}}"#,
+            events.join(",\n")
+        );
+        SimWorld::new(World::from_json(&json).unwrap())
+    }
+
+    #[test]
+    fn found_counts_what_only_the_probes_returned_within_each_window() {
+        let sim = sim();
+        // The plan asks b about Alice: her newest note (on a and b) and the old one come back.
+        let file = PlanFile {
+            format: PLAN_FORMAT.into(),
+            strategy: "hand".into(),
+            session: 0,
+            relays: vec![PlanFileEntry {
+                url: "wss://b.example".into(),
+                authors: vec![ALICE.into()],
+            }],
+        };
+        let asks = Asks::from_plan_file(&sim, &file).unwrap();
+        let windows = [Window::D7, Window::Y3];
+        let mut score = score(&sim, &asks, 0, &windows);
+        // A probe of a returned both of a's notes: only the second is new.
+        let returned: Vec<u32> = (0..sim.world.events().len() as u32)
+            .filter(|&i| sim.world.events()[i as usize].created_at >= NOW - 7_200)
+            .collect();
+        assert_eq!(returned.len(), 2);
+        add_found(
+            &sim,
+            &mut score,
+            &[(Window::D7, &asks), (Window::Y3, &asks)],
+            0,
+            &returned,
+        );
+        for w in windows {
+            let s = score.window(w).unwrap();
+            assert_eq!(s.found, 1, "{w}: {s:?}");
+            assert_eq!(
+                s.declared_fetched + s.found,
+                s.declared_available,
+                "{w}: {s:?}"
+            );
+            assert_eq!(s.declared_with_found(), Some(1.0));
+        }
+        // Nothing returned, nothing found.
+        let mut plain = super::score(&sim, &asks, 0, &windows);
+        add_found(&sim, &mut plain, &[(Window::D7, &asks)], 0, &[]);
+        assert!(plain.windows.iter().all(|w| w.found == 0));
     }
 }

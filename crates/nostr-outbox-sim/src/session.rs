@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::asks::{Ask, Asks};
 use crate::holdings::Holdings;
 use crate::observe::Observation;
-use crate::probe::{probe_recorded, ProbeCost};
+use crate::probe::{probe_recorded, Probed};
 use crate::score::{score_each_window, score_observe_into, PlanScore};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
@@ -245,7 +245,12 @@ pub fn run_sessions_with(
             (probes, cfg.clock.map(|_| &cfg.client)),
             recorder,
         );
-        score.probe = probe;
+        // What the probes returned beyond each window's own fetch reaches the feed too.
+        let scored: Vec<(Window, &Asks)> = (cfg.windows.iter())
+            .map(|&w| (w, own.iter().find(|o| o.0 == w).map_or(&asks, |o| o.1)))
+            .collect();
+        crate::score::add_found(sim, &mut score, &scored, s, &probe.returned);
+        score.probe = probe.cost;
         if let Some(w) = cfg.clock {
             let waves = narrower
                 .iter()
@@ -405,7 +410,7 @@ fn learn(
     stats: &mut DeliveryStats,
     now: u64,
     probes: ProbeBudget,
-) -> ProbeCost {
+) -> crate::probe::ProbeCost {
     let mut recorder = RoundRecorder::new();
     crate::fetch::fetch_recorded(sim, asks, session, since, &mut recorder);
     learn_from(
@@ -420,6 +425,7 @@ fn learn(
         recorder,
     )
     .0
+    .cost
 }
 
 /// Learns from what `asks` returned in `session` with `since`, once `recorder` has seen that
@@ -428,7 +434,7 @@ fn learn(
 /// that are down fail and never answer: the session's end counts them as not answered. Then,
 /// within `probes`, the relays the fetch did not ask are probed ([`nostr_outbox_core::probe`]) and
 /// learned from in a second round, measured against what the fetch returned; returns what the
-/// probes cost and the relays probed. Probes are planned over `table`, the table the session
+/// probes cost and returned, and the relays probed. Probes are planned over `table`, the table the session
 /// planned with; on the world's clock (`client` given) probes connect as `client` does (see
 /// [`probe_recorded`]).
 #[allow(clippy::too_many_arguments)]
@@ -442,20 +448,20 @@ fn learn_from(
     now: u64,
     (probes, client): (ProbeBudget, Option<&crate::clock::ClientTiming>),
     mut recorder: RoundRecorder,
-) -> (ProbeCost, Vec<Probe>) {
+) -> (Probed, Vec<Probe>) {
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
     if probes.connections == 0 {
-        return (ProbeCost::default(), Vec::new());
+        return (Probed::default(), Vec::new());
     }
     let asked: HashSet<&str> = asks.entries.iter().map(|a| a.url.as_str()).collect();
     let plan = plan_probes(table, stats, &asked, &probes, now);
-    let cost = probe_recorded(sim, &plan, session, since, client, &mut recorder);
+    let probed = probe_recorded(sim, &plan, session, since, client, &mut recorder);
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, now);
     }
-    (cost, plan.probes)
+    (probed, plan.probes)
 }
 
 /// Most re-plans in one session (each sets aside at least one relay, so this only bounds

@@ -164,6 +164,7 @@ mod tests {
                 declared_fetched: recall_of_100,
                 declared_recall: recall_of_100 as f64 / 100.0,
                 total_recall: recall_of_100 as f64 / 100.0,
+                found: 0,
             }],
             cost: Vec::new(),
             probe: Default::default(),

@@ -498,7 +498,7 @@ fn a_short_probe_fails_on_a_relay_slow_to_accept_and_a_patient_one_does_not() {
             &mut recorder,
         );
         let round = recorder.take_final_round().expect("a round");
-        (cost.reqs, round.relays.iter().any(|r| r.answered))
+        (cost.cost.reqs, round.relays.iter().any(|r| r.answered))
     };
     // `slow` accepts in 1 s: past the short probe's 0.5 s, within the connect timeout.
     assert_eq!(answered(false), (0, false));

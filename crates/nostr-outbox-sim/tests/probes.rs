@@ -87,6 +87,32 @@ fn a_small_budget_still_probes_enough_to_find_a_long_tails_own_relays() {
     );
 }
 
+/// What the probes returned beyond the plan's fetch (a client delivers it after the fetch) is
+/// counted apart from the plan's recall: never a note the plan fetched or one that was not
+/// available, nothing without probes, and on a sparse world some first-session notes only the
+/// probes reached.
+#[test]
+fn notes_only_the_probes_returned_are_counted_apart_from_the_plans() {
+    let year = |s: &nostr_outbox_sim::SessionOutcome| s.score.window(Window::Y1).cloned().unwrap();
+    for s in &run(0).sessions {
+        assert_eq!(year(s).found, 0, "nothing probed, nothing found");
+    }
+    let with = run(8);
+    for s in &with.sessions {
+        let w = year(s);
+        assert!(
+            w.declared_fetched + w.found <= w.declared_available,
+            "{w:?}"
+        );
+        assert!(w.declared_with_found() >= w.declared(), "{w:?}");
+    }
+    assert!(
+        year(&with.sessions[0]).found > 0,
+        "{:?}",
+        year(&with.sessions[0])
+    );
+}
+
 #[test]
 fn a_strategy_that_does_not_learn_is_never_probed_for() {
     nostr_outbox_strategies::link();

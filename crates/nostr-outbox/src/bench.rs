@@ -308,7 +308,9 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         out!(
             "Probes: after each session's fetch, relays the plan did not ask, each asked about the \
              follows who list it for their newest notes; per session, mean over every session \
-             and world. Probe notes are learned from, never counted as fetched."
+             and world. Probe notes are learned from and never counted in the plan's recall; \
+             +found = declared recall of the plan → with the notes only the probes returned, \
+             which a client delivers after its fetch (the runtime's `FeedEvent::Found`)."
         )?;
     }
     if report.rows.iter().any(|r| r.time.is_some()) {
@@ -550,13 +552,25 @@ pub fn render_share_table(report: &BenchReport) -> Table {
 pub fn render_probe_table(report: &BenchReport) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
-        "strategy",
-        "probe conns",
-        "probe REQs",
-        "follows named",
-        "probe events",
-    ]);
+    let windows = &report.config.windows;
+    let last = report.config.sessions;
+    let mut header: Vec<String> = ["strategy", "probe conns", "probe REQs", "follows named"]
+        .map(String::from)
+        .into();
+    header.push("probe events".to_string());
+    for w in windows {
+        header.push(format!("{w} s1 +found"));
+        header.push(format!("{w} s{last} +found"));
+    }
+    table.set_header(header);
+    // Declared recall of the plan → with what the probes found beyond it.
+    let with = |plan: &MeanSe, found: &MeanSe| {
+        if plan.n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1} → {:.1}", plan.mean * 100.0, found.mean * 100.0)
+        }
+    };
     for row in report
         .rows
         .iter()
@@ -566,6 +580,16 @@ pub fn render_probe_table(report: &BenchReport) -> Table {
         let mut cells = vec![Cell::new(&row.label)];
         for m in [&p.connections, &p.reqs, &p.filters, &p.events] {
             cells.push(Cell::new(format!("{:.1}", m.mean)).set_alignment(CellAlignment::Right));
+        }
+        for w in windows {
+            let (first, last) = row.window(*w).map_or(("-".into(), "-".into()), |x| {
+                (
+                    with(&x.first, &x.first_with_found),
+                    with(&x.last, &x.last_with_found),
+                )
+            });
+            cells.push(Cell::new(first).set_alignment(CellAlignment::Right));
+            cells.push(Cell::new(last).set_alignment(CellAlignment::Right));
         }
         table.add_row(cells);
     }

@@ -354,6 +354,7 @@ mod tests {
             declared_fetched: fetched,
             declared_recall: recall,
             total_recall: recall,
+            found: 0,
         }
     }
 
