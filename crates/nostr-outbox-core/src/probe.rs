@@ -12,8 +12,10 @@
 //!
 //! [`plan_probes`] picks the relays; a client asks them with [`ProbePlan::filters`], passes the
 //! frames to a `RoundRecorder` (`nostr-outbox-client`) with `probed`, and learns from the round like from any
-//! other ([`DeliveryStats::record_round`]). What a probe returns is never a fetched note: a
+//! other ([`DeliveryStats::record_round`]). What a probe returns is never learned as a fetch: a
 //! full page is a sample, learned as one (see [`AuthorRound::capped`](crate::stats::AuthorRound)).
+//! Its notes are still the follows' notes of the window; a client may pass on those no relay
+//! delivered (the runtime does, as *found*).
 //! Every question names follows to a relay, so probes count in disclosure; asking a relay only
 //! about the follows who list it keeps that to what the outbox model already tells it. A relay
 //! hinted for a follow ([`crate::hints`]) is a candidate too, for the follows hinted there,

@@ -15,6 +15,9 @@ use tokio::sync::mpsc;
 pub struct Collected {
     /// Every note, by id, with the relay it came from (the first to send it).
     pub notes: BTreeMap<EventId, (Event, String)>,
+    /// Every note a probe found after the fetch (`FeedEvent::Found`), by id, with the probed
+    /// relay.
+    pub found: BTreeMap<EventId, (Event, String)>,
     /// Every status, in order.
     pub statuses: Vec<Status>,
     /// The feed channel closed: the coordinator ended and everything it sent is here.
@@ -31,6 +34,9 @@ pub fn drain(mut rx: mpsc::Receiver<FeedEvent>) -> Arc<Mutex<Collected>> {
             match ev {
                 FeedEvent::Note { event, relay } => {
                     c.notes.insert(event.id, (*event, relay));
+                }
+                FeedEvent::Found { event, relay } => {
+                    c.found.insert(event.id, (*event, relay));
                 }
                 FeedEvent::Status(s) => c.statuses.push(s),
             }

@@ -660,7 +660,14 @@ pub async fn run_live_with_clients(
             let (handle, rx) = nostr_outbox_runtime::start(input, &session_client).await;
             let got = collect(rx, &rekeyed, world.events().len(), run_started).await;
             let summary = handle.wait().await;
-            let live = score_delivered(&sim, &got.delivered, s, &[cfg.window]).remove(0);
+            let mut live = score_delivered(&sim, &got.delivered, s, &[cfg.window]).remove(0);
+            // What the probes found beyond the feed, counted apart as the simulator counts it.
+            let with_found: Vec<bool> = (got.delivered.iter().zip(&got.found))
+                .map(|(d, f)| *d || *f)
+                .collect();
+            live.found = score_delivered(&sim, &with_found, s, &[cfg.window])[0]
+                .declared_fetched
+                .saturating_sub(live.declared_fetched);
             // A probed relay was asked nothing else in the session: what it logged is the
             // probe, not the plan.
             let probed = |port: u16| {
@@ -886,6 +893,9 @@ fn count_urls(world: &World, policy: &UrlPolicy) -> usize {
 struct Collected {
     /// Per world event, whether it was delivered.
     delivered: Vec<bool>,
+    /// Per world event, whether a probe found it after the fetch (`FeedEvent::Found`) and no
+    /// relay had delivered it.
+    found: Vec<bool>,
     /// Each delivered world event, in arrival order, with ms after the run's start.
     arrivals: Vec<(u32, f64)>,
     /// The runtime's last `Settled`, ms.
@@ -905,11 +915,19 @@ async fn collect(
 ) -> Collected {
     let ms = || started.elapsed().as_secs_f64() * 1_000.0;
     let mut delivered = vec![false; events];
+    let mut found = vec![false; events];
     let mut arrivals = Vec::new();
     let mut settled_ms = None;
     while let Some(ev) = rx.recv().await {
         let event = match ev {
             FeedEvent::Note { event, .. } => event,
+            FeedEvent::Found { event, .. } => {
+                let i = event_index(&event.content).filter(|&i| i < events);
+                if let Some(i) = i.filter(|_| rekeyed.follow_of.contains_key(&event.pubkey)) {
+                    found[i] = !delivered[i];
+                }
+                continue;
+            }
             FeedEvent::Status(nostr_outbox_runtime::Status::Settled) => {
                 settled_ms = Some(ms());
                 continue;
@@ -926,6 +944,7 @@ async fn collect(
     }
     Collected {
         delivered,
+        found,
         arrivals,
         settled_ms,
         end_ms: ms(),

@@ -52,8 +52,9 @@
 //!   [`DeliveryStats::record_latency`](nostr_outbox_core::DeliveryStats::record_latency) as it arrives. Stats are saved on a timer and at shutdown.
 //! - **Probes**: after the fetch, a few relays the run did not ask are asked a short question
 //!   each ([`nostr_outbox_core::probe`], up to the config's `probe_connections`, at most the routed
-//!   budget of sockets at once), and what they returned is learned like any round; their notes
-//!   are never delivered ([`FeedSummary::probes`]). A `--once` run probes after its slots
+//!   budget of sockets at once), and what they returned is learned like any round; the notes no
+//!   relay delivered before reach the feed as [`FeedEvent::Found`] ([`FeedSummary::probes`]
+//!   counts them). A `--once` run probes after its slots
 //!   closed, before the stats are saved; a continuing feed probes in a task of its own after
 //!   each settle.
 //!

@@ -10,8 +10,9 @@
 //! failed before) waits the whole connect timeout. Nothing is de-duplicated across relays:
 //! every relay's own answer is what is learned from, so each comes back whole, as one
 //! [`ProbeAnswer`], for the coordinator to pass to its recorder
-//! ([`nostr_outbox_client::RoundRecorder::probed`]). Probe notes are never delivered to the
-//! feed.
+//! ([`nostr_outbox_client::RoundRecorder::probed`]). The coordinator passes on to the feed the
+//! notes no relay delivered before ([`FeedEvent::Found`](crate::FeedEvent::Found)): they are
+//! verified notes of follows within the feed's window, found where the plan did not look.
 //!
 //! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those,
 //! the notes kept per relay by the filters' limits (at most
@@ -20,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr::event::{EventId, Kind};
+use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
@@ -63,9 +64,8 @@ pub(crate) struct ProbeAnswer {
     pub(crate) url: String,
     /// The follows it was asked about.
     pub(crate) authors: Vec<PublicKey>,
-    /// Verified notes matching the probe's filters, not dated in the future: author, id and
-    /// `created_at`, all a recorder keeps.
-    pub(crate) notes: Vec<(PublicKey, EventId, u64)>,
+    /// Verified notes matching the probe's filters, not dated in the future.
+    pub(crate) notes: Vec<Event>,
     /// How it ended.
     pub(crate) ended: Ended,
     /// Notes asked per follow ([`ProbePlan::limit`]).
@@ -246,7 +246,7 @@ async fn probe_one(
                                 continue;
                             }
                             if notes.len() < cap {
-                                notes.push((event.pubkey, event.id, at));
+                                notes.push(*event);
                             }
                         }
                         RouteEvent::Eose { .. } => ended = Ended::Answered,

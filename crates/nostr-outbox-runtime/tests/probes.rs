@@ -1,6 +1,6 @@
 //! Probes after the fetch, against real local relays: a relay the plan left out is asked a short
-//! question once the run's own sockets are closed, what it returned is learned (and never
-//! delivered), the config's `probe_connections` bounds how many relays are probed, and the
+//! question once the run's own sockets are closed, what it returned is learned and the notes no
+//! relay delivered are passed on to the feed once each (`FeedEvent::Found`), the config's `probe_connections` bounds how many relays are probed, and the
 //! routed budget how many probe sockets are open at once.
 
 use std::collections::BTreeSet;
@@ -183,15 +183,26 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
     assert_eq!((a.first, a.last), (oldest, newest), "{a:?}");
     assert!(a.relays.iter().any(|(u, _)| u == scene.own.url.as_str()));
 
-    // Never delivered: the feed carried the hub's notes and none of the probe's.
+    // The plan's fetch carried the hub's notes; the follow's notes, which only the probes
+    // reached, came after it as found, once each though both relays returned them.
     let c = out.lock().unwrap();
     assert_eq!(c.notes.len(), 9, "the hub's notes");
     let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
     assert!(delivered.is_disjoint(&scene.lonely_ids()));
+    let found: BTreeSet<EventId> = c.found.keys().copied().collect();
+    assert_eq!(found, scene.lonely_ids());
+    for (_, relay) in c.found.values() {
+        assert!(
+            relay == &scene.own.url || relay == &scene.own2.url,
+            "{relay}"
+        );
+    }
+    assert_eq!(probes.found(), 5, "{probes:#?}");
     assert!(c.statuses.contains(&Status::Probed {
         relays: 2,
         answered: 2,
-        events: 10
+        events: 10,
+        found: 5,
     }));
 }
 
@@ -249,6 +260,9 @@ async fn a_continuing_feed_probes_after_it_settles() {
     let c = out.lock().unwrap();
     let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
     assert!(delivered.is_disjoint(&scene.lonely_ids()));
+    // Passed on before the probes' status: what they found reached a feed that keeps running.
+    let found: BTreeSet<EventId> = c.found.keys().copied().collect();
+    assert_eq!(found, scene.lonely_ids());
 }
 
 /// Counts the REQs a relay is answering at the moment: each is held for `hold` before the

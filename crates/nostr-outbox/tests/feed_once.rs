@@ -381,8 +381,8 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
 }
 
 /// A follow whose only relay the budget leaves out of the plan: the run probes that relay
-/// after its fetch and says so in one summary line, without printing what the probe returned;
-/// `--probes 0` probes nothing.
+/// after its fetch, prints the notes it found there after the plan's, and says so in one
+/// summary line; `--probes 0` probes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     let reader = RealRelay::start().await;
@@ -433,18 +433,25 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     assert!(out.status.success(), "{stderr}");
     assert!(
         stderr.contains(
-            "probes:              1 relays probed, 1 answered, 3 notes learned from (not shown)"
+            "probes:              1 relays probed, 1 answered, 3 notes learned from, 3 new ones shown after the fetch"
         ),
         "{stderr}"
     );
-    // The hub's notes only: the probed relay's notes are learned from, never printed.
-    assert_eq!(stdout.lines().count(), 6, "{stdout}");
-    assert!(!stdout.contains(&format!("[{}]", own.url)), "{stdout}");
+    // The hub's notes, then the follow's three the probe found on its own relay.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 9, "{stdout}");
+    let from_own = |l: &&str| l.contains(&format!("[{}]", own.url));
+    assert!(lines[..6].iter().all(|l| !from_own(l)), "{stdout}");
+    assert!(lines[6..].iter().all(from_own), "{stdout}");
 
     let out = run(&["--probes", "0"]).await.unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("probes:              none"), "{stderr}");
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
 }
 
 /// Polls until the process `pid` has written most of a pipe's capacity (48 of 64 KiB: partly

@@ -98,15 +98,17 @@ impl Coordinator {
     }
 
     /// Passes every probe's answer to the recorder, as the simulator does
-    /// (`RoundRecorder::probed`, the notes, EOSE or the failure), and learns the round. A relay
-    /// the feed asks meanwhile (a re-plan picked it) keeps its feed filter: its probe answer is
-    /// dropped.
+    /// (`RoundRecorder::probed`, the notes, EOSE or the failure), learns the round, and passes
+    /// the notes no relay delivered before on to the feed ([`FeedEvent::Found`]). A relay the
+    /// feed asks meanwhile (a re-plan picked it) keeps its feed filter: its probe answer is
+    /// dropped (the feed delivers what it holds).
     pub(super) async fn learn_probes(&mut self, mut answers: Vec<ProbeAnswer>, ending: bool) {
         // In URL order, whatever order they finished in: the round is the simulator's.
         answers.sort_by(|a, b| a.url.cmp(&b.url));
         let mut probed = 0usize;
         let mut answered = 0usize;
         let mut returned = 0u64;
+        let mut found_notes: Vec<(Event, String)> = Vec::new();
         for answer in answers {
             let ProbeAnswer {
                 url,
@@ -120,10 +122,17 @@ impl Coordinator {
             }
             let named = authors.len();
             self.recorder.probed(&url, authors, PROBE_GENERATION, limit);
-            let mut events = 0u64;
-            for (author, id, created_at) in notes {
-                if self.recorder.returned(&url, author, id, created_at) {
-                    events += 1;
+            let (mut events, mut found) = (0u64, 0u64);
+            for event in notes {
+                let at = event.created_at.as_secs();
+                if !self.recorder.returned(&url, event.pubkey, event.id, at) {
+                    continue;
+                }
+                events += 1;
+                // A follow's note of the window no relay delivered: the feed's too.
+                if self.follow_set.contains(&event.pubkey) && self.seen.insert(event.id) {
+                    found += 1;
+                    found_notes.push((event, url.clone()));
                 }
             }
             let failure = match ended {
@@ -156,6 +165,7 @@ impl Coordinator {
                     authors: named,
                     answered: failure.is_none(),
                     events,
+                    found,
                     failure,
                 },
             );
@@ -163,17 +173,24 @@ impl Coordinator {
         if probed == 0 {
             return;
         }
+        let found = found_notes.len() as u64;
+        for (event, relay) in found_notes {
+            let event = Box::new(event);
+            self.emit(FeedEvent::Found { event, relay }).await;
+        }
         self.record_round(ending);
         info!(
             relays = probed,
             answered,
             events = returned,
+            found,
             "probes learned"
         );
         self.status(Status::Probed {
             relays: probed,
             answered,
             events: returned,
+            found,
         })
         .await;
     }

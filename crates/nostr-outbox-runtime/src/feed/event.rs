@@ -17,6 +17,17 @@ pub enum FeedEvent {
         /// The relay that delivered it first.
         relay: String,
     },
+    /// A verified note of a follow that a probe found after the fetch, on a relay the plan did
+    /// not ask, the first time any relay delivered it: a note of the feed's window the plan
+    /// missed. Apart from [`FeedEvent::Note`] so a client can tell the plan's recall from what
+    /// probing added (the notes arrive after the fetch, in a `--once` run at its end); most
+    /// clients show both alike.
+    Found {
+        /// The note.
+        event: Box<Event>,
+        /// The probed relay that returned it.
+        relay: String,
+    },
     /// Something happened to a relay or the plan.
     Status(Status),
 }
@@ -122,7 +133,9 @@ pub enum Status {
         relays: usize,
         /// Of those, relays that answered.
         answered: usize,
-        /// Notes they returned (learned from, never delivered).
+        /// Notes they returned (learned from).
         events: u64,
+        /// Of those, notes no relay had delivered before, passed on as [`FeedEvent::Found`].
+        found: u64,
     },
 }

@@ -61,9 +61,12 @@ pub struct ProbeOutcome {
     pub authors: usize,
     /// It sent EOSE.
     pub answered: bool,
-    /// Distinct notes of the asked follows it returned within the window (learned from, never
-    /// delivered).
+    /// Distinct notes of the asked follows it returned within the window (learned from).
     pub events: u64,
+    /// Of those, notes no relay had delivered before: passed on to the feed as
+    /// [`FeedEvent::Found`](crate::FeedEvent::Found).
+    #[serde(default)]
+    pub found: u64,
     /// Why it did not answer, as the socket or the relay said it; escape it before display.
     pub failure: Option<String>,
 }
@@ -90,6 +93,11 @@ impl ProbeSummary {
     /// Notes the probes returned.
     pub fn events(&self) -> u64 {
         self.relays.values().map(|r| r.events).sum()
+    }
+
+    /// Notes the probes found that no relay had delivered: what probing added to the feed.
+    pub fn found(&self) -> u64 {
+        self.relays.values().map(|r| r.found).sum()
     }
 }
 

@@ -381,7 +381,8 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let shutdown = || handle.request_shutdown();
     while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
-            FeedEvent::Note { event, relay } => {
+            // A note a probe found after the fetch is a note of the feed like any other.
+            FeedEvent::Note { event, relay } | FeedEvent::Found { event, relay } => {
                 drain
                     .print(&event, &relay, args.reader.json, shutdown)
                     .await;
@@ -665,7 +666,8 @@ fn describe(status: &Status) -> String {
             relays,
             answered,
             events,
-        } => format!("probed {relays} relays the plan did not ask: {answered} answered, {events} notes learned from"),
+            found,
+        } => format!("probed {relays} relays the plan did not ask: {answered} answered, {events} notes learned from, {found} new ones passed on"),
     }
 }
 
@@ -778,10 +780,11 @@ fn describe_probes(s: &FeedSummary) -> String {
         ))
     });
     format!(
-        "probes:              {} relays probed, {} answered, {} notes learned from (not shown){}",
+        "probes:              {} relays probed, {} answered, {} notes learned from, {} new ones shown after the fetch{}",
         p.probed(),
         p.answered(),
         p.events(),
+        p.found(),
         failed.unwrap_or_default()
     )
 }
