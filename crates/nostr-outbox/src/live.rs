@@ -181,7 +181,8 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         "{}: {} follows, {} events on {} local relays ({} URLs, {} with a per-REQ cap), budget \
          {budget}, {}; declared recall, {} window. live = notes the runtime delivered; \
          simulated = the simulator's session loop; live plan = the simulator's score of what the \
-         relays were asked; probed = relays probed after the fetch.{} {:.1}s (signing and loading {:.1}s)",
+         relays were asked; probed = relays probed after the fetch; +found = live and simulated \
+         with the notes only the probes returned, which the runtime passes on after the fetch.{} {:.1}s (signing and loading {:.1}s)",
         report.world,
         report.follows,
         report.events,
@@ -296,6 +297,7 @@ fn render(report: &LiveReport) -> Table {
         "events rcvd",
         "notes",
         "probed live/sim",
+        "+found % live/sim",
         "screen s live/sim",
         "90% s live/sim",
         "agree",
@@ -321,6 +323,11 @@ fn render(report: &LiveReport) -> Table {
                 right(r.events_received.to_string()),
                 right(r.notes.to_string()),
                 right(format!("{}/{}", r.probes.live, r.probes.simulated)),
+                right(format!(
+                    "{}/{}",
+                    percent(r.live.declared_with_found()),
+                    percent(r.simulated.declared_with_found())
+                )),
                 right(r.time.as_ref().map_or("-".into(), |t| pair(&t.screen))),
                 right(r.time.as_ref().map_or("-".into(), |t| pair(&t.p90))),
                 Cell::new(r.time.as_ref().map_or("-".into(), agreement)),
