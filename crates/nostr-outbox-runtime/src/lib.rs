@@ -65,8 +65,12 @@
 //! let client = Client::new(RuntimeConfig { once: true, ..RuntimeConfig::default() });
 //! let (handle, mut events) = nostr_outbox_runtime::start(input, &client).await;
 //! while let Some(event) = events.recv().await {
-//!     if let FeedEvent::Note { event, .. } = event {
-//!         println!("{}", event.content);
+//!     match event {
+//!         // The plan's notes, then the ones probes found after the fetch.
+//!         FeedEvent::Note { event, .. } | FeedEvent::Found { event, .. } => {
+//!             println!("{}", event.content)
+//!         }
+//!         FeedEvent::Status(_) => {}
 //!     }
 //! }
 //! let summary = handle.wait().await;
