@@ -15,6 +15,9 @@
 //! session it describes (`--sessions` may ask for fewer); the window is then `--window`. Seeds
 //! are `A-B` or a list.
 //!
+//! `--each-session` also prints the informed plan's recall in every session (the luck of the
+//! session's relays, which no plan knows in advance, moves it too).
+//!
 //! `--relays` lists the learned strategy's last plan relay by relay: what the world holds there
 //! and what was learned of it. `--truth PARTS` (comma-separated: `live`, `depth`, `pairs`,
 //! `authors`, or of the authors' only `volume`, `ages`, `probed`) plans instead with what was learned, those parts replaced by the truth: which
@@ -191,6 +194,7 @@ fn main() {
     nostr_outbox_strategies::link();
     let args = Args::parse(&["--truth", "--family", "--window"]);
     let relays = args.flag("--relays");
+    let each_session = args.flag("--each-session");
     let parts = args.value("--truth").map(str::to_string);
     let toml = args.config();
     let worlds = args.config_worlds(("small,medium,large", "1,2,3,4"));
@@ -231,6 +235,7 @@ fn main() {
         let mut router = Router::from_toml(&toml).expect("config");
         let ceiling = ceiling_asks(sim, &up_rates(sim), 20, window);
         let (mut informed, mut ceil) = (0.0, 0.0);
+        let mut per_session = Vec::new();
         for s in 0..cfg.sessions {
             let plan = router.plan_with(
                 &sim.table,
@@ -240,7 +245,9 @@ fn main() {
                     .window(window.secs()),
             );
             let asks = Asks::from_plan(sim, &plan);
-            informed += score(sim, &asks, s, &[window]).windows[0].declared_recall;
+            let recall = score(sim, &asks, s, &[window]).windows[0].declared_recall;
+            per_session.push(format!("{:.1}", recall * 100.0));
+            informed += recall;
             ceil += score(sim, &ceiling, s, &[window]).windows[0].declared_recall;
         }
         informed /= f64::from(cfg.sessions);
@@ -253,6 +260,9 @@ fn main() {
             ceil * 100.0,
             informed / ceil
         );
+        if each_session {
+            println!("{:<12} informed by session: {}", "", per_session.join(" "));
+        }
         sums[0] += learned;
         sums[1] += informed;
         sums[2] += ceil;
