@@ -893,8 +893,8 @@ fn count_urls(world: &World, policy: &UrlPolicy) -> usize {
 struct Collected {
     /// Per world event, whether it was delivered.
     delivered: Vec<bool>,
-    /// Per world event, whether a probe found it after the fetch (`FeedEvent::Found`) and no
-    /// relay had delivered it.
+    /// Per world event, whether a probe found it after the fetch (`FeedEvent::Found`: the
+    /// runtime passes on only notes no relay delivered).
     found: Vec<bool>,
     /// Each delivered world event, in arrival order, with ms after the run's start.
     arrivals: Vec<(u32, f64)>,
@@ -924,7 +924,7 @@ async fn collect(
             FeedEvent::Found { event, .. } => {
                 let i = event_index(&event.content).filter(|&i| i < events);
                 if let Some(i) = i.filter(|_| rekeyed.follow_of.contains_key(&event.pubkey)) {
-                    found[i] = !delivered[i];
+                    found[i] = true;
                 }
                 continue;
             }

@@ -245,11 +245,14 @@ pub fn run_sessions_with(
             (probes, cfg.clock.map(|_| &cfg.client)),
             recorder,
         );
+        let (window_plans, window_asks): (Vec<_>, Vec<_>) = (cfg.windows.iter())
+            .map(|&w| match narrower.iter().find(|n| n.window == w) {
+                Some(own) => ((w, &own.plan), (w, &own.asks)),
+                None => ((w, &plan), (w, &asks)),
+            })
+            .unzip();
         // What the probes returned beyond each window's own fetch reaches the feed too.
-        let scored: Vec<(Window, &Asks)> = (cfg.windows.iter())
-            .map(|&w| (w, own.iter().find(|o| o.0 == w).map_or(&asks, |o| o.1)))
-            .collect();
-        crate::score::add_found(sim, &mut score, &scored, s, &probe.returned);
+        crate::score::add_found(sim, &mut score, &window_asks, s, &probe.returned);
         score.probe = probe.cost;
         if let Some(w) = cfg.clock {
             let waves = narrower
@@ -270,12 +273,6 @@ pub fn run_sessions_with(
                 stats.record_latency(url, *ms, now);
             }
         }
-        let (window_plans, window_asks): (Vec<_>, Vec<_>) = (cfg.windows.iter())
-            .map(|&w| match narrower.iter().find(|n| n.window == w) {
-                Some(own) => ((w, &own.plan), (w, &own.asks)),
-                None => ((w, &plan), (w, &asks)),
-            })
-            .unzip();
         on_session(&SessionView {
             session: s,
             plan: &plan,

@@ -18,7 +18,11 @@ fn outbox(args: &[&str]) -> Output {
 }
 
 fn bench_on(world: &Path, extra: &[&str]) -> Output {
-    let config = examples_dir().join("greedy.toml");
+    bench_with(world, &examples_dir().join("greedy.toml"), extra)
+}
+
+/// `outbox bench --world WORLD --config CONFIG` with `extra`.
+fn bench_with(world: &Path, config: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "bench",
         "--world",
@@ -193,11 +197,6 @@ fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
         let _ = std::fs::remove_dir_all(&plans);
         let _ = std::fs::remove_dir_all(&stats);
         let mut args = vec![
-            "bench",
-            "--world",
-            world.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
             "--plans-out",
             plans.to_str().unwrap(),
             "--stats-out",
@@ -208,7 +207,7 @@ fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
         if let Some(seed) = seed {
             args.extend(["--seed", seed]);
         }
-        let run = outbox(&args);
+        let run = bench_with(&world, config, &args);
         assert!(
             run.status.success(),
             "{}",
@@ -262,8 +261,8 @@ fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
     }
 }
 
-/// A stats file `outbox plan` cannot read is an error naming it, and is left as it was; so is
-/// a file of another format.
+/// With `--replan`, every session writes what all its waves asked per window beside its first
+/// plan (a superset of it); without, no such file.
 #[test]
 fn a_re_planned_session_writes_what_every_wave_asked() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,19 +281,11 @@ fn a_re_planned_session_writes_what_every_wave_asked() {
     };
     for replan in [false, true] {
         let plans = dir.path().join(format!("plans-{replan}"));
-        let mut args = vec![
-            "bench",
-            "--world",
-            world.to_str().unwrap(),
-            "--config",
-            recall.to_str().unwrap(),
-            "--plans-out",
-            plans.to_str().unwrap(),
-        ];
+        let mut args = vec!["--plans-out", plans.to_str().unwrap()];
         if replan {
             args.push("--replan");
         }
-        let run = outbox(&args);
+        let run = bench_with(&world, &recall, &args);
         assert!(
             run.status.success(),
             "{}",
@@ -320,6 +311,8 @@ fn a_re_planned_session_writes_what_every_wave_asked() {
     }
 }
 
+/// A stats file `outbox plan` cannot read is an error naming it, and is left as it was; so is
+/// a file of another format.
 #[test]
 fn plan_refuses_unreadable_stats_and_leaves_them_alone() {
     let dir = tempfile::tempdir().unwrap();
