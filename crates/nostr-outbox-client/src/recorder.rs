@@ -17,6 +17,11 @@ use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 /// session.
 type IdSet = HashSet<EventId, foldhash::fast::RandomState>;
 
+/// Follows a relay answers about with no note at all, beyond which the answer is empty even
+/// where no other relay contradicts it ([`RoundRecorder::empty_answers`]): that many follows
+/// all silent over the window is rare, a relay that keeps nothing common.
+pub const EMPTY_FOLLOWS: usize = 10;
+
 /// Takes notes of REQs, events, EOSEs and failures per relay, and hands them over as rounds.
 ///
 /// A *round* is every relay whose current filter answered and was not learned from yet, plus
@@ -335,6 +340,39 @@ impl RoundRecorder {
             .map(|(url, f)| (url.as_str(), f.authors.as_slice()))
     }
 
+    /// Relays whose current filter answered, whole, with no note of any follow it was asked
+    /// about, while another relay returned notes of at least one of those follows (in its
+    /// current answer, or in one closed or replaced since the last round). Such a relay holds
+    /// nothing of what is there to fetch for the follows it was chosen for: an indexer that
+    /// keeps no notes, or a relay that prunes or lost the writes. A run that sets it aside and
+    /// re-plans its follows elsewhere before it ends gets their notes in the same run instead
+    /// of the next (the runtime's `--once` waves and the simulator's re-planned sessions do).
+    /// The relays that carry the residual are the caller's to leave out. Sorted by URL.
+    ///
+    /// One answer is enough where it is contradicted: a follow silent everywhere contradicts
+    /// nothing, so a relay asked only about silent follows is never named. A probe's answer
+    /// (a sample) is never named.
+    pub fn empty_answers(&self) -> Vec<&str> {
+        let mut returned: HashSet<PublicKey> = HashSet::new();
+        for feed in self.feeds.values().filter(|f| f.answered) {
+            let some = feed.authors.iter().zip(&feed.returned);
+            returned.extend(some.filter(|(_, ids)| !ids.is_empty()).map(|(a, _)| *a));
+        }
+        for answer in &self.closed {
+            let some = answer.authors.iter().filter(|a| a.events > 0);
+            returned.extend(some.map(|a| a.author));
+        }
+        self.feeds
+            .iter()
+            .filter(|(_, f)| f.answered && f.complete && f.limit.is_none())
+            .filter(|(_, f)| f.returned.iter().all(IdSet::is_empty))
+            .filter(|(_, f)| {
+                f.authors.len() >= EMPTY_FOLLOWS || f.authors.iter().any(|a| returned.contains(a))
+            })
+            .map(|(url, _)| url.as_str())
+            .collect()
+    }
+
     /// The round since the last one, or `None` when there is nothing new to learn.
     pub fn take_round(&mut self) -> Option<RoundReport> {
         self.round(false)
@@ -484,6 +522,49 @@ mod tests {
             )]
         );
         assert!(r.take_round().is_none(), "nothing new");
+    }
+
+    #[test]
+    fn an_empty_answer_is_named_only_where_another_relay_returned_notes_of_its_follows() {
+        const C: &str = "wss://c.example";
+        const D: &str = "wss://d.example";
+        let mut r = RoundRecorder::new();
+        // A returns a note of follow 1; B (asked about 1 and 2) returns nothing; C is asked only
+        // about follow 3, whom nobody returned; D returns nothing and is still answering.
+        r.asked(A, [key(1)], 1);
+        r.asked(B, [key(1), key(2)], 1);
+        r.asked(C, [key(3)], 1);
+        r.asked(D, [key(1)], 1);
+        r.returned(A, key(1), id(1), 1_700_000_000);
+        for relay in [A, B, C] {
+            r.eose(relay, 1, true);
+        }
+        assert_eq!(
+            r.empty_answers(),
+            vec![B],
+            "C's follow may be silent; D may still answer"
+        );
+        // A cut-off answer is a lower bound, not an empty one.
+        r.asked(B, [key(1)], 2);
+        r.eose(B, 2, false);
+        assert!(r.empty_answers().is_empty());
+        // An answer closed before its round still contradicts.
+        r.asked(B, [key(1)], 3);
+        r.eose(B, 3, true);
+        r.closed(A);
+        assert_eq!(r.empty_answers(), vec![B]);
+        // Once B returns a note of any follow it was asked about, it is not empty.
+        r.asked(B, [key(1), key(2)], 4);
+        r.returned(B, key(2), id(2), 1_700_000_000);
+        r.eose(B, 4, true);
+        assert!(r.empty_answers().is_empty());
+        // A probe's page is a sample: never named.
+        r.probed(D, [key(1)], 2, 20);
+        r.eose(D, 2, true);
+        r.asked(C, [key(1)], 2);
+        r.returned(C, key(1), id(3), 1_700_000_000);
+        r.eose(C, 2, true);
+        assert!(r.empty_answers().is_empty());
     }
 
     #[test]

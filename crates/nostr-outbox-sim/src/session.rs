@@ -467,8 +467,11 @@ pub(crate) const MAX_REPLANS: usize = 64;
 
 /// The runtime's in-session recovery: relays asked in `session` that do not answer are set
 /// aside and the plan is made again without them (same stats, same seed), until a plan's relays
-/// all answer or nobody is left to ask. Returns every plan's asks in order, `first` first (the
-/// waves of a `--once` run).
+/// all answer or nobody is left to ask. Once every relay asked answered, those that returned
+/// none of their follows' notes where another relay returned some
+/// ([`RoundRecorder::empty_answers`]) are set aside the same way, as the runtime does when its
+/// `--once` run settles. Returns every plan's asks in order, `first` first (the waves of a
+/// `--once` run).
 fn replan_around_failures(
     sim: &SimWorld,
     router: &mut Router,
@@ -495,14 +498,28 @@ fn replan_around_failures(
     };
     let mut aside: HashSet<String> = HashSet::new();
     let mut asks = waves[0].clone();
+    let since = ctx
+        .window_secs
+        .map_or(0, |secs| sim.world.now.saturating_sub(secs));
+    // Who carries the residual in the current plan: never set aside for answering empty.
+    let carriers_of = |table: &RouteTable| -> HashSet<String> {
+        (table.reader_relays().iter())
+            .map(|&r| table.url(r).to_string())
+            .collect()
+    };
+    let mut carriers = carriers_of(&sim.table);
     for _ in 0..MAX_REPLANS {
         let answers = |a: &Ask| a.relay.is_some_and(|r| sim.world.is_up(r, session));
-        let failed: Vec<String> = asks
+        let mut failed: Vec<String> = asks
             .entries
             .iter()
             .filter(|a| !answers(a) && !aside.contains(&a.url))
             .map(|a| a.url.clone())
             .collect();
+        if failed.is_empty() {
+            failed = empty_answers(sim, &asks, session, since);
+            failed.retain(|url| !aside.contains(url) && !carriers.contains(url));
+        }
         if failed.is_empty() {
             break;
         }
@@ -513,11 +530,22 @@ fn replan_around_failures(
         let Ok(plan) = router.try_plan_with(&table, stats, ctx) else {
             break;
         };
+        carriers = carriers_of(&table);
         let wave = Asks::from_table_plan(sim, &table, &plan);
         asks.merge(wave.clone());
         waves.push(wave);
     }
     waves
+}
+
+/// The relays of `asks` that answered in `session` with none of their follows' notes while
+/// another relay returned some ([`RoundRecorder::empty_answers`]).
+fn empty_answers(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Vec<String> {
+    let mut recorder = RoundRecorder::new();
+    crate::fetch::fetch_recorded(sim, asks, session, since, &mut recorder);
+    (recorder.empty_answers().into_iter())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The median of `xs` (0 when empty).

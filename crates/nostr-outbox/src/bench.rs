@@ -113,7 +113,8 @@ pub struct Args {
     /// benchmark's model, where a session learns only what its plan fetched.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
-    /// Within each session, set aside the relays that did not answer and re-plan their follows
+    /// Within each session, set aside the relays that did not answer, then those that answered
+    /// with none of their follows' notes where others returned some, and re-plan their follows
     /// without them, as the runtime does (`outbox feed`, `--live`); without it a session is one
     /// plan, the published benchmark's model, and a relay that is down loses its follows'
     /// notes for the session.
@@ -364,9 +365,9 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         seed_span(&report.config.seeds),
         report.config.sessions,
         if report.config.replan {
-            " (each re-planned around the relays that did not answer, as the runtime does)"
+            " (each re-planned around the relays that did not answer or answered empty, as the runtime does)"
         } else {
-            " (one plan each; --replan re-plans around relays that do not answer, as the runtime does)"
+            " (one plan each; --replan re-plans around relays that do not answer or answer empty, as the runtime does)"
         },
         report.config.budget,
         report.config.timing_repeats,

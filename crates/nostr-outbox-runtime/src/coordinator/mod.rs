@@ -202,6 +202,14 @@ struct Coordinator {
     probe_due: bool,
     /// The feed was told to stop: a `--once` run ends without probing.
     stop_requested: bool,
+    /// Relays that answered with none of their follows' notes where other relays returned
+    /// some ([`RoundRecorder::empty_answers`]): left out of this feed's plans, so their follows
+    /// are asked elsewhere before the run ends instead of at the next one.
+    empty: BTreeSet<String>,
+    /// The relays carrying the residual in the current plan: never set aside as empty.
+    carrier_urls: HashSet<String>,
+    /// The current plan's answers were checked for empty ones (once per plan).
+    empty_checked: bool,
 }
 
 impl Coordinator {
@@ -270,6 +278,9 @@ impl Coordinator {
             probing: None,
             probe_due: false,
             stop_requested: false,
+            empty: BTreeSet::new(),
+            carrier_urls: HashSet::new(),
+            empty_checked: false,
         };
         for list in relay_lists {
             me.add_list(list);
@@ -310,6 +321,7 @@ impl Coordinator {
         if self.cfg.once {
             left_out.extend(self.tally.penalised.iter().map(String::as_str));
         }
+        left_out.extend(self.empty.iter().map(String::as_str));
         self.table_without(&left_out, now)
     }
 
@@ -387,9 +399,13 @@ impl Coordinator {
         self.replan_at = None;
         self.wave_replan = false;
         self.lists_changed = false;
+        self.empty_checked = false;
         let now = self.now();
         self.penalties.expire(now, &self.cfg.penalty);
         let (table, carriers) = self.build_table(now);
+        self.carrier_urls = (table.reader_relays().iter())
+            .map(|&r| table.url(r).to_string())
+            .collect();
         if carriers != self.carriers {
             self.carriers = carriers;
             if carriers != Carriers::Reader {
@@ -568,6 +584,23 @@ impl Coordinator {
         self.close_live_if_idle(url);
     }
 
+    /// Once the plan settled: leaves out of the next plans every relay that answered with none
+    /// of its follows' notes where another relay returned some (the residual's carriers
+    /// excepted), as the simulator's re-planned sessions do. Its answer is still learned, in
+    /// the next round. Returns whether any was found (the caller re-plans).
+    fn set_aside_empty_answers(&mut self) -> bool {
+        let found: Vec<String> = (self.recorder.empty_answers().into_iter())
+            .filter(|url| !self.carrier_urls.contains(*url) && !self.empty.contains(*url))
+            .map(str::to_string)
+            .collect();
+        for url in &found {
+            info!(relay = %url, "answered with none of its follows' notes that others returned; asking elsewhere");
+            self.tally.relays.entry(url.clone()).or_default().empty = true;
+        }
+        self.empty.extend(found.iter().cloned());
+        !found.is_empty()
+    }
+
     /// Learns from the recorder's round, if there is anything new (see the module docs). When
     /// `ending`, relays still waiting that failed since their REQ count as not answered.
     fn record_round(&mut self, ending: bool) {
@@ -724,6 +757,13 @@ impl Coordinator {
         loop {
             if self.wave_replan && self.feeds_resolved() {
                 self.replan().await;
+            }
+            if self.settled() && !self.empty_checked {
+                self.empty_checked = true;
+                if self.set_aside_empty_answers() {
+                    self.replan().await;
+                    continue;
+                }
             }
             if self.settled() {
                 self.record_round(false);

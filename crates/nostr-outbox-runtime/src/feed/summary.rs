@@ -39,6 +39,10 @@ pub struct RelayOutcome {
     pub complete: bool,
     /// A re-plan closed its feed REQ before it answered (its follows went to other relays).
     pub replanned_away: bool,
+    /// It answered with none of its follows' notes where other relays returned some, and was
+    /// left out of the feed's later plans, its follows asked elsewhere
+    /// ([`RoundRecorder::empty_answers`](nostr_outbox_client::RoundRecorder::empty_answers)).
+    pub empty: bool,
 }
 
 /// How a relay that asked for sign-in (NIP-42, `auth-required:`) was answered.
