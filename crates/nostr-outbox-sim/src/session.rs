@@ -467,11 +467,10 @@ pub(crate) const MAX_REPLANS: usize = 64;
 
 /// The runtime's in-session recovery: relays asked in `session` that do not answer are set
 /// aside and the plan is made again without them (same stats, same seed), until a plan's relays
-/// all answer or nobody is left to ask. Once every relay asked answered, those that returned
-/// none of their follows' notes where another relay returned some
-/// ([`RoundRecorder::empty_answers`]) are set aside the same way, as the runtime does when its
-/// `--once` run settles. Returns every plan's asks in order, `first` first (the waves of a
-/// `--once` run).
+/// all answer or nobody is left to ask. Relays that answered with none of their follows' notes
+/// where another relay returned some ([`RoundRecorder::empty_answers`]) are set aside with
+/// them, as the runtime does at the EOSE that shows them up. Returns every plan's asks in
+/// order, `first` first (the waves of a `--once` run).
 fn replan_around_failures(
     sim: &SimWorld,
     router: &mut Router,
@@ -516,10 +515,9 @@ fn replan_around_failures(
             .filter(|a| !answers(a) && !aside.contains(&a.url))
             .map(|a| a.url.clone())
             .collect();
-        if failed.is_empty() {
-            failed = empty_answers(sim, &asks, session, since);
-            failed.retain(|url| !aside.contains(url) && !carriers.contains(url));
-        }
+        let mut empty = empty_answers(sim, &asks, session, since);
+        empty.retain(|url| !aside.contains(url) && !carriers.contains(url));
+        failed.extend(empty);
         if failed.is_empty() {
             break;
         }

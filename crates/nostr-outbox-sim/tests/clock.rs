@@ -504,3 +504,75 @@ fn a_short_probe_fails_on_a_relay_slow_to_accept_and_a_patient_one_does_not() {
     assert_eq!(answered(false), (0, false));
     assert_eq!(answered(true), (1, true));
 }
+
+/// Alice lists `index` (answers at once, keeps nothing), `part` (her older note) and `own`
+/// (both her notes); Bob lists `slow` (his note, answered after 4 s). With four lasting
+/// sockets (the reader's relay holds one), the first plan asks `index` and `part` about Alice and `slow` about Bob; the
+/// re-plan moves Alice to `own`. `index` is shown empty when `part` answers with her note, so
+/// her newer note comes from `own` a debounce, a connect and a query later, on the socket
+/// `index` gave back, without waiting for `slow`.
+#[test]
+fn a_relay_that_answered_empty_gives_its_follows_and_its_socket_back_at_once() {
+    let timing = |connect: u32, query: u32| {
+        format!(r#"{{"connect_ms": {connect}, "query_ms": {query}, "hangs": false}}"#)
+    };
+    let note = |n: u8, author: &str, on: &str| {
+        format!(
+            r#"{{"id": "{n:064x}", "author": "{author}", "created_at": {}, "kind": 1, "on": [{on}]}}"#,
+            NOW - u64::from(n) * 60
+        )
+    };
+    let events = [
+        note(1, ALICE, r#""wss://own.example""#),
+        note(2, ALICE, r#""wss://part.example", "wss://own.example""#),
+        note(3, BOB, r#""wss://slow.example""#),
+    ];
+    let json = format!(
+        r#"{{"format": "outbox-world/1", "name": "empty", "now": {NOW}, "sessions": 1,
+  "reader": {{"pubkey": "{READER}", "follows": ["{ALICE}", "{BOB}"], "relays": ["wss://home.example"]}},
+  "relay_lists": [
+    {{"author": "{ALICE}", "created_at": 1, "tags": [["r", "wss://index.example"], ["r", "wss://part.example"], ["r", "wss://own.example"]]}},
+    {{"author": "{BOB}", "created_at": 1, "tags": [["r", "wss://slow.example"]]}}
+  ],
+  "relays": {{
+    "wss://index.example": {{"up": [true], "timing": {}}},
+    "wss://part.example": {{"up": [true], "timing": {}}},
+    "wss://own.example": {{"up": [true], "timing": {}}},
+    "wss://slow.example": {{"up": [true], "timing": {}}},
+    "wss://home.example": {{"up": [true], "timing": {}}}
+  }},
+  "events": [{}]}}"#,
+        timing(100, 200),
+        timing(100, 400),
+        timing(100, 200),
+        timing(1_000, 3_000),
+        timing(300, 400),
+        events.join(",\n")
+    );
+    let sim = SimWorld::new(World::from_json(&json).expect("a valid world"));
+    let first = asks(
+        &sim,
+        &[("index", &[ALICE]), ("part", &[ALICE]), ("slow", &[BOB])],
+    );
+    let second = asks(
+        &sim,
+        &[("own", &[ALICE]), ("part", &[ALICE]), ("slow", &[BOB])],
+    );
+    let client = ClientTiming {
+        lasting_sockets: Some(4),
+        ..ClientTiming::default()
+    };
+    let timeline = run(&sim, &[first, second], true, &client);
+    let at = |n: u8| {
+        let i = (sim.world.events().iter())
+            .position(|e| e.id == [[0u8; 31].as_slice(), &[n]].concat().as_slice())
+            .expect("the note") as u32;
+        timeline.arrived.get(&i).copied().flatten()
+    };
+    // `part` answers at 500 ms: `index` (answered at 300) is shown empty then.
+    let shown = 500.0;
+    let own = shown + client.debounce_ms + 100.0 + 200.0;
+    assert!(at(1).is_some_and(|t| close(t, own)), "{timeline:?}");
+    assert!(at(2).is_some_and(|t| close(t, 500.0)), "{timeline:?}");
+    assert!(at(3).is_some_and(|t| close(t, 4_000.0)), "{timeline:?}");
+}

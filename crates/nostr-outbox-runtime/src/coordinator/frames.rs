@@ -83,6 +83,10 @@ impl Coordinator {
                     // A re-plan dropped it while it was answering; the answer is in, close now.
                     self.close_feed(url);
                 }
+                // This answer may be empty, or show another relay's empty answer up.
+                if self.set_aside_empty_answers() {
+                    self.replan_after_set_aside();
+                }
             }
             ReportKind::Eose {
                 sub: SubKind::Lists,

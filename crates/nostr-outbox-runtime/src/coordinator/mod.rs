@@ -584,10 +584,28 @@ impl Coordinator {
         self.close_live_if_idle(url);
     }
 
-    /// Once the plan settled: leaves out of the next plans every relay that answered with none
-    /// of its follows' notes where another relay returned some (the residual's carriers
-    /// excepted), as the simulator's re-planned sessions do. Its answer is still learned, in
-    /// the next round. Returns whether any was found (the caller re-plans).
+    /// Schedules the re-plan that moves the follows of a relay set aside (failed, refused or
+    /// answered empty) elsewhere. Relays that fail together (a dead batch at start) are set
+    /// aside within moments of each other: one re-plan moves them all, instead of one each
+    /// churning the relays that are still answering. A `--once` run re-plans in waves: when
+    /// every relay of the plan has answered or been set aside (or at the latest after one EOSE
+    /// timeout), so which relays share a re-plan does not depend on timing; with early waves
+    /// ([`Schedule::early_waves`](crate::Schedule)) it goes out after the debounce, as a
+    /// continuing feed's does.
+    fn replan_after_set_aside(&mut self) {
+        if self.cfg.once && !self.cfg.schedule.early_waves {
+            self.wave_replan = true;
+            self.schedule_replan(self.cfg.eose_timeout);
+        } else {
+            self.schedule_replan(self.cfg.replan_debounce);
+        }
+    }
+
+    /// At each EOSE, and once the plan settled (an answer closed since may show one up):
+    /// leaves out of the next plans every relay that answered with none of its follows' notes
+    /// where another relay returned some (the residual's carriers excepted), as the
+    /// simulator's re-planned sessions do. Its answer is still learned, in the next round.
+    /// Returns whether any was found (the caller re-plans).
     fn set_aside_empty_answers(&mut self) -> bool {
         let found: Vec<String> = (self.recorder.empty_answers().into_iter())
             .filter(|url| !self.carrier_urls.contains(*url) && !self.empty.contains(*url))
@@ -652,19 +670,7 @@ impl Coordinator {
                 Learned::Refusal => self.recorder.refused(url),
             }
         }
-        // Its authors move elsewhere. Relays that fail together (a dead batch at start) are set
-        // aside within moments of each other: one re-plan moves them all, instead of one each
-        // churning the relays that are still answering. A `--once` run re-plans in waves: when
-        // every relay of the plan has answered or been set aside (or at the latest after one
-        // EOSE timeout), so which relays share a re-plan does not depend on timing; with early
-        // waves ([`Schedule::early_waves`](crate::Schedule)) it goes out after the debounce, as
-        // a continuing feed's does.
-        if self.cfg.once && !self.cfg.schedule.early_waves {
-            self.wave_replan = true;
-            self.schedule_replan(self.cfg.eose_timeout);
-        } else {
-            self.schedule_replan(self.cfg.replan_debounce);
-        }
+        self.replan_after_set_aside();
         self.status(Status::Penalised {
             relay: url.to_string(),
             until,

@@ -22,7 +22,10 @@
 //!    goes out once every relay asked so far has answered or been set aside, or one EOSE
 //!    timeout after the wave's first set-aside if that is sooner, as the runtime's `--once`
 //!    waves do; its new relays dial then, and relays already open are asked about
-//!    their new follows on the open socket.
+//!    their new follows on the open socket. A relay that answered empty
+//!    ([`RoundRecorder::empty_answers`](nostr_outbox_client::RoundRecorder::empty_answers)) is
+//!    set aside at the answer that shows it up (its own, or the first with notes of one of its
+//!    follows) and frees its socket then; its follows move as a failed relay's do.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
 //!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are
 //!    done, or at [`ClientTiming::deadline_ms`], whichever is first. Notes that would arrive
@@ -48,6 +51,7 @@ use nostr_outbox_world::RelayTiming;
 use crate::asks::{Ask, Asks};
 use crate::fetch::fetch_into;
 use crate::sim_world::SimWorld;
+use nostr_outbox_client::recorder::EMPTY_FOLLOWS;
 
 /// The client knobs the clock replays, at the runtime's defaults (`RuntimeConfig::default()`
 /// and the desktop socket budget; the live bench's tests check that they agree).
@@ -251,6 +255,15 @@ impl Budget {
     fn hold(&mut self, until: f64) {
         self.held.push(std::cmp::Reverse(Ms(until)));
     }
+
+    /// Frees at `at` one place held for the run (a relay the run stopped using).
+    fn release(&mut self, at: f64) {
+        let mut held = std::mem::take(&mut self.held).into_vec();
+        if let Some(place) = held.iter_mut().find(|r| r.0 .0 == f64::INFINITY) {
+            place.0 .0 = at;
+        }
+        self.held = BinaryHeap::from(held);
+    }
 }
 
 /// A relay's timing: the world's, or the default for a URL the world does not know (it never
@@ -369,6 +382,9 @@ pub fn replay(
     // after the first relay it was asked of was set aside (the runtime re-plans after each
     // set-aside, not once per wave).
     let mut moved_at: HashMap<u32, f64> = HashMap::new();
+    // Every answer with notes so far: when it ended, and whose notes it returned (what shows
+    // another relay's empty answer up).
+    let mut answers: Vec<(f64, String, Vec<u32>)> = Vec::new();
     let mut settled = lookup_end;
     for (n, wave) in run.waves.iter().enumerate() {
         // What this wave asks that no earlier wave did, relay by relay (and, with early waves,
@@ -407,6 +423,18 @@ pub fn replay(
             }
         }
         let pages = paged(sim, &delta, session, since);
+        // Per ask of the wave, the follows it returned notes of.
+        let returned: Vec<Vec<u32>> = (pages.iter())
+            .map(|chunks| {
+                let mut authors: Vec<u32> = (chunks.iter().flatten().flatten())
+                    .map(|&e| sim.world.events()[e as usize].author)
+                    .collect();
+                authors.sort_unstable();
+                authors.dedup();
+                authors
+            })
+            .collect();
+        let mut ends: Vec<Option<f64>> = Vec::with_capacity(delta.entries.len());
         let empty = DeliveryStats::default();
         let mut state = State {
             budget: &mut budget,
@@ -433,6 +461,7 @@ pub fn replay(
                     .map(|(at, page)| (ask.url.clone(), at, page)),
             );
             settled = settled.max(served.resolved);
+            ends.push(served.first_answer.map(|_| served.resolved));
             if served.first_answer.is_none() {
                 failed_at = failed_at.max(served.resolved);
                 first_failed = first_failed.min(served.resolved);
@@ -448,10 +477,51 @@ pub fn replay(
         for (url, at, page) in slow {
             hedge_page(sim, client, session, &mut state, &url, at, &page);
         }
-        wave_at = if client.policy.early_waves && failed_at.is_finite() {
+        // Relays that answered empty are set aside at the EOSE that shows them up (their own,
+        // or the first answer with notes of one of their follows), as the runtime does.
+        for (ask, (end, got)) in delta.entries.iter().zip(ends.iter().zip(&returned)) {
+            if let Some(end) = end.filter(|_| !got.is_empty()) {
+                answers.push((end, ask.url.clone(), got.clone()));
+            }
+        }
+        let mut first_empty = f64::INFINITY;
+        for (ask, (end, got)) in delta.entries.iter().zip(ends.iter().zip(&returned)) {
+            let Some(end) = end.filter(|_| got.is_empty()) else {
+                continue;
+            };
+            if readers.contains(&ask.url.as_str()) {
+                continue;
+            }
+            let shown = if ask.authors.len() >= EMPTY_FOLLOWS {
+                end
+            } else {
+                (answers.iter())
+                    .filter(|(_, url, got)| {
+                        *url != ask.url && got.iter().any(|a| ask.authors.contains(a))
+                    })
+                    .map(|(at, _, _)| *at)
+                    .fold(f64::INFINITY, f64::min)
+                    .max(end)
+            };
+            if shown.is_finite() {
+                first_empty = first_empty.min(shown);
+                // Set aside for the run: its socket closes then.
+                let link = links.entry(ask.url.clone()).or_default();
+                if !link.aside {
+                    link.aside = true;
+                    budget.release(shown);
+                }
+                for &a in &ask.authors {
+                    let t = moved_at.entry(a).or_insert(shown + client.debounce_ms);
+                    *t = t.min(shown + client.debounce_ms);
+                }
+            }
+        }
+        let first_aside = first_failed.min(first_empty);
+        wave_at = if client.policy.early_waves && first_aside.is_finite() {
             // The first re-plan goes out once the first relay was set aside; what it moves off
             // a relay set aside later goes out after that one (`moved_at`).
-            (first_failed + client.debounce_ms).max(wave_at)
+            (first_aside + client.debounce_ms).max(wave_at)
         } else {
             // The next re-plan goes out once every relay asked so far answered or was set
             // aside, or one EOSE timeout after the first set-aside, whichever comes first.
