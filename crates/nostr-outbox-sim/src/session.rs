@@ -507,6 +507,10 @@ fn replan_around_failures(
             .collect()
     };
     let mut carriers = carriers_of(&sim.table);
+    // What the relays answered, as the runtime's recorder holds it: each relay's answer to the
+    // latest plan that asked it, the answers of relays a re-plan dropped kept as evidence.
+    let mut recorder = RoundRecorder::new();
+    crate::fetch::fetch_recorded(sim, &waves[0], session, since, &mut recorder);
     for _ in 0..MAX_REPLANS {
         let answers = |a: &Ask| a.relay.is_some_and(|r| sim.world.is_up(r, session));
         let mut failed: Vec<String> = asks
@@ -515,8 +519,9 @@ fn replan_around_failures(
             .filter(|a| !answers(a) && !aside.contains(&a.url))
             .map(|a| a.url.clone())
             .collect();
-        let mut empty = empty_answers(sim, &asks, session, since);
-        empty.retain(|url| !aside.contains(url) && !carriers.contains(url));
+        let empty = (recorder.empty_answers().into_iter())
+            .filter(|url| !aside.contains(*url) && !carriers.contains(*url))
+            .map(str::to_string);
         failed.extend(empty);
         if failed.is_empty() {
             break;
@@ -530,20 +535,17 @@ fn replan_around_failures(
         };
         carriers = carriers_of(&table);
         let wave = Asks::from_table_plan(sim, &table, &plan);
+        let kept: HashSet<&str> = wave.entries.iter().map(|a| a.url.as_str()).collect();
+        let dropped =
+            (waves.iter().flat_map(|w| &w.entries)).filter(|a| !kept.contains(a.url.as_str()));
+        for ask in dropped {
+            recorder.closed(&ask.url);
+        }
+        crate::fetch::fetch_recorded(sim, &wave, session, since, &mut recorder);
         asks.merge(wave.clone());
         waves.push(wave);
     }
     waves
-}
-
-/// The relays of `asks` that answered in `session` with none of their follows' notes while
-/// another relay returned some ([`RoundRecorder::empty_answers`]).
-fn empty_answers(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Vec<String> {
-    let mut recorder = RoundRecorder::new();
-    crate::fetch::fetch_recorded(sim, asks, session, since, &mut recorder);
-    (recorder.empty_answers().into_iter())
-        .map(str::to_string)
-        .collect()
 }
 
 /// The median of `xs` (0 when empty).
