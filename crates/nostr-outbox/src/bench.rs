@@ -115,7 +115,8 @@ pub struct Args {
     probes: Option<u16>,
     /// Within each session, set aside the relays that did not answer, then those that answered
     /// with none of their follows' notes where others returned some, and re-plan their follows
-    /// without them, as the runtime does (`outbox feed`, `--live`); without it a session is one
+    /// without them, in the order the world's clock sets them aside, as the runtime does
+    /// (`outbox feed`, `--live`); without it a session is one
     /// plan, the published benchmark's model, and a relay that is down loses its follows'
     /// notes for the session.
     #[arg(long, conflicts_with = "live")]

@@ -25,7 +25,9 @@
 //!    their new follows on the open socket. A relay that answered empty
 //!    ([`RoundRecorder::empty_answers`](nostr_outbox_client::RoundRecorder::empty_answers)) is
 //!    set aside at the answer that shows it up (its own, or the first with notes of one of its
-//!    follows) and frees its socket then; its follows move as a failed relay's do.
+//!    follows) and frees its socket then; its follows move as a failed relay's do. A
+//!    re-planned session chooses its re-plans from the same replay, one wave at a time
+//!    ([`Replay`]): each leaves out the relays set aside by the time it goes out.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
 //!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are
 //!    done, or at [`ClientTiming::deadline_ms`], whichever is first. Notes that would arrive
@@ -321,78 +323,179 @@ pub fn replay(
     run: RunShape<'_>,
     client: &ClientTiming,
 ) -> Timeline {
-    let world = &sim.world;
-    let mut budget = Budget::new(client.lasting_sockets);
-    let mut links: HashMap<String, Link> = HashMap::new();
-    let mut asked: HashMap<String, Vec<u32>> = HashMap::new();
-    let mut arrived: HashMap<u32, f64> = HashMap::new();
-
-    // The reader's relays: dialled at the start; on a first run their lists answers end the
-    // lookup.
-    let mut lists_answered: Vec<f64> = Vec::new();
-    let mut lookup_failed = 0f64;
-    for url in &world.reader_relays {
-        let relay = world.relay_id(url);
-        let mut link = Link::default();
-        match dial(sim, client, &mut budget, url, relay, session, 0.0) {
-            Ok(ready) => {
-                budget.hold(f64::INFINITY);
-                let timing = timing_of(sim, relay);
-                // The lookup's query is the socket's first.
-                let answer = ready + query_ms(&timing, client, url, session, &mut link);
-                lists_answered.push(answer);
-                link.ready = Some(ready);
-                link.opened = Some(ready);
-                link.resolved = answer;
-            }
-            Err(aside) => {
-                lookup_failed = lookup_failed.max(aside);
-                link.resolved = aside;
-                link.aside = true;
-            }
-        }
-        links.insert(url.clone(), link);
+    let mut replay = Replay::start(sim, session, since, run.lists_kept, run.learned, client);
+    for wave in run.waves {
+        replay.wave(wave, None);
     }
-    let lookup_end = match lists_answered.iter().copied().reduce(f64::min) {
-        Some(first) => {
-            let all = lists_answered.iter().copied().fold(0.0, f64::max);
-            // Reader relays that fail are waited for only until the grace is over.
-            all.max(lookup_failed).min(first + client.lookup_grace_ms)
-        }
-        None => lookup_failed,
-    };
-    let lists_in = lists_answered
-        .iter()
-        .copied()
-        .filter(|&t| t <= lookup_end)
-        .fold(0.0, f64::max);
-    let routed_from = match (
-        run.lists_kept || client.lists_given,
-        lists_answered.is_empty(),
-    ) {
-        (true, _) => 0.0,
-        (false, false) => lists_in + client.debounce_ms,
-        // No reader relay answered: the runtime plans with what it has once they failed.
-        (false, true) => lookup_end + client.debounce_ms,
-    };
-    let readers: Vec<&str> = world.reader_relays.iter().map(String::as_str).collect();
+    replay.finish(run.probes, run.probes_at_once)
+}
 
-    let mut wave_at: f64 = 0.0;
-    // With early waves, when the runtime's re-plan asks elsewhere about an author: the debounce
-    // after the first relay it was asked of was set aside (the runtime re-plans after each
-    // set-aside, not once per wave).
-    let mut moved_at: HashMap<u32, f64> = HashMap::new();
-    // Every answer with notes so far: when it ended, and whose notes it returned (what shows
-    // another relay's empty answer up).
-    let mut answers: Vec<(f64, String, Vec<u32>)> = Vec::new();
-    let mut settled = lookup_end;
-    for (n, wave) in run.waves.iter().enumerate() {
+/// A run replayed one wave at a time ([`replay`] in steps): a caller that chooses each re-plan
+/// from what happened so far (the simulator's re-planned sessions) learns from it when each
+/// relay was set aside, and so which set-asides a re-plan at a given moment knows of.
+pub struct Replay<'a> {
+    sim: &'a SimWorld,
+    client: &'a ClientTiming,
+    session: u32,
+    since: u64,
+    learned: Option<&'a DeliveryStats>,
+    budget: Budget,
+    links: HashMap<String, Link>,
+    /// Per relay, the follows the run's plans asked of it so far.
+    asked: HashMap<String, Vec<u32>>,
+    arrived: HashMap<u32, f64>,
+    readers: Vec<&'a str>,
+    /// When the first plan's routed relays may be dialled (after the lookup on a first run).
+    routed_from: f64,
+    /// When the last wave went out.
+    wave_at: f64,
+    waves: usize,
+    /// With early waves, when the runtime's re-plan asks elsewhere about an author: the
+    /// debounce after the first relay it was asked of was set aside (the runtime re-plans
+    /// after each set-aside, not once per wave).
+    moved_at: HashMap<u32, f64>,
+    /// Every answer with notes so far: when it ended, and whose notes it returned (what shows
+    /// another relay's empty answer up).
+    answers: Vec<(f64, String, Vec<u32>)>,
+    /// Every relay set aside so far (it failed, or answered empty), and when.
+    asides: HashMap<String, f64>,
+    settled: f64,
+}
+
+impl<'a> Replay<'a> {
+    /// The run's start: the reader's relays are dialled, and on a first run (`lists_kept`
+    /// false) answer the relay-list lookup. `learned` is what the run starts knowing.
+    pub fn start(
+        sim: &'a SimWorld,
+        session: u32,
+        since: u64,
+        lists_kept: bool,
+        learned: Option<&'a DeliveryStats>,
+        client: &'a ClientTiming,
+    ) -> Self {
+        let world = &sim.world;
+        let mut budget = Budget::new(client.lasting_sockets);
+        let mut links: HashMap<String, Link> = HashMap::new();
+        let mut asides = HashMap::new();
+        let mut lists_answered: Vec<f64> = Vec::new();
+        let mut lookup_failed = 0f64;
+        for url in &world.reader_relays {
+            let relay = world.relay_id(url);
+            let mut link = Link::default();
+            match dial(sim, client, &mut budget, url, relay, session, 0.0) {
+                Ok(ready) => {
+                    budget.hold(f64::INFINITY);
+                    let timing = timing_of(sim, relay);
+                    // The lookup's query is the socket's first.
+                    let answer = ready + query_ms(&timing, client, url, session, &mut link);
+                    lists_answered.push(answer);
+                    link.ready = Some(ready);
+                    link.opened = Some(ready);
+                    link.resolved = answer;
+                }
+                Err(aside) => {
+                    lookup_failed = lookup_failed.max(aside);
+                    link.resolved = aside;
+                    link.aside = true;
+                    asides.insert(url.clone(), aside);
+                }
+            }
+            links.insert(url.clone(), link);
+        }
+        let lookup_end = match lists_answered.iter().copied().reduce(f64::min) {
+            Some(first) => {
+                let all = lists_answered.iter().copied().fold(0.0, f64::max);
+                // Reader relays that fail are waited for only until the grace is over.
+                all.max(lookup_failed).min(first + client.lookup_grace_ms)
+            }
+            None => lookup_failed,
+        };
+        let lists_in = lists_answered
+            .iter()
+            .copied()
+            .filter(|&t| t <= lookup_end)
+            .fold(0.0, f64::max);
+        let routed_from = match (lists_kept || client.lists_given, lists_answered.is_empty()) {
+            (true, _) => 0.0,
+            (false, false) => lists_in + client.debounce_ms,
+            // No reader relay answered: the runtime plans with what it has once they failed.
+            (false, true) => lookup_end + client.debounce_ms,
+        };
+        Self {
+            sim,
+            client,
+            session,
+            since,
+            learned,
+            budget,
+            links,
+            asked: HashMap::new(),
+            arrived: HashMap::new(),
+            readers: world.reader_relays.iter().map(String::as_str).collect(),
+            routed_from,
+            wave_at: 0.0,
+            waves: 0,
+            moved_at: HashMap::new(),
+            answers: Vec::new(),
+            asides,
+            settled: lookup_end,
+        }
+    }
+
+    /// When the next re-plan goes out, as the runtime sends it: with early waves, the
+    /// debounce after the first set-aside since the last plan went out; otherwise (or when
+    /// none is left) once every relay asked so far answered or was set aside, or one EOSE
+    /// timeout after the first failure since the last plan, whichever comes first.
+    pub fn next_wave_at(&self) -> f64 {
+        let since_last = |include: &dyn Fn(&str) -> bool| {
+            (self.asides.iter())
+                .filter(|(url, &at)| at > self.wave_at && include(url))
+                .map(|(_, &at)| at)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let first_aside = since_last(&|_| true);
+        if self.client.policy.early_waves && first_aside.is_finite() {
+            return first_aside + self.client.debounce_ms;
+        }
+        let failed = |url: &str| self.links.get(url).is_some_and(|l| l.ready.is_none());
+        let first_failed = since_last(&failed);
+        let everyone = (self.links.values())
+            .map(|l| l.resolved)
+            .fold(self.wave_at, f64::max);
+        everyone
+            .min(first_failed + self.client.eose_timeout_ms)
+            .max(self.wave_at)
+    }
+
+    /// Every relay set aside so far (failed, or answered empty) and when, ms.
+    pub fn asides(&self) -> &HashMap<String, f64> {
+        &self.asides
+    }
+
+    /// When the fetch so far settled: every relay asked answered or was set aside, ms.
+    pub fn settled(&self) -> f64 {
+        self.settled
+    }
+
+    /// Serves the next plan's `wave` (every plan of the run, whole: what earlier plans asked
+    /// is not asked again), going out at `at`, or where [`Replay::next_wave_at`] puts it. The
+    /// first wave goes out at the start.
+    pub fn wave(&mut self, wave: &Asks, at: Option<f64>) {
+        let client = self.client;
+        let sim = self.sim;
+        let session = self.session;
+        let n = self.waves;
+        self.waves += 1;
+        if n > 0 {
+            self.wave_at = at.unwrap_or_else(|| self.next_wave_at()).max(self.wave_at);
+        }
+        let wave_at = self.wave_at;
         // What this wave asks that no earlier wave did, relay by relay (and, with early waves,
         // by when each of its authors moved), with when each goes out.
         let mut delta = Asks::default();
         let mut froms: Vec<f64> = Vec::new();
         for ask in &wave.entries {
-            let before = asked.entry(ask.url.clone()).or_default();
+            let before = self.asked.entry(ask.url.clone()).or_default();
             let new: Vec<u32> = (ask.authors.iter())
                 .copied()
                 .filter(|a| !before.contains(a))
@@ -403,7 +506,7 @@ pub fn replay(
             before.extend(&new);
             let mut groups: Vec<(f64, Vec<u32>)> = Vec::new();
             for a in new {
-                let at = match moved_at.get(&a) {
+                let at = match self.moved_at.get(&a) {
                     Some(&t) if client.policy.early_waves => t.max(wave_at),
                     _ => wave_at,
                 };
@@ -422,7 +525,7 @@ pub fn replay(
                 });
             }
         }
-        let pages = paged(sim, &delta, session, since);
+        let pages = paged(sim, &delta, session, self.since);
         // Per ask of the wave, the follows it returned notes of.
         let returned: Vec<Vec<u32>> = (pages.iter())
             .map(|chunks| {
@@ -437,19 +540,17 @@ pub fn replay(
         let mut ends: Vec<Option<f64>> = Vec::with_capacity(delta.entries.len());
         let empty = DeliveryStats::default();
         let mut state = State {
-            budget: &mut budget,
-            links: &mut links,
-            arrived: &mut arrived,
-            asked: &asked,
-            learned: run.learned.unwrap_or(&empty),
+            budget: &mut self.budget,
+            links: &mut self.links,
+            arrived: &mut self.arrived,
+            asked: &self.asked,
+            learned: self.learned.unwrap_or(&empty),
         };
         let mut slow: Vec<(String, f64, Vec<u32>)> = Vec::new();
-        let mut failed_at = f64::NEG_INFINITY;
-        let mut first_failed = f64::INFINITY;
         for ((ask, chunks), at) in delta.entries.iter().zip(pages).zip(froms) {
             // The first plan's routed relays wait for the lists on a first run.
-            let from = if n == 0 && !readers.contains(&ask.url.as_str()) {
-                routed_from
+            let from = if n == 0 && !self.readers.contains(&ask.url.as_str()) {
+                self.routed_from
             } else {
                 at
             };
@@ -460,14 +561,17 @@ pub fn replay(
                     .drain(..)
                     .map(|(at, page)| (ask.url.clone(), at, page)),
             );
-            settled = settled.max(served.resolved);
+            self.settled = self.settled.max(served.resolved);
             ends.push(served.first_answer.map(|_| served.resolved));
             if served.first_answer.is_none() {
-                failed_at = failed_at.max(served.resolved);
-                first_failed = first_failed.min(served.resolved);
+                let failed = self
+                    .asides
+                    .entry(ask.url.clone())
+                    .or_insert(served.resolved);
+                *failed = failed.min(served.resolved);
                 let moved = served.resolved + client.debounce_ms;
                 for &a in &ask.authors {
-                    let t = moved_at.entry(a).or_insert(moved);
+                    let t = self.moved_at.entry(a).or_insert(moved);
                     *t = t.min(moved);
                 }
             }
@@ -481,21 +585,20 @@ pub fn replay(
         // or the first answer with notes of one of their follows), as the runtime does.
         for (ask, (end, got)) in delta.entries.iter().zip(ends.iter().zip(&returned)) {
             if let Some(end) = end.filter(|_| !got.is_empty()) {
-                answers.push((end, ask.url.clone(), got.clone()));
+                self.answers.push((end, ask.url.clone(), got.clone()));
             }
         }
-        let mut first_empty = f64::INFINITY;
         for (ask, (end, got)) in delta.entries.iter().zip(ends.iter().zip(&returned)) {
             let Some(end) = end.filter(|_| got.is_empty()) else {
                 continue;
             };
-            if readers.contains(&ask.url.as_str()) {
+            if self.readers.contains(&ask.url.as_str()) {
                 continue;
             }
             let shown = if ask.authors.len() >= EMPTY_FOLLOWS {
                 end
             } else {
-                (answers.iter())
+                (self.answers.iter())
                     .filter(|(_, url, got)| {
                         *url != ask.url && got.iter().any(|a| ask.authors.contains(a))
                     })
@@ -504,81 +607,74 @@ pub fn replay(
                     .max(end)
             };
             if shown.is_finite() {
-                first_empty = first_empty.min(shown);
                 // Set aside for the run: its socket closes then.
-                let link = links.entry(ask.url.clone()).or_default();
+                let link = self.links.entry(ask.url.clone()).or_default();
                 if !link.aside {
                     link.aside = true;
-                    budget.release(shown);
+                    self.budget.release(shown);
+                    self.asides.insert(ask.url.clone(), shown);
                 }
                 for &a in &ask.authors {
-                    let t = moved_at.entry(a).or_insert(shown + client.debounce_ms);
+                    let t = self.moved_at.entry(a).or_insert(shown + client.debounce_ms);
                     *t = t.min(shown + client.debounce_ms);
                 }
             }
         }
-        let first_aside = first_failed.min(first_empty);
-        wave_at = if client.policy.early_waves && first_aside.is_finite() {
-            // The first re-plan goes out once the first relay was set aside; what it moves off
-            // a relay set aside later goes out after that one (`moved_at`).
-            (first_aside + client.debounce_ms).max(wave_at)
-        } else {
-            // The next re-plan goes out once every relay asked so far answered or was set
-            // aside, or one EOSE timeout after the first set-aside, whichever comes first.
-            let everyone = links.values().map(|l| l.resolved).fold(wave_at, f64::max);
-            everyone
-                .min(first_failed + client.eose_timeout_ms)
-                .max(wave_at)
-        };
     }
 
-    // Probes once the fetch settled: one connect and one query each, or one failed attempt,
-    // at most `probes_at_once` at a time, each next one in the first place that frees.
-    let mut places = vec![settled; run.probes_at_once.clamp(1, run.probes.len().max(1))];
-    let mut end = settled;
-    for probe in run.probes {
-        let url = probe.url.as_str();
-        let relay = world.relay_id(url);
-        let timing = timing_of(sim, relay);
-        let give_up = client.probe_give_up_ms(probe);
-        let took = if relay.is_some_and(|r| world.is_up(r, session)) {
-            let connect = timing.connect_ms(url, session, 1);
-            if connect > give_up {
+    /// The run's end: probes once the fetch settled, and when each note arrived.
+    pub fn finish(self, probes: &[Probe], probes_at_once: usize) -> Timeline {
+        let (sim, client, session) = (self.sim, self.client, self.session);
+        let world = &sim.world;
+        let settled = self.settled;
+        // Probes once the fetch settled: one connect and one query each, or one failed
+        // attempt, at most `probes_at_once` at a time, each next one in the first place that
+        // frees.
+        let mut places = vec![settled; probes_at_once.clamp(1, probes.len().max(1))];
+        let mut end = settled;
+        for probe in probes {
+            let url = probe.url.as_str();
+            let relay = world.relay_id(url);
+            let timing = timing_of(sim, relay);
+            let give_up = client.probe_give_up_ms(probe);
+            let took = if relay.is_some_and(|r| world.is_up(r, session)) {
+                let connect = timing.connect_ms(url, session, 1);
+                if connect > give_up {
+                    give_up
+                } else {
+                    connect
+                        + timing
+                            .query_ms(url, session, u64::MAX)
+                            .min(client.eose_timeout_ms)
+                }
+            } else if timing.hangs {
                 give_up
             } else {
-                connect
-                    + timing
-                        .query_ms(url, session, u64::MAX)
-                        .min(client.eose_timeout_ms)
-            }
-        } else if timing.hangs {
-            give_up
-        } else {
-            timing.refuse_ms(url, session, 1)
-        };
-        let place = (0..places.len())
-            .min_by(|&a, &b| places[a].total_cmp(&places[b]))
-            .unwrap_or(0);
-        places[place] += took;
-        end = end.max(places[place]);
-    }
-    let deadline = client.deadline_ms;
-    let opened = (links.iter())
-        .filter_map(|(url, link)| Some((url.clone(), link.opened?)))
-        .collect();
-    let mut latency: Vec<(String, f64)> = (links.into_iter())
-        .filter_map(|(url, link)| Some((url, link.first_query_ms?)))
-        .collect();
-    latency.sort_by(|a, b| a.0.cmp(&b.0));
-    Timeline {
-        arrived: arrived
-            .into_iter()
-            .map(|(e, t)| (e, (t <= deadline).then_some(t)))
-            .collect(),
-        settled_ms: settled.min(deadline),
-        end_ms: end.min(deadline),
-        latency,
-        opened,
+                timing.refuse_ms(url, session, 1)
+            };
+            let place = (0..places.len())
+                .min_by(|&a, &b| places[a].total_cmp(&places[b]))
+                .unwrap_or(0);
+            places[place] += took;
+            end = end.max(places[place]);
+        }
+        let deadline = client.deadline_ms;
+        let opened = (self.links.iter())
+            .filter_map(|(url, link)| Some((url.clone(), link.opened?)))
+            .collect();
+        let mut latency: Vec<(String, f64)> = (self.links.into_iter())
+            .filter_map(|(url, link)| Some((url, link.first_query_ms?)))
+            .collect();
+        latency.sort_by(|a, b| a.0.cmp(&b.0));
+        Timeline {
+            arrived: (self.arrived.into_iter())
+                .map(|(e, t)| (e, (t <= deadline).then_some(t)))
+                .collect(),
+            settled_ms: settled.min(deadline),
+            end_ms: end.min(deadline),
+            latency,
+            opened,
+        }
     }
 }
 
