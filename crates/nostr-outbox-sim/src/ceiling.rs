@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use crate::asks::Asks;
 use crate::holdings::{with_residual, Holdings};
+use crate::replan::MAX_REPLANS;
 use crate::score::score_each_window;
-use crate::session::{LoopConfig, SessionOutcome, MAX_REPLANS};
+use crate::session::{LoopConfig, SessionOutcome};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
 

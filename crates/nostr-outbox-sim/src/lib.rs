@@ -28,6 +28,7 @@ pub mod mean;
 pub mod observe;
 pub mod planfile;
 pub mod probe;
+mod replan;
 pub mod route_rows;
 pub mod routes;
 pub mod score;
