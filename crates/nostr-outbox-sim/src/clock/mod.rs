@@ -446,7 +446,7 @@ impl<'a> Replay<'a> {
     /// debounce after the first set-aside since the last plan went out; otherwise (or when
     /// none is left) once every relay asked so far answered or was set aside, or one EOSE
     /// timeout after the first failure since the last plan, whichever comes first.
-    pub fn next_wave_at(&self) -> f64 {
+    fn next_wave_at(&self) -> f64 {
         let since_last = |include: &dyn Fn(&str) -> bool| {
             (self.asides.iter())
                 .filter(|(url, &at)| at > self.wave_at && include(url))
@@ -478,8 +478,9 @@ impl<'a> Replay<'a> {
     }
 
     /// Serves the next plan's `wave` (every plan of the run, whole: what earlier plans asked
-    /// is not asked again), going out at `at`, or where [`Replay::next_wave_at`] puts it. The
-    /// first wave goes out at the start.
+    /// is not asked again), going out at `at`, or when the runtime would send it: the debounce
+    /// after the first set-aside since the last wave (module docs, step 5). The first wave goes
+    /// out at the start.
     pub fn wave(&mut self, wave: &Asks, at: Option<f64>) {
         let client = self.client;
         let sim = self.sim;
