@@ -28,6 +28,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 
+use crate::stats::AuthorStats;
 use crate::{AuthorId, DeliveryStats, RelayId, RouteTable};
 
 /// Notes asked per follow in a probe: enough to read a rate from, few enough to be cheap.
@@ -149,15 +150,29 @@ impl ProbePlan {
 }
 
 /// What is still unknown about a follow's notes, for choosing which relays to probe: 1 when no
-/// relay ever returned one, less when its history was seen (less still when seen to its start).
+/// relay ever returned one, or when only relays it does not list did (what spills over to
+/// others' relays is a sample, not the follow's volume); less when its history was seen on its
+/// own relays (less still when seen to its start).
 fn need(table: &RouteTable, stats: &DeliveryStats, author: AuthorId, now: u64) -> f64 {
     match stats.author(table.pubkey(author)) {
         None => 1.0,
         Some(s) if s.last == 0 => 1.0,
+        Some(s) if !seen_where_listed(table, s, author) => 1.0,
         // Only relays that prune were seen returning its notes: older ones may be elsewhere.
         Some(s) if s.censored(now) => 0.5,
         Some(_) => 0.1,
     }
+}
+
+/// Whether one of the relays `author` lists returned some of its notes, or it lists none.
+fn seen_where_listed(table: &RouteTable, s: &AuthorStats, author: AuthorId) -> bool {
+    let listed = table.write_relays(author);
+    listed.is_empty()
+        || listed.iter().any(|&r| {
+            s.relays
+                .get(table.url(r))
+                .is_some_and(|pair| pair.hits > 0.0)
+        })
 }
 
 /// Whether `url` is worth a probe: it never answered, and did not fail so often that it is
@@ -188,8 +203,11 @@ fn weight(table: &RouteTable, author: AuthorId, at: usize) -> f64 {
 /// notes, shared among the follow's unexplored relays, so a follow's only relay carries all of
 /// it and one of thirty a thirtieth. A hinted relay carries its source's share
 /// ([`HintSource::prior`](crate::HintSource::prior)) of what a declared one would: `need · w / max(1, Σ w)` over the
-/// follow's unexplored candidates. The best `budget.connections` relays, ties by URL; each is
-/// asked about its follows with the most unknown there first, at most `budget.authors`.
+/// follow's unexplored candidates. That sum is weighed by how likely the relay answers (its
+/// liveness mean: a failed dial lowers it, a NIP-66 monitor's report seeds it), so among
+/// relays of equal worth one never tried goes before one that failed. The best
+/// `budget.connections` relays, ties by URL; each is asked about its follows with the most
+/// unknown there first, at most `budget.authors`.
 pub fn plan_probes(
     table: &RouteTable,
     stats: &DeliveryStats,
@@ -212,7 +230,7 @@ pub fn plan_probes(
         })
         .collect();
     // Per follow: its need over the summed weight of its unexplored candidates (at least 1).
-    let needs: Vec<f64> = table
+    let shares: Vec<f64> = table
         .authors()
         .map(|a| {
             let shared: f64 = (table.candidates(a).iter().enumerate())
@@ -226,10 +244,10 @@ pub fn plan_probes(
             }
         })
         .collect();
-    // What probing `relay` about `author` may find.
+    // What probing `relay` about `author` may find, should it answer.
     let value = |author: AuthorId, relay: RelayId| {
         let at = table.candidates(author).iter().position(|&r| r == relay);
-        at.map_or(0.0, |at| needs[author.index()] * weight(table, author, at))
+        at.map_or(0.0, |at| shares[author.index()] * weight(table, author, at))
     };
     let mut candidates: Vec<(f64, RelayId)> = table
         .relays()
@@ -240,7 +258,8 @@ pub fn plan_probes(
                 .iter()
                 .map(|&a| value(a, r))
                 .sum();
-            (v, r)
+            // How likely it answers: a failed dial and a monitor's report count here.
+            (v * stats.get_at(table.url(r), now).live_mean(), r)
         })
         .filter(|(value, _)| *value > 0.0)
         .collect();
@@ -379,6 +398,71 @@ mod tests {
             patient.contains(&("wss://own.example", false)),
             "{patient:?}"
         );
+    }
+
+    /// `author` returned by `url` with `events` notes over the last 100 days.
+    fn seen(url: &str, author: u8, events: u32) -> RelayRound {
+        RelayRound {
+            url: url.into(),
+            answered: true,
+            authors: vec![AuthorRound {
+                author: key(author),
+                events,
+                oldest: NOW - 100 * DAY,
+                newest: NOW - DAY,
+                capped: false,
+            }],
+            compare_only: false,
+        }
+    }
+
+    const DAY: u64 = 86_400;
+    const NOW: u64 = 1_000 * DAY;
+
+    #[test]
+    fn a_follow_seen_only_on_relays_it_does_not_list_is_still_unknown_where_it_writes() {
+        // 1 lists own.example and was seen on the reader's home relay only; 2 lists hub and
+        // b.example and was seen on the hub; 3 lists a.example and was never seen.
+        let mut b = RouteTableBuilder::new(UrlPolicy::default())
+            .follows([key(1), key(2), key(3)])
+            .reader_relays(["wss://home.example"]);
+        b.add_list(list(1, &["wss://own.example"]));
+        b.add_list(list(2, &["wss://hub.example", "wss://b.example"]));
+        b.add_list(list(3, &["wss://a.example"]));
+        let t = b.build();
+        let mut stats = DeliveryStats::new();
+        let round = RoundReport {
+            relays: vec![
+                seen("wss://home.example", 1, 3),
+                seen("wss://hub.example", 2, 3),
+            ],
+        };
+        stats.record_round(&round, NOW);
+        let skip: HashSet<&str> = ["wss://home.example", "wss://hub.example"].into();
+        let plan = plan_probes(&t, &stats, &skip, &ProbeBudget::new(2), NOW);
+        let urls: Vec<&str> = plan.probes.iter().map(|p| p.url.as_str()).collect();
+        assert_eq!(urls, ["wss://a.example", "wss://own.example"]);
+    }
+
+    #[test]
+    fn a_relay_that_failed_once_waits_behind_an_untried_one_of_equal_value() {
+        let t = table();
+        let mut stats = DeliveryStats::new();
+        let failed = RoundReport {
+            relays: vec![RelayRound {
+                url: "wss://own.example".into(),
+                answered: false,
+                authors: vec![AuthorRound::counted(key(1), 0)],
+                compare_only: false,
+            }],
+        };
+        stats.record_round(&failed, 10);
+        // own.example (1's only relay) and own2.example (2's relay besides the asked hub; 2 was
+        // never seen either) would tie but for the failure.
+        let skip: HashSet<&str> = ["wss://hub.example"].into();
+        let plan = plan_probes(&t, &stats, &skip, &ProbeBudget::new(10), 10);
+        let urls: Vec<&str> = plan.probes.iter().map(|p| p.url.as_str()).collect();
+        assert_eq!(urls, ["wss://own2.example", "wss://own.example"]);
     }
 
     #[test]

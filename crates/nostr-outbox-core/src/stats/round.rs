@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use nostr::key::PublicKey;
 
-use super::{share_younger, DeliveryStats, PairStats, MAX_DEPTH_SECS, MAX_PARAM};
+use super::{
+    share_younger, DeliveryStats, PairStats, CENSOR_MARGIN_SECS, MAX_DEPTH_SECS, MAX_PARAM,
+};
 
 /// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
 const VOLUME_FADE: f64 = 0.8;
@@ -99,6 +101,33 @@ impl Seen {
     }
 }
 
+impl RelayRound {
+    /// Whether some page of the answer was a capped sample ([`AuthorRound::capped`]).
+    fn sampled(&self) -> bool {
+        self.authors.iter().any(|a| a.capped && a.events > 0)
+    }
+}
+
+/// Whether a sampled answer shows where `relay`'s history ends at `oldest` (its oldest note
+/// outside the capped pages): another relay of the round returned an older note of a follow
+/// whose newer notes it returned. Otherwise the answer's oldest note is only where the few
+/// follows it had whole pages of begin there; a capped follow's older notes may reach past it,
+/// so a probe would teach a relay that keeps a year a depth of weeks.
+fn history_ends(
+    relay: &RelayRound,
+    seen: &HashMap<PublicKey, Seen>,
+    oldest: u64,
+    now: u64,
+) -> bool {
+    let age = now.saturating_sub(oldest) as f64;
+    let margin = CENSOR_MARGIN_SECS.max(0.1 * age);
+    relay.authors.iter().filter(|a| !a.capped).any(|a| {
+        let elsewhere = seen.get(&a.author).and_then(|s| s.ages);
+        a.ages().is_some()
+            && elsewhere.is_some_and(|(o, _)| now.saturating_sub(o) as f64 > age + margin)
+    })
+}
+
 /// Below this many notes expected within a relay's history, a pair says nothing of its writes.
 const MIN_REACHABLE: f64 = 1.0;
 
@@ -160,7 +189,8 @@ impl DeliveryStats {
                 .filter(|a| !a.capped)
                 .filter_map(|a| a.ages())
                 .map(|(o, _)| o)
-                .min();
+                .min()
+                .filter(|&oldest| !relay.sampled() || history_ends(relay, &seen, oldest, now));
             let mut depth_secs = self.get_at(&relay.url, now).depth_secs;
             if let Some(oldest) = oldest {
                 depth_secs = depth_secs
@@ -513,6 +543,41 @@ mod tests {
         assert!(stats.pair(&key(2), "wss://probed.example").hits > 0.0);
         // The deep relay, compare-only, learned nothing.
         assert!(stats.get("wss://deep.example").is_uniform());
+    }
+
+    #[test]
+    fn a_probe_with_a_capped_page_teaches_no_depth_unless_another_relay_shows_its_end() {
+        // A relay that keeps a year: the prolific follow's page is capped at 20 days, the
+        // quiet one's only note is 50 days old. Nothing shows the history ends there.
+        let capped = AuthorRound {
+            capped: true,
+            ..aged(1, 20, 20)
+        };
+        let probe = |yardstick: Option<AuthorRound>| RoundReport {
+            relays: std::iter::once(answered(
+                "wss://probed.example",
+                vec![capped, aged(2, 1, 50)],
+            ))
+            .chain(yardstick.map(|a| RelayRound {
+                compare_only: true,
+                ..answered("wss://deep.example", vec![a])
+            }))
+            .collect(),
+        };
+        let mut stats = DeliveryStats::new();
+        stats.record_round(&probe(None), NOW);
+        let relay = stats.get("wss://probed.example");
+        assert_eq!(relay.depth_secs, 0.0, "{relay:?}");
+        assert!(relay.live_mean() > 0.6);
+        // Another relay returned the quiet follow's note of 300 days ago: the probed relay's
+        // history ends near 50 days.
+        let mut stats = DeliveryStats::new();
+        stats.record_round(&probe(Some(aged(2, 2, 300))), NOW);
+        let relay = stats.get("wss://probed.example");
+        assert!(
+            (relay.depth_secs - 50.0 * DAY as f64).abs() < 1.0,
+            "{relay:?}"
+        );
     }
 
     #[test]
