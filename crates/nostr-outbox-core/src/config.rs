@@ -33,7 +33,7 @@ pub struct RouterConfig {
     /// sizes the two independently.
     pub pool: Option<usize>,
     /// Relays probed per session after the fetch ([`crate::probe`]); when not set, two waves
-    /// of [`probes_at_once`](crate::probes_at_once) (twice the routed budget, and at least 40:
+    /// of [`probes_at_once`](crate::probes_at_once) (twice the routed budget, and at least 120:
     /// [`default_probes`](crate::default_probes)): short connections, opened at most
     /// `probes_at_once` at once. 0 never probes (the published benchmark's model: a session
     /// learns only what its plan fetched). Only a strategy that learns from delivery

@@ -42,10 +42,11 @@ pub const MAX_PROBE_AUTHORS: usize = 10;
 pub const MAX_PROBE_CONNECTIONS: usize = 1_000;
 
 /// Fewest probe sockets open at once: a small routed budget is no reason to learn slowly.
-/// Where most listed relays are dead, a few probes a session seldom meet a live one, and the
-/// relay that holds a prolific follow's year may be one in fifty; short probe sockets after the
-/// fetch are cheap beside the routed ones.
-pub const MIN_PROBES_AT_ONCE: usize = 20;
+/// Where most listed relays are dead, a few probes a session seldom meet a live one, and a
+/// follow list names hundreds of candidates of which the relay that holds a prolific follow's
+/// year may be the hundredth; short probe sockets after the fetch are cheap beside the routed
+/// ones, and more of them at once find the live relays sooner for a run that ends no later.
+pub const MIN_PROBES_AT_ONCE: usize = 60;
 
 /// Waves of probes a session sends when the config names no number: what it affords after the
 /// fetch is a few connect timeouts, not a count tied to the routed budget, and a second wave
@@ -327,10 +328,10 @@ mod tests {
     fn the_default_is_two_waves_of_the_budget_and_never_fewer_than_the_minimum() {
         assert_eq!(probes_at_once(0), MIN_PROBES_AT_ONCE);
         assert_eq!(probes_at_once(4), MIN_PROBES_AT_ONCE);
-        assert_eq!(probes_at_once(50), 50);
+        assert_eq!(probes_at_once(80), 80);
         assert_eq!(default_probes(0), 2 * MIN_PROBES_AT_ONCE);
         assert_eq!(default_probes(4), 2 * MIN_PROBES_AT_ONCE);
-        assert_eq!(default_probes(50), 100);
+        assert_eq!(default_probes(80), 160);
         assert_eq!(default_probes(usize::MAX), MAX_PROBE_CONNECTIONS);
     }
 

@@ -335,11 +335,11 @@ impl rb::QueryPolicy for Gauge {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_once() {
-    // Twenty-four follows each list the hub and a relay of their own; a budget of two plans
-    // the hub and at most one of them, so 23 or more are probed: more than `probes_at_once`
+    // Sixty-four follows each list the hub and a relay of their own; a budget of two plans
+    // the hub and at most one of them, so 63 or more are probed: more than `probes_at_once`
     // allows together, and far more than the routed budget.
     const BUDGET: usize = 2;
-    const OWN: usize = 24;
+    const OWN: usize = 64;
     let at_once = nostr_outbox_core::probes_at_once(BUDGET);
     assert!(OWN > at_once + 1 && at_once > BUDGET);
     // The first REQs wait for the one that makes the routed budget too few; a client that

@@ -109,7 +109,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["world", "live"])]
     routes: bool,
     /// Relays every learning strategy probes per session after its fetch, instead of its
-    /// config's `probe_connections` (default: twice the budget, and at least 40); 0 is the published
+    /// config's `probe_connections` (default: twice the budget, and at least 120); 0 is the published
     /// benchmark's model, where a session learns only what its plan fetched.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,

@@ -85,7 +85,7 @@ pub struct Args {
     no_verify: bool,
     /// Relays the plan did not ask that are probed after the fetch (a short question each about
     /// the follows who list them, learned from and never shown), instead of the config's
-    /// `probe_connections` (default: twice `max_connections`, and at least 40); 0 probes
+    /// `probe_connections` (default: twice `max_connections`, and at least 120); 0 probes
     /// none. Only a strategy that learns probes.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1000))]
     probes: Option<u16>,
