@@ -84,6 +84,22 @@ struct Seen {
     best: u32,
     /// The `created_at` range of everything returned, when noted.
     ages: Option<(u64, u64)>,
+    /// The most notes a capped page implies over the author's known history: its rate times
+    /// that span ([`capped_volume`]). A page of the newest 20 is not the author's volume.
+    implied: f64,
+}
+
+/// The shortest span a capped page's rate is read over: twenty notes in an hour are a burst,
+/// not a rate.
+const MIN_RATE_SPAN_SECS: f64 = 7.0 * 86_400.0;
+
+/// What a capped page of `events` notes back to `page_oldest` implies the author posted since
+/// `known_oldest` (the oldest of its notes any relay ever returned): the page's rate over that
+/// span, never less than the page.
+fn capped_volume(events: u32, page_oldest: u64, known_oldest: u64, now: u64) -> f64 {
+    let page = (now.saturating_sub(page_oldest) as f64).max(MIN_RATE_SPAN_SECS);
+    let known = now.saturating_sub(known_oldest.min(page_oldest)) as f64;
+    (f64::from(events) * known / page).max(f64::from(events))
 }
 
 impl Seen {
@@ -160,6 +176,23 @@ impl DeliveryStats {
                 }
             }
         }
+        // A capped page's rate, read over the author's whole known history.
+        for relay in report.relays.iter().filter(|r| r.answered) {
+            for a in relay.authors.iter().filter(|a| a.capped) {
+                let Some((page_oldest, _)) = a.ages() else {
+                    continue;
+                };
+                let Some(s) = seen.get_mut(&a.author) else {
+                    continue;
+                };
+                let known = self.authors.get(&a.author).map_or(0, |x| x.first);
+                let round = s.ages.map_or(page_oldest, |(o, _)| o);
+                let oldest = if known == 0 { round } else { known.min(round) };
+                s.implied = s
+                    .implied
+                    .max(capped_volume(a.events, page_oldest, oldest, now));
+            }
+        }
         let learned: HashSet<PublicKey> = report
             .relays
             .iter()
@@ -168,6 +201,9 @@ impl DeliveryStats {
             .collect();
         // Per author, the deepest history among the answering relays asked about it.
         let mut probed: HashMap<PublicKey, f64> = HashMap::new();
+        // Per author, the deepest history among the answering relays asked for its whole
+        // window, whether or not they returned any of its notes.
+        let mut reached: HashMap<PublicKey, f64> = HashMap::new();
         for relay in report.relays.iter().filter(|r| !r.compare_only) {
             if !relay.answered {
                 let trials = relay
@@ -204,6 +240,10 @@ impl DeliveryStats {
             for a in relay.authors.iter().filter(|a| a.events > 0 && !a.capped) {
                 let p = probed.entry(a.author).or_default();
                 *p = p.max(depth_secs);
+            }
+            for a in relay.authors.iter().filter(|a| !a.capped) {
+                let r = reached.entry(a.author).or_default();
+                *r = r.max(depth_secs);
             }
             let mut expected = 0u32;
             // Summed in key order, so the same round learns the same bits whatever order its
@@ -263,8 +303,24 @@ impl DeliveryStats {
                 continue;
             }
             let entry = self.authors.entry(author).or_default();
+            // Fewer notes than remembered say the author posts less only where some relay
+            // returned its notes and the relays asked reach back over its whole known
+            // history: a run that asked only relays that never had its notes, or keep a
+            // month, cannot show a year's volume, and fading on it would forget a prolific
+            // follow whose own relay this run did not ask.
+            let known = if entry.first == 0 {
+                0.0
+            } else {
+                now.saturating_sub(entry.first) as f64
+            };
+            let fade = if seen.best > 0 && reached.get(&author).is_some_and(|&d| d >= known) {
+                VOLUME_FADE
+            } else {
+                1.0
+            };
             entry.volume = f64::from(seen.best)
-                .max(entry.volume * VOLUME_FADE)
+                .max(seen.implied)
+                .max(entry.volume * fade)
                 .min(MAX_PARAM);
             if let Some((oldest, newest)) = seen.ages {
                 entry.first = if entry.first == 0 {
@@ -578,6 +634,62 @@ mod tests {
             (relay.depth_secs - 50.0 * DAY as f64).abs() < 1.0,
             "{relay:?}"
         );
+    }
+
+    #[test]
+    fn a_capped_page_teaches_the_volume_its_rate_implies_over_the_known_history() {
+        // A hub that keeps a month shows 3 of the follow's notes back to 28 days; the probe's
+        // page of its newest 20 reaches back 7 days: about 80 notes in those 28 days.
+        let capped = AuthorRound {
+            capped: true,
+            ..aged(1, 20, 7)
+        };
+        let report = RoundReport {
+            relays: vec![
+                answered("wss://probed.example", vec![capped]),
+                RelayRound {
+                    compare_only: true,
+                    ..answered("wss://hub.example", vec![aged(1, 3, 28)])
+                },
+            ],
+        };
+        let mut stats = DeliveryStats::new();
+        stats.record_round(&report, NOW);
+        let a = stats.author(&key(1)).unwrap();
+        assert!((a.volume - 80.0).abs() < 1e-6, "{a:?}");
+        // A page that reaches as far back as anything seen is all there is to go on.
+        let mut stats = DeliveryStats::new();
+        let alone = RoundReport {
+            relays: vec![answered("wss://probed.example", vec![capped])],
+        };
+        stats.record_round(&alone, NOW);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 20.0);
+    }
+
+    #[test]
+    fn volume_fades_only_on_relays_that_had_the_notes_and_reach_back_over_the_history() {
+        // A deep relay showed 40 notes of author 1 over 200 days.
+        let mut stats = DeliveryStats::new();
+        let deep = RoundReport {
+            relays: vec![answered("wss://deep.example", vec![aged(1, 40, 200)])],
+        };
+        stats.record_round(&deep, NOW);
+        // A relay that keeps a month (author 2's notes end there) shows 3 of author 1's;
+        // another returns none of them: neither can show the author posts less.
+        let shallow = RoundReport {
+            relays: vec![
+                answered("wss://month.example", vec![aged(1, 3, 20), aged(2, 5, 30)]),
+                answered("wss://other.example", vec![aged(1, 0, 0), aged(2, 5, 30)]),
+            ],
+        };
+        stats.record_round(&shallow, NOW);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 40.0);
+        // The deep relay again, with 5: now it fades.
+        let fewer = RoundReport {
+            relays: vec![answered("wss://deep.example", vec![aged(1, 5, 200)])],
+        };
+        stats.record_round(&fewer, NOW);
+        assert_eq!(stats.author(&key(1)).unwrap().volume, 32.0);
     }
 
     #[test]
