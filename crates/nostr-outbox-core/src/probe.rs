@@ -184,6 +184,13 @@ fn unexplored(stats: &DeliveryStats, url: &str) -> bool {
     answered == 0 && s.failures < MAX_PROBE_FAILURES
 }
 
+/// Whether `url` never answered and failed so often that it is taken for dead: probed again
+/// only with probes to spare.
+fn written_off(stats: &DeliveryStats, url: &str) -> bool {
+    let s = stats.get(url);
+    s.asked == s.failures && s.failures >= MAX_PROBE_FAILURES
+}
+
 /// How much of a follow's unknown a candidate relay carries: 1 for a declared write relay, the
 /// source's prior for a hinted one ([`HintSource::prior`](crate::HintSource::prior)).
 fn weight(table: &RouteTable, author: AuthorId, at: usize) -> f64 {
@@ -209,6 +216,11 @@ fn weight(table: &RouteTable, author: AuthorId, at: usize) -> f64 {
 /// relays of equal worth one never tried goes before one that failed. The best
 /// `budget.connections` relays, ties by URL; each is asked about its follows with the most
 /// unknown there first, at most `budget.authors`.
+///
+/// When fewer relays are unexplored than the budget allows, the rest of it goes to relays
+/// written off after [`MAX_PROBE_FAILURES`], valued the same way among themselves: a relay
+/// that was down for a few sessions may be back, and a session with probes to spare learns it
+/// for the cost of a short dial. Such a retry is not patient.
 pub fn plan_probes(
     table: &RouteTable,
     stats: &DeliveryStats,
@@ -223,14 +235,39 @@ pub fn plan_probes(
     if budget.connections == 0 || budget.authors == 0 || budget.limit == 0 {
         return plan;
     }
-    let open: Vec<bool> = table
+    let candidate = |r: RelayId| table.candidate_popularity(r) > 0 && !skip.contains(table.url(r));
+    let unexplored: Vec<bool> = table
         .relays()
-        .map(|r| {
-            let url = table.url(r);
-            table.candidate_popularity(r) > 0 && !skip.contains(url) && unexplored(stats, url)
-        })
+        .map(|r| candidate(r) && unexplored(stats, table.url(r)))
         .collect();
-    // Per follow: its need over the summed weight of its unexplored candidates (at least 1).
+    let written_off: Vec<bool> = table
+        .relays()
+        .map(|r| candidate(r) && written_off(stats, table.url(r)))
+        .collect();
+    for (open, patience) in [(&unexplored, true), (&written_off, false)] {
+        let left = budget.connections.saturating_sub(plan.probes.len());
+        for (relay, authors) in rank(table, stats, open, budget.authors, now).take(left) {
+            let url = table.url(relay);
+            plan.probes.push(Probe {
+                url: url.to_string(),
+                authors,
+                patient: patience && stats.get(url).failures > 0,
+            });
+        }
+    }
+    plan
+}
+
+/// The relays marked `open`, most valuable first (see [`plan_probes`]), each with the follows
+/// to ask it about, at most `authors`.
+fn rank<'a>(
+    table: &'a RouteTable,
+    stats: &'a DeliveryStats,
+    open: &'a [bool],
+    authors: usize,
+    now: u64,
+) -> impl Iterator<Item = (RelayId, Vec<PublicKey>)> + 'a {
+    // Per follow: its need over the summed weight of its open candidates (at least 1).
     let shares: Vec<f64> = table
         .authors()
         .map(|a| {
@@ -246,7 +283,7 @@ pub fn plan_probes(
         })
         .collect();
     // What probing `relay` about `author` may find, should it answer.
-    let value = |author: AuthorId, relay: RelayId| {
+    let value = move |author: AuthorId, relay: RelayId| {
         let at = table.candidates(author).iter().position(|&r| r == relay);
         at.map_or(0.0, |at| shares[author.index()] * weight(table, author, at))
     };
@@ -268,7 +305,7 @@ pub fn plan_probes(
         vb.total_cmp(va)
             .then_with(|| table.url(*ra).cmp(table.url(*rb)))
     });
-    for (_, relay) in candidates.into_iter().take(budget.connections) {
+    candidates.into_iter().map(move |(_, relay)| {
         let mut writers: Vec<(f64, AuthorId)> = table
             .candidate_writers(relay)
             .iter()
@@ -278,15 +315,12 @@ pub fn plan_probes(
             vb.total_cmp(va)
                 .then_with(|| table.pubkey(*a).cmp(table.pubkey(*b)))
         });
-        writers.truncate(budget.authors);
-        let url = table.url(relay);
-        plan.probes.push(Probe {
-            url: url.to_string(),
-            authors: writers.iter().map(|(_, a)| *table.pubkey(*a)).collect(),
-            patient: stats.get(url).failures > 0,
-        });
-    }
-    plan
+        writers.truncate(authors);
+        (
+            relay,
+            writers.iter().map(|(_, a)| *table.pubkey(*a)).collect(),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -352,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn relays_that_answered_or_failed_twice_are_explored() {
+    fn relays_that_answered_are_explored_and_those_that_failed_twice_wait_for_spare_probes() {
         let t = table();
         let mut stats = DeliveryStats::new();
         let round = |url: &str, answered: bool| RoundReport {
@@ -367,9 +401,20 @@ mod tests {
         for _ in 0..MAX_PROBE_FAILURES {
             stats.record_round(&round("wss://own2.example", false), 10);
         }
-        let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 10);
+        let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(1), 10);
         let urls: Vec<&str> = plan.probes.iter().map(|p| p.url.as_str()).collect();
         assert_eq!(urls, ["wss://hub.example"]);
+        // With probes to spare, the relay written off is asked again, briefly.
+        let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 10);
+        let probes: Vec<(&str, bool)> = plan
+            .probes
+            .iter()
+            .map(|p| (p.url.as_str(), p.patient))
+            .collect();
+        assert_eq!(
+            probes,
+            [("wss://hub.example", false), ("wss://own2.example", false)]
+        );
     }
 
     #[test]
