@@ -91,14 +91,20 @@ struct Seen {
 
 /// The shortest span a capped page's rate is read over: twenty notes in an hour are a burst,
 /// not a rate.
-const MIN_RATE_SPAN_SECS: f64 = 7.0 * 86_400.0;
+const MIN_PAGE_SPAN_SECS: f64 = 86_400.0;
+
+/// The shortest span a volume is spread over when planning (a week, as `recall` reads a
+/// follow's rate): a page's rate is carried over at least this much, so that twenty notes of
+/// the last day read as a day's rate, not a week's.
+const MIN_VOLUME_SPAN_SECS: f64 = 7.0 * 86_400.0;
 
 /// What a capped page of `events` notes back to `page_oldest` implies the author posted since
-/// `known_oldest` (the oldest of its notes any relay ever returned): the page's rate over that
-/// span, never less than the page.
+/// `known_oldest` (the oldest of its notes any relay ever returned), and over a week at
+/// least: the page's rate over that span, never less than the page.
 fn capped_volume(events: u32, page_oldest: u64, known_oldest: u64, now: u64) -> f64 {
-    let page = (now.saturating_sub(page_oldest) as f64).max(MIN_RATE_SPAN_SECS);
-    let known = now.saturating_sub(known_oldest.min(page_oldest)) as f64;
+    let page = (now.saturating_sub(page_oldest) as f64).max(MIN_PAGE_SPAN_SECS);
+    let known =
+        (now.saturating_sub(known_oldest.min(page_oldest)) as f64).max(MIN_VOLUME_SPAN_SECS);
     (f64::from(events) * known / page).max(f64::from(events))
 }
 
@@ -664,6 +670,17 @@ mod tests {
         };
         stats.record_round(&alone, NOW);
         assert_eq!(stats.author(&key(1)).unwrap().volume, 20.0);
+        // Twenty notes in the last two days are a rate of ten a day, read over a week.
+        let mut stats = DeliveryStats::new();
+        let busy = AuthorRound {
+            capped: true,
+            ..aged(1, 20, 2)
+        };
+        let alone = RoundReport {
+            relays: vec![answered("wss://probed.example", vec![busy])],
+        };
+        stats.record_round(&alone, NOW);
+        assert!((stats.author(&key(1)).unwrap().volume - 70.0).abs() < 1e-6);
     }
 
     #[test]
