@@ -244,9 +244,16 @@ pub fn plan_probes(
         .relays()
         .map(|r| candidate(r) && written_off(stats, table.url(r)))
         .collect();
+    let needs: Vec<f64> = table
+        .authors()
+        .map(|a| need(table, stats, a, now))
+        .collect();
     for (open, patience) in [(&unexplored, true), (&written_off, false)] {
         let left = budget.connections.saturating_sub(plan.probes.len());
-        for (relay, authors) in rank(table, stats, open, budget.authors, now).take(left) {
+        if left == 0 {
+            break;
+        }
+        for (relay, authors) in rank(table, stats, &needs, open, budget.authors, now).take(left) {
             let url = table.url(relay);
             plan.probes.push(Probe {
                 url: url.to_string(),
@@ -259,10 +266,11 @@ pub fn plan_probes(
 }
 
 /// The relays marked `open`, most valuable first (see [`plan_probes`]), each with the follows
-/// to ask it about, at most `authors`.
+/// to ask it about, at most `authors`; `needs` is each follow's [`need`].
 fn rank<'a>(
     table: &'a RouteTable,
     stats: &'a DeliveryStats,
+    needs: &[f64],
     open: &'a [bool],
     authors: usize,
     now: u64,
@@ -278,7 +286,7 @@ fn rank<'a>(
             if shared <= 0.0 {
                 0.0
             } else {
-                need(table, stats, a, now) / shared.max(1.0)
+                needs[a.index()] / shared.max(1.0)
             }
         })
         .collect();

@@ -110,8 +110,9 @@ pub fn planned_window(input: &PlanInput<'_>, config: &RecallConfig) -> f64 {
     }
 }
 
-/// The shortest span a posting rate is measured over.
-const MIN_SPAN_SECS: f64 = 7.0 * 86_400.0;
+/// The shortest span a posting rate is measured over (the one learning reads a capped page's
+/// rate over too).
+const MIN_SPAN_SECS: f64 = nostr_outbox_core::stats::MIN_RATE_SPAN_SECS;
 
 impl Reach {
     const UNKNOWN: Reach = Reach {

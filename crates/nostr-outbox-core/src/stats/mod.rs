@@ -79,6 +79,11 @@ pub const MAX_LATENCY_MS: f64 = 1.0e7;
 /// real note's age).
 pub const MAX_DEPTH_SECS: f64 = 100.0 * 365.25 * 86_400.0;
 
+/// The shortest span a follow's posting rate is read over: a volume seen over less is spread
+/// over this much. Learning a capped page's volume and planning with a follow's rate both
+/// read rates this way.
+pub const MIN_RATE_SPAN_SECS: f64 = 7.0 * 86_400.0;
+
 /// The share of an author's notes, taken to be spread evenly over the ages `[young, old]`
 /// (seconds before now), that are younger than `age`: what a relay whose history reaches back
 /// `age` can hold of them. Learning and planning both read note ages this way.

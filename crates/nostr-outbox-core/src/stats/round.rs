@@ -11,6 +11,7 @@ use nostr::key::PublicKey;
 
 use super::{
     share_younger, DeliveryStats, PairStats, CENSOR_MARGIN_SECS, MAX_DEPTH_SECS, MAX_PARAM,
+    MIN_RATE_SPAN_SECS,
 };
 
 /// How fast an author's remembered volume fades when a later run sees fewer notes (per run).
@@ -93,18 +94,14 @@ struct Seen {
 /// not a rate.
 const MIN_PAGE_SPAN_SECS: f64 = 86_400.0;
 
-/// The shortest span a volume is spread over when planning (a week, as `recall` reads a
-/// follow's rate): a page's rate is carried over at least this much, so that twenty notes of
-/// the last day read as a day's rate, not a week's.
-const MIN_VOLUME_SPAN_SECS: f64 = 7.0 * 86_400.0;
-
 /// What a capped page of `events` notes back to `page_oldest` implies the author posted since
-/// `known_oldest` (the oldest of its notes any relay ever returned), and over a week at
-/// least: the page's rate over that span, never less than the page.
+/// `known_oldest` (the oldest of its notes any relay ever returned), and over
+/// [`MIN_RATE_SPAN_SECS`] at least, as a rate is read when planning, so that twenty notes of
+/// the last day read as a day's rate, not a week's: the page's rate over that span, never
+/// less than the page.
 fn capped_volume(events: u32, page_oldest: u64, known_oldest: u64, now: u64) -> f64 {
     let page = (now.saturating_sub(page_oldest) as f64).max(MIN_PAGE_SPAN_SECS);
-    let known =
-        (now.saturating_sub(known_oldest.min(page_oldest)) as f64).max(MIN_VOLUME_SPAN_SECS);
+    let known = (now.saturating_sub(known_oldest.min(page_oldest)) as f64).max(MIN_RATE_SPAN_SECS);
     (f64::from(events) * known / page).max(f64::from(events))
 }
 
