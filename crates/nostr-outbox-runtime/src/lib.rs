@@ -34,8 +34,9 @@
 //!   relays or the residual and stay covered.
 //! - **Refusals**: one reading of a relay's `CLOSED`, refused `OK` or `NOTICE` ([`Refusal::of`],
 //!   leading whitespace ignored) for the feed, lookups, route feeds and publishing.
-//!   `rate-limited:` is waited out with the config's backoff and asked again a bounded number
-//!   of times on every path. A relay that needs sign-in without a key, needs payment or keeps
+//!   `rate-limited:` of a request is waited out with the config's backoff and asked again a
+//!   bounded number of times, in one place for every path; a published event is sent again
+//!   only by publishing's next attempt. A relay that needs sign-in without a key, needs payment or keeps
 //!   asking to slow down is set aside as such ([`PenaltyEntry`]) and never learned as down; one
 //!   that will not serve the reader (`restricted:`, `blocked:`) is learned as not answering.
 //!   Lookups say what each relay did ([`lookup`], [`LookupOutcome`]).

@@ -6,11 +6,14 @@
 //! it may take the reserve). On it: `["EVENT", event]`, then the relay's
 //! `["OK", id, accepted, message]` for that id (other frames are ignored; frames above the
 //! config's size limits are dropped or end the socket). The answer is classified by its
-//! machine-readable prefix ([`Refusal::of`], the runtime's one reading of refusals). Rate limits, timeouts and connect failures are tried again with the config's backoff
-//! while the overall deadline and [`MAX_PUBLISH_ATTEMPTS`] allow; a definitive refusal never is.
-//! With a signer ([`Client::signer`](crate::Client::signer)), an `auth-required:` refusal is answered by signing the
-//! relay's NIP-42 challenge and sending the event again, once per attempt (each attempt
-//! takes a link of its own).
+//! machine-readable prefix ([`Refusal::of`], the runtime's one reading of refusals). Rate
+//! limits, timeouts and connect failures are tried again with the config's backoff while the
+//! overall deadline and [`MAX_PUBLISH_ATTEMPTS`] allow; a definitive refusal never is. This is
+//! the one place an event is sent again for `rate-limited:` (the exchange never resends an
+//! `EVENT` for it). With a signer ([`Client::signer`](crate::Client::signer)), an
+//! `auth-required:` refusal is answered by signing the relay's NIP-42 challenge and sending the
+//! event again, once per attempt (each attempt takes a link of its own). So a relay receives
+//! the event at most `max_attempts` times, twice that when it asks for sign-in.
 
 use std::time::Duration;
 
@@ -387,8 +390,8 @@ async fn attempt(
     result
 }
 
-/// The event sent as one exchange (`crate::exchange`: sign-in and rate limits as on every
-/// path), and the relay's `OK` read as an outcome.
+/// The event sent as one exchange (`crate::exchange`: sign-in as on every path; a
+/// `rate-limited:` `OK` is this attempt's outcome), and the relay's `OK` read as an outcome.
 async fn answer(
     ws: &mut Socket,
     event: &Event,

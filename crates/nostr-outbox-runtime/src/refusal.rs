@@ -9,9 +9,10 @@
 //! - [`SignIn`]: signed in (NIP-42) and asked once more when keys are given; without keys the
 //!   relay *needs sign-in*. Not a failure of the relay.
 //! - [`Payment`]: the relay *needs payment*. Not a failure of the relay either.
-//! - [`RateLimited`]: waited out with the config's backoff and asked again, a bounded number
-//!   of times ([`MAX_RATE_LIMITED_RESENDS`]), on every path; a relay that keeps asking to slow
-//!   down is left alone for a while, never learned as down.
+//! - [`RateLimited`]: a request is waited out with the config's backoff and asked again, a
+//!   bounded number of times ([`MAX_RATE_LIMITED_RESENDS`]), in one place for every path (the
+//!   exchange's session); a published event is sent again only by publishing's next attempt. A
+//!   relay that keeps asking to slow down is left alone for a while, never learned as down.
 //! - [`Restricted`], [`Blocked`]: the relay will not serve this reader; retrying cannot help.
 //! - the rest ([`Invalid`], [`Pow`], [`Unsupported`], [`Duplicate`], [`Error`], [`Other`]):
 //!   the request or the relay went wrong this time.
@@ -30,8 +31,8 @@
 
 use serde::Serialize;
 
-/// `rate-limited:` refusals one request (or one feed connection) answers by waiting (the
-/// config's backoff) and asking again; one more and the relay is left alone for a while.
+/// `rate-limited:` refusals of requests one link answers by waiting (the config's backoff) and
+/// asking again; one more and the relay is left alone for a while.
 pub const MAX_RATE_LIMITED_RESENDS: u32 = 3;
 
 /// What a refusal's prefix says ([`Refusal::of`]).

@@ -289,7 +289,6 @@ impl Relay {
                         break Ended::Done;
                     }
                     live = true;
-                    exchange.live();
                 }
                 // Answered already, then asked to slow down: dialled again after the
                 // backoff, asking only for what is newer.

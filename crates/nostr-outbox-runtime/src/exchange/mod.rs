@@ -1,52 +1,68 @@
-//! One exchange with a relay: a request sent on a link and the relay's answers to it — the
-//! runtime's one conversation with a relay, spoken the same way by lookups, route feeds,
-//! probes, publishing and counts.
+//! The runtime's one conversation with a relay: asks sent on a link and the relay's answers to
+//! them, spoken the same way by the feed's pages, lookups, route feeds, probes, publishing,
+//! counts and reconciliation.
 //!
-//! An [`Exchange`] sends one [`Ask`] (a `REQ`, an `EVENT`, a `COUNT` or a `NEG-OPEN`) and reads
-//! what comes back for it as [`Answer`]s: events (each [`admit`]ted first: bounded, dated,
-//! verified and matching what was asked), the `EOSE`, the `OK`, the count, the relay's
-//! negentropy messages, or how it [`Ended`]. Everything
-//! between is the exchange's and the same on every path:
+//! A [`Session`] is the one reader of a link's frames. It carries any number of [`Ask`]s at
+//! once (a `REQ`, an `EVENT`, a `COUNT` or a `NEG-OPEN`), routes what comes back to its ask
+//! by subscription id (by event id for an `OK`), and gives it out as [`Answer`]s: events (each
+//! [`admit`]ted first: bounded, dated, verified, matching what was asked and not sent on that
+//! subscription before), the `EOSE`, the `OK`, the count, the relay's negentropy messages, or
+//! how the ask [`Ended`]. What is the link's rather than an ask's comes beside them
+//! ([`Heard`]): dropped frames, an accepted sign-in, a link that is over. Everything between
+//! is the session's, once per link:
 //!
-//! - a frame above the config's size limit, or not a relay message, is skipped;
-//! - a refusal is read by [`Refusal::of`]; `auth-required:` is answered by the socket's
-//!   sign-in ([`SignIn`]) and the ask is sent again, once; `rate-limited:` is waited out with
-//!   the config's backoff and the ask sent again, at most [`MAX_RATE_LIMITED_RESENDS`] times
-//!   and within the answer's deadline; any other refusal ends the exchange;
-//! - no answer by the deadline (restarted by every resend) ends it, saying whether it was the
-//!   sign-in that was not answered.
+//! - a frame above the config's size limit, not a relay message, or an event for an id never
+//!   issued is dropped and said ([`FrameDrop`]); an event on a subscription just closed is
+//!   dropped quietly for an EOSE timeout, then counted as unrequested with repeats on one
+//!   subscription and events outside its filter. A [policed](Session::policed) link (the
+//!   feed's) breaks past the config's bounds on bad frames and unrequested events;
+//! - a refusal (`CLOSED`, `NEG-ERR`, a refused `OK`) is read by [`Refusal::of`].
+//!   `auth-required:` is answered by the link's one sign-in ([`SignIn`]): with keys the socket
+//!   is asked to sign in once, asks are held meanwhile, and each refused ask is sent again
+//!   once; without keys, or when signing in fails, the refusal stands and says why.
+//!   `rate-limited:` of a request is waited out with the config's backoff (the link sends
+//!   nothing meanwhile) and the request sent again, within its answer's deadline and at most
+//!   [`MAX_RATE_LIMITED_RESENDS`] times per link; a live `REQ` ends instead. Any other refusal
+//!   ends the ask;
+//! - no answer by an ask's deadline (restarted by every send, not by waiting out a rate limit)
+//!   ends it, saying whether it was the sign-in that was not answered.
 //!
-//! The feed's slots page many requests on one link at once (`slot`); they read frames and
-//! events with the same [`parse`] and [`admit`], and refusals with the same [`SignIn`] and
-//! [`Refusal`], keeping one sign-in per connection for all their pages.
+//! An `EVENT` is never sent again for `rate-limited:`: its refused `OK` is the answer, and
+//! publishing (`crate::publish`) decides, attempt by attempt with its backoff, whether to
+//! send it again. So one publish sends an event to a relay at most once per attempt, plus
+//! once more per attempt after signing in.
+//!
+//! An [`Exchange`] is a session with one ask, the shape of every path but the feed's: lookups
+//! (`query.rs`), route feeds and probes (`route_feed.rs`), publishing (`publish.rs`), counts
+//! (`count.rs`) and reconciliation (`sync.rs`). The feed's slots (`slot`) page many `REQ`s on
+//! one session.
 
 mod admit;
+mod session;
 mod signin;
 
 use std::time::Duration;
 
 use nostr::event::Event;
 use nostr::filter::Filter;
-use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use tokio::time::{timeout_at, Instant};
-use tokio_tungstenite::tungstenite::Message;
+use nostr::message::{ClientMessage, SubscriptionId};
 
 use crate::client::Client;
-use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
-use crate::sockets::{Link, Read};
+use crate::refusal::Refusal;
+#[cfg(doc)]
+use crate::refusal::MAX_RATE_LIMITED_RESENDS;
+use crate::sockets::Link;
 
 pub use admit::FrameDrop;
 pub(crate) use admit::{admit, parse};
+pub use session::MAX_SEEN_PER_SUB;
+pub(crate) use session::{AskId, Broken, Heard, Session};
 pub(crate) use signin::{SignIn, Step};
 
 /// What is asked of a relay.
 #[derive(Clone, Debug)]
 pub(crate) enum Ask {
-    /// `REQ`: stored events up to the `EOSE`, then (when the caller goes [`live`]) new ones.
-    ///
-    /// [`live`]: Exchange::live
+    /// `REQ`: stored events up to the `EOSE`, then new ones until it is closed.
     Req {
         /// Our id for it (the link makes it its own on the wire).
         sub: SubscriptionId,
@@ -67,7 +83,7 @@ pub(crate) enum Ask {
     },
     /// `NEG-OPEN` (NIP-77): set reconciliation of the events matching `filter`, opened with
     /// our first negentropy message; the relay's messages come as [`Answer::Reconcile`] and
-    /// ours go back with [`Exchange::reply`].
+    /// ours go back with [`Session::reply`].
     Sync {
         /// Our id for it.
         sub: SubscriptionId,
@@ -80,26 +96,28 @@ pub(crate) enum Ask {
 
 impl Ask {
     /// The frame that asks it.
-    fn json(&self) -> String {
-        match self {
+    fn json(&self) -> Result<String, String> {
+        let json = match self {
             Ask::Req { sub, filters, .. } => {
-                ClientMessage::req(sub.clone(), filters.clone()).as_json()
+                ClientMessage::req(sub.clone(), filters.clone()).try_as_json()
             }
-            Ask::Event(event) => ClientMessage::event(event.as_ref().clone()).as_json(),
+            Ask::Event(event) => ClientMessage::event(event.as_ref().clone()).try_as_json(),
             // NIP-45 takes filters as a REQ does; the `nostr` message type carries one.
             Ask::Count { sub, filters } => {
                 let mut frame = vec![serde_json::json!("COUNT"), serde_json::json!(sub.as_str())];
-                frame.extend(filters.iter().map(|f| serde_json::json!(f)));
-                serde_json::Value::Array(frame).to_string()
+                for filter in filters {
+                    frame.push(serde_json::to_value(filter).map_err(|e| e.to_string())?);
+                }
+                return Ok(serde_json::Value::Array(frame).to_string());
             }
             Ask::Sync {
                 sub,
                 filter,
                 initial,
-            } => {
-                ClientMessage::neg_open(sub.clone(), filter.clone(), hex::encode(initial)).as_json()
-            }
-        }
+            } => ClientMessage::neg_open(sub.clone(), filter.clone(), hex::encode(initial))
+                .try_as_json(),
+        };
+        json.map_err(|e| e.to_string())
     }
 }
 
@@ -110,8 +128,8 @@ pub(crate) enum Answer {
     Event(Event),
     /// The `REQ`'s stored events are all sent.
     Eose,
-    /// The relay's `OK` to an `EVENT`: accepted or not, and its text (an `auth-required:` or
-    /// `rate-limited:` refusal only once sign-in or waiting could not help).
+    /// The relay's `OK` to an `EVENT`: accepted or not, and its text (an `auth-required:`
+    /// refusal only once signing in could not help; `rate-limited:` as it came).
     Ok {
         /// `true` when the relay took the event.
         accepted: bool,
@@ -122,11 +140,11 @@ pub(crate) enum Answer {
     Count(u64),
     /// The relay's next negentropy message (decoded from hex).
     Reconcile(Vec<u8>),
-    /// The exchange is over.
+    /// The ask is over.
     Ended(Ended),
 }
 
-/// How an exchange ended without its answer.
+/// How an ask ended without its answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
     /// The relay refused the ask and signing in or waiting did not help: the refusal and the
@@ -152,22 +170,11 @@ impl std::fmt::Display for Ended {
     }
 }
 
-/// One [`Ask`] on a link and its answers (see the [module docs](self)).
+/// One [`Ask`] on a link and its answers: a [`Session`] with that one ask (see the
+/// [module docs](self)).
 pub(crate) struct Exchange<'l> {
-    link: &'l mut Link,
-    ask: Ask,
-    client: Client,
-    /// How long an answer may take after each send.
-    wait: Duration,
-    /// When the answer is due; `None` once live: new events come when they come.
-    deadline: Option<Instant>,
-    /// The `REQ`'s stored events are in.
-    live: bool,
-    sign_in: SignIn,
-    rate_limited: u32,
-    rng: ChaCha8Rng,
-    /// Stored events read so far.
-    read: usize,
+    session: Session<'l>,
+    id: AskId,
 }
 
 impl<'l> Exchange<'l> {
@@ -180,268 +187,39 @@ impl<'l> Exchange<'l> {
         wait: Duration,
         seed: u64,
     ) -> Result<Exchange<'l>, Ended> {
-        let mut exchange = Exchange {
-            link,
-            ask,
-            client: client.clone(),
-            wait,
-            deadline: None,
-            live: false,
-            sign_in: SignIn::new(client.signer().is_some()),
-            rate_limited: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            read: 0,
-        };
-        exchange.resend().await?;
-        Ok(exchange)
-    }
-
-    /// Stored events are all in: new ones come without a deadline or a cap, and a later
-    /// `rate-limited:` ends the exchange (the caller asks again later, for what is newer).
-    pub(crate) fn live(&mut self) {
-        self.live = true;
-        self.deadline = None;
-    }
-
-    /// Sends the ask (again); the deadline starts anew.
-    async fn resend(&mut self) -> Result<(), Ended> {
-        let json = self.ask.json();
-        self.link
-            .send(Message::text(json))
-            .await
-            .map_err(|e| Ended::Lost(format!("sending failed: {e}")))?;
-        if !self.live {
-            self.deadline = Some(crate::deadline::after(self.wait));
-        }
-        Ok(())
+        let mut session = Session::new(link, client, seed);
+        let id = session.ask(ask, wait).await.map_err(Ended::from)?;
+        Ok(Exchange { session, id })
     }
 
     /// The next answer. Cancel-safe between answers: a caller may race it against a stop.
     pub(crate) async fn next(&mut self) -> Answer {
         loop {
-            let read = match self.deadline {
-                Some(deadline) => match timeout_at(deadline, self.link.recv()).await {
-                    Ok(read) => read,
-                    Err(_) if self.sign_in.waiting() => {
-                        return Answer::Ended(Ended::Refused {
-                            refusal: Refusal::SignIn,
-                            message: self.sign_in.timed_out(),
-                        })
-                    }
-                    Err(_) => return Answer::Ended(Ended::TimedOut(self.late())),
-                },
-                None => self.link.recv().await,
-            };
-            let text = match read {
-                None => {
-                    return Answer::Ended(Ended::Lost("the relay closed the connection".into()))
-                }
-                Some(Err(e)) => return Answer::Ended(Ended::Lost(format!("socket error: {e}"))),
-                Some(Ok(Read::SignedIn(result))) => {
-                    let step = self.sign_in.answered(result);
-                    if let Err(ended) = self.step(step).await {
-                        return Answer::Ended(ended);
-                    }
-                    continue;
-                }
-                Some(Ok(Read::Frame(Message::Text(text)))) => text,
-                Some(Ok(Read::Frame(_))) => continue,
-            };
-            let cfg = self.client.config();
-            let Ok(msg) = parse(text.as_str(), cfg) else {
-                continue;
-            };
-            let refused = match (&self.ask, msg) {
-                (
-                    Ask::Req { sub, filters, cap },
-                    RelayMessage::Event {
-                        subscription_id,
-                        event,
-                    },
-                ) if *subscription_id == *sub => {
-                    if !self.live {
-                        if self.read >= *cap {
-                            continue;
-                        }
-                        self.read += 1;
-                    }
-                    match admit(event.into_owned(), filters, cfg) {
-                        Ok(event) => return Answer::Event(event),
-                        Err(_) => continue,
-                    }
-                }
-                (Ask::Req { sub, .. }, RelayMessage::EndOfStoredEvents(id))
-                    if *id == *sub && !self.live =>
-                {
-                    return Answer::Eose
-                }
-                (
-                    Ask::Count { sub, .. },
-                    RelayMessage::Count {
-                        subscription_id,
-                        count,
-                    },
-                ) if *subscription_id == *sub => return Answer::Count(count as u64),
-                (
-                    Ask::Sync { sub, .. },
-                    RelayMessage::NegMsg {
-                        subscription_id,
-                        message,
-                    },
-                ) if *subscription_id == *sub => match hex::decode(message.as_bytes()) {
-                    Ok(bytes) => return Answer::Reconcile(bytes),
-                    Err(_) => {
-                        return Answer::Ended(Ended::Refused {
-                            refusal: Refusal::Invalid,
-                            message: "the relay's negentropy message is not hex".into(),
-                        })
-                    }
-                },
-                // NIP-77's own refusal (`blocked:`, `closed:`, or not supported).
-                (
-                    Ask::Sync { sub, .. },
-                    RelayMessage::NegErr {
-                        subscription_id,
-                        message,
-                    },
-                ) if *subscription_id == *sub => message.into_owned(),
-                (
-                    Ask::Req { sub, .. } | Ask::Count { sub, .. } | Ask::Sync { sub, .. },
-                    RelayMessage::Closed {
-                        subscription_id,
-                        message,
-                    },
-                ) if *subscription_id == *sub => message.into_owned(),
-                (
-                    Ask::Event(event),
-                    RelayMessage::Ok {
-                        event_id,
-                        status,
-                        message,
-                    },
-                ) if event_id == event.id => {
-                    let refusal = Refusal::of(&message);
-                    if status || !matches!(refusal, Refusal::SignIn | Refusal::RateLimited) {
-                        return Answer::Ok {
-                            accepted: status,
-                            message: message.into_owned(),
-                        };
-                    }
-                    message.into_owned()
-                }
-                (_, RelayMessage::Notice(notice)) => {
-                    tracing::debug!(notice = %notice.chars().take(200).collect::<String>(), refusal = %Refusal::of(&notice), "NOTICE");
-                    continue;
-                }
-                _ => continue,
-            };
-            if let Err(ended) = self.refused(refused).await {
-                return Answer::Ended(ended);
+            match self.session.next().await {
+                Heard::Answer(id, answer) if id == self.id => return answer,
+                Heard::Broken(broken) => return Answer::Ended(broken.into()),
+                Heard::Answer(..) | Heard::Dropped(_) | Heard::SignedIn => {}
             }
-        }
-    }
-
-    /// The relay refused the ask (`message`): signed in, waited out, or the end.
-    async fn refused(&mut self, message: String) -> Result<(), Ended> {
-        match Refusal::of(&message) {
-            Refusal::SignIn => {
-                let signed_in = self.sign_in.is_signed_in();
-                let step = self.sign_in.refused(&message, signed_in);
-                self.step(step).await
-            }
-            Refusal::RateLimited => self.slow_down(message).await,
-            refusal => Err(Ended::Refused { refusal, message }),
-        }
-    }
-
-    /// `rate-limited:`: waits the config's backoff and sends the ask again, within the
-    /// deadline and at most [`MAX_RATE_LIMITED_RESENDS`] times.
-    async fn slow_down(&mut self, message: String) -> Result<(), Ended> {
-        let refused = |why: &str| Ended::Refused {
-            refusal: Refusal::RateLimited,
-            message: format!("{message}{why}"),
-        };
-        let Some(deadline) = self.deadline.filter(|_| !self.live) else {
-            // Live: the caller asks again later.
-            return Err(refused(""));
-        };
-        if self.rate_limited >= MAX_RATE_LIMITED_RESENDS {
-            return Err(refused(""));
-        }
-        let delay = self
-            .client
-            .config()
-            .backoff
-            .delay(self.rate_limited, &mut self.rng);
-        self.rate_limited += 1;
-        let resume = crate::deadline::after(delay);
-        if resume >= deadline {
-            return Err(refused(" (no time left to wait)"));
-        }
-        tracing::debug!(
-            delay_ms = delay.as_millis() as u64,
-            "rate-limited: asking again later"
-        );
-        tokio::time::sleep_until(resume).await;
-        self.resend().await?;
-        // Waiting out a rate limit does not stretch the answer's deadline.
-        self.deadline = Some(deadline);
-        Ok(())
-    }
-
-    /// Carries out a sign-in step.
-    async fn step(&mut self, step: Step) -> Result<(), Ended> {
-        match step {
-            Step::Wait => Ok(()),
-            Step::Ask => {
-                self.link
-                    .sign_in()
-                    .map_err(|e| Ended::Lost(e.to_string()))?;
-                if !self.live {
-                    self.deadline = Some(crate::deadline::after(self.wait));
-                }
-                Ok(())
-            }
-            Step::Retry => self.resend().await,
-            Step::GiveUp(message) => Err(Ended::Refused {
-                refusal: Refusal::SignIn,
-                message,
-            }),
-        }
-    }
-
-    /// What no answer in time means for this ask.
-    fn late(&self) -> String {
-        match self.ask {
-            Ask::Req { .. } => "no EOSE in time".into(),
-            Ask::Event(_) => "no OK in time".into(),
-            Ask::Count { .. } => "no COUNT in time".into(),
-            Ask::Sync { .. } => "no NEG-MSG in time".into(),
         }
     }
 
     /// Our next negentropy message of a [`Ask::Sync`]; the answer's deadline starts anew.
     pub(crate) async fn reply(&mut self, message: &[u8]) -> Result<(), Ended> {
-        let Ask::Sync { sub, .. } = &self.ask else {
-            return Ok(());
-        };
-        let frame = serde_json::json!(["NEG-MSG", sub.as_str(), hex::encode(message)]);
-        self.link
-            .send(Message::text(frame.to_string()))
+        self.session
+            .reply(self.id, message)
             .await
-            .map_err(|e| Ended::Lost(format!("sending failed: {e}")))?;
-        self.deadline = Some(crate::deadline::after(self.wait));
-        Ok(())
+            .map_err(Ended::from)
     }
 
     /// Ends a `REQ` (`CLOSE`) or a reconciliation (`NEG-CLOSE`) politely, without waiting for
     /// the socket. (A `COUNT` ends with its answer.)
-    pub(crate) async fn close(self) {
-        let frame = match &self.ask {
-            Ask::Req { sub, .. } => ClientMessage::close(sub.clone()).as_json(),
-            Ask::Sync { sub, .. } => serde_json::json!(["NEG-CLOSE", sub.as_str()]).to_string(),
-            Ask::Event(_) | Ask::Count { .. } => return,
-        };
-        let _ = self.link.send(Message::text(frame)).await;
+    pub(crate) async fn close(mut self) {
+        let _ = self.session.close(self.id).await;
+    }
+}
+
+impl From<Broken> for Ended {
+    fn from(broken: Broken) -> Self {
+        Ended::Lost(broken.to_string())
     }
 }

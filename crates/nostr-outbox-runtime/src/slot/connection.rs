@@ -1,8 +1,10 @@
-//! The slot's connection: dialling with backoff, one session per socket (commands, frames and
-//! EOSE deadlines), and closing politely.
+//! The slot's connection: dialling with backoff, one session per socket (commands and the
+//! session's answers), and closing politely.
+
+use rand::RngCore;
 
 use super::*;
-use crate::sockets::{DialError, Read, Role};
+use crate::sockets::{DialError, Role};
 
 impl Slot {
     /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
@@ -124,6 +126,8 @@ impl Slot {
         }
     }
 
+    /// One connection: every purpose paged on one session over the link, until a command or
+    /// the session ends it.
     pub(super) async fn session(
         &mut self,
         ws: &mut Socket,
@@ -133,10 +137,7 @@ impl Slot {
         // A fresh socket knows no subscriptions: page every purpose from the start.
         self.open.clear();
         self.cap = CapEstimate::new(&self.limits);
-        self.flood = FloodGuard::default();
-        self.paused = None;
-        self.rate_limited = 0;
-        self.reset_sign_in();
+        let mut s = Session::new(ws, &self.client, self.rng.next_u64()).policed();
         let kinds: Vec<SubKind> = self
             .purposes
             .iter()
@@ -145,114 +146,63 @@ impl Slot {
             .collect();
         let mut contention = self.client.sockets().contention();
         for kind in kinds {
-            match self.begin(ws, kind).await {
+            match self.begin(&mut s, kind).await {
                 Ok(true) => {}
                 Ok(false) => return Ended::Shutdown,
                 Err(f) => return Ended::Failed(f),
             }
         }
-        let mut bad_frames: u32 = 0;
         loop {
-            let answered = self.answered();
+            let answered = self.answered(&s);
             if answered && *contention.borrow_and_update() > 0 {
                 return Ended::Parked;
             }
-            let deadline = self
-                .open
-                .values()
-                .filter_map(|s| s.page.as_ref().map(|p| p.deadline))
-                .chain(self.paused)
-                .min();
-            tokio::select! {
-                cmd = commands.recv() => match cmd {
-                    Some(SlotCommand::Req { sub, filter, generation }) => {
-                        if let Err(f) = self.close_purpose(ws, sub).await {
-                            return Ended::Failed(f);
-                        }
-                        self.set_purpose(sub, *filter, generation);
-                        match self.begin(ws, sub).await {
-                            Ok(true) => {}
-                            Ok(false) => return Ended::Shutdown,
-                            Err(f) => return Ended::Failed(f),
-                        }
-                    }
-                    Some(SlotCommand::Close { sub }) => {
-                        if let Err(f) = self.close_purpose(ws, sub).await {
-                            return Ended::Failed(f);
-                        }
-                        self.purposes.remove(&sub);
-                        self.sign_in.forget(sub);
-                        // The other purpose may use the freed subscriptions.
-                        if let Err(f) = self.pump(ws, sub.other()).await {
-                            return Ended::Failed(f);
-                        }
-                    }
-                    Some(SlotCommand::Shutdown) | None => {
-                        self.close_socket(ws).await;
-                        return Ended::Shutdown;
-                    }
-                },
-                frame = ws.recv() => {
-                    let text = match frame {
-                        None => return Ended::Failed(Failure::Lost("end of stream".into())),
-                        Some(Err(e)) => return Ended::Failed(Failure::Lost(e)),
-                        Some(Ok(Read::SignedIn(result))) => {
-                            match self.signed_in(ws, result).await {
-                                Handled::End(ended) => return ended,
-                                Handled::Ok | Handled::Bad => continue,
-                            }
-                        }
-                        Some(Ok(Read::Frame(Message::Text(text)))) => text,
-                        Some(Ok(Read::Frame(Message::Close(frame)))) => {
-                            let why = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                            return Ended::Failed(Failure::Lost(format!("closed by relay {why}")));
-                        }
-                        Some(Ok(Read::Frame(Message::Binary(_)))) => {
-                            trace!("dropping binary frame");
-                            bad_frames += 1;
-                            if !self.report(ReportKind::Dropped { reason: FrameDrop::Unparseable }).await {
-                                return Ended::Shutdown;
-                            }
-                            if bad_frames > self.cfg.max_bad_frames {
-                                return Ended::Failed(Failure::BadFrames(bad_frames));
-                            }
-                            continue;
-                        }
-                        Some(Ok(_)) => continue,
-                    };
-                    match self.handle_text(ws, text.as_str(), attempt).await {
-                        Handled::Ok => {}
-                        Handled::Bad => {
-                            bad_frames += 1;
-                            if bad_frames > self.cfg.max_bad_frames {
-                                return Ended::Failed(Failure::BadFrames(bad_frames));
-                            }
-                        }
-                        Handled::End(ended) => return ended,
-                    }
-                },
+            let handled = tokio::select! {
+                cmd = commands.recv() => self.command(&mut s, cmd).await,
+                heard = s.next() => self.heard(&mut s, heard, attempt).await,
                 // Someone waits for a place: the loop's top gives this one up if it is done.
                 // The sender lives as long as the sockets this slot's client holds.
-                _ = contention.changed(), if answered => {}
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                    let now = Instant::now();
-                    if self.paused.is_some_and(|p| p <= now) {
-                        self.paused = None;
-                        for kind in [SubKind::Feed, SubKind::Lists] {
-                            if let Err(f) = self.pump(ws, kind).await {
-                                return Ended::Failed(f);
-                            }
-                        }
-                    }
-                    let expired = self
-                        .open
-                        .values()
-                        .find(|s| s.page.as_ref().is_some_and(|p| p.deadline <= now))
-                        .map(|s| s.kind);
-                    if let Some(kind) = expired {
-                        return Ended::Failed(Failure::EoseTimeout(kind));
-                    }
+                _ = contention.changed(), if answered => Handled::Ok,
+            };
+            if let Handled::End(ended) = handled {
+                return ended;
+            }
+        }
+    }
+
+    /// A command of the coordinator while connected.
+    async fn command(&mut self, s: &mut Session<'_>, cmd: Option<SlotCommand>) -> Handled {
+        let failed = |f| Handled::End(Ended::Failed(f));
+        match cmd {
+            Some(SlotCommand::Req {
+                sub,
+                filter,
+                generation,
+            }) => {
+                if let Err(f) = self.close_purpose(s, sub).await {
+                    return failed(f);
                 }
+                self.set_purpose(sub, *filter, generation);
+                match self.begin(s, sub).await {
+                    Ok(true) => Handled::Ok,
+                    Ok(false) => Handled::End(Ended::Shutdown),
+                    Err(f) => failed(f),
+                }
+            }
+            Some(SlotCommand::Close { sub }) => {
+                if let Err(f) = self.close_purpose(s, sub).await {
+                    return failed(f);
+                }
+                self.purposes.remove(&sub);
+                // The other purpose may use the freed subscriptions.
+                match self.pump(s, sub.other()).await {
+                    Ok(()) => Handled::Ok,
+                    Err(f) => failed(f),
+                }
+            }
+            Some(SlotCommand::Shutdown) | None => {
+                self.close_socket(s).await;
+                Handled::End(Ended::Shutdown)
             }
         }
     }
@@ -260,25 +210,26 @@ impl Slot {
     /// A one-shot slot with every purpose answered (or refused) and nothing in flight: its
     /// socket's place may go to a link waiting for one. A continuing feed never is, as its
     /// subscriptions stay open for live notes.
-    fn answered(&self) -> bool {
+    fn answered(&self, s: &Session<'_>) -> bool {
         self.cfg.once
             && self.open.is_empty()
-            && self.paused.is_none()
-            && !self.sign_in.holds_pages()
+            && s.is_idle()
             && self.purposes.values().all(|p| p.refused || p.reported)
     }
 
-    pub(super) async fn close_socket(&mut self, ws: &mut Socket) {
+    /// Closes every open subscription, then leaves the socket, within the shutdown grace.
+    async fn close_socket(&mut self, s: &mut Session<'_>) {
         let grace = self.cfg.shutdown_grace;
-        let mut subs: Vec<(u64, SubKind)> = self.open.iter().map(|(n, s)| (*n, s.kind)).collect();
+        let mut subs: Vec<AskId> = self.open.keys().copied().collect();
         subs.sort_unstable();
         self.open.clear();
         let polite = async {
-            for (n, kind) in subs {
-                let close = ClientMessage::close(sub_id(kind, n));
-                ws.send(Message::text(close.as_json())).await?;
+            for id in subs {
+                if let Err(e) = s.close(id).await {
+                    return Err(e.to_string());
+                }
             }
-            ws.close().await
+            s.link().close().await.map_err(|e| e.to_string())
         };
         match timeout(grace, polite).await {
             Ok(Ok(())) => debug!("closed"),

@@ -25,20 +25,30 @@
 //! each chunk's first page open after its EOSE, so live notes keep flowing.
 //!
 //! A new filter (generation) closes the purpose's subscriptions and starts paging anew; a new
-//! connection does the same for every purpose. Answers to closed subscriptions are dropped
-//! quietly (they may cross our CLOSE); ids we never issued are unrequested frames.
+//! connection does the same for every purpose.
 //!
-//! A relay that floods (valid events outside the filter asked, the same event again on one
-//! subscription, or answers to subscriptions closed longer than the EOSE timeout ago) is
-//! counted per connection; past
-//! [`RuntimeConfig::max_unrequested`] beyond the events asked for, the connection ends as
-//! [`Failure::Flooded`]. Events dated beyond [`RuntimeConfig::future_tolerance`] are bad frames.
+//! # One session per connection
+//!
+//! The slot speaks to the relay only through an [`exchange::Session`](crate::exchange) on its
+//! link: every page is an ask on it, and the slot reads the session's typed answers (events
+//! admitted, EOSE, how a page ended), never frames. The session is the one reader of the
+//! link's frames, as on every other path: it drops bad frames and says so, signs in once per
+//! connection for all the pages when one is refused `auth-required:`, waits out
+//! `rate-limited:` with one backoff counter per connection, and counts floods (valid events
+//! outside the filter asked, the same event again on one subscription, or answers to
+//! subscriptions closed longer than the EOSE timeout ago). Its session is
+//! [policed](crate::exchange): past [`RuntimeConfig::max_unrequested`] beyond the events asked
+//! for the connection ends as [`Failure::Flooded`], past [`RuntimeConfig::max_bad_frames`] as
+//! [`Failure::BadFrames`]. What a page's end means is the slot's: no EOSE in time is
+//! [`Failure::EoseTimeout`], a refusal that retrying cannot fix sets the purpose aside
+//! ([`ReportKind::Refused`]), a rate limit that outlasted the waits is
+//! [`Failure::RateLimited`], any other refusal [`Failure::Refused`].
 //!
 //! # Layout
 //!
 //! This file holds the slot's vocabulary (purposes, commands, reports, failures) and its state;
 //! `connection` dials and runs one session per socket, `pages` pages each purpose on it, and
-//! `frames` turns the relay's frames into reports.
+//! `answers` turns the session's answers into reports.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -47,7 +57,7 @@ use std::time::Duration;
 use nostr::event::{Event, EventId};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
-use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
+use nostr::message::SubscriptionId;
 use nostr::types::Timestamp;
 use nostr_outbox_client::{
     paging, paging::CapEstimate, paging::Cursor, paging::Next, paging::Page, paging::RelayLimits,
@@ -56,21 +66,17 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
-use tokio_tungstenite::tungstenite::Message;
 use tracing::{debug, info, trace, warn, Instrument};
 
 use crate::client::Client;
 use crate::config::RuntimeConfig;
-use crate::dedup::Dedup;
+use crate::exchange::{AskId, Session};
 use crate::refusal::Refusal;
 pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
 
-mod auth;
+mod answers;
 mod connection;
-mod frames;
 mod pages;
-
-use auth::SignIn;
 
 type Socket = crate::sockets::Link;
 
@@ -104,19 +110,6 @@ impl SubKind {
 /// The wire id of subscription number `n` of a purpose.
 fn sub_id(kind: SubKind, n: u64) -> SubscriptionId {
     SubscriptionId::new(format!("{}-{n}", kind.id()))
-}
-
-/// The purpose and number of one of our subscription ids.
-fn parse_sub_id(id: &SubscriptionId) -> Option<(SubKind, u64)> {
-    let (prefix, n) = id.as_str().rsplit_once('-')?;
-    let kind = [SubKind::Feed, SubKind::Lists]
-        .into_iter()
-        .find(|k| k.id() == prefix)?;
-    // Only plain decimal numbers: `+1` or ` 1` are not ids we issue.
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((kind, n.parse().ok()?))
 }
 
 pub use crate::exchange::FrameDrop;
@@ -162,6 +155,17 @@ impl std::fmt::Display for Failure {
             Failure::BadFrames(n) => write!(f, "{n} bad frames"),
             Failure::Refused(m) | Failure::RateLimited(m) => write!(f, "refused: {m}"),
             Failure::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
+        }
+    }
+}
+
+impl From<crate::exchange::Broken> for Failure {
+    fn from(broken: crate::exchange::Broken) -> Self {
+        use crate::exchange::Broken;
+        match broken {
+            Broken::Lost(why) => Failure::Lost(why),
+            Broken::Flooded(n) => Failure::Flooded(n),
+            Broken::BadFrames(n) => Failure::BadFrames(n),
         }
     }
 }
@@ -300,28 +304,18 @@ enum ChunkState {
     Done(paging::Ended),
 }
 
-/// A subscription open on the current socket.
+/// A subscription open on the current session (one ask of it).
 struct OpenSub {
     kind: SubKind,
     chunk: usize,
-    /// The page's filter; events outside it are not ours.
-    filter: Filter,
     /// `None` once answered and kept open for live notes.
     page: Option<PageInFlight>,
-    /// Sent after the relay accepted our AUTH on this connection: a second `auth-required:`
-    /// refusal of it is final.
-    signed_in: bool,
-    /// Ids the relay sent on this subscription (the newest [`MAX_SEEN_PER_SUB`]): the same id
-    /// again, before or after EOSE, is a replay and counts as unrequested.
-    seen: Dedup,
 }
 
-/// Event ids remembered per open subscription to recognise replays: a page's answer (at most
-/// its limit when the relay is honest) and the newest live notes.
-pub const MAX_SEEN_PER_SUB: usize = 10_000;
+/// Event ids remembered per open subscription to recognise replays (the session's).
+pub use crate::exchange::MAX_SEEN_PER_SUB;
 
 struct PageInFlight {
-    deadline: Instant,
     first: bool,
     answer: Page,
 }
@@ -347,7 +341,6 @@ pub(crate) async fn run_slot(
         let mut slot = Slot {
             url,
             cfg: client.config_arc(),
-            sign_in: SignIn::new(client.signer().is_some()),
             client,
             reports,
             purposes: BTreeMap::new(),
@@ -355,9 +348,6 @@ pub(crate) async fn run_slot(
             next_sub: 0,
             limits: RelayLimits::default(),
             cap: CapEstimate::default(),
-            flood: FloodGuard::default(),
-            paused: None,
-            rate_limited: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
         slot.run(&mut commands).await;
@@ -375,48 +365,16 @@ struct Slot {
     client: Client,
     reports: mpsc::Sender<SlotReport>,
     purposes: BTreeMap<SubKind, Purpose>,
-    /// Subscriptions open on the current socket, by number.
-    open: HashMap<u64, OpenSub>,
+    /// Subscriptions open on the current session, by ask.
+    open: HashMap<AskId, OpenSub>,
     /// The next subscription number; never reused in the slot's life, so a late answer to a
     /// closed subscription is never taken for a new one.
     next_sub: u64,
     /// The current connection's limits and cap estimate.
     limits: RelayLimits,
     cap: CapEstimate,
-    /// The current connection's count of unrequested events.
-    flood: FloodGuard,
-    /// The current connection's NIP-42 challenge and sign-in.
-    sign_in: SignIn,
-    /// After a `rate-limited:` refusal, no page is sent before this.
-    paused: Option<Instant>,
-    /// `rate-limited:` refusals answered by waiting on this connection.
-    rate_limited: u32,
+    /// Reconnect jitter, and the seed of each session's rate-limit waits.
     rng: ChaCha8Rng,
-}
-
-/// Counts valid events a relay sends outside what was asked, per connection.
-#[derive(Default)]
-struct FloodGuard {
-    /// Events asked for on this connection: the sum of the page limits sent.
-    asked: u64,
-    /// Unrequested events counted so far.
-    unrequested: u64,
-    /// Answers to closed subscriptions are not counted until then (they may cross our CLOSE,
-    /// or answer a filter just replaced).
-    grace_until: Option<Instant>,
-}
-
-impl FloodGuard {
-    fn in_grace(&self, now: Instant) -> bool {
-        self.grace_until.is_some_and(|g| now < g)
-    }
-
-    /// Counts one unrequested event; the failure once the bound is passed.
-    fn count(&mut self, max: u64) -> Option<Failure> {
-        self.unrequested += 1;
-        (self.unrequested > max.saturating_add(self.asked))
-            .then_some(Failure::Flooded(self.unrequested))
-    }
 }
 
 impl Slot {
@@ -473,9 +431,9 @@ impl Slot {
     }
 }
 
+/// Whether the session goes on after a command or an answer.
 enum Handled {
     Ok,
-    Bad,
     End(Ended),
 }
 
@@ -488,53 +446,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_flood_bound_grows_with_what_was_asked_and_closes_grant_grace() {
-        let mut guard = FloodGuard::default();
-        for _ in 0..10 {
-            assert_eq!(guard.count(10), None);
-        }
-        assert_eq!(guard.count(10), Some(Failure::Flooded(11)));
-        let mut guard = FloodGuard {
-            asked: 500,
-            ..FloodGuard::default()
-        };
-        for _ in 0..510 {
-            assert_eq!(guard.count(10), None);
-        }
-        assert_eq!(guard.count(10), Some(Failure::Flooded(511)));
-        assert!(Failure::Flooded(511).is_misbehaviour());
-        assert!(!Failure::EoseTimeout(SubKind::Feed).is_misbehaviour());
-
-        let now = Instant::now();
-        assert!(!guard.in_grace(now));
-        guard.grace_until = Some(now + Duration::from_secs(1));
-        assert!(guard.in_grace(now));
-        assert!(!guard.in_grace(now + Duration::from_secs(1)));
-    }
-
-    #[test]
-    fn subscription_ids_round_trip_and_strangers_are_not_ours() {
-        for kind in [SubKind::Feed, SubKind::Lists] {
-            for n in [0u64, 7, u64::MAX] {
-                assert_eq!(parse_sub_id(&sub_id(kind, n)), Some((kind, n)));
-            }
-        }
+    fn subscription_ids_name_their_purpose_and_number() {
         assert_eq!(sub_id(SubKind::Feed, 3).as_str(), "outbox-feed-3");
-        for stranger in [
-            "outbox-feed",
-            "outbox-feed-",
-            "outbox-feed-+1",
-            "outbox-feed- 1",
-            "outbox-feed-99999999999999999999999",
-            "outbox-other-1",
-            "x-1",
-            "",
-        ] {
-            assert_eq!(
-                parse_sub_id(&SubscriptionId::new(stranger)),
-                None,
-                "{stranger}"
-            );
-        }
+        assert_eq!(sub_id(SubKind::Lists, 0).as_str(), "outbox-lists-0");
+        assert!(!Failure::EoseTimeout(SubKind::Feed).is_misbehaviour());
+        assert!(Failure::Flooded(1).is_misbehaviour());
     }
 }

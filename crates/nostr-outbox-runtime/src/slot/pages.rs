@@ -3,6 +3,7 @@
 //! purpose's EOSE reported once every chunk ended.
 
 use super::*;
+use crate::exchange::Ask;
 
 impl Slot {
     /// Splits a purpose's filter into chunks for this connection and marks every first page due.
@@ -80,11 +81,10 @@ impl Slot {
         !self.cfg.once && live + 2 < self.sub_budget()
     }
 
-    /// Sends every due page of `kind` the budget allows.
-    /// Nothing is sent while a sign-in is under way, nor while a rate limit is waited out: the
-    /// relay would refuse it.
-    pub(super) async fn pump(&mut self, ws: &mut Socket, kind: SubKind) -> Result<(), Failure> {
-        while self.may_open(kind) && !self.sign_in.holds_pages() && self.paused.is_none() {
+    /// Asks every due page of `kind` the budget allows. (The session holds them while a
+    /// sign-in or a rate limit is under way: the relay would refuse them.)
+    pub(super) async fn pump(&mut self, s: &mut Session<'_>, kind: SubKind) -> Result<(), Failure> {
+        while self.may_open(kind) {
             let Some(purpose) = self.purposes.get(&kind) else {
                 return Ok(());
             };
@@ -98,20 +98,20 @@ impl Slot {
             else {
                 return Ok(());
             };
-            self.send_page(ws, kind, index).await?;
+            self.send_page(s, kind, index).await?;
         }
         Ok(())
     }
 
+    /// Asks the next page of chunk `index` of `kind`, as a subscription of its own.
     pub(super) async fn send_page(
         &mut self,
-        ws: &mut Socket,
+        s: &mut Session<'_>,
         kind: SubKind,
         index: usize,
     ) -> Result<(), Failure> {
         let n = self.next_sub;
         self.next_sub += 1;
-        let signed_in = self.sign_in.is_signed_in();
         let eose_timeout = self.cfg.eose_timeout;
         let Some(purpose) = self.purposes.get_mut(&kind) else {
             return Ok(());
@@ -128,12 +128,7 @@ impl Slot {
         }
         let first = chunk.cursor.pages() == 0;
         chunk.state = ChunkState::Asking;
-        self.flood.asked = self.flood.asked.saturating_add(chunk.cursor.limit() as u64);
-        let json = ClientMessage::req(sub_id(kind, n), filter.clone())
-            .try_as_json()
-            .map_err(|e| Failure::Lost(format!("cannot encode REQ: {e}")))?;
-        let now = Instant::now();
-        purpose.started.get_or_insert(now);
+        purpose.started.get_or_insert_with(Instant::now);
         purpose.pages += 1;
         debug!(
             sub = n,
@@ -141,55 +136,55 @@ impl Slot {
             generation,
             chunk = index,
             until = ?filter.until.map(|t| t.as_secs()),
-            bytes = json.len(),
             "REQ"
         );
+        // Pages are bounded by their limit, not by a cap: the flood guard counts beyond it.
+        let ask = Ask::Req {
+            sub: sub_id(kind, n),
+            filters: vec![filter],
+            cap: usize::MAX,
+        };
+        let id = s.ask(ask, eose_timeout).await.map_err(Failure::from)?;
         self.open.insert(
-            n,
+            id,
             OpenSub {
                 kind,
                 chunk: index,
-                filter,
                 page: Some(PageInFlight {
-                    deadline: crate::deadline::offset(now, eose_timeout),
                     first,
                     answer: Page::default(),
                 }),
-                signed_in,
-                seen: Dedup::new(MAX_SEEN_PER_SUB),
             },
         );
-        ws.send(Message::text(json))
-            .await
-            .map_err(|e| Failure::Lost(e.to_string()))
+        Ok(())
     }
 
-    pub(super) async fn close_sub(&mut self, ws: &mut Socket, n: u64) -> Result<(), Failure> {
-        let Some(open) = self.open.remove(&n) else {
+    pub(super) async fn close_sub(
+        &mut self,
+        s: &mut Session<'_>,
+        id: AskId,
+    ) -> Result<(), Failure> {
+        if self.open.remove(&id).is_none() {
             return Ok(());
-        };
-        self.flood.grace_until = Some(crate::deadline::after(self.cfg.eose_timeout));
-        let close = ClientMessage::close(sub_id(open.kind, n));
-        ws.send(Message::text(close.as_json()))
-            .await
-            .map_err(|e| Failure::Lost(e.to_string()))
+        }
+        s.close(id).await.map_err(Failure::from)
     }
 
     /// Closes every open subscription of `kind`.
     pub(super) async fn close_purpose(
         &mut self,
-        ws: &mut Socket,
+        s: &mut Session<'_>,
         kind: SubKind,
     ) -> Result<(), Failure> {
-        let mut subs: Vec<u64> = self
+        let mut subs: Vec<AskId> = self
             .open
             .iter()
             .filter(|(_, s)| s.kind == kind)
             .map(|(n, _)| *n)
             .collect();
         subs.sort_unstable();
-        for n in subs {
-            self.close_sub(ws, n).await?;
+        for id in subs {
+            self.close_sub(s, id).await?;
         }
         Ok(())
     }
@@ -247,18 +242,26 @@ impl Slot {
     }
 
     /// Starts paging `kind` on this socket and reports at once if there is nothing to ask.
-    pub(super) async fn begin(&mut self, ws: &mut Socket, kind: SubKind) -> Result<bool, Failure> {
+    pub(super) async fn begin(
+        &mut self,
+        s: &mut Session<'_>,
+        kind: SubKind,
+    ) -> Result<bool, Failure> {
         self.start_run(kind);
-        self.pump(ws, kind).await?;
+        self.pump(s, kind).await?;
         Ok(self.report_if_done(kind).await)
     }
 
-    /// EOSE of open subscription `n`: the page is answered; the chunk asks again or ends, and
-    /// the subscription is closed or (a first page of a continuing feed) kept for live notes.
-    pub(super) async fn on_eose(&mut self, ws: &mut Socket, n: u64) -> Result<bool, Failure> {
+    /// EOSE of page `id`: the page is answered; the chunk asks again or ends, and the
+    /// subscription is closed or (a first page of a continuing feed) kept for live notes.
+    pub(super) async fn on_eose(
+        &mut self,
+        s: &mut Session<'_>,
+        id: AskId,
+    ) -> Result<bool, Failure> {
         let paging = self.cfg.limits.paging;
         let keep_live = self.may_keep_live();
-        let Some(open) = self.open.get_mut(&n) else {
+        let Some(open) = self.open.get_mut(&id) else {
             return Ok(true);
         };
         let Some(page) = open.page.take() else {
@@ -304,14 +307,14 @@ impl Slot {
             );
         }
         if !(page.first && keep_live) {
-            self.close_sub(ws, n).await?;
+            self.close_sub(s, id).await?;
         }
-        self.pump(ws, kind).await?;
+        self.pump(s, kind).await?;
         if !self.report_if_done(kind).await {
             return Ok(false);
         }
         // A finished purpose frees subscriptions for the other.
-        self.pump(ws, kind.other()).await?;
+        self.pump(s, kind.other()).await?;
         Ok(true)
     }
 }
