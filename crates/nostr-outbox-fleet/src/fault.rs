@@ -37,6 +37,10 @@ pub enum Fault {
     RateLimited,
     /// Answers each REQ with its events and EOSE after this many milliseconds: a slow relay.
     Late(u64),
+    /// Answers the n-th EVENT it receives (over all connections) with the n-th `OK` of the
+    /// script, `(accepted, message)`, the last one repeating; each after a `NOTICE` and an `OK`
+    /// for another event. REQs get nothing.
+    Oks(&'static [(bool, &'static str)]),
 }
 
 /// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
@@ -48,12 +52,15 @@ pub const FLOOD: usize = 300_000;
 /// Copies of one event a [`Fault::Duplicates`] page carries.
 pub const DUPLICATES: usize = 100_000;
 
-/// A tiny WebSocket server that misbehaves in one way; counts connections.
+/// A tiny WebSocket server that misbehaves in one way; counts connections and the EVENTs it
+/// received.
 pub struct FaultServer {
     /// `ws://127.0.0.1:PORT`.
     pub url: String,
     /// Connections accepted so far.
     pub connections: Arc<AtomicUsize>,
+    /// EVENT frames received so far, over all connections.
+    pub events: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -70,11 +77,14 @@ impl FaultServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let connections = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
+        let received_by_task = received.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let events = events.clone();
+                let received = received_by_task.clone();
                 tokio::spawn(async move {
                     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
                         return;
@@ -85,6 +95,15 @@ impl FaultServer {
                         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
                             continue;
                         };
+                        if value[0] == "EVENT" {
+                            let n = received.fetch_add(1, Ordering::SeqCst);
+                            if let Fault::Oks(script) = fault {
+                                if ok_after_noise(&mut ws, &value, script, n).await.is_err() {
+                                    return;
+                                }
+                            }
+                            continue;
+                        }
                         let refused_count =
                             value[0] == "COUNT" && matches!(fault, Fault::Refuse(_));
                         if value[0] != "REQ" && !refused_count {
@@ -179,6 +198,7 @@ impl FaultServer {
                                     }
                                 }
                             }
+                            Fault::Oks(_) => {}
                             Fault::Flood => {
                                 if let Some(e) = events.first() {
                                     let _ = ws.send(Message::text(event_frame(e))).await;
@@ -202,9 +222,42 @@ impl FaultServer {
         Self {
             url,
             connections,
+            events: received,
             task,
         }
     }
+
+    /// EVENT frames received so far, over all connections.
+    pub fn events(&self) -> usize {
+        self.events.load(Ordering::SeqCst)
+    }
+}
+
+/// A [`Fault::Oks`] answer to the `n`-th EVENT (`value`): a `NOTICE`, an `OK` for another
+/// event, then the script's `OK` for this one.
+async fn ok_after_noise<S>(
+    ws: &mut S,
+    value: &serde_json::Value,
+    script: &[(bool, &str)],
+    n: usize,
+) -> Result<(), tokio_tungstenite::tungstenite::Error>
+where
+    S: futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+{
+    let Some(&(ok, message)) = script.get(n).or(script.last()) else {
+        return Ok(());
+    };
+    let id = value[1]["id"].as_str().unwrap_or_default();
+    let other = "0".repeat(64);
+    let frames = [
+        r#"["NOTICE","hello"]"#.to_string(),
+        format!(r#"["OK","{other}",false,"blocked: not yours"]"#),
+        serde_json::json!(["OK", id, ok, message]).to_string(),
+    ];
+    for frame in frames {
+        ws.send(Message::text(frame)).await?;
+    }
+    Ok(())
 }
 
 /// A listener that accepts sockets and holds them without reading or writing; counts accepts.

@@ -1,4 +1,4 @@
-//! Publishing against real local relays and small scripted servers: every target gets the
+//! Publishing against real local relays and the harness's scripted servers: every target gets the
 //! event, a definitive refusal is reported and not retried, a rate limit is retried, a dead
 //! relay is a connect failure, and a relay requiring NIP-42 accepts once signed in.
 
@@ -15,56 +15,12 @@ use nostr_relay_builder::prelude as rb;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
-use nostr_outbox_fleet::{dead_url, keys, note, now, RealRelay};
+use nostr_outbox_fleet::{dead_url, keys, note, now, Fault, FaultServer, RealRelay};
 
-/// A server that answers the n-th EVENT it receives (over all connections) with the n-th
-/// answer of its script (the last one repeats), after a frame about something else.
-struct Scripted {
-    url: String,
-    events: Arc<AtomicUsize>,
-}
-
-impl Scripted {
-    async fn start(script: Vec<(bool, &'static str)>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let events = Arc::new(AtomicUsize::new(0));
-        let seen = events.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (seen, script) = (seen.clone(), script.clone());
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    while let Some(Ok(Message::Text(text))) = ws.next().await {
-                        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-                        if value[0] != "EVENT" {
-                            continue;
-                        }
-                        let n = seen.fetch_add(1, Ordering::SeqCst);
-                        let (ok, message) = script[n.min(script.len() - 1)];
-                        let id = value[1]["id"].as_str().unwrap().to_string();
-                        let other = "0".repeat(64);
-                        let noise = [
-                            r#"["NOTICE","hello"]"#.to_string(),
-                            format!(r#"["OK","{other}",false,"blocked: not yours"]"#),
-                        ];
-                        for frame in noise {
-                            let _ = ws.send(Message::text(frame)).await;
-                        }
-                        let answer = serde_json::json!(["OK", id, ok, message]).to_string();
-                        let _ = ws.send(Message::text(answer)).await;
-                    }
-                });
-            }
-        });
-        Self { url, events }
-    }
-
-    fn events(&self) -> usize {
-        self.events.load(Ordering::SeqCst)
-    }
+/// A harness server answering the EVENTs it receives with `script` (the last answer repeats)
+/// and counting them.
+async fn scripted(script: &'static [(bool, &'static str)]) -> FaultServer {
+    FaultServer::start(Fault::Oks(script), Vec::new()).await
 }
 
 /// A client of its own with the test timeouts, the desktop socket budget and no signer.
@@ -115,7 +71,7 @@ async fn a_published_event_reaches_every_target() {
 
 #[tokio::test]
 async fn a_blocked_event_is_reported_and_not_retried() {
-    let server = Scripted::start(vec![(false, "blocked: you are banned")]).await;
+    let server = scripted(&[(false, "blocked: you are banned")]).await;
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
@@ -133,7 +89,7 @@ async fn a_blocked_event_is_reported_and_not_retried() {
 
 #[tokio::test]
 async fn a_rate_limited_event_is_sent_again_by_the_next_attempt() {
-    let server = Scripted::start(vec![(false, "rate-limited: slow down"), (true, "")]).await;
+    let server = scripted(&[(false, "rate-limited: slow down"), (true, "")]).await;
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
@@ -149,8 +105,20 @@ async fn a_rate_limited_event_is_sent_again_by_the_next_attempt() {
 }
 
 #[tokio::test]
+async fn a_relay_that_keeps_rate_limiting_receives_the_event_once_per_attempt() {
+    let server = scripted(&[(false, "rate-limited: slow down")]).await;
+    let cfg = PublishConfig::fast_for_tests();
+    let report = publish(&event(), std::slice::from_ref(&server.url), &client(), &cfg).await;
+    let r = &report.relays[0];
+    assert_eq!(r.outcome, PublishOutcome::RateLimited, "{r:?}");
+    assert_eq!(r.attempts, cfg.max_attempts, "{r:?}");
+    // Counted where it arrives: never more EVENTs than the retry policy's attempts.
+    assert_eq!(server.events(), cfg.max_attempts as usize);
+}
+
+#[tokio::test]
 async fn a_duplicate_counts_as_success() {
-    let server = Scripted::start(vec![(true, "duplicate: already have it")]).await;
+    let server = scripted(&[(true, "duplicate: already have it")]).await;
     let report = publish(
         &event(),
         std::slice::from_ref(&server.url),
