@@ -3,22 +3,23 @@
 //!
 //! Each relay of a [`ProbePlan`] gets one socket and one REQ, a filter per follow asking its
 //! newest notes of the feed's window, through the route feed's relay task
-//! ([`crate::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). No
-//! more than [`probes_at_once`](nostr_outbox_core::probes_at_once) probe sockets are open at
-//! once: a relay waits for a free place before it dials. A probe gives up connecting after the schedule's
-//! `probe_connect_timeout`, but a [patient](nostr_outbox_core::Probe::patient) one (the relay
-//! failed before) waits the whole connect timeout. Nothing is de-duplicated across relays:
+//! ([`crate::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). The
+//! client's socket budget is the one cap on probe sockets, as on everything else: a relay waits
+//! for a place of it before it dials ([`Sockets`](crate::Sockets)). A probe gives up connecting
+//! after the schedule's `probe_connect_timeout`, but a
+//! [patient](nostr_outbox_core::Probe::patient) one (the relay failed before) waits the whole
+//! connect timeout. Nothing is de-duplicated across relays:
 //! every relay's own answer is what is learned from, so each comes back whole, as one
 //! [`ProbeAnswer`], for the coordinator to pass to its recorder
 //! ([`nostr_outbox_client::RoundRecorder::probed`]). The coordinator passes on to the feed the
 //! notes no relay delivered before ([`FeedEvent::Found`](crate::FeedEvent::Found)): they are
 //! verified notes of follows within the feed's window, found where the plan did not look.
 //!
-//! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those,
+//! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those
+//! (as many waves as the budget's places take to probe every relay),
 //! the notes kept per relay by the filters' limits (at most
 //! [`MAX_STORED_EVENTS`](crate::route_feed::MAX_STORED_EVENTS)).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr::event::{Event, Kind};
@@ -26,7 +27,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use nostr_outbox_core::ProbePlan;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, trace, warn};
@@ -79,19 +80,23 @@ pub(crate) struct Probing {
 }
 
 impl Probing {
-    /// Starts probing every relay of `plan` for notes of `kinds` since `since`, at most
-    /// `at_once` sockets at a time.
+    /// Starts probing every relay of `plan` for notes of `kinds` since `since`, within the
+    /// client's socket budget.
     pub(crate) fn start(
         plan: &ProbePlan,
         client: &Client,
-        at_once: usize,
         kinds: &[Kind],
         since: Option<u64>,
     ) -> Self {
         let (stop, stop_rx) = watch::channel(false);
-        // No more places than probes (a huge budget must not size the semaphore).
-        let at_once = at_once.min(plan.probes.len()).max(1);
-        let gate = Arc::new(Semaphore::new(at_once));
+        // The places short work may take: the whole budget (an unbounded one: every probe).
+        let places = client
+            .sockets()
+            .budget()
+            .max_sockets
+            .unwrap_or(usize::MAX)
+            .min(plan.probes.len())
+            .max(1);
         let mut patient_cfg = client.config().clone();
         patient_cfg.once = true;
         let mut cfg = patient_cfg.clone();
@@ -105,7 +110,7 @@ impl Probing {
         let per_relay = longest
             .saturating_add(cfg.eose_timeout)
             .saturating_add(RUN_SLACK);
-        let waves = plan.probes.len().div_ceil(at_once).max(1);
+        let waves = plan.probes.len().div_ceil(places).max(1);
         let bound = per_relay.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX));
         let deadline = crate::deadline::after(bound);
         let (tx, rx) = mpsc::channel(plan.probes.len().max(1));
@@ -125,12 +130,11 @@ impl Probing {
                 target,
                 if probe.patient { &patient } else { &client }.clone(),
                 stop_rx.clone(),
-                gate.clone(),
                 tx.clone(),
             ));
         }
         drop(tx);
-        debug!(relays = plan.probes.len(), at_once, "probing");
+        debug!(relays = plan.probes.len(), places, "probing");
         let handle = tokio::spawn(collect(tasks, rx, stop.clone(), deadline));
         Self { stop, handle }
     }
@@ -197,13 +201,12 @@ struct Target {
     seed: u64,
 }
 
-/// One probed relay: waits for a free place among the probe sockets, asks, and sends back its
-/// whole answer.
+/// One probed relay: asks (its link waiting for a place of the socket budget), and sends back
+/// its whole answer.
 async fn probe_one(
     target: Target,
     client: Client,
-    mut stop: watch::Receiver<bool>,
-    gate: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
     out: mpsc::Sender<ProbeAnswer>,
 ) {
     let Target {
@@ -214,63 +217,54 @@ async fn probe_one(
         seed,
     } = target;
     let future_tolerance = client.config().future_tolerance;
-    let permit = if *stop.borrow() {
-        None
+    let stopped = *stop.borrow();
+    let (notes, ended) = if stopped {
+        (Vec::new(), Ended::Stopped)
     } else {
-        tokio::select! {
-            permit = gate.acquire_owned() => permit.ok(),
-            _ = stop.changed() => None,
-        }
-    };
-    let (notes, ended) = match permit {
-        Some(_permit) => {
-            // Held until the relay task ended and dropped its socket.
-            let (tx, mut rx) = mpsc::channel(64);
-            let cap = filters
-                .iter()
-                .map(|f| f.limit.unwrap_or(MAX_STORED_EVENTS))
-                .sum::<usize>()
-                .min(MAX_STORED_EVENTS);
-            let gather = async move {
-                let mut notes = Vec::new();
-                let mut ended = Ended::Stopped;
-                while let Some(event) = rx.recv().await {
-                    match event {
-                        RouteEvent::Note { event, .. } => {
-                            let horizon = Timestamp::now()
-                                .as_secs()
-                                .saturating_add(future_tolerance.as_secs());
-                            let at = event.created_at.as_secs();
-                            if at > horizon {
-                                trace!(id = %event.id, at, "future-dated probe note dropped");
-                                continue;
-                            }
-                            if notes.len() < cap {
-                                notes.push(*event);
-                            }
+        let (tx, mut rx) = mpsc::channel(64);
+        let cap = filters
+            .iter()
+            .map(|f| f.limit.unwrap_or(MAX_STORED_EVENTS))
+            .sum::<usize>()
+            .min(MAX_STORED_EVENTS);
+        let gather = async move {
+            let mut notes = Vec::new();
+            let mut ended = Ended::Stopped;
+            while let Some(event) = rx.recv().await {
+                match event {
+                    RouteEvent::Note { event, .. } => {
+                        let horizon = Timestamp::now()
+                            .as_secs()
+                            .saturating_add(future_tolerance.as_secs());
+                        let at = event.created_at.as_secs();
+                        if at > horizon {
+                            trace!(id = %event.id, at, "future-dated probe note dropped");
+                            continue;
                         }
-                        RouteEvent::Eose { .. } => ended = Ended::Answered,
-                        RouteEvent::Failed {
-                            reason, refusal, ..
-                        } => ended = Ended::Failed(reason, refusal),
+                        if notes.len() < cap {
+                            notes.push(*event);
+                        }
                     }
+                    RouteEvent::Eose { .. } => ended = Ended::Answered,
+                    RouteEvent::Failed {
+                        reason, refusal, ..
+                    } => ended = Ended::Failed(reason, refusal),
                 }
-                (notes, ended)
-            };
-            let relay = Relay {
-                url: url.clone(),
-                filters,
-                client,
-                tx,
-                stop,
-                seed,
-                sub: PROBE_SUB,
-                role: crate::sockets::Role::Probe,
-            };
-            let ((), gathered) = tokio::join!(relay.run(), gather);
-            gathered
-        }
-        None => (Vec::new(), Ended::Stopped),
+            }
+            (notes, ended)
+        };
+        let relay = Relay {
+            url: url.clone(),
+            filters,
+            client,
+            tx,
+            stop,
+            seed,
+            sub: PROBE_SUB,
+            role: crate::sockets::Role::Probe,
+        };
+        let ((), gathered) = tokio::join!(relay.run(), gather);
+        gathered
     };
     let _ = out
         .send(ProbeAnswer {

@@ -1,7 +1,8 @@
 //! Probes after the fetch, against real local relays: a relay the plan left out is asked a short
 //! question once the run's own sockets are closed, what it returned is learned and the notes no
-//! relay delivered are passed on to the feed once each (`FeedEvent::Found`), the config's `probe_connections` bounds how many relays are probed, and the
-//! routed budget how many probe sockets are open at once.
+//! relay delivered are passed on to the feed once each (`FeedEvent::Found`), the config's
+//! `probe_connections` bounds how many relays are probed, and the client's socket budget (not
+//! the routed budget) how many probe sockets are open at once.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -15,7 +16,9 @@ use nostr::types::Timestamp;
 use nostr_outbox_client::MemoryStore;
 use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig, Status};
+use nostr_outbox_runtime::{
+    start, Client, FeedInput, FeedSummary, RuntimeConfig, SocketBudget, Status,
+};
 use nostr_relay_builder::prelude as rb;
 
 /// `recall` learns from delivery, so it is probed for; one routed relay leaves the follows'
@@ -334,14 +337,14 @@ impl rb::QueryPolicy for Gauge {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_once() {
+async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket_budget() {
     // Sixty-four follows each list the hub and a relay of their own; a budget of two plans
-    // the hub and at most one of them, so 63 or more are probed: more than `probes_at_once`
-    // allows together, and far more than the routed budget.
+    // the hub and at most one of them, so 63 or more are probed: more than the client's
+    // sixteen sockets hold together, and far more than the routed budget.
     const BUDGET: usize = 2;
     const OWN: usize = 64;
-    let at_once = nostr_outbox_core::probes_at_once(BUDGET);
-    assert!(OWN > at_once + 1 && at_once > BUDGET);
+    const SOCKETS: usize = 16;
+    const { assert!(OWN > SOCKETS + 1 && SOCKETS > BUDGET + 1) };
     // The first REQs wait for the one that makes the routed budget too few; a client that
     // keeps to the budget never sends it, and its REQs go on after the patience.
     let gauge = Gauge::new(
@@ -382,11 +385,15 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_
         eose_timeout: Duration::from_secs(10),
         ..runtime(now, true)
     };
-    let (summary, _) = start_once(input, cfg).await;
+    let budget = SocketBudget {
+        max_sockets: Some(SOCKETS),
+        ..SocketBudget::desktop()
+    };
+    let (summary, _) = start_once_on(input, &Client::with(cfg, budget, None)).await;
     let probed = summary.probes.probed();
-    assert!(probed > at_once, "{:#?}", summary.probes);
+    assert!(probed > SOCKETS, "{:#?}", summary.probes);
     assert_eq!(summary.probes.answered(), probed, "{:#?}", summary.probes);
-    // Every probed relay was dialled once: the probes ran, in waves of at most `at_once`.
+    // Every probed relay was dialled once: the probes ran, waiting for places of the budget.
     let probed_relays = own
         .iter()
         .filter(|r| summary.probes.relays.contains_key(r.url.as_str()));
@@ -394,11 +401,12 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_probes_at_
         assert_eq!(relay.counter.connections(), 1, "{}", relay.url);
     }
     // The first REQs waited for one beyond the routed budget, and each is held a quarter
-    // second: REQs from more sockets than the routed budget overlap, never more than `at_once`.
+    // second: REQs from more sockets than the routed budget overlap, never more than the
+    // client's sockets.
     let peak = gauge.peak.load(Ordering::SeqCst);
     assert!(
-        (BUDGET + 1..=at_once).contains(&peak),
-        "{peak} probe REQs at once with a budget of {BUDGET} ({at_once} probe sockets at once)"
+        (BUDGET + 1..=SOCKETS).contains(&peak),
+        "{peak} probe REQs at once with a routed budget of {BUDGET} and {SOCKETS} sockets"
     );
 }
 

@@ -34,7 +34,7 @@ impl Coordinator {
         nostr_outbox_core::plan_probes(&table, &self.stats, &skip, &budget, now)
     }
 
-    /// Probes the relays of a new plan, if any, at most `probes_at_once` sockets at once.
+    /// Probes the relays of a new plan, if any, within the client's socket budget.
     fn spawn_probes(&self) -> Option<Probing> {
         let plan = self.probe_plan();
         if plan.is_empty() {
@@ -48,7 +48,6 @@ impl Coordinator {
         Some(Probing::start(
             &plan,
             &self.client,
-            nostr_outbox_core::probes_at_once(self.router.max_connections()),
             &self.cfg.kinds,
             self.cfg.since.map(|t| t.as_secs()),
         ))
