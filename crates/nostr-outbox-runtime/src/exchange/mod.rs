@@ -25,7 +25,9 @@
 //!   [`MAX_RATE_LIMITED_RESENDS`] times per link; a live `REQ` ends instead. Any other refusal
 //!   ends the ask;
 //! - no answer by an ask's deadline (restarted by every send, not by waiting out a rate limit)
-//!   ends it, saying whether it was the sign-in that was not answered.
+//!   ends it. An ask held for the sign-in waits longer than the socket's own sign-in waits, so
+//!   the socket's answer (signed in, or why not) comes first; past that it ends saying the
+//!   sign-in was not answered.
 //!
 //! An `EVENT` is never sent again for `rate-limited:`: its refused `OK` is the answer, and
 //! publishing (`crate::publish`) decides, attempt by attempt with its backoff, whether to

@@ -658,6 +658,14 @@ impl<'l> Session<'l> {
     /// `auth-required:`: the link signs in once for all its asks (with keys), and each ask
     /// refused meanwhile goes again once it has.
     async fn auth_required(&mut self, id: AskId, message: String) -> Option<Heard> {
+        // The socket answers the sign-in within its own two waits (for the challenge, then for
+        // the OK): an ask held for it is not given up before, so the answer says why.
+        let sign_in_wait = self
+            .client
+            .config()
+            .dial()
+            .sign_in_timeout
+            .saturating_mul(2);
         let open = self.asks.get_mut(&id)?;
         match self.sign_in.refused(&message, open.signed_in) {
             Step::GiveUp(why) => self.end(
@@ -674,7 +682,8 @@ impl<'l> Session<'l> {
             step @ (Step::Ask | Step::Wait) => {
                 open.held = Some(Hold::SignIn(message));
                 if !open.live {
-                    open.deadline = Some(crate::deadline::after(open.wait));
+                    let wait = open.wait.saturating_add(sign_in_wait);
+                    open.deadline = Some(crate::deadline::after(wait));
                 }
                 if step == Step::Ask {
                     tracing::debug!("auth required; asking the socket to sign in");

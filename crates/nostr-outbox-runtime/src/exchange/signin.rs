@@ -1,6 +1,5 @@
-//! What a request does when a relay refuses it with `auth-required:`, on every path: one
-//! [`Exchange`](super::Exchange) keeps one, the feed's slots keep one per connection for all
-//! their pages (`slot::auth`).
+//! What a request does when a relay refuses it with `auth-required:`, on every path: one per
+//! [`Session`](super::Session), for all the asks on its link.
 //!
 //! Signing in is the socket's ([`Link::sign_in`](crate::sockets::Link::sign_in)): it signs the
 //! relay's challenge once for every link on the connection. A request asks for it when refused
