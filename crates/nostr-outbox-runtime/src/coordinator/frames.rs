@@ -14,6 +14,9 @@ impl Coordinator {
         }
         match report.kind {
             ReportKind::Connected { handshake } => {
+                if let Some(live) = self.live.get_mut(url) {
+                    live.connected = true;
+                }
                 self.tally
                     .relays
                     .entry(url.to_string())
@@ -53,11 +56,21 @@ impl Coordinator {
                 received,
                 complete,
             } => {
+                if let Some(live) = self.live.get_mut(url) {
+                    if live.feed_pending == Some(generation) {
+                        live.feed_pending = None;
+                        live.quiet()
+                    }
+                }
                 let outcome = self.tally.relays.entry(url.to_string()).or_default();
                 outcome.pages += pages;
                 outcome.received += received;
                 if !self.recorder.eose(url, generation, complete) {
-                    // An answer to a filter that was replaced since: the new one is awaited.
+                    // An answer to a filter that was replaced since: the new one is awaited. A
+                    // tail's answer teaches nothing but that the relay answers.
+                    if generation == open::TAIL {
+                        self.penalties.succeed(url);
+                    }
                     return;
                 }
                 outcome.complete = complete;
@@ -110,6 +123,7 @@ impl Coordinator {
                         });
                     } else {
                         live.lists = Some(Progress::Eose);
+                        live.quiet();
                     }
                 }
                 self.penalties.succeed(url);
@@ -193,6 +207,12 @@ impl Coordinator {
             ReportKind::Failed { failure } => {
                 let now = self.now();
                 let reason = failure.to_string();
+                if let Some(live) = self.live.get_mut(url) {
+                    // The slot asks its filters again on the next connection.
+                    live.connected = false;
+                    live.feed_pending = live.feed_gen;
+                    live.quiet_since = None;
+                }
                 self.tally
                     .relays
                     .entry(url.to_string())
@@ -213,7 +233,8 @@ impl Coordinator {
                     self.penalties
                         .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
                 } else {
-                    self.penalties.strike(url, &reason, now, &self.cfg.penalty)
+                    let policy = self.strike_policy();
+                    self.penalties.strike(url, &reason, now, &policy)
                 };
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
                 let timed_out = matches!(failure, Failure::ConnectTimeout);
