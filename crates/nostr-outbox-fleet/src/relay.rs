@@ -17,6 +17,8 @@ pub struct SeenReq {
     pub authors: usize,
     /// The kinds the filter names.
     pub kinds: Vec<u16>,
+    /// Its `since`, in unix seconds.
+    pub since: Option<u64>,
 }
 
 /// Counts what a real relay was asked, from its own query-policy hook.
@@ -61,6 +63,7 @@ impl rb::QueryPolicy for Counter {
                 .as_ref()
                 .map(|k| k.iter().map(|k| k.as_u16()).collect())
                 .unwrap_or_default(),
+            since: query.since.map(|t| t.as_secs()),
         };
         self.reqs.lock().unwrap().push(seen);
         Box::pin(async { rb::PolicyResult::Accept })
