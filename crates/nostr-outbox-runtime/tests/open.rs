@@ -5,7 +5,8 @@
 //! fill: in each, notes published while the feed runs arrive.
 //!
 //! Every wait is on an event (a status, a relay's counter, a note) and bounded generously; no
-//! timing is asserted.
+//! timing is asserted. Notes published while the feed runs are dated when they are published,
+//! as a client dates them.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -71,6 +72,11 @@ async fn open_feed(input: FeedInput, client: &Client) -> (FeedHandle, Arc<Mutex<
     (handle, out)
 }
 
+/// The present, when a note is published.
+fn now_() -> u64 {
+    Timestamp::now().as_secs()
+}
+
 fn input(toml: &str, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInput {
     let follows = follows.iter().map(|k| k.public_key()).collect();
     let mut input = FeedInput::new(router(toml), follows, readers);
@@ -114,12 +120,13 @@ async fn a_relay_that_restarts_delivers_what_was_published_while_it_was_down_and
     })
     .await;
     assert!(aside, "the relay that went down was set aside");
-    let while_down = note(&f[0], now, "f0 while down");
+    let while_down = note(&f[0], now_(), "f0 while down");
     only.store(&while_down).await;
+    let before_restart = only.counter.reqs().len();
     only.restart().await;
     let after = [
-        note(&f[1], now + 1, "f1 after"),
-        note(&f[3], now + 1, "f3 after, elsewhere"),
+        note(&f[1], now_(), "f1 after"),
+        note(&f[3], now_(), "f3 after, elsewhere"),
     ];
     only.publish(&after[0]).await;
     other.publish(&after[1]).await;
@@ -130,6 +137,13 @@ async fn a_relay_that_restarts_delivers_what_was_published_while_it_was_down_and
         "around a restart",
     )
     .await;
+    // Its gap was asked since the newest it had delivered, not the whole window again.
+    let asked = only.counter.reqs();
+    let first = asked[before_restart..].iter().find(|r| r.kinds == [1]);
+    assert!(
+        first.is_some_and(|r| r.since.is_some_and(|s| s > now - 50)),
+        "asked since its mark on its return: {first:?}"
+    );
     let summary = handle.shutdown().await;
     let c = out.lock().unwrap();
     assert_eq!(
@@ -168,7 +182,7 @@ async fn relays_empty_in_the_window_at_the_start_still_deliver_new_notes() {
     // Then the follows write, each to one of the relays it lists.
     let mut new = Vec::new();
     for (i, k) in f.iter().enumerate() {
-        let n = note(k, now + 1, &format!("f{i} new"));
+        let n = note(k, now_(), &format!("f{i} new"));
         busy[i % 2].publish(&n).await;
         new.push(n);
     }
@@ -208,14 +222,14 @@ async fn a_follow_that_moves_to_a_relay_it_never_listed_is_heard_there() {
 
     // The follow names only a relay it never listed, publishing the list where a NIP-65
     // client does (its old write relay and the new one), and writes there from now on.
-    let list = relay_list(&f[0], now + 1, &[(&moved_to.url, None)]);
+    let list = relay_list(&f[0], now_(), &[(&moved_to.url, None)]);
     old.publish(&list).await;
     moved_to.publish(&list).await;
-    let moved = note(&f[0], now + 2, "f0 on its new relay");
+    let moved = note(&f[0], now_(), "f0 on its new relay");
     moved_to.publish(&moved).await;
     let asked = wait_until(WITHIN, || moved_to.counter.feed_reqs() > 0).await;
     assert!(asked, "the feed asked the relay the follow moved to");
-    let later = note(&f[0], now + 3, "f0 later on its new relay");
+    let later = note(&f[0], now_(), "f0 later on its new relay");
     moved_to.publish(&later).await;
     expect_all(&out, &[moved, later], "after the move").await;
     handle.shutdown().await;
@@ -269,7 +283,7 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
 
     let mut new = Vec::new();
     for (i, k) in f.iter().enumerate() {
-        let n = note(k, now + 1, &format!("f{i} new"));
+        let n = note(k, now_(), &format!("f{i} new"));
         writers[i % WRITE_RELAYS].publish(&n).await;
         new.push(n);
     }

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr::types::Timestamp;
 use nostr_outbox_client::routes::{FilterQuery, Route, RouteBudget, RouteContext, RoutePlan};
 use nostr_outbox_client::RoundRecorder;
 use nostr_outbox_client::Slots;
@@ -52,7 +53,7 @@ mod open;
 mod probes;
 mod summary;
 
-use open::{Empty, Turns};
+use open::{Aside, Mark, Turns};
 
 use crate::dedup::Dedup;
 
@@ -125,6 +126,9 @@ struct Live {
     feed_pending: Option<u64>,
     /// Since when everything it was asked has answered (turns give the oldest place up).
     quiet_since: Option<Instant>,
+    /// The feed generation last sent asks only since the relay's mark (a continuing feed):
+    /// its answer is a part of the window, learned compare-only and never taken as empty.
+    resume: Option<u64>,
 }
 
 impl Live {
@@ -138,6 +142,7 @@ impl Live {
         self.feed_gen = Some(generation);
         self.feed_pending = Some(generation);
         self.quiet_since = None;
+        self.resume = None;
         self.send(SlotCommand::Req {
             sub: SubKind::Feed,
             filter: Box::new(filter),
@@ -263,7 +268,12 @@ struct Coordinator {
     /// feed's for [`OpenFeed::empty_for`](crate::OpenFeed::empty_for), hearing their new notes
     /// meanwhile), so their follows are asked elsewhere before the run ends instead of at the
     /// next one.
-    empty: BTreeMap<String, Empty>,
+    empty: BTreeMap<String, Aside>,
+    /// A continuing feed's relays set aside for failing: left out of the plans until their
+    /// tail answers (see `open`).
+    down: BTreeMap<String, Aside>,
+    /// Per relay, up to when what it holds was delivered (a continuing feed; see `open`).
+    marks: BTreeMap<String, Mark>,
     /// A continuing feed's next set-aside deadline: a re-plan then brings the relay back.
     expiry_at: Option<Instant>,
     /// A continuing feed with fewer socket places than relays: who rests, and until when.
@@ -341,6 +351,8 @@ impl Coordinator {
             probe_due: false,
             stop_requested: false,
             empty: BTreeMap::new(),
+            down: BTreeMap::new(),
+            marks: BTreeMap::new(),
             expiry_at: None,
             turns: None,
             carrier_urls: HashSet::new(),
@@ -391,6 +403,7 @@ impl Coordinator {
                 .filter(|(_, e)| e.until.is_none_or(|u| u > at))
                 .map(|(url, _)| url.as_str()),
         );
+        left_out.extend(self.down.keys().map(String::as_str));
         self.table_without(&left_out, now)
     }
 
@@ -451,6 +464,7 @@ impl Coordinator {
                     feed_gen: None,
                     feed_pending: None,
                     quiet_since: None,
+                    resume: None,
                 },
             );
         }
@@ -568,9 +582,12 @@ impl Coordinator {
                 }
             }
             if self.tails_for(url).is_some() {
-                // Left out for an empty answer: still heard for its follows' new notes.
+                // Left out for an empty answer or for failing: still heard for its follows'
+                // new notes.
                 self.recorder.closed(url);
-                self.send_tail(url);
+                if !self.live.get(url).is_some_and(|l| l.tail) {
+                    self.send_tail(url);
+                }
                 continue;
             }
             self.close_feed(url);
@@ -579,8 +596,12 @@ impl Coordinator {
             let Some(slot) = self.slots.get(url) else {
                 continue;
             };
-            let filter = slot.filter(&self.cfg.kinds, self.cfg.since);
             let (authors, generation) = (slot.authors.clone(), slot.generation);
+            // Asked before about the same follows, and everything it held delivered: only
+            // what is new since (a continuing feed).
+            let resume = self.resume_from(url, &authors);
+            let since = resume.map(Timestamp::from).or(self.cfg.since);
+            let filter = slot.filter(&self.cfg.kinds, since);
             let outcome = self.tally.relays.entry(url.clone()).or_default();
             outcome.reqs += 1;
             outcome.replanned_away = false;
@@ -590,6 +611,7 @@ impl Coordinator {
             live.closing = false;
             live.tail = false;
             live.send_feed(filter, generation);
+            live.resume = resume.map(|_| generation);
             if let Some(watch) = watch {
                 live.watch_lists(watch);
             }
@@ -729,7 +751,7 @@ impl Coordinator {
                 .get(url)
                 .map(|s| s.authors.clone())
                 .unwrap_or_default();
-            let empty = self.empty_entry(authors);
+            let empty = self.empty_entry(url, authors);
             self.empty.insert(url.clone(), empty);
         }
         !found.is_empty()
@@ -777,7 +799,11 @@ impl Coordinator {
     async fn penalise(&mut self, url: &str, until: u64, reason: String, learned: Learned) {
         warn!(relay = %url, until, %reason, "relay set aside");
         self.tally.penalised.insert(url.to_string());
-        if let Some(live) = self.live.remove(url) {
+        if learned == Learned::Failure && self.keep_down(url) {
+            // A continuing feed: dialled again with backoff, its follows' notes asked since
+            // its mark, out of the plans until it answers. Learned as a failure.
+            self.recorder.set_aside(url);
+        } else if let Some(live) = self.live.remove(url) {
             live.send(SlotCommand::Shutdown);
             match learned {
                 // Set aside is a failure of this run, whatever the relay answered before.
