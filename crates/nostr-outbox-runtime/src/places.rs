@@ -30,7 +30,7 @@ pub enum Places {
         slots: usize,
     },
     /// A continuing feed whose relays do not all fit: a relay that has answered gives its place
-    /// to one waiting and is asked again, since then, `every` seconds later. A note on a
+    /// to one waiting and is asked again, since then, `every` later. A note on a
     /// relay without a place waits at most about twice that ([`Places::bound`]) while relays
     /// answer promptly.
     Turns {
@@ -38,8 +38,8 @@ pub enum Places {
         places: usize,
         /// The slots that may want one: reader relays, indexers and the routed budget.
         slots: usize,
-        /// Seconds a relay rests before it is asked again.
-        every: u64,
+        /// How long a relay rests before it is asked again.
+        every: std::time::Duration,
     },
     /// The routed budget was cut to the places left beside the reader's relays and indexers
     /// (at least one such place was left).
@@ -52,9 +52,9 @@ pub enum Places {
 }
 
 impl Places {
-    /// With turns, the longest a note on a relay without a place waits, in seconds, while
-    /// relays answer promptly: a rest, then waiting for a place as long again at most.
-    pub fn bound(&self) -> Option<u64> {
+    /// With turns, the longest a note on a relay without a place waits while relays answer
+    /// promptly: a rest, then waiting for a place as long again at most.
+    pub fn bound(&self) -> Option<std::time::Duration> {
         match self {
             Places::Turns { every, .. } => Some(every.saturating_mul(2)),
             _ => None,
@@ -76,8 +76,9 @@ impl std::fmt::Display for Places {
                 every,
             } => write!(
                 f,
-                "{places} places taken in turns by up to {slots} relays: each asked again since its last answer every {every} s, a note waiting at most about {} s",
-                every.saturating_mul(2)
+                "{places} places taken in turns by up to {slots} relays: each asked again since its last answer every {} s, a note waiting at most about {} s",
+                every.as_secs_f64(),
+                every.saturating_mul(2).as_secs_f64()
             ),
             Places::Cut { places, routed: 0 } => write!(
                 f,

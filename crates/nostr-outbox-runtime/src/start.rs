@@ -156,7 +156,7 @@ fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
         Places::Turns {
             places,
             slots,
-            every: config.open.turn_every.as_secs(),
+            every: config.open.turn_every,
         }
     };
     tracing::info!(%fit, "the feed's relays do not all fit the socket budget at once");
