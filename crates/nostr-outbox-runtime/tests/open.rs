@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nostr::event::{Event, EventId};
+use nostr::event::{Event, EventId, Kind, Tag};
 use nostr::types::Timestamp;
 use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
@@ -296,4 +296,54 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
     assert_eq!(printed.len(), 12, "each note once: {summary:?}");
     let peak = gauge.peak.load(Ordering::SeqCst);
     assert!(peak <= 4, "{peak} connections at once, over 4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
+    let reader_relay = RealRelay::start().await;
+    let write = RealRelay::start().await;
+    let now = now();
+    let me = keys(50);
+    let f: Vec<_> = (1..=2).map(keys).collect();
+    // Only the first is followed at the start; both lists are where discovery finds them.
+    let mut input = input(
+        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
+        &f[..1],
+        &[&reader_relay.url],
+    );
+    for k in &f {
+        let list = relay_list(k, now - 100, &[(&write.url, None)]);
+        input.add_relay_list_event(&list);
+        reader_relay.store(&list).await;
+    }
+    let follow = |k: &nostr::key::Keys| Tag::public_key(k.public_key());
+    let first = signed(&me, Kind::ContactList, "", vec![follow(&f[0])], 50);
+    reader_relay.store(&first).await;
+    let config = RuntimeConfig {
+        discover_lists: true,
+        ..open_config()
+    };
+    let (handle, out) = open_feed(input, &Client::new(config)).await;
+    handle
+        .follow_contact_list(me.public_key(), first.created_at)
+        .await
+        .expect("a relay to ask");
+    let watching = wait_until(WITHIN, || {
+        reader_relay.counter.reqs().iter().any(|r| r.kinds == [3])
+    })
+    .await;
+    assert!(watching, "the reader's follow list is watched");
+
+    let second = signed(
+        &me,
+        Kind::ContactList,
+        "",
+        vec![follow(&f[0]), follow(&f[1])],
+        0,
+    );
+    reader_relay.publish(&second).await;
+    let new = note(&f[1], now_(), "f1, followed while the feed is open");
+    write.publish(&new).await;
+    expect_all(&out, &[new], "a follow added while open").await;
+    handle.shutdown().await;
 }
