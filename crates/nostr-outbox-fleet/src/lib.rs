@@ -2,7 +2,8 @@
 //! engine's tests start, build and wait on. Dev-only (`publish = false`).
 //!
 //! - [`relay`]: real relays (nostr-relay-builder's `LocalRelay`) on 127.0.0.1 with an
-//!   in-memory database tests seed, counting the REQs and connections they see
+//!   in-memory database tests seed (and publish to live subscribers), counting the REQs and
+//!   connections they see; one can be shut down and restarted on its port
 //!   ([`RealRelay`], [`Counter`]), and [`dead_url`], where nothing listens.
 //! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
 //!   [`Fault`]), for what a real relay does not do on demand.

@@ -17,6 +17,8 @@ pub struct SeenReq {
     pub authors: usize,
     /// The kinds the filter names.
     pub kinds: Vec<u16>,
+    /// Its `since`, in unix seconds.
+    pub since: Option<u64>,
 }
 
 /// Counts what a real relay was asked, from its own query-policy hook.
@@ -61,6 +63,7 @@ impl rb::QueryPolicy for Counter {
                 .as_ref()
                 .map(|k| k.iter().map(|k| k.as_u16()).collect())
                 .unwrap_or_default(),
+            since: query.since.map(|t| t.as_secs()),
         };
         self.reqs.lock().unwrap().push(seen);
         Box::pin(async { rb::PolicyResult::Accept })
@@ -135,9 +138,55 @@ impl RealRelay {
         self.db.event_by_id(&theirs).await.expect("read").is_some()
     }
 
-    /// Stops listening.
+    /// Stores an event and passes it to the subscriptions open on the relay, as if a client
+    /// had just published it there.
+    pub async fn publish(&self, event: &Event) {
+        use rb::JsonUtil;
+        self.store(event).await;
+        let theirs = rb::Event::from_json(event.as_json()).expect("same wire format");
+        // No subscriber listening is not an error: the note is stored.
+        let _ = self.relay.notify_event(theirs);
+    }
+
+    /// Stops listening and drops every connection. What it stores is kept: events stored
+    /// meanwhile are served after [`restart`](Self::restart).
     pub fn shutdown(&self) {
         self.relay.shutdown();
+    }
+
+    /// Listens again on the same port with the same database and counter.
+    pub async fn restart(&mut self) {
+        let port: u16 = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a loopback URL with a port");
+        // The old listener closes a moment after `stop`: try the port again until it is free.
+        for attempt in 0.. {
+            let builder = rb::RelayBuilder::default()
+                .port(port)
+                .database(self.db.clone())
+                .query_policy(self.counter.clone())
+                .rate_limit(rb::RateLimit {
+                    max_reqs: 100,
+                    notes_per_minute: 100_000,
+                });
+            let relay = rb::LocalRelay::new(builder);
+            match relay.run().await {
+                Ok(()) => {
+                    self.relay = relay;
+                    return;
+                }
+                Err(e) if attempt < 100 => {
+                    if attempt % 20 == 0 {
+                        eprintln!("relay did not restart on port {port} ({e}); trying again");
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("relay did not restart on port {port}: {e}"),
+            }
+        }
     }
 }
 

@@ -108,6 +108,9 @@ pub struct RuntimeConfig {
     /// How a `once` run carries its plan out: what a relay that does not connect costs, and
     /// when a re-plan goes out.
     pub schedule: Schedule,
+    /// How a continuing feed keeps what it decides after one answer from costing it notes
+    /// later: set-asides that expire, turns for a small socket budget.
+    pub open: OpenFeed,
 }
 
 impl Default for RuntimeConfig {
@@ -144,6 +147,7 @@ impl Default for RuntimeConfig {
             shutdown_grace: Duration::from_secs(2),
             limits: LimitsConfig::default(),
             schedule: Schedule::default(),
+            open: OpenFeed::default(),
         }
     }
 }
@@ -175,7 +179,58 @@ impl RuntimeConfig {
             lookup_grace: Duration::from_millis(200),
             shutdown_grace: Duration::from_millis(500),
             limits: LimitsConfig::fast_for_tests(),
+            open: OpenFeed {
+                first_set_aside: Duration::from_secs(1),
+                empty_for: Duration::from_secs(5),
+                turn_every: Duration::from_millis(500),
+                margin: Duration::from_secs(2),
+            },
             ..Self::default()
+        }
+    }
+}
+
+/// A continuing feed's knobs. A one-pass rule (a relay answered nothing in the window, failed
+/// three times) is right for the pass and wrong for the hours a feed stays open: here it
+/// changes where the window is asked, never whether a relay's new notes are heard, and
+/// everything it sets aside comes back. `--once` runs ignore these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFeed {
+    /// The first set-aside of a relay that failed (lost, refused connections): a relay that
+    /// restarts is back within seconds. Each one in a row grows by
+    /// [`PenaltyPolicy::growth`] up to [`PenaltyPolicy::duration`], as in a `--once` run; a
+    /// success ends the escalation. Refusals keep their full length.
+    pub first_set_aside: Duration,
+    /// How long a relay that answered with none of its follows' notes is left out of the
+    /// window's plans. Meanwhile it keeps a subscription for its follows' new notes.
+    pub empty_for: Duration,
+    /// With fewer socket places than relays ([`Places::Turns`](crate::Places::Turns)): a relay
+    /// that gave its place up is asked again, since its last answer, this long after. A note
+    /// waits at most about twice this while relays answer promptly.
+    pub turn_every: Duration,
+    /// A relay asked again since its last answer is asked from this long before it, so notes
+    /// dated a little in the past (clock skew, slow publishing) are not missed.
+    pub margin: Duration,
+}
+
+impl Default for OpenFeed {
+    fn default() -> Self {
+        Self {
+            first_set_aside: Duration::from_secs(5),
+            empty_for: Duration::from_secs(10 * 60),
+            turn_every: Duration::from_secs(30),
+            margin: Duration::from_secs(60),
+        }
+    }
+}
+
+impl OpenFeed {
+    /// The penalty policy a continuing feed strikes failures with: `policy`, its first
+    /// set-aside no longer than [`first_set_aside`](Self::first_set_aside).
+    pub(crate) fn strikes(&self, policy: &PenaltyPolicy) -> PenaltyPolicy {
+        PenaltyPolicy {
+            initial: policy.initial.min(self.first_set_aside),
+            ..*policy
         }
     }
 }

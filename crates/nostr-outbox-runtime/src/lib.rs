@@ -106,7 +106,7 @@ pub mod sync;
 mod tls;
 
 pub use client::Client;
-pub use config::{Backoff, PenaltyPolicy, RuntimeConfig, Schedule};
+pub use config::{Backoff, OpenFeed, PenaltyPolicy, RuntimeConfig, Schedule};
 pub use count::{count, Counts};
 pub use dms::{
     find_dm_lists, read_wraps, unwrap_dm, DirectMessage, DmLists, DmRead, DmRelayOutcome,

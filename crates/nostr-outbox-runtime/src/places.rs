@@ -4,12 +4,15 @@
 //! needs a socket of its own. When they do not all fit beside the reserve for short work, the
 //! routed budget is cut to the places left beside the reader's relays and indexers: every slot
 //! then holds its place for the run, and none waits behind another (a slot that gave its place
-//! up and is asked again by a re-plan would wait behind relays that may take a connect
-//! timeout to fail). When no place is left, a continuing feed, whose slots hold their
-//! subscriptions open for live notes, routes nothing and the reader's relays carry every
-//! follow; a one-shot run keeps its whole routed budget and time-shares the places (a slot
-//! that has answered everything gives its place to one waiting: see the slot's `answered`),
-//! so it still reaches the relays the follows write to. `start` fits a feed before it runs.
+//! up and is asked again by a re-plan would wait behind relays that may take a connect timeout
+//! to fail). When no place is left, the whole routed budget is kept, so the feed still reaches
+//! the relays the follows write to, and the places are shared: a one-shot run time-shares them
+//! (a slot that has answered everything gives its place to one waiting: see the slot's
+//! `answered`); a continuing feed, whose slots hold their subscriptions open for live notes,
+//! takes them in turns: the coordinator makes a relay that has answered give its place to one
+//! waiting and asks it again, since it gave the place up, a turn later
+//! ([`OpenFeed::turn_every`](crate::OpenFeed::turn_every)), so a note on a relay without a
+//! place waits at most about two turns. `start` fits a feed before it runs.
 
 /// How the feed's relays fit the lasting places ([`FeedSummary::places`](crate::FeedSummary)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -26,14 +29,37 @@ pub enum Places {
         /// The slots that may want one: reader relays, indexers and the routed budget.
         slots: usize,
     },
+    /// A continuing feed whose relays do not all fit: a relay that has answered gives its place
+    /// to one waiting and is asked again, since then, `every` later. A note on a
+    /// relay without a place waits at most about twice that ([`Places::bound`]) while relays
+    /// answer promptly.
+    Turns {
+        /// Lasting places: `max_sockets - reserve`.
+        places: usize,
+        /// The slots that may want one: reader relays, indexers and the routed budget.
+        slots: usize,
+        /// How long a relay rests before it is asked again.
+        every: std::time::Duration,
+    },
     /// The routed budget was cut to the places left beside the reader's relays and indexers
-    /// (a one-shot run with at least one such place, or a continuing feed).
+    /// (at least one such place was left).
     Cut {
         /// Lasting places: `max_sockets - reserve`.
         places: usize,
         /// The routed budget left (0: the reader's relays carry every follow).
         routed: usize,
     },
+}
+
+impl Places {
+    /// With turns, the longest a note on a relay without a place waits while relays answer
+    /// promptly: a rest, then waiting for a place as long again at most.
+    pub fn bound(&self) -> Option<std::time::Duration> {
+        match self {
+            Places::Turns { every, .. } => Some(every.saturating_mul(2)),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Places {
@@ -43,6 +69,16 @@ impl std::fmt::Display for Places {
             Places::Shared { places, slots } => write!(
                 f,
                 "{places} places time-shared by up to {slots} relays (each gives its place up once it has answered)"
+            ),
+            Places::Turns {
+                places,
+                slots,
+                every,
+            } => write!(
+                f,
+                "{places} places taken in turns by up to {slots} relays: each asked again since its last answer every {} s, a note waiting at most about {} s",
+                every.as_secs_f64(),
+                every.saturating_mul(2).as_secs_f64()
             ),
             Places::Cut { places, routed: 0 } => write!(
                 f,

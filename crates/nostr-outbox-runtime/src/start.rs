@@ -126,7 +126,8 @@ async fn apply_monitors(input: &mut FeedInput, client: &Client, stats: &mut Deli
 }
 
 /// Fits `input` to the places `config`'s socket budget leaves the feed, cutting its routed
-/// budget where places cannot be shared; says how.
+/// budget to the places left beside the reader's relays; when none is, a one-shot run
+/// time-shares them and a continuing feed takes them in turns. Says how.
 fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
     let config = client.config();
     let Some(places) = client.sockets().budget().lasting_sockets() else {
@@ -144,11 +145,19 @@ fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
         return (input, Places::Enough);
     }
     let routed = places.saturating_sub(fixed);
-    let fit = if config.once && routed == 0 {
-        Places::Shared { places, slots }
-    } else {
+    let fit = if routed > 0 {
         input.router = input.router.with_max_connections(routed);
         Places::Cut { places, routed }
+    } else if config.once {
+        Places::Shared { places, slots }
+    } else {
+        // A continuing feed's slots never give a place up by themselves: the coordinator
+        // takes them in turns, so the feed still routes.
+        Places::Turns {
+            places,
+            slots,
+            every: config.open.turn_every,
+        }
     };
     tracing::info!(%fit, "the feed's relays do not all fit the socket budget at once");
     (input, fit)

@@ -173,21 +173,23 @@ async fn one_socket_still_finishes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_continuing_feed_with_no_place_beside_the_reader_relays_routes_nothing() {
+async fn a_continuing_feed_with_no_place_beside_the_reader_relays_takes_turns() {
     let fleet = Fleet::start(2).await;
     fleet.copy_to_readers().await;
     let (notes, summary, peak) = fleet.feed(budget(4), false, false).await;
     assert_eq!(
         notes,
         2 * usize::from(FOLLOWS),
-        "the reader's relays carried every follow: {summary:?}"
+        "every note, the reader's relays and the routed ones sharing the places: {summary:?}"
     );
-    assert_eq!(
-        summary.places,
-        Places::Cut {
-            places: 2,
-            routed: 0
-        }
+    assert!(
+        matches!(summary.places, Places::Turns { places: 2, .. }),
+        "the places are taken in turns, not routed away: {:?}",
+        summary.places
+    );
+    assert!(
+        summary.places.bound().is_some(),
+        "the summary states the bound"
     );
     assert!(peak <= 4, "{peak} connections at once, over 4");
 }

@@ -14,6 +14,9 @@ impl Coordinator {
         }
         match report.kind {
             ReportKind::Connected { handshake } => {
+                if let Some(live) = self.live.get_mut(url) {
+                    live.connected = true;
+                }
                 self.tally
                     .relays
                     .entry(url.to_string())
@@ -53,11 +56,29 @@ impl Coordinator {
                 received,
                 complete,
             } => {
+                let mut resumed = false;
+                let mut current = false;
+                if let Some(live) = self.live.get_mut(url) {
+                    if live.feed_pending == Some(generation) {
+                        live.feed_pending = None;
+                        live.quiet();
+                        current = true;
+                    }
+                    resumed = live.resume == Some(generation);
+                }
                 let outcome = self.tally.relays.entry(url.to_string()).or_default();
                 outcome.pages += pages;
                 outcome.received += received;
-                if !self.recorder.eose(url, generation, complete) {
-                    // An answer to a filter that was replaced since: the new one is awaited.
+                // An answer asked only since the relay's mark is a part of the window: learned
+                // compare-only, and never taken for an empty one.
+                if !self.recorder.eose(url, generation, complete && !resumed) {
+                    // An answer to a filter that was replaced since: the new one is awaited. A
+                    // tail's answer teaches nothing but that the relay answers (and, for a
+                    // relay that was down, that it is back).
+                    if generation == open::TAIL && current {
+                        self.penalties.succeed(url);
+                        self.tail_answered(url);
+                    }
                     return;
                 }
                 outcome.complete = complete;
@@ -71,6 +92,9 @@ impl Coordinator {
                 }
                 self.stats
                     .record_latency(url, latency.as_secs_f64() * 1000.0, self.now());
+                if current {
+                    self.mark_answered(url);
+                }
                 let closing = self.live.get(url).is_some_and(|l| l.closing);
                 self.penalties.succeed(url);
                 self.status(Status::Eose {
@@ -110,6 +134,7 @@ impl Coordinator {
                         });
                     } else {
                         live.lists = Some(Progress::Eose);
+                        live.quiet();
                     }
                 }
                 self.penalties.succeed(url);
@@ -193,6 +218,28 @@ impl Coordinator {
             ReportKind::Failed { failure } => {
                 let now = self.now();
                 let reason = failure.to_string();
+                if let Some(live) = self.live.get_mut(url) {
+                    // The slot asks its filters again on the next connection.
+                    live.connected = false;
+                    live.feed_pending = live.feed_gen;
+                    live.quiet_since = None;
+                }
+                if self.down.contains_key(url) {
+                    // Set aside already, its tail waiting: the slot dials it again with
+                    // backoff, which lengthens with each failure. Nothing more to learn.
+                    let outcome = self.tally.relays.entry(url.to_string()).or_default();
+                    outcome.failures += 1;
+                    let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
+                    self.status(Status::Failed {
+                        relay: url.to_string(),
+                        reason: failure,
+                        strikes,
+                    })
+                    .await;
+                    return;
+                }
+                // A continuing feed asks it again, on the next connection, since its mark.
+                self.resume_after_loss(url);
                 self.tally
                     .relays
                     .entry(url.to_string())
@@ -213,7 +260,8 @@ impl Coordinator {
                     self.penalties
                         .strike_misbehaving(url, &reason, now, &self.cfg.penalty)
                 } else {
-                    self.penalties.strike(url, &reason, now, &self.cfg.penalty)
+                    let policy = self.strike_policy();
+                    self.penalties.strike(url, &reason, now, &policy)
                 };
                 let strikes = self.penalties.get(url).map_or(0, |e| e.strikes);
                 let timed_out = matches!(failure, Failure::ConnectTimeout);
@@ -263,6 +311,7 @@ impl Coordinator {
                 // Counted per relay before de-duplication: every relay that returned a note gets
                 // credit for it, not only the fastest.
                 self.recorder.event(url, &event);
+                self.mark_note(url, event.created_at.as_secs());
                 if !self.seen.insert(event.id) {
                     return;
                 }

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr::types::Timestamp;
 use nostr_outbox_client::routes::{FilterQuery, Route, RouteBudget, RouteContext, RoutePlan};
 use nostr_outbox_client::RoundRecorder;
 use nostr_outbox_client::Slots;
@@ -48,8 +49,11 @@ use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubK
 
 mod discovery;
 mod frames;
+mod open;
 mod probes;
 mod summary;
+
+use open::{Aside, Mark, Turns};
 
 use crate::dedup::Dedup;
 
@@ -81,6 +85,9 @@ pub(crate) fn spawn(
     let (out_tx, out_rx) = mpsc::channel(client.config().channel_capacity.max(1));
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let mut coordinator = Coordinator::new(input, client, stats, out_tx);
+    if let Places::Turns { .. } = places {
+        coordinator.turns = Some(Turns::default());
+    }
     coordinator.tally.places = places;
     let task = tokio::spawn(coordinator.run(control_rx));
     (control_tx, task, out_rx)
@@ -105,12 +112,66 @@ struct Live {
     lists: Option<Progress>,
     /// A re-plan dropped the feed while it was answering (`--once`): closed at its EOSE.
     closing: bool,
+    /// Its feed filter asks only for new notes ([`open::TAIL`]): a continuing feed left the
+    /// relay out of the window's plan but still hears it.
+    tail: bool,
+    /// Its lists purpose watches the feed's authors for new relay lists (a continuing feed),
+    /// rather than discovery's lookup: it ends with the feed filter.
+    watch: bool,
+    /// The socket is open (a `Connected` report and no failure since).
+    connected: bool,
+    /// The generation of the feed filter last sent.
+    feed_gen: Option<u64>,
+    /// That generation, while its EOSE on the current connection has not come.
+    feed_pending: Option<u64>,
+    /// Since when everything it was asked has answered (turns give the oldest place up).
+    quiet_since: Option<Instant>,
+    /// The feed generation last sent asks only since the relay's mark (a continuing feed):
+    /// its answer is a part of the window, learned compare-only and never taken as empty.
+    resume: Option<u64>,
 }
 
 impl Live {
     fn send(&self, cmd: SlotCommand) {
         // A slot that already ended has nothing to close; ignoring is correct.
         let _ = self.tx.send(cmd);
+    }
+
+    /// Sends a feed filter as `generation`, awaited until its EOSE.
+    fn send_feed(&mut self, filter: Filter, generation: u64) {
+        self.feed_gen = Some(generation);
+        self.feed_pending = Some(generation);
+        self.quiet_since = None;
+        self.resume = None;
+        self.send(SlotCommand::Req {
+            sub: SubKind::Feed,
+            filter: Box::new(filter),
+            generation,
+        });
+    }
+
+    /// Everything it was asked has answered: from now on it may give its place up.
+    fn quiet(&mut self) {
+        let lists = self.lists.is_none_or(|p| p == Progress::Eose);
+        if self.feed_pending.is_none() && lists && self.quiet_since.is_none() {
+            self.quiet_since = Some(Instant::now());
+        }
+    }
+
+    /// Watches `filter` for new relay lists, unless its lists purpose is discovery's (which
+    /// watches every follow already).
+    fn watch_lists(&mut self, filter: Filter) {
+        if self.lists.is_some() && !self.watch {
+            return;
+        }
+        self.watch = true;
+        self.lists = Some(Progress::Pending);
+        self.quiet_since = None;
+        self.send(SlotCommand::Req {
+            sub: SubKind::Lists,
+            filter: Box::new(filter),
+            generation: 1,
+        });
     }
 }
 
@@ -203,9 +264,20 @@ struct Coordinator {
     /// The feed was told to stop: a `--once` run ends without probing.
     stop_requested: bool,
     /// Relays that answered with none of their follows' notes where other relays returned
-    /// some ([`RoundRecorder::empty_answers`]): left out of this feed's plans, so their follows
-    /// are asked elsewhere before the run ends instead of at the next one.
-    empty: BTreeSet<String>,
+    /// some ([`RoundRecorder::empty_answers`]): left out of this feed's plans (a continuing
+    /// feed's for [`OpenFeed::empty_for`](crate::OpenFeed::empty_for), hearing their new notes
+    /// meanwhile), so their follows are asked elsewhere before the run ends instead of at the
+    /// next one.
+    empty: BTreeMap<String, Aside>,
+    /// A continuing feed's relays set aside for failing: left out of the plans until their
+    /// tail answers (see `open`).
+    down: BTreeMap<String, Aside>,
+    /// Per relay, up to when what it holds was delivered (a continuing feed; see `open`).
+    marks: BTreeMap<String, Mark>,
+    /// A continuing feed's next set-aside deadline: a re-plan then brings the relay back.
+    expiry_at: Option<Instant>,
+    /// A continuing feed with fewer socket places than relays: who rests, and until when.
+    turns: Option<Turns>,
     /// The relays carrying the residual in the current plan: never set aside as empty.
     carrier_urls: HashSet<String>,
     /// The current plan's answers were checked for empty ones (once per plan).
@@ -278,7 +350,11 @@ impl Coordinator {
             probing: None,
             probe_due: false,
             stop_requested: false,
-            empty: BTreeSet::new(),
+            empty: BTreeMap::new(),
+            down: BTreeMap::new(),
+            marks: BTreeMap::new(),
+            expiry_at: None,
+            turns: None,
             carrier_urls: HashSet::new(),
             empty_checked: false,
         };
@@ -321,7 +397,13 @@ impl Coordinator {
         if self.cfg.once {
             left_out.extend(self.tally.penalised.iter().map(String::as_str));
         }
-        left_out.extend(self.empty.iter().map(String::as_str));
+        let at = Instant::now();
+        left_out.extend(
+            (self.empty.iter())
+                .filter(|(_, e)| e.until.is_none_or(|u| u > at))
+                .map(|(url, _)| url.as_str()),
+        );
+        left_out.extend(self.down.keys().map(String::as_str));
         self.table_without(&left_out, now)
     }
 
@@ -376,6 +458,13 @@ impl Coordinator {
                     tx,
                     lists: None,
                     closing: false,
+                    tail: false,
+                    watch: false,
+                    connected: false,
+                    feed_gen: None,
+                    feed_pending: None,
+                    quiet_since: None,
+                    resume: None,
                 },
             );
         }
@@ -386,7 +475,7 @@ impl Coordinator {
         let idle = self
             .live
             .get(url)
-            .is_some_and(|l| l.lists.is_none() && !self.recorder.is_asked(url));
+            .is_some_and(|l| l.lists.is_none() && !l.tail && !self.recorder.is_asked(url));
         if idle {
             if let Some(live) = self.live.remove(url) {
                 live.send(SlotCommand::Shutdown);
@@ -400,8 +489,10 @@ impl Coordinator {
         self.wave_replan = false;
         self.lists_changed = false;
         self.empty_checked = false;
+        self.expiry_at = None;
         let now = self.now();
         self.penalties.expire(now, &self.cfg.penalty);
+        self.expire_empty();
         let (table, carriers) = self.build_table(now);
         self.carrier_urls = (table.reader_relays().iter())
             .map(|&r| table.url(r).to_string())
@@ -468,6 +559,12 @@ impl Coordinator {
             unchanged = diff.unchanged.len(),
             "applying plan"
         );
+        for url in diff.close.iter().chain(&diff.dial).chain(&diff.replace) {
+            // A new filter asks the whole window: a turn's rest ends.
+            if let Some(turns) = self.turns.as_mut() {
+                turns.resting.remove(url);
+            }
+        }
         for url in &diff.close {
             // In a `--once` run a relay still answering is let finish: its answer costs
             // nothing more, and cutting it off would lose notes the run already asked for.
@@ -484,26 +581,45 @@ impl Coordinator {
                     outcome.replanned_away = true;
                 }
             }
+            if self.tails_for(url).is_some() {
+                // Left out for an empty answer or for failing: still heard for its follows'
+                // new notes.
+                self.recorder.closed(url);
+                if !self.live.get(url).is_some_and(|l| l.tail) {
+                    self.send_tail(url);
+                }
+                continue;
+            }
             self.close_feed(url);
         }
         for url in diff.dial.iter().chain(&diff.replace) {
             let Some(slot) = self.slots.get(url) else {
                 continue;
             };
-            let filter = slot.filter(&self.cfg.kinds, self.cfg.since);
             let (authors, generation) = (slot.authors.clone(), slot.generation);
+            // Asked before about the same follows, and everything it held delivered: only
+            // what is new since (a continuing feed).
+            let resume = self.resume_from(url, &authors);
+            let since = resume.map(Timestamp::from).or(self.cfg.since);
+            let filter = slot.filter(&self.cfg.kinds, since);
             let outcome = self.tally.relays.entry(url.clone()).or_default();
             outcome.reqs += 1;
             outcome.replanned_away = false;
             outcome.authors = authors.len();
+            let watch = (!self.cfg.once).then(|| self.watch_filter(&authors));
             let live = self.ensure_live(url);
             live.closing = false;
-            live.send(SlotCommand::Req {
-                sub: SubKind::Feed,
-                filter: Box::new(filter),
-                generation,
-            });
+            live.tail = false;
+            live.send_feed(filter, generation);
+            live.resume = resume.map(|_| generation);
+            if let Some(watch) = watch {
+                live.watch_lists(watch);
+            }
             self.recorder.asked(url, authors, generation);
+        }
+        if !self.cfg.once {
+            self.keep_tails();
+            self.schedule_expiry();
         }
         self.status(Status::Planned {
             plan: self.tally.plans,
@@ -579,6 +695,16 @@ impl Coordinator {
         if let Some(live) = self.live.get_mut(url) {
             live.send(SlotCommand::Close { sub: SubKind::Feed });
             live.closing = false;
+            live.tail = false;
+            live.feed_gen = None;
+            live.feed_pending = None;
+            if live.watch {
+                live.watch = false;
+                live.lists = None;
+                live.send(SlotCommand::Close {
+                    sub: SubKind::Lists,
+                });
+            }
         }
         self.recorder.closed(url);
         self.close_live_if_idle(url);
@@ -607,15 +733,27 @@ impl Coordinator {
     /// simulator's re-planned sessions do. Its answer is still learned, in the next round.
     /// Returns whether any was found (the caller re-plans).
     fn set_aside_empty_answers(&mut self) -> bool {
+        let at = Instant::now();
         let found: Vec<String> = (self.recorder.empty_answers().into_iter())
-            .filter(|url| !self.carrier_urls.contains(*url) && !self.empty.contains(*url))
+            .filter(|url| !self.carrier_urls.contains(*url))
+            .filter(|url| {
+                self.empty
+                    .get(*url)
+                    .is_none_or(|e| e.until.is_some_and(|u| u <= at))
+            })
             .map(str::to_string)
             .collect();
         for url in &found {
             info!(relay = %url, "answered with none of its follows' notes that others returned; asking elsewhere");
             self.tally.relays.entry(url.clone()).or_default().empty = true;
+            let authors = self
+                .slots
+                .get(url)
+                .map(|s| s.authors.clone())
+                .unwrap_or_default();
+            let empty = self.empty_entry(url, authors);
+            self.empty.insert(url.clone(), empty);
         }
-        self.empty.extend(found.iter().cloned());
         !found.is_empty()
     }
 
@@ -661,7 +799,11 @@ impl Coordinator {
     async fn penalise(&mut self, url: &str, until: u64, reason: String, learned: Learned) {
         warn!(relay = %url, until, %reason, "relay set aside");
         self.tally.penalised.insert(url.to_string());
-        if let Some(live) = self.live.remove(url) {
+        if learned == Learned::Failure && self.keep_down(url) {
+            // A continuing feed: dialled again with backoff, its follows' notes asked since
+            // its mark, out of the plans until it answers. Learned as a failure.
+            self.recorder.set_aside(url);
+        } else if let Some(live) = self.live.remove(url) {
             live.send(SlotCommand::Shutdown);
             match learned {
                 // Set aside is a failure of this run, whatever the relay answered before.
@@ -759,6 +901,11 @@ impl Coordinator {
         let mut flush = tokio::time::interval(every);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         flush.tick().await;
+        // How often turns are looked at: a small part of the interval, at most a second.
+        let every =
+            (self.cfg.open.turn_every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut turn_tick = tokio::time::interval(every);
+        turn_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut control_open = true;
         loop {
             if self.wave_replan && self.feeds_resolved() {
@@ -787,6 +934,7 @@ impl Coordinator {
             let race_at = self.race_at;
             let lists_race_at = self.lists_race_at;
             let deadline_at = self.deadline_at;
+            let expiry_at = self.expiry_at;
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline_at.unwrap_or_else(Instant::now)), if deadline_at.is_some() => {
                     // The run ends with what it has; the rest is named in the summary.
@@ -827,6 +975,13 @@ impl Coordinator {
                 },
                 _ = tokio::time::sleep_until(replan_at.unwrap_or_else(Instant::now)), if replan_at.is_some() => {
                     self.replan().await;
+                }
+                _ = tokio::time::sleep_until(expiry_at.unwrap_or_else(Instant::now)), if expiry_at.is_some() => {
+                    // A set-aside ended: its relay's follows come back to it.
+                    self.replan().await;
+                }
+                _ = turn_tick.tick(), if self.turns.is_some() => {
+                    self.take_turns();
                 }
                 _ = flush.tick() => {
                     let _ = self.save_stats().await;

@@ -1,7 +1,9 @@
 //! A running feed's handle.
 
+use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr::types::Timestamp;
 use nostr_outbox_client::routes::{FilterQuery, RouteBudget, RoutePlan};
 use nostr_outbox_core::RawRelayList;
 use tokio::sync::mpsc;
@@ -102,6 +104,63 @@ impl FeedHandle {
     /// Replaces the follow list; the feed re-plans.
     pub fn set_follows(&self, follows: Vec<PublicKey>) {
         let _ = self.control.send(Control::SetFollows(follows));
+    }
+
+    /// Keeps the follows in step with `reader`'s follow list (kind:3) while the feed is open:
+    /// a live subscription for its lists newer than `since` (the one the follows came from) on
+    /// the relays they come from (the reader's relays, and its write relays when its relay list
+    /// is known), dialled again with backoff when lost. Each newer list replaces the follows
+    /// ([`set_follows`](Self::set_follows)): the feed looks up the new follows' relay lists
+    /// and re-plans at once. An empty list is ignored (a client that lost the list publishes
+    /// one). The subscription ends with the feed. A `once` feed has nothing to keep in step.
+    pub async fn follow_contact_list(
+        &self,
+        reader: PublicKey,
+        since: Timestamp,
+    ) -> Result<(), SubscribeError> {
+        if self.client.config().once {
+            return Ok(());
+        }
+        let filter = Filter::new()
+            .author(reader)
+            .kind(Kind::ContactList)
+            .since(since);
+        let Subscription {
+            feed, mut events, ..
+        } = self.subscribe(filter).await?;
+        let control = self.control.clone();
+        tokio::spawn(async move {
+            let mut newest = since;
+            loop {
+                let event = tokio::select! {
+                    _ = control.closed() => break,
+                    event = events.recv() => event,
+                };
+                let event = match event {
+                    Some(RouteEvent::Note { event, .. }) => event,
+                    Some(_) => continue,
+                    None => break,
+                };
+                let newer = event.kind == Kind::ContactList
+                    && event.pubkey == reader
+                    && event.created_at > newest;
+                if !newer {
+                    continue;
+                }
+                newest = event.created_at;
+                let follows = nostr_outbox_core::follows_from_contact_list(&event);
+                if follows.is_empty() {
+                    tracing::warn!("the reader published an empty follow list; ignored");
+                    continue;
+                }
+                tracing::info!(follows = follows.len(), "the reader's follow list changed");
+                if control.send(Control::SetFollows(follows)).is_err() {
+                    break;
+                }
+            }
+            feed.shutdown().await;
+        });
+        Ok(())
     }
 
     /// Asks the feed to end (every slot closed, stats saved) without waiting; keep draining

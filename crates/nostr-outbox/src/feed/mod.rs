@@ -61,7 +61,12 @@ pub struct Args {
     /// Only notes newer than this (e.g. `7d`, `12h`; at most 3650 days).
     #[arg(long, value_parser = crate::duration::parse, default_value = "7d")]
     since: Duration,
-    /// Stop when every relay sent EOSE or was set aside, then print a summary.
+    /// Stop when every relay sent EOSE or was set aside, then print a summary. Without it the
+    /// feed stays open: a lost relay is dialled again with backoff and asked, on its return,
+    /// since the newest note it delivered (less a minute), so nothing published meanwhile is
+    /// lost; a relay set aside (down, or empty in the window) is still heard for its follows'
+    /// new notes and comes back; new relay lists of the follows and a new follow list of
+    /// `--npub` are re-planned within seconds.
     #[arg(long)]
     once: bool,
     /// With `--once`: end the run this long after it started with what it has, naming the
@@ -128,9 +133,10 @@ pub struct SocketArgs {
     /// lookups, probes and relay documents share it; one socket per relay). When the
     /// config's `max_connections` and the reader's relays do not fit the places left beside
     /// the reserve, the routed budget shrinks to what does. When the reader's relays fill
-    /// every place, a `--once` run takes turns (a relay that has answered gives its place to
-    /// one waiting) and a continuing feed routes nothing (the reader's relays carry every
-    /// follow).
+    /// every place, the relays take turns: in a `--once` run a relay that has answered gives
+    /// its place to one waiting; in a continuing feed a relay that has answered gives its
+    /// place up and is asked again, since then, 30 s later, so a note on a relay without a
+    /// place waits at most about 60 s (the summary's `socket places:` line says the bound).
     #[arg(long, value_enum, default_value = "desktop")]
     profile: Profile,
     /// Sockets at most, instead of the profile's. Of them, the profile's reserve (at most
@@ -308,6 +314,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     // The relays the reader's kind:3 names beside each follow: hints, used when the config
     // says `hints = true`.
     let mut hints = Vec::new();
+    // The reader and the date of the follow list the follows came from: a continuing feed
+    // keeps them in step with newer ones.
+    let mut contact_list = None;
     let follows = match &args.reader.npub {
         Some(npub) => {
             let reader = parse_key(npub)?;
@@ -347,6 +356,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                 bail!(message);
             };
             hints = nostr_outbox_core::contact_list_hints(newest);
+            contact_list = Some((reader, newest.created_at));
             nostr_outbox_core::follows_from_contact_list(newest)
         }
         None => read_follows(&args.follows)?,
@@ -377,6 +387,12 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let (handle, mut events) = nostr_outbox_runtime::start(input, &client).await;
+    if let Some((reader, since)) = contact_list {
+        // The reader follows or unfollows someone while the feed is open: re-planned at once.
+        if let Err(e) = handle.follow_contact_list(reader, since).await {
+            tracing::warn!(error = %e, "the reader's follow list is not watched");
+        }
+    }
     let mut drain = Drain::new()?;
     let shutdown = || handle.request_shutdown();
     while let Some(event) = drain.next(&mut events, shutdown).await {
