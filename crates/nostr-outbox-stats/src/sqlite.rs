@@ -51,7 +51,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
 
-use crate::kept::{merge_lists, merge_penalties, with_lifts_of, KeptBase};
+use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
 use crate::state::lock;
 use crate::task::blocking;
 use crate::{
@@ -633,7 +633,8 @@ impl SqliteStore {
         let read = self.with_db(false, &mut warnings, |conn| {
             read_lists(conn).map_err(|e| self.db_err(e))
         })?;
-        let (value, dropped) = read.unwrap_or_default();
+        let (mut value, mut dropped) = read.unwrap_or_default();
+        dropped.extend(drop_future_lists(&mut value, now_secs()));
         if !dropped.is_empty() {
             tracing::warn!(path = %self.path.display(), count = dropped.len(), "unreadable relay lists dropped");
             warnings.push(LoadWarning::DroppedEntries { urls: dropped });
@@ -653,7 +654,8 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
-            let (stored, _) = read_lists(&tx).map_err(|e| self.db_err(e))?;
+            let (mut stored, _) = read_lists(&tx).map_err(|e| self.db_err(e))?;
+            drop_future_lists(&mut stored, now_secs());
             let merged = merge_lists(&stored, base, lists);
             let kept = lists_to_keep(&merged);
             let mut rows = Vec::with_capacity(kept.len());
