@@ -87,7 +87,7 @@ async fn dms(args: Args) -> anyhow::Result<ExitCode> {
         seed: rand::random(),
         ..RuntimeConfig::default()
     };
-    let reader = args.reader.open(runtime_config)?;
+    let reader = args.reader.open(runtime_config, &[])?;
     let client = &reader.client;
     let keys = client.signer().cloned();
     let pubkey = match (reader.pubkey, &keys) {

@@ -251,16 +251,22 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = router_config(&args)?;
     let policy = config.url_policy.clone();
     let relays = canonical_relays(&policy, &args.reader.relays, "relay")?;
-    let auth = crate::secret::load(args.reader.secret_key_file.as_deref())?;
     let key_file = args.reader.secret_key_file.as_deref();
-    if let Some(keys) = &auth {
-        if let Some(npub) = &args.reader.npub {
-            crate::secret::refuse_public(keys, key_file, "the reader's", [&parse_key(npub)?])?;
-        }
-        // Without --npub the follows are the public keys known before anything is fetched.
-        let given = read_follows(&args.follows)?;
-        crate::secret::refuse_public(keys, key_file, "a follow's", &given)?;
-    }
+    let reader: Vec<PublicKey> = args
+        .reader
+        .npub
+        .as_deref()
+        .map(parse_key)
+        .transpose()?
+        .into_iter()
+        .collect();
+    // Without --npub the follows are the public keys known before anything is fetched.
+    let given = read_follows(&args.follows)?;
+    let known = [
+        ("the reader's", reader.as_slice()),
+        ("a follow's", given.as_slice()),
+    ];
+    let auth = crate::secret::load(key_file, &known)?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use tokio::task::JoinSet;
 
-use super::req::{build, route, FilterArgs};
+use super::req::{build, people, route, FilterArgs};
 use super::{describe, describe_plan, on_runtime, runtime_config};
-use crate::text::escape;
+use crate::text::{escape, json_safe};
 
 /// Options of `outbox count`.
 #[derive(Debug, clap::Args)]
@@ -22,10 +22,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A count asks no `limit` of its own: a relay may cap the count at one.
-    let (filter, hints) = build(&args.filter, None)?;
+    let built = build(&args.filter, None)?;
     on_runtime(async {
-        let reader = &mut args.reader.open(runtime_config(false))?;
-        let plan = route(reader, filter, hints).await?;
+        let mut named = people(&built.filter);
+        named.extend(built.event_authors.iter().copied());
+        let known = [("a person the filter names", named.as_slice())];
+        let reader = &mut args.reader.open(runtime_config(false), &known)?;
+        let plan = route(reader, built).await?;
         describe_plan("count", &plan, reader.json)?;
         // Each relay is asked what it is routed for, all at once.
         let mut asks = JoinSet::new();
@@ -61,17 +64,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(Ok(n)) => {
                     largest = Some(largest.map_or(*n, |l| l.max(*n)));
                     if reader.json {
-                        out!("{}", serde_json::json!({"relay": url, "count": n}))?;
+                        out!(
+                            "{}",
+                            json_line(serde_json::json!({"relay": url, "count": n}))
+                        )?;
                     } else {
                         out!("{}  {n}", escape(url))?;
                     }
                 }
                 Some(Err(why)) => {
                     if reader.json {
-                        out!(
-                            "{}",
-                            serde_json::json!({"relay": url, "error": why.to_string()})
-                        )?;
+                        let line = serde_json::json!({"relay": url, "error": why.to_string()});
+                        out!("{}", json_line(line))?;
                     } else {
                         lines.push(format!("  {}: {}", escape(url), escape(&why.to_string())));
                     }
@@ -89,7 +93,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "at least {n} events match: the largest of {counted} relays' counts (relays hold overlapping sets, so counts are not added)"
                 );
                 if reader.json {
-                    out!("{}", serde_json::json!({"largest": n, "counted": counted}))?;
+                    out!(
+                        "{}",
+                        json_line(serde_json::json!({"largest": n, "counted": counted}))
+                    )?;
                     describe(&[summary], true)?;
                 } else {
                     out!("{summary}")?;
@@ -109,4 +116,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         })
     })
+}
+
+/// One line of `--json` output: through `json_safe`, as every `--json` output is, so a relay's
+/// `CLOSED` reason quoted in an error carries no raw C1 or bidirectional control.
+fn json_line(value: serde_json::Value) -> String {
+    json_safe(&value.to_string())
 }
