@@ -283,6 +283,20 @@ impl FileStore {
         sibling(&self.path, &format!(".v{STATS_VERSION}"))
     }
 
+    /// Every file this store reads or writes: the stats file, its backup, side file and lock
+    /// file, and the lists and penalties beside it (files set aside as corrupt get names of
+    /// their own). A command checks its output files against them, so none is overwritten.
+    pub fn files(&self) -> Vec<PathBuf> {
+        vec![
+            self.path.clone(),
+            self.backup_path(),
+            self.side_path(),
+            self.lock_path(),
+            self.lists_path(),
+            self.penalties_path(),
+        ]
+    }
+
     fn dir(&self) -> PathBuf {
         dir_of(&self.path)
     }

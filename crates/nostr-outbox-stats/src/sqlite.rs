@@ -201,6 +201,15 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Every file this store reads or writes: the database and SQLite's `-wal`, `-shm` and
+    /// `-journal` beside it. A command checks its output files against them, so none is
+    /// overwritten.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.path.clone()];
+        files.extend(["-wal", "-shm", "-journal"].map(|side| sibling(&self.path, side)));
+        files
+    }
+
     /// Makes the next stats save fail after half its rows, inside its transaction (the
     /// conformance suite's torn write).
     #[cfg(feature = "conformance")]

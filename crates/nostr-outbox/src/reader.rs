@@ -58,6 +58,19 @@ impl ReaderArgs {
         }
         self.keep.open().map(Some)
     }
+
+    /// The files these options name that a run reads or keeps: the store's (unless
+    /// `--no-stats`) and the secret key file.
+    pub fn files(&self) -> anyhow::Result<crate::files::RunFiles> {
+        let mut files = crate::files::RunFiles::default();
+        if !self.no_stats {
+            files.add_store(&self.keep.location(false)?);
+        }
+        if let Some(path) = &self.secret_key_file {
+            files.add("the secret key file", path);
+        }
+        Ok(files)
+    }
 }
 
 /// The reader options resolved: canonical relays, the reader, and a client holding the key.
