@@ -87,6 +87,7 @@ mod dedup;
 pub mod dms;
 mod exchange;
 pub mod feed;
+pub mod flood;
 pub mod limits;
 pub mod monitor;
 pub mod nip11;

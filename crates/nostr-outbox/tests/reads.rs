@@ -528,3 +528,56 @@ async fn req_asks_a_nevent_author_s_write_relays() {
         );
     }
 }
+
+/// `req --stream` against a relay that replays its stored events after EOSE: the replays are
+/// cut off at the flood bound by their ids, without verifying each, the relay is reported as
+/// misbehaving and not dialled again, and each event is printed once.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_stream_cuts_off_a_relay_replaying_its_events() {
+    use nostr_outbox_fleet::{Fault, FaultServer};
+    use std::sync::atomic::Ordering;
+    let home = RealRelay::start().await;
+    let alice = key(0xad);
+    let notes: Vec<Event> = (0..3)
+        .map(|i| signed(&alice, Kind::TextNote, &format!("note {i}"), vec![], 60 + i))
+        .collect();
+    let replayer = FaultServer::start(Fault::Replay, notes.clone()).await;
+    home.store(&write_list(&alice, &replayer.url)).await;
+    let a = npub(&alice);
+    let words = args(&[
+        "req", "-a", &a, "-k", "1", "--stream", "--json", "--relays", &home.url,
+    ]);
+    let out = tokio::task::spawn_blocking(move || {
+        let child = Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(&words)
+            .args(["--allow-local", "--no-stats"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Long enough for the whole replay (300,000 frames) to be read when nothing stops it.
+        std::thread::sleep(std::time::Duration::from_secs(6));
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = stderr(&out);
+    let want: BTreeSet<String> = notes.iter().map(|n| n.id.to_hex()).collect();
+    assert_eq!(ids(&out), want, "{err}");
+    assert_eq!(stdout(&out).lines().count(), 3, "each event once: {err}");
+    assert!(
+        err.contains("misbehaving"),
+        "the replayer is not reported: {err}"
+    );
+    let dials = replayer.connections.load(Ordering::SeqCst);
+    assert_eq!(dials, 1, "a flooding relay is not dialled again: {err}");
+}
+

@@ -34,6 +34,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Client;
+use crate::flood::{FloodGuard, Verdict};
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
 use crate::sockets::{Link, Read};
 
@@ -141,6 +142,9 @@ pub(crate) enum Ended {
     Lost(String),
     /// No answer by the deadline (not escaped).
     TimedOut(String),
+    /// The relay sent more unrequested events (sent again on the subscription, or not what
+    /// was asked) than the config allows ([`crate::flood`]): this many.
+    Flooded(u64),
 }
 
 impl std::fmt::Display for Ended {
@@ -148,7 +152,16 @@ impl std::fmt::Display for Ended {
         match self {
             Ended::Refused { message, .. } => write!(f, "closed: {message}"),
             Ended::Lost(why) | Ended::TimedOut(why) => f.write_str(why),
+            Ended::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
         }
+    }
+}
+
+/// The end of the exchange when the guard says the relay floods.
+fn flood_answer(verdict: Verdict) -> Option<Answer> {
+    match verdict {
+        Verdict::Flooded(n) => Some(Answer::Ended(Ended::Flooded(n))),
+        Verdict::New | Verdict::Skip => None,
     }
 }
 
@@ -168,6 +181,8 @@ pub(crate) struct Exchange<'l> {
     rng: ChaCha8Rng,
     /// Stored events read so far.
     read: usize,
+    /// A `REQ`'s replays and unrequested events, counted ([`crate::flood`]).
+    guard: Option<FloodGuard>,
 }
 
 impl<'l> Exchange<'l> {
@@ -180,7 +195,12 @@ impl<'l> Exchange<'l> {
         wait: Duration,
         seed: u64,
     ) -> Result<Exchange<'l>, Ended> {
+        let guard = match &ask {
+            Ask::Req { cap, .. } => Some(FloodGuard::new(*cap, client.config().max_unrequested)),
+            _ => None,
+        };
         let mut exchange = Exchange {
+            guard,
             link,
             ask,
             client: client.clone(),
@@ -259,6 +279,15 @@ impl<'l> Exchange<'l> {
                         event,
                     },
                 ) if *subscription_id == *sub => {
+                    let guard = self.guard.as_mut();
+                    // A replay is known by its id, before anything is verified.
+                    let verdict = guard.map_or(Verdict::New, |g| g.arrived(&event.id));
+                    if let Some(answer) = flood_answer(verdict) {
+                        return answer;
+                    }
+                    if verdict == Verdict::Skip {
+                        continue;
+                    }
                     if !self.live {
                         if self.read >= *cap {
                             continue;
@@ -266,7 +295,19 @@ impl<'l> Exchange<'l> {
                         self.read += 1;
                     }
                     match admit(event.into_owned(), filters, cfg) {
-                        Ok(event) => return Answer::Event(event),
+                        Ok(event) => {
+                            if let Some(guard) = self.guard.as_mut() {
+                                guard.admitted(event.id);
+                            }
+                            return Answer::Event(event);
+                        }
+                        Err(FrameDrop::Unrequested) => {
+                            let verdict = self.guard.as_mut().map(FloodGuard::unrequested);
+                            if let Some(answer) = verdict.and_then(flood_answer) {
+                                return answer;
+                            }
+                            continue;
+                        }
                         Err(_) => continue,
                     }
                 }
