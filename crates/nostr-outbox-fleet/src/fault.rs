@@ -37,6 +37,9 @@ pub enum Fault {
     RateLimited,
     /// Answers each REQ with its events and EOSE after this many milliseconds: a slow relay.
     Late(u64),
+    /// Answers every COUNT with this count marked `"approximate": true` (NIP-45), and each
+    /// REQ with its events and EOSE.
+    ApproximateCount(u64),
 }
 
 /// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
@@ -85,8 +88,8 @@ impl FaultServer {
                         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
                             continue;
                         };
-                        let refused_count =
-                            value[0] == "COUNT" && matches!(fault, Fault::Refuse(_));
+                        let refused_count = value[0] == "COUNT"
+                            && matches!(fault, Fault::Refuse(_) | Fault::ApproximateCount(_));
                         if value[0] != "REQ" && !refused_count {
                             continue;
                         }
@@ -146,6 +149,21 @@ impl FaultServer {
                                 let eose = format!(r#"["EOSE","{sub}"]"#);
                                 if ws.send(Message::text(eose)).await.is_err() {
                                     return;
+                                }
+                            }
+                            Fault::ApproximateCount(n) if value[0] == "COUNT" => {
+                                let answer = serde_json::json!({"count": n, "approximate": true});
+                                let frame = serde_json::json!(["COUNT", sub, answer]).to_string();
+                                if ws.send(Message::text(frame)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Fault::ApproximateCount(_) => {
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                for frame in events.iter().map(event_frame).chain([eose]) {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
                                 }
                             }
                             Fault::Late(ms) => {

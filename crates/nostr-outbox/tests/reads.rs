@@ -581,3 +581,40 @@ async fn req_stream_cuts_off_a_relay_replaying_its_events() {
     assert_eq!(dials, 1, "a flooding relay is not dialled again: {err}");
 }
 
+/// A relay's COUNT marked `"approximate": true` (NIP-45) is shown as an estimate, in text and
+/// in `--json`, and so is a summary whose largest count is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_shows_an_approximate_count_as_approximate() {
+    use nostr_outbox_fleet::{Fault, FaultServer};
+    let home = RealRelay::start().await;
+    let estimating = FaultServer::start(Fault::ApproximateCount(4_200), vec![]).await;
+    let alice = key(0xae);
+    home.store(&write_list(&alice, &estimating.url)).await;
+    let a = npub(&alice);
+    let words = ["count", "-a", &a, "-k", "1", "--relays", &home.url];
+    let out = outbox(args(&words)).await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&estimating.url))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("~4200 (approximate)"), "{text}");
+    assert!(text.contains("about 4200 events match"), "{text}");
+    let mut words = args(&words);
+    words.push("--json".into());
+    let out = outbox(words).await;
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let relay = lines
+        .iter()
+        .find(|v| v["relay"] == estimating.url.as_str())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(relay["count"], 4200);
+    assert_eq!(relay["approximate"], true);
+    let last = lines.last().unwrap();
+    assert_eq!(last["largest"], 4200);
+    assert_eq!(last["approximate"], true);
+}

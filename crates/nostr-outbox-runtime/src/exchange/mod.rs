@@ -120,11 +120,29 @@ pub(crate) enum Answer {
         message: String,
     },
     /// The relay's count.
-    Count(u64),
+    Count(Counted),
     /// The relay's next negentropy message (decoded from hex).
     Reconcile(Vec<u8>),
     /// The exchange is over.
     Ended(Ended),
+}
+
+/// A relay's answer to a `COUNT` (NIP-45).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// The count.
+    pub(crate) count: u64,
+    /// The relay said the count is an estimate (`"approximate": true`).
+    pub(crate) approximate: bool,
+}
+
+/// Whether a `COUNT` frame says its count is approximate (NIP-45). The parsed message drops
+/// the field, so it is read from the frame itself.
+fn approximate(frame: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(frame)
+        .ok()
+        .and_then(|v| v.get(2)?.get("approximate")?.as_bool())
+        .unwrap_or(false)
 }
 
 /// How an exchange ended without its answer.
@@ -322,7 +340,12 @@ impl<'l> Exchange<'l> {
                         subscription_id,
                         count,
                     },
-                ) if *subscription_id == *sub => return Answer::Count(count as u64),
+                ) if *subscription_id == *sub => {
+                    return Answer::Count(Counted {
+                        count: count as u64,
+                        approximate: approximate(text.as_str()),
+                    })
+                }
                 (
                     Ask::Sync { sub, .. },
                     RelayMessage::NegMsg {
