@@ -41,6 +41,9 @@ pub enum Fault {
     /// script, `(accepted, message)`, the last one repeating; each after a `NOTICE` and an `OK`
     /// for another event. REQs get nothing.
     Oks(&'static [(bool, &'static str)]),
+    /// Answers every COUNT with this count marked `"approximate": true` (NIP-45), and each
+    /// REQ with its events and EOSE.
+    ApproximateCount(u64),
 }
 
 /// REQs a [`Fault::RateLimited`] server refuses on each connection before serving.
@@ -104,8 +107,8 @@ impl FaultServer {
                             }
                             continue;
                         }
-                        let refused_count =
-                            value[0] == "COUNT" && matches!(fault, Fault::Refuse(_));
+                        let refused_count = value[0] == "COUNT"
+                            && matches!(fault, Fault::Refuse(_) | Fault::ApproximateCount(_));
                         if value[0] != "REQ" && !refused_count {
                             continue;
                         }
@@ -165,6 +168,21 @@ impl FaultServer {
                                 let eose = format!(r#"["EOSE","{sub}"]"#);
                                 if ws.send(Message::text(eose)).await.is_err() {
                                     return;
+                                }
+                            }
+                            Fault::ApproximateCount(n) if value[0] == "COUNT" => {
+                                let answer = serde_json::json!({"count": n, "approximate": true});
+                                let frame = serde_json::json!(["COUNT", sub, answer]).to_string();
+                                if ws.send(Message::text(frame)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Fault::ApproximateCount(_) => {
+                                let eose = format!(r#"["EOSE","{sub}"]"#);
+                                for frame in events.iter().map(event_frame).chain([eose]) {
+                                    if ws.send(Message::text(frame)).await.is_err() {
+                                        return;
+                                    }
                                 }
                             }
                             Fault::Late(ms) => {

@@ -154,7 +154,18 @@ impl OutboxGossipBuilder {
                 seed = store.base_seed(drawn).await?;
             }
             state.stats = store.load().await?.stats;
-            let lists = store.load_lists().await?.value;
+            let mut lists = store.load_lists().await?.value;
+            // Whatever the store: a list dated ahead would outrank every real one for good.
+            let dropped = nostr_outbox_stats::kept::drop_future_lists(
+                &mut lists,
+                OutboxGossip::now().as_secs(),
+            );
+            if !dropped.is_empty() {
+                tracing::warn!(
+                    count = dropped.len(),
+                    "kept relay lists dated in the future dropped"
+                );
+            }
             for list in lists.into_iter().take(MAX_KEPT_LISTS) {
                 state.keep_list(list, None);
             }

@@ -206,3 +206,33 @@ async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
         .unwrap();
     assert_eq!(given.base_seed(), 7);
 }
+
+/// A kept relay list dated in the future, whatever store kept it, is not loaded: the author's
+/// list counts as missing and is fetched, instead of the one ahead outranking it for good.
+#[tokio::test]
+async fn a_kept_list_dated_in_the_future_is_not_loaded() {
+    use nostr_outbox_client::{MemoryStore, StateStore};
+    let now = nostr::types::Timestamp::now().as_secs();
+    let ahead = Keys::generate().public_key();
+    let fine = Keys::generate().public_key();
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let kept = |author: PublicKey, created_at: u64| nostr_outbox_core::RawRelayList {
+        author,
+        created_at,
+        tags: vec![vec!["r".into(), "wss://w.example.com".into()]],
+    };
+    store
+        .save_lists(&[kept(ahead, 1 << 62), kept(fine, now - 100)])
+        .await
+        .unwrap();
+    let gossip = OutboxGossip::from_toml(&config())
+        .unwrap()
+        .store(store)
+        .open()
+        .await
+        .unwrap();
+    let status = gossip.status(&ahead, GossipListKind::Nip65).await.unwrap();
+    assert!(status.is_missing(), "{status:?}");
+    let status = gossip.status(&fine, GossipListKind::Nip65).await.unwrap();
+    assert!(status.is_outdated(), "{status:?}");
+}

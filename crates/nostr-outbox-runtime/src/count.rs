@@ -5,7 +5,7 @@
 //! counts are never added: [`Counts`] keeps each relay's and names the largest, a lower bound
 //! of the true number.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use nostr::filter::Filter;
@@ -13,7 +13,7 @@ use nostr::message::SubscriptionId;
 use tokio::task::JoinSet;
 
 use crate::client::Client;
-use crate::exchange::{Answer, Ask, Exchange};
+use crate::exchange::{Answer, Ask, Counted, Exchange};
 use crate::query::LookupOutcome;
 use crate::sockets::Role;
 
@@ -23,6 +23,8 @@ pub struct Counts {
     /// Per relay asked, by URL: its count, or what it did instead (never
     /// [`LookupOutcome::Answered`]).
     pub relays: BTreeMap<String, Result<u64, LookupOutcome>>,
+    /// The relays whose count is an estimate (NIP-45 `"approximate": true`).
+    pub approximate: BTreeSet<String>,
 }
 
 impl Counts {
@@ -57,6 +59,12 @@ pub async fn count(relays: &[String], filters: &[Filter], client: &Client) -> Co
     let mut counts = Counts::default();
     while let Some(joined) = tasks.join_next().await {
         if let Ok((url, counted)) = joined {
+            let counted = counted.map(|c| {
+                if c.approximate {
+                    counts.approximate.insert(url.clone());
+                }
+                c.count
+            });
             counts.relays.insert(url, counted);
         }
     }
@@ -75,7 +83,7 @@ async fn count_one(
     filters: Vec<Filter>,
     client: &Client,
     i: usize,
-) -> Result<u64, LookupOutcome> {
+) -> Result<Counted, LookupOutcome> {
     let cfg = client.config();
     let mut link = client
         .sockets()

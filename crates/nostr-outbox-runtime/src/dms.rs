@@ -12,10 +12,11 @@
 
 use std::collections::BTreeMap;
 
+use nostr::event::UnsignedEvent;
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::{Keys, PublicKey};
-use nostr::nips::nip59::UnwrappedGift;
+use nostr::nips::nip44;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::RoutePlan;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
@@ -255,6 +256,9 @@ fn failure(reason: String, refusal: Option<Refusal>) -> DmRelayOutcome {
 pub struct DirectMessage {
     /// The wrap it came in.
     pub wrap: EventId,
+    /// The rumor's id, computed from what it holds (the id it claims is not trusted): one
+    /// message delivered in several wraps, or sealed again, has one id, so it is shown once.
+    pub rumor: EventId,
     /// The sender: the seal's signer, whom the rumor's author must match.
     pub sender: PublicKey,
     /// The rumor's kind: 14 for a chat message, 15 for a file (NIP-17); others are shown as
@@ -282,9 +286,13 @@ pub enum UnwrapError {
     Broken(String),
 }
 
-/// Opens a gift wrap with the recipient's `keys`: decrypts the seal, checks its signature,
-/// decrypts the rumor and checks its author is the seal's signer (NIP-59).
+/// Opens a gift wrap with the recipient's `keys`: checks the wrap's signature, decrypts the
+/// seal, checks its signature and that it is a seal (kind 13, no tags: NIP-59), decrypts the
+/// rumor and checks its author is the seal's signer. A signed event of another kind inside a
+/// wrap is not a seal: it would show whatever its signer once published as a message to the
+/// reader.
 pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError> {
+    let broken = |e: &dyn std::fmt::Display| UnwrapError::Broken(e.to_string());
     if wrap.kind != Kind::GiftWrap {
         return Err(UnwrapError::NotAWrap(wrap.kind.as_u16()));
     }
@@ -292,12 +300,34 @@ pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError
     if !wrap.tags.public_keys().any(|pk| pk == me) {
         return Err(UnwrapError::NotForKey);
     }
-    let gift = UnwrappedGift::from_gift_wrap(keys, wrap)
-        .map_err(|e| UnwrapError::Broken(e.to_string()))?;
-    let rumor = gift.rumor;
+    wrap.verify().map_err(|e| broken(&e))?;
+    let seal =
+        nip44::decrypt(keys.secret_key(), &wrap.pubkey, &wrap.content).map_err(|e| broken(&e))?;
+    let seal = Event::from_json(seal).map_err(|e| broken(&e))?;
+    seal.verify().map_err(|e| broken(&e))?;
+    if seal.kind != Kind::Seal {
+        return Err(UnwrapError::Broken(format!(
+            "the seal is of kind {}, not 13",
+            seal.kind.as_u16()
+        )));
+    }
+    if !seal.tags.is_empty() {
+        return Err(UnwrapError::Broken(
+            "the seal has tags (a seal has none)".into(),
+        ));
+    }
+    let rumor =
+        nip44::decrypt(keys.secret_key(), &seal.pubkey, &seal.content).map_err(|e| broken(&e))?;
+    let rumor = UnsignedEvent::from_json(rumor).map_err(|e| broken(&e))?;
+    if rumor.pubkey != seal.pubkey {
+        return Err(UnwrapError::Broken(
+            "the message's author is not the seal's signer".into(),
+        ));
+    }
     Ok(DirectMessage {
         wrap: wrap.id,
-        sender: gift.sender,
+        rumor: rumor.compute_id(),
+        sender: seal.pubkey,
         kind: rumor.kind,
         created_at: rumor.created_at,
         content: rumor.content,
@@ -358,6 +388,66 @@ mod tests {
             unwrap_dm(&bob, &forged),
             Err(UnwrapError::Broken(_))
         ));
+    }
+
+    /// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is
+    /// kind 13 without tags), then wrapped for `to` by a fresh key.
+    fn wrapped(
+        from: &Keys,
+        to: PublicKey,
+        rumor: &nostr::event::UnsignedEvent,
+        kind: Kind,
+        tags: Vec<Tag>,
+    ) -> Event {
+        let version = nip44::Version::default();
+        let sealed = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
+        let seal = EventBuilder::new(kind, sealed)
+            .tags(tags)
+            .finalize(from)
+            .unwrap();
+        let once = Keys::generate();
+        let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
+        EventBuilder::new(Kind::GiftWrap, content)
+            .tag(Tag::public_key(to))
+            .finalize(&once)
+            .unwrap()
+    }
+
+    #[test]
+    fn only_a_seal_of_kind_13_without_tags_opens() {
+        let (alice, bob) = (Keys::generate(), Keys::generate());
+        let rumor = chat(&alice, bob.public_key(), "hi");
+        let good = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]);
+        assert_eq!(unwrap_dm(&bob, &good).unwrap().content, "hi");
+        let note = wrapped(&alice, bob.public_key(), &rumor, Kind::TextNote, vec![]);
+        let tagged = vec![Tag::public_key(bob.public_key())];
+        let with_tags = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, tagged);
+        for bad in [note, with_tags] {
+            assert!(
+                matches!(unwrap_dm(&bob, &bad), Err(UnwrapError::Broken(_))),
+                "{:?}",
+                unwrap_dm(&bob, &bad)
+            );
+        }
+    }
+
+    #[test]
+    fn one_message_in_several_wraps_has_one_rumor_id() {
+        let (alice, bob) = (Keys::generate(), Keys::generate());
+        let rumor = chat(&alice, bob.public_key(), "once");
+        let ids: Vec<EventId> = (0..3)
+            .map(|_| wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]))
+            .map(|wrap| unwrap_dm(&bob, &wrap).unwrap().rumor)
+            .collect();
+        assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+        let other = wrapped(
+            &alice,
+            bob.public_key(),
+            &chat(&alice, bob.public_key(), "twice"),
+            Kind::Seal,
+            vec![],
+        );
+        assert_ne!(unwrap_dm(&bob, &other).unwrap().rumor, ids[0]);
     }
 
     #[test]

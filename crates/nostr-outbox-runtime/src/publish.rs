@@ -420,6 +420,7 @@ fn ended_as(ended: Ended) -> (PublishOutcome, String) {
     match ended {
         Ended::Refused { refusal, message } => (PublishOutcome::of(refusal), message),
         Ended::Lost(why) | Ended::TimedOut(why) => (PublishOutcome::Timeout, why),
+        ended @ Ended::Flooded(_) => (PublishOutcome::Timeout, ended.to_string()),
     }
 }
 

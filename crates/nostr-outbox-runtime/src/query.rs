@@ -256,6 +256,7 @@ impl From<Ended> for LookupOutcome {
         match ended {
             Ended::Refused { refusal, message } => LookupOutcome::Refused { refusal, message },
             Ended::Lost(why) | Ended::TimedOut(why) => LookupOutcome::Unanswered(why),
+            ended @ Ended::Flooded(_) => LookupOutcome::Unanswered(ended.to_string()),
         }
     }
 }

@@ -173,6 +173,9 @@ enum Ended {
     /// The socket failed or timed out, or (already answered) the relay asked us to slow down:
     /// dial again unless `once`.
     Lost(Option<Refusal>, String),
+    /// The relay flooded the subscription (replays, events not asked for):
+    /// dialling again would only invite more.
+    Flooded(String),
 }
 
 impl Relay {
@@ -196,6 +199,10 @@ impl Relay {
                     return;
                 }
                 Ended::Lost(refusal, reason) => self.fail(reason, refusal).await,
+                Ended::Flooded(reason) => {
+                    self.fail(reason, None).await;
+                    return;
+                }
             }
             if self.cfg().once || *self.stop.borrow() {
                 return;
@@ -300,6 +307,9 @@ impl Relay {
                 ) if live => break Ended::Lost(Some(Refusal::RateLimited), ended.to_string()),
                 Answer::Ended(ended @ exchange::Ended::Refused { refusal, .. }) => {
                     break Ended::Refused(refusal, ended.to_string())
+                }
+                Answer::Ended(ended @ exchange::Ended::Flooded(_)) => {
+                    break Ended::Flooded(ended.to_string())
                 }
                 Answer::Ended(ended) => break Ended::Lost(None, ended.to_string()),
                 Answer::Ok { .. } | Answer::Count(_) | Answer::Reconcile(_) => {}

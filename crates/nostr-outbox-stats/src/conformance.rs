@@ -22,6 +22,8 @@
 //!   saves of stores that never asked for it; older data without one takes the next run's.
 //! - [`kept_state_merges`]: relay lists and set-asides saved by runs that loaded the same state
 //!   are all kept; a clear of the set-asides sticks against a run that loaded before it.
+//! - [`future_lists_dropped`]: a relay list dated in the future is dropped on load and never
+//!   outranks a real list at save.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -509,6 +511,49 @@ pub async fn future_stamps_and_pauses_forget_nothing<M: Medium>(medium: &M) {
             "{future}"
         );
         assert!(kept.days().all(|d| d <= now / DAY + 1));
+    }
+}
+
+/// A relay list dated far ahead (2^62, or hours ahead) is dropped on load and is never kept
+/// over a real list by a save's merge, so it cannot hide its author's later lists; one within
+/// a few minutes ahead (clocks differ) is kept.
+pub async fn future_lists_dropped<M: Medium>(medium: &M) {
+    let now = now();
+    let list = |a: u8, created_at: u64| RawRelayList {
+        created_at,
+        ..lists(a).pop().expect("one list")
+    };
+    for ahead in [1u64 << 62, now + 6 * 3600] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let stored = vec![list(1, ahead), list(2, now - 100), list(3, now + 60)];
+        medium
+            .open(dir.path())
+            .save_lists(&stored)
+            .await
+            .expect("saves");
+        let loaded = medium.open(dir.path()).load_lists().await.expect("loads");
+        let dates: Vec<(PublicKey, u64)> = sorted(loaded.value)
+            .iter()
+            .map(|l| (l.author, l.created_at))
+            .collect();
+        assert_eq!(dates, [(key(2), now - 100), (key(3), now + 60)], "{ahead}");
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| matches!(w, LoadWarning::DroppedEntries { .. })),
+            "{:?}",
+            loaded.warnings
+        );
+        // A run that never loaded saves the author's real list: it is kept, not the one ahead.
+        medium
+            .open(dir.path())
+            .save_lists(&[list(1, now - 50)])
+            .await
+            .expect("saves");
+        let loaded = medium.open(dir.path()).load_lists().await.expect("loads");
+        let first = loaded.value.iter().find(|l| l.author == key(1));
+        assert_eq!(first.map(|l| l.created_at), Some(now - 50), "{ahead}");
     }
 }
 

@@ -41,6 +41,27 @@ pub const LIFTED: &str = "lifted";
 /// The most per-relay lifts a penalty document keeps (the newest).
 pub const MAX_LIFTS: usize = 1_000;
 
+/// How far past the present a kept relay list may be dated: as far ahead of its clock as the
+/// runtime admits an event (`RuntimeConfig::future_tolerance`).
+pub const LIST_FUTURE_TOLERANCE_SECS: u64 = 15 * 60;
+
+/// Drops the lists dated more than [`LIST_FUTURE_TOLERANCE_SECS`] after `now`, and returns
+/// their authors (hex). Kept lists are unsigned and the newest per author wins, so one dated
+/// far ahead (a damaged or hostile file, a clock that ran ahead) would hide every later list
+/// of its author for good; dropped, the author's list is fetched again.
+pub fn drop_future_lists(lists: &mut Vec<RawRelayList>, now: u64) -> Vec<String> {
+    let horizon = now.saturating_add(LIST_FUTURE_TOLERANCE_SECS);
+    let mut dropped = Vec::new();
+    lists.retain(|list| {
+        let ahead = list.created_at > horizon;
+        if ahead {
+            dropped.push(format!("{} (dated in the future)", list.author.to_hex()));
+        }
+        !ahead
+    });
+    dropped
+}
+
 /// What a store last loaded or saved of the lists and the penalty box: its base for the next
 /// save of each (`None`: never loaded).
 #[derive(Debug, Default)]

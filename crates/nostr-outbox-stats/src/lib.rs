@@ -283,6 +283,20 @@ impl FileStore {
         sibling(&self.path, &format!(".v{STATS_VERSION}"))
     }
 
+    /// Every file this store reads or writes: the stats file, its backup, side file and lock
+    /// file, and the lists and penalties beside it (files set aside as corrupt get names of
+    /// their own). A command checks its output files against them, so none is overwritten.
+    pub fn files(&self) -> Vec<PathBuf> {
+        vec![
+            self.path.clone(),
+            self.backup_path(),
+            self.side_path(),
+            self.lock_path(),
+            self.lists_path(),
+            self.penalties_path(),
+        ]
+    }
+
     fn dir(&self) -> PathBuf {
         dir_of(&self.path)
     }
@@ -348,18 +362,46 @@ impl FileStore {
     /// stats file, if any, is a regular file (blocking; [`check_writable_file`]), and the lock
     /// file, if any, is a regular file: a symlink or directory there, which a save would
     /// refuse, is an error naming it. A lock left by a save that never finished is no obstacle:
-    /// the save takes it over ([`STALE_LOCK`]).
+    /// the save takes it over ([`STALE_LOCK`]). A lock that looks held (younger than
+    /// [`STALE_LOCK`] and not known to be left by a process that is gone) and is not released
+    /// within [`CHECK_LOCK_WAIT`] is an error too: a save would wait for it in vain, after the
+    /// run did its work.
     pub fn check_writable(&self) -> Result<(), StatsStoreError> {
         check_writable_file(&self.path)?;
         let lock = self.lock_path();
-        match fs::symlink_metadata(&lock) {
-            Ok(meta) if !meta.is_file() => Err(StatsStoreError::Io {
-                path: lock,
-                source: io::Error::other(
+        let io_err = |source| StatsStoreError::Io {
+            path: lock.clone(),
+            source,
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let meta = match fs::symlink_metadata(&lock) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(io_err(e)),
+            };
+            if !meta.is_file() {
+                return Err(io_err(io::Error::other(
                     "the lock file is not a regular file (a symlink or directory); remove it",
-                ),
-            }),
-            _ => Ok(()),
+                )));
+            }
+            if left_over(&lock, &meta) {
+                return Ok(());
+            }
+            if started.elapsed() >= CHECK_LOCK_WAIT {
+                let holder = match lock_owner(&lock) {
+                    Some(pid) => format!("process {pid}"),
+                    None => "a save that has not said who it is".into(),
+                };
+                return Err(io_err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "the lock file is held by {holder}, and a save would wait for it in \
+                         vain; if no outbox run is using this store, remove it"
+                    ),
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
@@ -575,6 +617,30 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// where that can be told) is taken over at once, however young.
 pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long the check before a run ([`FileStore::check_writable`]) waits for a lock file that
+/// looks held to be released: a save holds it for moments.
+pub const CHECK_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the lock file at `path` (a regular file, `meta`) was left by a save that never
+/// finished, and is taken over: older than [`STALE_LOCK`], or naming a process that is gone.
+fn left_over(path: &Path, meta: &fs::Metadata) -> bool {
+    let age = meta
+        .modified()
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .unwrap_or_default();
+    age > STALE_LOCK || owner_gone(path)
+}
+
+/// The process a lock file names, if it names one.
+fn lock_owner(path: &Path) -> Option<u32> {
+    let mut text = String::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(128).read_to_string(&mut text))
+        .ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// A held lock file; removed when dropped.
 pub(crate) struct LockFile(PathBuf);
 
@@ -614,12 +680,7 @@ pub(crate) fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
                 "the lock file is not a regular file",
             )));
         }
-        let age = meta
-            .modified()
-            .ok()
-            .and_then(|m| SystemTime::now().duration_since(m).ok())
-            .unwrap_or_default();
-        if age > STALE_LOCK || owner_gone(path) {
+        if left_over(path, &meta) {
             tracing::warn!(path = %path.display(), "taking over a lock file left by a save that never finished");
             let _ = fs::remove_file(path);
             continue;

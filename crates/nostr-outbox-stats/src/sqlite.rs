@@ -51,7 +51,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
 
-use crate::kept::{merge_lists, merge_penalties, with_lifts_of, KeptBase};
+use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
 use crate::state::lock;
 use crate::task::blocking;
 use crate::{
@@ -199,6 +199,15 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Every file this store reads or writes: the database and SQLite's `-wal`, `-shm` and
+    /// `-journal` beside it. A command checks its output files against them, so none is
+    /// overwritten.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.path.clone()];
+        files.extend(["-wal", "-shm", "-journal"].map(|side| sibling(&self.path, side)));
+        files
     }
 
     /// Makes the next stats save fail after half its rows, inside its transaction (the
@@ -633,7 +642,8 @@ impl SqliteStore {
         let read = self.with_db(false, &mut warnings, |conn| {
             read_lists(conn).map_err(|e| self.db_err(e))
         })?;
-        let (value, dropped) = read.unwrap_or_default();
+        let (mut value, mut dropped) = read.unwrap_or_default();
+        dropped.extend(drop_future_lists(&mut value, now_secs()));
         if !dropped.is_empty() {
             tracing::warn!(path = %self.path.display(), count = dropped.len(), "unreadable relay lists dropped");
             warnings.push(LoadWarning::DroppedEntries { urls: dropped });
@@ -653,7 +663,8 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
-            let (stored, _) = read_lists(&tx).map_err(|e| self.db_err(e))?;
+            let (mut stored, _) = read_lists(&tx).map_err(|e| self.db_err(e))?;
+            drop_future_lists(&mut stored, now_secs());
             let merged = merge_lists(&stored, base, lists);
             let kept = lists_to_keep(&merged);
             let mut rows = Vec::with_capacity(kept.len());

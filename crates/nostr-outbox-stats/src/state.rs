@@ -1,8 +1,9 @@
 //! What the file store keeps beside the stats file, and its async trait implementations.
 //!
 //! - `<name>.lists.json`: the relay lists, a JSON array of `{"author", "created_at", "tags"}`
-//!   (kind:10002 lists as fetched). An entry that does not read is dropped with a
-//!   [`LoadWarning::DroppedEntries`]; at most [`MAX_STORED_LISTS`] are read.
+//!   (kind:10002 lists as fetched). An entry that does not read, or is dated in the future
+//!   ([`crate::kept::drop_future_lists`]), is dropped with a [`LoadWarning::DroppedEntries`];
+//!   at most [`MAX_STORED_LISTS`] are read.
 //! - `<name>.penalties.json`: the runtime's penalty box, kept as JSON.
 //!
 //! A save of either merges, under the stats file's lock file, what is stored now with what the
@@ -25,9 +26,9 @@ use nostr_outbox_client::{
 use nostr_outbox_core::{DeliveryStats, RawRelayList};
 use serde_json::Value;
 
-use crate::kept::{merge_lists, merge_penalties, with_lifts_of, KeptBase};
+use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
 use crate::task::blocking;
-use crate::{lock_file, read, sibling, sync_dir, FileStore, MAX_STATS_BYTES};
+use crate::{lock_file, now_secs, read, sibling, sync_dir, FileStore, MAX_STATS_BYTES};
 
 /// The lists and box a store last loaded or saved; a poisoned lock only means a save panicked
 /// holding plain data.
@@ -69,7 +70,8 @@ impl FileStore {
             return Ok(Restored::default());
         };
         match parse_lists(&bytes) {
-            Ok((value, dropped)) => {
+            Ok((mut value, mut dropped)) => {
+                dropped.extend(drop_future_lists(&mut value, now_secs()));
                 let mut warnings = Vec::new();
                 if !dropped.is_empty() {
                     tracing::warn!(path = %path.display(), count = dropped.len(), "unreadable relay lists dropped");
@@ -92,10 +94,11 @@ impl FileStore {
         let mut held = lock(&self.kept);
         let _lock = lock_file(&self.lock_path())?;
         let path = self.lists_path();
-        let stored = match read(&path)? {
+        let mut stored = match read(&path)? {
             Some(bytes) => parse_lists(&bytes).map(|(l, _)| l).unwrap_or_default(),
             None => Vec::new(),
         };
+        drop_future_lists(&mut stored, now_secs());
         let merged = merge_lists(&stored, held.lists.as_deref(), lists);
         let bytes = serde_json::to_vec(&lists_to_keep(&merged))
             .map_err(|e| StatsStoreError::Encode(e.to_string()))?;

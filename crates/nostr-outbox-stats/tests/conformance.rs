@@ -182,6 +182,11 @@ macro_rules! cases {
             async fn future_stamps_and_pauses_forget_nothing() {
                 suite::future_stamps_and_pauses_forget_nothing(&$medium).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn future_lists_dropped() {
+                suite::future_lists_dropped(&$medium).await;
+            }
         }
     };
 }

@@ -805,3 +805,31 @@ fn a_lock_whose_owner_is_gone_is_taken_over_at_once() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert!(!store.lock_path().exists());
 }
+
+/// A lock file that looks held (naming this live process, or saying nothing yet, and young) is
+/// found by the check before a run, with an error naming it, instead of making the save wait
+/// for it after the run; a lock left over (old) is no obstacle.
+#[test]
+fn a_lock_that_looks_held_is_found_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("stats.json"));
+    let ns = fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    for held in [format!("{} {ns}\n", std::process::id()), String::new()] {
+        fs::write(store.lock_path(), &held).unwrap();
+        let err = store.check_writable().unwrap_err().to_string();
+        assert!(err.contains("stats.json.lock"), "{held:?}: {err}");
+        assert!(err.contains("held"), "{held:?}: {err}");
+        assert!(store.lock_path().exists(), "left where it is");
+    }
+    // Older than a save ever holds it: taken over by the save, so no obstacle.
+    let old = std::time::SystemTime::now() - 2 * nostr_outbox_stats::STALE_LOCK;
+    fs::File::options()
+        .write(true)
+        .open(store.lock_path())
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    store.check_writable().unwrap();
+}

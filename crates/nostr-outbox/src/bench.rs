@@ -182,6 +182,19 @@ pub const WORLD_SEED: u64 = 0;
 const LIVE_SEED: u64 = 1;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // The report and chart must not be written over what the bench reads.
+    let mut inputs = crate::files::RunFiles::default();
+    if let Some(world) = &args.world {
+        inputs.add("the world file (--world)", world);
+    }
+    if let Some(config) = &args.config {
+        inputs.add("the router config (--config)", config);
+    }
+    for (flag, out) in [("--json", &args.json), ("--chart", &args.chart)] {
+        if let Some(out) = out {
+            inputs.refuse_output(flag, out)?;
+        }
+    }
     if args.seed.is_some() && !args.live && args.world.is_none() {
         bail!("--seed needs --world or --live (generated worlds take --seeds)");
     }

@@ -87,7 +87,7 @@ async fn dms(args: Args) -> anyhow::Result<ExitCode> {
         seed: rand::random(),
         ..RuntimeConfig::default()
     };
-    let reader = args.reader.open(runtime_config)?;
+    let reader = args.reader.open(runtime_config, &[])?;
     let client = &reader.client;
     let keys = client.signer().cloned();
     let pubkey = match (reader.pubkey, &keys) {
@@ -230,6 +230,8 @@ fn describe_lists(lists: &DmLists, npub: &str, source: DmSource, urls: &[String]
 struct Shown {
     messages: usize,
     unopened: usize,
+    /// Wraps carrying a message already shown (one message sent in several wraps).
+    repeated: usize,
 }
 
 /// One line to print, with the time it sorts by.
@@ -243,10 +245,16 @@ struct Line {
 fn print_messages(read: &DmRead, keys: Option<&Keys>, json: bool) -> anyhow::Result<Shown> {
     let mut shown = Shown::default();
     let mut lines: Vec<Line> = Vec::with_capacity(read.wraps.len());
+    // A message is shown once however many wraps carried it.
+    let mut seen = std::collections::HashSet::new();
     for wrap in &read.wraps {
         let line = match keys {
             None => wrap_line(wrap, json),
             Some(keys) => match nostr_outbox_runtime::unwrap_dm(keys, &wrap.event) {
+                Ok(dm) if !seen.insert(dm.rumor) => {
+                    shown.repeated += 1;
+                    continue;
+                }
                 Ok(dm) => message_line(wrap, &dm, json),
                 Err(e) => {
                     shown.unopened += 1;
@@ -354,6 +362,12 @@ fn describe_read(read: &DmRead, shown: &Shown) {
     let mut line = format!("messages:            {}", shown.messages);
     if shown.unopened > 0 {
         line.push_str(&format!(", {} did not open", shown.unopened));
+    }
+    if shown.repeated > 0 {
+        line.push_str(&format!(
+            ", {} more wraps carried a message already shown",
+            shown.repeated
+        ));
     }
     if read.left_out > 0 {
         line.push_str(&format!(" ({} older left out: --limit)", read.left_out));

@@ -41,6 +41,7 @@ mod churn;
 mod dms;
 mod duration;
 mod feed;
+mod files;
 mod live;
 mod load;
 mod log;

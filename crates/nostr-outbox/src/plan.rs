@@ -40,7 +40,8 @@ pub struct Args {
     /// (`30d`, `12h`). Strategies that read it plan for it [default: none, any age].
     #[arg(long, value_parser = parse_window)]
     window: Option<u64>,
-    /// Write the plan here instead of stdout.
+    /// Write the plan here instead of stdout; never over `--world`, `--config` or the stats
+    /// file (and the files kept beside it).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Show which relay-list entries were dropped and why.
@@ -83,6 +84,16 @@ fn load_stats(path: Option<&std::path::Path>) -> anyhow::Result<DeliveryStats> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // The plan must not be written over what it is made from.
+    if let Some(out) = &args.out {
+        let mut files = crate::files::RunFiles::default();
+        files.add("the world file (--world)", &args.world);
+        files.add("the router config (--config)", &args.config);
+        if let Some(stats) = &args.stats {
+            files.add_store(&crate::store::Location::File(stats.clone()));
+        }
+        files.refuse_output("--out", out)?;
+    }
     let text = crate::text::read_bounded(&args.config, crate::text::MAX_CONFIG_BYTES)
         .context("reading config")?;
     let config = RouterConfig::from_toml(&text)

@@ -83,13 +83,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "no relay to publish to: give --to URL, or --world/--lists with the author's relay list"
         );
     }
-    let auth = crate::secret::load(args.secret_key_file.as_deref())?;
-    if let Some(keys) = &auth {
-        let file = args.secret_key_file.as_deref();
-        crate::secret::refuse_public(keys, file, "the event author's", [&event.pubkey])?;
-        let tagged: Vec<_> = event.tags.public_keys().collect();
-        crate::secret::refuse_public(keys, file, "a tagged person's", &tagged)?;
-    }
+    let tagged: Vec<_> = event.tags.public_keys().collect();
+    let known = [
+        ("the event author's", std::slice::from_ref(&event.pubkey)),
+        ("a tagged person's", tagged.as_slice()),
+    ];
+    let auth = crate::secret::load(args.secret_key_file.as_deref(), &known)?;
     let client = nostr_outbox_runtime::Client::with(
         RuntimeConfig::default(),
         nostr_outbox_runtime::SocketBudget::default(),

@@ -58,6 +58,19 @@ impl ReaderArgs {
         }
         self.keep.open().map(Some)
     }
+
+    /// The files these options name that a run reads or keeps: the store's (unless
+    /// `--no-stats`) and the secret key file.
+    pub fn files(&self) -> anyhow::Result<crate::files::RunFiles> {
+        let mut files = crate::files::RunFiles::default();
+        if !self.no_stats {
+            files.add_store(&self.keep.location(false)?);
+        }
+        if let Some(path) = &self.secret_key_file {
+            files.add("the secret key file", path);
+        }
+        Ok(files)
+    }
 }
 
 /// The reader options resolved: canonical relays, the reader, and a client holding the key.
@@ -80,8 +93,14 @@ pub struct Reader {
 }
 
 impl ReaderArgs {
-    /// Checks the options and opens a client with `config` (and the secret key, if given).
-    pub fn open(&self, config: RuntimeConfig) -> anyhow::Result<Reader> {
+    /// Checks the options and opens a client with `config` (and the secret key, if given: one
+    /// that is the reader's public key or one of `named`, the public keys the command was
+    /// given, is refused).
+    pub fn open(
+        &self,
+        config: RuntimeConfig,
+        named: &crate::secret::Known<'_>,
+    ) -> anyhow::Result<Reader> {
         let policy = UrlPolicy {
             allow_loopback: self.allow_local,
             ..UrlPolicy::default()
@@ -89,11 +108,10 @@ impl ReaderArgs {
         let relays = canonical_relays(&policy, &self.relays, "relay")?;
         let indexers = canonical_relays(&policy, &self.indexers, "indexer")?;
         let pubkey = self.npub.as_deref().map(parse_key).transpose()?;
-        let keys = crate::secret::load(self.secret_key_file.as_deref())?;
-        if let (Some(keys), Some(reader)) = (&keys, &pubkey) {
-            let file = self.secret_key_file.as_deref();
-            crate::secret::refuse_public(keys, file, "the reader's", [reader])?;
-        }
+        let reader: Vec<PublicKey> = pubkey.into_iter().collect();
+        let mut known = vec![("the reader's", reader.as_slice())];
+        known.extend_from_slice(named);
+        let keys = crate::secret::load(self.secret_key_file.as_deref(), &known)?;
         let store = self.open_store()?;
         Ok(Reader {
             policy,
@@ -107,10 +125,15 @@ impl ReaderArgs {
     }
 }
 
-/// A public key from an npub or hex, with an error that quotes it (escaped when shown).
+/// A public key from an npub or hex, with an error that quotes it unless it may be a secret
+/// key ([`crate::text::quoted_arg`]).
 pub fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
-    nostr_outbox_core::parse_public_key(raw.trim())
-        .with_context(|| format!("not a valid npub or hex public key: {raw:?}"))
+    nostr_outbox_core::parse_public_key(raw.trim()).with_context(|| {
+        format!(
+            "not a valid npub or hex public key: {}",
+            crate::text::quoted_arg(raw)
+        )
+    })
 }
 
 /// What [`Reader::lists`] learned: who is where, and what the lookup found and did.
@@ -276,7 +299,10 @@ pub(crate) fn canonical_relays(
                 } else {
                     ""
                 };
-                bail!("{what} {raw:?} not usable: {reason}{hint}")
+                bail!(
+                    "{what} {} not usable: {reason}{hint}",
+                    crate::text::quoted_arg(raw)
+                )
             }
         }
     }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use nostr::key::Keys;
+use nostr::key::{Keys, PublicKey};
 
 /// The environment variable holding the key (an nsec or 64 hex characters).
 pub const ENV: &str = "OUTBOX_SECRET_KEY";
@@ -14,9 +14,25 @@ pub const ENV: &str = "OUTBOX_SECRET_KEY";
 /// whitespace are not expected.
 pub const MAX_KEY_FILE_BYTES: u64 = 1024;
 
+/// Public keys a command knows before it signs in, each list with whose they are (e.g. "the
+/// reader's"): a secret key equal to one of them is a public key put where the secret belongs.
+pub type Known<'a> = [(&'a str, &'a [PublicKey])];
+
 /// The signing identity, if one was given: the file, else the environment variable. Both at
-/// once is an error (which one was meant is unclear).
-pub fn load(file: Option<&Path>) -> anyhow::Result<Option<Keys>> {
+/// once is an error (which one was meant is unclear). Every command reads the key here, so
+/// each refuses alike a key that is one of the public keys it was given (`known`).
+pub fn load(file: Option<&Path>, known: &Known<'_>) -> anyhow::Result<Option<Keys>> {
+    let keys = read_key(file)?;
+    if let Some(keys) = &keys {
+        for (whose, public) in known {
+            refuse_public(keys, file, whose, *public)?;
+        }
+    }
+    Ok(keys)
+}
+
+/// The key from the file or the environment variable, unchecked against known public keys.
+fn read_key(file: Option<&Path>) -> anyhow::Result<Option<Keys>> {
     let env = std::env::var_os(ENV).filter(|v| !v.is_empty());
     match (file, env) {
         (Some(_), Some(_)) => bail!("--secret-key-file and {ENV} were both given; use one"),
@@ -68,7 +84,7 @@ pub fn refuse_public<'a>(
     keys: &Keys,
     file: Option<&Path>,
     whose: &str,
-    known: impl IntoIterator<Item = &'a nostr::key::PublicKey>,
+    known: impl IntoIterator<Item = &'a PublicKey>,
 ) -> anyhow::Result<()> {
     let secret = keys.secret_key().to_secret_hex();
     if known.into_iter().any(|key| key.to_hex() == secret) {

@@ -45,7 +45,8 @@ pub(crate) fn parse_store(raw: &str) -> Result<StoreArg, String> {
         ("file", "") => Err("file: needs a path (file:FILE)".into()),
         ("file", path) => Ok(StoreArg::File(PathBuf::from(path))),
         _ => Err(format!(
-            "{raw:?} is not a store: use file:FILE, sqlite:PATH or sqlite"
+            "{} is not a store: use file:FILE, sqlite:PATH or sqlite",
+            crate::text::quoted_arg(raw)
         )),
     }
 }

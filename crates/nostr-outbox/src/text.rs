@@ -99,6 +99,33 @@ pub fn redact(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A command-line value as an error quotes it: in quotes, escaped, at most 80 characters;
+/// unless it may be a secret key, which is never shown: an nsec or ncryptsec (anywhere in it),
+/// or a run of 64 hex characters (the hex of a secret key given where a public key was
+/// expected reads like one). Then only what it looks like is said.
+pub fn quoted_arg(raw: &str) -> String {
+    let lower = raw.to_ascii_lowercase();
+    if lower.contains("ncryptsec1") {
+        return "(an encrypted secret key, ncryptsec, not shown)".into();
+    }
+    if lower.contains("nsec1") {
+        return "(a secret key, nsec, not shown)".into();
+    }
+    let mut run = 0;
+    for c in raw.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        if run >= 64 {
+            return "(64 hex characters, not shown: they may be a secret key)".into();
+        }
+    }
+    let cut: String = raw.chars().take(MAX_QUOTED_ARG_CHARS).collect();
+    let more = if cut.len() < raw.len() { "…" } else { "" };
+    format!("\"{}\"{more}", escape(&cut))
+}
+
+/// The longest part of a command-line value an error quotes.
+pub const MAX_QUOTED_ARG_CHARS: usize = 80;
+
 /// One line of text from a file or the network as it may reach the terminal: credentials
 /// hidden, controls escaped.
 pub fn shown(s: &str) -> String {
@@ -134,7 +161,26 @@ pub fn read_bounded(path: &Path, limit: u64) -> anyhow::Result<String> {
 mod tests {
     use std::path::Path;
 
-    use super::{escape, escape_lines, read_bounded, redact};
+    use super::{escape, escape_lines, quoted_arg, read_bounded, redact};
+
+    #[test]
+    fn quoted_args_never_show_a_secret_key() {
+        let hex = "a".repeat(64);
+        for secret in [
+            "nsec1vl029mgpspedva04g90vltkh6fvh240zqtv9k0t9af8935ke9laqsnlfe5",
+            "nostr:NSEC1VL029MGPSPEDVA04G90VLTKH6FVH240ZQTV9K0T9AF8935KE9LAQSNLFE5",
+            "ncryptsec1qgg9947rlpvqu76pj5ecreduf9jxhselq2nae2kghhvd5g7dgjtcxfqtd67p9m0w57",
+            &hex,
+            &format!("x{hex}y"),
+        ] {
+            let shown = quoted_arg(secret);
+            assert!(shown.contains("not shown"), "{shown}");
+            assert!(!shown.to_lowercase().contains(&secret[8..20].to_lowercase()));
+        }
+        assert_eq!(quoted_arg("npub1xyz"), "\"npub1xyz\"");
+        assert_eq!(quoted_arg("a\u{1b}b"), "\"a\\u{1b}b\"");
+        assert!(quoted_arg(&"x".repeat(500)).ends_with("\"…"));
+    }
 
     #[test]
     fn messages_keep_their_lines_but_no_controls() {

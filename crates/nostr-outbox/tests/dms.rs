@@ -360,3 +360,89 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     );
     assert!(stdout.contains("via the indexer"), "{stdout}");
 }
+
+/// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is kind
+/// 13 without tags), wrapped for `to` by a fresh key.
+fn sealed_as(
+    from: &Keys,
+    to: &Keys,
+    rumor: &nostr::event::UnsignedEvent,
+    kind: Kind,
+    tags: Vec<Tag>,
+) -> Event {
+    use nostr::nips::nip44;
+    let to = to.public_key();
+    let version = nip44::Version::default();
+    let content = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
+    let seal = EventBuilder::new(kind, content)
+        .tags(tags)
+        .finalize(from)
+        .unwrap();
+    let once = Keys::generate();
+    let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
+    EventBuilder::new(Kind::GiftWrap, content)
+        .tag(Tag::public_key(to))
+        .finalize(&once)
+        .unwrap()
+}
+
+/// A "seal" that is not one (a kind:1 note, a seal with tags) does not open; one message
+/// delivered in three wraps is shown once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_real_seals_open_and_each_message_is_shown_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, alice) = (fixed(0x22), fixed(0xa2));
+    let home = RealRelay::start().await;
+    let dm = dm_relay().await;
+    home.store(&signed(
+        &reader,
+        Kind::InboxRelays,
+        "",
+        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
+        60,
+    ))
+    .await;
+    let rumor = |text: &str| {
+        EventBuilder::new(Kind::PrivateDirectMessage, text)
+            .tag(Tag::public_key(reader.public_key()))
+            .finalize_unsigned(alice.public_key())
+    };
+    let once = rumor("sent once, wrapped thrice");
+    for _ in 0..3 {
+        dm.store(&sealed_as(&alice, &reader, &once, Kind::Seal, vec![]))
+            .await;
+    }
+    dm.store(&sealed_as(
+        &alice,
+        &reader,
+        &rumor("a note, not a seal"),
+        Kind::TextNote,
+        vec![],
+    ))
+    .await;
+    let tags = vec![Tag::public_key(reader.public_key())];
+    dm.store(&sealed_as(
+        &alice,
+        &reader,
+        &rumor("a seal with tags"),
+        Kind::Seal,
+        tags,
+    ))
+    .await;
+    let key = key_file(dir.path(), &reader).display().to_string();
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let shown = |text: &str| stdout.lines().filter(|l| l.contains(text)).count();
+    assert_eq!(shown("sent once, wrapped thrice"), 1, "{stdout}");
+    assert_eq!(shown("a note, not a seal"), 0, "{stdout}");
+    assert_eq!(shown("a seal with tags"), 0, "{stdout}");
+    assert_eq!(shown("not opened"), 2, "{stdout}");
+}

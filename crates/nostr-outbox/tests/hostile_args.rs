@@ -13,7 +13,7 @@ use nostr::event::Kind;
 use nostr::key::Keys;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{key, signed, BlackHole, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
@@ -370,15 +370,24 @@ fn first_note(mut cmd: Command) -> (Child, BufReader<std::process::ChildStdout>)
     (child, notes)
 }
 
-/// A feed run with `--stats` in `dir` while another save holds the stats file's lock: the run's
-/// own save waits for it (up to `nostr_outbox_stats::LOCK_WAIT`), so the process is still at work
-/// after its notes are out, whatever the machine's load.
+/// A feed run with `--stats` in `dir` that is still fetching when its first note is out: one
+/// of its relays (`hole`) never answers, and is waited for up to the connect and EOSE timeouts
+/// (8 s each). Once the note is out, [`hold_lock`] makes its save wait too.
 #[cfg(unix)]
-fn held_up(relay: &RealRelay, author: &Keys, dir: &Path) -> Command {
-    std::fs::write(dir.join("stats.json.lock"), "").unwrap();
-    let mut cmd = feed(&relay.url, author, &[]);
+fn held_up(relay: &RealRelay, author: &Keys, dir: &Path, hole: &BlackHole) -> Command {
+    let relays = format!("{},{}", relay.url, hole.url);
+    let timeouts = ["--connect-timeout", "8s", "--eose-timeout", "8s"];
+    let mut cmd = feed(&relays, author, &timeouts);
     cmd.arg("--stats").arg(dir.join("stats.json"));
     cmd
+}
+
+/// Another save holds the stats file's lock in `dir` from now on: a run's own save waits for it
+/// (up to `nostr_outbox_stats::LOCK_WAIT`). Taken after the run's checks before it starts, which
+/// refuse a lock that looks held.
+#[cfg(unix)]
+fn hold_lock(dir: &Path) {
+    std::fs::write(dir.join("stats.json.lock"), "").unwrap();
 }
 
 /// The first stop signal ends the feed and lets it save; a second one, while it is still
@@ -388,11 +397,16 @@ fn held_up(relay: &RealRelay, author: &Keys, dir: &Path) -> Command {
 async fn a_second_stop_signal_ends_the_process_while_it_is_still_saving() {
     let (relay, author) = relay_with_notes(3).await;
     let dir = tempfile::tempdir().unwrap();
+    let hole = BlackHole::start().await;
     for signal in ["-INT", "-TERM"] {
-        let mut cmd = held_up(&relay, &author, dir.path());
+        // The lock the last round held is gone before this one starts.
+        let _ = std::fs::remove_file(dir.path().join("stats.json.lock"));
+        let mut cmd = held_up(&relay, &author, dir.path(), &hole);
         cmd.args(["--log", "info"]);
+        let held = dir.path().to_path_buf();
         let (status, stderr) = tokio::task::spawn_blocking(move || {
             let (mut child, notes) = first_note(cmd);
+            hold_lock(&held);
             // The stop signals are heard from the first note on.
             let (stopping, heard) = std::sync::mpsc::channel();
             let mut lines = BufReader::new(child.stderr.take().unwrap());
@@ -435,10 +449,13 @@ async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     std::fs::write(&summary, "").unwrap();
-    let mut cmd = held_up(&relay, &author, dir.path());
+    let hole = BlackHole::start().await;
+    let mut cmd = held_up(&relay, &author, dir.path(), &hole);
     cmd.arg("--summary-json").arg(&summary);
+    let held = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
         let (child, notes) = first_note(cmd);
+        hold_lock(&held);
         std::fs::remove_file(&summary).unwrap();
         assert!(Command::new("mkfifo")
             .arg(&summary)
@@ -462,4 +479,104 @@ async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
         stderr.contains("not a regular file"),
         "the summary file is refused:\n{stderr}"
     );
+}
+
+/// What is in each of `paths` (`None`: not there).
+fn contents(paths: &[PathBuf]) -> Vec<Option<Vec<u8>>> {
+    paths.iter().map(|p| std::fs::read(p).ok()).collect()
+}
+
+/// A summary file naming a file the run reads or keeps (the stats file or a file beside it,
+/// the SQLite store, the secret key file), by any spelling, is refused before the run, and
+/// every one of those files is left as it was.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_file_naming_a_file_the_run_keeps_is_refused_and_nothing_is_touched() {
+    use std::os::unix::fs::PermissionsExt;
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    let stats = d.join("stats.json");
+    let sqlite = d.join("outbox.sqlite");
+    let key_file = d.join("reader.key");
+    std::fs::write(&key_file, key(9).secret_key().to_secret_hex()).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let stats_arg = stats.to_str().unwrap();
+    let store_arg = format!("sqlite:{}", sqlite.display());
+    // One run with each store, so there is something kept to lose.
+    for store in [["--stats", stats_arg], ["--store", &store_arg]] {
+        let out = run(feed(&relay.url, &author, &store), "a first run".into()).await;
+        assert!(out.status.success(), "{out:?}");
+    }
+    let kept = [
+        stats.clone(),
+        d.join("stats.json.lists.json"),
+        d.join("stats.json.penalties.json"),
+        d.join("stats.json.lock"),
+        sqlite.clone(),
+        key_file.clone(),
+    ];
+    let before = contents(&kept);
+    let key_arg = key_file.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, PathBuf)> = vec![
+        (vec!["--stats", stats_arg], stats.clone()),
+        (
+            vec!["--stats", stats_arg],
+            d.join("sub/../stats.json.lists.json"),
+        ),
+        (
+            vec!["--stats", stats_arg],
+            d.join("./stats.json.penalties.json"),
+        ),
+        // Not there yet: the same name in the same directory.
+        (vec!["--stats", stats_arg], d.join("sub/../stats.json.lock")),
+        (vec!["--store", &store_arg], sqlite.clone()),
+        (
+            vec!["--no-stats", "--secret-key-file", key_arg],
+            d.join("sub/../reader.key"),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (args, target) in &cases {
+        let mut cmd = feed(&relay.url, &author, args);
+        cmd.arg("--summary-json").arg(target);
+        let what = format!("{args:?} --summary-json {}", target.display());
+        let out = run(cmd, what.clone()).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let refused = !out.status.success()
+            && stderr.contains("--summary-json")
+            && stderr.contains("give another file")
+            && !stderr.contains("events:")
+            && out.stdout.is_empty();
+        if !refused {
+            wrong.push(format!("{what}: {:?}\n{stderr}", out.status));
+        }
+        if contents(&kept) != before {
+            wrong.push(format!("{what}: a kept file was changed"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777 == 0o600,
+        "the key file is still private"
+    );
+}
+
+/// A lock on the stats file that looks held (a save that has not said who it is, moments ago)
+/// stops the feed before it fetches anything, with an error naming the lock file, instead of
+/// a run whose save waits for it in vain and keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stats_lock_that_looks_held_stops_the_feed_before_it_fetches() {
+    let (relay, author) = relay_with_notes(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("stats.json.lock"), "").unwrap();
+    let mut cmd = feed(&relay.url, &author, &[]);
+    cmd.arg("--stats").arg(dir.path().join("stats.json"));
+    let out = run(cmd, "a feed whose stats lock is held".into()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("stats.json.lock"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing fetched: {stderr}");
+    assert!(!stderr.contains("events:"), "no run: {stderr}");
 }

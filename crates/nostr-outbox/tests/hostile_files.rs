@@ -55,3 +55,44 @@ fn a_config_that_never_ends_is_refused_before_reading() {
     assert!(!out.status.success());
     assert!(stderr.contains("not a regular file"), "{stderr}");
 }
+
+#[test]
+fn a_plan_is_never_written_over_what_it_is_made_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world.json");
+    let config = dir.path().join("greedy.toml");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/world.json"),
+        &world,
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        "max_connections = 4\n[strategy]\ntype = \"greedy\"\n",
+    )
+    .unwrap();
+    let before = (
+        std::fs::read(&world).unwrap(),
+        std::fs::read(&config).unwrap(),
+    );
+    let spelled = |name: &str| dir.path().join(".").join(name);
+    for target in [spelled("world.json"), spelled("greedy.toml")] {
+        let out = outbox(&[
+            "plan",
+            "--world",
+            world.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            target.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: {stderr}", target.display());
+        assert!(stderr.contains("--out"), "{stderr}");
+    }
+    let after = (
+        std::fs::read(&world).unwrap(),
+        std::fs::read(&config).unwrap(),
+    );
+    assert!(before == after, "a file the plan was made from was changed");
+}

@@ -128,6 +128,51 @@ async fn req_refuses_bad_input_with_clear_errors() {
     }
 }
 
+/// A secret key given where a public key, event or pointer was expected is refused without
+/// being shown in any form: nsec, ncryptsec, or the hex of a secret key that is not a point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_error_echoes_a_secret_key() {
+    let home = RealRelay::start().await;
+    let secret = key(0x5e);
+    let nsec = secret.secret_key().to_bech32().unwrap();
+    let ncryptsec = format!("ncryptsec1{}", "qpzry9x8gf2tvdw0s3jn54khce6mua7l".repeat(4));
+    // The hex of a secret key that no public key has: refused as a key, so quoted if at all.
+    let hex = (0u32..)
+        .map(|n| key(n).secret_key().to_secret_hex())
+        .find(|hex| nostr_outbox_core::parse_public_key(hex).is_err())
+        .unwrap();
+    let secrets = [nsec.clone(), hex.clone(), ncryptsec.clone()];
+    let mut cases: Vec<Vec<String>> = Vec::new();
+    for value in [&nsec, &ncryptsec] {
+        for flag in ["-e", "-a", "-p"] {
+            cases.push(args(&["req", flag, value]));
+        }
+        cases.push(args(&["count", "-a", value]));
+        cases.push(args(&["get", value]));
+        cases.push(args(&["thread", value]));
+    }
+    for value in &secrets {
+        cases.push(args(&["req", "-a", value]));
+        cases.push(args(&["feed", "--once", "--npub", value]));
+        cases.push(args(&["feed", "--once", "--follows", value]));
+        cases.push(args(&["req", "-k", "1", "--npub", value]));
+    }
+    let mut wrong = Vec::new();
+    for mut case in cases {
+        case.extend(args(&["--relays", &home.url]));
+        let out = outbox(case.clone()).await;
+        let err = stderr(&out);
+        let shown: Vec<&String> = secrets
+            .iter()
+            .filter(|s| err.to_lowercase().contains(&s.to_lowercase()))
+            .collect();
+        if out.status.success() || !shown.is_empty() || err.contains("panicked") {
+            wrong.push(format!("{case:?}: {:?}\n{err}", out.status));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let (home, hinted, theirs) = (
@@ -374,4 +419,202 @@ async fn count_asks_the_authors_write_relay_and_names_the_largest_count() {
         serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
     assert_eq!(last["largest"], 3);
     assert_eq!(last["counted"], 2);
+}
+
+/// Raw C1 and bidirectional controls in `text`, which `--json` output never carries.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| {
+            (c.is_control() && *c != '\n')
+                || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect()
+}
+
+/// A relay's `CLOSED` reason in `outbox count --json` is written as every `--json` output
+/// writes text: its C1 and bidirectional controls escaped, the reason itself kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_json_escapes_a_relay_s_refusal() {
+    const REASON: &str = "no\u{9b}2J count\u{85}\u{202e}txt.exe\u{2066}";
+    let home = RealRelay::start().await;
+    let refusing =
+        nostr_outbox_fleet::FaultServer::start(nostr_outbox_fleet::Fault::Refuse(REASON), vec![])
+            .await;
+    let alice = key(0xa7);
+    home.store(&write_list(&alice, &refusing.url)).await;
+    let a = npub(&alice);
+    let out = outbox(args(&[
+        "count", "-a", &a, "-k", "1", "--relays", &home.url, "--json",
+    ]))
+    .await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let raw = raw_controls(&text);
+    assert!(raw.is_empty(), "raw controls {raw:?} in {text}");
+    let error = text
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|v| v["relay"] == refusing.url.as_str() && v.get("error").is_some())
+        .unwrap_or_else(|| panic!("no error line for the refusing relay: {text}"));
+    assert!(
+        error["error"].as_str().unwrap().contains("txt.exe\u{2066}"),
+        "{error}"
+    );
+}
+
+/// A person's public key put in the secret key file is refused by every reading command that
+/// was given that person, before anything is asked, as `feed` and `publish` refuse it.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_person_s_public_key_is_refused_as_the_secret_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = RealRelay::start().await;
+    let alice = key(0xa9);
+    home.store(&write_list(&alice, &home.url)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("key");
+    std::fs::write(&file, alice.public_key().to_hex()).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let a = npub(&alice);
+    let note = signed(&alice, Kind::TextNote, "hi", vec![], 60);
+    let nevent = Nip19Event::new(note.id)
+        .author(alice.public_key())
+        .to_bech32()
+        .unwrap();
+    let hex = alice.public_key().to_hex();
+    let mut wrong = Vec::new();
+    for case in [
+        vec!["req", "-a", &a],
+        vec!["req", "-p", &hex],
+        vec!["count", "-a", &a],
+        vec!["get", &a],
+        vec!["thread", &nevent],
+    ] {
+        let mut words = args(&case);
+        words.extend(args(&["--relays", &home.url, "--secret-key-file"]));
+        words.push(file.to_str().unwrap().to_string());
+        let out = outbox(words).await;
+        let err = stderr(&out);
+        if out.status.success() || !err.contains("public key, not a secret key") {
+            wrong.push(format!("{case:?}: {:?}\n{err}", out.status));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `req -e nevent` asks the nevent author's write relays, as `get` does: with no hint, or a
+/// hint that does not answer, the event is found where its author writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_asks_a_nevent_author_s_write_relays() {
+    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    // A hint nobody answers at: nothing listens on port 1.
+    let gone = "ws://127.0.0.1:1";
+    let alice = key(0xab);
+    home.store(&write_list(&alice, &theirs.url)).await;
+    let note = signed(&alice, Kind::TextNote, "where I write", vec![], 60);
+    theirs.store(&note).await;
+    for hints in [vec![], vec![RelayUrl::parse(gone).unwrap()]] {
+        let code = Nip19Event::new(note.id)
+            .author(alice.public_key())
+            .relays(hints.clone())
+            .to_bech32()
+            .unwrap();
+        let out = outbox(args(&["req", "-e", &code, "--json", "--relays", &home.url])).await;
+        assert_eq!(
+            ids(&out),
+            BTreeSet::from([note.id.to_hex()]),
+            "hints {hints:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// `req --stream` against a relay that replays its stored events after EOSE: the replays are
+/// cut off at the flood bound by their ids, without verifying each, the relay is reported as
+/// misbehaving and not dialled again, and each event is printed once.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_stream_cuts_off_a_relay_replaying_its_events() {
+    use nostr_outbox_fleet::{Fault, FaultServer};
+    use std::sync::atomic::Ordering;
+    let home = RealRelay::start().await;
+    let alice = key(0xad);
+    let notes: Vec<Event> = (0..3)
+        .map(|i| signed(&alice, Kind::TextNote, &format!("note {i}"), vec![], 60 + i))
+        .collect();
+    let replayer = FaultServer::start(Fault::Replay, notes.clone()).await;
+    home.store(&write_list(&alice, &replayer.url)).await;
+    let a = npub(&alice);
+    let words = args(&[
+        "req", "-a", &a, "-k", "1", "--stream", "--json", "--relays", &home.url,
+    ]);
+    let out = tokio::task::spawn_blocking(move || {
+        let child = Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(&words)
+            .args(["--allow-local", "--no-stats"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Long enough for the whole replay (300,000 frames) to be read when nothing stops it.
+        std::thread::sleep(std::time::Duration::from_secs(6));
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = stderr(&out);
+    let want: BTreeSet<String> = notes.iter().map(|n| n.id.to_hex()).collect();
+    assert_eq!(ids(&out), want, "{err}");
+    assert_eq!(stdout(&out).lines().count(), 3, "each event once: {err}");
+    assert!(
+        err.contains("misbehaving"),
+        "the replayer is not reported: {err}"
+    );
+    let dials = replayer.connections.load(Ordering::SeqCst);
+    assert_eq!(dials, 1, "a flooding relay is not dialled again: {err}");
+}
+
+/// A relay's COUNT marked `"approximate": true` (NIP-45) is shown as an estimate, in text and
+/// in `--json`, and so is a summary whose largest count is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_shows_an_approximate_count_as_approximate() {
+    use nostr_outbox_fleet::{Fault, FaultServer};
+    let home = RealRelay::start().await;
+    let estimating = FaultServer::start(Fault::ApproximateCount(4_200), vec![]).await;
+    let alice = key(0xae);
+    home.store(&write_list(&alice, &estimating.url)).await;
+    let a = npub(&alice);
+    let words = ["count", "-a", &a, "-k", "1", "--relays", &home.url];
+    let out = outbox(args(&words)).await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&estimating.url))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("~4200 (approximate)"), "{text}");
+    assert!(text.contains("about 4200 events match"), "{text}");
+    let mut words = args(&words);
+    words.push("--json".into());
+    let out = outbox(words).await;
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let relay = lines
+        .iter()
+        .find(|v| v["relay"] == estimating.url.as_str())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(relay["count"], 4200);
+    assert_eq!(relay["approximate"], true);
+    let last = lines.last().unwrap();
+    assert_eq!(last["largest"], 4200);
+    assert_eq!(last["approximate"], true);
 }

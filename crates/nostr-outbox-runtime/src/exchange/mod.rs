@@ -139,11 +139,20 @@ pub(crate) enum Answer {
         message: String,
     },
     /// The relay's count.
-    Count(u64),
+    Count(Counted),
     /// The relay's next negentropy message (decoded from hex).
     Reconcile(Vec<u8>),
     /// The ask is over.
     Ended(Ended),
+}
+
+/// A relay's answer to a `COUNT` (NIP-45).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// The count.
+    pub(crate) count: u64,
+    /// The relay said the count is an estimate (`"approximate": true`).
+    pub(crate) approximate: bool,
 }
 
 /// How an ask ended without its answer.
@@ -161,6 +170,10 @@ pub(crate) enum Ended {
     Lost(String),
     /// No answer by the deadline (not escaped).
     TimedOut(String),
+    /// The relay sent more unrequested events (sent again on the subscription, or not what
+    /// was asked) than the config allows ([`RuntimeConfig::max_unrequested`](crate::RuntimeConfig::max_unrequested)
+    /// beyond what was asked): this many.
+    Flooded(u64),
 }
 
 impl std::fmt::Display for Ended {
@@ -168,6 +181,7 @@ impl std::fmt::Display for Ended {
         match self {
             Ended::Refused { message, .. } => write!(f, "closed: {message}"),
             Ended::Lost(why) | Ended::TimedOut(why) => f.write_str(why),
+            Ended::Flooded(n) => write!(f, "misbehaving: {n} unrequested events"),
         }
     }
 }
@@ -189,7 +203,7 @@ impl<'l> Exchange<'l> {
         wait: Duration,
         seed: u64,
     ) -> Result<Exchange<'l>, Ended> {
-        let mut session = Session::new(link, client, seed);
+        let mut session = Session::new(link, client, seed).flood_guarded();
         let id = session.ask(ask, wait).await.map_err(Ended::from)?;
         Ok(Exchange { session, id })
     }
@@ -222,6 +236,9 @@ impl<'l> Exchange<'l> {
 
 impl From<Broken> for Ended {
     fn from(broken: Broken) -> Self {
-        Ended::Lost(broken.to_string())
+        match broken {
+            Broken::Flooded(n) => Ended::Flooded(n),
+            broken => Ended::Lost(broken.to_string()),
+        }
     }
 }

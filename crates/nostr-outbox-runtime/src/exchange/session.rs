@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{timeout_at, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{admit, parse, Answer, Ask, Ended, FrameDrop, SignIn, Step};
+use super::{admit, parse, Answer, Ask, Counted, Ended, FrameDrop, SignIn, Step};
 use crate::client::Client;
 use crate::dedup::Dedup;
 use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
@@ -176,6 +176,8 @@ pub(crate) struct Session<'l> {
     bad_frames: u32,
     /// Floods and bad frames past the config's bounds break the link.
     policed: bool,
+    /// Floods break the link ([`Session::flood_guarded`]).
+    floods_break: bool,
     /// Heard outside a read (several asks answered at once), given out first.
     queued: VecDeque<Heard>,
     broken: Option<Broken>,
@@ -197,6 +199,7 @@ impl<'l> Session<'l> {
             flood: FloodGuard::default(),
             bad_frames: 0,
             policed: false,
+            floods_break: false,
             queued: VecDeque::new(),
             broken: None,
         }
@@ -208,6 +211,15 @@ impl<'l> Session<'l> {
     /// link: a reader that keeps a link for long (the feed) must not be made to read forever.
     pub(crate) fn policed(mut self) -> Self {
         self.policed = true;
+        self.floods_break = true;
+        self
+    }
+
+    /// Floods past the same bound break the link (bad frames do not): every read that goes
+    /// through an exchange (route feeds, lookups, probes) is guarded against a relay that
+    /// replays its stored events or sends what was not asked.
+    pub(crate) fn flood_guarded(mut self) -> Self {
+        self.floods_break = true;
         self
     }
 
@@ -469,7 +481,14 @@ impl<'l> Session<'l> {
                     return None;
                 }
                 open.deadline = None;
-                Some(Heard::Answer(id, Answer::Count(count as u64)))
+                let approximate = approximate(text.as_str());
+                Some(Heard::Answer(
+                    id,
+                    Answer::Count(Counted {
+                        count: count as u64,
+                        approximate,
+                    }),
+                ))
             }
             RelayMessage::NegMsg {
                 subscription_id,
@@ -626,7 +645,7 @@ impl<'l> Session<'l> {
     /// Counts one unrequested event; a policed link breaks past the bound.
     fn unrequested(&mut self) -> Option<Heard> {
         let n = self.flood.count(self.client.config().max_unrequested)?;
-        if !self.policed {
+        if !self.floods_break {
             return None;
         }
         Some(Heard::Broken(self.break_with(Broken::Flooded(n))))
@@ -817,4 +836,13 @@ mod tests {
         assert!(!closed.contains("outbox-feed-0"));
         assert!(closed.contains(&format!("outbox-feed-{MAX_CLOSED_ASKS}")));
     }
+}
+
+/// Whether a `COUNT` frame says its count is approximate (NIP-45). The parsed message drops
+/// the field, so it is read from the frame itself.
+fn approximate(frame: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(frame)
+        .ok()
+        .and_then(|v| v.get(2)?.get("approximate")?.as_bool())
+        .unwrap_or(false)
 }

@@ -57,6 +57,7 @@ impl Slot {
         match ended {
             AskEnded::TimedOut(_) => Handled::End(Ended::Failed(Failure::EoseTimeout(kind))),
             AskEnded::Lost(why) => Handled::End(Ended::Failed(Failure::Lost(why))),
+            AskEnded::Flooded(n) => Handled::End(Ended::Failed(Failure::Flooded(n))),
             AskEnded::Refused { refusal, message } => {
                 info!(sub = kind.id(), reason = %truncate(&message), "refused");
                 self.open.remove(&id);

@@ -35,10 +35,9 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         config.indexers.iter().chain(&args.reader.indexers),
         "indexer",
     )?;
-    let auth = crate::secret::load(args.reader.secret_key_file.as_deref())?;
+    let known = [("the reader's", std::slice::from_ref(&reader))];
+    let auth = crate::secret::load(args.reader.secret_key_file.as_deref(), &known)?;
     if let Some(keys) = &auth {
-        let file = args.reader.secret_key_file.as_deref();
-        crate::secret::refuse_public(keys, file, "the reader's", [&reader])?;
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
     let runtime_config = RuntimeConfig {

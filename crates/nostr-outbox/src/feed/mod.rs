@@ -109,7 +109,9 @@ pub struct Args {
     /// regular file or not exist yet, in a directory that takes a new file, and not the file
     /// stdout or stderr is written to (the summary would overwrite the notes): a FIFO, device,
     /// directory or stdout's own file (`/dev/stdout` with stdout redirected to a file) is
-    /// refused before the run starts.
+    /// refused before the run starts, and so is a file the run reads or keeps (the stats file
+    /// and the files beside it, the SQLite store, the secret key file, the config, a file of
+    /// follows).
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
     /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
@@ -250,23 +252,31 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     if args.inbox {
         return inbox::run(&args).await;
     }
-    // Before anything runs: a summary that could never be written must not cost a run.
+    // Before anything runs: a summary that could never be written must not cost a run, nor
+    // overwrite a file the run reads or keeps.
+    let files = run_files(&args)?;
     if let Some(path) = &args.summary_json {
-        check_summary_path(path)?;
+        check_summary_path(path, &files)?;
     }
     let mut config = router_config(&args)?;
     let policy = config.url_policy.clone();
     let relays = canonical_relays(&policy, &args.reader.relays, "relay")?;
-    let auth = crate::secret::load(args.reader.secret_key_file.as_deref())?;
     let key_file = args.reader.secret_key_file.as_deref();
-    if let Some(keys) = &auth {
-        if let Some(npub) = &args.reader.npub {
-            crate::secret::refuse_public(keys, key_file, "the reader's", [&parse_key(npub)?])?;
-        }
-        // Without --npub the follows are the public keys known before anything is fetched.
-        let given = read_follows(&args.follows)?;
-        crate::secret::refuse_public(keys, key_file, "a follow's", &given)?;
-    }
+    let reader: Vec<PublicKey> = args
+        .reader
+        .npub
+        .as_deref()
+        .map(parse_key)
+        .transpose()?
+        .into_iter()
+        .collect();
+    // Without --npub the follows are the public keys known before anything is fetched.
+    let given = read_follows(&args.follows)?;
+    let known = [
+        ("the reader's", reader.as_slice()),
+        ("a follow's", given.as_slice()),
+    ];
+    let auth = crate::secret::load(key_file, &known)?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
@@ -450,7 +460,8 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.summary_json {
         let file = path.clone();
         let text = summary_json(&summary);
-        let written = tokio::task::spawn_blocking(move || write_summary_file(&file, &text?));
+        let written =
+            tokio::task::spawn_blocking(move || write_summary_file(&file, &text?, &files));
         // The write is checked and cannot block on a FIFO; should the disk hang, a stop
         // signal still ends the process.
         match drain.unless_stopped(written).await {
@@ -496,11 +507,28 @@ fn summary_json(summary: &FeedSummary) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// Every file a feed reads or keeps: the store's, the secret key file, the config and the
+/// files of follows.
+fn run_files(args: &Args) -> anyhow::Result<crate::files::RunFiles> {
+    let mut files = args.reader.files()?;
+    if let Some(config) = &args.config {
+        files.add("the router config (--config)", config);
+    }
+    for item in &args.follows {
+        if Path::new(item).is_file() {
+            files.add("a file of follows (--follows)", item);
+        }
+    }
+    Ok(files)
+}
+
 /// Refuses a `--summary-json` path the summary could not be written to when the run ends:
 /// anything but a regular file (a FIFO would block the write, a device or directory never
 /// holds it), or a directory that takes no new file (the check `--stats` gets before a run);
-/// and the file stdout or stderr writes to, which the summary would overwrite.
-fn check_summary_path(path: &Path) -> anyhow::Result<()> {
+/// the file stdout or stderr writes to, which the summary would overwrite; and any of `files`,
+/// which the run reads or keeps.
+fn check_summary_path(path: &Path, files: &crate::files::RunFiles) -> anyhow::Result<()> {
+    files.refuse_output("--summary-json", path)?;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.is_file() {
             refuse_standard_stream(path, &meta)?;
@@ -517,8 +545,12 @@ fn check_summary_path(path: &Path) -> anyhow::Result<()> {
 /// Writes the summary `text` to `path` (blocking). The path is checked again (it may have
 /// been replaced since the run started), then opened without truncating, and only a regular
 /// file is truncated and written.
-fn write_summary_file(path: &Path, text: &str) -> anyhow::Result<()> {
-    check_summary_path(path).context("the summary was not written")?;
+fn write_summary_file(
+    path: &Path,
+    text: &str,
+    files: &crate::files::RunFiles,
+) -> anyhow::Result<()> {
+    check_summary_path(path, files).context("the summary was not written")?;
     let context = || format!("writing the summary to {}", path.display());
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use tokio::task::JoinSet;
 
-use super::req::{build, route, FilterArgs};
+use super::req::{build, people, route, FilterArgs};
 use super::{describe, describe_plan, on_runtime, runtime_config};
-use crate::text::escape;
+use crate::text::{escape, json_safe};
 
 /// Options of `outbox count`.
 #[derive(Debug, clap::Args)]
@@ -22,10 +22,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A count asks no `limit` of its own: a relay may cap the count at one.
-    let (filter, hints) = build(&args.filter, None)?;
+    let built = build(&args.filter, None)?;
     on_runtime(async {
-        let reader = &mut args.reader.open(runtime_config(false))?;
-        let plan = route(reader, filter, hints).await?;
+        let mut named = people(&built.filter);
+        named.extend(built.event_authors.iter().copied());
+        let known = [("a person the filter names", named.as_slice())];
+        let reader = &mut args.reader.open(runtime_config(false), &known)?;
+        let plan = route(reader, built).await?;
         describe_plan("count", &plan, reader.json)?;
         // Each relay is asked what it is routed for, all at once.
         let mut asks = JoinSet::new();
@@ -39,8 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let counts =
                     nostr_outbox_runtime::count(std::slice::from_ref(&url), &filters, &client)
                         .await;
+                let approximate = counts.approximate.contains(&url);
                 let counted = counts.relays.into_values().next();
-                (url, counted)
+                (url, counted, approximate)
             });
         }
         let mut rows = Vec::new();
@@ -52,26 +56,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // The largest count first; relays that did not count last.
         rows.sort_by(|a, b| {
             let n = |c: &Option<Result<u64, _>>| c.as_ref().and_then(|r| r.as_ref().ok()).copied();
-            n(&b.1).cmp(&n(&a.1)).then(a.0.cmp(&b.0))
+            // On a tie an exact count comes first.
+            n(&b.1)
+                .cmp(&n(&a.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.0.cmp(&b.0))
         });
         let mut largest: Option<u64> = None;
+        // Whether the largest count is only an estimate (NIP-45 `approximate`).
+        let mut largest_approximate = false;
         let mut lines = Vec::new();
-        for (url, counted) in &rows {
+        for (url, counted, approximate) in &rows {
             match counted {
                 Some(Ok(n)) => {
-                    largest = Some(largest.map_or(*n, |l| l.max(*n)));
+                    // Rows come largest first: the first count is the largest.
+                    if largest.is_none() {
+                        largest = Some(*n);
+                        largest_approximate = *approximate;
+                    }
                     if reader.json {
-                        out!("{}", serde_json::json!({"relay": url, "count": n}))?;
+                        let mut line = serde_json::json!({"relay": url, "count": n});
+                        if *approximate {
+                            line["approximate"] = true.into();
+                        }
+                        out!("{}", json_line(line))?;
+                    } else if *approximate {
+                        out!("{}  ~{n} (approximate)", escape(url))?;
                     } else {
                         out!("{}  {n}", escape(url))?;
                     }
                 }
                 Some(Err(why)) => {
                     if reader.json {
-                        out!(
-                            "{}",
-                            serde_json::json!({"relay": url, "error": why.to_string()})
-                        )?;
+                        let line = serde_json::json!({"relay": url, "error": why.to_string()});
+                        out!("{}", json_line(line))?;
                     } else {
                         lines.push(format!("  {}: {}", escape(url), escape(&why.to_string())));
                     }
@@ -81,15 +99,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let counted = rows
             .iter()
-            .filter(|(_, c)| matches!(c, Some(Ok(_))))
+            .filter(|(_, c, _)| matches!(c, Some(Ok(_))))
             .count();
         match largest {
             Some(n) => {
-                let summary = format!(
-                    "at least {n} events match: the largest of {counted} relays' counts (relays hold overlapping sets, so counts are not added)"
-                );
+                let summary = if largest_approximate {
+                    format!(
+                        "about {n} events match: the largest of {counted} relays' counts, an estimate by the relay that gave it (relays hold overlapping sets, so counts are not added)"
+                    )
+                } else {
+                    format!(
+                        "at least {n} events match: the largest of {counted} relays' counts (relays hold overlapping sets, so counts are not added)"
+                    )
+                };
                 if reader.json {
-                    out!("{}", serde_json::json!({"largest": n, "counted": counted}))?;
+                    let mut line = serde_json::json!({"largest": n, "counted": counted});
+                    if largest_approximate {
+                        line["approximate"] = true.into();
+                    }
+                    out!("{}", json_line(line))?;
                     describe(&[summary], true)?;
                 } else {
                     out!("{summary}")?;
@@ -109,4 +137,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         })
     })
+}
+
+/// One line of `--json` output: through `json_safe`, as every `--json` output is, so a relay's
+/// `CLOSED` reason quoted in an error carries no raw C1 or bidirectional control.
+fn json_line(value: serde_json::Value) -> String {
+    json_safe(&value.to_string())
 }

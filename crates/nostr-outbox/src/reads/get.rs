@@ -112,8 +112,10 @@ async fn get(pointer: &Pointer, reader: &mut Reader, what: &str) -> anyhow::Resu
 
 pub fn run_get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let pointer = parse(&args.code)?;
+    let named: Vec<_> = pointer.author().into_iter().collect();
     on_runtime(async {
-        let mut reader = args.reader.open(runtime_config(false))?;
+        let known = [("the pointer's author's", named.as_slice())];
+        let mut reader = args.reader.open(runtime_config(false), &known)?;
         Ok(match get(&pointer, &mut reader, "get").await? {
             Got::Found(_) => ExitCode::SUCCESS,
             Got::NotFound => ExitCode::FAILURE,
@@ -139,7 +141,9 @@ pub fn run_thread(args: ThreadArgs) -> anyhow::Result<ExitCode> {
     };
     on_runtime(async {
         // The event first: its author and tags say where its replies are.
-        let mut reader = args.reader.open(runtime_config(false))?;
+        let named: Vec<_> = pointer.author().into_iter().collect();
+        let known = [("the event author's", named.as_slice())];
+        let mut reader = args.reader.open(runtime_config(false), &known)?;
         let root = match get(&pointer, &mut reader, "event").await? {
             Got::Found(root) => Some(root),
             Got::NotFound => None,

@@ -182,7 +182,12 @@ pub async fn read(
                     kept.push(*event);
                 }
             }
-            RouteEvent::Eose { relay, .. } => tally.entry(relay).or_default().eose = true,
+            RouteEvent::Eose { relay, .. } => {
+                let t = tally.entry(relay).or_default();
+                t.eose = true;
+                // Answered (again, after a new dial): an earlier failure is over.
+                t.failure = None;
+            }
             RouteEvent::Failed { relay, reason, .. } => {
                 tally.entry(relay).or_default().failure = Some(reason);
             }
@@ -214,7 +219,11 @@ pub async fn read(
         return Ok(pass);
     }
     let mut err = std::io::stderr().lock();
-    let failed: Vec<(&String, &Tally)> = tally.iter().filter(|(_, t)| !t.eose).collect();
+    // Unanswered, or failed after answering (a streamed relay cut off for flooding).
+    let failed: Vec<(&String, &Tally)> = tally
+        .iter()
+        .filter(|(_, t)| !t.eose || t.failure.is_some())
+        .collect();
     let _ = writeln!(
         err,
         "{} {}; {} relays asked, {} answered",

@@ -11,10 +11,14 @@ use nostr::event::Kind;
 use nostr::filter::{Filter, SingleLetterTag};
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{FilterQuery, RouteContext, RoutePlan};
+use nostr_outbox_client::routes::{
+    check_route, select, Candidates, FilterQuery, Reason, Route, RouteContext, RouteKind,
+    RoutePlan, RouteViolation,
+};
 use nostr_outbox_client::Pointer;
 
 use crate::reader::Reader;
+use crate::text::quoted_arg;
 
 use super::{
     budget, describe_plan, on_runtime, plan_checked, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT,
@@ -101,24 +105,46 @@ fn read_filter(raw: &str) -> anyhow::Result<Filter> {
 
 /// A person given as npub, nprofile or hex, and the relays an nprofile names.
 fn person(raw: &str, flag: &str) -> anyhow::Result<(PublicKey, Vec<String>)> {
+    // 64 hex characters read as an event id to `Pointer`; here they are a public key.
+    let trimmed = raw.trim();
+    if trimmed.len() == 64 && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return match nostr_outbox_core::parse_public_key(trimmed) {
+            Ok(pubkey) => Ok((pubkey, Vec::new())),
+            Err(_) => bail!(
+                "{flag} {} is not a person: not a valid public key",
+                quoted_arg(raw)
+            ),
+        };
+    }
     match Pointer::parse(raw) {
         Ok(Pointer::Profile { pubkey, relays }) => Ok((pubkey, relays)),
-        Ok(_) => bail!("{flag} {raw:?} is not a person (npub, nprofile or hex public key)"),
-        Err(e) => bail!("{flag} {raw:?} is not a person: {e}"),
+        Ok(_) => bail!(
+            "{flag} {} is not a person (npub, nprofile or hex public key)",
+            quoted_arg(raw)
+        ),
+        Err(e) => bail!("{flag} {} is not a person: {e}", quoted_arg(raw)),
     }
 }
 
-/// The filter and the relay hints the flags give; a filter without a `limit` gets
-/// `default_limit`.
-pub fn build(
-    args: &FilterArgs,
-    default_limit: Option<usize>,
-) -> anyhow::Result<(Filter, Vec<String>)> {
+/// What the flags ask and where they say to look.
+pub struct Built {
+    /// The filter.
+    pub filter: Filter,
+    /// Relay hints of `nevent` and `nprofile` values.
+    pub hints: Vec<String>,
+    /// The authors `nevent` values name: their write relays are asked too.
+    pub event_authors: Vec<PublicKey>,
+}
+
+/// The filter, the relay hints and the events' authors the flags give; a filter without a
+/// `limit` gets `default_limit`.
+pub fn build(args: &FilterArgs, default_limit: Option<usize>) -> anyhow::Result<Built> {
     let mut filter = match &args.filter {
         Some(raw) => read_filter(raw)?,
         None => Filter::new(),
     };
     let mut hints = Vec::new();
+    let mut event_authors = Vec::new();
     if !args.kinds.is_empty() {
         filter = filter.kinds(args.kinds.iter().map(|k| Kind::from(*k)));
     }
@@ -134,12 +160,18 @@ pub fn build(
     }
     for raw in &args.events {
         match Pointer::parse(raw) {
-            Ok(Pointer::Event { id, relays, .. }) => {
+            Ok(Pointer::Event {
+                id, relays, author, ..
+            }) => {
                 filter = filter.id(id);
                 hints.extend(relays);
+                event_authors.extend(author.filter(|a| !event_authors.contains(a)));
             }
-            Ok(_) => bail!("-e {raw:?} is not an event (note, nevent or hex id)"),
-            Err(e) => bail!("-e {raw:?} is not an event: {e}"),
+            Ok(_) => bail!(
+                "-e {} is not an event (note, nevent or hex id)",
+                quoted_arg(raw)
+            ),
+            Err(e) => bail!("-e {} is not an event: {e}", quoted_arg(raw)),
         }
     }
     for tag in &args.hashtags {
@@ -172,19 +204,26 @@ pub fn build(
             bail!("since ({since}) is after until ({until}): nothing can match");
         }
     }
-    Ok((filter, hints))
+    Ok(Built {
+        filter,
+        hints,
+        event_authors,
+    })
 }
 
-/// The route of `filter` for `reader`: the lists of the people it names learned, then its
-/// authors to their write relays, its `#p` people to their read relays, `hints`, and the
-/// reader's relays (`FilterQuery`). An error when no relay answered the lists lookup or none
-/// is left to ask.
-pub async fn route(
-    reader: &mut Reader,
-    filter: Filter,
-    hints: Vec<String>,
-) -> anyhow::Result<RoutePlan> {
-    let lists = reader.lists(&people(&filter), &[]).await;
+/// The route of what `built` asks for `reader`: the lists of the people it names learned,
+/// then its authors and the authors of its `nevent` values to their write relays, its `#p`
+/// people to their read relays, its hints, and the reader's relays ([`EventsQuery`]). An
+/// error when no relay answered the lists lookup or none is left to ask.
+pub async fn route(reader: &mut Reader, built: Built) -> anyhow::Result<RoutePlan> {
+    let Built {
+        filter,
+        hints,
+        event_authors,
+    } = built;
+    let mut named = people(&filter);
+    named.extend(event_authors.iter().copied());
+    let lists = reader.lists(&named, &[]).await;
     reader.require_answer(&lists)?;
     let stats = reader.stats().await;
     let ctx = RouteContext {
@@ -196,6 +235,10 @@ pub async fn route(
     let mut query = FilterQuery::new(filter, &reader.relays);
     query.reader = reader.pubkey;
     query.hints = hints;
+    let query = EventsQuery {
+        query,
+        event_authors,
+    };
     let plan = plan_checked(&query, &ctx)?;
     if plan.targets.is_empty() {
         bail!("no relay to ask: no --relays entry is usable and the filter names nobody with a known relay");
@@ -203,8 +246,70 @@ pub async fn route(
     Ok(plan)
 }
 
+/// A filter's route ([`FilterQuery`]) with the authors of its `nevent` values: their write
+/// relays are asked too, as `get` asks them, so an event is found where its author writes
+/// when its hints are gone or missing.
+struct EventsQuery {
+    query: FilterQuery,
+    event_authors: Vec<PublicKey>,
+}
+
+impl Route for EventsQuery {
+    const KIND: RouteKind = RouteKind::Subscription;
+
+    fn candidates(&self, ctx: &RouteContext<'_>) -> Candidates {
+        let mut candidates = self.query.candidates(ctx);
+        for author in &self.event_authors {
+            candidates.push(
+                Reason::AuthorWrite(*author),
+                ctx.directory.write_relays(author).iter().cloned(),
+                ctx.budget.per_author,
+            );
+        }
+        candidates
+    }
+
+    fn filters(&self) -> Vec<Filter> {
+        self.query.filters()
+    }
+
+    fn plan(&self, ctx: &RouteContext<'_>) -> RoutePlan {
+        self.plan_checked(ctx).0
+    }
+
+    fn plan_checked(&self, ctx: &RouteContext<'_>) -> (RoutePlan, Vec<RouteViolation>) {
+        if self.event_authors.is_empty() {
+            return self.query.plan_checked(ctx);
+        }
+        let candidates = self.candidates(ctx);
+        let mut plan = select(Self::KIND, &candidates, self.filters(), ctx);
+        // As `FilterQuery` narrows: a relay chosen only for some of the filter's authors is
+        // asked about those alone; one chosen for an event's author, the whole filter.
+        let asked = self.query.filter.authors.clone().unwrap_or_default();
+        for target in &mut plan.targets {
+            let mut only = Vec::new();
+            for reason in &target.reasons {
+                match reason {
+                    Reason::AuthorWrite(pk) if asked.contains(pk) => only.push(*pk),
+                    _ => {
+                        only.clear();
+                        break;
+                    }
+                }
+            }
+            if !only.is_empty() {
+                for filter in &mut target.filters {
+                    filter.authors = Some(only.iter().copied().collect());
+                }
+            }
+        }
+        let violations = check_route(&plan, &candidates, &ctx.budget);
+        (plan, violations)
+    }
+}
+
 /// The people a filter names: its authors and its `#p` people.
-fn people(filter: &Filter) -> Vec<PublicKey> {
+pub(super) fn people(filter: &Filter) -> Vec<PublicKey> {
     let mut out: Vec<PublicKey> = filter.authors.iter().flatten().copied().collect();
     let p = SingleLetterTag::LOWERCASE_P;
     out.extend(
@@ -219,10 +324,13 @@ fn people(filter: &Filter) -> Vec<PublicKey> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (filter, hints) = build(&args.filter, Some(DEFAULT_LIMIT))?;
+    let built = build(&args.filter, Some(DEFAULT_LIMIT))?;
     on_runtime(async {
-        let mut reader = args.reader.open(runtime_config(args.stream))?;
-        let plan = route(&mut reader, filter, hints).await?;
+        let mut named = people(&built.filter);
+        named.extend(built.event_authors.iter().copied());
+        let known = [("a person the filter names", named.as_slice())];
+        let mut reader = args.reader.open(runtime_config(args.stream), &known)?;
+        let plan = route(&mut reader, built).await?;
         describe_plan("req", &plan, reader.json)?;
         let pass = read(&plan, &reader.client, reader.json, 0).await?;
         Ok(pass.exit(args.stream))
