@@ -369,8 +369,10 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
              down and came back whose missed notes were asked for; catch-up = return to those \
              notes delivered, median, seconds; sockets = held on average; REQs, events and \
              plans per session. Rows of {} keep their selection and never back-fill; every \
-             other row re-dials, fills gaps, re-plans around set-asides and new lists. The \
-             live ceiling delivers every note from its first holder at once.",
+             other row re-dials, fills gaps, re-plans around set-asides and new lists, and holds \
+             as many sockets as the budget, polling the rest every 30 s. The live ceiling \
+             delivers every note from its first holder at once; \"best N\" holds the N relays \
+             that, knowing the hour, deliver the most, for the whole hour.",
             humantime::format_duration(std::time::Duration::from_secs(
                 report.config.open.unwrap_or(0)
             )),
@@ -583,12 +585,15 @@ pub fn render_open_table(report: &BenchReport) -> Table {
         }
     };
     for row in &report.open {
-        let label = if row.label == CEILING {
-            "live ceiling".to_string()
-        } else {
-            row.label.clone()
+        let label = match row.label.as_str() {
+            CEILING => "live ceiling".to_string(),
+            nostr_outbox_sim::bench::LIVE_BUDGET_CEILING => {
+                format!("live ceiling, best {}", report.config.budget)
+            }
+            _ => row.label.clone(),
         };
-        let ceiling = row.label == CEILING;
+        let ceiling =
+            row.label == CEILING || row.label == nostr_outbox_sim::bench::LIVE_BUDGET_CEILING;
         let mut cells = vec![Cell::new(label)];
         for text in [
             pct(&row.completeness),

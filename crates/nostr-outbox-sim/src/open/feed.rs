@@ -7,7 +7,10 @@
 //! - A relay that fails every attempt is set aside (a minute, four times longer at each strike
 //!   in a row, at most six hours) and its follows are planned elsewhere after the debounce;
 //!   when the set-aside expires the feed plans again with it.
-//! - A follow's new relay list is planned for a debounce after it arrives.
+//! - Once the window is fetched, a strategy that reads the window plans again for the notes
+//!   to come ([`super::LIVE_WINDOW_SECS`]).
+//! - A follow's new relay list, or a change to the reader's follows, is planned for a debounce
+//!   after the client holds it.
 //! - Relays beyond the socket budget are polled in turns, each asked `since` its last answer.
 //! - A relay whose filter a new plan changed is asked its whole filter again, as the runtime
 //!   re-sends a changed filter as a new generation.
@@ -135,6 +138,12 @@ pub(super) fn run(
     };
     // Relays up at the start hold the subscription the fetch opened; the others are dialled.
     r.apply(&s.followed_only(asks, 0.0), 0.0, recorder, true);
+    // Once the window is fetched, the subscriptions are planned again for the notes to come
+    // (a strategy that reads the window plans for the newest; the others plan as before).
+    if router.reads_window() {
+        r.replan_due = true;
+        r.queue.push(0.0, Ev::Replan);
+    }
     for t in s.list_changes() {
         r.queue.push(t, Ev::List);
     }

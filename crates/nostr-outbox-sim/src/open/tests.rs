@@ -210,7 +210,9 @@ fn the_ceiling_bounds_every_client_and_draws_repeat() {
         .down
         .iter()
         .any(|d| d.iter().any(|&(a, b)| a > 0.0 && b < 3_600.0)));
-    let top = ceiling(&open);
+    let top = ceiling(&open, 20);
+    assert!(top.at_budget <= top.delivered, "{top:?}");
+    assert!(top.at_budget >= ceiling(&open, 4).at_budget, "{top:?}");
     for strategy in ["recall", "greedy", "applesauce", "welshman", "nostr_sdk"] {
         let first = run(&sim, &open, strategy);
         assert_eq!(first, run(&sim, &open, strategy), "{strategy}");
