@@ -47,7 +47,7 @@ pub const PEERS: &[&str] = &[
 
 /// The window a continuing feed plans its subscriptions for, seconds: the notes to come are
 /// written where a follow writes now, which its newest notes show, not its oldest.
-pub const LIVE_WINDOW_SECS: u64 = 7 * 86_400;
+pub const LIVE_WINDOW_SECS: u64 = 30 * 86_400;
 
 /// One hour, the default time a feed stays open.
 pub const DEFAULT_OPEN_SECS: u64 = 3_600;
