@@ -130,6 +130,18 @@ fn a_blip_loses_nothing_for_the_runtime() {
     assert_eq!((ours.gaps, ours.gaps_filled), (1, 1), "{ours:?}");
     // Three attempts fail within the blip, so the relay sits out its first set-aside (a minute).
     assert!(ours.catch_up_p50.is_some_and(|s| s < 90.0), "{ours:?}");
+    // A one-second blip is over before the attempts are: the relay is dialled again, asked
+    // `since` the drop, and its gap is delivered within seconds of its return.
+    let short = hour(
+        &sim,
+        &[("wss://a.example", 100.0, 101.0)],
+        &[(101.001, &["wss://a.example"])],
+        Vec::new(),
+    );
+    let ours = run(&sim, &short, "greedy");
+    assert_eq!((ours.notes, ours.delivered), (1, 1), "{ours:?}");
+    assert_eq!((ours.gaps, ours.gaps_filled), (1, 1), "{ours:?}");
+    assert!(ours.catch_up_p50.is_some_and(|s| s < 5.0), "{ours:?}");
     let peer = run(&sim, &open, "direct");
     assert_eq!((peer.notes, peer.delivered), (3, 1), "{peer:?}");
     assert_eq!(peer.gaps_filled, 0, "{peer:?}");
@@ -255,4 +267,29 @@ fn relays_beyond_the_sockets_are_polled() {
             .is_some_and(|s| s > 0.0 && s <= cfg.poll_secs + 10.0),
         "{score:?}"
     );
+}
+
+/// A follow the reader adds while the feed is open is planned for at once: its notes from
+/// then on arrive, those from before it was followed are not counted.
+#[test]
+fn a_follow_added_while_open_is_read() {
+    let sim = world(&["wss://a.example"], &["wss://a.example"]);
+    let mut open = hour(
+        &sim,
+        &[],
+        &[(100.0, &["wss://a.example"]), (400.0, &["wss://a.example"])],
+        Vec::new(),
+    );
+    open.notes[0].counted = false;
+    open.follow_changes = vec![FollowChange {
+        t: 300.0,
+        author: 0,
+        follows: true,
+    }];
+    assert!(!open.follows(0, 299.0) && open.follows(0, 300.0));
+    let ours = run(&sim, &open, "greedy");
+    assert_eq!((ours.notes, ours.delivered), (1, 1), "{ours:?}");
+    assert!(ours.plans >= 1, "{ours:?}");
+    let peer = run(&sim, &open, "applesauce");
+    assert_eq!((peer.notes, peer.delivered), (1, 1), "{peer:?}");
 }
