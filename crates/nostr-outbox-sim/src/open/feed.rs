@@ -166,7 +166,7 @@ pub(super) fn run(
         handled += 1;
         match ev {
             Ev::Dial(url, epoch) => r.dial(&url, epoch, t, recorder),
-            Ev::Drop(url, epoch) => r.dropped(&url, epoch, t, recorder),
+            Ev::Drop(url, epoch) => r.dropped(&url, epoch, t),
             Ev::Poll(url, epoch) => r.poll(&url, epoch, t, recorder),
             Ev::Expire | Ev::List => r.replan_after_debounce(t),
             Ev::Replan => {
@@ -184,10 +184,17 @@ pub(super) fn run(
             }
         }
     }
-    for slot in r.slots.values() {
+    for (url, slot) in &r.slots {
         if let Some(i) = slot.open {
             let seg = &mut r.feed.segments[i];
             seg.end = seg.end.min(secs);
+        }
+        // What is learned of a relay is how it stands when the feed closes: a drop it came
+        // back from is not a failure (the sessions' fetches learn how often it answers).
+        let down = slot.relay.is_none_or(|relay| !s.open.is_up(relay, secs));
+        if down && matches!(slot.state, State::Dialling | State::Aside) {
+            recorder.failed(url, "down when the feed closed");
+            recorder.set_aside(url);
         }
     }
     r.feed
@@ -317,13 +324,11 @@ impl Runner<'_, '_> {
         if let Some(slot) = self.slots.get_mut(url) {
             slot.state = State::Aside;
         }
-        recorder.failed(url, "no connection");
-        recorder.set_aside(url);
         self.queue.push(until, Ev::Expire);
         self.replan_after_debounce(t + cost);
     }
 
-    fn dropped(&mut self, url: &str, epoch: u64, t: f64, recorder: &mut RoundRecorder) {
+    fn dropped(&mut self, url: &str, epoch: u64, t: f64) {
         let Some(slot) = self.slots.get_mut(url) else {
             return;
         };
@@ -335,7 +340,6 @@ impl Runner<'_, '_> {
         slot.open = None;
         slot.state = State::Dialling;
         slot.attempt = 0;
-        recorder.failed(url, "connection lost");
         let at = t + self.backoff(0);
         self.queue.push(at, Ev::Dial(url.to_string(), epoch));
     }

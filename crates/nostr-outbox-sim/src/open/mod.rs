@@ -13,9 +13,11 @@
 //! gap ([`peer`]).
 //!
 //! What the feed learns goes through a [`RoundRecorder`] into
-//! [`DeliveryStats::record_round`] once it closes: drops and set-asides as failures, and each
-//! catch-up's answer compare-only (a `since`-bounded answer says the relay answers, not how
-//! complete it is).
+//! [`DeliveryStats::record_round`] once it closes: a relay still down then as a failure (a
+//! drop it came back from is not one: each session's fetch learns how often a relay answers,
+//! and counting blips again would turn the next fetch away from relays that serve it), and
+//! each catch-up's answer compare-only (a `since`-bounded answer says the relay answers, not
+//! how complete it is).
 
 mod feed;
 mod peer;
