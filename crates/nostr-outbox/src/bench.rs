@@ -1102,6 +1102,16 @@ pub fn render_time_table(report: &BenchReport) -> Table {
 mod tests {
     use super::*;
 
+    /// `--open` reads a duration, `0` for none, and refuses more than a day.
+    #[test]
+    fn open_takes_a_duration_of_at_most_a_day() {
+        assert_eq!(parse_open("1h"), Ok(3_600));
+        assert_eq!(parse_open("30m"), Ok(1_800));
+        assert_eq!(parse_open("0"), Ok(0));
+        assert!(parse_open("2days").is_err());
+        assert!(parse_open("an hour").is_err());
+    }
+
     /// A live run fetches one window: the one named, 1 year when none is, never several.
     #[test]
     fn a_live_run_fetches_the_one_window_named() {
