@@ -557,6 +557,7 @@ pub async fn run_live_with_clients(
         monitor_prior: false,
         clock: cfg.delay.then_some(cfg.window),
         client: client.clone(),
+        open: None,
     };
     let mut simulated: Vec<Simulated> = Vec::new();
     for st in strategies {

@@ -174,6 +174,10 @@ pub struct BenchConfig {
     /// published benchmark's model.
     #[serde(default)]
     pub replan: bool,
+    /// After each session's fetch, keep every row's feed open this many seconds and score it
+    /// ([`crate::open`], [`BenchReport::open`]); `None`: not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<u64>,
 }
 
 impl Default for BenchConfig {
@@ -196,6 +200,7 @@ impl Default for BenchConfig {
             probes: None,
             clock: Some(Window::D7),
             replan: false,
+            open: None,
         }
     }
 }
@@ -239,6 +244,10 @@ pub struct RunRecord {
     pub plan_us_warm: f64,
     /// Per session.
     pub sessions: Vec<PlanScore>,
+    /// Per session, the feed left open after the fetch ([`BenchConfig::open`]; the learnable
+    /// ceiling's row holds the live ceiling). Empty when not measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open: Vec<crate::open::OpenScore>,
 }
 
 /// Declared and total recall of one window for a row.
@@ -407,6 +416,153 @@ pub struct BenchReport {
     pub routes: Vec<RouteRow>,
     /// With [`BenchConfig::routes`]: every world's route scores.
     pub route_runs: Vec<RouteRecord>,
+    /// With [`BenchConfig::open`]: per row, the feed left open (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open: Vec<OpenRow>,
+}
+
+/// One row's open feed over worlds: each world's sessions pooled, then the mean over worlds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpenRow {
+    /// Row label ([`CEILING`]'s row is the live ceiling).
+    pub label: String,
+    /// Live completeness: notes delivered over notes that arrived on a listed relay while it
+    /// was up, every session of a world together.
+    pub completeness: MeanSe,
+    /// This row's completeness minus `recall`'s, paired by world (n = 0 without a recall row).
+    pub vs_recall: MeanSe,
+    /// Delay from arrival to delivery, seconds: the median, mean over sessions and worlds.
+    pub delay_p50: MeanSe,
+    /// The 99th percentile, mean over sessions and worlds.
+    pub delay_p99: MeanSe,
+    /// Share of gaps (a subscribed relay down and back while open) whose notes were asked
+    /// for once it was back, per world.
+    pub gaps_filled: MeanSe,
+    /// From a relay's return to its gap delivered, seconds: the median, mean over sessions.
+    pub catch_up_p50: MeanSe,
+    /// Sockets held, mean over the time open, per session.
+    pub sockets: MeanSe,
+    /// REQs sent per session.
+    pub reqs: MeanSe,
+    /// Events moved per session.
+    pub events: MeanSe,
+    /// Plans made while open, per session.
+    pub plans: MeanSe,
+    /// Notes counted per session.
+    pub notes: MeanSe,
+}
+
+/// The live ceiling of every session of `sim` ([`crate::open::ceiling`]).
+fn live_ceiling(
+    budget: usize,
+    sim: &SimWorld,
+    cfg: &LoopConfig,
+    open: &crate::open::OpenConfig,
+) -> Vec<crate::open::OpenScore> {
+    (0..cfg.sessions)
+        .map(|s| {
+            let hour = crate::open::OpenWorld::draw(sim, s, open.secs as f64, &open.model);
+            crate::open::ceiling(&hour, budget)
+        })
+        .collect()
+}
+
+/// The label of the open-feed row of the best relays of the budget, chosen knowing the hour.
+pub const LIVE_BUDGET_CEILING: &str = "live ceiling at budget";
+
+/// The open-feed rows: strategies by live completeness, the live ceilings last (every holder,
+/// then the budget's best relays).
+pub fn open_rows(runs: &[RunRecord]) -> Vec<OpenRow> {
+    // The budget's ceiling is read off the live ceiling's scores, as a row of its own.
+    let at_budget: Vec<RunRecord> = (runs.iter())
+        .filter(|r| r.label == CEILING && !r.open.is_empty())
+        .map(|r| RunRecord {
+            label: LIVE_BUDGET_CEILING.to_string(),
+            sessions: Vec::new(),
+            open: (r.open.iter())
+                .map(|o| crate::open::OpenScore {
+                    delivered: o.at_budget,
+                    delay_p50: None,
+                    delay_p99: None,
+                    sockets: 0.0,
+                    reqs: 0,
+                    dials: 0,
+                    events: 0.0,
+                    ..o.clone()
+                })
+                .collect(),
+            ..r.clone()
+        })
+        .collect();
+    let all: Vec<RunRecord> = runs.iter().cloned().chain(at_budget).collect();
+    let runs = all.as_slice();
+    let mut labels: Vec<&str> = (runs.iter())
+        .filter(|r| !r.open.is_empty())
+        .map(|r| r.label.as_str())
+        .collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let pooled = |r: &RunRecord| {
+        let (d, n) = (r.open.iter()).fold((0, 0), |(d, n), o| (d + o.delivered, n + o.notes));
+        (n > 0).then(|| d as f64 / n as f64)
+    };
+    let mut rows: Vec<OpenRow> = labels
+        .into_iter()
+        .map(|label| {
+            let mine: Vec<&RunRecord> = (runs.iter())
+                .filter(|r| r.label == label && !r.open.is_empty())
+                .collect();
+            let per_session = |f: &dyn Fn(&crate::open::OpenScore) -> Option<f64>| {
+                let xs: Vec<f64> = (mine.iter().flat_map(|r| r.open.iter()))
+                    .filter_map(f)
+                    .collect();
+                MeanSe::of(&xs)
+            };
+            let paired: Vec<f64> = (mine.iter())
+                .filter_map(|r| {
+                    let base = runs.iter().find(|b| {
+                        b.label == "recall" && b.profile == r.profile && b.seed == r.seed
+                    })?;
+                    Some(pooled(r)? - pooled(base)?)
+                })
+                .collect();
+            let filled: Vec<f64> = (mine.iter())
+                .filter_map(|r| {
+                    let (f, g) =
+                        (r.open.iter()).fold((0, 0), |(f, g), o| (f + o.gaps_filled, g + o.gaps));
+                    (g > 0).then(|| f as f64 / g as f64)
+                })
+                .collect();
+            OpenRow {
+                label: label.to_string(),
+                completeness: MeanSe::of(
+                    &mine.iter().filter_map(|r| pooled(r)).collect::<Vec<_>>(),
+                ),
+                vs_recall: MeanSe::of(&paired),
+                delay_p50: per_session(&|o| o.delay_p50),
+                delay_p99: per_session(&|o| o.delay_p99),
+                gaps_filled: MeanSe::of(&filled),
+                catch_up_p50: per_session(&|o| o.catch_up_p50),
+                sockets: per_session(&|o| Some(o.sockets)),
+                reqs: per_session(&|o| Some(o.reqs as f64)),
+                events: per_session(&|o| Some(o.events)),
+                plans: per_session(&|o| Some(o.plans as f64)),
+                notes: per_session(&|o| Some(o.notes as f64)),
+            }
+        })
+        .collect();
+    let rank = |label: &str| match label {
+        CEILING => 1,
+        LIVE_BUDGET_CEILING => 2,
+        _ => 0,
+    };
+    rows.sort_by(|a, b| {
+        rank(&a.label)
+            .cmp(&rank(&b.label))
+            .then(b.completeness.mean.total_cmp(&a.completeness.mean))
+            .then(a.label.cmp(&b.label))
+    });
+    rows
 }
 
 /// One strategy's declared recall (the sort window, see [`sort_window`]) in the first and the
@@ -484,6 +640,11 @@ fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorl
             monitor_prior: false,
             clock: cfg.clock,
             client: Default::default(),
+            open: cfg.open.map(|secs| crate::open::OpenConfig {
+                // The feed holds as many sockets as the bench's connections, polling the rest.
+                sockets: cfg.budget,
+                ..crate::open::OpenConfig::for_secs(secs)
+            }),
         },
     }
 }
@@ -707,6 +868,7 @@ pub fn run_bench(
                                 plan_us_cold: run.plan_us_cold,
                                 plan_us_warm: run.plan_us_warm,
                                 sessions: run.sessions.into_iter().map(|s| s.score).collect(),
+                                open: run.open,
                             }
                         };
                         local.push(record(&world.loop_cfg));
@@ -736,6 +898,12 @@ pub fn run_bench(
                             plan_us_cold: cold,
                             plan_us_warm: plan_us,
                             sessions: outcomes.into_iter().map(|o| o.score).collect(),
+                            open: match (label, &world.loop_cfg.open) {
+                                (CEILING, Some(open)) => {
+                                    live_ceiling(cfg.budget, &world.sim, &world.loop_cfg, open)
+                                }
+                                _ => Vec::new(),
+                            },
                         });
                         progress(Progress::Done {
                             label: label.to_string(),
@@ -775,6 +943,7 @@ pub fn run_bench(
         .collect();
     let monitors = compare_monitors(&rows, &runs, &monitor_runs, &cfg.windows);
     let shares = ceiling_shares(&runs, rows.iter().map(|r| r.label.as_str()), &cfg.windows);
+    let open = open_rows(&runs);
     BenchReport {
         config: cfg.clone(),
         skipped,
@@ -786,6 +955,7 @@ pub fn run_bench(
         monitor_runs,
         routes,
         route_runs,
+        open,
     }
 }
 
@@ -1079,6 +1249,7 @@ mod tests {
             plan_us_cold: 0.0,
             plan_us_warm: 0.0,
             sessions: vec![s],
+            open: Vec::new(),
         }
     }
 

@@ -26,6 +26,7 @@ pub mod fixed;
 mod holdings;
 pub mod mean;
 pub mod observe;
+pub mod open;
 pub mod planfile;
 pub mod probe;
 mod replan;
@@ -52,8 +53,8 @@ pub use nostr_outbox_world::{
 
 pub use asks::{Ask, Asks, ScoreError};
 pub use bench::{
-    default_suite, run_bench, BenchConfig, BenchReport, Progress, Row, RunRecord, Skipped,
-    SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
+    default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row,
+    RunRecord, Skipped, SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};

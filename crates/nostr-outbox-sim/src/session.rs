@@ -68,6 +68,10 @@ pub struct LoopConfig {
     /// runtime with others, as the live bench does).
     #[serde(default)]
     pub client: crate::clock::ClientTiming,
+    /// After each session's fetch, keep the feed open this long and score what it delivers
+    /// ([`crate::open`]); `None`: the session ends with its fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<crate::open::OpenConfig>,
 }
 
 impl Default for LoopConfig {
@@ -82,6 +86,7 @@ impl Default for LoopConfig {
             monitor_prior: false,
             clock: Some(Window::D7),
             client: crate::clock::ClientTiming::default(),
+            open: None,
         }
     }
 }
@@ -128,6 +133,9 @@ pub struct StrategyRun {
     /// The learned stats at the end.
     #[serde(skip)]
     pub stats: DeliveryStats,
+    /// Per session, the feed left open after its fetch ([`LoopConfig::open`]; empty without).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub open: Vec<crate::open::OpenScore>,
 }
 
 /// What the session loop shows of one session once it has learned from it.
@@ -191,6 +199,7 @@ pub fn run_sessions_with(
     let reserve = cfg.sessions.min(crate::world::MAX_SESSIONS) as usize;
     let mut times = Vec::with_capacity(reserve + cfg.timing_repeats);
     let mut sessions = Vec::with_capacity(reserve);
+    let mut open = Vec::new();
     let since = sim.world.now.saturating_sub(cfg.widest());
     let span = tracing::debug_span!("sessions", strategy = router.strategy());
     let _guard = span.enter();
@@ -280,6 +289,24 @@ pub fn run_sessions_with(
                 stats.record_latency(url, *ms, now);
             }
         }
+        if let Some(open_cfg) = &cfg.open {
+            // The feed holds the session's last plan once its fetch is done.
+            let held = waves.last().unwrap_or(&asks);
+            let hour = crate::open::OpenWorld::draw(sim, s, open_cfg.secs as f64, &open_cfg.model);
+            let learn_at = now + open_cfg.secs.min(cfg.session_interval_secs);
+            open.push(crate::open::keep_open(
+                sim,
+                &hour,
+                s,
+                ctx.window(cfg.widest()),
+                held,
+                router,
+                &mut stats,
+                open_cfg,
+                &cfg.client,
+                learn_at,
+            ));
+        }
         on_session(&SessionView {
             session: s,
             plan: &plan,
@@ -321,6 +348,7 @@ pub fn run_sessions_with(
         plan_us_cold,
         plan_us_warm: median(&mut warm),
         stats,
+        open,
     }
 }
 

@@ -181,6 +181,7 @@ mod tests {
             plan_us_cold: 0.0,
             plan_us_warm: 0.0,
             sessions: recalls.iter().map(|&r| session(r)).collect(),
+            open: Vec::new(),
         }
     }
 

@@ -121,6 +121,29 @@ pub struct Args {
     /// notes for the session.
     #[arg(long, conflicts_with = "live")]
     replan: bool,
+    /// After each session's fetch, keep every row's feed open this long (`1h`, `30m`; `0`:
+    /// not measured, the default) while notes arrive, relays drop and come back and follows
+    /// move, and print the open feed's table: live completeness, delay, catch-up and cost
+    /// beside the live ceiling. Learning strategies learn from it too.
+    #[arg(long, value_parser = parse_open, conflicts_with_all = ["world", "live"])]
+    open: Option<u64>,
+}
+
+/// The longest a feed may be kept open per session (a day).
+const MAX_OPEN_SECS: u64 = 86_400;
+
+/// `--open`: a duration (`1h`, `90s`, `0`), at most a day.
+fn parse_open(text: &str) -> Result<u64, String> {
+    let secs = match text.trim() {
+        "0" => 0,
+        t => humantime::parse_duration(t)
+            .map_err(|e| format!("expected a duration such as 1h or 30m: {e}"))?
+            .as_secs(),
+    };
+    if secs > MAX_OPEN_SECS {
+        return Err(format!("at most {MAX_OPEN_SECS} seconds (a day)"));
+    }
+    Ok(secs)
 }
 
 /// How many budgets one `--budget` list may hold: each runs the whole suite.
@@ -248,6 +271,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             probes: args.probes.map(usize::from),
             routes: args.routes,
             replan: args.replan,
+            open: args.open.filter(|&secs| secs > 0),
             ..BenchConfig::default()
         };
         if let Some(i) = args.interval {
@@ -345,6 +369,27 @@ fn run_suite(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             report.config.clock.map_or("7d".into(), |w| w.to_string()),
             nostr_outbox_sim::clock::SCREEN,
             nostr_outbox_sim::clock::ClientTiming::default().deadline_ms / 1000.0,
+        )?;
+    }
+    if !report.open.is_empty() {
+        out!("{}", render_open_table(&report))?;
+        out!(
+            "Open feed ({}, after every session's fetch; each world's sessions pooled, mean ± SE \
+             over worlds): live = notes delivered ÷ notes that arrived on a relay their author \
+             listed while it was up; Δ recall = live minus recall's, paired by world; delay = \
+             arrival on a relay to delivery, median and 99th percentile, seconds (an open \
+             subscription's push taken as instant); gaps filled = relays subscribed that went \
+             down and came back whose missed notes were asked for; catch-up = return to those \
+             notes delivered, median, seconds; sockets = held on average; REQs, events and \
+             plans per session. Rows of {} keep their selection and never back-fill; every \
+             other row re-dials, fills gaps, re-plans around set-asides and new lists, and holds \
+             as many sockets as the budget, polling the rest every 30 s. The live ceiling \
+             delivers every note from its first holder at once; \"best N\" holds the N relays \
+             that, knowing the hour, deliver the most, for the whole hour.",
+            humantime::format_duration(std::time::Duration::from_secs(
+                report.config.open.unwrap_or(0)
+            )),
+            nostr_outbox_sim::open::PEERS.join(", "),
         )?;
     }
     if !report.monitors.is_empty() {
@@ -519,6 +564,74 @@ pub fn render_table(report: &BenchReport) -> Table {
             format!("{:.0}%", row.load_concentration.mean * 100.0),
             format!("{:.0}", row.plan_us_cold),
             format!("{:.0}", row.plan_us_warm),
+        ] {
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        table.add_row(cells);
+    }
+    table
+}
+
+/// The open feed: per row, live completeness, delay, catch-up and cost; the live ceiling last.
+pub fn render_open_table(report: &BenchReport) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "strategy",
+        "live",
+        "Δ recall",
+        "delay p50",
+        "p99",
+        "gaps filled",
+        "catch-up",
+        "sockets",
+        "REQs",
+        "events",
+        "plans",
+        "notes",
+    ]);
+    let secs = |m: &MeanSe| {
+        if m.n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}", m.mean)
+        }
+    };
+    for row in &report.open {
+        let label = match row.label.as_str() {
+            CEILING => "live ceiling".to_string(),
+            nostr_outbox_sim::bench::LIVE_BUDGET_CEILING => {
+                format!("live ceiling, best {}", report.config.budget)
+            }
+            _ => row.label.clone(),
+        };
+        let ceiling =
+            row.label == CEILING || row.label == nostr_outbox_sim::bench::LIVE_BUDGET_CEILING;
+        let mut cells = vec![Cell::new(label)];
+        for text in [
+            pct(&row.completeness),
+            if row.vs_recall.n == 0 || row.label == "recall" {
+                "-".to_string()
+            } else {
+                format!(
+                    "{:+.1} ±{:.1}",
+                    row.vs_recall.mean * 100.0,
+                    row.vs_recall.se * 100.0
+                )
+            },
+            secs(&row.delay_p50),
+            secs(&row.delay_p99),
+            if ceiling {
+                "-".to_string()
+            } else {
+                pct(&row.gaps_filled)
+            },
+            secs(&row.catch_up_p50),
+            format!("{:.1}", row.sockets.mean),
+            format!("{:.0}", row.reqs.mean),
+            format!("{:.0}", row.events.mean),
+            format!("{:.1}", row.plans.mean),
+            format!("{:.0}", row.notes.mean),
         ] {
             cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
         }
@@ -1001,6 +1114,16 @@ pub fn render_time_table(report: &BenchReport) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--open` reads a duration, `0` for none, and refuses more than a day.
+    #[test]
+    fn open_takes_a_duration_of_at_most_a_day() {
+        assert_eq!(parse_open("1h"), Ok(3_600));
+        assert_eq!(parse_open("30m"), Ok(1_800));
+        assert_eq!(parse_open("0"), Ok(0));
+        assert!(parse_open("2days").is_err());
+        assert!(parse_open("an hour").is_err());
+    }
 
     /// A live run fetches one window: the one named, 1 year when none is, never several.
     #[test]
