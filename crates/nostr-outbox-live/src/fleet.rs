@@ -128,6 +128,17 @@ impl FleetRelay {
             .map_err(|e| FleetError::Store(e.to_string()))
     }
 
+    /// Stores an event and sends it to the subscriptions it matches, as a relay does with an
+    /// `EVENT` it accepts; `false` (nothing stored) while it is not listening.
+    pub async fn publish(&self, event: &rb::Event) -> Result<bool, FleetError> {
+        let Some(relay) = &self.running else {
+            return Ok(false);
+        };
+        self.store(event).await?;
+        relay.notify_event(event.clone());
+        Ok(true)
+    }
+
     /// Whether it is listening.
     pub fn is_running(&self) -> bool {
         self.running.is_some()

@@ -57,6 +57,7 @@ pub mod delay;
 pub mod fleet;
 pub mod load;
 pub mod rekey;
+pub mod soak;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -617,7 +617,7 @@ struct ProcStat {
 }
 
 /// Reads at most [`PROC_READ_LIMIT`] bytes of a `/proc` file.
-fn read_proc(path: &Path) -> Option<String> {
+pub(crate) fn read_proc(path: &Path) -> Option<String> {
     let mut text = String::new();
     std::fs::File::open(path)
         .ok()?
@@ -641,7 +641,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
 }
 
 /// A `kB` value of `/proc/<pid>/status`.
-fn status_kib(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn status_kib(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let rest = l.strip_prefix(key)?.strip_prefix(':')?;
         rest.trim().strip_suffix("kB")?.trim().parse().ok()
@@ -760,7 +760,7 @@ fn count_lines(mut r: impl Read) -> u64 {
 }
 
 /// The last [`STDERR_LINES`] lines of the stream, each cut to [`STDERR_LINE_CHARS`].
-fn tail_lines(mut r: impl Read) -> VecDeque<String> {
+pub(crate) fn tail_lines(mut r: impl Read) -> VecDeque<String> {
     let mut tail = VecDeque::with_capacity(STDERR_LINES);
     let mut line: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];

@@ -51,6 +51,7 @@ mod reader;
 mod reads;
 mod route;
 mod secret;
+mod soak;
 mod stats;
 mod store;
 mod strategies;
@@ -92,6 +93,9 @@ enum Command {
     /// The runtime under load: `outbox feed --once` against many local relays and follows,
     /// its peak memory, CPU time, events/s and time to full EOSE.
     Load(load::Args),
+    /// A feed left open: a continuing `outbox feed` against local relays while follows post,
+    /// relays go down and come back and follows move; what it printed, how late, its memory.
+    Soak(soak::Args),
     /// What was learned about relays (stats, set-asides): shown, or edited with `--forget` and
     /// `--clear-set-asides`.
     Stats(stats::Args),
@@ -132,6 +136,7 @@ pub fn run() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
         Command::Load(args) => load::run(args),
+        Command::Soak(args) => soak::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Req(args) => reads::req::run(args),
         Command::Count(args) => reads::count::run(args),
