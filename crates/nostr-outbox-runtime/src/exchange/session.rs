@@ -798,6 +798,15 @@ fn late(ask: &Ask) -> String {
     }
 }
 
+/// Whether a `COUNT` frame says its count is approximate (NIP-45). The parsed message drops
+/// the field, so it is read from the frame itself.
+fn approximate(frame: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(frame)
+        .ok()
+        .and_then(|v| v.get(2)?.get("approximate")?.as_bool())
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -836,13 +845,4 @@ mod tests {
         assert!(!closed.contains("outbox-feed-0"));
         assert!(closed.contains(&format!("outbox-feed-{MAX_CLOSED_ASKS}")));
     }
-}
-
-/// Whether a `COUNT` frame says its count is approximate (NIP-45). The parsed message drops
-/// the field, so it is read from the frame itself.
-fn approximate(frame: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(frame)
-        .ok()
-        .and_then(|v| v.get(2)?.get("approximate")?.as_bool())
-        .unwrap_or(false)
 }
