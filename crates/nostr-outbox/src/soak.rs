@@ -59,6 +59,9 @@ pub struct Args {
     /// side.
     #[arg(long)]
     program: Option<std::path::PathBuf>,
+    /// The first local port to try for the relays (soaks run side by side need apart ones).
+    #[arg(long, default_value_t = 21_000)]
+    port: u16,
     /// One JSON object per seed on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -119,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.since = args.since;
     cfg.churn = !args.calm;
     cfg.strategy = args.strategy.clone();
+    cfg.port_hint = args.port;
     if let Some(n) = args.max_sockets {
         cfg.feed_args
             .extend(["--max-sockets".into(), n.to_string()]);
