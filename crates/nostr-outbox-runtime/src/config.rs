@@ -302,6 +302,28 @@ impl Backoff {
     }
 }
 
+/// Redials kept quick after a relay drops: about two minutes of them, so a relay back from an
+/// outage is heard again (and its gap asked for) within seconds, not after a long doubling.
+pub const QUICK_REDIALS: u32 = 40;
+
+/// The longest wait between quick redials.
+pub const QUICK_REDIAL: Duration = Duration::from_secs(4);
+
+impl Backoff {
+    /// The wait before redial number `attempt` (0-based) of a relay that dropped: the
+    /// [`delay`](Self::delay), at most [`QUICK_REDIAL`] for the first [`QUICK_REDIALS`]
+    /// attempts, then growing as usual. A relay that stays down costs a refused dial every few
+    /// seconds for two minutes, then one at the backoff's pace.
+    pub fn redial(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
+        let delay = self.delay(attempt, rng);
+        if attempt < QUICK_REDIALS {
+            delay.min(QUICK_REDIAL)
+        } else {
+            delay
+        }
+    }
+}
+
 /// When a relay is set aside, and for how long.
 ///
 /// The first set-aside is short ([`initial`](Self::initial)): a relay that blinked for a second
@@ -367,6 +389,21 @@ mod tests {
             draws.windows(2).any(|w| w[0] != w[1]),
             "no jitter: {draws:?}"
         );
+    }
+
+    #[test]
+    fn redials_stay_quick_for_two_minutes_then_back_off() {
+        let b = Backoff::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let quick: Duration = (0..QUICK_REDIALS).map(|a| b.redial(a, &mut rng)).sum();
+        assert!(
+            (0..QUICK_REDIALS).all(|a| b.redial(a, &mut rng) <= QUICK_REDIAL),
+            "a quick redial waited longer than {QUICK_REDIAL:?}"
+        );
+        assert!(quick <= Duration::from_secs(170), "{quick:?}");
+        assert!(quick >= Duration::from_secs(60), "{quick:?}");
+        let later = b.redial(QUICK_REDIALS + 5, &mut rng);
+        assert!(later >= b.max / 2, "{later:?}");
     }
 
     #[test]

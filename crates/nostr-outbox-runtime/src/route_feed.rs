@@ -207,7 +207,7 @@ impl Relay {
             if self.cfg().once || *self.stop.borrow() {
                 return;
             }
-            let delay = self.cfg().backoff.delay(attempt, &mut rng);
+            let delay = self.cfg().backoff.redial(attempt, &mut rng);
             attempt = attempt.saturating_add(1);
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}

@@ -109,7 +109,7 @@ impl Slot {
                     }
                 }
             }
-            let delay = self.cfg.backoff.delay(attempt, &mut self.rng);
+            let delay = self.cfg.backoff.redial(attempt, &mut self.rng);
             attempt = attempt.saturating_add(1);
             debug!(delay_ms = delay.as_millis() as u64, "backing off");
             let wake = crate::deadline::after(delay);
