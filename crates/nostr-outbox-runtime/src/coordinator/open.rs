@@ -60,6 +60,8 @@ pub(super) struct Mark {
     authors: Vec<PublicKey>,
     /// Unix seconds.
     at: u64,
+    /// Given by the feed's input (kept by an earlier run): a `--once` run resumes from it too.
+    seeded: bool,
 }
 
 /// Places taken in turns: the relays resting, each until it is asked again.
@@ -112,10 +114,10 @@ impl Coordinator {
     /// everything it holds for them up to its mark was delivered: the mark less the margin,
     /// when that is inside the window. `None`: the whole window.
     pub(super) fn resume_from(&self, url: &str, authors: &[PublicKey]) -> Option<u64> {
-        if self.cfg.once {
+        let mark = self.marks.get(url)?;
+        if self.cfg.once && !mark.seeded {
             return None;
         }
-        let mark = self.marks.get(url)?;
         let covered = authors
             .iter()
             .all(|a| mark.authors.binary_search(a).is_ok());
@@ -127,15 +129,21 @@ impl Coordinator {
     /// `url` answered its feed filter: everything it holds for the filter's follows up to now
     /// was delivered, and its live notes follow.
     pub(super) fn mark_answered(&mut self, url: &str) {
-        if self.cfg.once {
-            return;
-        }
+        // A `--once` run marks too, for the next run (its summary's marks), and never resumes
+        // from its own marks.
         let Some(mut authors) = self.feed_authors(url) else {
             return;
         };
         authors.sort_unstable();
         let at = self.now();
-        self.marks.insert(url.to_string(), Mark { authors, at });
+        self.marks.insert(
+            url.to_string(),
+            Mark {
+                authors,
+                at,
+                seeded: false,
+            },
+        );
         if self.marks.len() > MAX_MARKS {
             // The oldest mark is the least worth keeping: the relay is asked the window again.
             let oldest = (self.marks.iter())
@@ -147,6 +155,51 @@ impl Coordinator {
                 self.marks.remove(&oldest);
             }
         }
+    }
+
+    /// Takes the marks an earlier run kept (the newest [`MAX_MARKS`]), each at most now, its
+    /// relay canonical by the router's policy.
+    pub(super) fn seed_marks(&mut self, mut marks: Vec<crate::RelayMark>) {
+        marks.sort_by_key(|m| std::cmp::Reverse(m.at));
+        let now = self.now();
+        let policy = self.router.policy();
+        for mark in marks {
+            if self.marks.len() >= MAX_MARKS {
+                break;
+            }
+            let Ok(url) = policy.canonicalize(&mark.relay) else {
+                continue;
+            };
+            let mut authors = mark.authors;
+            authors.sort_unstable();
+            authors.dedup();
+            if authors.is_empty() || self.marks.contains_key(&url) {
+                continue;
+            }
+            let at = mark.at.min(now);
+            let seeded = true;
+            self.marks.insert(
+                url,
+                Mark {
+                    authors,
+                    at,
+                    seeded,
+                },
+            );
+        }
+    }
+
+    /// The marks to keep for the next run, the newest first.
+    pub(super) fn relay_marks(&self) -> Vec<crate::RelayMark> {
+        let mut marks: Vec<_> = (self.marks.iter())
+            .map(|(relay, m)| crate::RelayMark {
+                relay: relay.clone(),
+                at: m.at,
+                authors: m.authors.clone(),
+            })
+            .collect();
+        marks.sort_by_key(|m| std::cmp::Reverse(m.at));
+        marks
     }
 
     /// `url` delivered a note dated `created_at` on its feed after answering: its mark moves
