@@ -349,7 +349,7 @@ async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_given_the_marks_the_last_one_ended_with_asks_each_relay_only_since_them() {
+async fn a_feed_given_the_marks_a_run_ended_with_asks_each_relay_only_since_them() {
     let relay = RealRelay::start().await;
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
@@ -388,17 +388,23 @@ async fn a_run_given_the_marks_the_last_one_ended_with_asks_each_relay_only_sinc
     let new = note(&f[1], now_(), "new");
     relay.store(&new).await;
     let asked = relay.counter.reqs().len();
-    let (_, c) = nostr_outbox_fleet::start_once(make(first.marks.clone()), config).await;
+    // A continuing feed started from them.
+    let config = RuntimeConfig {
+        since: Some(Timestamp::from(window)),
+        ..open_config()
+    };
+    let (handle, out) = open_feed(make(first.marks.clone()), &Client::new(config.clone())).await;
+    expect_all(&out, std::slice::from_ref(&new), "what is new").await;
+    handle.shutdown().await;
     let reqs = relay.counter.reqs();
     let feed = reqs[asked..].iter().find(|r| r.kinds == [1]);
-    let margin = RuntimeConfig::fast_for_tests().open.margin.as_secs();
+    let margin = config.open.margin.as_secs();
     assert!(
         feed.is_some_and(|r| r.since == Some(mark.at - margin)),
         "asked since the kept mark less the margin, not the window ({window}): {feed:?}"
     );
-    assert!(c.notes.contains_key(&new.id), "what is new arrives");
     assert!(
-        !c.notes.contains_key(&old.id),
+        !out.lock().unwrap().notes.contains_key(&old.id),
         "what was delivered is not asked again"
     );
 }

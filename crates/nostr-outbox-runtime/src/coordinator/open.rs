@@ -60,8 +60,6 @@ pub(super) struct Mark {
     authors: Vec<PublicKey>,
     /// Unix seconds.
     at: u64,
-    /// Given by the feed's input (kept by an earlier run): a `--once` run resumes from it too.
-    seeded: bool,
 }
 
 /// Places taken in turns: the relays resting, each until it is asked again.
@@ -114,10 +112,10 @@ impl Coordinator {
     /// everything it holds for them up to its mark was delivered: the mark less the margin,
     /// when that is inside the window. `None`: the whole window.
     pub(super) fn resume_from(&self, url: &str, authors: &[PublicKey]) -> Option<u64> {
-        let mark = self.marks.get(url)?;
-        if self.cfg.once && !mark.seeded {
+        if self.cfg.once {
             return None;
         }
+        let mark = self.marks.get(url)?;
         let covered = authors
             .iter()
             .all(|a| mark.authors.binary_search(a).is_ok());
@@ -129,21 +127,14 @@ impl Coordinator {
     /// `url` answered its feed filter: everything it holds for the filter's follows up to now
     /// was delivered, and its live notes follow.
     pub(super) fn mark_answered(&mut self, url: &str) {
-        // A `--once` run marks too, for the next run (its summary's marks), and never resumes
-        // from its own marks.
+        // A `--once` run marks too, for a continuing feed after it (its summary's marks), and
+        // never resumes from them: it asks the whole window.
         let Some(mut authors) = self.feed_authors(url) else {
             return;
         };
         authors.sort_unstable();
         let at = self.now();
-        self.marks.insert(
-            url.to_string(),
-            Mark {
-                authors,
-                at,
-                seeded: false,
-            },
-        );
+        self.marks.insert(url.to_string(), Mark { authors, at });
         if self.marks.len() > MAX_MARKS {
             // The oldest mark is the least worth keeping: the relay is asked the window again.
             let oldest = (self.marks.iter())
@@ -177,15 +168,7 @@ impl Coordinator {
                 continue;
             }
             let at = mark.at.min(now);
-            let seeded = true;
-            self.marks.insert(
-                url,
-                Mark {
-                    authors,
-                    at,
-                    seeded,
-                },
-            );
+            self.marks.insert(url, Mark { authors, at });
         }
     }
 

@@ -38,7 +38,8 @@ pub struct FeedInput {
     /// run ended with ([`FeedSummary::marks`](crate::FeedSummary::marks)), or a client's own
     /// event database. A relay asked again about follows its mark names is asked only since
     /// the mark less [`OpenFeed::margin`](crate::OpenFeed::margin) (when that is inside the
-    /// window), in a `--once` run too. At most 1024 are taken (the newest).
+    /// window) by a continuing feed; a `--once` run asks the whole window, and ends with marks
+    /// for a continuing feed after it. At most 1024 are taken (the newest).
     pub marks: Vec<RelayMark>,
 }
 
