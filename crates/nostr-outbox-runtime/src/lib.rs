@@ -115,7 +115,7 @@ pub use dms::{
 pub use exchange::FrameDrop;
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,
-    RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,
+    RelayMark, RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,
 };
 pub use limits::{LimitsConfig, Nip11Config};
 pub use nip11::Nip11Cache;

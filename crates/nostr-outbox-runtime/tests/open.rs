@@ -347,3 +347,64 @@ async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
     expect_all(&out, &[new], "a follow added while open").await;
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_given_the_marks_a_run_ended_with_asks_each_relay_only_since_them() {
+    let relay = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=2).map(keys).collect();
+    let make = |marks| {
+        let mut input = input(
+            "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
+            &f,
+            &[&relay.url],
+        );
+        for k in &f {
+            assert!(input.add_relay_list_event(&relay_list(k, now - 100, &[(&relay.url, None)])));
+        }
+        input.marks = marks;
+        input
+    };
+    let window = now - 3600;
+    let config = RuntimeConfig {
+        since: Some(Timestamp::from(window)),
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let old = note(&f[0], now - 600, "old");
+    relay.store(&old).await;
+    let (first, c) = nostr_outbox_fleet::start_once(make(Vec::new()), config.clone()).await;
+    assert!(c.notes.contains_key(&old.id), "{first:?}");
+    let mut follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
+    follows.sort_unstable();
+    let mark = first
+        .marks
+        .iter()
+        .find(|m| m.authors == follows)
+        .cloned()
+        .unwrap_or_else(|| panic!("a mark naming both follows: {:?}", first.marks));
+    assert!(mark.at >= now && mark.at <= now_(), "{mark:?}");
+
+    let new = note(&f[1], now_(), "new");
+    relay.store(&new).await;
+    let asked = relay.counter.reqs().len();
+    // A continuing feed started from them.
+    let config = RuntimeConfig {
+        since: Some(Timestamp::from(window)),
+        ..open_config()
+    };
+    let (handle, out) = open_feed(make(first.marks.clone()), &Client::new(config.clone())).await;
+    expect_all(&out, std::slice::from_ref(&new), "what is new").await;
+    handle.shutdown().await;
+    let reqs = relay.counter.reqs();
+    let feed = reqs[asked..].iter().find(|r| r.kinds == [1]);
+    let margin = config.open.margin.as_secs();
+    assert!(
+        feed.is_some_and(|r| r.since == Some(mark.at - margin)),
+        "asked since the kept mark less the margin, not the window ({window}): {feed:?}"
+    );
+    assert!(
+        !out.lock().unwrap().notes.contains_key(&old.id),
+        "what was delivered is not asked again"
+    );
+}

@@ -110,6 +110,8 @@ use serde_json::{Map, Value};
 pub mod conformance;
 pub mod kept;
 #[cfg(feature = "sqlite")]
+pub mod notes;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod state;
 mod task;

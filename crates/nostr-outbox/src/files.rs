@@ -37,6 +37,7 @@ impl RunFiles {
                 nostr_outbox_stats::SqliteStore::new(path).files(),
             ),
         };
+        self.add("the kept notes (beside the store)", location.notes_path());
         for file in files {
             self.add(what, file);
         }

@@ -76,6 +76,16 @@ impl Location {
         }
     }
 
+    /// The notes file beside the store: the newest notes per follow and per-relay marks a
+    /// feed kept (`STORE.notes.sqlite`).
+    pub fn notes_path(&self) -> PathBuf {
+        match self {
+            Location::File(path) | Location::Sqlite(path) => {
+                nostr_outbox_stats::notes::notes_path_beside(path)
+            }
+        }
+    }
+
     /// The store kept here.
     pub fn open(&self) -> Arc<dyn StateStore> {
         match self {

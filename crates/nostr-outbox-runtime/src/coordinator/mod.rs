@@ -305,6 +305,7 @@ impl Coordinator {
             penalties,
             monitor_relays: _,
             hints,
+            marks,
         } = input;
         let cfg = client.config_arc();
         let policy = router.policy();
@@ -361,6 +362,7 @@ impl Coordinator {
         for list in relay_lists {
             me.add_list(list);
         }
+        me.seed_marks(marks);
         me
     }
 

@@ -127,9 +127,8 @@ impl Coordinator {
     /// `url` answered its feed filter: everything it holds for the filter's follows up to now
     /// was delivered, and its live notes follow.
     pub(super) fn mark_answered(&mut self, url: &str) {
-        if self.cfg.once {
-            return;
-        }
+        // A `--once` run marks too, for a continuing feed after it (its summary's marks), and
+        // never resumes from them: it asks the whole window.
         let Some(mut authors) = self.feed_authors(url) else {
             return;
         };
@@ -147,6 +146,43 @@ impl Coordinator {
                 self.marks.remove(&oldest);
             }
         }
+    }
+
+    /// Takes the marks an earlier run kept (the newest [`MAX_MARKS`]), each at most now, its
+    /// relay canonical by the router's policy.
+    pub(super) fn seed_marks(&mut self, mut marks: Vec<crate::RelayMark>) {
+        marks.sort_by_key(|m| std::cmp::Reverse(m.at));
+        let now = self.now();
+        let policy = self.router.policy();
+        for mark in marks {
+            if self.marks.len() >= MAX_MARKS {
+                break;
+            }
+            let Ok(url) = policy.canonicalize(&mark.relay) else {
+                continue;
+            };
+            let mut authors = mark.authors;
+            authors.sort_unstable();
+            authors.dedup();
+            if authors.is_empty() || self.marks.contains_key(&url) {
+                continue;
+            }
+            let at = mark.at.min(now);
+            self.marks.insert(url, Mark { authors, at });
+        }
+    }
+
+    /// The marks to keep for the next run, the newest first.
+    pub(super) fn relay_marks(&self) -> Vec<crate::RelayMark> {
+        let mut marks: Vec<_> = (self.marks.iter())
+            .map(|(relay, m)| crate::RelayMark {
+                relay: relay.clone(),
+                at: m.at,
+                authors: m.authors.clone(),
+            })
+            .collect();
+        marks.sort_by_key(|m| std::cmp::Reverse(m.at));
+        marks
     }
 
     /// `url` delivered a note dated `created_at` on its feed after answering: its mark moves

@@ -70,6 +70,7 @@ impl Coordinator {
         let replanned_away = relays
             .filter(|r| r.reqs > 0 && !r.answered && r.replanned_away)
             .count();
+        let marks = self.relay_marks();
         let summary = FeedSummary {
             events: self.tally.events,
             follows,
@@ -97,6 +98,7 @@ impl Coordinator {
             carriers: self.carriers,
             uncovered: self.tally.uncovered,
             plans_rejected: self.tally.rejected,
+            marks,
             lists: self.lists.values().cloned().collect(),
             elapsed: self.started.elapsed(),
             round_trips,

@@ -34,6 +34,25 @@ pub struct FeedInput {
     /// with the relays learned stats saw each follow's notes arrive on, when the router's
     /// config says `hints = true` ([`Router::hints`]). Bounded per follow and source.
     pub hints: Vec<nostr_outbox_core::Hint>,
+    /// Per relay, up to when it delivered everything it holds for some follows: what the last
+    /// run ended with ([`FeedSummary::marks`](crate::FeedSummary::marks)), or a client's own
+    /// event database. A relay asked again about follows its mark names is asked only since
+    /// the mark less [`OpenFeed::margin`](crate::OpenFeed::margin) (when that is inside the
+    /// window) by a continuing feed; a `--once` run asks the whole window, and ends with marks
+    /// for a continuing feed after it. At most 1024 are taken (the newest).
+    pub marks: Vec<RelayMark>,
+}
+
+/// Up to when a relay delivered everything it holds for some follows (see
+/// [`FeedInput::marks`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayMark {
+    /// The relay (canonical URL, as the feed names it).
+    pub relay: String,
+    /// Unix seconds; a mark after the present is taken as the present.
+    pub at: u64,
+    /// The follows its feed filter named.
+    pub authors: Vec<PublicKey>,
 }
 
 impl FeedInput {
@@ -56,6 +75,7 @@ impl FeedInput {
             penalties: PenaltyBox::new(),
             monitor_relays: Vec::new(),
             hints: Vec::new(),
+            marks: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ pub(crate) mod summary;
 pub use control::SubscribeError;
 pub use event::{FeedEvent, Status};
 pub use handle::{FeedHandle, Subscription};
-pub use input::FeedInput;
+pub use input::{FeedInput, RelayMark};
 pub use summary::{
     AuthOutcome, FeedSummary, ProbeOutcome, ProbeSummary, RelayOutcome, SUMMARY_FORMAT,
 };

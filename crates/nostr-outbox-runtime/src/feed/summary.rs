@@ -169,6 +169,11 @@ pub struct FeedSummary {
     pub uncovered: usize,
     /// Plans that broke an invariant and were not applied.
     pub plans_rejected: u64,
+    /// Per relay, up to when it delivered everything it holds for the follows it was asked
+    /// about (the newest first): give them back as [`FeedInput::marks`](crate::FeedInput::marks)
+    /// so the next run asks each relay only for what is new.
+    #[serde(skip)]
+    pub marks: Vec<crate::RelayMark>,
     /// The relay lists known at the end (persist them so the next run plans routed at once).
     #[serde(skip)]
     pub lists: Vec<RawRelayList>,

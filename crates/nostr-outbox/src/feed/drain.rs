@@ -207,6 +207,27 @@ pub(crate) fn stopped_status(signal: &str) -> u8 {
 
 /// One note as printed: JSON, or time, author, relay and content (cut to 280 characters and
 /// escaped).
+/// A note kept by an earlier run, printed at the start before the network answers: in JSON
+/// the event with `"kept": true`, in text `[kept]` where a relay is named; escaped as every
+/// other note.
+pub(crate) fn kept_line(event: &nostr::event::Event, json: bool) -> String {
+    if json {
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("kept".into(), serde_json::Value::Bool(true));
+        }
+        json_safe(&value.to_string())
+    } else {
+        let content: String = event.content.chars().take(280).collect();
+        format!(
+            "{} {} [kept] {}",
+            event.created_at,
+            &event.pubkey.to_hex()[..12],
+            escape(&content)
+        )
+    }
+}
+
 fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
     if json {
         // An event always serialises; an empty line is better than stopping the feed.

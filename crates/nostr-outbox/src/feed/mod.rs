@@ -118,6 +118,14 @@ pub struct Args {
     /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`.
     #[arg(long, requires = "npub")]
     inbox: bool,
+    /// Forget the notes and per-relay marks kept by earlier runs before this one starts.
+    /// Without it, a feed with a store keeps the newest notes of each follow (20, at most
+    /// 10000 in all) and per relay up to when it delivered them, in `STORE.notes.sqlite`
+    /// beside the store; the next run prints them at once, marked as kept (`[kept]`; in
+    /// `--json` `"kept": true`), and a continuing feed asks each relay only since its mark
+    /// (less a minute). `--no-stats` keeps nothing.
+    #[arg(long, conflicts_with = "no_stats")]
+    forget_notes: bool,
 }
 
 /// How many sockets a run may hold, for every purpose together.
@@ -288,6 +296,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
              (fix it, or give --no-stats to keep nothing)",
         )?;
     }
+    // What earlier runs kept: printed now, before anything is asked of the network.
+    let kept = match &store {
+        Some(_) => Some(kept_notes(&args, (args.reader.npub.is_none()).then_some(&given)).await?),
+        None => None,
+    };
     // With kept stats the run counter varies the draws of a base drawn once and kept with
     // them, so installations differ; without, only a random base can.
     let seed = match (args.seed, &store) {
@@ -395,6 +408,12 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         input.relay_lists = kept.lists;
         input.store = store.clone();
     }
+    let mut kept_ids = std::collections::HashSet::new();
+    let mut newest = Newest::default();
+    if let Some(kept) = kept {
+        input.marks = kept.marks;
+        kept_ids = kept.ids;
+    }
 
     let (handle, mut events) = nostr_outbox_runtime::start(input, &client).await;
     if let Some((reader, since)) = contact_list {
@@ -409,6 +428,13 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         match event {
             // A note a probe found after the fetch is a note of the feed like any other.
             FeedEvent::Note { event, relay } | FeedEvent::Found { event, relay } => {
+                if kept_ids.contains(&event.id) {
+                    // Printed at the start as kept.
+                    continue;
+                }
+                if store.is_some() {
+                    newest.add(&event);
+                }
                 drain
                     .print(&event, &relay, args.reader.json, shutdown)
                     .await;
@@ -437,6 +463,9 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                     not_kept.push(format!(
                         "the relay lists and set-aside relays not kept: {e:#}"
                     ));
+                }
+                if let Err(e) = save_notes(&args, newest, &summary.marks).await {
+                    not_kept.push(format!("the notes not kept: {e:#}"));
                 }
             }
             (summary, not_kept)
@@ -491,6 +520,111 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The newest notes of each follow delivered in this run, kept for the next one.
+#[derive(Default)]
+struct Newest {
+    by_author: std::collections::HashMap<PublicKey, Vec<nostr::event::Event>>,
+}
+
+impl Newest {
+    fn add(&mut self, event: &nostr::event::Event) {
+        let notes = self.by_author.entry(event.pubkey).or_default();
+        notes.push(event.clone());
+        if notes.len() > 2 * nostr_outbox_stats::notes::NOTES_PER_FOLLOW {
+            notes.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+            notes.truncate(nostr_outbox_stats::notes::NOTES_PER_FOLLOW);
+        }
+    }
+}
+
+/// What earlier runs kept, loaded: the marks for the runtime and the ids printed.
+struct Kept {
+    marks: Vec<nostr_outbox_runtime::RelayMark>,
+    ids: std::collections::HashSet<nostr::event::EventId>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Loads the notes kept beside the store (forgotten first with `--forget-notes`) and prints
+/// them, oldest first, marked as kept; of `follows` alone when they are known. A file that
+/// cannot be read is warned about and the run starts from nothing kept.
+async fn kept_notes(args: &Args, follows: Option<&Vec<PublicKey>>) -> anyhow::Result<Kept> {
+    let notes =
+        nostr_outbox_stats::notes::NotesStore::new(args.reader.keep.location(true)?.notes_path());
+    let forget = args.forget_notes;
+    let loaded = tokio::task::spawn_blocking(move || {
+        if forget {
+            notes.clear()?;
+        }
+        notes.load(unix_now())
+    })
+    .await
+    .context("reading the kept notes")?;
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) if forget => return Err(e).context("forgetting the kept notes"),
+        Err(e) => {
+            eprintln!(
+                "warning: the kept notes were not read, starting without them: {}",
+                crate::text::shown(&e.to_string())
+            );
+            Default::default()
+        }
+    };
+    if loaded.dropped > 0 {
+        tracing::warn!(
+            dropped = loaded.dropped,
+            "kept notes or marks that did not check out were left out"
+        );
+    }
+    let mut ids = std::collections::HashSet::new();
+    let mut out = std::io::stdout().lock();
+    for event in &loaded.notes {
+        if follows.is_some_and(|f| f.binary_search(&event.pubkey).is_err()) {
+            continue;
+        }
+        if ids.insert(event.id) {
+            // A closed stdout is found by the feed's own writes.
+            let _ = writeln!(out, "{}", drain::kept_line(event, args.reader.json));
+        }
+    }
+    let _ = out.flush();
+    let marks = (loaded.marks.into_iter())
+        .map(|m| nostr_outbox_runtime::RelayMark {
+            relay: m.relay,
+            at: m.at,
+            authors: m.authors,
+        })
+        .collect();
+    Ok(Kept { marks, ids })
+}
+
+/// Keeps the run's newest notes per follow and its relay marks beside the store.
+async fn save_notes(
+    args: &Args,
+    newest: Newest,
+    marks: &[nostr_outbox_runtime::RelayMark],
+) -> anyhow::Result<()> {
+    let notes =
+        nostr_outbox_stats::notes::NotesStore::new(args.reader.keep.location(false)?.notes_path());
+    let events: Vec<_> = newest.by_author.into_values().flatten().collect();
+    let marks: Vec<_> = (marks.iter())
+        .map(|m| nostr_outbox_stats::notes::KeptMark {
+            relay: m.relay.clone(),
+            at: m.at,
+            authors: m.authors.clone(),
+        })
+        .collect();
+    tokio::task::spawn_blocking(move || notes.save(&events, &marks, unix_now()))
+        .await
+        .context("keeping the notes")?
+        .map_err(anyhow::Error::from)
 }
 
 /// `summary` as the one JSON object `--summary-json` writes, with its line end: written through
