@@ -16,6 +16,7 @@ impl Coordinator {
             ReportKind::Connected { handshake } => {
                 if let Some(live) = self.live.get_mut(url) {
                     live.connected = true;
+                    live.held_since = Some(Instant::now());
                 }
                 self.tally
                     .relays
@@ -223,6 +224,7 @@ impl Coordinator {
                     live.connected = false;
                     live.feed_pending = live.feed_gen;
                     live.quiet_since = None;
+                    live.held_since = None;
                 }
                 if self.down.contains_key(url) {
                     // Set aside already, its tail waiting: the slot dials it again with

@@ -126,6 +126,8 @@ struct Live {
     feed_pending: Option<u64>,
     /// Since when everything it was asked has answered (turns give the oldest place up).
     quiet_since: Option<Instant>,
+    /// Since when its socket has been open (turns bound how long a place is held).
+    held_since: Option<Instant>,
     /// The feed generation last sent asks only since the relay's mark (a continuing feed):
     /// its answer is a part of the window, learned compare-only and never taken as empty.
     resume: Option<u64>,
@@ -466,6 +468,7 @@ impl Coordinator {
                     feed_gen: None,
                     feed_pending: None,
                     quiet_since: None,
+                    held_since: None,
                     resume: None,
                 },
             );

@@ -424,6 +424,20 @@ impl Coordinator {
             .filter_map(|(url, l)| l.quiet_since.map(|q| (q, url.clone())))
             .collect();
         quiet.sort();
+        // A place is held a turn at most while links wait: a relay whose answer is still
+        // pending (slow, or asked again after a drop) gives it up too, the longest held
+        // first, and is asked its whole filter again at its next turn. Without this, places
+        // held by relays that never go quiet would leave every other relay unheard.
+        if quiet.len() < give_up {
+            let cutoff = at.checked_sub(self.cfg.open.turn_every);
+            let mut held: Vec<(Instant, String)> = (self.live.iter())
+                .filter(|(_, l)| l.connected && l.quiet_since.is_none())
+                .filter_map(|(url, l)| l.held_since.map(|h| (h, url.clone())))
+                .filter(|(h, _)| cutoff.is_some_and(|c| *h <= c))
+                .collect();
+            held.sort();
+            quiet.extend(held);
+        }
         for (_, url) in quiet.into_iter().take(give_up) {
             self.rest(&url);
         }
@@ -435,8 +449,13 @@ impl Coordinator {
             return;
         };
         live.send(SlotCommand::Shutdown);
+        // An answer still pending is asked again in full (since its window or mark).
+        let since = match live.feed_pending {
+            Some(_) => 0,
+            None => self.now().saturating_sub(self.cfg.open.margin.as_secs()),
+        };
         let resting = Resting {
-            since: self.now().saturating_sub(self.cfg.open.margin.as_secs()),
+            since,
             due: crate::deadline::after(self.cfg.open.turn_every),
             lookup: live.lists.is_some() && !live.watch,
         };
