@@ -88,6 +88,10 @@ pub struct SoakConfig {
     pub port_hint: u16,
     /// How often memory is sampled.
     pub sample_every: Duration,
+    /// The feed's `--log` level.
+    pub log: String,
+    /// A file that receives the feed's whole stderr (its log), besides the report's tail.
+    pub log_file: Option<PathBuf>,
 }
 
 impl SoakConfig {
@@ -108,6 +112,8 @@ impl SoakConfig {
             feed_args: Vec::new(),
             port_hint: 21_000,
             sample_every: Duration::from_secs(1),
+            log: "warn".into(),
+            log_file: None,
         }
     }
 }
@@ -545,7 +551,9 @@ pub async fn run_soak(
     )?;
     let mut command = Command::new(&cfg.program);
     command
-        .args(["--log", "warn", "feed", "--json", "--allow-local"])
+        .arg("--log")
+        .arg(&cfg.log)
+        .args(["feed", "--json", "--allow-local"])
         .arg("--npub")
         .arg(net.reader.public_key().to_hex())
         .arg("--relays")
@@ -576,9 +584,17 @@ pub async fn run_soak(
             }
         })
     };
+    let log_file = match &cfg.log_file {
+        Some(path) => Some(std::fs::File::create(path)?),
+        None => None,
+    };
     let err_thread = {
         let stderr = child.stderr.take();
-        std::thread::spawn(move || stderr.map_or_else(VecDeque::new, tail_lines))
+        std::thread::spawn(move || match (stderr, log_file) {
+            (Some(stderr), Some(file)) => tail_lines(Tee(stderr, file)),
+            (Some(stderr), None) => tail_lines(stderr),
+            (None, _) => VecDeque::new(),
+        })
     };
     let rss = || {
         read_proc(&PathBuf::from(format!("/proc/{pid}/status")))
@@ -843,6 +859,18 @@ fn tally(stored: &HashMap<String, Stored>, printed: &Mutex<Printed>) -> (usize, 
         .filter(|id| printed.first.contains_key(*id))
         .count();
     (stored.len(), delivered)
+}
+
+/// A reader that copies what it reads into a file (a failed write is dropped: the log is an
+/// aid, the report does not depend on it).
+struct Tee<R, W>(R, W);
+
+impl<R: std::io::Read, W: std::io::Write> std::io::Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        let _ = self.1.write_all(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// Reads the feed's `--json` lines: each a note, keyed by id.

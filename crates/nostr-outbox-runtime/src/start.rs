@@ -56,7 +56,7 @@ pub async fn start(
     apply_monitors(&mut input, client, &mut stats).await;
     let reader_relays = input.reader_relays.clone();
     let (control, task, events) = coordinator::spawn(input, client.clone(), stats, places);
-    let handle = FeedHandle::new(control, task, client.clone(), reader_relays);
+    let handle = FeedHandle::new(control, task, client.clone(), reader_relays, places);
     (handle, events)
 }
 

@@ -278,6 +278,13 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
     };
     let client = Client::with(config, budget, None);
     let (handle, rx) = start(input, &client).await;
+    // The reader's follow list is watched too (`outbox feed --npub`): in turns it must not
+    // hold the reader's relays' places for good.
+    let me = keys(60);
+    handle
+        .follow_contact_list(me.public_key(), Timestamp::from(now - 10))
+        .await
+        .expect("watching the follow list");
     let out = drain(rx);
     expect_all(&out, &stored, "stored on the write relays").await;
 

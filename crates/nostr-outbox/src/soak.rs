@@ -62,6 +62,12 @@ pub struct Args {
     /// The first local port to try for the relays (soaks run side by side need apart ones).
     #[arg(long, default_value_t = 21_000)]
     port: u16,
+    /// The feed's log level (its `--log`), and a file for its whole log (one seed only).
+    #[arg(long, default_value = "warn")]
+    feed_log: String,
+    /// Write the feed's whole stderr to this file (with one seed).
+    #[arg(long)]
+    feed_log_file: Option<std::path::PathBuf>,
     /// One JSON object per seed on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -123,6 +129,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.churn = !args.calm;
     cfg.strategy = args.strategy.clone();
     cfg.port_hint = args.port;
+    if !(args.feed_log.chars()).all(|c| c.is_ascii_alphanumeric() || "=,_:".contains(c)) {
+        bail!("--feed-log {:?}: a log level", escape(&args.feed_log));
+    }
+    cfg.log = args.feed_log.clone();
+    if args.feed_log_file.is_some() && seeds.start() != seeds.end() {
+        bail!("--feed-log-file takes one seed");
+    }
+    cfg.log_file = args.feed_log_file.clone();
     if let Some(n) = args.max_sockets {
         cfg.feed_args
             .extend(["--max-sockets".into(), n.to_string()]);

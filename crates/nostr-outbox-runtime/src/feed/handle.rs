@@ -33,6 +33,9 @@ pub struct FeedHandle {
     /// The feed's client: subscriptions share its sockets, knobs and signer.
     client: Client,
     reader_relays: Vec<String>,
+    /// How the feed's relays fit the socket budget: in turns no link may hold a place for
+    /// good, so the reader's follow list is looked up each turn rather than subscribed to.
+    places: crate::Places,
 }
 
 impl FeedHandle {
@@ -42,8 +45,10 @@ impl FeedHandle {
         task: JoinHandle<FeedSummary>,
         client: Client,
         reader_relays: Vec<String>,
+        places: crate::Places,
     ) -> Self {
         Self {
+            places,
             control,
             task,
             client,
@@ -125,6 +130,10 @@ impl FeedHandle {
             .author(reader)
             .kind(Kind::ContactList)
             .since(since);
+        if let crate::Places::Turns { every, .. } = self.places {
+            self.poll_contact_list(reader, since, every);
+            return Ok(());
+        }
         let Subscription {
             feed, mut events, ..
         } = self.subscribe(filter).await?;
@@ -161,6 +170,51 @@ impl FeedHandle {
             feed.shutdown().await;
         });
         Ok(())
+    }
+
+    /// [`follow_contact_list`](Self::follow_contact_list) in turns: the reader's relays asked
+    /// for a newer kind:3 every `every` (a short lookup, its sockets given back), so a change
+    /// is seen within a turn without a place held for good.
+    fn poll_contact_list(&self, reader: PublicKey, since: Timestamp, every: std::time::Duration) {
+        let control = self.control.clone();
+        let client = self.client.clone();
+        let relays = self.reader_relays.clone();
+        tokio::spawn(async move {
+            let mut newest = since;
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = control.closed() => break,
+                    _ = tick.tick() => {}
+                }
+                let filter = Filter::new()
+                    .author(reader)
+                    .kind(Kind::ContactList)
+                    .since(newest);
+                let found = crate::query::lookup(&relays, &filter, &client).await;
+                let Some(event) = (found.events.iter())
+                    .filter(|e| e.kind == Kind::ContactList && e.pubkey == reader)
+                    .max_by_key(|e| e.created_at)
+                else {
+                    continue;
+                };
+                if event.created_at <= newest {
+                    continue;
+                }
+                newest = event.created_at;
+                let follows = nostr_outbox_core::follows_from_contact_list(event);
+                if follows.is_empty() {
+                    tracing::warn!("the reader published an empty follow list; ignored");
+                    continue;
+                }
+                tracing::info!(follows = follows.len(), "the reader's follow list changed");
+                if control.send(Control::SetFollows(follows)).is_err() {
+                    break;
+                }
+            }
+        });
     }
 
     /// Asks the feed to end (every slot closed, stats saved) without waiting; keep draining
