@@ -125,9 +125,9 @@ async fn apply_monitors(input: &mut FeedInput, client: &Client, stats: &mut Deli
     }
 }
 
-/// Fits `input` to the places `config`'s socket budget leaves the feed, cutting its routed
-/// budget to the places left beside the reader's relays; when none is, a one-shot run
-/// time-shares them and a continuing feed takes them in turns. Says how.
+/// Fits `input` to the places `config`'s socket budget leaves the feed: a continuing feed
+/// takes them in turns; a one-shot run cuts its routed budget to the places left beside the
+/// reader's relays, or, when none is, time-shares them. Says how.
 fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
     let config = client.config();
     let Some(places) = client.sockets().budget().lasting_sockets() else {
@@ -145,19 +145,20 @@ fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
         return (input, Places::Enough);
     }
     let routed = places.saturating_sub(fixed);
-    let fit = if routed > 0 {
-        input.router = input.router.with_max_connections(routed);
-        Places::Cut { places, routed }
-    } else if config.once {
-        Places::Shared { places, slots }
-    } else {
+    let fit = if !config.once {
         // A continuing feed's slots never give a place up by themselves: the coordinator
-        // takes them in turns, so the feed still routes.
+        // takes them in turns, so the feed still routes, to the whole budget. (A cut budget
+        // would leave follows on the reader's relays, where their new notes may never be.)
         Places::Turns {
             places,
             slots,
             every: config.open.turn_every,
         }
+    } else if routed > 0 {
+        input.router = input.router.with_max_connections(routed);
+        Places::Cut { places, routed }
+    } else {
+        Places::Shared { places, slots }
     };
     tracing::info!(%fit, "the feed's relays do not all fit the socket budget at once");
     (input, fit)
