@@ -1,18 +1,21 @@
 //! How a feed's relays fit the places the socket budget leaves lasting work.
 //!
 //! The reader's relays and the indexers are feed slots like the routed relays, and each slot
-//! needs a socket of its own. When they do not all fit beside the reserve for short work, the
-//! routed budget is cut to the places left beside the reader's relays and indexers: every slot
-//! then holds its place for the run, and none waits behind another (a slot that gave its place
-//! up and is asked again by a re-plan would wait behind relays that may take a connect timeout
-//! to fail). When no place is left, the whole routed budget is kept, so the feed still reaches
-//! the relays the follows write to, and the places are shared: a one-shot run time-shares them
-//! (a slot that has answered everything gives its place to one waiting: see the slot's
-//! `answered`); a continuing feed, whose slots hold their subscriptions open for live notes,
-//! takes them in turns: the coordinator makes a relay that has answered give its place to one
-//! waiting and asks it again, since it gave the place up, a turn later
-//! ([`OpenFeed::turn_every`](crate::OpenFeed::turn_every)), so a note on a relay without a
-//! place waits at most about two turns. `start` fits a feed before it runs.
+//! needs a socket of its own. When they do not all fit beside the reserve for short work:
+//!
+//! - a continuing feed, whose slots hold their subscriptions open for live notes, keeps its
+//!   whole routed budget and takes the places in turns: the coordinator makes a relay that has
+//!   answered (or has held its place a turn) give it to one waiting and asks it again, since it
+//!   gave the place up, a turn later ([`OpenFeed::turn_every`](crate::OpenFeed::turn_every)),
+//!   so a note on a relay without a place waits at most about two turns. (A cut budget would
+//!   leave follows on the reader's relays, where their new notes may never be.)
+//! - a one-shot run cuts its routed budget to the places left beside the reader's relays and
+//!   indexers: every slot then holds its place for the run, and none waits behind another.
+//!   When no place is left, the whole routed budget is kept and the places are time-shared (a
+//!   slot that has answered everything gives its place to one waiting: see the slot's
+//!   `answered`).
+//!
+//! `start` fits a feed before it runs.
 
 /// How the feed's relays fit the lasting places ([`FeedSummary::places`](crate::FeedSummary)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
