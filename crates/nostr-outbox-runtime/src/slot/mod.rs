@@ -29,7 +29,7 @@
 //!
 //! # One session per connection
 //!
-//! The slot speaks to the relay only through an [`exchange::Session`](crate::exchange) on its
+//! The slot speaks to the relay only through an `exchange::Session` on its
 //! link: every page is an ask on it, and the slot reads the session's typed answers (events
 //! admitted, EOSE, how a page ended), never frames. The session is the one reader of the
 //! link's frames, as on every other path: it drops bad frames and says so, signs in once per
@@ -37,11 +37,11 @@
 //! `rate-limited:` with one backoff counter per connection, and counts floods (valid events
 //! outside the filter asked, the same event again on one subscription, or answers to
 //! subscriptions closed longer than the EOSE timeout ago). Its session is
-//! [policed](crate::exchange): past [`RuntimeConfig::max_unrequested`] beyond the events asked
+//! policed: past [`RuntimeConfig::max_unrequested`] beyond the events asked
 //! for the connection ends as [`Failure::Flooded`], past [`RuntimeConfig::max_bad_frames`] as
 //! [`Failure::BadFrames`]. What a page's end means is the slot's: no EOSE in time is
 //! [`Failure::EoseTimeout`], a refusal that retrying cannot fix sets the purpose aside
-//! ([`ReportKind::Refused`]), a rate limit that outlasted the waits is
+//! (`ReportKind::Refused`), a rate limit that outlasted the waits is
 //! [`Failure::RateLimited`], any other refusal [`Failure::Refused`].
 //!
 //! # Layout

@@ -4,13 +4,13 @@
 //! scored on what it delivered of it and when ([`OpenScore`]), beside the live ceiling.
 //!
 //! Two behaviours are modelled. This library's strategies run as the runtime's continuing
-//! feed is meant to ([`feed`]): the plan's relays kept subscribed, a dropped relay dialled
+//! feed is meant to (`feed`): the plan's relays kept subscribed, a dropped relay dialled
 //! again with backoff and asked `since` the newest note it delivered, a relay that keeps
 //! failing set aside and its follows planned elsewhere after the debounce, every set-aside
 //! expiring, a new relay list planned for within seconds, and relays beyond the socket budget
 //! polled in turns. The peers' clients ([`PEERS`]) keep the relays they selected open, select
 //! again when a list changes, and neither dial a dropped relay again before that nor fill its
-//! gap ([`peer`]).
+//! gap (`peer`).
 //!
 //! What the feed learns goes through a [`RoundRecorder`] into
 //! [`DeliveryStats::record_round`] once it closes: a relay still down then as a failure (a
@@ -38,7 +38,7 @@ pub use score::{ceiling, OpenScore};
 pub use world::{FollowChange, LiveNote, Move, OpenModel, OpenWorld};
 
 /// The peers' clients, by registered strategy name: they keep their selection and do not
-/// back-fill ([`mod@peer`]). Every other strategy runs as the runtime's feed.
+/// back-fill (`peer`). Every other strategy runs as the runtime's feed.
 pub const PEERS: &[&str] = &[
     "applesauce",
     "welshman",
