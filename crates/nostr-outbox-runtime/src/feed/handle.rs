@@ -150,20 +150,7 @@ impl FeedHandle {
                     Some(_) => continue,
                     None => break,
                 };
-                let newer = event.kind == Kind::ContactList
-                    && event.pubkey == reader
-                    && event.created_at > newest;
-                if !newer {
-                    continue;
-                }
-                newest = event.created_at;
-                let follows = nostr_outbox_core::follows_from_contact_list(&event);
-                if follows.is_empty() {
-                    tracing::warn!("the reader published an empty follow list; ignored");
-                    continue;
-                }
-                tracing::info!(follows = follows.len(), "the reader's follow list changed");
-                if control.send(Control::SetFollows(follows)).is_err() {
+                if !newer_follows(&control, &event, reader, &mut newest) {
                     break;
                 }
             }
@@ -194,24 +181,13 @@ impl FeedHandle {
                     .kind(Kind::ContactList)
                     .since(newest);
                 let found = crate::query::lookup(&relays, &filter, &client).await;
-                let Some(event) = (found.events.iter())
+                let newest_found = (found.events.iter())
                     .filter(|e| e.kind == Kind::ContactList && e.pubkey == reader)
-                    .max_by_key(|e| e.created_at)
-                else {
-                    continue;
-                };
-                if event.created_at <= newest {
-                    continue;
-                }
-                newest = event.created_at;
-                let follows = nostr_outbox_core::follows_from_contact_list(event);
-                if follows.is_empty() {
-                    tracing::warn!("the reader published an empty follow list; ignored");
-                    continue;
-                }
-                tracing::info!(follows = follows.len(), "the reader's follow list changed");
-                if control.send(Control::SetFollows(follows)).is_err() {
-                    break;
+                    .max_by_key(|e| e.created_at);
+                if let Some(event) = newest_found {
+                    if !newer_follows(&control, event, reader, &mut newest) {
+                        break;
+                    }
                 }
             }
         });
@@ -242,4 +218,26 @@ impl FeedHandle {
             Err(e) => panic!("feed task cancelled: {e}"),
         }
     }
+}
+
+/// `event`, when it is the reader's follow list newer than `newest`, replaces the feed's
+/// follows (an empty list is ignored: a client that lost the list publishes one). `false` once
+/// the feed is gone.
+fn newer_follows(
+    control: &mpsc::UnboundedSender<Control>,
+    event: &nostr::event::Event,
+    reader: PublicKey,
+    newest: &mut Timestamp,
+) -> bool {
+    if event.kind != Kind::ContactList || event.pubkey != reader || event.created_at <= *newest {
+        return true;
+    }
+    *newest = event.created_at;
+    let follows = nostr_outbox_core::follows_from_contact_list(event);
+    if follows.is_empty() {
+        tracing::warn!("the reader published an empty follow list; ignored");
+        return true;
+    }
+    tracing::info!(follows = follows.len(), "the reader's follow list changed");
+    control.send(Control::SetFollows(follows)).is_ok()
 }
