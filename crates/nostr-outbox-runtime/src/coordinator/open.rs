@@ -457,7 +457,10 @@ impl Coordinator {
         let resting = Resting {
             since,
             due: crate::deadline::after(self.cfg.open.turn_every),
-            lookup: live.lists.is_some() && !live.watch,
+            // The reader's relays carry discovery's lookup: every follow's new list (a follow
+            // that moves publishes it there), asked again at each turn.
+            lookup: (live.lists.is_some() && !live.watch)
+                || self.reader_relays.iter().any(|r| r == url),
         };
         debug!(relay = %url, "gives its place up until its next turn");
         if let Some(turns) = self.turns.as_mut() {
