@@ -902,10 +902,7 @@ fn read_lines(stdout: impl std::io::Read, printed: &Mutex<Printed>) {
 }
 
 fn sign_note(keys: &rb::Keys, at: u64, content: &str) -> Result<rb::Event, SoakError> {
-    rb::EventBuilder::new(rb::Kind::TextNote, content)
-        .custom_created_at(rb::Timestamp::from(at))
-        .sign_with_keys(keys)
-        .map_err(|e| SoakError::Sign(e.to_string()))
+    sign(keys, rb::Kind::TextNote, content, std::iter::empty(), at)
 }
 
 fn sign_list(
@@ -913,27 +910,38 @@ fn sign_list(
     at: u64,
     relays: impl Iterator<Item = String>,
 ) -> Result<rb::Event, SoakError> {
-    let tags = relays
-        .map(|u| rb::Tag::parse(["r".to_string(), u]))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SoakError::Sign(e.to_string()))?;
-    rb::EventBuilder::new(rb::Kind::RelayList, "")
-        .tags(tags)
-        .custom_created_at(rb::Timestamp::from(at))
-        .sign_with_keys(keys)
-        .map_err(|e| SoakError::Sign(e.to_string()))
+    sign(
+        keys,
+        rb::Kind::RelayList,
+        "",
+        relays.map(|u| ["r".to_string(), u]),
+        at,
+    )
 }
 
 fn sign_contacts(reader: &rb::Keys, at: u64, follows: &[rb::Keys]) -> Result<rb::Event, SoakError> {
     let tags = follows
         .iter()
-        .map(|k| rb::Tag::parse(["p".to_string(), k.public_key().to_hex()]))
+        .map(|k| ["p".to_string(), k.public_key().to_hex()]);
+    sign(reader, rb::Kind::ContactList, "", tags, at)
+}
+
+/// An event of `kind` by `keys` with these two-part tags, dated `at`.
+fn sign(
+    keys: &rb::Keys,
+    kind: rb::Kind,
+    content: &str,
+    tags: impl Iterator<Item = [String; 2]>,
+    at: u64,
+) -> Result<rb::Event, SoakError> {
+    let tags = tags
+        .map(rb::Tag::parse)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SoakError::Sign(e.to_string()))?;
-    rb::EventBuilder::new(rb::Kind::ContactList, "")
+    rb::EventBuilder::new(kind, content)
         .tags(tags)
         .custom_created_at(rb::Timestamp::from(at))
-        .sign_with_keys(reader)
+        .sign_with_keys(keys)
         .map_err(|e| SoakError::Sign(e.to_string()))
 }
 
