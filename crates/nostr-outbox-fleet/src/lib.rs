@@ -8,7 +8,8 @@
 //! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
 //!   [`Fault`]), for what a real relay does not do on demand.
 //! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
-//! - [`search`]: a minimal NIP-50 relay with a NIP-11 document ([`SearchRelay`]).
+//! - [`plain`]: a minimal relay that serves REQs (search among them) and a NIP-11 document of
+//!   the NIPs it is told to name, and ignores every other ask ([`PlainRelay`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
@@ -22,9 +23,9 @@
 pub mod events;
 pub mod fault;
 pub mod feed;
+pub mod plain;
 pub mod proxy;
 pub mod relay;
-pub mod search;
 pub mod world;
 
 pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
@@ -32,7 +33,7 @@ pub use fault::{BlackHole, Fault, FaultServer, DUPLICATES, FLOOD, RATE_LIMITED};
 pub use feed::{
     drain, run_once, start_once, start_once_on, wait_for, wait_until, Collected, ONCE_WITHIN,
 };
+pub use plain::PlainRelay;
 pub use proxy::{proxy, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
-pub use search::SearchRelay;
 pub use world::{router, table, World};

@@ -2,7 +2,8 @@
 //!
 //! A [`Client`] owns the live resources — the sockets (one per relay, one budget for every
 //! connection the client opens, relay documents included), the signer it signs in with, and
-//! the cache of relay documents — beside the knobs ([`RuntimeConfig`], plain data). The feed
+//! the cache of relay documents, what each relay was learned to speak
+//! ([`Extensions`](crate::extensions)) — beside the knobs ([`RuntimeConfig`], plain data). The feed
 //! ([`start`](crate::start)), route feeds ([`start_route`](crate::start_route)), lookups
 //! ([`lookup`](crate::lookup)), probes, monitors and publishing ([`publish`](crate::publish()))
 //! all borrow it, so two of them running at once share one socket per relay and stay within
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use nostr::key::Keys;
 
 use crate::config::RuntimeConfig;
+use crate::extensions::Extensions;
 use crate::nip11::Nip11Cache;
 use crate::sockets::{SocketBudget, Sockets};
 
@@ -29,6 +31,7 @@ pub struct Client {
 struct Shared {
     sockets: Sockets,
     documents: Nip11Cache,
+    extensions: Extensions,
 }
 
 impl std::fmt::Debug for Client {
@@ -63,6 +66,7 @@ impl Client {
             shared: Arc::new(Shared {
                 sockets: Sockets::signing(budget, signer),
                 documents: Nip11Cache::new(),
+                extensions: Extensions::default(),
             }),
         }
     }
@@ -98,5 +102,11 @@ impl Client {
     /// The relay documents (NIP-11) this client has read, kept for a while.
     pub fn documents(&self) -> &Nip11Cache {
         &self.shared.documents
+    }
+
+    /// What this client learned of the extensions each relay speaks (restore a store's with
+    /// [`Extensions::restore`], keep it with [`Extensions::learned`]).
+    pub fn extensions(&self) -> &Extensions {
+        &self.shared.extensions
     }
 }

@@ -1,7 +1,8 @@
 //! Counts (NIP-45): how many events match a filter, asked of a few relays at once.
 //!
 //! Each relay is one exchange (`crate::exchange`: sign-in, rate limits and refusals as on every
-//! path) with an answer due within the config's EOSE timeout. Relays hold overlapping sets, so
+//! path) with an answer due within the config's EOSE timeout, or sooner where the relay has yet
+//! to show it speaks NIP-45 ([`crate::extensions`]). Relays hold overlapping sets, so
 //! counts are never added: [`Counts`] keeps each relay's and names the largest, a lower bound
 //! of the true number.
 
@@ -11,9 +12,11 @@ use std::time::Duration;
 use nostr::filter::Filter;
 use nostr::message::SubscriptionId;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::exchange::{Answer, Ask, Counted, Exchange};
+use crate::extensions::{outcome_of, Extension, Outcome, Verdict};
 use crate::query::LookupOutcome;
 use crate::sockets::Role;
 
@@ -46,7 +49,7 @@ impl Counts {
 
 /// Asks every relay in `relays` (canonical URLs) how many events match `filters`, at once.
 /// A relay that does not speak NIP-45 usually refuses (`CLOSED`) or stays silent; either is
-/// said in its entry.
+/// said in its entry, and one known not to speak it ([`crate::extensions`]) is not asked.
 pub async fn count(relays: &[String], filters: &[Filter], client: &Client) -> Counts {
     let mut tasks = JoinSet::new();
     for (i, url) in relays.iter().enumerate() {
@@ -85,23 +88,38 @@ async fn count_one(
     i: usize,
 ) -> Result<Counted, LookupOutcome> {
     let cfg = client.config();
+    let wait = match client.verdict(url, Extension::Count).await {
+        Verdict::Ask(wait) => wait,
+        Verdict::Skip(why) => return Err(LookupOutcome::Unsupported(why)),
+    };
+    let dialled = Instant::now();
     let mut link = client
         .sockets()
         .link(url, Role::Lookup, cfg.dial())
         .await
         .map_err(|why| LookupOutcome::Unreachable(why.to_string()))?;
+    let wait = wait.bound(cfg.eose_timeout, dialled.elapsed());
     let ask = Ask::Count {
         sub: SubscriptionId::new("outbox-count"),
         filters,
     };
     let seed = crate::route_feed::relay_seed(cfg.seed, i);
-    let counted = match Exchange::send(&mut link, ask, client, cfg.eose_timeout, seed).await {
+    let heard = |outcome| client.extensions().heard(url, Extension::Count, outcome);
+    let counted = match Exchange::send(&mut link, ask, client, wait, seed).await {
         Err(ended) => Err(ended.into()),
         Ok(mut exchange) => {
             let counted = loop {
                 match exchange.next().await {
-                    Answer::Count(n) => break Ok(n),
-                    Answer::Ended(ended) => break Err(ended.into()),
+                    Answer::Count(n) => {
+                        heard(Outcome::Answered);
+                        break Ok(n);
+                    }
+                    Answer::Ended(ended) => {
+                        if let Some(outcome) = outcome_of(&ended) {
+                            heard(outcome);
+                        }
+                        break Err(ended.into());
+                    }
                     Answer::Event(_) | Answer::Eose | Answer::Ok { .. } | Answer::Reconcile(_) => {}
                 }
             };

@@ -87,6 +87,7 @@ mod deadline;
 mod dedup;
 pub mod dms;
 mod exchange;
+pub mod extensions;
 pub mod feed;
 pub mod limits;
 pub mod monitor;
@@ -113,6 +114,7 @@ pub use dms::{
     UnwrapError, Wrap,
 };
 pub use exchange::FrameDrop;
+pub use extensions::{Extension, Extensions, Learned, Verdict};
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,
     RelayMark, RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,

@@ -48,6 +48,9 @@ pub enum LookupOutcome {
     Unreachable(String),
     /// No answer in time, or the socket ended before it (not escaped).
     Unanswered(String),
+    /// Not asked: what is known says the relay does not speak what the ask needs (why; not
+    /// escaped).
+    Unsupported(String),
     /// Still answering when the lookup ended, another relay having answered
     /// ([`RuntimeConfig::lookup_grace`](crate::RuntimeConfig::lookup_grace)).
     CutOff,
@@ -60,6 +63,7 @@ impl std::fmt::Display for LookupOutcome {
             Self::Refused { message, .. } => write!(f, "relay refused: {message}"),
             Self::Unreachable(why) => write!(f, "could not connect: {why}"),
             Self::Unanswered(why) => write!(f, "no answer: {why}"),
+            Self::Unsupported(why) => write!(f, "not asked: {why}"),
             Self::CutOff => f.write_str("cut off after another relay answered"),
         }
     }

@@ -1,5 +1,7 @@
-//! What a run keeps between runs besides its stats: the relay lists and the penalty box, kept
-//! by a [`StateStore`] (the `nostr-outbox-stats` crate's file and SQLite stores, or a client's own).
+//! What a run keeps between runs besides its stats: the relay lists, the penalty box and what
+//! relays were learned to speak ([`Learned`]), kept by a [`StateStore`] (the
+//! `nostr-outbox-stats` crate's file and SQLite stores, or a client's own). The last two share
+//! the store's penalty document: the box's fields, and `extensions` beside them.
 //!
 //! The runtime reads and writes state only through the stores' traits: it saves its stats
 //! through [`FeedInput::store`](crate::FeedInput::store) itself.
@@ -12,7 +14,11 @@ use nostr_outbox_client::{LoadWarning, StatsStoreError};
 use nostr_outbox_client::{StateStore, MAX_STORED_LISTS};
 use nostr_outbox_core::RawRelayList;
 
+use crate::extensions::Learned;
 use crate::penalty::PenaltyBox;
+
+/// The field of the penalty document that holds what relays were learned to speak.
+const EXTENSIONS: &str = "extensions";
 
 /// The relay lists and penalty box a store kept, and what was worked around to read them.
 #[derive(Clone, Debug, Default)]
@@ -21,6 +27,9 @@ pub struct Kept {
     pub lists: Vec<RawRelayList>,
     /// Relays set aside by the last run.
     pub penalties: PenaltyBox,
+    /// What relays were learned to speak (restore it into a client with
+    /// [`Extensions::restore`](crate::Extensions::restore)).
+    pub extensions: Learned,
     /// Problems worked around; the values above are usable.
     pub warnings: Vec<LoadWarning>,
 }
@@ -35,6 +44,18 @@ pub async fn load_kept(store: &dyn StateStore) -> Result<Kept, StatsStoreError> 
     let mut lists = lists.value;
     // A client's store may not bound what it returns.
     lists.truncate(MAX_STORED_LISTS);
+    let extensions = penalties
+        .value
+        .as_ref()
+        .and_then(|doc| doc.get(EXTENSIONS))
+        .and_then(|v| match serde_json::from_value::<Learned>(v.clone()) {
+            Ok(learned) => Some(learned),
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable extension support; learning it again");
+                None
+            }
+        })
+        .unwrap_or_default();
     let penalties = match penalties.value {
         None => PenaltyBox::new(),
         Some(doc) => match serde_json::from_value::<PenaltyBox>(doc) {
@@ -51,19 +72,28 @@ pub async fn load_kept(store: &dyn StateStore) -> Result<Kept, StatsStoreError> 
     Ok(Kept {
         lists,
         penalties,
+        extensions,
         warnings,
     })
 }
 
-/// Keeps `lists` and `penalties` (a run's [`FeedSummary`](crate::FeedSummary) has both) in
-/// `store` for the next run.
+/// Keeps `lists` and `penalties` (a run's [`FeedSummary`](crate::FeedSummary) has both) and
+/// `extensions` (its client's [`Extensions::learned`](crate::Extensions::learned)) in `store`
+/// for the next run.
 pub async fn save_kept(
     store: &dyn StateStore,
     lists: &[RawRelayList],
     penalties: &PenaltyBox,
+    extensions: &Learned,
 ) -> Result<(), StatsStoreError> {
-    let doc =
-        serde_json::to_value(penalties).map_err(|e| StatsStoreError::Encode(e.to_string()))?;
+    let encode = |e: serde_json::Error| StatsStoreError::Encode(e.to_string());
+    let mut doc = serde_json::to_value(penalties).map_err(encode)?;
+    if let Some(top) = doc.as_object_mut() {
+        top.insert(
+            EXTENSIONS.into(),
+            serde_json::to_value(extensions).map_err(encode)?,
+        );
+    }
     store.save_penalties(&doc).await?;
     store.save_lists(lists).await
 }
@@ -88,6 +118,17 @@ mod tests {
         b
     }
 
+    fn learned() -> Learned {
+        let mut learned = Learned::default();
+        learned.record(
+            "wss://a.example",
+            crate::Extension::Reconcile,
+            crate::extensions::Outcome::Ignored,
+            1_700_000_000,
+        );
+        learned
+    }
+
     fn list() -> RawRelayList {
         let sk = nostr::key::SecretKey::from_slice(&[3u8; 32]).unwrap();
         RawRelayList {
@@ -109,12 +150,13 @@ mod tests {
             let empty = load_kept(store.as_ref()).await.unwrap();
             assert!(empty.lists.is_empty() && empty.warnings.is_empty());
             assert_eq!(empty.penalties, PenaltyBox::new());
-            save_kept(store.as_ref(), &[list()], &boxed())
+            save_kept(store.as_ref(), &[list()], &boxed(), &learned())
                 .await
                 .unwrap();
             let kept = load_kept(store.as_ref()).await.unwrap();
             assert_eq!(kept.lists, vec![list()], "{store:?}");
             assert_eq!(kept.penalties, boxed(), "{store:?}");
+            assert_eq!(kept.extensions, learned(), "{store:?}");
             assert!(kept.warnings.is_empty(), "{:?}", kept.warnings);
         }
     }

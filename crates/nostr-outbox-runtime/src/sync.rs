@@ -6,7 +6,8 @@
 //! relay holds that are not kept, and only those are fetched (a `REQ` by ids, on the same link).
 //! An unchanged world moves a few hundred bytes per relay where a lookup moves every event
 //! again. A relay that does not speak NIP-77 (refuses, answers `NEG-ERR`, stays silent) is
-//! asked with a plain [`lookup`] instead, and the outcome says so.
+//! asked with a plain [`lookup`] instead, and the outcome says so; whether to try at all, and
+//! how long to wait, is the one rule of [`crate::extensions`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -19,9 +20,11 @@ use nostr::message::SubscriptionId;
 use nostr::types::Timestamp;
 use nostr_outbox_core::RawRelayList;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::exchange::{Answer, Ask, Ended, Exchange};
+use crate::extensions::{outcome_of, Extension, Outcome, Verdict};
 use crate::query::{lookup, LookupOutcome};
 use crate::sockets::Role;
 
@@ -181,11 +184,17 @@ pub(crate) async fn reconcile(
     storage.seal().map_err(|e| e.to_string())?;
     let mut negentropy = Negentropy::owned(storage, FRAME_LIMIT).map_err(|e| e.to_string())?;
     let initial = negentropy.initiate().map_err(|e| e.to_string())?;
+    let wait = match client.verdict(url, Extension::Reconcile).await {
+        Verdict::Ask(wait) => wait,
+        Verdict::Skip(why) => return Err(format!("not asked: {why}")),
+    };
+    let dialled = Instant::now();
     let mut link = client
         .sockets()
         .link(url, Role::Lookup, cfg.dial())
         .await
         .map_err(|e| e.to_string())?;
+    let wait = wait.bound(cfg.eose_timeout, dialled.elapsed());
     let seed = crate::route_feed::relay_seed(cfg.seed, i);
     let ask = Ask::Sync {
         sub: SubscriptionId::new("outbox-sync"),
@@ -194,12 +203,18 @@ pub(crate) async fn reconcile(
     };
     let mut need: Vec<Id> = Vec::new();
     let mut rounds = 0usize;
-    let reconciled = match Exchange::send(&mut link, ask, client, cfg.eose_timeout, seed).await {
+    let reconciled = match Exchange::send(&mut link, ask, client, wait, seed).await {
         Err(ended) => Err(ended.to_string()),
         Ok(mut exchange) => {
             let result = loop {
                 match exchange.next().await {
                     Answer::Reconcile(message) => {
+                        if rounds == 0 {
+                            client
+                                .extensions()
+                                .heard(url, Extension::Reconcile, Outcome::Answered);
+                            exchange.rewait(cfg.eose_timeout);
+                        }
                         rounds += 1;
                         if rounds > MAX_SYNC_ROUNDS {
                             break Err(format!("no agreement after {MAX_SYNC_ROUNDS} rounds"));
@@ -218,7 +233,16 @@ pub(crate) async fn reconcile(
                             Err(e) => break Err(format!("bad negentropy message: {e}")),
                         }
                     }
-                    Answer::Ended(ended) => break Err(ended.to_string()),
+                    Answer::Ended(ended) => {
+                        if rounds == 0 {
+                            if let Some(outcome) = outcome_of(&ended) {
+                                client
+                                    .extensions()
+                                    .heard(url, Extension::Reconcile, outcome);
+                            }
+                        }
+                        break Err(ended.to_string());
+                    }
                     Answer::Event(_) | Answer::Eose | Answer::Ok { .. } | Answer::Count(_) => {}
                 }
             };

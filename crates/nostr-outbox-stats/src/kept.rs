@@ -24,8 +24,9 @@
 //! is stored (the lift and anything set aside since by runs that knew it) stays; a relay that
 //! still fails is set aside again by its next strikes. A save that made a lift itself keeps its
 //! own view of the lifted relays. At most [`MAX_LIFTS`] per-relay lifts are kept (the newest);
-//! a clear supersedes every lift before it. A document of another shape is kept as the run
-//! gave it, as before.
+//! a clear supersedes every lift before it. What relays were learned to speak
+//! ([`EXTENSIONS`]) is merged per relay and NIP, the later kept. A document of another shape is
+//! kept as the run gave it, as before.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +38,11 @@ pub const CLEARED_AT: &str = "cleared_at";
 
 /// The field of the penalty document holding, per relay, when its set-aside was last lifted.
 pub const LIFTED: &str = "lifted";
+
+/// The field of the penalty document holding what relays were learned to speak (the runtime's
+/// `extensions::Learned`: per relay and NIP, an outcome and when). Merged per relay and NIP,
+/// the later wins; the runtime bounds it when it reads it back.
+pub const EXTENSIONS: &str = "extensions";
 
 /// The most per-relay lifts a penalty document keeps (the newest).
 pub const MAX_LIFTS: usize = 1_000;
@@ -234,8 +240,45 @@ pub fn merge_penalties(stored: Option<&Value>, base: Option<&Value>, run: &Value
         if !lifted.is_empty() {
             top.insert(LIFTED.into(), Value::Object(lifted));
         }
+        if let Some(both) = merged_extensions(stored, run) {
+            top.insert(EXTENSIONS.into(), both);
+        }
     }
     out
+}
+
+/// What the stored document and the run learned of the extensions relays speak, together:
+/// per relay and NIP the later (`at`) of the two. `None` when neither has any.
+fn merged_extensions(stored: &Value, run: &Value) -> Option<Value> {
+    let relays = |doc: &Value| {
+        doc.get(EXTENSIONS)
+            .and_then(|e| e.get("relays"))
+            .and_then(Value::as_object)
+            .cloned()
+    };
+    let (mut merged, theirs) = match (relays(run), relays(stored)) {
+        (None, None) => return None,
+        (Some(mine), theirs) => (mine, theirs.unwrap_or_default()),
+        (None, Some(theirs)) => (Map::new(), theirs),
+    };
+    let at = |v: &Value| v.get("at").and_then(Value::as_u64).unwrap_or(0);
+    for (url, nips) in theirs {
+        let Some(nips) = nips.as_object() else {
+            continue;
+        };
+        let mine = merged
+            .entry(url)
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(mine) = mine.as_object_mut() else {
+            continue;
+        };
+        for (nip, seen) in nips {
+            if mine.get(nip).is_none_or(|m| at(m) < at(seen)) {
+                mine.insert(nip.clone(), seen.clone());
+            }
+        }
+    }
+    Some(serde_json::json!({ "relays": merged }))
 }
 
 /// The key of an author's list.
@@ -306,6 +349,30 @@ mod tests {
             stored,
             json!({"relays": {"wss://a.example": entry(10), "wss://b.example": entry(20)}})
         );
+    }
+
+    #[test]
+    fn what_relays_speak_is_merged_the_later_kept() {
+        let seen = |outcome: &str, at: u64| json!({"outcome": outcome, "at": at});
+        let base = json!({"relays": {}});
+        let stored = json!({"relays": {}, "extensions": {"relays": {
+            "wss://a.example": {"77": seen("ignored", 10), "45": seen("answered", 30)},
+            "wss://b.example": {"77": seen("answered", 5)},
+        }}});
+        let run = json!({"relays": {}, "extensions": {"relays": {
+            "wss://a.example": {"77": seen("answered", 20), "45": seen("ignored", 25)},
+        }}});
+        let merged = merge_penalties(Some(&stored), Some(&base), &run);
+        assert_eq!(
+            merged[EXTENSIONS],
+            json!({"relays": {
+                "wss://a.example": {"77": seen("answered", 20), "45": seen("answered", 30)},
+                "wss://b.example": {"77": seen("answered", 5)},
+            }})
+        );
+        // Neither side knows any: the document gains nothing.
+        let plain = merge_penalties(Some(&base), Some(&base), &base);
+        assert_eq!(plain, json!({"relays": {}}));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder, StateStore};
 use nostr_outbox_core::{DeliveryStats, UrlPolicy};
+use nostr_outbox_runtime::store::Kept;
 use nostr_outbox_runtime::{Client, Lookup, RuntimeConfig, SocketBudget};
 
 /// The reader options, flattened into a command's arguments (`outbox feed` and the reading
@@ -90,6 +91,9 @@ pub struct Reader {
     pub store: Option<Arc<dyn StateStore>>,
     /// `--json`.
     pub json: bool,
+    /// What the store kept, once [`Reader::lists`] read it: saved again with what the
+    /// command learned ([`Reader::keep_learned`]).
+    kept: Option<Kept>,
 }
 
 impl ReaderArgs {
@@ -121,6 +125,7 @@ impl ReaderArgs {
             client: Client::with(config, SocketBudget::default(), keys),
             store,
             json: self.json,
+            kept: None,
         })
     }
 }
@@ -228,9 +233,11 @@ impl Reader {
         if let Some(store) = &self.store {
             match nostr_outbox_runtime::store::load_kept(store.as_ref()).await {
                 Ok(kept) => {
-                    for list in kept.lists {
-                        builder.add_relay_list(list);
+                    for list in &kept.lists {
+                        builder.add_relay_list(list.clone());
                     }
+                    self.client.extensions().restore(&kept.extensions);
+                    self.kept = Some(kept);
                 }
                 Err(e) => eprintln!(
                     "warning: kept relay lists unreadable: {}",
@@ -247,6 +254,30 @@ impl Reader {
         Lists {
             directory: builder.build(),
             lookup,
+        }
+    }
+
+    /// Keeps what the command learned of the relays it asked (which extensions they speak)
+    /// in the store, beside what it kept already; a failure is a warning.
+    pub async fn keep_learned(&self) {
+        let (Some(store), Some(kept)) = (&self.store, &self.kept) else {
+            return;
+        };
+        let learned = self.client.extensions().learned();
+        if learned == kept.extensions {
+            return;
+        }
+        let saved = nostr_outbox_runtime::store::save_kept(
+            store.as_ref(),
+            &kept.lists,
+            &kept.penalties,
+            &learned,
+        );
+        if let Err(e) = saved.await {
+            eprintln!(
+                "warning: what the relays speak not kept: {}",
+                crate::text::shown(&e.to_string())
+            );
         }
     }
 

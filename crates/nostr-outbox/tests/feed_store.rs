@@ -170,3 +170,37 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
         "kept until {until}, now {now}"
     );
 }
+
+/// A relay that never answers `NEG-OPEN` is waited on briefly once, when the kept lists are
+/// first reconciled; the store remembers it, and the next run pages its lists at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_ignores_reconciliation_is_remembered_by_the_store() {
+    use nostr::event::Tag;
+    use nostr_outbox_fleet::PlainRelay;
+    let dir = tempfile::tempdir().unwrap();
+    let author = Keys::new(SecretKey::from_slice(&[0x42; 32]).unwrap());
+    let elsewhere = nostr_outbox_fleet::dead_url().await;
+    let list = signed(
+        &author,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", elsewhere.as_str()]).unwrap()],
+        500,
+    );
+    let note = signed(&author, Kind::TextNote, "n0", vec![], 60);
+    // Its document is silent: nothing says whether it reconciles.
+    let relay = PlainRelay::documented(vec![list, note], None).await;
+    let follows = dir.path().join("follows.txt");
+    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    let store = format!("sqlite:{}", dir.path().join("kept.sqlite").display());
+    let mut asked = Vec::new();
+    for _ in 0..3 {
+        let out = feed(&relay.url, &follows, vec!["--store".into(), store.clone()]).await;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        asked.push(relay.ignored());
+    }
+    // The first run pages the lists (nothing kept), the second reconciles them and is ignored,
+    // the third does not ask.
+    assert_eq!(asked, vec![0, 1, 1]);
+}

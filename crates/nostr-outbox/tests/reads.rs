@@ -13,11 +13,17 @@ use nostr::types::RelayUrl;
 use nostr_outbox_fleet::{key, signed, RealRelay};
 
 /// Runs `outbox` with `args` (loopback allowed, nothing kept).
-async fn outbox(args: Vec<String>) -> Output {
+async fn outbox(mut args: Vec<String>) -> Output {
+    args.push("--no-stats".into());
+    outbox_keeping(args).await
+}
+
+/// Runs `outbox` with `args` (loopback allowed), keeping what `args` say.
+async fn outbox_keeping(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_outbox"))
             .args(&args)
-            .args(["--allow-local", "--no-stats"])
+            .arg("--allow-local")
             .env_remove("RUST_LOG")
             .output()
             .unwrap()
@@ -278,7 +284,7 @@ async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones() {
-    use nostr_outbox_fleet::SearchRelay;
+    use nostr_outbox_fleet::PlainRelay;
     let home = RealRelay::start().await;
     let (reader, alice) = (key(0x51), key(0xa1));
     let hit = signed(
@@ -290,9 +296,11 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
     );
     let miss = signed(&alice, Kind::TextNote, "nothing to see", vec![], 60);
     let corpus = vec![hit.clone(), miss.clone()];
-    let listed = SearchRelay::start(corpus.clone(), false).await;
-    let advertised = SearchRelay::start(corpus.clone(), true).await;
-    let configured = SearchRelay::start(corpus.clone(), false).await;
+    // Relays with no document may search; one whose document leaves NIP-50 out does not.
+    let listed = PlainRelay::documented(corpus.clone(), None).await;
+    let advertised = PlainRelay::start(corpus.clone(), true).await;
+    let configured = PlainRelay::documented(corpus.clone(), None).await;
+    let says_no = PlainRelay::start(corpus.clone(), false).await;
     let search = |relays: String| {
         args(&[
             "search",
@@ -373,6 +381,43 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
         ),
         (1, 1, 1)
     );
+
+    // A relay whose document does not list NIP-50 is not searched, and said; with no other,
+    // the search fails.
+    let out = outbox(args(&[
+        "search",
+        "relays",
+        "--relays",
+        &home.url,
+        "--search-relays",
+        &format!("{},{}", says_no.url, configured.url),
+    ]))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "{}: not searched: its document does not list NIP-50",
+            says_no.url
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let out = outbox(args(&[
+        "search",
+        "relays",
+        "--relays",
+        &home.url,
+        "--search-relays",
+        &says_no.url,
+    ]))
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("none of the chosen relays supports NIP-50"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(says_no.searches(), 0);
 
     // Nothing to search with, or nothing to search for: clear errors.
     let out = outbox(args(&["search", "relays", "--relays", &home.url])).await;
@@ -617,4 +662,54 @@ async fn count_shows_an_approximate_count_as_approximate() {
     let last = lines.last().unwrap();
     assert_eq!(last["largest"], 4200);
     assert_eq!(last["approximate"], true);
+}
+
+/// A relay that never answers `COUNT` is waited on briefly once, and the next run, reading
+/// what the store kept, does not ask it again; one whose document leaves NIP-45 out is never
+/// asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_remembers_relays_that_do_not_count() {
+    use nostr_outbox_fleet::PlainRelay;
+    let alice = key(0xa7);
+    let notes: Vec<Event> = (0..2)
+        .map(|i| signed(&alice, Kind::TextNote, &format!("n{i}"), vec![], 60 + i))
+        .collect();
+    let home = RealRelay::start().await;
+    let silent = PlainRelay::documented(notes.clone(), None).await;
+    let says_no = PlainRelay::documented(notes, Some(&[1, 11])).await;
+    let mut list = vec![];
+    for url in [&silent.url, &says_no.url] {
+        list.push(Tag::parse(["r", url.as_str(), "write"]).unwrap());
+    }
+    home.store(&signed(&alice, Kind::RelayList, "", list, 1_000))
+        .await;
+    home.store(&signed(&alice, Kind::TextNote, "n0", vec![], 60))
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("kept.sqlite").display());
+    let a = npub(&alice);
+    let run = || {
+        outbox_keeping(args(&[
+            "count", "-a", &a, "-k", "1", "--relays", &home.url, "--store", &store,
+        ]))
+    };
+    let first = run().await;
+    let err = stderr(&first);
+    assert!(first.status.success(), "{err}");
+    assert!(err.contains("does not list NIP-45"), "{err}");
+    assert_eq!(says_no.ignored(), 0, "{err}");
+    assert_eq!(silent.ignored(), 1, "{err}");
+    let second = run().await;
+    let err = stderr(&second);
+    assert!(second.status.success(), "{err}");
+    assert!(
+        err.contains("did not answer NIP-45 when last asked"),
+        "{err}"
+    );
+    assert_eq!(silent.ignored(), 1, "not asked again: {err}");
+    assert!(
+        stdout(&second).contains("at least 1 events match"),
+        "{}",
+        stdout(&second)
+    );
 }

@@ -67,7 +67,9 @@ async fn learn(store: &dyn StateStore) {
     let policy = PenaltyPolicy::default();
     penalties.penalise(DEAD, "timeout \u{1b}[2J \u{9b}2J gone", now, &policy);
     penalties.needs_sign_in(LOCKED, "auth-required: members", now, &policy);
-    save_kept(store, &[], &penalties).await.unwrap();
+    save_kept(store, &[], &penalties, &Default::default())
+        .await
+        .unwrap();
 }
 
 async fn outbox(args: Vec<String>) -> Output {
@@ -419,7 +421,7 @@ async fn a_clear_sticks_against_a_feed_that_loaded_before_it() {
             now(),
             &PenaltyPolicy::default(),
         );
-        save_kept(feed.as_ref(), &kept.lists, &penalties)
+        save_kept(feed.as_ref(), &kept.lists, &penalties, &kept.extensions)
             .await
             .unwrap();
         let after = load_kept(reopen(dir.path(), &arg).as_ref()).await.unwrap();
@@ -442,9 +444,14 @@ async fn set_asides_past_their_deadline_show_as_expired() {
         // Set aside seven hours ago: its six hours are over.
         kept.penalties
             .penalise("wss://over.example", "timeout", now() - 7 * 3600, &policy);
-        save_kept(store.as_ref(), &kept.lists, &kept.penalties)
-            .await
-            .unwrap();
+        save_kept(
+            store.as_ref(),
+            &kept.lists,
+            &kept.penalties,
+            &kept.extensions,
+        )
+        .await
+        .unwrap();
         let table = stdout(&outbox(args(&arg, &[])).await);
         let line = |relay: &str| {
             table

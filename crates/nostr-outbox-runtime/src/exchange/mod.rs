@@ -219,6 +219,11 @@ impl<'l> Exchange<'l> {
         }
     }
 
+    /// Later answers are due within `wait` of each send.
+    pub(crate) fn rewait(&mut self, wait: Duration) {
+        self.session.rewait(self.id, wait);
+    }
+
     /// Our next negentropy message of a [`Ask::Sync`]; the answer's deadline starts anew.
     pub(crate) async fn reply(&mut self, message: &[u8]) -> Result<(), Ended> {
         self.session

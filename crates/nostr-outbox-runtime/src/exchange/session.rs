@@ -289,6 +289,14 @@ impl<'l> Session<'l> {
         self.write(frame).await
     }
 
+    /// Answers to ask `id` are due within `wait` of its next send (the first answer's wait
+    /// was short: the relay had yet to show it speaks what was asked).
+    pub(crate) fn rewait(&mut self, id: AskId, wait: Duration) {
+        if let Some(open) = self.asks.get_mut(&id) {
+            open.wait = wait;
+        }
+    }
+
     /// Our next negentropy message of an [`Ask::Sync`]; its answer is due anew.
     pub(crate) async fn reply(&mut self, id: AskId, message: &[u8]) -> Result<(), Broken> {
         let Some(open) = self.asks.get_mut(&id) else {

@@ -406,6 +406,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
         input.penalties = kept.penalties;
         input.relay_lists = kept.lists;
+        client.extensions().restore(&kept.extensions);
         input.store = store.clone();
     }
     let mut kept_ids = std::collections::HashSet::new();
@@ -458,8 +459,14 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
                 not_kept.push(format!("stats not saved: {e}"));
             }
             if let Some(store) = &store {
-                if let Err(e) = save_kept(store.as_ref(), &summary.lists, &summary.penalties).await
-                {
+                let extensions = client.extensions().learned();
+                let saved = save_kept(
+                    store.as_ref(),
+                    &summary.lists,
+                    &summary.penalties,
+                    &extensions,
+                );
+                if let Err(e) = saved.await {
                     not_kept.push(format!(
                         "the relay lists and set-aside relays not kept: {e:#}"
                     ));

@@ -16,6 +16,11 @@ use crate::text::{escape, json_safe};
 pub struct Args {
     #[command(flatten)]
     filter: FilterArgs,
+    /// How long a relay known to count (its document lists NIP-45, or it counted before) has
+    /// to answer; one not known to gets about a second past its connect time, and one known
+    /// not to is not asked.
+    #[arg(long, value_parser = crate::duration::parse, default_value = "15s")]
+    timeout: std::time::Duration,
     #[command(flatten)]
     reader: crate::reader::ReaderArgs,
 }
@@ -27,7 +32,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut named = people(&built.filter);
         named.extend(built.event_authors.iter().copied());
         let known = [("a person the filter names", named.as_slice())];
-        let reader = &mut args.reader.open(runtime_config(false), &known)?;
+        let config = nostr_outbox_runtime::RuntimeConfig {
+            eose_timeout: args.timeout,
+            ..runtime_config(false)
+        };
+        let reader = &mut args.reader.open(config, &known)?;
         let plan = route(reader, built).await?;
         describe_plan("count", &plan, reader.json)?;
         // Each relay is asked what it is routed for, all at once.
@@ -53,6 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 rows.push(row);
             }
         }
+        reader.keep_learned().await;
         // The largest count first; relays that did not count last.
         rows.sort_by(|a, b| {
             let n = |c: &Option<Result<u64, _>>| c.as_ref().and_then(|r| r.as_ref().ok()).copied();

@@ -1,7 +1,8 @@
 //! `outbox search` (NIP-50): a `search` filter asked of the reader's search relays (their
 //! kind:10007 list), else of the relays whose NIP-11 document lists NIP 50 among those the
 //! reader knows (`--relays`, `--indexers`, the reader's own relay list), else of
-//! `--search-relays`; the answers merged, each event once.
+//! `--search-relays`; the answers merged, each event once. A chosen relay whose document does
+//! not list NIP-50 is not searched, and said; when none is left the search fails.
 
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use anyhow::bail;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr_outbox_client::routes::{RouteKind, RoutePlan, RouteTarget};
+use nostr_outbox_runtime::extensions::{Extension, Verdict, Wait};
 
 use super::{describe, on_runtime, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::reader::{Reader, ReaderArgs};
@@ -85,27 +87,59 @@ fn search_list(reader: &Reader, lists: &crate::reader::Lists) -> Vec<String> {
     out
 }
 
-/// The relays the reader knows whose NIP-11 document lists NIP 50, asked at once (each fetch
-/// holds a place of the client's socket budget and has its own timeout).
-async fn nip50_relays(reader: &Reader, known: Vec<String>) -> Vec<String> {
+/// What is known of each relay's support of NIP-50 ([`nostr_outbox_runtime::extensions`]),
+/// asked at once (a document fetch holds a place of the client's socket budget and has its own
+/// timeout), in the order given.
+async fn verdicts(reader: &Reader, relays: Vec<String>) -> Vec<(String, Verdict)> {
     let mut asks = tokio::task::JoinSet::new();
-    for (i, url) in known.into_iter().enumerate() {
+    for (i, url) in relays.into_iter().enumerate() {
         let client = reader.client.clone();
         asks.spawn(async move {
-            let cfg = &client.config().limits.nip11;
-            let nips = client
-                .documents()
-                .supported_nips(&url, cfg, client.sockets())
-                .await;
-            nips.is_some_and(|n| n.contains(&50)).then_some((i, url))
+            let verdict = client.verdict(&url, Extension::Search).await;
+            (i, url, verdict)
         });
     }
-    let mut found: Vec<(usize, String)> = Vec::new();
+    let mut found = Vec::new();
     while let Some(done) = asks.join_next().await {
-        found.extend(done.ok().flatten());
+        found.extend(done.ok());
     }
-    found.sort();
-    found.into_iter().map(|(_, url)| url).collect()
+    found.sort_by_key(|(i, _, _)| *i);
+    found.into_iter().map(|(_, url, v)| (url, v)).collect()
+}
+
+/// The relays the reader knows that are known to search: their document lists NIP-50.
+async fn nip50_relays(reader: &Reader, known: Vec<String>) -> Vec<String> {
+    verdicts(reader, known)
+        .await
+        .into_iter()
+        .filter(|(_, v)| *v == Verdict::Ask(Wait::Full))
+        .map(|(url, _)| url)
+        .collect()
+}
+
+/// The chosen relays that may search (those known not to are said, and left out), or an
+/// error when none may.
+async fn searching(reader: &Reader, relays: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let mut kept = Vec::new();
+    let mut left_out = Vec::new();
+    for (url, verdict) in verdicts(reader, relays).await {
+        match verdict {
+            Verdict::Ask(_) => kept.push(url),
+            Verdict::Skip(why) => left_out.push(format!(
+                "  {}: not searched: {}",
+                escape(&url),
+                escape(&why)
+            )),
+        }
+    }
+    if kept.is_empty() {
+        bail!(
+            "no relay to search: none of the chosen relays supports NIP-50\n{}",
+            left_out.join("\n")
+        );
+    }
+    describe(&left_out, reader.json)?;
+    Ok(kept)
 }
 
 /// The relays to search and why: the first of the three sources that names any.
@@ -169,6 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "search relay",
         )?;
         let (relays, source) = choose(&mut reader, configured).await?;
+        let relays = searching(&reader, relays).await?;
         let plan = RoutePlan {
             kind: RouteKind::Subscription,
             targets: relays

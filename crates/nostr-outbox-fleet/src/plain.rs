@@ -1,7 +1,8 @@
-//! A minimal NIP-50 relay: answers REQs (search filters among them) from the events it was
-//! given, and serves a NIP-11 document on the same port whose `supported_nips` names 50 or not.
-//! nostr-relay-builder's local relay serves no NIP-11 document, so a client that looks for
-//! search relays by their document needs this one.
+//! A minimal relay of the most common kind: answers REQs (search filters among them, NIP-50)
+//! from the events it was given, never answers anything else (`COUNT`, `NEG-OPEN`: silence,
+//! as many relays do), and serves a NIP-11 document on the same port naming the NIPs it was
+//! told to, or none. nostr-relay-builder's local relay serves no NIP-11 document, so a client
+//! that reads documents needs this one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,38 +16,58 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// A relay that searches its events (NIP-50: `search` matched as text in the content, as
 /// nostr's filter matching does) and says so, or not, in its NIP-11 document.
-pub struct SearchRelay {
+pub struct PlainRelay {
     /// `ws://127.0.0.1:PORT`.
     pub url: String,
     /// REQ filters with a `search` field received so far.
     pub searches: Arc<AtomicUsize>,
+    /// Asks other than `REQ` received so far (`COUNT`, `NEG-OPEN`, …; not `CLOSE` or
+    /// `NEG-CLOSE`): asks it ignored.
+    pub ignored: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for SearchRelay {
+impl Drop for PlainRelay {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl SearchRelay {
+impl PlainRelay {
     /// A relay holding `events`; its document lists NIP-50 when `advertises` is set.
     pub async fn start(events: Vec<Event>, advertises: bool) -> Self {
+        let nips: &'static [u16] = if advertises { &[1, 11, 50] } else { &[1, 11] };
+        Self::documented(events, Some(nips)).await
+    }
+
+    /// A relay holding `events` whose document names `nips` (`None`: it serves no document,
+    /// every HTTP request gets a 404).
+    pub async fn documented(events: Vec<Event>, nips: Option<&'static [u16]>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let searches = Arc::new(AtomicUsize::new(0));
-        let count = searches.clone();
+        let ignored = Arc::new(AtomicUsize::new(0));
+        let heard = Heard {
+            searches: searches.clone(),
+            ignored: ignored.clone(),
+        };
         let events = Arc::new(events);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, events.clone(), advertises, count.clone()));
+                tokio::spawn(serve(stream, events.clone(), nips, heard.clone()));
             }
         });
         Self {
             url,
             searches,
+            ignored,
             task,
         }
+    }
+
+    /// How many asks other than `REQ` it received (and ignored).
+    pub fn ignored(&self) -> usize {
+        self.ignored.load(Ordering::SeqCst)
     }
 
     /// How many search filters it was sent.
@@ -55,12 +76,19 @@ impl SearchRelay {
     }
 }
 
+/// What a relay's connections count.
+#[derive(Clone)]
+struct Heard {
+    searches: Arc<AtomicUsize>,
+    ignored: Arc<AtomicUsize>,
+}
+
 /// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
 async fn serve(
     mut stream: TcpStream,
     events: Arc<Vec<Event>>,
-    advertises: bool,
-    searches: Arc<AtomicUsize>,
+    nips: Option<&'static [u16]>,
+    heard: Heard,
 ) {
     let mut head = vec![0u8; 8192];
     let mut seen = 0;
@@ -78,13 +106,19 @@ async fn serve(
     }
     let text = String::from_utf8_lossy(&head[..seen]).to_ascii_lowercase();
     if !text.contains("upgrade: websocket") {
-        let nips = if advertises { "[1,11,50]" } else { "[1,11]" };
-        let body = format!(r#"{{"name":"search test relay","supported_nips":{nips}}}"#);
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\ncontent-length: {}\r\n\
-             connection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let response = match nips {
+            Some(nips) => {
+                let body =
+                    serde_json::json!({"name": "test relay", "supported_nips": nips}).to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            }
+            None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                .to_string(),
+        };
         let _ = stream.write_all(response.as_bytes()).await;
         let _ = stream.shutdown().await;
         return;
@@ -98,6 +132,9 @@ async fn serve(
             continue;
         };
         if value[0] != "REQ" {
+            if value[0] != "CLOSE" && value[0] != "NEG-CLOSE" {
+                heard.ignored.fetch_add(1, Ordering::SeqCst);
+            }
             continue;
         }
         let sub = value[1].as_str().unwrap_or_default().to_string();
@@ -108,7 +145,7 @@ async fn serve(
             .flatten()
             .filter_map(|f| Filter::from_json(f.to_string()).ok())
             .collect();
-        searches.fetch_add(
+        heard.searches.fetch_add(
             filters.iter().filter(|f| f.search.is_some()).count(),
             Ordering::SeqCst,
         );
