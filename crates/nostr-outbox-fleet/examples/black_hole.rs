@@ -81,6 +81,7 @@ async fn main() {
     let before = Schedule {
         aside_on_connect_timeout: false,
         early_waves: false,
+        slow_dial: Duration::from_secs(3600),
         ..Schedule::default()
     };
     println!(
@@ -91,7 +92,16 @@ async fn main() {
         "{:<22} {:>10} {:>12} {:>10} {:>6}",
         "schedule", "first note", "all settled", "run ends", "notes"
     );
-    for (name, schedule) in [("none", before), ("runtime", Schedule::default())] {
+    // Every dial waited on up to its connect timeout, as before `slow_dial`.
+    let patient = Schedule {
+        slow_dial: Duration::from_secs(3600),
+        ..Schedule::default()
+    };
+    for (name, schedule) in [
+        ("none", before),
+        ("no slow dial", patient),
+        ("runtime", Schedule::default()),
+    ] {
         let (first, settled, ended, notes) = run(&relays, &hole.url, schedule).await;
         println!("{name:<22} {first:>10.2} {settled:>12.2} {ended:>10.2} {notes:>6}");
     }

@@ -120,6 +120,8 @@ struct Live {
     watch: bool,
     /// The socket is open (a `Connected` report and no failure since).
     connected: bool,
+    /// When its slot was opened (its first dial began).
+    opened: Instant,
     /// The generation of the feed filter last sent.
     feed_gen: Option<u64>,
     /// That generation, while its EOSE on the current connection has not come.
@@ -280,6 +282,11 @@ struct Coordinator {
     expiry_at: Option<Instant>,
     /// A continuing feed with fewer socket places than relays: who rests, and until when.
     turns: Option<Turns>,
+    /// Relays of a `--once` run still dialling past their bound ([`Schedule::slow_dial`]):
+    /// their follows asked elsewhere while the dial goes on. At most the run's relays.
+    ///
+    /// [`Schedule::slow_dial`]: crate::Schedule::slow_dial
+    slow: BTreeSet<String>,
     /// The relays carrying the residual in the current plan: never set aside as empty.
     carrier_urls: HashSet<String>,
     /// The current plan's answers were checked for empty ones (once per plan).
@@ -360,6 +367,7 @@ impl Coordinator {
             turns: None,
             carrier_urls: HashSet::new(),
             empty_checked: false,
+            slow: BTreeSet::new(),
         };
         for list in relay_lists {
             me.add_list(list);
@@ -408,6 +416,7 @@ impl Coordinator {
                 .map(|(url, _)| url.as_str()),
         );
         left_out.extend(self.down.keys().map(String::as_str));
+        left_out.extend(self.slow.iter().map(String::as_str));
         self.table_without(&left_out, now)
     }
 
@@ -465,6 +474,7 @@ impl Coordinator {
                     tail: false,
                     watch: false,
                     connected: false,
+                    opened: Instant::now(),
                     feed_gen: None,
                     feed_pending: None,
                     quiet_since: None,
@@ -571,6 +581,13 @@ impl Coordinator {
             }
         }
         for url in &diff.close {
+            if self.slow.contains(url) {
+                // Still dialling: what it answers before the run ends is still used.
+                if let Some(outcome) = self.tally.relays.get_mut(url) {
+                    outcome.replanned_away = true;
+                }
+                continue;
+            }
             // In a `--once` run a relay still answering is let finish: its answer costs
             // nothing more, and cutting it off would lose notes the run already asked for.
             if self.cfg.once && self.recorder.is_answering(url) {
@@ -762,6 +779,43 @@ impl Coordinator {
         !found.is_empty()
     }
 
+    /// How long a `--once` run waits for `url`'s socket before asking elsewhere (see
+    /// [`Schedule::slow_dial`](crate::Schedule::slow_dial)).
+    fn slow_after(&self, url: &str) -> Duration {
+        let learned = self
+            .stats
+            .get(url)
+            .latency_ms
+            .map(|ms| Duration::from_secs_f64((3.0 * ms / 1000.0).clamp(0.0, 3600.0)));
+        learned.map_or(self.cfg.schedule.slow_dial, |l| {
+            l.max(self.cfg.schedule.slow_dial)
+        })
+    }
+
+    /// A `--once` run: the follows of each relay of the plan whose socket is still not open
+    /// past [`slow_after`](Self::slow_after) are asked elsewhere (learned as a failure of this
+    /// run), while its dial goes on; a late answer before the run ends is still delivered.
+    fn ask_around_slow_dials(&mut self) {
+        let bound = self.cfg.connect_timeout;
+        let slow: Vec<String> = (self.live.iter())
+            .filter(|(url, live)| {
+                !live.connected && self.recorder.is_answering(url) && !self.slow.contains(*url) && {
+                    let after = self.slow_after(url);
+                    after < bound && live.opened.elapsed() >= after
+                }
+            })
+            .map(|(url, _)| url.clone())
+            .collect();
+        for url in &slow {
+            info!(relay = %url, "no connection yet; its follows are asked elsewhere while the dial goes on");
+            self.slow.insert(url.clone());
+            self.recorder.set_aside(url);
+        }
+        if !slow.is_empty() {
+            self.replan_after_set_aside();
+        }
+    }
+
     /// Learns from the recorder's round, if there is anything new (see the module docs). When
     /// `ending`, relays still waiting that failed since their REQ count as not answered.
     fn record_round(&mut self, ending: bool) {
@@ -911,6 +965,9 @@ impl Coordinator {
             (self.cfg.open.turn_every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         let mut turn_tick = tokio::time::interval(every);
         turn_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // How often a `--once` run looks for dials past their bound.
+        let mut slow_tick = tokio::time::interval(Duration::from_millis(250));
+        slow_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut control_open = true;
         loop {
             if self.wave_replan && self.feeds_resolved() {
@@ -987,6 +1044,9 @@ impl Coordinator {
                 }
                 _ = turn_tick.tick(), if self.turns.is_some() => {
                     self.take_turns();
+                }
+                _ = slow_tick.tick(), if self.cfg.once => {
+                    self.ask_around_slow_dials();
                 }
                 _ = flush.tick() => {
                     let _ = self.save_stats().await;
