@@ -712,14 +712,17 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     assert!(stderr(&out).contains("--relays"), "{}", stderr(&out));
 }
 
-/// The `nevent` of a text line: the word starting `nevent1`, decoded.
+/// The `nevent` of a text line: the word starting `nevent1`.
+fn nevent_word(line: &str) -> &str {
+    line.split(' ')
+        .find(|w| w.starts_with("nevent1"))
+        .unwrap_or_else(|| panic!("no nevent on {line:?}"))
+}
+
+/// The `nevent` of a text line, decoded.
 fn nevent_of(line: &str) -> Nip19Event {
     use nostr::nips::nip19::FromBech32;
-    let word = line
-        .split(' ')
-        .find(|w| w.starts_with("nevent1"))
-        .unwrap_or_else(|| panic!("no nevent on {line:?}"));
-    Nip19Event::from_bech32(word).unwrap()
+    Nip19Event::from_bech32(nevent_word(line)).unwrap()
 }
 
 /// Text output of `req`, `get` and `thread` names every event by a `nevent` with the relay it
@@ -743,10 +746,10 @@ async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
     assert_eq!(code.event_id, note.id, "{line}");
     assert_eq!(code.author, Some(alice.public_key()), "{line}");
     let hints: Vec<String> = code.relays.iter().map(|r| r.to_string()).collect();
-    assert_eq!(hints, [theirs.url.clone()], "{line}");
+    assert_eq!(hints, std::slice::from_ref(&theirs.url), "{line}");
 
     // The code printed is one `get` and `thread` take: they find the note with it alone.
-    let printed = code.to_bech32().unwrap();
+    let printed = nevent_word(line).to_string();
     for command in ["get", "thread"] {
         let out = outbox(args(&[command, &printed, "--relays", &home.url])).await;
         assert!(out.status.success(), "{command}: {}", stderr(&out));
