@@ -180,6 +180,23 @@ pub fn readme_dependency_problems(readme: &str, text: &str, packages: &[&str]) -
         .collect()
 }
 
+/// The license texts a package carries for its SPDX `license` expression, as the workspace
+/// root names them: `LICENSE-MIT`, `LICENSE-APACHE`.
+pub fn license_files(license: &str) -> Vec<&'static str> {
+    let mut files = Vec::new();
+    for id in license.split(|c: char| c.is_whitespace() || c == '(' || c == ')') {
+        let file = match id {
+            "MIT" => "LICENSE-MIT",
+            "Apache-2.0" => "LICENSE-APACHE",
+            _ => continue,
+        };
+        if !files.contains(&file) {
+            files.push(file);
+        }
+    }
+    files
+}
+
 /// Every metadata problem of one publishable package, each naming the package.
 pub fn metadata_problems(p: &Package) -> Vec<String> {
     let mut problems = Vec::new();
@@ -217,6 +234,18 @@ pub fn metadata_problems(p: &Package) -> Vec<String> {
             problems.push(format!("{name}: readme `{readme}` is not a file"));
         }
     }
+    if let Some(license) = p.license.as_deref() {
+        let dir = Path::new(&p.manifest_path)
+            .parent()
+            .unwrap_or_else(|| Path::new("."));
+        for file in license_files(license) {
+            if !dir.join(file).is_file() {
+                problems.push(format!(
+                    "{name}: `{file}` is not in the package, though its license names it"
+                ));
+            }
+        }
+    }
     for (field, list) in [("keywords", &p.keywords), ("categories", &p.categories)] {
         if list.is_empty() || list.len() > CRATES_IO_LIST_LEN {
             problems.push(format!(
@@ -242,6 +271,7 @@ mod tests {
         let dir = dir.join("nostr-outbox-demo");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("README.md"), "# demo\n").unwrap();
+        std::fs::write(dir.join("LICENSE-MIT"), "MIT License\n").unwrap();
         Package {
             name: "nostr-outbox-demo".into(),
             manifest_path: dir.join("Cargo.toml").to_string_lossy().into_owned(),
@@ -341,5 +371,46 @@ mod tests {
         assert!(!p.publishable());
         p.publish = Some(vec!["crates-io".into()]);
         assert!(p.publishable());
+    }
+
+    #[test]
+    fn a_license_text_missing_from_the_package_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = package(dir.path());
+        p.license = Some("MIT OR Apache-2.0".into());
+        assert_eq!(
+            metadata_problems(&p),
+            ["nostr-outbox-demo: `LICENSE-APACHE` is not in the package, though its license names it"]
+        );
+        assert_eq!(
+            license_files("(MIT OR Apache-2.0) AND MIT"),
+            ["LICENSE-MIT", "LICENSE-APACHE"]
+        );
+    }
+
+    /// Every package of the workspace carries the root's license texts, unchanged, so each
+    /// packaged crate holds the license its manifest names.
+    #[test]
+    fn every_package_carries_the_root_license_texts() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut dirs = vec![root.join("xtask"), root.join("tests/third-party-strategy")];
+        for parent in ["crates", "strategies"] {
+            for entry in std::fs::read_dir(root.join(parent)).unwrap() {
+                let dir = entry.unwrap().path();
+                if dir.join("Cargo.toml").is_file() {
+                    dirs.push(dir);
+                }
+            }
+        }
+        let mut wrong = Vec::new();
+        for file in license_files("MIT OR Apache-2.0") {
+            let text = std::fs::read(root.join(file)).unwrap();
+            for dir in &dirs {
+                if std::fs::read(dir.join(file)).ok().as_ref() != Some(&text) {
+                    wrong.push(format!("{}: {file}", dir.display()));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "missing or different: {wrong:?}");
     }
 }

@@ -50,6 +50,62 @@ pub struct ReaderArgs {
     pub json: bool,
 }
 
+/// What the reader options do for one reading command, shown by its `--help` in place of the
+/// feed's texts: a read asks the relays its route names once, ranks them by what `outbox feed`
+/// learned and keeps nothing. Applied with `#[command(mut_args(reader::help(&TEXTS)))]`.
+pub struct ReaderHelp {
+    /// `--relays`.
+    pub relays: &'static str,
+    /// `--npub`.
+    pub npub: &'static str,
+    /// `--indexers`.
+    pub indexers: &'static str,
+    /// `--json`.
+    pub json: &'static str,
+}
+
+/// `--stats` of a read.
+const READ_STATS: &str = "Learned relay stats (the JSON file `outbox feed` keeps), read to rank \
+    relays; a read never writes it. Default: `stats.json` in the data directory. Same as \
+    `--store file:FILE`";
+/// `--store` of a read.
+const READ_STORE: &str = "Where `outbox feed` keeps stats and relay lists: `file:FILE` (JSON \
+    files, as `--stats`) or `sqlite:PATH` (`sqlite` alone: `outbox.sqlite` in the data \
+    directory); read to rank relays and for the relay lists kept there, never written. \
+    Default: JSON files in the data directory";
+/// `--data-dir` of a read.
+const READ_DATA_DIR: &str = "Where `outbox feed` keeps stats and relay lists by default, read \
+    from here (default: the platform's data directory, e.g. `~/.local/share/outbox`)";
+/// `--no-stats` of a read.
+const READ_NO_STATS: &str = "Read no learned stats and no kept relay lists: relays rank alike, \
+    and relay lists come from the network alone";
+/// `--secret-key-file` of a read.
+const READ_SECRET_KEY: &str = "Sign in (NIP-42) to relays that require it, with the secret key \
+    in this file: an nsec or 64 hex characters, readable by you alone (`chmod 600`). Only a \
+    relay that refuses to answer without sign-in sees the signed AUTH event. The key may \
+    instead come from the `OUTBOX_SECRET_KEY` environment variable; the two conflict. Without \
+    a key, such a relay is reported as not answering, and why";
+
+/// Gives the reader options `texts` (and the texts every read shares) as their help, for
+/// `Command::mut_args`; any other argument is left as it is.
+pub fn help(texts: &'static ReaderHelp) -> impl FnMut(clap::Arg) -> clap::Arg {
+    move |arg| {
+        let text = match arg.get_id().as_str() {
+            "relays" => texts.relays,
+            "npub" => texts.npub,
+            "indexers" => texts.indexers,
+            "json" => texts.json,
+            "stats" => READ_STATS,
+            "store" => READ_STORE,
+            "data_dir" => READ_DATA_DIR,
+            "no_stats" => READ_NO_STATS,
+            "secret_key_file" => READ_SECRET_KEY,
+            _ => return arg,
+        };
+        arg.help(text)
+    }
+}
+
 impl ReaderArgs {
     /// The store learned state is kept in: `--store`, `--stats`, else JSON files in the data
     /// directory; none with `--no-stats`.

@@ -353,3 +353,112 @@ fn the_output_check_can_fail() {
     assert!(matches("a … c", "a b c") && !matches("a … c", "a b d"));
     assert!(matches("…, tagged-read …", "author-write x, tagged-read y"));
 }
+
+/// The first cells of a Markdown table row, without emphasis: the name and its figures.
+fn row_cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().replace("**", ""))
+        .collect()
+}
+
+/// The README's results are `docs/results.md`'s: every headline row a strategy shares with
+/// the benchmark table there has the same 7-day, 1-year and 3-year figures, and the share of
+/// the learnable ceiling the README quotes is the one results.md states.
+#[test]
+fn the_readme_quotes_the_figures_results_md_gives() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let results = std::fs::read_to_string(workspace().join("docs/results.md")).unwrap();
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| l.starts_with("| ") && l.contains('±'))
+            .map(row_cells)
+            .collect()
+    };
+    // The benchmark table's section alone: later tables have rows of the same names.
+    let table = results
+        .split("\n## ")
+        .find(|section| section.starts_with("The benchmark table"))
+        .expect("results.md has a benchmark table");
+    let theirs = rows(table);
+    let mut compared = 0;
+    for row in rows(&readme) {
+        if let Some(same) = theirs.iter().find(|r| r[0] == row[0]) {
+            assert_eq!(same[1..4], row[1..4], "README row {row:?}");
+            compared += 1;
+        }
+    }
+    assert!(
+        compared >= 5,
+        "only {compared} README rows found in results.md"
+    );
+
+    let quoted = |text: &str, marks: &str| -> Vec<String> {
+        let flat = text.replace('\n', " ");
+        flat.match_indices("of the learnable ceiling on these worlds")
+            .filter_map(|(at, _)| {
+                let share = flat[..at]
+                    .trim_end()
+                    .rsplit(' ')
+                    .next()?
+                    .trim_matches(|c| marks.contains(c));
+                share.ends_with('%').then(|| share.to_string())
+            })
+            .collect()
+    };
+    let in_readme = quoted(&readme, "");
+    assert!(
+        !in_readme.is_empty(),
+        "the README quotes no share of the ceiling"
+    );
+    let in_results = quoted(&results, "*");
+    for share in &in_readme {
+        assert!(
+            in_results.contains(share),
+            "the README quotes {share} of the ceiling; results.md says {in_results:?}"
+        );
+    }
+}
+
+/// No README says a workspace crate can be had from crates.io (none is published): their
+/// dependency lines name the repository or a path, installing is from the checkout with the
+/// lock file, and the quick start warns that the first build is slow.
+#[test]
+fn no_readme_offers_a_crates_io_release() {
+    let root = workspace();
+    let mut readmes = vec![root.join("README.md")];
+    for parent in ["crates", "strategies"] {
+        for entry in std::fs::read_dir(root.join(parent)).unwrap() {
+            let readme = entry.unwrap().path().join("README.md");
+            if readme.is_file() {
+                readmes.push(readme);
+            }
+        }
+    }
+    let mut wrong = Vec::new();
+    for path in &readmes {
+        let text = std::fs::read_to_string(path).unwrap();
+        for line in text.lines() {
+            let trimmed = line.trim_start();
+            let versioned = trimmed.starts_with("nostr-outbox")
+                && trimmed
+                    .split_once('=')
+                    .is_some_and(|(_, v)| v.trim_start().starts_with('"'));
+            let from_registry = trimmed.starts_with("cargo install") && !trimmed.contains("--path");
+            if versioned || from_registry {
+                wrong.push(format!("{}: {line}", path.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains("cargo install --locked --path crates/nostr-outbox"),
+        "the README installs without the lock file"
+    );
+    assert!(
+        readme.contains("first build") && readme.contains("minutes"),
+        "the quick start does not say the first build is slow"
+    );
+}

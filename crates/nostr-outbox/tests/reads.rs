@@ -713,3 +713,146 @@ async fn count_remembers_relays_that_do_not_count() {
         stdout(&second)
     );
 }
+
+/// Each read's `--help` says what the reader options do for that read, not what they do for
+/// `outbox feed` (a follow list, the residual pool, the config's indexers, learning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_read_s_help_says_what_its_reader_options_do_for_it() {
+    let feed_only = [
+        "kind:3 follow list",
+        "residual pool",
+        "the config's `indexers`",
+        "explores anew",
+        "writes it on a timer",
+        "are set aside",
+    ];
+    let mut wrong = Vec::new();
+    for (command, own) in [
+        ("req", "always asked the filter"),
+        ("count", "always asked to count"),
+        (
+            "get",
+            "when the pointer carries no relay hint and its author's relays are unknown",
+        ),
+        ("thread", "where the event and its replies are"),
+        ("search", "Not needed with --search-relays"),
+    ] {
+        let out = outbox(args(&[command, "--help"])).await;
+        let help = stdout(&out);
+        let shown: Vec<&&str> = feed_only.iter().filter(|t| help.contains(**t)).collect();
+        if !out.status.success()
+            || !shown.is_empty()
+            || !help.contains(own)
+            || !help.contains("a read never writes it")
+        {
+            wrong.push(format!("{command}: feed's texts {shown:?}:\n{help}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `get` and `thread` need no `--relays` when the code's hints say where, nor `search` when
+/// `--search-relays` does; when nothing says where, `--relays` is still asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
+    use nostr_outbox_fleet::SearchRelay;
+    let hinted = RealRelay::start().await;
+    let bob = key(0xb3);
+    let note = signed(&bob, Kind::TextNote, "hinted, no relays given", vec![], 60);
+    hinted.store(&note).await;
+    let code = Nip19Event::new(note.id)
+        .relays([RelayUrl::parse(&hinted.url).unwrap()])
+        .to_bech32()
+        .unwrap();
+    for command in ["get", "thread"] {
+        let out = outbox(args(&[command, &code, "--json"])).await;
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert!(
+            ids(&out).contains(&note.id.to_hex()),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    // An id alone says nothing of where: --relays is asked for, and nothing is asked.
+    let bare = note.id.to_bech32().unwrap();
+    let out = outbox(args(&["get", &bare])).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--relays is required"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+
+    let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
+    let searcher = SearchRelay::start(vec![hit.clone()], false).await;
+    let out = outbox(args(&[
+        "search",
+        "relays",
+        "--json",
+        "--search-relays",
+        &searcher.url,
+    ]))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        ids(&out),
+        BTreeSet::from([hit.id.to_hex()]),
+        "{}",
+        stderr(&out)
+    );
+    // Neither: the usage error names --relays.
+    let out = outbox(args(&["search", "relays"])).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--relays"), "{}", stderr(&out));
+}
+
+/// The `nevent` of a text line: the word starting `nevent1`.
+fn nevent_word(line: &str) -> &str {
+    line.split(' ')
+        .find(|w| w.starts_with("nevent1"))
+        .unwrap_or_else(|| panic!("no nevent on {line:?}"))
+}
+
+/// The `nevent` of a text line, decoded.
+fn nevent_of(line: &str) -> Nip19Event {
+    use nostr::nips::nip19::FromBech32;
+    Nip19Event::from_bech32(nevent_word(line)).unwrap()
+}
+
+/// Text output of `req`, `get` and `thread` names every event by a `nevent` with the relay it
+/// came from as a hint, which `outbox get` takes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
+    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let alice = key(0xa5);
+    home.store(&write_list(&alice, &theirs.url)).await;
+    let note = signed(&alice, Kind::TextNote, "find me again", vec![], 60);
+    theirs.store(&note).await;
+    let a = npub(&alice);
+    let out = outbox(args(&["req", "-a", &a, "-k", "1", "--relays", &home.url])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.ends_with("find me again"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let code = nevent_of(line);
+    assert_eq!(code.event_id, note.id, "{line}");
+    assert_eq!(code.author, Some(alice.public_key()), "{line}");
+    let hints: Vec<String> = code.relays.iter().map(|r| r.to_string()).collect();
+    assert_eq!(hints, std::slice::from_ref(&theirs.url), "{line}");
+
+    // The code printed is one `get` and `thread` take: they find the note with it alone.
+    let printed = nevent_word(line).to_string();
+    for command in ["get", "thread"] {
+        let out = outbox(args(&[command, &printed, "--relays", &home.url])).await;
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.ends_with("find me again"))
+            .unwrap_or_else(|| panic!("{command}: {text}"));
+        assert_eq!(nevent_of(line).event_id, note.id, "{command}: {line}");
+    }
+}

@@ -426,3 +426,50 @@ fn an_event_known_by_its_id_alone_says_why_no_relay_is_asked() {
     assert!(stdout(&out).contains("thread route: 2 relays"));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("id alone"));
 }
+
+/// `--allow-local` keeps loopback relays in the lists, as on every other command; without it a
+/// route that lost them says so and names the option.
+#[test]
+fn loopback_relays_need_allow_local_and_their_drop_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = EventBuilder::new(Kind::RelayList, "")
+        .tag(Tag::parse(["r", "ws://127.0.0.1:7777", "write"]).unwrap())
+        .tag(Tag::parse(["r", "ws://localhost:7778", "write"]).unwrap())
+        .finalize(&keys(5))
+        .unwrap();
+    let lists = dir.path().join("lists.json");
+    std::fs::write(&lists, json!([list]).to_string()).unwrap();
+    let event = write_event(
+        dir.path(),
+        "note.json",
+        json!({"pubkey": hex(5), "kind": 1, "tags": []}),
+    );
+    let lists = lists.to_str().unwrap();
+    let base = [
+        "route",
+        "publish",
+        "--event",
+        event.as_str(),
+        "--lists",
+        lists,
+    ];
+
+    let out = outbox(&base);
+    let text = stdout(&out);
+    assert!(text.starts_with("publish route: 0 relays"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("2 entries dropped: localhost or loopback address (use --allow-local)"),
+        "{err}"
+    );
+
+    let mut local = base.to_vec();
+    local.push("--allow-local");
+    let out = outbox(&local);
+    let text = stdout(&out);
+    assert!(text.starts_with("publish route: 2 relays"), "{text}");
+    assert!(text.contains("ws://127.0.0.1:7777"), "{text}");
+    assert!(text.contains("ws://localhost:7778"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("dropped:"), "{err}");
+}

@@ -205,11 +205,9 @@ pub(crate) fn stopped_status(signal: &str) -> u8 {
     }
 }
 
-/// One note as printed: JSON, or time, author, relay and content (cut to 280 characters and
-/// escaped).
 /// A note kept by an earlier run, printed at the start before the network answers: in JSON
-/// the event with `"kept": true`, in text `[kept]` where a relay is named; escaped as every
-/// other note.
+/// the event with `"kept": true`, in text `[kept]` where a relay is named (its code names no
+/// relay); escaped as every other note.
 pub(crate) fn kept_line(event: &nostr::event::Event, json: bool) -> String {
     if json {
         let mut value = serde_json::to_value(event).unwrap_or_default();
@@ -220,14 +218,31 @@ pub(crate) fn kept_line(event: &nostr::event::Event, json: bool) -> String {
     } else {
         let content: String = event.content.chars().take(280).collect();
         format!(
-            "{} {} [kept] {}",
+            "{} {} [kept] {} {}",
             event.created_at,
             &event.pubkey.to_hex()[..12],
+            code(event, None),
             escape(&content)
         )
     }
 }
 
+/// The code a reader pastes into `outbox get` to fetch `event` again: a `nevent` with its id,
+/// its author and, when it came from one, the relay as a hint (left out if it cannot be one);
+/// the hex id should encoding fail. Bech32 only: nothing in it can drive a terminal.
+pub(crate) fn code(event: &nostr::event::Event, relay: Option<&str>) -> String {
+    use nostr::nips::nip19::{Nip19Event, ToBech32};
+    let base = Nip19Event::new(event.id).author(event.pubkey);
+    let hinted = relay
+        .and_then(|r| nostr::types::RelayUrl::parse(r).ok())
+        .and_then(|url| base.clone().relays([url]).to_bech32().ok());
+    hinted
+        .or_else(|| base.to_bech32().ok())
+        .unwrap_or_else(|| event.id.to_hex())
+}
+
+/// One note as printed: JSON, or time, author, relay, the note's code ([`code`]) and content
+/// (cut to 280 characters and escaped).
 fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
     if json {
         // An event always serialises; an empty line is better than stopping the feed.
@@ -235,10 +250,11 @@ fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
     } else {
         let content: String = event.content.chars().take(280).collect();
         format!(
-            "{} {} [{}] {}",
+            "{} {} [{}] {} {}",
             event.created_at,
             &event.pubkey.to_hex()[..12],
             escape(relay),
+            code(event, Some(relay)),
             escape(&content)
         )
     }
@@ -314,5 +330,34 @@ mod tests {
         let back: nostr::event::Event =
             serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
         assert_eq!(back, note, "still the same JSON");
+    }
+
+    /// A text line carries a `nevent` naming the note, its author and the relay it came from:
+    /// what `outbox get` takes to fetch it again.
+    #[test]
+    fn a_text_line_names_the_note_as_a_nevent_with_its_relay() {
+        use nostr::nips::nip19::{FromBech32, Nip19Event};
+        let note = EventBuilder::new(Kind::TextNote, "hello")
+            .finalize(&Keys::generate())
+            .unwrap();
+        let line = note_line(&note, "wss://r.example", false);
+        let word = line
+            .split(' ')
+            .find(|w| w.starts_with("nevent1"))
+            .unwrap_or_else(|| panic!("no nevent in {line:?}"));
+        let decoded = Nip19Event::from_bech32(word).unwrap();
+        assert_eq!(decoded.event_id, note.id);
+        assert_eq!(decoded.author, Some(note.pubkey));
+        let relays: Vec<String> = decoded.relays.iter().map(|r| r.to_string()).collect();
+        assert_eq!(relays, ["wss://r.example"]);
+        assert!(line.ends_with(" hello"), "{line:?}");
+        // A relay that cannot be a hint is left out of the code, never printed raw in it.
+        let line = note_line(&note, "not a url", false);
+        let word = line.split(' ').find(|w| w.starts_with("nevent1")).unwrap();
+        assert!(Nip19Event::from_bech32(word).unwrap().relays.is_empty());
+        // JSON is the event alone, as before.
+        let json: serde_json::Value =
+            serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
+        assert!(json.get("nevent").is_none());
     }
 }

@@ -11,8 +11,22 @@ use super::req::{build, people, route, FilterArgs};
 use super::{describe, describe_plan, on_runtime, runtime_config};
 use crate::text::{escape, json_safe};
 
+/// What the reader options do for `outbox count`.
+const HELP: crate::reader::ReaderHelp = crate::reader::ReaderHelp {
+    relays: "The reader's own relays (comma-separated or repeated): always asked to count \
+        (unless the reader's relay list names read relays: those are asked instead), and \
+        asked, with --indexers, for the relay lists of the people the filter names",
+    npub: "The reader: its read relays (kind:10002) are asked to count in place of --relays, \
+        and no relay its blocked list (kind:10006) names is asked",
+    indexers: "Relays that collect relay lists (comma-separated or repeated), asked beside \
+        --relays for the kind:10002 lists of the authors and tagged people the filter names",
+    json: "Print each relay's count and the largest as JSON lines (the plan then goes to \
+        stderr)",
+};
+
 /// Options of `outbox count`.
 #[derive(Debug, clap::Args)]
+#[command(mut_args(crate::reader::help(&HELP)))]
 pub struct Args {
     #[command(flatten)]
     filter: FilterArgs,

@@ -15,10 +15,40 @@ use super::{
     budget, describe, describe_plan, on_reader_relays, on_runtime, plan_checked, read,
     runtime_config,
 };
-use crate::reader::{Lists, Reader, ReaderArgs};
+use crate::reader::{Lists, Reader, ReaderArgs, ReaderHelp};
+
+/// What the reader options do for `outbox get`.
+const GET_HELP: ReaderHelp = ReaderHelp {
+    relays: "Relays to ask when the pointer carries no relay hint and its author's relays are \
+        unknown (comma-separated or repeated); also where its author's relay list is looked \
+        up. Not needed when the pointer carries relay hints",
+    npub: "The reader: when nothing says where the event is, its read relays (kind:10002) are \
+        asked in place of --relays; no relay its blocked list (kind:10006) names is asked",
+    indexers: "Relays that collect relay lists (comma-separated or repeated), asked beside \
+        --relays for the kind:10002 list of the pointer's author",
+    json: "Print the event as a JSON line (the plan then goes to stderr)",
+};
+
+/// What the reader options do for `outbox thread`.
+const THREAD_HELP: ReaderHelp = ReaderHelp {
+    relays: "Relays to ask when nothing else says where the event and its replies are (no \
+        relay hint; the author's and tagged people's relays unknown), comma-separated or \
+        repeated; also where their relay lists are looked up. Not needed when the event's \
+        code carries relay hints",
+    npub: "The reader: when nothing says where the event or its replies are, its read relays \
+        (kind:10002) are asked in place of --relays; no relay its blocked list (kind:10006) \
+        names is asked",
+    indexers: "Relays that collect relay lists (comma-separated or repeated), asked beside \
+        --relays for the kind:10002 lists of the event's author and of the people it tags",
+    json: "Print the event and its replies as JSON lines (the plans then go to stderr)",
+};
 
 /// Options of `outbox get`.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_args(crate::reader::help(&GET_HELP)),
+    mut_arg("relays", |a| a.required(false)),
+)]
 pub struct GetArgs {
     /// What to get: `nevent`, `note`, `naddr`, `nprofile`, `npub` or a hex event id.
     code: String,
@@ -28,6 +58,10 @@ pub struct GetArgs {
 
 /// Options of `outbox thread`.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_args(crate::reader::help(&THREAD_HELP)),
+    mut_arg("relays", |a| a.required(false)),
+)]
 pub struct ThreadArgs {
     /// The event whose replies and quotes to read: `nevent`, `note` or a hex id.
     code: String,
@@ -50,6 +84,8 @@ fn parse(code: &str) -> anyhow::Result<Pointer> {
 }
 
 /// The relays to ask for `route`: its plan, else (nothing says where) the reader's relays.
+/// `--relays` may be left out when hints or known relay lists say where; when nothing does, it
+/// is required.
 fn plan_or_reader<R: Route>(
     route: &R,
     reader: &Reader,
@@ -67,6 +103,12 @@ fn plan_or_reader<R: Route>(
         return Ok((plan, false));
     }
     let plan = on_reader_relays(reader, route.filters(), &ctx)?;
+    if plan.targets.is_empty() && reader.relays.is_empty() {
+        bail!(
+            "--relays is required here: nothing says where it is (no relay hint, and no relay \
+             list of its author is known)"
+        );
+    }
     if plan.targets.is_empty() {
         bail!("no relay to ask: nothing says where it is and no --relays entry is usable");
     }

@@ -27,8 +27,21 @@ use super::{
 /// The largest `--filter` read (text or file): a filter naming a thousand authors is ~70 KiB.
 pub const MAX_FILTER_BYTES: u64 = 1 << 20;
 
+/// What the reader options do for `outbox req`.
+const HELP: crate::reader::ReaderHelp = crate::reader::ReaderHelp {
+    relays: "The reader's own relays (comma-separated or repeated): always asked the filter \
+        (unless the reader's relay list names read relays: those are asked instead), and \
+        asked, with --indexers, for the relay lists of the people the filter names",
+    npub: "The reader: its read relays (kind:10002) are asked the filter in place of \
+        --relays, and no relay its blocked list (kind:10006) names is asked",
+    indexers: "Relays that collect relay lists (comma-separated or repeated), asked beside \
+        --relays for the kind:10002 lists of the authors and tagged people the filter names",
+    json: "Print events as JSON lines (the plan then goes to stderr)",
+};
+
 /// Options of `outbox req`.
 #[derive(Debug, clap::Args)]
+#[command(mut_args(crate::reader::help(&HELP)))]
 pub struct Args {
     #[command(flatten)]
     filter: FilterArgs,

@@ -22,8 +22,24 @@ pub const MAX_SEARCH_RELAYS: usize = 16;
 /// The longest search text sent.
 pub const MAX_SEARCH_CHARS: usize = 1_000;
 
+/// What the reader options do for `outbox search`.
+const HELP: crate::reader::ReaderHelp = crate::reader::ReaderHelp {
+    relays: "The reader's own relays (comma-separated or repeated): where the reader's search \
+        relay list (kind:10007) is looked up, and checked, with --indexers, for NIP-50 search \
+        in their NIP-11 documents. Not needed with --search-relays",
+    npub: "The reader: the relays of its search relay list (kind:10007) are searched first, \
+        and its own relays (kind:10002) are checked for NIP-50 search too",
+    indexers: "Relays that collect relay lists (comma-separated or repeated): asked beside \
+        --relays for the reader's search relay list, and checked for NIP-50 search",
+    json: "Print results as JSON lines (the relays searched then go to stderr)",
+};
+
 /// Options of `outbox search`.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_args(crate::reader::help(&HELP)),
+    mut_arg("relays", |a| a.required(false).required_unless_present("search_relays")),
+)]
 pub struct Args {
     /// What to search for (NIP-50 `search`).
     words: String,

@@ -55,11 +55,6 @@ pub(crate) fn route_config(text: &str) -> Result<RouterConfig, nostr_outbox_core
 }
 
 impl Inputs {
-    /// Reads every input `common` names.
-    pub fn load(common: &Common) -> anyhow::Result<Self> {
-        Self::load_with(common, false)
-    }
-
     /// Reads every input `common` names; `allow_loopback` keeps loopback relays in the lists
     /// (for local relays).
     pub fn load_with(common: &Common, allow_loopback: bool) -> anyhow::Result<Self> {

@@ -22,6 +22,10 @@ pub struct Args {
     route: RouteCommand,
     #[command(flatten)]
     common: Common,
+    /// Accept loopback relays (ws://127.0.0.1, ws://localhost) in the relay lists, hints and
+    /// `--reader-relay`, for local testing.
+    #[arg(long, global = true)]
+    allow_local: bool,
 }
 
 /// Which route.
@@ -147,7 +151,7 @@ pub(crate) fn publish_targets(
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let common = &args.common;
-    let inputs = input::Inputs::load(common)?;
+    let inputs = input::Inputs::load_with(common, args.allow_local)?;
     let ctx = RouteContext {
         directory: &inputs.directory,
         stats: &inputs.stats,
@@ -278,6 +282,7 @@ fn finish<R: Route>(
     } else {
         output::text(&plan, &candidates, &ctx.budget, inputs)?;
     }
+    output::dropped(inputs);
     for v in &violations {
         eprintln!(
             "invariant violated: {}",

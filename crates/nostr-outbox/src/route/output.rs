@@ -3,6 +3,7 @@
 
 use nostr_outbox_client::routes::Candidates;
 use nostr_outbox_client::{Reason, RouteBudget, RoutePlan, RouteViolation};
+use nostr_outbox_core::DropReason;
 use serde_json::json;
 
 use super::input::Inputs;
@@ -76,6 +77,25 @@ pub fn text(
         inputs.directory.lists_over_capacity(),
     );
     Ok(())
+}
+
+/// Why list entries were dropped, on stderr, one line per reason, with the option that would
+/// keep loopback relays when those were dropped: a route over local relays that names none
+/// says why.
+pub fn dropped(inputs: &Inputs) {
+    let report = inputs.directory.drop_report();
+    let allow_loopback = inputs.directory.policy().allow_loopback;
+    for (reason, count) in &report.by_reason {
+        let hint = if *reason == DropReason::Localhost && !allow_loopback {
+            " (use --allow-local)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "{count} {} dropped: {reason}{hint}",
+            if *count == 1 { "entry" } else { "entries" }
+        );
+    }
 }
 
 /// The option whose cap of 0 leaves a group out.
