@@ -21,6 +21,8 @@ pub struct PlainRelay {
     pub url: String,
     /// REQ filters with a `search` field received so far.
     pub searches: Arc<AtomicUsize>,
+    /// REQs received so far.
+    pub reqs: Arc<AtomicUsize>,
     /// Asks other than `REQ` received so far (`COUNT`, `NEG-OPEN`, …; not `CLOSE` or
     /// `NEG-CLOSE`): asks it ignored.
     pub ignored: Arc<AtomicUsize>,
@@ -43,23 +45,39 @@ impl PlainRelay {
     /// A relay holding `events` whose document names `nips` (`None`: it serves no document,
     /// every HTTP request gets a 404).
     pub async fn documented(events: Vec<Event>, nips: Option<&'static [u16]>) -> Self {
+        let document =
+            nips.map(|nips| serde_json::json!({"name": "test relay", "supported_nips": nips}));
+        Self::with_document(events, document).await
+    }
+
+    /// A relay holding `events` that serves `document` as its NIP-11 document (`None`: a 404).
+    pub async fn with_document(events: Vec<Event>, document: Option<serde_json::Value>) -> Self {
+        let document: Option<Arc<str>> = document.map(|d| Arc::from(d.to_string()));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let searches = Arc::new(AtomicUsize::new(0));
+        let reqs = Arc::new(AtomicUsize::new(0));
         let ignored = Arc::new(AtomicUsize::new(0));
         let heard = Heard {
             searches: searches.clone(),
+            reqs: reqs.clone(),
             ignored: ignored.clone(),
         };
         let events = Arc::new(events);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, events.clone(), nips, heard.clone()));
+                tokio::spawn(serve(
+                    stream,
+                    events.clone(),
+                    document.clone(),
+                    heard.clone(),
+                ));
             }
         });
         Self {
             url,
             searches,
+            reqs,
             ignored,
             task,
         }
@@ -74,12 +92,18 @@ impl PlainRelay {
     pub fn searches(&self) -> usize {
         self.searches.load(Ordering::SeqCst)
     }
+
+    /// How many REQs it received.
+    pub fn reqs(&self) -> usize {
+        self.reqs.load(Ordering::SeqCst)
+    }
 }
 
 /// What a relay's connections count.
 #[derive(Clone)]
 struct Heard {
     searches: Arc<AtomicUsize>,
+    reqs: Arc<AtomicUsize>,
     ignored: Arc<AtomicUsize>,
 }
 
@@ -87,7 +111,7 @@ struct Heard {
 async fn serve(
     mut stream: TcpStream,
     events: Arc<Vec<Event>>,
-    nips: Option<&'static [u16]>,
+    document: Option<Arc<str>>,
     heard: Heard,
 ) {
     let mut head = vec![0u8; 8192];
@@ -106,10 +130,8 @@ async fn serve(
     }
     let text = String::from_utf8_lossy(&head[..seen]).to_ascii_lowercase();
     if !text.contains("upgrade: websocket") {
-        let response = match nips {
-            Some(nips) => {
-                let body =
-                    serde_json::json!({"name": "test relay", "supported_nips": nips}).to_string();
+        let response = match document {
+            Some(body) => {
                 format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\n\
                      content-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -145,6 +167,7 @@ async fn serve(
             .flatten()
             .filter_map(|f| Filter::from_json(f.to_string()).ok())
             .collect();
+        heard.reqs.fetch_add(1, Ordering::SeqCst);
         heard.searches.fetch_add(
             filters.iter().filter(|f| f.search.is_some()).count(),
             Ordering::SeqCst,

@@ -316,7 +316,10 @@ async fn run_case(script: Vec<Frame>, end: End) {
     let per_relay: u64 = summary.relays.values().map(|r| r.events).sum();
     assert_eq!(per_relay, summary.events, "{summary:#?}");
     assert_eq!(
-        summary.relays_answered + summary.relays_failed + summary.relays_replanned_away,
+        summary.relays_answered
+            + summary.relays_failed
+            + summary.relays_replanned_away
+            + summary.relays_refused,
         summary.relays_asked
     );
     assert!(summary.authors_covered <= summary.follows);

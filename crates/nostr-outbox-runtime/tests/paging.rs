@@ -530,3 +530,43 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
     assert!(paying.penalised.is_empty(), "{:?}", paying.penalised);
     assert!(paying.relays[&relay.url].answered, "{:?}", paying.relays);
 }
+
+/// A first run asks nothing of a relay whose document says it serves only paying or signed-in
+/// readers the run cannot be: not one REQ reaches it, its follows are read elsewhere, and the
+/// summary counts it refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_document_excludes_the_reader_receives_no_req() {
+    let now = now();
+    let (paid_author, members_author) = (key(11), key(12));
+    let notes = vec![
+        note(&paid_author, now - 100, "paid"),
+        note(&members_author, now - 100, "members"),
+    ];
+    let limitation =
+        |field: &str| Some(serde_json::json!({"name": "closed", "limitation": {field: true}}));
+    let paid = PlainRelay::with_document(notes.clone(), limitation("payment_required")).await;
+    let members = PlainRelay::with_document(notes.clone(), limitation("auth_required")).await;
+    let reader = RealRelay::start().await;
+    for n in &notes {
+        reader.store(n).await;
+    }
+    let mut input = FeedInput::new(
+        router("max_connections = 4\n[strategy]\ntype = \"greedy\"\n"),
+        vec![paid_author.public_key(), members_author.public_key()],
+        [&reader.url],
+    );
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    for (author, relay) in [(&paid_author, &paid), (&members_author, &members)] {
+        assert!(input.add_relay_list_event(&relay_list(author, now, &[(&relay.url, None)])));
+    }
+    let mut cfg = config(now - DAY, Paging::default());
+    // Documents are read as on the network, within their default wait.
+    cfg.limits.nip11 = Nip11Config::default();
+    let (summary, _) = start_once(input, cfg).await;
+    assert_eq!((paid.reqs(), members.reqs()), (0, 0), "{summary:?}");
+    assert!(summary.penalised.contains(&paid.url), "{summary:?}");
+    assert!(summary.penalised.contains(&members.url), "{summary:?}");
+    assert_eq!(summary.events, 2, "the reader's relay stands in");
+    assert_eq!(summary.relays_refused, 2, "{summary:?}");
+    assert_eq!(summary.relays_failed, 0, "{summary:?}");
+}

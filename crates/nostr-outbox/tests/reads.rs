@@ -363,7 +363,7 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
 
     // 1. The reader's own search relays (kind:10007) come first of all.
     let tag = Tag::parse(["relay", listed.url.as_str()]).unwrap();
-    home.store(&signed(&reader, Kind::SearchRelays, "", vec![tag], 500))
+    home.store(&signed(&reader, Kind::PlainRelays, "", vec![tag], 500))
         .await;
     let out = outbox(search(both)).await;
     assert_eq!(
@@ -755,7 +755,7 @@ async fn each_read_s_help_says_what_its_reader_options_do_for_it() {
 /// `--search-relays` does; when nothing says where, `--relays` is still asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
-    use nostr_outbox_fleet::SearchRelay;
+    use nostr_outbox_fleet::PlainRelay;
     let hinted = RealRelay::start().await;
     let bob = key(0xb3);
     let note = signed(&bob, Kind::TextNote, "hinted, no relays given", vec![], 60);
@@ -785,7 +785,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
     let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
-    let searcher = SearchRelay::start(vec![hit.clone()], false).await;
+    let searcher = PlainRelay::start(vec![hit.clone()], false).await;
     let out = outbox(args(&[
         "search",
         "relays",

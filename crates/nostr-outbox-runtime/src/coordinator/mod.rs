@@ -458,12 +458,15 @@ impl Coordinator {
             self.dialled.insert(url.to_string());
             let (tx, rx) = mpsc::unbounded_channel();
             let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
+            // Never heard from: its document may say it serves no one this run can be.
+            let patient = self.stats.get(url).latency_ms.is_none();
             self.tasks.spawn(run_slot(
                 Arc::from(url),
                 self.client.clone(),
                 rx,
                 self.reports_tx.clone(),
                 seed,
+                patient,
             ));
             self.live.insert(
                 url.to_string(),

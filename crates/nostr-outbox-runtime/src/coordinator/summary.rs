@@ -70,6 +70,15 @@ impl Coordinator {
         let replanned_away = relays
             .filter(|r| r.reqs > 0 && !r.answered && r.replanned_away)
             .count();
+        // Up, and serving only readers who pay or sign in: not failures.
+        let refused = (self.tally.relays.iter())
+            .filter(|(_, r)| r.reqs > 0 && !r.answered && !r.replanned_away)
+            .filter(|(url, _)| {
+                self.penalties
+                    .get(url)
+                    .is_some_and(|e| e.needs_payment || e.needs_sign_in)
+            })
+            .count();
         let marks = self.relay_marks();
         let summary = FeedSummary {
             events: self.tally.events,
@@ -77,8 +86,9 @@ impl Coordinator {
             authors_covered: covered.len(),
             relays_asked,
             relays_answered: answered,
-            relays_failed: relays_asked.saturating_sub(answered + replanned_away),
+            relays_failed: relays_asked.saturating_sub(answered + replanned_away + refused),
             relays_replanned_away: replanned_away,
+            relays_refused: refused,
             penalised: self.tally.penalised.iter().cloned().collect(),
             auth: self.tally.auth,
             relay_lists: self.lists.len(),

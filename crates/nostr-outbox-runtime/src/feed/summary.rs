@@ -126,10 +126,14 @@ pub struct FeedSummary {
     pub relays_asked: usize,
     /// Relays whose feed REQ reached EOSE (the last one, or one a re-plan closed afterwards).
     pub relays_answered: usize,
-    /// Relays asked that did not answer (set aside, or still failing at the end).
+    /// Relays asked that did not answer (set aside, or still failing at the end), refusals
+    /// for payment or sign-in aside.
     pub relays_failed: usize,
     /// Relays asked whose feed REQ a re-plan closed before they answered: not failures.
     pub relays_replanned_away: usize,
+    /// Relays asked that serve only readers who pay or sign in, which this run could not (their
+    /// document, a monitor's report or their `CLOSED` said so): not failures.
+    pub relays_refused: usize,
     /// Relays set aside during the feed.
     pub penalised: Vec<String>,
     /// Relays that asked for sign-in (NIP-42), by canonical URL, and how the last request

@@ -60,8 +60,17 @@ impl Slot {
                     if !self.report(ReportKind::Connected { handshake }).await {
                         return;
                     }
+                    // A relay never heard from is asked nothing before its document's
+                    // verdict (it may require payment or sign-in), within the fetch's timeout.
+                    let nip11 = &self.cfg.limits.nip11;
+                    let wait = if self.patient {
+                        nip11.wait.max(nip11.timeout)
+                    } else {
+                        nip11.wait
+                    };
+                    self.patient = false;
                     self.limits = match document.as_mut() {
-                        Some(task) => match timeout(self.cfg.limits.nip11.wait, task).await {
+                        Some(task) => match timeout(wait, task).await {
                             Ok(Ok(Some(limits))) => limits,
                             _ => RelayLimits::default(),
                         },
@@ -74,10 +83,16 @@ impl Slot {
                     }
                     if let Some(lacking) = Requirement::unmet(&self.limits, &self.url, &self.client)
                     {
-                        // The coordinator leaves it out of the plan and closes this slot.
+                        // The coordinator leaves it out of the plan and closes this slot;
+                        // nothing is asked of it meanwhile.
                         if !self.report(ReportKind::Requires(lacking)).await {
                             return;
                         }
+                        for purpose in self.purposes.values_mut() {
+                            purpose.refused = true;
+                        }
+                        let _ = timeout(Duration::from_millis(200), ws.close()).await;
+                        continue;
                     }
                     let ended = self.session(&mut ws, commands, &mut attempt).await;
                     // A relay that stalls or misbehaves is dropped for every purpose on it.

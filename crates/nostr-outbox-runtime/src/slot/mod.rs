@@ -335,6 +335,7 @@ pub(crate) async fn run_slot(
     mut commands: mpsc::UnboundedReceiver<SlotCommand>,
     reports: mpsc::Sender<SlotReport>,
     seed: u64,
+    patient: bool,
 ) {
     let span = tracing::info_span!("slot", relay = %url, generation = tracing::field::Empty);
     async move {
@@ -349,6 +350,7 @@ pub(crate) async fn run_slot(
             limits: RelayLimits::default(),
             cap: CapEstimate::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
+            patient,
         };
         slot.run(&mut commands).await;
         debug!("slot task ended");
@@ -359,6 +361,9 @@ pub(crate) async fn run_slot(
 
 struct Slot {
     url: Arc<str>,
+    /// Its first connection waits for the relay's document up to the fetch's whole timeout
+    /// before asking anything: the relay was never heard from.
+    patient: bool,
     /// The client's knobs (`client.config()`, kept at hand).
     cfg: Arc<RuntimeConfig>,
     /// Its sockets, signer and relay documents.

@@ -986,10 +986,14 @@ fn print_summary(s: &FeedSummary) {
     let mut lines = vec![
         format!("events:              {}", s.events),
         format!(
-            "relays:              {} asked, {} answered, {} failed{}",
+            "relays:              {} asked, {} answered, {} failed{}{}",
             s.relays_asked,
             s.relays_answered,
             s.relays_failed,
+            match s.relays_refused {
+                0 => String::new(),
+                n => format!(", {n} refused (payment, sign-in)"),
+            },
             match s.relays_replanned_away {
                 0 => String::new(),
                 n => format!(", {n} replanned away before answering"),
