@@ -363,7 +363,7 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
 
     // 1. The reader's own search relays (kind:10007) come first of all.
     let tag = Tag::parse(["relay", listed.url.as_str()]).unwrap();
-    home.store(&signed(&reader, Kind::PlainRelays, "", vec![tag], 500))
+    home.store(&signed(&reader, Kind::SearchRelays, "", vec![tag], 500))
         .await;
     let out = outbox(search(both)).await;
     assert_eq!(
