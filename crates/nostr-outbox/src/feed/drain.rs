@@ -138,11 +138,25 @@ impl Drain {
         json: bool,
         shutdown: impl Fn(),
     ) {
+        self.print_labelled(event, relay, None, json, shutdown)
+            .await;
+    }
+
+    /// [`print`](Self::print) with a label saying what the note is to the read (a thread's
+    /// `reply`, `quote`, …): in text after the relay, in JSON as the field `relation`.
+    pub(crate) async fn print_labelled(
+        &mut self,
+        event: &nostr::event::Event,
+        relay: &str,
+        label: Option<&str>,
+        json: bool,
+        shutdown: impl Fn(),
+    ) {
         let Self { stop, out, .. } = self;
         let Some(out) = out.as_mut() else {
             return;
         };
-        let line = note_line(event, relay, json);
+        let line = note_line(event, relay, label, json);
         let why = tokio::select! {
             sent = out.lines.send(line) => match sent {
                 Ok(()) => return,
@@ -205,8 +219,6 @@ pub(crate) fn stopped_status(signal: &str) -> u8 {
     }
 }
 
-/// One note as printed: JSON, or time, author, relay and content (cut to 280 characters and
-/// escaped).
 /// A note kept by an earlier run, printed at the start before the network answers: in JSON
 /// the event with `"kept": true`, in text `[kept]` where a relay is named; escaped as every
 /// other note.
@@ -228,14 +240,26 @@ pub(crate) fn kept_line(event: &nostr::event::Event, json: bool) -> String {
     }
 }
 
-fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
+/// One note as printed: JSON (with `relation` when labelled), or time, author, relay, the
+/// label and content (cut to 280 characters and escaped).
+fn note_line(event: &nostr::event::Event, relay: &str, label: Option<&str>, json: bool) -> String {
     if json {
-        // An event always serialises; an empty line is better than stopping the feed.
-        json_safe(&serde_json::to_string(event).unwrap_or_default())
+        let Some(label) = label else {
+            // An event always serialises; an empty line is better than stopping the feed.
+            return json_safe(&serde_json::to_string(event).unwrap_or_default());
+        };
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("relation".into(), serde_json::Value::from(label));
+        }
+        json_safe(&value.to_string())
     } else {
         let content: String = event.content.chars().take(280).collect();
+        let label = label
+            .map(|l| format!("{}: ", escape(l)))
+            .unwrap_or_default();
         format!(
-            "{} {} [{}] {}",
+            "{} {} [{}] {label}{}",
             event.created_at,
             &event.pubkey.to_hex()[..12],
             escape(relay),
@@ -305,14 +329,23 @@ mod tests {
             .finalize(&Keys::generate())
             .unwrap();
         for json in [false, true] {
-            let line = note_line(&note, "wss://r.example", json);
+            let line = note_line(&note, "wss://r.example", None, json);
+            assert!(!line.contains("relation"), "{line}");
+            let line = note_line(&note, "wss://r.example", Some("reply"), json);
             assert!(
                 !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
                 "{line:?}"
             );
         }
         let back: nostr::event::Event =
-            serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
+            serde_json::from_str(&note_line(&note, "wss://r.example", None, true)).unwrap();
         assert_eq!(back, note, "still the same JSON");
+        let labelled: serde_json::Value =
+            serde_json::from_str(&note_line(&note, "wss://r.example", Some("quote"), true))
+                .unwrap();
+        assert_eq!(labelled["relation"], "quote");
+        assert_eq!(labelled["id"], note.id.to_hex());
+        let text = note_line(&note, "wss://r.example", Some("quote"), false);
+        assert!(text.contains("[wss://r.example] quote: a"), "{text}");
     }
 }
