@@ -34,8 +34,35 @@ pub struct GetArgs {
     reader: ReaderArgs,
 }
 
-/// Options of `outbox thread`.
+/// Options of `outbox thread`. The reader options shared with the other reads are described
+/// here in the thread's own terms.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("relays", |a| a.help(
+        "The reader's relays (comma-separated or repeated): where the relay lists of the event's \
+         author, the people it tags and the repliers are looked up, and where the thread is asked \
+         when nothing says where it is"
+    )),
+    mut_arg("npub", |a| a.help(
+        "The reader: its relay list (kind:10002) and blocked relays (kind:10006) are looked up too"
+    )),
+    mut_arg("indexers", |a| a.help(
+        "Relays that collect relay lists (comma-separated or repeated), asked for the author's, \
+         the tagged people's and the repliers' kind:10002 lists beside `--relays`"
+    )),
+    mut_arg("stats", |a| a.help(
+        "Learned relay stats (JSON file) that rank the relays asked, as `outbox feed` keeps \
+         them, with the relay lists kept beside it; read, never written. Same as \
+         `--store file:FILE`"
+    )),
+    mut_arg("no_stats", |a| a.help(
+        "Use no kept stats or relay lists: relays rank alike, and only the lists found now count"
+    )),
+    mut_arg("json", |a| a.help(
+        "Print each event as a JSON line, with a field `relation` (`root`, `reply`, `quote`, \
+         `reaction`, `repost`, `zap`, `mention`); what is asked goes to stderr"
+    )),
+)]
 pub struct ThreadArgs {
     /// The event whose thread to read: `nevent`, `note` or a hex id. A `nevent` with its
     /// author's key and relays is found even when nothing else says where.
