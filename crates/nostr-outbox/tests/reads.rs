@@ -402,6 +402,76 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
     }
 }
 
+/// `thread --stream`: after both passes every relay asked stays open; a reply published later
+/// is printed, labelled, and what the passes printed is not printed again.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_stream_prints_later_replies_once() {
+    let (home, alice_write, alice_read) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let (alice, bob, carol) = (key(0xa2), key(0xb2), key(0xc2));
+    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
+    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
+    home.store(&signed(
+        &alice,
+        Kind::RelayList,
+        "",
+        vec![list, read],
+        1_000,
+    ))
+    .await;
+    let root = signed(&alice, Kind::TextNote, "the root", vec![], 500);
+    alice_write.store(&root).await;
+    let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
+    let early = signed(&bob, Kind::TextNote, "early", vec![e_root.clone()], 400);
+    alice_read.store(&early).await;
+    let code = Nip19Event::new(root.id)
+        .author(alice.public_key())
+        .to_bech32()
+        .unwrap();
+    let words = args(&["thread", &code, "--stream", "--json", "--relays", &home.url]);
+    let child = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(&words)
+            .args(["--allow-local", "--no-stats"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    // Both passes end and the streaming subscriptions open well within this.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let late = signed(&carol, Kind::TextNote, "late", vec![e_root], 0);
+    alice_read.publish(&late).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = stderr(&out);
+    let want = [
+        (root.id.to_hex(), "root".to_string()),
+        (early.id.to_hex(), "reply".to_string()),
+        (late.id.to_hex(), "reply".to_string()),
+    ];
+    assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
+    assert_eq!(stdout(&out).lines().count(), 3, "each event once: {err}");
+    assert!(err.contains("thread: 2 replies"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones() {
     use nostr_outbox_fleet::SearchRelay;

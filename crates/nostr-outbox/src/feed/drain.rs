@@ -102,6 +102,12 @@ impl Drain {
         }
     }
 
+    /// Whether a stop signal or a closed stdout ended the read before its end: a caller with
+    /// more to read should not read it.
+    pub(crate) fn halted(&self) -> bool {
+        self.stopping
+    }
+
     /// The stop signal that ended the drain at once, if one did: the process should end now,
     /// without waiting for what is still under way.
     pub(crate) fn forced(&self) -> Option<&'static str> {

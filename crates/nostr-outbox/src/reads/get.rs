@@ -207,10 +207,13 @@ pub fn run_thread(args: ThreadArgs) -> anyhow::Result<ExitCode> {
         if let Some(code) = pass.stopped {
             return Ok(code);
         }
+        if pass.halted {
+            found.summary();
+            return Ok(ExitCode::SUCCESS);
+        }
 
         // Replies are sent to their authors' write relays too: ask those the first pass did
         // not, for more of the thread.
-        let mut asked: Vec<String> = plan.urls().map(str::to_string).collect();
         let mut streamed = plan.targets.clone();
         if !found.repliers.is_empty() {
             let lists = reader.lists(&found.repliers, &[]).await;
@@ -223,7 +226,7 @@ pub fn run_thread(args: ThreadArgs) -> anyhow::Result<ExitCode> {
             let second = RepliersQuery {
                 thread: query.clone(),
                 repliers: found.repliers.clone(),
-                asked: asked.clone(),
+                asked: plan.urls().map(str::to_string).collect(),
             };
             let plan = plan_checked(&second, &ctx)?;
             if !plan.targets.is_empty() {
@@ -233,7 +236,10 @@ pub fn run_thread(args: ThreadArgs) -> anyhow::Result<ExitCode> {
                 if let Some(code) = pass.stopped {
                     return Ok(code);
                 }
-                asked.extend(plan.urls().map(str::to_string));
+                if pass.halted {
+                    found.summary();
+                    return Ok(ExitCode::SUCCESS);
+                }
                 streamed.extend(plan.targets);
             }
         }

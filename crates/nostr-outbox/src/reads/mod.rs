@@ -141,6 +141,8 @@ pub struct Pass {
     pub answered: usize,
     /// Set when a stop signal ended the read at once: the exit code to end with.
     pub stopped: Option<ExitCode>,
+    /// Whether a stop signal or a closed stdout ended the read early (gracefully or at once).
+    pub halted: bool,
 }
 
 impl Pass {
@@ -233,6 +235,7 @@ pub async fn read_with(
         kept,
         answered: tally.values().filter(|t| t.eose).count(),
         stopped: None,
+        halted: drain.halted(),
     };
     if let Some(signal) = drain.forced() {
         pass.stopped = Some(stopped(signal));
