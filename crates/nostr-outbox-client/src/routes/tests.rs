@@ -385,6 +385,27 @@ fn threads_ask_the_authors_read_relays_where_replies_to_them_are_sent() {
     }
     assert_eq!(reasons(&plan, "wss://hint.example"), [Reason::Hint]);
 
+    // An author who only reads somewhere is reached there, not reported unknown; one with no
+    // list is.
+    for (author, unknown) in [(3, vec![]), (9, vec![key(9)])] {
+        let query = ThreadQuery {
+            author: Some(key(author)),
+            ..query.clone()
+        };
+        let (plan, violations) = query.plan_checked(&ctx);
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(plan.unknown, unknown, "author {author}");
+    }
+    let reader_only = ThreadQuery {
+        author: Some(key(3)),
+        ..query.clone()
+    };
+    let plan = reader_only.plan(&ctx);
+    assert_eq!(
+        reasons(&plan, "wss://z3.example"),
+        [Reason::AuthorRead(key(3))]
+    );
+
     // The author tagging themself is asked as the author, not again as a tagged person.
     let query = ThreadQuery {
         tags: vec![p(&key(2)), p(&key(3))],

@@ -87,13 +87,16 @@ impl Route for ThreadQuery {
         let dir = ctx.directory;
         let mut candidates = Candidates::default();
         if let Some(author) = self.author {
-            candidates.push(
-                Reason::AuthorWrite(author),
-                dir.write_relays(&author).iter().cloned(),
-                budget.per_author,
-            );
-            let read = dir.read_relays(&author);
-            // A person without a list is unknown once, under their write relays.
+            let (write, read) = (dir.write_relays(&author), dir.read_relays(&author));
+            // An author with neither is unknown (once, under their write relays); one with
+            // either is reached there.
+            if !write.is_empty() || read.is_empty() {
+                candidates.push(
+                    Reason::AuthorWrite(author),
+                    write.iter().cloned(),
+                    budget.per_author,
+                );
+            }
             if !read.is_empty() {
                 candidates.push(
                     Reason::AuthorRead(author),
