@@ -32,6 +32,7 @@ pub use routes::{
     PublishQuery, Reason, Route, RouteBudget, RouteContext, RouteKind, RoutePlan, RouteTarget,
     RouteViolation, ThreadQuery,
 };
+pub use routes::{Relation, RepliersQuery};
 pub use store::{
     async_trait, lists_to_keep, LoadWarning, Loaded, MemoryStore, Restored, StateStore, StatsStore,
     StatsStoreError, MAX_STORED_LISTS,

@@ -107,7 +107,14 @@ enum Command {
     Count(reads::count::Args),
     /// Get one event, address or profile from its hints and its author's write relays.
     Get(reads::get::GetArgs),
-    /// Read an event and its replies and quotes where they are (author, tagged people, hints).
+    /// Read an event's thread where NIP-65 puts it: replies, quotes, reactions, reposts, zaps.
+    ///
+    /// The event first (from its hints and its author's write relays), then what answers it,
+    /// from the author's read relays (replies to them are sent there) and write relays, the
+    /// read relays of the people it tags and every relay its code and tags hint at; then from
+    /// the write relays of the people who replied, for replies kept only there. Each event is
+    /// printed once, labelled `root`, `reply`, `quote`, `reaction`, `repost`, `zap` or
+    /// `mention` (the field `relation` with `--json`); the last line on stderr counts each.
     Thread(reads::get::ThreadArgs),
     /// Search (NIP-50) on the reader's search relays, else relays whose NIP-11 document lists
     /// NIP 50, else `--search-relays`.

@@ -282,6 +282,202 @@ async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
     );
 }
 
+/// The JSON lines on stdout, by id: each event's `relation` to the thread.
+fn relations(out: &Output) -> std::collections::BTreeMap<String, String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            let relation = event["relation"].as_str().unwrap_or("(none)").to_string();
+            (event["id"].as_str().unwrap().to_string(), relation)
+        })
+        .collect()
+}
+
+/// NIP-65: a reply goes to the replier's write relays and the replied author's read relays.
+/// Alice's list names a write relay and a separate read relay; Bob's and Carol's replies are on
+/// their own write relays and on Alice's read relay, never on her write relay. Carol's answer
+/// to Bob is on her own write relay alone: the second pass, on the repliers' write relays,
+/// finds it. Dave quotes the root, Erin reacts to it; each is labelled apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_relays() {
+    let home = RealRelay::start().await;
+    let (alice_write, alice_read) = (RealRelay::start().await, RealRelay::start().await);
+    let (bob_write, carol_write) = (RealRelay::start().await, RealRelay::start().await);
+    let (dave_write, erin_write) = (RealRelay::start().await, RealRelay::start().await);
+    let (alice, bob, carol, dave, erin) = (key(0xa1), key(0xb0), key(0xc0), key(0xd0), key(0xe0));
+    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
+    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
+    home.store(&signed(
+        &alice,
+        Kind::RelayList,
+        "",
+        vec![list, read],
+        1_000,
+    ))
+    .await;
+    for (who, relay) in [
+        (&bob, &bob_write),
+        (&carol, &carol_write),
+        (&dave, &dave_write),
+        (&erin, &erin_write),
+    ] {
+        home.store(&write_list(who, &relay.url)).await;
+    }
+    let root = signed(&alice, Kind::TextNote, "the root", vec![], 500);
+    alice_write.store(&root).await;
+
+    let p_alice = Tag::parse(["p", alice.public_key().to_hex().as_str()]).unwrap();
+    let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
+    let tags = vec![e_root.clone(), p_alice.clone()];
+    let bob_reply = signed(&bob, Kind::TextNote, "bob replies", tags.clone(), 400);
+    let carol_reply = signed(&carol, Kind::TextNote, "carol replies", tags, 300);
+    for (reply, own) in [(&bob_reply, &bob_write), (&carol_reply, &carol_write)] {
+        own.store(reply).await;
+        alice_read.store(reply).await;
+    }
+    let e_bob = Tag::parse(["e", bob_reply.id.to_hex().as_str(), "", "reply"]).unwrap();
+    let tags = vec![e_root.clone(), e_bob, p_alice.clone()];
+    let carol_to_bob = signed(&carol, Kind::TextNote, "carol answers bob", tags, 200);
+    carol_write.store(&carol_to_bob).await;
+    let q = Tag::parse(["q", root.id.to_hex().as_str()]).unwrap();
+    let quote = signed(
+        &dave,
+        Kind::TextNote,
+        "dave quotes",
+        vec![q, p_alice.clone()],
+        150,
+    );
+    let e = Tag::parse(["e", root.id.to_hex().as_str()]).unwrap();
+    let reaction = signed(&erin, Kind::Reaction, "+", vec![e, p_alice], 100);
+    for (event, own) in [(&quote, &dave_write), (&reaction, &erin_write)] {
+        own.store(event).await;
+        alice_read.store(event).await;
+    }
+
+    let code = Nip19Event::new(root.id)
+        .author(alice.public_key())
+        .to_bech32()
+        .unwrap();
+    let out = outbox(args(&["thread", &code, "--json", "--relays", &home.url])).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let hex = |e: &Event| e.id.to_hex();
+    let want = [
+        (hex(&root), "root"),
+        (hex(&bob_reply), "reply"),
+        (hex(&carol_reply), "reply"),
+        (hex(&carol_to_bob), "reply"),
+        (hex(&quote), "quote"),
+        (hex(&reaction), "reaction"),
+    ]
+    .map(|(id, r)| (id, r.to_string()));
+    assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}  author-read {}",
+            alice_read.url,
+            alice.public_key().to_hex()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{}  author-write {}",
+            carol_write.url,
+            carol.public_key().to_hex()
+        )),
+        "the second pass asks Carol's write relay: {err}"
+    );
+    assert!(
+        err.contains("thread: 3 replies, 1 quote, 1 reaction, 0 reposts, 0 zaps, 0 mentions"),
+        "{err}"
+    );
+
+    // As text: each line says what it is.
+    let out = outbox(args(&["thread", &code, "--relays", &home.url])).await;
+    let text = stdout(&out);
+    for line in [
+        "reply: bob replies",
+        "reply: carol answers bob",
+        "quote: dave quotes",
+        "reaction: +",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
+/// `thread --stream`: after both passes every relay asked stays open; a reply published later
+/// is printed, labelled, and what the passes printed is not printed again.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_stream_prints_later_replies_once() {
+    let (home, alice_write, alice_read) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let (alice, bob, carol) = (key(0xa2), key(0xb2), key(0xc2));
+    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
+    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
+    home.store(&signed(
+        &alice,
+        Kind::RelayList,
+        "",
+        vec![list, read],
+        1_000,
+    ))
+    .await;
+    let root = signed(&alice, Kind::TextNote, "the root", vec![], 500);
+    alice_write.store(&root).await;
+    let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
+    let early = signed(&bob, Kind::TextNote, "early", vec![e_root.clone()], 400);
+    alice_read.store(&early).await;
+    let code = Nip19Event::new(root.id)
+        .author(alice.public_key())
+        .to_bech32()
+        .unwrap();
+    let words = args(&["thread", &code, "--stream", "--json", "--relays", &home.url]);
+    let child = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(&words)
+            .args(["--allow-local", "--no-stats"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    // Both passes end and the streaming subscriptions open well within this.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let late = signed(&carol, Kind::TextNote, "late", vec![e_root], 0);
+    alice_read.publish(&late).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = stderr(&out);
+    let want = [
+        (root.id.to_hex(), "root".to_string()),
+        (early.id.to_hex(), "reply".to_string()),
+        (late.id.to_hex(), "reply".to_string()),
+    ];
+    assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
+    assert_eq!(stdout(&out).lines().count(), 3, "each event once: {err}");
+    assert!(err.contains("thread: 2 replies"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones() {
     use nostr_outbox_fleet::PlainRelay;

@@ -301,17 +301,22 @@ fn a_thread_asks_hints_the_author_and_tagged_people() {
     ]);
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let author = format!("author_write {}", hex(2));
+    // NIP-65: replies to the author are sent to their read relay.
+    let reads = format!("author_read {}", hex(2));
     assert_eq!(
         targets(&plan),
         [
             ("wss://a.example".to_string(), vec![author.clone()]),
             ("wss://b.example".to_string(), vec![author]),
             ("wss://hint.example".to_string(), vec!["hint".to_string()]),
+            ("wss://r2.example".to_string(), vec![reads]),
         ]
     );
     let filters = &plan["route"]["targets"][0]["filters"];
     assert_eq!(filters[0]["#e"], json!([id.to_hex()]));
+    assert_eq!(filters[0]["kinds"], json!([1, 6, 7, 16, 1111, 9735]));
     assert_eq!(filters[1]["#q"], json!([id.to_hex()]));
+    assert_eq!(filters[2]["#E"], json!([id.to_hex()]));
 
     // From an event file: its tagged people too; a hostile hint is refused, never printed raw.
     let event = write_event(
@@ -379,7 +384,11 @@ fn a_config_without_a_strategy_is_read_for_its_url_policy() {
     let out = outbox(&[&args[..], &["--config", config_arg, "--json"]].concat());
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let urls: Vec<String> = targets(&plan).into_iter().map(|(url, _)| url).collect();
-    assert_eq!(urls, ["wss://a.example"], "the denied relay is left out");
+    assert_eq!(
+        urls,
+        ["wss://a.example", "wss://r2.example"],
+        "the denied relay is left out"
+    );
 
     // Other problems are still named, the strategy among them only when it is given wrong.
     std::fs::write(&config, "max_connections = \"many\"\n").unwrap();
@@ -423,7 +432,7 @@ fn an_event_known_by_its_id_alone_says_why_no_relay_is_asked() {
         .to_bech32()
         .unwrap();
     let out = outbox(&["route", "thread", "--event", &code, "--world", world]);
-    assert!(stdout(&out).contains("thread route: 2 relays"));
+    assert!(stdout(&out).contains("thread route: 3 relays"));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("id alone"));
 }
 

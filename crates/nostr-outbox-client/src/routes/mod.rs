@@ -64,7 +64,7 @@ pub use inbox::InboxQuery;
 pub use pointer::{Pointer, PointerError};
 pub use publish::PublishQuery;
 pub use select::select;
-pub use thread::ThreadQuery;
+pub use thread::{relation, Relation, RepliersQuery, ThreadQuery, THREAD_KINDS};
 
 /// Which route a plan is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -74,7 +74,7 @@ pub enum RouteKind {
     Inbox,
     /// Gift wraps to the reader (NIP-17 direct messages), from its DM inbox relays.
     Dms,
-    /// Replies to and quotes of one event.
+    /// Replies to, quotes of and reactions to one event.
     Thread,
     /// One event, address or profile.
     Pointer,
@@ -108,8 +108,11 @@ impl fmt::Display for RouteKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(tag = "reason", content = "pubkey", rename_all = "snake_case")]
 pub enum Reason {
-    /// The event's (or pointer's) author writes there (NIP-65 `write`).
+    /// The event's (or pointer's, or a reply's) author writes there (NIP-65 `write`).
     AuthorWrite(PublicKey),
+    /// The event's author reads there (NIP-65 `read`): replies to and mentions of the event
+    /// are sent and found there.
+    AuthorRead(PublicKey),
     /// A tagged person reads there (NIP-65 `read`): mentions of them are sent and found there.
     TaggedRead(PublicKey),
     /// A recipient's NIP-17 DM inbox (kind:10050).
@@ -127,7 +130,10 @@ impl Reason {
     /// The person the reason is about, if any.
     pub fn person(&self) -> Option<&PublicKey> {
         match self {
-            Reason::AuthorWrite(pk) | Reason::TaggedRead(pk) | Reason::DmInbox(pk) => Some(pk),
+            Reason::AuthorWrite(pk)
+            | Reason::AuthorRead(pk)
+            | Reason::TaggedRead(pk)
+            | Reason::DmInbox(pk) => Some(pk),
             Reason::Hint | Reason::ReaderRead | Reason::ReaderRelay => None,
         }
     }
@@ -137,6 +143,7 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::AuthorWrite(pk) => write!(f, "author-write {pk}"),
+            Reason::AuthorRead(pk) => write!(f, "author-read {pk}"),
             Reason::TaggedRead(pk) => write!(f, "tagged-read {pk}"),
             Reason::DmInbox(pk) => write!(f, "dm-inbox {pk}"),
             Reason::Hint => f.write_str("hint"),
@@ -153,14 +160,16 @@ pub struct RouteBudget {
     pub max_relays: usize,
     /// Relays per tagged person or recipient (their read or DM inbox relays).
     pub per_person: usize,
-    /// Write relays of the event's or pointer's author.
+    /// Write relays of the event's or pointer's author (and, for a thread, its read relays;
+    /// for a thread's second pass, each replier's write relays).
     pub per_author: usize,
     /// Relay hints taken.
     pub hints: usize,
 }
 
 impl Default for RouteBudget {
-    /// 16 relays in all; two per tagged person, four of the author's, three hints.
+    /// 16 relays in all; two per tagged person, four of the author's (of each
+    /// kind a route asks), three hints.
     fn default() -> Self {
         Self {
             max_relays: 16,

@@ -339,8 +339,200 @@ fn threads_ask_author_writes_hints_and_tagged_reads_for_replies_and_quotes() {
         .map(|f| serde_json::to_value(f).unwrap())
         .collect();
     assert_eq!(filters[0]["#e"][0], id.to_hex());
+    assert_eq!(
+        filters[0]["kinds"],
+        serde_json::json!([1, 6, 7, 16, 1111, 9735])
+    );
     assert_eq!(filters[1]["#q"][0], id.to_hex());
-    assert!(plan.targets.iter().all(|t| t.filters.len() == 2));
+    assert!(
+        filters[1].get("kinds").is_none(),
+        "a quote may be of any kind"
+    );
+    assert_eq!(filters[2]["#E"][0], id.to_hex());
+    assert_eq!(filters[2]["kinds"], serde_json::json!([1111]));
+    assert!(plan.targets.iter().all(|t| t.filters.len() == 3));
+}
+
+/// NIP-65: a reply is sent to the replied author's read relays. Author 2 writes to w2 and
+/// reads on p1..p3; replies to them are on p1..p3, so the thread asks there too.
+#[test]
+fn threads_ask_the_authors_read_relays_where_replies_to_them_are_sent() {
+    let dir = directory();
+    let stats = DeliveryStats::new();
+    let ctx = ctx(&dir, &stats, RouteBudget::default());
+    let code = Nip19Event::new(EventId::from_byte_array([6; 32]))
+        .author(key(2))
+        .relays([RelayUrl::parse("wss://hint.example").unwrap()]);
+    let query = ThreadQuery::of_nevent(&code);
+    let (plan, violations) = query.plan_checked(&ctx);
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!(
+        urls(&plan),
+        [
+            "wss://hint.example",
+            "wss://p1.example",
+            "wss://p2.example",
+            "wss://p3.example",
+            "wss://w2.example",
+        ]
+    );
+    assert_eq!(
+        reasons(&plan, "wss://w2.example"),
+        [Reason::AuthorWrite(key(2))]
+    );
+    for read in ["wss://p1.example", "wss://p2.example", "wss://p3.example"] {
+        assert_eq!(reasons(&plan, read), [Reason::AuthorRead(key(2))], "{read}");
+    }
+    assert_eq!(reasons(&plan, "wss://hint.example"), [Reason::Hint]);
+
+    // An author who only reads somewhere is reached there, not reported unknown; one with no
+    // list is.
+    for (author, unknown) in [(3, vec![]), (9, vec![key(9)])] {
+        let query = ThreadQuery {
+            author: Some(key(author)),
+            ..query.clone()
+        };
+        let (plan, violations) = query.plan_checked(&ctx);
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(plan.unknown, unknown, "author {author}");
+    }
+    let reader_only = ThreadQuery {
+        author: Some(key(3)),
+        ..query.clone()
+    };
+    let plan = reader_only.plan(&ctx);
+    assert_eq!(
+        reasons(&plan, "wss://z3.example"),
+        [Reason::AuthorRead(key(3))]
+    );
+
+    // The author tagging themself is asked as the author, not again as a tagged person.
+    let query = ThreadQuery {
+        tags: vec![p(&key(2)), p(&key(3))],
+        ..query
+    };
+    let candidates = query.candidates(&ctx);
+    assert!(candidates.group(&Reason::TaggedRead(key(2))).is_none());
+    assert!(candidates.group(&Reason::TaggedRead(key(3))).is_some());
+
+    // A tight budget cuts depth first: each group gets one relay before any gets a second,
+    // so the author's read relays are not crowded out by their write relays or the hints.
+    let tight = RouteBudget {
+        max_relays: 4,
+        ..RouteBudget::default()
+    };
+    let ctx = super::tests::ctx(&dir, &stats, tight);
+    let (plan, violations) = query.plan_checked(&ctx);
+    assert!(violations.is_empty(), "{violations:?}");
+    let served: Vec<Reason> = plan
+        .targets
+        .iter()
+        .flat_map(|t| t.reasons.iter().copied())
+        .collect();
+    for reason in [
+        Reason::AuthorWrite(key(2)),
+        Reason::AuthorRead(key(2)),
+        Reason::Hint,
+        Reason::TaggedRead(key(3)),
+    ] {
+        assert!(served.contains(&reason), "{reason} not served: {plan:?}");
+    }
+    // `per_author` caps the read relays as it caps the write relays.
+    let one = RouteBudget {
+        per_author: 1,
+        ..RouteBudget::default()
+    };
+    let ctx = super::tests::ctx(&dir, &stats, one);
+    let (plan, violations) = query.plan_checked(&ctx);
+    assert!(violations.is_empty(), "{violations:?}");
+    let reads = plan
+        .targets
+        .iter()
+        .filter(|t| t.reasons.contains(&Reason::AuthorRead(key(2))))
+        .count();
+    assert_eq!(reads, 1);
+}
+
+/// The second pass asks each replier's write relays the first pass did not ask, with the
+/// thread's filters; a replier whose relays were all asked adds nothing, an unknown one is
+/// reported.
+#[test]
+fn repliers_are_asked_on_their_write_relays_not_yet_asked() {
+    let dir = directory();
+    let stats = DeliveryStats::new();
+    let ctx = ctx(&dir, &stats, RouteBudget::default());
+    let thread = ThreadQuery::of_nevent(&Nip19Event::new(EventId::from_byte_array([6; 32])));
+    let query = RepliersQuery {
+        thread: thread.clone(),
+        repliers: vec![key(1), key(2), key(1), key(9)],
+        asked: vec!["wss://a.example".into(), "wss://w2.example".into()],
+    };
+    let (plan, violations) = query.plan_checked(&ctx);
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!(urls(&plan), ["wss://b.example"]);
+    assert_eq!(
+        reasons(&plan, "wss://b.example"),
+        [Reason::AuthorWrite(key(1))]
+    );
+    assert_eq!(plan.unknown, [key(9)]);
+    assert_eq!(plan.targets[0].filters, thread.filters());
+    // Nothing new to ask: an empty plan, not an error.
+    let none = RepliersQuery {
+        repliers: vec![key(2)],
+        ..query
+    };
+    let (plan, violations) = none.plan_checked(&ctx);
+    assert!(violations.is_empty(), "{violations:?}");
+    assert!(plan.targets.is_empty() && plan.unknown.is_empty());
+}
+
+#[test]
+fn events_found_are_told_apart_by_their_relation_to_the_thread() {
+    use nostr::event::{EventBuilder, FinalizeEvent, Tag};
+    let keys = Keys::generate();
+    let root = EventId::from_byte_array([6; 32]);
+    let reply_id = EventId::from_byte_array([7; 32]);
+    let other = EventId::from_byte_array([8; 32]);
+    let thread: std::collections::HashSet<EventId> = [reply_id].into();
+    let event = |kind: u16, tags: &[&[&str]]| {
+        let tags = tags.iter().map(|t| Tag::parse(t.iter().copied()).unwrap());
+        EventBuilder::new(Kind::from_u16(kind), "")
+            .tags(tags)
+            .finalize(&keys)
+            .unwrap()
+    };
+    let (r, n, o) = (root.to_hex(), reply_id.to_hex(), other.to_hex());
+    let cases: [(nostr::event::Event, Relation); 13] = [
+        (event(1, &[&["e", &r, "", "root"]]), Relation::Reply),
+        (event(1, &[&["e", &r]]), Relation::Reply),
+        // A reply to a reply in the thread.
+        (
+            event(1, &[&["e", &o, "", "root"], &["e", &n, "", "reply"]]),
+            Relation::Reply,
+        ),
+        (event(1111, &[&["E", &r], &["e", &o]]), Relation::Reply),
+        (event(1, &[&["q", &r]]), Relation::Quote),
+        (
+            event(1, &[&["e", &r, "", "mention"], &["q", &r]]),
+            Relation::Quote,
+        ),
+        (event(1, &[&["e", &r, "", "mention"]]), Relation::Mention),
+        (event(7, &[&["e", &r]]), Relation::Reaction),
+        (event(6, &[&["e", &r]]), Relation::Repost),
+        (event(16, &[&["e", &r]]), Relation::Repost),
+        (event(9735, &[&["e", &r]]), Relation::Zap),
+        // Malformed or elsewhere: not a reply.
+        (
+            event(1, &[&["e", "not-hex"], &["e"], &["e", &o]]),
+            Relation::Mention,
+        ),
+        (event(30023, &[&["e", &r]]), Relation::Mention),
+    ];
+    for (event, want) in cases {
+        assert_eq!(relation(&event, &root, &thread), want, "{:?}", event.tags);
+    }
+    assert_eq!(Relation::Reply.label(), "reply");
+    assert_eq!(Relation::Reaction.plural(), "reactions");
 }
 
 #[test]
@@ -630,12 +822,14 @@ mod random {
             event_tags.push(vec!["e".into(), EventId::from_byte_array([1; 32]).to_hex(), "wss://r3.example".into()]);
             let publish = PublishQuery { author: key(author), kind: Kind::from_u16(kind), tags: event_tags.clone() };
             let thread = ThreadQuery { id: EventId::from_byte_array([2; 32]), author: Some(key(author)), tags: event_tags, hints: vec!["wss://r5.example".into()], quotes: true };
+            let repliers = RepliersQuery { thread: thread.clone(), repliers: tagged.iter().map(|&n| key(n)).collect(), asked: vec!["wss://r3.example".into()] };
             let pointer = Pointer::Profile { pubkey: key(author), relays: vec!["wss://r7.example".into(), "junk".into()] };
             let mut inbox = InboxQuery::new(key(author));
             inbox.reader_relays = vec!["wss://r1.example".into()];
             let plans = [
                 publish.plan_checked(&ctx),
                 thread.plan_checked(&ctx),
+                repliers.plan_checked(&ctx),
                 pointer.plan_checked(&ctx),
                 inbox.plan_checked(&ctx),
             ];

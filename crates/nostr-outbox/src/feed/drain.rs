@@ -102,6 +102,12 @@ impl Drain {
         }
     }
 
+    /// Whether a stop signal or a closed stdout ended the read before its end: a caller with
+    /// more to read should not read it.
+    pub(crate) fn halted(&self) -> bool {
+        self.stopping
+    }
+
     /// The stop signal that ended the drain at once, if one did: the process should end now,
     /// without waiting for what is still under way.
     pub(crate) fn forced(&self) -> Option<&'static str> {
@@ -138,11 +144,25 @@ impl Drain {
         json: bool,
         shutdown: impl Fn(),
     ) {
+        self.print_labelled(event, relay, None, json, shutdown)
+            .await;
+    }
+
+    /// [`print`](Self::print) with a label saying what the note is to the read (a thread's
+    /// `reply`, `quote`, …): in text after the relay, in JSON as the field `relation`.
+    pub(crate) async fn print_labelled(
+        &mut self,
+        event: &nostr::event::Event,
+        relay: &str,
+        label: Option<&str>,
+        json: bool,
+        shutdown: impl Fn(),
+    ) {
         let Self { stop, out, .. } = self;
         let Some(out) = out.as_mut() else {
             return;
         };
-        let line = note_line(event, relay, json);
+        let line = note_line(event, relay, label, json);
         let why = tokio::select! {
             sent = out.lines.send(line) => match sent {
                 Ok(()) => return,
@@ -241,16 +261,26 @@ pub(crate) fn code(event: &nostr::event::Event, relay: Option<&str>) -> String {
         .unwrap_or_else(|| event.id.to_hex())
 }
 
-/// One note as printed: JSON, or time, author, relay, the note's code ([`code`]) and content
-/// (cut to 280 characters and escaped).
-fn note_line(event: &nostr::event::Event, relay: &str, json: bool) -> String {
+/// One note as printed: JSON (with `relation` when labelled), or time, author, relay, the
+/// note's code ([`code`]), the label and content (cut to 280 characters and escaped).
+fn note_line(event: &nostr::event::Event, relay: &str, label: Option<&str>, json: bool) -> String {
     if json {
-        // An event always serialises; an empty line is better than stopping the feed.
-        json_safe(&serde_json::to_string(event).unwrap_or_default())
+        let Some(label) = label else {
+            // An event always serialises; an empty line is better than stopping the feed.
+            return json_safe(&serde_json::to_string(event).unwrap_or_default());
+        };
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("relation".into(), serde_json::Value::from(label));
+        }
+        json_safe(&value.to_string())
     } else {
         let content: String = event.content.chars().take(280).collect();
+        let label = label
+            .map(|l| format!("{}: ", escape(l)))
+            .unwrap_or_default();
         format!(
-            "{} {} [{}] {} {}",
+            "{} {} [{}] {} {label}{}",
             event.created_at,
             &event.pubkey.to_hex()[..12],
             escape(relay),
@@ -321,15 +351,24 @@ mod tests {
             .finalize(&Keys::generate())
             .unwrap();
         for json in [false, true] {
-            let line = note_line(&note, "wss://r.example", json);
+            let line = note_line(&note, "wss://r.example", None, json);
+            assert!(!line.contains("relation"), "{line}");
+            let line = note_line(&note, "wss://r.example", Some("reply"), json);
             assert!(
                 !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
                 "{line:?}"
             );
         }
         let back: nostr::event::Event =
-            serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
+            serde_json::from_str(&note_line(&note, "wss://r.example", None, true)).unwrap();
         assert_eq!(back, note, "still the same JSON");
+        let labelled: serde_json::Value =
+            serde_json::from_str(&note_line(&note, "wss://r.example", Some("quote"), true))
+                .unwrap();
+        assert_eq!(labelled["relation"], "quote");
+        assert_eq!(labelled["id"], note.id.to_hex());
+        let text = note_line(&note, "wss://r.example", Some("quote"), false);
+        assert!(text.contains(" quote: a"), "{text}");
     }
 
     /// A text line carries a `nevent` naming the note, its author and the relay it came from:
@@ -340,7 +379,7 @@ mod tests {
         let note = EventBuilder::new(Kind::TextNote, "hello")
             .finalize(&Keys::generate())
             .unwrap();
-        let line = note_line(&note, "wss://r.example", false);
+        let line = note_line(&note, "wss://r.example", None, false);
         let word = line
             .split(' ')
             .find(|w| w.starts_with("nevent1"))
@@ -352,12 +391,12 @@ mod tests {
         assert_eq!(relays, ["wss://r.example"]);
         assert!(line.ends_with(" hello"), "{line:?}");
         // A relay that cannot be a hint is left out of the code, never printed raw in it.
-        let line = note_line(&note, "not a url", false);
+        let line = note_line(&note, "not a url", None, false);
         let word = line.split(' ').find(|w| w.starts_with("nevent1")).unwrap();
         assert!(Nip19Event::from_bech32(word).unwrap().relays.is_empty());
         // JSON is the event alone, as before.
         let json: serde_json::Value =
-            serde_json::from_str(&note_line(&note, "wss://r.example", true)).unwrap();
+            serde_json::from_str(&note_line(&note, "wss://r.example", None, true)).unwrap();
         assert!(json.get("nevent").is_none());
     }
 }

@@ -141,6 +141,8 @@ pub struct Pass {
     pub answered: usize,
     /// Set when a stop signal ended the read at once: the exit code to end with.
     pub stopped: Option<ExitCode>,
+    /// Whether a stop signal or a closed stdout ended the read early (gracefully or at once).
+    pub halted: bool,
 }
 
 impl Pass {
@@ -155,6 +157,16 @@ impl Pass {
     }
 }
 
+/// How a read shows one event.
+pub enum Show {
+    /// Printed as it is.
+    Plain,
+    /// Printed with a label saying what it is to the read (`Drain::print_labelled`).
+    Labelled(&'static str),
+    /// Not printed nor counted (seen before).
+    Skip,
+}
+
 /// Reads `plan` through a route feed on `client`: prints each event as it comes (text, or JSON
 /// with `json`), keeps the first `keep` for the caller, and ends at every relay's EOSE (or, on
 /// a streaming client, at Ctrl-C, SIGTERM or a closed stdout). Then says on stderr how many
@@ -164,6 +176,17 @@ pub async fn read(
     client: &Client,
     json: bool,
     keep: usize,
+) -> anyhow::Result<Pass> {
+    read_with(plan, client, json, keep, |_| Show::Plain).await
+}
+
+/// [`read`], with `show` saying for each event whether and how it is printed.
+pub async fn read_with(
+    plan: &RoutePlan,
+    client: &Client,
+    json: bool,
+    keep: usize,
+    mut show: impl FnMut(&Event) -> Show,
 ) -> anyhow::Result<Pass> {
     let (feed, mut events) = nostr_outbox_runtime::start_route(plan, client);
     let mut tally: BTreeMap<String, Tally> = plan
@@ -176,8 +199,15 @@ pub async fn read(
     while let Some(event) = drain.next(&mut events, shutdown).await {
         match event {
             RouteEvent::Note { event, relay } => {
+                let label = match show(&event) {
+                    Show::Skip => continue,
+                    Show::Plain => None,
+                    Show::Labelled(label) => Some(label),
+                };
                 tally.entry(relay.clone()).or_default().events += 1;
-                drain.print(&event, &relay, json, shutdown).await;
+                drain
+                    .print_labelled(&event, &relay, label, json, shutdown)
+                    .await;
                 if kept.len() < keep {
                     kept.push(*event);
                 }
@@ -205,6 +235,7 @@ pub async fn read(
         kept,
         answered: tally.values().filter(|t| t.eose).count(),
         stopped: None,
+        halted: drain.halted(),
     };
     if let Some(signal) = drain.forced() {
         pass.stopped = Some(stopped(signal));

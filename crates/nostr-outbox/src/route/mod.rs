@@ -91,7 +91,7 @@ pub(crate) struct Common {
     /// Relays per tagged person or recipient.
     #[arg(long, global = true, default_value_t = RouteBudget::default().per_person)]
     per_person: usize,
-    /// Write relays of the author.
+    /// Write relays of the author (for a thread, as many of their read relays too).
     #[arg(long, global = true, default_value_t = RouteBudget::default().per_author)]
     per_author: usize,
     /// Relay hints taken.

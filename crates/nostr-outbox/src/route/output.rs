@@ -101,7 +101,7 @@ pub fn dropped(inputs: &Inputs) {
 /// The option whose cap of 0 leaves a group out.
 fn cap_flag(reason: &Reason) -> &'static str {
     match reason {
-        Reason::AuthorWrite(_) => "--per-author",
+        Reason::AuthorWrite(_) | Reason::AuthorRead(_) => "--per-author",
         Reason::TaggedRead(_) | Reason::DmInbox(_) => "--per-person",
         Reason::Hint => "--hints",
         Reason::ReaderRead | Reason::ReaderRelay => "a cap of",
