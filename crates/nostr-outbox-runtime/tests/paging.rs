@@ -568,5 +568,10 @@ async fn a_relay_whose_document_excludes_the_reader_receives_no_req() {
     assert!(summary.penalised.contains(&members.url), "{summary:?}");
     assert_eq!(summary.events, 2, "the reader's relay stands in");
     assert_eq!(summary.relays_refused, 2, "{summary:?}");
+    let mut unreadable = summary.unreadable.clone();
+    unreadable.sort();
+    let mut expected = vec![paid_author.public_key(), members_author.public_key()];
+    expected.sort();
+    assert_eq!(unreadable, expected, "named as having nowhere to be read");
     assert_eq!(summary.relays_failed, 0, "{summary:?}");
 }

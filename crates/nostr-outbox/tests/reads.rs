@@ -981,7 +981,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
     let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
-    let searcher = PlainRelay::start(vec![hit.clone()], false).await;
+    let searcher = PlainRelay::start(vec![hit.clone()], true).await;
     let out = outbox(args(&[
         "search",
         "relays",

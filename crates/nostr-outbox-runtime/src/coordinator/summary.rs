@@ -14,6 +14,27 @@ impl Coordinator {
         self.tally.arrivals = Vec::new();
     }
 
+    /// Follows whose every listed write relay was set aside (refused, needs payment or sign-in,
+    /// failed): whatever the plan asked, nothing it could reach holds what they write. Their
+    /// reader's relays may stand in, which is why they still count as covered.
+    fn unreadable(&self) -> Vec<PublicKey> {
+        let now = self.now();
+        let (table, _) = self.table_without(&HashSet::new(), now);
+        let set_aside =
+            |url: &str| self.tally.penalised.contains(url) || self.penalties.is_penalised(url, now);
+        self.follows
+            .iter()
+            .filter(|pk| {
+                let Some(author) = table.author_id(pk) else {
+                    return false;
+                };
+                let writes = table.write_relays(author);
+                !writes.is_empty() && writes.iter().all(|r| set_aside(table.url(*r)))
+            })
+            .copied()
+            .collect()
+    }
+
     pub(super) async fn finish(mut self) -> FeedSummary {
         // Relays that answered but were not recorded yet (a live feed stopped mid-round), and
         // relays that failed and never answered.
@@ -80,6 +101,7 @@ impl Coordinator {
             })
             .count();
         let marks = self.relay_marks();
+        let unreadable = self.unreadable();
         let summary = FeedSummary {
             events: self.tally.events,
             follows,
@@ -107,6 +129,7 @@ impl Coordinator {
             seed: self.plan_seed,
             carriers: self.carriers,
             uncovered: self.tally.uncovered,
+            unreadable,
             plans_rejected: self.tally.rejected,
             marks,
             lists: self.lists.values().cloned().collect(),

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use nostr::key::PublicKey;
 use nostr_outbox_client::Carriers;
 use nostr_outbox_core::{DeliveryStats, RawRelayList};
 use serde::Serialize;
@@ -171,6 +172,10 @@ pub struct FeedSummary {
     /// Follows asked of no relay because no plan could be applied (0 when every follow was
     /// asked somewhere).
     pub uncovered: usize,
+    /// Follows with nowhere to be read: every relay their list says they write to was set
+    /// aside (refused, needs payment or sign-in the run could not give, or failed). The
+    /// reader's relays may have been asked in their place, so they can still count as covered.
+    pub unreadable: Vec<PublicKey>,
     /// Plans that broke an invariant and were not applied.
     pub plans_rejected: u64,
     /// Per relay, up to when it delivered everything it holds for the follows it was asked

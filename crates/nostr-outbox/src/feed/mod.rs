@@ -920,6 +920,29 @@ const MAX_PENDING_SHOWN: usize = 10;
 
 /// One line when the run stopped early (its deadline, its EOSE race): the relays still
 /// awaited, escaped.
+/// The follows with nowhere to be read, named (at most [`MAX_PENDING_SHOWN`]).
+fn describe_unreadable(s: &FeedSummary) -> Option<String> {
+    if s.unreadable.is_empty() {
+        return None;
+    }
+    use nostr::nips::nip19::ToBech32;
+    let shown: Vec<String> = (s.unreadable.iter())
+        .take(MAX_PENDING_SHOWN)
+        .map(|pk| pk.to_bech32().unwrap_or_else(|_| pk.to_hex()))
+        .collect();
+    let more = s.unreadable.len().saturating_sub(MAX_PENDING_SHOWN);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{:<21}{}{more}",
+        "nowhere to be read:",
+        shown.join(", ")
+    ))
+}
+
 fn describe_pending(s: &FeedSummary) -> Option<String> {
     if !s.deadline_reached && s.pending.is_empty() {
         return None;
@@ -999,7 +1022,17 @@ fn print_summary(s: &FeedSummary) {
                 n => format!(", {n} replanned away before answering"),
             }
         ),
-        format!("authors covered:     {}/{}", s.authors_covered, s.follows),
+        format!(
+            "authors covered:     {}/{}{}",
+            s.authors_covered,
+            s.follows,
+            match s.unreadable.len() {
+                0 => String::new(),
+                n => format!(
+                    "; {n} with nowhere to be read (every relay they write to refused or failed)"
+                ),
+            }
+        ),
         {
             let mut notes = Vec::new();
             if s.lists_from_indexers > 0 {
@@ -1035,6 +1068,7 @@ fn print_summary(s: &FeedSummary) {
         ),
     ];
     lines.extend(describe_pending(s));
+    lines.extend(describe_unreadable(s));
     lines.push(describe_probes(s));
     lines.push(format!(
         "sockets:             {} at most open at once, {} dialled, {} shared, {} for relay documents",
