@@ -198,6 +198,33 @@ fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
     );
 }
 
+/// `--inbox` prints its own summary: asking for the feed's summary file with it is an error,
+/// not a flag silently ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_refuses_a_summary_file_it_would_not_write() {
+    let (relay, author) = relay_with_notes(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let npub = author.public_key().to_hex();
+    let cmd = feed(
+        &relay.url,
+        &author,
+        &[
+            "--no-stats",
+            "--inbox",
+            "--npub",
+            &npub,
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ],
+    );
+    let out = run(cmd, "--inbox --summary-json".into()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--summary-json"), "{stderr}");
+    assert!(!summary.exists());
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_file_that_is_not_a_regular_file_is_refused_before_the_run() {

@@ -1053,6 +1053,9 @@ impl Coordinator {
                 }
                 _ = flush.tick() => {
                     let _ = self.save_stats().await;
+                    if !self.cfg.once {
+                        self.trim_tallies();
+                    }
                 }
                 answers = probes::join(&mut self.probing), if self.probing.is_some() => {
                     self.probing = None;

@@ -22,7 +22,8 @@
 //!   gave the place up (less the margin).
 //!
 //! Every table here is bounded: marks ([`MAX_MARKS`]), relays down ([`MAX_DOWN`]); empty
-//! answers and turns hold at most the relays of the plan and expire.
+//! answers and turns hold at most the relays of the plan and expire; the summary's tallies of
+//! relays keep, past [`MAX_TALLIED`], only the relays in use ([`Coordinator::trim_tallies`]).
 
 use super::*;
 use crate::config::PenaltyPolicy;
@@ -38,6 +39,10 @@ pub(super) const MAX_MARKS: usize = 1024;
 /// Relays set aside for failing that keep a tail; beyond, a relay set aside is let go as in a
 /// `--once` run (back when its set-aside expires).
 pub(super) const MAX_DOWN: usize = 256;
+
+/// Relays the summary's tallies (per-relay outcomes, set-asides, sign-ins, relays dialled) keep
+/// in a continuing feed; past it, those of relays no longer in use are forgotten.
+pub(super) const MAX_TALLIED: usize = 4096;
 
 /// A relay left out of the window's plans (for answering empty, or for failing) whose
 /// follows' new notes a continuing feed still hears there.
@@ -503,5 +508,67 @@ impl Coordinator {
         if let Some(watch) = watch {
             live.watch_lists(watch);
         }
+    }
+}
+
+impl Tally {
+    /// Past [`MAX_TALLIED`] relays in a table, keeps only those `in_use` says are.
+    pub(super) fn trim(&mut self, in_use: &HashSet<String>) {
+        if self.relays.len() > MAX_TALLIED {
+            self.relays.retain(|url, _| in_use.contains(url));
+        }
+        if self.penalised.len() > MAX_TALLIED {
+            self.penalised.retain(|url| in_use.contains(url));
+        }
+        if self.auth.len() > MAX_TALLIED {
+            self.auth.retain(|url, _| in_use.contains(url));
+        }
+    }
+}
+
+impl Coordinator {
+    /// A continuing feed's tallies stay bounded over days: past [`MAX_TALLIED`], what is kept
+    /// of relays no longer in use (no slot) goes, and so does their being dialled (they may be
+    /// probed again).
+    pub(super) fn trim_tallies(&mut self) {
+        let in_use: HashSet<String> = self.live.keys().cloned().collect();
+        self.tally.trim(&in_use);
+        if self.dialled.len() > MAX_TALLIED {
+            self.dialled.retain(|url| in_use.contains(url));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tallies_past_their_bound_keep_the_relays_in_use() {
+        let mut tally = Tally::default();
+        let url = |i: usize| format!("wss://r{i}.example");
+        for i in 0..MAX_TALLIED {
+            tally.relays.insert(url(i), RelayOutcome::default());
+            tally.penalised.insert(url(i));
+        }
+        let in_use: HashSet<String> = [url(1), url(2)].into_iter().collect();
+        tally.trim(&in_use);
+        assert_eq!(
+            tally.relays.len(),
+            MAX_TALLIED,
+            "at the bound, nothing goes"
+        );
+        tally
+            .relays
+            .insert(url(MAX_TALLIED), RelayOutcome::default());
+        tally.penalised.insert(url(MAX_TALLIED));
+        tally.auth.insert(url(7), AuthOutcome::NoKeys);
+        tally.trim(&in_use);
+        assert_eq!(tally.relays.keys().cloned().collect::<HashSet<_>>(), in_use);
+        assert_eq!(
+            tally.penalised.iter().cloned().collect::<HashSet<_>>(),
+            in_use
+        );
+        assert_eq!(tally.auth.len(), 1, "under its bound: kept");
     }
 }

@@ -115,8 +115,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
     /// Stream the reader's mentions instead of the follows' notes: events tagging `--npub`,
-    /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`.
-    #[arg(long, requires = "npub")]
+    /// asked of the read relays of the reader's relay list (NIP-65), else of `--relays`. Its
+    /// summary is the inbox's own, on stderr: `--summary-json` does not go with it.
+    #[arg(long, requires = "npub", conflicts_with = "summary_json")]
     inbox: bool,
     /// Forget the notes and per-relay marks kept by earlier runs before this one starts.
     /// Without it, a feed with a store keeps the newest notes of each follow (20, at most
