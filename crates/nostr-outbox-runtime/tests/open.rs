@@ -415,3 +415,58 @@ async fn a_feed_given_the_marks_a_run_ended_with_asks_each_relay_only_since_them
         "what was delivered is not asked again"
     );
 }
+
+/// With fewer socket places than relays (the relays take turns), a follow that moves to a
+/// relay it never listed is still heard there: its new list comes at a turn of a relay that
+/// holds it, and the new relay takes its turns like the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay() {
+    let readers = [RealRelay::start().await, RealRelay::start().await];
+    let mut writers = Vec::new();
+    for _ in 0..WRITE_RELAYS {
+        writers.push(RealRelay::start().await);
+    }
+    let moved_to = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=6).map(keys).collect();
+    let reader_urls: Vec<&str> = readers.iter().map(|r| r.url.as_str()).collect();
+    let mut input = input(
+        "max_connections = 20\n[strategy]\ntype = \"greedy\"\n",
+        &f,
+        &reader_urls,
+    );
+    for (i, k) in f.iter().enumerate() {
+        let list = relay_list(k, now - 1000, &[(&writers[i % WRITE_RELAYS].url, None)]);
+        assert!(input.add_relay_list_event(&list));
+        writers[i % WRITE_RELAYS]
+            .store(&note(k, now - 100, &format!("f{i} stored")))
+            .await;
+    }
+    let budget = SocketBudget {
+        max_sockets: Some(4),
+        reserve: 2,
+        idle: Duration::from_millis(200),
+    };
+    let config = RuntimeConfig {
+        since: Some(Timestamp::from(now - 7 * DAY)),
+        discover_lists: true,
+        ..open_config()
+    };
+    let (handle, out) = open_feed(input, &Client::with(config, budget, None)).await;
+
+    // f0 names only a relay it never listed, publishing the list where a NIP-65 client does
+    // (its old write relay, the new one and the relays its readers read), and writes there.
+    let list = relay_list(&f[0], now_(), &[(&moved_to.url, None)]);
+    for relay in readers.iter().chain([&writers[0], &moved_to]) {
+        relay.publish(&list).await;
+    }
+    let moved = note(&f[0], now_(), "f0 on its new relay");
+    moved_to.publish(&moved).await;
+    expect_all(&out, std::slice::from_ref(&moved), "after the move").await;
+    let summary = handle.shutdown().await;
+    assert!(
+        matches!(summary.places, nostr_outbox_runtime::Places::Turns { .. }),
+        "the relays took turns: {:?}",
+        summary.places
+    );
+}
