@@ -46,7 +46,7 @@ pub use ids::{AuthorId, RelayId};
 pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};
 pub use keys::{follows_from_contact_list, parse_public_key, public_key_from_hex, KeyError};
-pub use plan::{Plan, PlanEntry};
+pub use plan::{Disclosure, Plan, PlanEntry};
 pub use probe::{default_probes, plan_probes, probes_at_once, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{

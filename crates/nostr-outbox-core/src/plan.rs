@@ -23,6 +23,25 @@ pub struct Plan {
     pool: Vec<RelayId>,
 }
 
+/// How many relays a plan tells about each follow (each learns the reader follows them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Disclosure {
+    /// Relays told about a follow, on average over the follows.
+    pub mean: f64,
+    /// The most relays told about one follow.
+    pub max: u32,
+}
+
+impl std::fmt::Display for Disclosure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.2} relays per follow (at most {})",
+            self.mean, self.max
+        )
+    }
+}
+
 /// One connection of a plan: a relay and the authors of its one filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanEntry {
@@ -166,6 +185,28 @@ impl Plan {
         self.entries(table).iter().map(|e| e.authors.len()).sum()
     }
 
+    /// How many relays are told about each follow of `table` (each relay whose filter names
+    /// them, the residual's included): the mean over the follows and the most.
+    pub fn disclosure_per_follow(&self, table: &RouteTable) -> Disclosure {
+        let mut told = vec![0u32; table.authors().len()];
+        for entry in self.entries(table) {
+            for a in entry.authors {
+                if let Some(n) = told.get_mut(a.index()) {
+                    *n = n.saturating_add(1);
+                }
+            }
+        }
+        let total: u64 = told.iter().map(|&n| u64::from(n)).sum();
+        Disclosure {
+            mean: if told.is_empty() {
+                0.0
+            } else {
+                total as f64 / told.len() as f64
+            },
+            max: told.iter().copied().max().unwrap_or(0),
+        }
+    }
+
     /// The relays asked about `author`.
     pub fn asked(&self, author: AuthorId) -> Vec<RelayId> {
         let mut out: Vec<RelayId> = self
@@ -233,5 +274,28 @@ mod tests {
         assert_eq!(two.connections(&table), 2);
         assert_eq!(plan.clone().with_pool_limit(0).pool().len(), 1);
         assert_eq!(plan.with_pool_limit(10).pool().len(), 3);
+    }
+
+    #[test]
+    fn disclosure_counts_the_relays_told_about_each_follow() {
+        let follows: Vec<PublicKey> = (0..4).map(|_| Keys::generate().public_key()).collect();
+        let homes = ["wss://h1.example", "wss://h2.example"];
+        let table = RouteTable::without_lists(UrlPolicy::default(), follows, homes);
+        // Every follow is the residual's, on both reader relays.
+        let plan = Plan::from_selection(&table, "none", Selection::default());
+        assert_eq!(
+            plan.disclosure_per_follow(&table),
+            Disclosure { mean: 2.0, max: 2 }
+        );
+        let one = plan.with_pool_limit(1);
+        assert_eq!(
+            one.disclosure_per_follow(&table),
+            Disclosure { mean: 1.0, max: 1 }
+        );
+        assert_eq!(
+            one.disclosure(&table),
+            4,
+            "the total is the sum over follows"
+        );
     }
 }

@@ -191,6 +191,8 @@ struct Tally {
     rejected: u64,
     /// Follows in no filter of the applied plan (only when no plan could be applied).
     uncovered: usize,
+    /// How many relays the last applied plan told about each follow.
+    disclosure: nostr_outbox_core::Disclosure,
     /// When each new note arrived, until the first settle (for time to 90%).
     arrivals: Vec<Duration>,
     to_90: Option<Duration>,
@@ -564,6 +566,7 @@ impl Coordinator {
             }
         };
         self.tally.uncovered = 0;
+        self.tally.disclosure = plan.disclosure_per_follow(&table);
         let diff = self.slots.apply(&plan, &table);
         self.tally.plans += 1;
         self.probe_due = true;

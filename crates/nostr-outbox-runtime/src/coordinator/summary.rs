@@ -130,6 +130,7 @@ impl Coordinator {
             carriers: self.carriers,
             uncovered: self.tally.uncovered,
             unreadable,
+            disclosure: self.tally.disclosure,
             plans_rejected: self.tally.rejected,
             marks,
             lists: self.lists.values().cloned().collect(),

@@ -176,6 +176,9 @@ pub struct FeedSummary {
     /// aside (refused, needs payment or sign-in the run could not give, or failed). The
     /// reader's relays may have been asked in their place, so they can still count as covered.
     pub unreadable: Vec<PublicKey>,
+    /// How many relays the last applied plan told about each follow (each learns the reader
+    /// follows them): the privacy side of recall.
+    pub disclosure: nostr_outbox_core::Disclosure,
     /// Plans that broke an invariant and were not applied.
     pub plans_rejected: u64,
     /// Per relay, up to when it delivered everything it holds for the follows it was asked

@@ -1023,6 +1023,7 @@ fn print_summary(s: &FeedSummary) {
                 n => format!(", {n} replanned away before answering"),
             }
         ),
+        format!("disclosure:          {}", s.disclosure),
         format!(
             "authors covered:     {}/{}{}",
             s.authors_covered,
