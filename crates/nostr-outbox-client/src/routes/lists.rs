@@ -185,8 +185,7 @@ fn relays_where(
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for tag in tags {
-        if tag.first().map(String::as_str) != Some(name) || !keep(tag.get(2).map(String::as_str))
-        {
+        if tag.first().map(String::as_str) != Some(name) || !keep(tag.get(2).map(String::as_str)) {
             continue;
         }
         if let Some(url) = tag.get(1).and_then(|u| policy.canonicalize(u).ok()) {
@@ -371,7 +370,10 @@ mod tests {
     #[test]
     fn removing_drops_the_entry_and_a_missing_one_is_an_error() {
         let policy = UrlPolicy::default();
-        let old = tags(&[&["relay", "wss://dm.example"], &["relay", "wss://x.example"]]);
+        let old = tags(&[
+            &["relay", "wss://dm.example"],
+            &["relay", "wss://x.example"],
+        ]);
         let remove = ListEdit::Remove {
             url: "wss://dm.example/".into(),
         };
