@@ -563,6 +563,19 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
             .find(|s| s["to"] == npub(k).as_str())
             .unwrap_or_else(|| panic!("{stdout}"))
     };
+    let wraps: Vec<String> = sent
+        .iter()
+        .map(|s| s["wrap"].as_str().unwrap().to_string())
+        .collect();
+    for wrap in &wraps {
+        assert!(
+            !decoy.has(wrap).await,
+            "a wrap reached a relay no DM list names"
+        );
+        assert!(!home.has(wrap).await, "a wrap reached the lookup relay");
+    }
+    assert!(dm_b.has(&wraps[0]).await && dm_a.has(&wraps[2]).await);
+    assert!(!dm_a.has(&wraps[0]).await && !dm_b.has(&wraps[2]).await);
     let (to_b, to_c, own) = (to(&b), to(&c), to(&a));
     assert_eq!(to_b["accepted"], 1, "{stdout}");
     assert_eq!(to_b["relays"][0]["url"], dm_b.url.as_str());
@@ -572,19 +585,6 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     assert_eq!(own["own_copy"], true);
     assert_eq!(own["relays"][0]["url"], dm_a.url.as_str());
     assert_eq!(own["accepted"], 1, "{stdout}");
-    let wraps: Vec<String> = sent
-        .iter()
-        .map(|s| s["wrap"].as_str().unwrap().to_string())
-        .collect();
-    assert!(dm_b.has(&wraps[0]).await && dm_a.has(&wraps[2]).await);
-    for wrap in &wraps {
-        assert!(
-            !decoy.has(wrap).await,
-            "a wrap reached a relay no DM list names"
-        );
-        assert!(!home.has(wrap).await, "a wrap reached the lookup relay");
-    }
-    assert!(!dm_a.has(&wraps[0]).await && !dm_b.has(&wraps[2]).await);
 
     // B reads it where it takes messages, signed in, and opens it.
     let out = dms(strings(&[
