@@ -7,6 +7,8 @@
 //!   [`DmQuery`](nostr_outbox_client::routes::DmQuery), which falls back to the read relays.
 //! - [`read_wraps`]: one pass over a DM route plan (DM relays usually require NIP-42, which
 //!   the client's signer answers), keeping the newest wraps and what each relay did.
+//! - [`wrap_dm`]: a chat message sealed and gift wrapped for each recipient and the sender,
+//!   to send to each one's DM relays (the publish route of a gift wrap).
 //! - [`unwrap_dm`]: gift wrap → seal → rumor (NIP-59, NIP-44) with the reader's key; a wrap
 //!   that does not open is an error, never a panic.
 
@@ -335,6 +337,93 @@ pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError
     })
 }
 
+/// Most recipients of one message ([`wrap_dm`]): each costs a wrap, a lookup and a publish.
+pub const MAX_DM_RECIPIENTS: usize = 32;
+
+/// Longest message text [`wrap_dm`] seals, in bytes: with its tags sealed and wrapped again it
+/// stays well within NIP-44's 65,535-byte plaintext.
+pub const MAX_DM_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// A chat message ready to send: one gift wrap per recipient, and one for the sender's own
+/// inbox, all carrying the same rumor.
+#[derive(Clone, Debug)]
+pub struct OutgoingDm {
+    /// The rumor's id (the message's id, the same in every wrap).
+    pub rumor: EventId,
+    /// `(recipient, wrap)`: each recipient in the order given (repeats once), then the sender
+    /// (unless the sender is a recipient).
+    pub wraps: Vec<(PublicKey, Event)>,
+}
+
+/// Why a message was not wrapped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WrapError {
+    /// No recipient.
+    #[error("no recipient")]
+    NoRecipient,
+    /// More than [`MAX_DM_RECIPIENTS`].
+    #[error("{0} recipients; at most {MAX_DM_RECIPIENTS}")]
+    TooManyRecipients(usize),
+    /// Empty text.
+    #[error("the message is empty")]
+    Empty,
+    /// Longer than [`MAX_DM_MESSAGE_BYTES`].
+    #[error("the message is {0} bytes; at most {MAX_DM_MESSAGE_BYTES}")]
+    TooLong(usize),
+    /// Sealing or wrapping failed (not escaped).
+    #[error("{0}")]
+    Crypto(String),
+}
+
+/// A NIP-17 chat message from `sender` to `recipients`: a kind:14 rumor (unsigned, one `p` tag
+/// per recipient), sealed for each recipient (kind:13, NIP-44, signed by the sender) and gift
+/// wrapped (kind:1059, signed by a fresh key, `created_at` set back by up to two days, as NIP-59
+/// asks), and the same for the sender, whose own inbox keeps the sent message.
+pub fn wrap_dm(
+    sender: &Keys,
+    recipients: &[PublicKey],
+    text: &str,
+) -> Result<OutgoingDm, WrapError> {
+    use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Tag};
+    use nostr::nips::nip59::GiftWrapBuilder;
+    let mut people: Vec<PublicKey> = Vec::with_capacity(recipients.len().min(MAX_DM_RECIPIENTS));
+    for pk in recipients {
+        if !people.contains(pk) {
+            if people.len() == MAX_DM_RECIPIENTS {
+                return Err(WrapError::TooManyRecipients(recipients.len()));
+            }
+            people.push(*pk);
+        }
+    }
+    if people.is_empty() {
+        return Err(WrapError::NoRecipient);
+    }
+    if text.is_empty() {
+        return Err(WrapError::Empty);
+    }
+    if text.len() > MAX_DM_MESSAGE_BYTES {
+        return Err(WrapError::TooLong(text.len()));
+    }
+    let me = sender.public_key();
+    let mut rumor = EventBuilder::new(Kind::PrivateDirectMessage, text)
+        .tags(people.iter().map(|pk| Tag::public_key(*pk)))
+        .finalize_unsigned(me);
+    rumor.ensure_id();
+    let id = rumor.id.unwrap_or_else(|| rumor.compute_id());
+    let mut to = people;
+    if !to.contains(&me) {
+        to.push(me);
+    }
+    let mut wraps = Vec::with_capacity(to.len());
+    for pk in to {
+        let wrap = GiftWrapBuilder::new(pk, rumor.clone())
+            .finalize(sender)
+            .map_err(|e| WrapError::Crypto(e.to_string()))?;
+        wraps.push((pk, wrap));
+    }
+    Ok(OutgoingDm { rumor: id, wraps })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +434,56 @@ mod tests {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
             .tag(Tag::public_key(to))
             .finalize_unsigned(from.public_key())
+    }
+
+    #[test]
+    fn a_sent_message_opens_for_every_recipient_and_the_sender() {
+        let (alice, bob, carol) = (Keys::generate(), Keys::generate(), Keys::generate());
+        let to = [bob.public_key(), carol.public_key(), bob.public_key()];
+        let dm = wrap_dm(&alice, &to, "lunch?").unwrap();
+        assert_eq!(dm.wraps.len(), 3);
+        let now = Timestamp::now().as_secs();
+        for ((pk, wrap), keys) in dm.wraps.iter().zip([&bob, &carol, &alice]) {
+            assert_eq!(*pk, keys.public_key());
+            assert_eq!(wrap.kind, Kind::GiftWrap);
+            assert_ne!(
+                wrap.pubkey,
+                alice.public_key(),
+                "a fresh key signs the wrap"
+            );
+            assert!(wrap.created_at.as_secs() <= now + 1);
+            let opened = unwrap_dm(keys, wrap).unwrap();
+            assert_eq!(opened.sender, alice.public_key());
+            assert_eq!(opened.content, "lunch?");
+            assert_eq!(opened.rumor, dm.rumor);
+            let tagged: Vec<&str> = opened
+                .tags
+                .iter()
+                .filter(|t| t[0] == "p")
+                .map(|t| t[1].as_str())
+                .collect();
+            assert_eq!(
+                tagged,
+                [bob.public_key().to_hex(), carol.public_key().to_hex()]
+            );
+        }
+        assert_eq!(
+            wrap_dm(&alice, &[], "x").unwrap_err(),
+            WrapError::NoRecipient
+        );
+        assert_eq!(wrap_dm(&alice, &to, "").unwrap_err(), WrapError::Empty);
+        let long = "x".repeat(MAX_DM_MESSAGE_BYTES + 1);
+        assert!(matches!(
+            wrap_dm(&alice, &to, &long),
+            Err(WrapError::TooLong(_))
+        ));
+        let many: Vec<PublicKey> = (0..=MAX_DM_RECIPIENTS)
+            .map(|_| Keys::generate().public_key())
+            .collect();
+        assert!(matches!(
+            wrap_dm(&alice, &many, "x"),
+            Err(WrapError::TooManyRecipients(_))
+        ));
     }
 
     #[test]

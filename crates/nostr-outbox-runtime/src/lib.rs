@@ -110,8 +110,8 @@ pub use client::Client;
 pub use config::{Backoff, OpenFeed, PenaltyPolicy, RuntimeConfig, Schedule};
 pub use count::{count, Counts};
 pub use dms::{
-    find_dm_lists, read_wraps, unwrap_dm, DirectMessage, DmLists, DmRead, DmRelayOutcome,
-    UnwrapError, Wrap,
+    find_dm_lists, read_wraps, unwrap_dm, wrap_dm, DirectMessage, DmLists, DmRead, DmRelayOutcome,
+    OutgoingDm, UnwrapError, Wrap, WrapError,
 };
 pub use exchange::FrameDrop;
 pub use extensions::{Extension, Extensions, Learned, Verdict};

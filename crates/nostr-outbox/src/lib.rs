@@ -42,6 +42,7 @@ mod dms;
 mod duration;
 mod feed;
 mod files;
+mod lists;
 mod live;
 mod load;
 mod log;
@@ -84,8 +85,12 @@ enum Command {
     /// A live feed from real relays, routed by a strategy (`--once` for one pass and a summary).
     Feed(feed::Args),
     /// The reader's direct messages (NIP-17): gift wraps from its DM relays, opened with
-    /// `--decrypt`.
+    /// `--decrypt`; `outbox dms send` sends one.
     Dms(dms::Args),
+    /// The reader's own relay lists (kind:10002, 10050, 10007); `--add-relay` or
+    /// `--remove-relay` changes one, signs it and sends it where readers of the old or new
+    /// list look.
+    Lists(lists::Args),
     /// Run strategies side by side on generated worlds (or one strategy on a world file).
     Bench(bench::Args),
     /// Generate world files and show their headline facts.
@@ -140,6 +145,7 @@ pub fn run() -> ExitCode {
         Command::Churn(args) => churn::run(args),
         Command::Feed(args) => feed::run(args),
         Command::Dms(args) => dms::run(args),
+        Command::Lists(args) => lists::run(args),
         Command::Bench(args) => bench::run(args),
         Command::World(args) => world::run(args),
         Command::Load(args) => load::run(args),

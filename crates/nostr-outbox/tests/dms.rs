@@ -446,3 +446,204 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     assert_eq!(shown("a seal with tags"), 0, "{stdout}");
     assert_eq!(shown("not opened"), 2, "{stdout}");
 }
+
+/// A DM relay that takes events only from a client signed in (NIP-42), and serves gift wraps
+/// only to the reader they tag, signed in.
+async fn signed_in_dm_relay() -> RealRelay {
+    use nostr_relay_builder::prelude as rb;
+    RealRelay::start_with(|builder| {
+        builder
+            .nip42(rb::RelayBuilderNip42 {
+                mode: rb::RelayBuilderNip42Mode::Write,
+            })
+            .auth_dm(true)
+    })
+    .await
+}
+
+/// Runs `outbox dms send` with short timeouts and no store.
+async fn send(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["dms", "send", "--allow-local", "--no-stats"])
+            .args([
+                "--connect-timeout",
+                "2s",
+                "--eose-timeout",
+                "3s",
+                "--timeout",
+                "8",
+            ])
+            .args(args)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// `keys`'s kind:10002 (`home` and `decoy`, both read and write) and kind:10050 (`dm`) on `home`.
+async fn lists_on(home: &RealRelay, keys: &Keys, decoy: &RealRelay, dm: &RealRelay) {
+    let r = |url: &str| Tag::parse(["r", url]).unwrap();
+    home.store(&signed(
+        keys,
+        Kind::RelayList,
+        "",
+        vec![r(&home.url), r(&decoy.url)],
+        60,
+    ))
+    .await;
+    home.store(&signed(
+        keys,
+        Kind::InboxRelays,
+        "",
+        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
+        60,
+    ))
+    .await;
+}
+
+/// A message A sends B with `outbox dms send` reaches B's DM relay (signed in), and B reads and
+/// opens it with `outbox dms --decrypt`; A's own copy is on A's DM relay. No relay but the two
+/// DM relays gets a wrap: not the relay both name in their kind:10002 lists, nor the relay the
+/// lists are looked up on. A recipient without a DM relay list gets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (fixed(0x41), fixed(0x42), fixed(0x43));
+    let home = RealRelay::start().await;
+    let decoy = RealRelay::start().await;
+    let (dm_a, dm_b) = (signed_in_dm_relay().await, signed_in_dm_relay().await);
+    lists_on(&home, &a, &decoy, &dm_a).await;
+    lists_on(&home, &b, &decoy, &dm_b).await;
+    // C has a relay list and no DM relay list.
+    home.store(&signed(
+        &c,
+        Kind::RelayList,
+        "",
+        vec![Tag::parse(["r", decoy.url.as_str()]).unwrap()],
+        60,
+    ))
+    .await;
+    let key_of = |name: &str, keys: &Keys| {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        key_file(&sub, keys).display().to_string()
+    };
+    let (key_a, key_b) = (key_of("a", &a), key_of("b", &b));
+    let npub = |k: &Keys| k.public_key().to_bech32().unwrap();
+
+    let out = send(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key_a,
+        "--to",
+        &npub(&b),
+        "--to",
+        &npub(&c),
+        "--message",
+        "lunch at one?",
+        "--json",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("lunch"),
+        "the text is never printed: {stdout}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let sent = doc["recipients"].as_array().unwrap();
+    assert_eq!(sent.len(), 3, "{stdout}");
+    let to = |k: &Keys| {
+        sent.iter()
+            .find(|s| s["to"] == npub(k).as_str())
+            .unwrap_or_else(|| panic!("{stdout}"))
+    };
+    let wraps: Vec<String> = sent
+        .iter()
+        .map(|s| s["wrap"].as_str().unwrap().to_string())
+        .collect();
+    for wrap in &wraps {
+        assert!(
+            !decoy.has(wrap).await,
+            "a wrap reached a relay no DM list names"
+        );
+        assert!(!home.has(wrap).await, "a wrap reached the lookup relay");
+    }
+    assert!(dm_b.has(&wraps[0]).await && dm_a.has(&wraps[2]).await);
+    assert!(!dm_a.has(&wraps[0]).await && !dm_b.has(&wraps[2]).await);
+    let (to_b, to_c, own) = (to(&b), to(&c), to(&a));
+    assert_eq!(to_b["accepted"], 1, "{stdout}");
+    assert_eq!(to_b["relays"][0]["url"], dm_b.url.as_str());
+    assert_eq!(to_b["relays"][0]["outcome"], "accepted");
+    assert_eq!(to_c["dm_list"], false, "{stdout}");
+    assert_eq!(to_c["accepted"], 0);
+    assert_eq!(own["own_copy"], true);
+    assert_eq!(own["relays"][0]["url"], dm_a.url.as_str());
+    assert_eq!(own["accepted"], 1, "{stdout}");
+
+    // B reads it where it takes messages, signed in, and opens it.
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key_b,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("lunch at one?"))
+        .expect(&stdout);
+    assert!(line.contains(&npub(&a)), "{line}");
+    // A's copy opens for A.
+    let out = dms(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key_a,
+        "--decrypt",
+    ]))
+    .await;
+    let (stdout, _) = texts(&out);
+    assert!(stdout.contains("lunch at one?"), "{stdout}");
+
+    // Text: per recipient, which relays took it; nobody reachable is exit status 1.
+    let out = send(strings(&[
+        "--relays",
+        &home.url,
+        "--secret-key-file",
+        &key_a,
+        "--to",
+        &npub(&c),
+        "--message",
+        "anyone?",
+    ]))
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "to {}: not sent: no DM relay list (kind:10050) found",
+            npub(&c)
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "copy {} (yours): 1 of 1 DM relays accepted",
+            npub(&a)
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("no recipient's DM relay took the message"),
+        "{stderr}"
+    );
+}

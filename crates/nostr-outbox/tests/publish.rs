@@ -330,3 +330,137 @@ async fn learn_writes_the_store_the_feed_reads() {
     assert!(out.status.success(), "{:?}", text(&out));
     assert!(db.exists(), "the --store database was not written");
 }
+
+/// Runs `outbox lists --allow-local --no-stats` with `args`.
+async fn lists(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_outbox"))
+            .args(["lists", "--allow-local", "--no-stats"])
+            .args([
+                "--connect-timeout",
+                "2s",
+                "--eose-timeout",
+                "3s",
+                "--timeout",
+                "8",
+            ])
+            .args(args)
+            .env_remove("OUTBOX_SECRET_KEY")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// `outbox lists --add-relay` builds the reader's new kind:10002 from the old one (its other
+/// tags kept), and it is stored on the write relays of the new list and of the old one, on the
+/// indexer, and on every relay the old list named (a read relay among them), so a reader of
+/// either list finds it; `--dry-run` sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_relays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, old_write, old_read, indexer, added) = (
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+        RealRelay::start().await,
+    );
+    let reader = key(7);
+    let tag = |parts: &[&str]| Tag::parse(parts.iter().copied()).unwrap();
+    let old = signed(
+        &reader,
+        Kind::RelayList,
+        "",
+        vec![
+            tag(&["r", &home.url]),
+            tag(&["r", &old_write.url, "write"]),
+            tag(&["r", &old_read.url, "read"]),
+            tag(&["client", "somewhere"]),
+        ],
+        3600,
+    );
+    home.store(&old).await;
+    let key_path = dir.path().join("reader.nsec");
+    std::fs::write(&key_path, reader.secret_key().to_bech32().unwrap()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let base = vec![
+        "--relays".to_string(),
+        home.url.clone(),
+        "--indexers".into(),
+        indexer.url.clone(),
+        "--secret-key-file".into(),
+        key_path.display().to_string(),
+        "--add-relay".into(),
+        added.url.clone(),
+        "--write".into(),
+    ];
+
+    let mut dry = base.clone();
+    dry.push("--dry-run".into());
+    let out = lists(dry).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{}  write", added.url)),
+        "the new entry is shown: {stdout}"
+    );
+    assert_eq!(stdout.matches("not sent (dry run)").count(), 5, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{}  not sent (dry run)  (in the old list)",
+            old_read.url
+        )),
+        "{stdout}"
+    );
+
+    let mut args = base;
+    args.push("--json".into());
+    let out = lists(args).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let event: Event = serde_json::from_value(doc["event"].clone()).unwrap();
+    event.verify().unwrap();
+    assert_eq!(event.pubkey, reader.public_key());
+    assert!(event.created_at > old.created_at);
+    let tags: Vec<Vec<String>> = event.tags.iter().map(|t| t.as_slice().to_vec()).collect();
+    let mut want: Vec<Vec<String>> = old.tags.iter().map(|t| t.as_slice().to_vec()).collect();
+    want.push(vec!["r".into(), added.url.clone(), "write".into()]);
+    assert_eq!(tags, want, "the old list's tags kept, the relay added");
+    for (relay, why) in [
+        (&home, "a write relay of both lists"),
+        (&old_write, "a write relay of the old list"),
+        (&added, "the new write relay"),
+        (&indexer, "the indexer"),
+        (&old_read, "a relay the old list named"),
+    ] {
+        assert!(relay.has(&event.id.to_hex()).await, "not stored on {why}");
+    }
+    assert_eq!(doc["accepted"], 5, "{stdout}");
+
+    // Shown as the newest list.
+    let out = lists(vec![
+        "--relays".into(),
+        home.url.clone(),
+        "--npub".into(),
+        reader.public_key().to_bech32().unwrap(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("relay list (kind:10002): 4 relays"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("dm relays (kind:10050): none found"),
+        "{stdout}"
+    );
+}

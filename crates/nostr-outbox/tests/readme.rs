@@ -231,6 +231,10 @@ async fn network() -> Relays {
     relay("wss://dm.example")
         .store(&gift_wrap(&alice, &reader, "See you at the meetup?"))
         .await;
+    // `outbox dms send`: Alice takes messages on the DM relay too.
+    let dm_list = Tag::parse(["relay", url("wss://dm.example").as_str()]).unwrap();
+    home.store(&signed(&alice, Kind::InboxRelays, "", vec![dm_list], 3600))
+        .await;
     Relays { named }
 }
 
@@ -305,7 +309,15 @@ async fn every_readme_command_runs_and_prints_what_the_readme_shows() {
             if local != args
                 && matches!(
                     args[0].as_str(),
-                    "feed" | "publish" | "req" | "count" | "get" | "thread" | "search" | "dms"
+                    "feed"
+                        | "publish"
+                        | "req"
+                        | "count"
+                        | "get"
+                        | "thread"
+                        | "search"
+                        | "dms"
+                        | "lists"
                 )
             {
                 cmd.arg("--allow-local"); // the named relays are on 127.0.0.1 here

@@ -13,7 +13,8 @@
 //! returns every violation.
 //!
 //! One file per route kind: [`inbox`], [`dms`], [`thread`], [`pointer`](mod@pointer),
-//! [`publish`], and [`filter`] for any filter a client subscribes to.
+//! [`publish`], and [`filter`] for any filter a client subscribes to; [`lists`] says where a
+//! person's own edited relay list goes.
 //!
 //! ```
 //! use nostr_outbox_client::routes::Route;
@@ -52,6 +53,7 @@ mod check;
 pub mod dms;
 pub mod filter;
 pub mod inbox;
+pub mod lists;
 pub mod pointer;
 pub mod publish;
 mod select;
@@ -61,6 +63,10 @@ pub use check::{check_route, RouteViolation};
 pub use dms::{DmQuery, DmSource};
 pub use filter::FilterQuery;
 pub use inbox::InboxQuery;
+pub use lists::{
+    edit_list, list_targets, EditedList, ListChange, ListEdit, ListEditError, ListReason,
+    ListTarget, ListTargets, Marker,
+};
 pub use pointer::{Pointer, PointerError};
 pub use publish::PublishQuery;
 pub use select::select;

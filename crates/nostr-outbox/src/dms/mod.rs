@@ -1,9 +1,11 @@
 //! `outbox dms`: the reader's direct messages (NIP-17). The gift wraps addressed to the reader,
 //! read from its kind:10050 DM relays (else its read relays, else `--relays`), signing in where
-//! asked; with `--decrypt`, opened with the reader's key.
+//! asked; with `--decrypt`, opened with the reader's key. `outbox dms send` ([`send`]) sends one.
 //!
 //! Messages go to stdout, oldest first; which relays were asked and what each did goes to
 //! stderr. Everything from the network is escaped on its way to the terminal.
+
+mod send;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -23,8 +25,27 @@ use nostr_outbox_runtime::{
 use crate::reader::ReaderArgs;
 use crate::text::{escape, json_safe};
 
-/// Options of `outbox dms`. The reader options are `outbox feed`'s; their help says what
-/// they mean here.
+/// Options of `outbox dms`: reading, unless a subcommand (`send`) is given. Reading is the
+/// command as it always was, so `outbox dms --relays …` keeps working; `send` takes no reading
+/// option before it.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Send a direct message (NIP-17): sealed and gift wrapped for each recipient, sent to each
+    /// one's DM relays (kind:10050), and a copy to the sender's own.
+    Send(send::Args),
+}
+
+/// Options of reading `outbox dms`. The reader options are `outbox feed`'s; their help says
+/// what they mean here.
 #[derive(Debug, clap::Args)]
 #[command(
     mut_arg("relays", |a| a.help(
@@ -47,7 +68,7 @@ use crate::text::{escape, json_safe};
     )),
     mut_arg("json", |a| a.help("Print messages as JSON lines instead of text")),
 )]
-pub struct Args {
+pub struct ReadArgs {
     #[command(flatten)]
     reader: ReaderArgs,
     /// Open each wrap with the reader's key (`--secret-key-file` or `OUTBOX_SECRET_KEY`) and
@@ -70,6 +91,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Action::Send(send)) = args.action {
+        return send::run(send);
+    }
+    let args = args.read;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     result
 }
 
-async fn dms(args: Args) -> anyhow::Result<ExitCode> {
+async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
     let runtime_config = RuntimeConfig {
         connect_timeout: args.connect_timeout,
         eose_timeout: args.eose_timeout,
