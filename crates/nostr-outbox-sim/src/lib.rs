@@ -51,7 +51,7 @@ pub use nostr_outbox_world::{
     MAX_WORLD_HINTS, WORLD_FORMAT,
 };
 
-pub use asks::{Ask, Asks, ScoreError};
+pub use asks::{Ask, Asks};
 pub use bench::{
     default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row,
     RunRecord, Skipped, SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
@@ -64,7 +64,7 @@ pub use fixed::{
 };
 pub use mean::MeanSe;
 pub use observe::{observe, Observation, RelayObservation};
-pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, ScoreError, PLAN_FORMAT};
 pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
 pub use routes::{
     score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
