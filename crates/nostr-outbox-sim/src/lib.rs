@@ -32,6 +32,7 @@ pub mod probe;
 mod replan;
 pub mod route_rows;
 pub mod routes;
+pub mod run_record;
 pub mod score;
 pub mod session;
 pub mod share;
@@ -53,8 +54,8 @@ pub use nostr_outbox_world::{
 
 pub use asks::{Ask, Asks};
 pub use bench::{
-    default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row,
-    RunRecord, Skipped, SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
+    default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row, Skipped,
+    SuiteEntry, TimeFigures, TimeRow, COMBINATIONS,
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};
@@ -70,10 +71,11 @@ pub use routes::{
     score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
     ROUTES_LABEL,
 };
+pub use run_record::RunRecord;
 pub use score::{score, score_and_observe, PlanScore, WindowScore};
 pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions,
-    run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun,
+    run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun, ORACLE,
 };
 pub use share::{ceiling_shares, ShareRow, ShareWindow, WorstWorld, FALL_POINTS};
 pub use sim_world::SimWorld;

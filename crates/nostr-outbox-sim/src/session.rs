@@ -577,6 +577,9 @@ pub fn oracle_asks_within(
     held.asks(sim, &chosen)
 }
 
+/// The label of the oracle row ([`run_oracle`]).
+pub const ORACLE: &str = "oracle";
+
 /// Scores the oracle in every session: the year's plan for connections, disclosure and the
 /// year, and each other window with the oracle's plan for that window.
 pub fn run_oracle(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {

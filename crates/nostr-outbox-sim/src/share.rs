@@ -10,9 +10,10 @@
 
 use serde::Serialize;
 
-use crate::bench::RunRecord;
 use crate::ceiling::CEILING;
+use crate::run_record::RunRecord;
 use crate::score::PlanScore;
+use crate::session::ORACLE;
 use crate::window::Window;
 use crate::Profile;
 
@@ -69,7 +70,7 @@ pub fn ceiling_shares<'a>(
 ) -> Vec<ShareRow> {
     labels
         .into_iter()
-        .filter(|&label| label != CEILING && label != crate::bench::ORACLE)
+        .filter(|&label| label != CEILING && label != ORACLE)
         .map(|label| ShareRow {
             label: label.to_string(),
             windows: windows
