@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use nostr_outbox_core::{default_probes, registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+use nostr_outbox_world::{generate_in, Family, Profile};
 use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
-use crate::generate::{generate_in, Family, Profile};
 use crate::mean::MeanSe;
 use crate::route_rows::{route_rows, RouteRecord, RouteRow};
 use crate::routes::{score_routes, RouteLoopConfig};
@@ -586,13 +586,13 @@ struct PreparedWorld {
 fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorld {
     let mut world = generate_in(cfg.family, profile, seed);
     if world.sessions < cfg.sessions {
-        let model = crate::generate::WorldModel {
+        let model = nostr_outbox_world::WorldModel {
             sessions: cfg.sessions,
             ..cfg
                 .family
-                .model(&crate::generate::WorldModel::for_profile(profile), seed)
+                .model(&nostr_outbox_world::WorldModel::for_profile(profile), seed)
         };
-        world = crate::generate::generate_with(&model, &world.name, seed)
+        world = nostr_outbox_world::generate_with(&model, &world.name, seed)
             .expect("generated worlds are well-formed");
     }
     let name = world.name.clone();

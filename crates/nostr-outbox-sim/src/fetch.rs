@@ -80,7 +80,7 @@ pub struct RelayFetch {
 pub struct Fetched {
     /// The window's start (`since` of every REQ).
     pub since: u64,
-    /// Per world event (indexed like [`World::events`](crate::World::events)), whether some
+    /// Per world event (indexed like [`World::events`](nostr_outbox_world::World::events)), whether some
     /// page returned it.
     pub delivered: Vec<bool>,
     /// Per plan entry, in order.

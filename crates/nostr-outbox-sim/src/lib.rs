@@ -4,7 +4,8 @@
 //! pages), an oracle ceiling, and the benchmark suite.
 //!
 //! ```
-//! use nostr_outbox_sim::{generate, Profile, SimWorld, LoopConfig, run_sessions};
+//! use nostr_outbox_sim::{SimWorld, LoopConfig, run_sessions};
+//! use nostr_outbox_world::{generate, Profile};
 //! nostr_outbox_strategies::link();
 //! let sim = SimWorld::new(generate(Profile::Small, 7));
 //! let mut router = nostr_outbox_core::Router::from_toml("[strategy]\ntype = \"greedy\"\n").unwrap();
@@ -39,17 +40,14 @@ pub mod share;
 pub mod sim_world;
 pub mod window;
 
-// The worlds a session replays are `nostr-outbox-world`'s; its modules and items are re-exported
-// under the paths they had here (`nostr_outbox_sim::world::World`, `nostr_outbox_sim::generate`, ...).
+// The worlds a session replays are `nostr-outbox-world`'s, and this crate reaches them only by
+// that crate's own paths. The items the workspace's other crates still name through this crate
+// are re-exported under the paths they had here (`nostr_outbox_sim::world::World`,
+// `nostr_outbox_sim::generate`, ...); new code names `nostr_outbox_world` directly.
 pub use nostr_outbox_world::{generate, world};
 pub use nostr_outbox_world::{
-    generate_in, generate_with, world_stats, CapShare, Family, Profile, RelayTiming, Span,
-    TimingModel, WorldModel, WorldStats, DEFAULT_RELAY_CAPS,
-};
-pub use nostr_outbox_world::{
-    MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
-    WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
-    MAX_WORLD_HINTS, WORLD_FORMAT,
+    generate_in, generate_with, world_stats, Family, Profile, RelayTiming, Span, World, WorldError,
+    WorldModel, MAX_SESSIONS,
 };
 
 pub use asks::{Ask, Asks};

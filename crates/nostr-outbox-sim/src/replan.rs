@@ -165,7 +165,7 @@ mod tests {
             list(2, "wss://hole.example"),
             list(3, "wss://answers.example"),
         );
-        SimWorld::new(crate::World::from_json(&json).expect("valid world"))
+        SimWorld::new(nostr_outbox_world::World::from_json(&json).expect("valid world"))
     }
 
     /// A re-plan leaves out only the relays set aside by the time it goes out, as the

@@ -196,7 +196,7 @@ pub fn run_sessions_with(
         tracing::debug!(?summary, "monitor prior applied");
     }
     // Capacity for at most the sessions a world may describe: a larger count grows as it runs.
-    let reserve = cfg.sessions.min(crate::world::MAX_SESSIONS) as usize;
+    let reserve = cfg.sessions.min(nostr_outbox_world::MAX_SESSIONS) as usize;
     let mut times = Vec::with_capacity(reserve + cfg.timing_repeats);
     let mut sessions = Vec::with_capacity(reserve);
     let mut open = Vec::new();
@@ -650,9 +650,9 @@ fn timed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Profile};
     use crate::observe::observe;
     use crate::score::score;
+    use nostr_outbox_world::{generate, Profile};
 
     /// Each window of the oracle is scored with the oracle's plan for that window, which for
     /// the week and three years is not the year's plan.

@@ -8,6 +8,7 @@
 //! fewer relays answer lowers every router's recall, the ceiling's too, and no plan made before
 //! the session could have known; a fall beyond the ceiling's own is the router's.
 
+use nostr_outbox_world::Profile;
 use serde::Serialize;
 
 use crate::ceiling::CEILING;
@@ -15,7 +16,6 @@ use crate::run_record::RunRecord;
 use crate::score::PlanScore;
 use crate::session::ORACLE;
 use crate::window::Window;
-use crate::Profile;
 
 /// A session counts as a fall when its declared recall is more than this many percentage
 /// points below the session before.

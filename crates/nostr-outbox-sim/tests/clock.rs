@@ -5,7 +5,8 @@ use nostr_outbox_core::Probe;
 use nostr_outbox_sim::clock::{
     fastest, replay, screen_wait, time_score, ClientTiming, Hedge, Policy, RunShape, Timeline, Wait,
 };
-use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, World, PLAN_FORMAT};
+use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, PLAN_FORMAT};
+use nostr_outbox_world::World;
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";
@@ -370,7 +371,8 @@ fn a_first_screen_wait_is_laid_at_the_right_door() {
 mod properties {
     use super::*;
     use nostr_outbox_core::Router;
-    use nostr_outbox_sim::{generate, run_sessions, LoopConfig, Profile, Window};
+    use nostr_outbox_sim::{run_sessions, LoopConfig, Window};
+    use nostr_outbox_world::{generate, Profile};
     use proptest::prelude::*;
 
     proptest! {
