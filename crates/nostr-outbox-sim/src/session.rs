@@ -280,7 +280,6 @@ pub fn run_sessions_with(
                 lists_kept: s > 0,
                 probes: &probed,
                 probes_at_once: nostr_outbox_core::probes_at_once(router.max_connections()),
-                learned: Some(&stats),
             };
             let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);
             score.time = Some(time);
@@ -640,7 +639,6 @@ fn timed(
             lists_kept: true,
             probes: &[],
             probes_at_once: 1,
-            learned: None,
         };
         let (time, _) = time_session(sim, session, w, run, &cfg.client, score);
         score.time = Some(time);

@@ -10,44 +10,48 @@
 //!    routed relays are dialled at the start. A first run plans its routed relays only once the
 //!    lookup is over — when every reader relay answered it, or [`ClientTiming::lookup_grace_ms`]
 //!    after the first did — and the re-plan's debounce has passed.
-//! 3. **Dials.** A relay that is up connects after its connect time; one that is down fails each
-//!    of [`ClientTiming::attempts`] connect attempts — at once when it refuses, after the whole
-//!    connect timeout when it hangs (a black hole) — with the runtime's backoff between, and is
-//!    then set aside. A dial waits while the socket budget is spent; an answering relay keeps
-//!    its socket for the run, a set-aside one frees it.
+//! 3. **Dials.** A relay that is up connects after its connect time. One that is down is set
+//!    aside once its connect attempts fail: one that refuses fails each of
+//!    [`ClientTiming::attempts`] at once, with the runtime's backoff between; one that hangs (a
+//!    black hole) costs the whole connect timeout, and is set aside after that one attempt
+//!    ([`Policy::aside_on_timeout`], on by default; off, it takes every attempt and the backoff
+//!    between). A dial waits while the socket budget is spent; an answering relay keeps its
+//!    socket for the run, a set-aside one frees it.
 //! 4. **Pages.** Each relay's authors are paged in chunks exactly as the untimed fetch pages them
 //!    ([`mod@crate::fetch`]), at most [`ClientTiming::concurrent_pages`] in flight per socket,
 //!    each page one query time; a page's notes arrive when it ends.
 //! 5. **Waves.** A re-plan around set-aside relays ([`crate::LoopConfig::replan_on_failure`])
-//!    goes out once every relay asked so far has answered or been set aside, or one EOSE
-//!    timeout after the wave's first set-aside if that is sooner, as the runtime's `--once`
-//!    waves do; its new relays dial then, and relays already open are asked about
-//!    their new follows on the open socket. A relay that answered empty
+//!    goes out the debounce after the first set-aside since the last plan, and a follow it
+//!    moves is asked elsewhere no sooner than the debounce after its relay was set aside, as
+//!    the runtime's `--once` waves do ([`Policy::early_waves`], on by default; off, a re-plan
+//!    waits until every relay asked so far has answered or been set aside, or one EOSE timeout
+//!    after the first failed dial since the last plan if that is sooner). Its new relays dial
+//!    then, and relays already open are asked about their new follows on the open socket. A
+//!    relay that answered empty
 //!    ([`RoundRecorder::empty_answers`](nostr_outbox_client::RoundRecorder::empty_answers)) is
 //!    set aside at the answer that shows it up (its own, or the first with notes of one of its
 //!    follows) and frees its socket then; its follows move as a failed relay's do. A
 //!    re-planned session chooses its re-plans from the same replay, one wave at a time
 //!    ([`Replay`]): each leaves out the relays set aside by the time it goes out.
 //! 6. **Probes** go out once the fetch settled, each one connect and one query (or one failed
-//!    attempt), at most [`RunShape::probes_at_once`] at a time; the run ends when they are
-//!    done, or at [`ClientTiming::deadline_ms`], whichever is first. Notes that would arrive
-//!    after the deadline never do.
+//!    attempt), giving up connecting after [`ClientTiming::probe_give_up_ms`] (2 s by default,
+//!    [`Policy::probe_timeout_ms`]), at most [`RunShape::probes_at_once`] at a time; the run
+//!    ends when they are done, or at [`ClientTiming::deadline_ms`] (90 s by default), whichever
+//!    is first. Notes that would arrive after the deadline never do.
 //!
 //! The clock never changes what is fetched (recall is scored without it), only when. It is a
 //! model of the runtime, not the runtime: it skips NIP-11 documents, sign-in and the lookup's
 //! own paging, and takes each backoff at its mean.
 
-mod hedge;
 mod measure;
 mod wait;
 
-pub use hedge::Hedge;
 pub use measure::{time_score, Completeness, Ideal, TimeScore, COMPLETENESS_AT_MS, SCREEN};
 pub use wait::{screen_wait, Wait};
 
 use std::collections::{BinaryHeap, HashMap};
 
-use nostr_outbox_core::{AuthorId, DeliveryStats, Probe};
+use nostr_outbox_core::Probe;
 use nostr_outbox_world::RelayTiming;
 
 use crate::asks::{Ask, Asks};
@@ -60,65 +64,68 @@ use nostr_outbox_client::recorder::EMPTY_FOLLOWS;
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct ClientTiming {
-    /// Longest wait for one connect attempt, ms.
+    /// Longest wait for one connect attempt, ms (default 10 000).
     pub connect_timeout_ms: f64,
-    /// Longest wait for one page's EOSE, ms: no query the clock draws takes longer.
+    /// Longest wait for one page's EOSE, ms: no query the clock draws takes longer (default
+    /// 15 000).
     pub eose_timeout_ms: f64,
-    /// Connect attempts before a relay is set aside (the penalty's strikes).
+    /// Connect attempts before a relay is set aside (the penalty's strikes; default 3). A relay
+    /// that hangs takes only the first with [`Policy::aside_on_timeout`], as by default.
     pub attempts: u32,
-    /// The first retry's backoff, ms; each later one doubles. Taken at its mean (the runtime's
-    /// jitter draws from half to all of it).
+    /// The first retry's backoff, ms (default 500); each later one doubles. Taken at its mean
+    /// (the runtime's jitter draws from half to all of it).
     pub backoff_ms: f64,
-    /// Pages in flight per socket.
+    /// Pages in flight per socket (default 3).
     pub concurrent_pages: usize,
-    /// Once the first reader relay answered the relay-list lookup, how long the others get, ms.
+    /// Once the first reader relay answered the relay-list lookup, how long the others get, ms
+    /// (default 2 000).
     pub lookup_grace_ms: f64,
-    /// Quiet time after the lists arrived before the re-plan, ms.
+    /// Quiet time after the lists arrived, or after a set-aside, before the re-plan, ms
+    /// (default 500).
     pub debounce_ms: f64,
-    /// A `--once` run ends this long after its start, ms.
+    /// A `--once` run ends this long after its start, ms (default 90 000).
     pub deadline_ms: f64,
-    /// Sockets the feed may hold at once (`max_sockets - reserve`); `None`: no bound.
+    /// Sockets the feed may hold at once (`max_sockets - reserve`; default 28, the desktop
+    /// budget's 32 less its 4 kept); `None`: no bound.
     pub lasting_sockets: Option<usize>,
-    /// Sockets kept for short work (lookups, probes, hedges) beside the feed's.
+    /// Sockets kept for short work (lookups, probes) beside the feed's (default 4, the desktop
+    /// budget's). Carried to match the runtime's budget; the replay bounds probes by
+    /// [`RunShape::probes_at_once`] instead.
     pub reserve_sockets: usize,
     /// The client is handed every relay list at its start (as the live bench hands them to the
-    /// runtime), so even a first run dials its routed relays at once; `false`: a first run
-    /// waits for the lists lookup.
+    /// runtime), so even a first run dials its routed relays at once; `false` (the default): a
+    /// first run waits for the lists lookup.
     pub lists_given: bool,
-    /// Policies the runtime does not have yet, to measure before building them (every one off
-    /// by default: the runtime as it is).
+    /// How a plan is carried out: by default [`Policy::runtime`], the runtime's schedule;
+    /// [`Policy::default`] turns every policy off, to measure what each buys.
     pub policy: Policy,
 }
 
-/// Ways of carrying out a plan faster, all off by default ([`Policy::runtime`]: what the
-/// runtime does). The clock measures what each buys.
+/// Ways of carrying out a plan faster, which the clock measures alone and together (the
+/// `clock_policies` example). [`Policy::default`] has every one off; [`Policy::runtime`],
+/// which [`ClientTiming::default`] takes, is what the runtime does: all three on.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Policy {
     /// A connect attempt that times out sets the relay aside at once: a black hole costs one
-    /// connect timeout, not every attempt and the backoff between.
+    /// connect timeout, not every attempt and the backoff between (on in [`Policy::runtime`]).
     pub aside_on_timeout: bool,
     /// A re-plan goes out once the relays it replaces are set aside (and the debounce passed),
-    /// without waiting for the other relays of the plan before it.
+    /// without waiting for the other relays of the plan before it (on in [`Policy::runtime`]).
     pub early_waves: bool,
-    /// Probes give up connecting after this long, ms (`None`: the connect timeout).
+    /// Probes give up connecting after this long, ms (`None`: the connect timeout; 2 000 in
+    /// [`Policy::runtime`]).
     pub probe_timeout_ms: Option<f64>,
-    /// Hedging (`None`: none): a page still unanswered past its relay's bound (twice the
-    /// latency the run starts knowing, see the `hedge` module) is asked again where [`Hedge`]
-    /// says; a note comes from whichever answer is first.
-    pub hedge: Option<Hedge>,
 }
 
 impl Policy {
     /// What the runtime does (`nostr_outbox_runtime::Schedule`'s defaults): a connect timeout sets
-    /// the relay aside at once, re-plans go out early, probes give up connecting after 2 s; no
-    /// hedging (the clock showed it does not pay).
+    /// the relay aside at once, re-plans go out early, probes give up connecting after 2 s.
     pub fn runtime() -> Self {
         Self {
             aside_on_timeout: true,
             early_waves: true,
             probe_timeout_ms: Some(2_000.0),
-            hedge: None,
         }
     }
 }
@@ -167,9 +174,6 @@ pub struct RunShape<'a> {
     /// Probe sockets open at once (the routed budget, as the runtime opens them): each next
     /// probe waits for the first one to end. 0 counts as 1.
     pub probes_at_once: usize,
-    /// What the run starts knowing: each relay's learned latency bounds its pages before they
-    /// are hedged (`None`: nothing learned).
-    pub learned: Option<&'a DeliveryStats>,
 }
 
 /// When each note of a run arrived.
@@ -323,7 +327,7 @@ pub fn replay(
     run: RunShape<'_>,
     client: &ClientTiming,
 ) -> Timeline {
-    let mut replay = Replay::start(sim, session, since, run.lists_kept, run.learned, client);
+    let mut replay = Replay::start(sim, session, since, run.lists_kept, client);
     for wave in run.waves {
         replay.wave(wave, None);
     }
@@ -338,7 +342,6 @@ pub struct Replay<'a> {
     client: &'a ClientTiming,
     session: u32,
     since: u64,
-    learned: Option<&'a DeliveryStats>,
     budget: Budget,
     links: HashMap<String, Link>,
     /// Per relay, the follows the run's plans asked of it so far.
@@ -364,13 +367,12 @@ pub struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     /// The run's start: the reader's relays are dialled, and on a first run (`lists_kept`
-    /// false) answer the relay-list lookup. `learned` is what the run starts knowing.
+    /// false) answer the relay-list lookup.
     pub fn start(
         sim: &'a SimWorld,
         session: u32,
         since: u64,
         lists_kept: bool,
-        learned: Option<&'a DeliveryStats>,
         client: &'a ClientTiming,
     ) -> Self {
         let world = &sim.world;
@@ -426,7 +428,6 @@ impl<'a> Replay<'a> {
             client,
             session,
             since,
-            learned,
             budget,
             links,
             asked: HashMap::new(),
@@ -539,15 +540,11 @@ impl<'a> Replay<'a> {
             })
             .collect();
         let mut ends: Vec<Option<f64>> = Vec::with_capacity(delta.entries.len());
-        let empty = DeliveryStats::default();
         let mut state = State {
             budget: &mut self.budget,
             links: &mut self.links,
             arrived: &mut self.arrived,
-            asked: &self.asked,
-            learned: self.learned.unwrap_or(&empty),
         };
-        let mut slow: Vec<(String, f64, Vec<u32>)> = Vec::new();
         for ((ask, chunks), at) in delta.entries.iter().zip(pages).zip(froms) {
             // The first plan's routed relays wait for the lists on a first run.
             let from = if n == 0 && !self.readers.contains(&ask.url.as_str()) {
@@ -555,13 +552,7 @@ impl<'a> Replay<'a> {
             } else {
                 at
             };
-            let mut served = serve(sim, client, session, &mut state, ask, chunks, from);
-            slow.extend(
-                served
-                    .slow
-                    .drain(..)
-                    .map(|(at, page)| (ask.url.clone(), at, page)),
-            );
+            let served = serve(sim, client, session, &mut state, ask, chunks, from);
             self.settled = self.settled.max(served.resolved);
             ends.push(served.first_answer.map(|_| served.resolved));
             if served.first_answer.is_none() {
@@ -576,11 +567,6 @@ impl<'a> Replay<'a> {
                     *t = t.min(moved);
                 }
             }
-        }
-        // Slow pages in the order their bounds passed, with every socket of the wave known.
-        slow.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-        for (url, at, page) in slow {
-            hedge_page(sim, client, session, &mut state, &url, at, &page);
         }
         // Relays that answered empty are set aside at the EOSE that shows them up (their own,
         // or the first answer with notes of one of their follows), as the runtime does.
@@ -746,10 +732,6 @@ struct State<'a> {
     budget: &'a mut Budget,
     links: &'a mut HashMap<String, Link>,
     arrived: &'a mut HashMap<u32, f64>,
-    /// Per relay, the follows the run's plans asked of it so far.
-    asked: &'a HashMap<String, Vec<u32>>,
-    /// What the run started knowing (hedge bounds).
-    learned: &'a DeliveryStats,
 }
 
 /// What serving one ask came to.
@@ -758,14 +740,11 @@ struct Served {
     first_answer: Option<f64>,
     /// When everything asked of it was answered, or it was set aside.
     resolved: f64,
-    /// Its pages past their hedge bound: when the bound passed, and the page's notes.
-    slow: Vec<(f64, Vec<u32>)>,
 }
 
 /// Serves `ask` from `from` on: dials the relay unless its socket is open, then pages `chunks`
 /// (per chunk, each page's new notes) at most [`ClientTiming::concurrent_pages`] at once, and
-/// keeps its place for the run. With [`Policy::hedge`], the pages slower than their
-/// relay's bound are returned, to be hedged once the wave's sockets are known ([`hedge_page`]).
+/// keeps its place for the run.
 fn serve(
     sim: &SimWorld,
     client: &ClientTiming,
@@ -775,13 +754,11 @@ fn serve(
     chunks: Vec<Vec<Vec<u32>>>,
     from: f64,
 ) -> Served {
-    let bound = (client.policy.hedge).map(|_| hedge::after_ms(state.learned, &ask.url));
     let link = state.links.entry(ask.url.clone()).or_default();
     if link.aside {
         return Served {
             first_answer: None,
             resolved: from,
-            slow: Vec::new(),
         };
     }
     let mut dialled = false;
@@ -808,7 +785,6 @@ fn serve(
                 return Served {
                     first_answer: None,
                     resolved: aside,
-                    slow: Vec::new(),
                 };
             }
         },
@@ -821,8 +797,6 @@ fn serve(
         vec![(ready, None); client.concurrent_pages.max(1)];
     let mut waiting = chunks.into_iter();
     let mut first_answer = f64::INFINITY;
-    // Pages past their bound: when the bound passed, and the page's notes.
-    let mut slow: Vec<(f64, Vec<u32>)> = Vec::new();
     loop {
         for lane in lanes.iter_mut() {
             if lane.1.as_ref().is_none_or(|pages| pages.len() == 0) {
@@ -839,9 +813,6 @@ fn serve(
         let sent = lanes[l].0;
         let t = sent + query_ms(&timing, client, &ask.url, session, link);
         first_answer = first_answer.min(t);
-        if let Some(bound) = bound.filter(|b| t > sent + b) {
-            slow.push((sent + bound, page.clone()));
-        }
         for e in page {
             let at = state.arrived.entry(e).or_insert(t);
             *at = at.min(t);
@@ -858,60 +829,6 @@ fn serve(
     Served {
         first_answer: Some(first_answer.min(done)),
         resolved,
-        slow,
-    }
-}
-
-/// A page of `slow` still unanswered at `at`, asked again as [`Policy::hedge`] says: its
-/// notes' follows of their hedge relays ([`hedge::targets`]: open by then, not asked about
-/// them), or the slow relay itself; one query each on the open socket, and each note the relay
-/// asked holds arrives then if that is sooner. Only the page's own notes are timed: what else a
-/// hedge returns is not in the run's fetch, which the clock never changes.
-fn hedge_page(
-    sim: &SimWorld,
-    client: &ClientTiming,
-    session: u32,
-    state: &mut State<'_>,
-    slow: &str,
-    at: f64,
-    page: &[u32],
-) {
-    let events = sim.world.events();
-    let mut authors: Vec<AuthorId> = (page.iter())
-        .map(|&e| AuthorId(events[e as usize].author))
-        .collect();
-    authors.sort_unstable();
-    authors.dedup();
-    let targets = match client.policy.hedge {
-        None => return,
-        Some(Hedge::SameRelay) => [(slow.to_string(), authors)].into(),
-        Some(Hedge::OpenSockets) => {
-            let links = &*state.links;
-            let open = |url: &str| {
-                (links.get(url)).is_some_and(|l| !l.aside && l.ready.is_some_and(|r| r <= at))
-            };
-            let asked = |url: &str, a: AuthorId| {
-                (state.asked.get(url)).is_some_and(|had| had.contains(&a.0))
-            };
-            hedge::targets(&sim.table, state.learned, slow, &authors, open, asked)
-        }
-    };
-    for (url, to) in targets {
-        let relay = sim.world.relay_id(&url);
-        let timing = timing_of(sim, relay);
-        let Some(link) = state.links.get_mut(&url) else {
-            continue;
-        };
-        let answer = at + query_ms(&timing, client, &url, session, link);
-        for &e in page {
-            let event = &events[e as usize];
-            let held = relay.is_some_and(|r| sim.world.event_relays(event).contains(&r));
-            if held && to.contains(&AuthorId(event.author)) {
-                if let Some(t) = state.arrived.get_mut(&e) {
-                    *t = t.min(answer);
-                }
-            }
-        }
     }
 }
 
