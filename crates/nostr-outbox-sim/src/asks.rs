@@ -12,7 +12,8 @@ pub struct Ask {
     pub url: String,
     /// The world relay, if the URL is one (otherwise it never answers).
     pub relay: Option<u32>,
-    /// Follows named in the filter (indices into [`World::follows`](nostr_outbox_world::World::follows)), sorted.
+    /// Follows named in the filter (indices into
+    /// [`World::follows`](nostr_outbox_world::World::follows)), sorted.
     pub authors: Vec<u32>,
 }
 

@@ -214,8 +214,9 @@ fn since_of(sim: &SimWorld, w: Window) -> u64 {
 }
 
 /// Recall per window in `session` (`windows` sorted, no duplicates) when `got(w, i)` says
-/// whether event `i` of [`World::events`](nostr_outbox_world::World::events) was fetched for window `w`:
-/// the one place the recall definitions are counted, for plans and for delivered sets alike.
+/// whether event `i` of [`World::events`](nostr_outbox_world::World::events) was fetched for
+/// window `w`: the one place the recall definitions are counted, for plans and for delivered
+/// sets alike.
 pub(crate) fn window_scores(
     sim: &SimWorld,
     session: u32,

@@ -1,5 +1,5 @@
-//! The replay of one session's run (the clock's module docs, steps 1 to 6): [`replay()`] whole, or
-//! [`Replay`] one wave at a time.
+//! The replay of one session's run ([the clock's docs](super), steps 1 to 6): [`replay()`]
+//! whole, or [`Replay`] one wave at a time.
 
 use std::collections::HashMap;
 
@@ -92,8 +92,8 @@ fn dial(
     Err(t)
 }
 
-/// Replays one session's run (module docs) for the notes of `since` and later: when each note
-/// the run fetched arrived.
+/// Replays one session's run ([the clock's docs](super)) for the notes of `since` and later:
+/// when each note the run fetched arrived.
 pub fn replay(
     sim: &SimWorld,
     session: u32,
@@ -254,8 +254,8 @@ impl<'a> Replay<'a> {
 
     /// Serves the next plan's `wave` (every plan of the run, whole: what earlier plans asked
     /// is not asked again), going out at `at`, or when the runtime would send it: the debounce
-    /// after the first set-aside since the last wave (module docs, step 5). The first wave goes
-    /// out at the start.
+    /// after the first set-aside since the last wave ([the clock's docs](super), step 5). The
+    /// first wave goes out at the start.
     pub fn wave(&mut self, wave: &Asks, at: Option<f64>) {
         let client = self.client;
         let sim = self.sim;
