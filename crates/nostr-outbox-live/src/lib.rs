@@ -190,7 +190,7 @@ impl LiveConfig {
 /// The client the simulator's clock replays for a runtime run with `runtime`: its connect and
 /// EOSE timeouts, strikes, first backoff, pages in flight, lookup grace, re-plan debounce,
 /// deadline (none: never), `budget`'s lasting and reserved sockets, and how the runtime
-/// carries a plan out (its `schedule`; it does not hedge).
+/// carries a plan out (its `schedule`).
 pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTiming {
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     ClientTiming {
@@ -208,7 +208,6 @@ pub fn client_timing(runtime: &RuntimeConfig, budget: SocketBudget) -> ClientTim
             aside_on_timeout: runtime.schedule.aside_on_connect_timeout,
             early_waves: runtime.schedule.early_waves,
             probe_timeout_ms: Some(ms(runtime.schedule.probe_connect_timeout)),
-            hedge: None,
         },
         ..ClientTiming::default()
     }

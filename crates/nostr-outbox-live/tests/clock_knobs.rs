@@ -35,7 +35,6 @@ fn the_clock_replays_the_runtimes_defaults() {
         clock.policy.probe_timeout_ms,
         Some(ms(schedule.probe_connect_timeout))
     );
-    assert_eq!(clock.policy.hedge, None, "the runtime does not hedge");
     // The live bench times the simulator with the client it builds from its runtime config.
     assert_eq!(
         nostr_outbox_live::client_timing(&runtime, SocketBudget::default()),

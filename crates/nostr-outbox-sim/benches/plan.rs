@@ -6,7 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use nostr_outbox_core::{DeliveryStats, PlanContext, Router, RouterConfig};
-use nostr_outbox_sim::{generate, run_sessions, LoopConfig, Profile, SimWorld, Window};
+use nostr_outbox_sim::{run_sessions, LoopConfig, SimWorld, Window};
+use nostr_outbox_world::{generate, Profile};
 
 /// Times each strategy's plans: `prepare` gives its router the stats to plan with.
 fn bench_group(

@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release -p nostr-outbox-sim --example calibrate [profiles...]`
 
-use nostr_outbox_sim::{run_bench, world_stats, BenchConfig, Profile, Window};
+use nostr_outbox_sim::{run_bench, BenchConfig, Window};
+use nostr_outbox_world::{world_stats, Profile};
 
 fn main() {
     nostr_outbox_strategies::link();
@@ -18,7 +19,7 @@ fn main() {
         cfg.profiles = profiles;
     }
     for &p in &cfg.profiles {
-        let w = nostr_outbox_sim::generate(p, 1);
+        let w = nostr_outbox_world::generate(p, 1);
         println!("{:?}", world_stats(&w));
     }
     let started = std::time::Instant::now();

@@ -1,7 +1,6 @@
 //! What each way of carrying out a plan faster would buy, measured on the worlds' clock before
 //! the runtime is given it: no policy beside each of the runtime's ([`Policy::runtime`]) alone,
-//! the runtime's together, and the runtime's with each way of hedging slow pages
-//! ([`nostr_outbox_sim::clock::Hedge`]), for a few strategies.
+//! and the runtime's together, for a few strategies.
 //!
 //! ```text
 //! cargo run --release -p nostr-outbox-sim --example clock_policies -- [profiles] [seeds]
@@ -21,7 +20,7 @@ mod common;
 use common::{fail, Args};
 use nostr_outbox_core::Router;
 use nostr_outbox_sim::bench::resolve;
-use nostr_outbox_sim::clock::{ClientTiming, Hedge, Policy, TimeScore, Wait};
+use nostr_outbox_sim::clock::{ClientTiming, Policy, TimeScore, Wait};
 use nostr_outbox_sim::{default_suite, run_sessions, LoopConfig, MeanSe, Window};
 
 fn main() {
@@ -84,22 +83,6 @@ fn main() {
             "runtime",
             Policy {
                 probe_timeout_ms: Some(probe),
-                ..Policy::runtime()
-            },
-        ),
-        (
-            "+ hedge open",
-            Policy {
-                probe_timeout_ms: Some(probe),
-                hedge: Some(Hedge::OpenSockets),
-                ..Policy::runtime()
-            },
-        ),
-        (
-            "+ resend (bound)",
-            Policy {
-                probe_timeout_ms: Some(probe),
-                hedge: Some(Hedge::SameRelay),
                 ..Policy::runtime()
             },
         ),

@@ -1,6 +1,7 @@
 //! Where a strategy's 1-year recall comes from: base and fetched events by age bucket.
 use nostr_outbox_core::Router;
-use nostr_outbox_sim::{generate, Asks, Profile, SimWorld};
+use nostr_outbox_sim::{Asks, SimWorld};
+use nostr_outbox_world::{generate, Profile};
 
 fn main() {
     nostr_outbox_strategies::link();

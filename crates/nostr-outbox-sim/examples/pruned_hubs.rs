@@ -18,9 +18,9 @@ mod common;
 
 use common::{fail, Args};
 use nostr::key::{Keys, PublicKey, SecretKey};
-use nostr_outbox_sim::generate::GENERATED_NOW;
-use nostr_outbox_sim::world::{PartEvent, WorldParts};
-use nostr_outbox_sim::{World, WorldRelayList};
+use nostr_outbox_world::generate::GENERATED_NOW;
+use nostr_outbox_world::world::{PartEvent, WorldParts};
+use nostr_outbox_world::{World, WorldRelayList};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal};

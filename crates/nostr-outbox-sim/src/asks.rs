@@ -1,9 +1,8 @@
 //! A plan in world terms (which relay is asked about which follows): what every metric is
 //! computed from, whether the plan was made here or read from a plan file.
 
-use nostr_outbox_core::{Plan, RouteTable, UrlPolicy};
+use nostr_outbox_core::{Plan, RouteTable};
 
-use crate::planfile::PlanFile;
 use crate::sim_world::SimWorld;
 
 /// One connection of a plan in world terms.
@@ -13,7 +12,8 @@ pub struct Ask {
     pub url: String,
     /// The world relay, if the URL is one (otherwise it never answers).
     pub relay: Option<u32>,
-    /// Follows named in the filter (indices into [`World::follows`](crate::World::follows)), sorted.
+    /// Follows named in the filter (indices into
+    /// [`World::follows`](nostr_outbox_world::World::follows)), sorted.
     pub authors: Vec<u32>,
 }
 
@@ -27,19 +27,6 @@ pub struct Asks {
     /// Authors named in a plan file that are not follows (ignored for recall, counted in
     /// disclosure).
     pub foreign_authors: usize,
-}
-
-/// A plan file that cannot be scored against a world.
-#[derive(Debug, thiserror::Error)]
-pub enum ScoreError {
-    /// An author is not a valid public key.
-    #[error("plan: field `relays[{entry}].authors[{index}]`: not a hex public key")]
-    BadAuthor {
-        /// Entry index.
-        entry: usize,
-        /// Author index.
-        index: usize,
-    },
 }
 
 impl Asks {
@@ -95,41 +82,5 @@ impl Asks {
             orphans: Some(plan.residual().len()),
             foreign_authors: 0,
         }
-    }
-
-    /// The asks of an `outbox-plan/1` file. URLs are looked up as given, then canonicalised.
-    pub fn from_plan_file(sim: &SimWorld, file: &PlanFile) -> Result<Self, ScoreError> {
-        let policy = UrlPolicy::default();
-        let mut foreign = 0;
-        let mut entries = Vec::with_capacity(file.relays.len());
-        for (i, e) in file.relays.iter().enumerate() {
-            let relay = sim.world.relay_id(&e.url).or_else(|| {
-                policy
-                    .canonicalize(&e.url)
-                    .ok()
-                    .and_then(|c| sim.world.relay_id(&c))
-            });
-            let mut authors = Vec::with_capacity(e.authors.len());
-            for (j, hex) in e.authors.iter().enumerate() {
-                let pk = nostr_outbox_core::public_key_from_hex(hex)
-                    .map_err(|_| ScoreError::BadAuthor { entry: i, index: j })?;
-                match sim.table.author_id(&pk) {
-                    Some(a) => authors.push(a.0),
-                    None => foreign += 1,
-                }
-            }
-            authors.sort_unstable();
-            authors.dedup();
-            entries.push(Ask {
-                url: e.url.clone(),
-                relay,
-                authors,
-            });
-        }
-        Ok(Self {
-            entries,
-            orphans: None,
-            foreign_authors: foreign,
-        })
     }
 }

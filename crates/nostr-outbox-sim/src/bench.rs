@@ -6,24 +6,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use nostr_outbox_core::{default_probes, registry, Router, RouterConfig, DEFAULT_MAX_CONNECTIONS};
+use nostr_outbox_world::{generate_in, Family, Profile};
 use serde::Serialize;
 
 use crate::ceiling::{run_ceiling, CEILING};
-use crate::generate::{generate_in, Family, Profile};
 use crate::mean::MeanSe;
 use crate::route_rows::{route_rows, RouteRecord, RouteRow};
 use crate::routes::{score_routes, RouteLoopConfig};
+use crate::run_record::RunRecord;
 use crate::score::{PlanScore, WindowScore};
-use crate::session::{median, run_oracle, run_sessions, LoopConfig};
+use crate::session::{median, run_oracle, run_sessions, LoopConfig, ORACLE};
 use crate::share::{ceiling_shares, ShareRow};
 use crate::sim_world::SimWorld;
 use crate::window::Window;
 
 /// How a bound row (learnable ceiling, oracle) is scored on a world.
 type BoundRun = fn(&SimWorld, &LoopConfig, usize) -> Vec<crate::session::SessionOutcome>;
-
-/// The label of the oracle row.
-pub const ORACLE: &str = "oracle";
 
 /// Combinations that are config, not code: (label, full router config without
 /// `max_connections`). Run when their strategies and scorers are registered.
@@ -221,33 +219,6 @@ pub enum Progress {
         /// Its world.
         world: String,
     },
-}
-
-/// One strategy on one world, every session.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunRecord {
-    /// Row label.
-    pub label: String,
-    /// World profile.
-    pub profile: Profile,
-    /// World seed.
-    pub seed: u64,
-    /// Median planning time over every timed plan, µs ([`StrategyRun::plan_us_median`]).
-    ///
-    /// [`StrategyRun::plan_us_median`]: crate::StrategyRun::plan_us_median
-    pub plan_us: f64,
-    /// Mean over sessions of each session's first plan's time, µs (cold).
-    pub plan_us_cold: f64,
-    /// Median of the plans repeated with the final stats after the sessions, µs (warm; 0
-    /// without [`BenchConfig::timing_repeats`]). The bounds, which learn nothing, take the
-    /// median of their sessions' plans.
-    pub plan_us_warm: f64,
-    /// Per session.
-    pub sessions: Vec<PlanScore>,
-    /// Per session, the feed left open after the fetch ([`BenchConfig::open`]; the learnable
-    /// ceiling's row holds the live ceiling). Empty when not measured.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub open: Vec<crate::open::OpenScore>,
 }
 
 /// Declared and total recall of one window for a row.
@@ -615,13 +586,13 @@ struct PreparedWorld {
 fn prepare_world(cfg: &BenchConfig, profile: Profile, seed: u64) -> PreparedWorld {
     let mut world = generate_in(cfg.family, profile, seed);
     if world.sessions < cfg.sessions {
-        let model = crate::generate::WorldModel {
+        let model = nostr_outbox_world::WorldModel {
             sessions: cfg.sessions,
             ..cfg
                 .family
-                .model(&crate::generate::WorldModel::for_profile(profile), seed)
+                .model(&nostr_outbox_world::WorldModel::for_profile(profile), seed)
         };
-        world = crate::generate::generate_with(&model, &world.name, seed)
+        world = nostr_outbox_world::generate_with(&model, &world.name, seed)
             .expect("generated worlds are well-formed");
     }
     let name = world.name.clone();

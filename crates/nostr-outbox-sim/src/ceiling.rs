@@ -216,9 +216,9 @@ impl Ord for Candidate {
 mod tests {
     use super::*;
     use crate::asks::Ask;
-    use crate::generate::{generate, Profile};
     use crate::score::score;
     use crate::session::run_oracle;
+    use nostr_outbox_world::{generate, Profile};
 
     fn mean_y1(outcomes: &[SessionOutcome]) -> f64 {
         let xs: Vec<f64> = outcomes

@@ -15,7 +15,7 @@ use crate::window::Window;
 /// [`score`](crate::score()). A `delivered` shorter than the world's events reads the missing
 /// tail as not delivered.
 ///
-/// [`World::events`]: crate::World::events
+/// [`World::events`]: nostr_outbox_world::World::events
 pub fn score_delivered(
     sim: &SimWorld,
     delivered: &[bool],
@@ -33,7 +33,7 @@ mod tests {
     use crate::asks::Asks;
     use crate::observe::observe;
     use crate::score::score;
-    use crate::{generate, Profile};
+    use nostr_outbox_world::{generate, Profile};
 
     /// Delivering exactly what a plan's simulated REQs return scores exactly like the plan.
     #[test]

@@ -80,8 +80,8 @@ pub struct RelayFetch {
 pub struct Fetched {
     /// The window's start (`since` of every REQ).
     pub since: u64,
-    /// Per world event (indexed like [`World::events`](crate::World::events)), whether some
-    /// page returned it.
+    /// Per world event (indexed like [`World::events`](nostr_outbox_world::World::events)),
+    /// whether some page returned it.
     pub delivered: Vec<bool>,
     /// Per plan entry, in order.
     pub relays: Vec<RelayFetch>,

@@ -357,7 +357,8 @@ mod tests {
     use nostr::key::{Keys, PublicKey, SecretKey};
 
     use super::*;
-    use crate::world::{PartEvent, World, WorldParts, WorldRelayList};
+    use nostr_outbox_world::world::{PartEvent, WorldParts};
+    use nostr_outbox_world::{World, WorldRelayList};
 
     const NOW: u64 = 1_767_225_600;
 

@@ -4,7 +4,8 @@
 //! pages), an oracle ceiling, and the benchmark suite.
 //!
 //! ```
-//! use nostr_outbox_sim::{generate, Profile, SimWorld, LoopConfig, run_sessions};
+//! use nostr_outbox_sim::{SimWorld, LoopConfig, run_sessions};
+//! use nostr_outbox_world::{generate, Profile};
 //! nostr_outbox_strategies::link();
 //! let sim = SimWorld::new(generate(Profile::Small, 7));
 //! let mut router = nostr_outbox_core::Router::from_toml("[strategy]\ntype = \"greedy\"\n").unwrap();
@@ -32,29 +33,27 @@ pub mod probe;
 mod replan;
 pub mod route_rows;
 pub mod routes;
+pub mod run_record;
 pub mod score;
 pub mod session;
 pub mod share;
 pub mod sim_world;
 pub mod window;
 
-// The worlds a session replays are `nostr-outbox-world`'s; its modules and items are re-exported
-// under the paths they had here (`nostr_outbox_sim::world::World`, `nostr_outbox_sim::generate`, ...).
+// The worlds a session replays are `nostr-outbox-world`'s, and this crate reaches them only by
+// that crate's own paths. The items the workspace's other crates still name through this crate
+// are re-exported under the paths they had here (`nostr_outbox_sim::world::World`,
+// `nostr_outbox_sim::generate`, ...); new code names `nostr_outbox_world` directly.
 pub use nostr_outbox_world::{generate, world};
 pub use nostr_outbox_world::{
-    generate_in, generate_with, world_stats, CapShare, Family, Profile, RelayTiming, Span,
-    TimingModel, WorldModel, WorldStats, DEFAULT_RELAY_CAPS,
-};
-pub use nostr_outbox_world::{
-    MonitorEntry, PartMention, SessionsError, World, WorldError, WorldEvent, WorldMention,
-    WorldRelay, WorldRelayList, MAX_EVENT_TAGS, MAX_MENTIONS, MAX_MONITOR_ENTRIES, MAX_SESSIONS,
-    MAX_WORLD_HINTS, WORLD_FORMAT,
+    generate_in, generate_with, world_stats, Family, Profile, RelayTiming, Span, World, WorldError,
+    WorldModel, MAX_SESSIONS,
 };
 
-pub use asks::{Ask, Asks, ScoreError};
+pub use asks::{Ask, Asks};
 pub use bench::{
-    default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row,
-    RunRecord, Skipped, SuiteEntry, TimeFigures, TimeRow, COMBINATIONS, ORACLE,
+    default_suite, open_rows, run_bench, BenchConfig, BenchReport, OpenRow, Progress, Row, Skipped,
+    SuiteEntry, TimeFigures, TimeRow, COMBINATIONS,
 };
 pub use ceiling::{ceiling_asks, expected_events, run_ceiling, up_rates, CEILING};
 pub use fetch::{fetch, AuthorReturn, FetchCost, Fetched, RelayFetch, WindowCost};
@@ -64,16 +63,17 @@ pub use fixed::{
 };
 pub use mean::MeanSe;
 pub use observe::{observe, Observation, RelayObservation};
-pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, PLAN_FORMAT};
+pub use planfile::{PlanFile, PlanFileEntry, PlanFileError, ScoreError, PLAN_FORMAT};
 pub use route_rows::{route_rows, RouteRecord, RouteRow, RouteRowWindow};
 pub use routes::{
     score_routes, InboxScore, PublishScore, RouteLoopConfig, RouteSessionScore, NAIVE_LABEL,
     ROUTES_LABEL,
 };
+pub use run_record::RunRecord;
 pub use score::{score, score_and_observe, PlanScore, WindowScore};
 pub use session::{
     oracle_asks, oracle_asks_within, run_oracle, run_oracle_within, run_sessions,
-    run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun,
+    run_sessions_with, LoopConfig, OracleScope, SessionOutcome, SessionView, StrategyRun, ORACLE,
 };
 pub use share::{ceiling_shares, ShareRow, ShareWindow, WorstWorld, FALL_POINTS};
 pub use sim_world::SimWorld;

@@ -1,11 +1,12 @@
 //! The `outbox-plan/1` file: a plan written down by canonical URL and public key, so any tool
-//! can read it, write it and score it against a world (see `docs/formats.md`).
+//! can read it, write it and score it against a world (see `docs/formats.md`), and its
+//! conversions to and from [`Asks`], the plan in world terms a file is scored as.
 
 use nostr::types::RelayUrl;
-use nostr_outbox_core::{Plan, RouteTable};
+use nostr_outbox_core::{Plan, RouteTable, UrlPolicy};
 use serde::{Deserialize, Serialize};
 
-use crate::asks::Asks;
+use crate::asks::{Ask, Asks};
 use crate::sim_world::SimWorld;
 
 /// The file format tag of plan files.
@@ -74,26 +75,6 @@ impl PlanFile {
         }
     }
 
-    /// What `asks` asked in `session` (the plan of `strategy`, with any re-plans around
-    /// failures merged in), as a file: one entry per relay asked, in the order first asked.
-    pub fn from_asks(asks: &Asks, sim: &SimWorld, strategy: &str, session: u32) -> Self {
-        let follows = &sim.world.follows;
-        PlanFile {
-            format: PLAN_FORMAT.to_string(),
-            strategy: strategy.to_string(),
-            session,
-            relays: (asks.entries.iter())
-                .map(|a| PlanFileEntry {
-                    url: a.url.clone(),
-                    authors: (a.authors.iter())
-                        .filter_map(|&f| follows.get(f as usize))
-                        .map(|pk| pk.to_hex())
-                        .collect(),
-                })
-                .collect(),
-        }
-    }
-
     /// Reads and validates a plan file (unknown fields are ignored).
     pub fn from_json(text: &str) -> Result<Self, PlanFileError> {
         let file: PlanFile = serde_json::from_str(text)?;
@@ -132,6 +113,80 @@ impl PlanFile {
     /// Sum of author-list lengths.
     pub fn disclosure(&self) -> usize {
         self.relays.iter().map(|r| r.authors.len()).sum()
+    }
+}
+
+/// A plan file that cannot be scored against a world.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    /// An author is not a valid public key.
+    #[error("plan: field `relays[{entry}].authors[{index}]`: not a hex public key")]
+    BadAuthor {
+        /// Entry index.
+        entry: usize,
+        /// Author index.
+        index: usize,
+    },
+}
+
+// Plan files and asks convert here, both ways, so the asks know nothing of files.
+impl PlanFile {
+    /// What `asks` asked in `session` (the plan of `strategy`, with any re-plans around
+    /// failures merged in), as a file: one entry per relay asked, in the order first asked.
+    pub fn from_asks(asks: &Asks, sim: &SimWorld, strategy: &str, session: u32) -> Self {
+        let follows = &sim.world.follows;
+        PlanFile {
+            format: PLAN_FORMAT.to_string(),
+            strategy: strategy.to_string(),
+            session,
+            relays: (asks.entries.iter())
+                .map(|a| PlanFileEntry {
+                    url: a.url.clone(),
+                    authors: (a.authors.iter())
+                        .filter_map(|&f| follows.get(f as usize))
+                        .map(|pk| pk.to_hex())
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Asks {
+    /// The asks of an `outbox-plan/1` file. URLs are looked up as given, then canonicalised.
+    pub fn from_plan_file(sim: &SimWorld, file: &PlanFile) -> Result<Self, ScoreError> {
+        let policy = UrlPolicy::default();
+        let mut foreign = 0;
+        let mut entries = Vec::with_capacity(file.relays.len());
+        for (i, e) in file.relays.iter().enumerate() {
+            let relay = sim.world.relay_id(&e.url).or_else(|| {
+                policy
+                    .canonicalize(&e.url)
+                    .ok()
+                    .and_then(|c| sim.world.relay_id(&c))
+            });
+            let mut authors = Vec::with_capacity(e.authors.len());
+            for (j, hex) in e.authors.iter().enumerate() {
+                let pk = nostr_outbox_core::public_key_from_hex(hex)
+                    .map_err(|_| ScoreError::BadAuthor { entry: i, index: j })?;
+                match sim.table.author_id(&pk) {
+                    Some(a) => authors.push(a.0),
+                    None => foreign += 1,
+                }
+            }
+            authors.sort_unstable();
+            authors.dedup();
+            entries.push(Ask {
+                url: e.url.clone(),
+                relay,
+                authors,
+            });
+        }
+        Ok(Self {
+            entries,
+            orphans: None,
+            foreign_authors: foreign,
+        })
     }
 }
 

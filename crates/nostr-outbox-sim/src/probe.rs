@@ -44,8 +44,8 @@ impl ProbeCost {
 pub struct Probed {
     /// What they cost.
     pub cost: ProbeCost,
-    /// The world events they returned (indices into [`World::events`](crate::World::events),
-    /// sorted, each once).
+    /// The world events they returned (indices into
+    /// [`World::events`](nostr_outbox_world::World::events), sorted, each once).
     pub returned: Vec<u32>,
 }
 

@@ -70,8 +70,7 @@ pub(crate) fn replan_around_failures(
         .map(|a| (a.url.clone(), a.authors.clone()))
         .collect();
     // When each relay is set aside: the clock's replay of the waves so far.
-    let mut clock =
-        crate::clock::Replay::start(sim, session, since, session > 0, Some(stats), client);
+    let mut clock = crate::clock::Replay::start(sim, session, since, session > 0, client);
     clock.wave(&waves[0], None);
     let mut wave_at = 0f64;
     for _ in 0..MAX_REPLANS {
@@ -165,7 +164,7 @@ mod tests {
             list(2, "wss://hole.example"),
             list(3, "wss://answers.example"),
         );
-        SimWorld::new(crate::World::from_json(&json).expect("valid world"))
+        SimWorld::new(nostr_outbox_world::World::from_json(&json).expect("valid world"))
     }
 
     /// A re-plan leaves out only the relays set aside by the time it goes out, as the

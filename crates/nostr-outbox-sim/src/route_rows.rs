@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use crate::generate::Profile;
 use crate::mean::MeanSe;
 use crate::routes::{RouteSessionScore, NAIVE_LABEL, ROUTES_LABEL};
 use crate::window::Window;
+use nostr_outbox_world::Profile;
 
 /// The route scores of one world.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -33,7 +33,7 @@ use nostr_outbox_core::{DeliveryStats, UrlPolicy};
 use serde::Serialize;
 
 use crate::window::Window;
-use crate::world::World;
+use nostr_outbox_world::World;
 
 /// The label of the routes library's scores in reports.
 pub const ROUTES_LABEL: &str = "routes";
@@ -203,7 +203,7 @@ pub fn score_routes(
     }
     .filters();
     let mut stats = DeliveryStats::new();
-    let mut out = Vec::with_capacity(cfg.sessions.min(crate::world::MAX_SESSIONS) as usize);
+    let mut out = Vec::with_capacity(cfg.sessions.min(nostr_outbox_world::MAX_SESSIONS) as usize);
     for s in 0..cfg.sessions {
         let now = world.now + u64::from(s) * cfg.session_interval_secs;
         stats.begin_session();
@@ -310,7 +310,7 @@ impl Note {
     fn new(
         world: &World,
         ctx: &RouteContext<'_>,
-        e: &crate::world::WorldEvent,
+        e: &nostr_outbox_world::WorldEvent,
         people: Vec<PublicKey>,
     ) -> Self {
         let author = world.follows[e.author as usize];

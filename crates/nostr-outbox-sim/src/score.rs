@@ -214,8 +214,9 @@ fn since_of(sim: &SimWorld, w: Window) -> u64 {
 }
 
 /// Recall per window in `session` (`windows` sorted, no duplicates) when `got(w, i)` says
-/// whether event `i` of [`World::events`](crate::World::events) was fetched for window `w`:
-/// the one place the recall definitions are counted, for plans and for delivered sets alike.
+/// whether event `i` of [`World::events`](nostr_outbox_world::World::events) was fetched for
+/// window `w`: the one place the recall definitions are counted, for plans and for delivered
+/// sets alike.
 pub(crate) fn window_scores(
     sim: &SimWorld,
     session: u32,
@@ -358,7 +359,8 @@ fn score_fetched(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{PlanFile, PlanFileEntry, World, PLAN_FORMAT};
+    use crate::{PlanFile, PlanFileEntry, PLAN_FORMAT};
+    use nostr_outbox_world::World;
 
     const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
     const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";

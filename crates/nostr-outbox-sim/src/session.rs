@@ -196,7 +196,7 @@ pub fn run_sessions_with(
         tracing::debug!(?summary, "monitor prior applied");
     }
     // Capacity for at most the sessions a world may describe: a larger count grows as it runs.
-    let reserve = cfg.sessions.min(crate::world::MAX_SESSIONS) as usize;
+    let reserve = cfg.sessions.min(nostr_outbox_world::MAX_SESSIONS) as usize;
     let mut times = Vec::with_capacity(reserve + cfg.timing_repeats);
     let mut sessions = Vec::with_capacity(reserve);
     let mut open = Vec::new();
@@ -280,7 +280,6 @@ pub fn run_sessions_with(
                 lists_kept: s > 0,
                 probes: &probed,
                 probes_at_once: nostr_outbox_core::probes_at_once(router.max_connections()),
-                learned: Some(&stats),
             };
             let (time, latency) = time_session(sim, s, w, run, &cfg.client, &score);
             score.time = Some(time);
@@ -577,6 +576,9 @@ pub fn oracle_asks_within(
     held.asks(sim, &chosen)
 }
 
+/// The label of the oracle row ([`run_oracle`]).
+pub const ORACLE: &str = "oracle";
+
 /// Scores the oracle in every session: the year's plan for connections, disclosure and the
 /// year, and each other window with the oracle's plan for that window.
 pub fn run_oracle(sim: &SimWorld, cfg: &LoopConfig, budget: usize) -> Vec<SessionOutcome> {
@@ -637,7 +639,6 @@ fn timed(
             lists_kept: true,
             probes: &[],
             probes_at_once: 1,
-            learned: None,
         };
         let (time, _) = time_session(sim, session, w, run, &cfg.client, score);
         score.time = Some(time);
@@ -647,9 +648,9 @@ fn timed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::{generate, Profile};
     use crate::observe::observe;
     use crate::score::score;
+    use nostr_outbox_world::{generate, Profile};
 
     /// Each window of the oracle is scored with the oracle's plan for that window, which for
     /// the week and three years is not the year's plan.

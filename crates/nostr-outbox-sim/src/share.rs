@@ -8,13 +8,14 @@
 //! fewer relays answer lowers every router's recall, the ceiling's too, and no plan made before
 //! the session could have known; a fall beyond the ceiling's own is the router's.
 
+use nostr_outbox_world::Profile;
 use serde::Serialize;
 
-use crate::bench::RunRecord;
 use crate::ceiling::CEILING;
+use crate::run_record::RunRecord;
 use crate::score::PlanScore;
+use crate::session::ORACLE;
 use crate::window::Window;
-use crate::Profile;
 
 /// A session counts as a fall when its declared recall is more than this many percentage
 /// points below the session before.
@@ -69,7 +70,7 @@ pub fn ceiling_shares<'a>(
 ) -> Vec<ShareRow> {
     labels
         .into_iter()
-        .filter(|&label| label != CEILING && label != crate::bench::ORACLE)
+        .filter(|&label| label != CEILING && label != ORACLE)
         .map(|label| ShareRow {
             label: label.to_string(),
             windows: windows

@@ -3,7 +3,7 @@
 
 use nostr_outbox_core::{seen_on_hints, DeliveryStats, Hint, RouteTable, UrlPolicy};
 
-use crate::world::World;
+use nostr_outbox_world::World;
 
 /// A world prepared for scoring: the client's route table and each follow's declared write
 /// relays as world relay ids.

@@ -5,9 +5,8 @@
 //! Small and medium worlds on fixed seeds, so it runs in reasonable time in debug builds.
 //! Strategies that are not registered are skipped (the suite runs whatever is linked).
 
-use nostr_outbox_sim::{
-    default_suite, run_bench, BenchConfig, BenchReport, Profile, SuiteEntry, Window,
-};
+use nostr_outbox_sim::{default_suite, run_bench, BenchConfig, BenchReport, SuiteEntry, Window};
+use nostr_outbox_world::Profile;
 
 /// Published 1-year declared recall (%), nostrability/outbox 2026, 20-connection cap.
 const PUBLISHED_1YR: &[(&str, f64)] = &[

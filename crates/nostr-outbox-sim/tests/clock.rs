@@ -3,9 +3,10 @@
 
 use nostr_outbox_core::Probe;
 use nostr_outbox_sim::clock::{
-    fastest, replay, screen_wait, time_score, ClientTiming, Hedge, Policy, RunShape, Timeline, Wait,
+    fastest, replay, screen_wait, time_score, ClientTiming, Policy, RunShape, Timeline, Wait,
 };
-use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, World, PLAN_FORMAT};
+use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, PLAN_FORMAT};
+use nostr_outbox_world::World;
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";
@@ -91,7 +92,6 @@ fn run(sim: &SimWorld, waves: &[Asks], lists_kept: bool, client: &ClientTiming) 
         lists_kept,
         probes: &[],
         probes_at_once: 1,
-        learned: None,
     };
     replay(sim, 0, 0, shape, client)
 }
@@ -284,66 +284,6 @@ fn policies_change_the_timeline_as_they_say() {
     );
 }
 
-/// A page slower than its relay's bound has its follows asked of another relay they write to
-/// whose socket is open: a note both hold comes from the hedge, one only the slow relay holds
-/// still waits for it, and a relay already asked about the follow is not asked again.
-#[test]
-fn a_slow_page_is_hedged_on_an_open_socket() {
-    // Note 4 is on slow and fast; 5 and 6 only on slow.
-    let sim = world_sharing(&[4]);
-    let mut learned = nostr_outbox_core::DeliveryStats::default();
-    // Learned: slow usually answers in 300 ms, so its 3 s page is slow after 600 ms.
-    learned.record_latency("wss://slow.example", 300.0, NOW);
-    let run_with = |waves: &[Asks], hedge: Option<Hedge>| {
-        let client = ClientTiming {
-            policy: Policy {
-                hedge,
-                ..Policy::runtime()
-            },
-            ..ClientTiming::default()
-        };
-        let shape = RunShape {
-            waves,
-            lists_kept: true,
-            probes: &[],
-            probes_at_once: 1,
-            learned: Some(&learned),
-        };
-        replay(&sim, 0, 0, shape, &client)
-    };
-    let note = |n: u8| {
-        let mut id = [0u8; 32];
-        id[31] = n;
-        (sim.world.events().iter())
-            .position(|e| e.id == id)
-            .expect("a note of the world") as u32
-    };
-    // Fast is open (asked about Bob), not asked about Alice.
-    let waves = [asks(&sim, &[("slow", &[ALICE]), ("fast", &[BOB])])];
-    let plain = run_with(&waves, None);
-    let hedged = run_with(&waves, Some(Hedge::OpenSockets));
-    let at = |t: &Timeline, n| t.arrived[&note(n)].expect("in before the deadline");
-    // Slow: connect 1 s, page 3 s.
-    assert!(close(at(&plain, 4), 4_000.0), "{plain:?}");
-    // Hedged once the page passed 2 × 300 ms, answered by fast's 200 ms query.
-    assert!(close(at(&hedged, 4), 1_000.0 + 600.0 + 200.0), "{hedged:?}");
-    assert!(close(at(&hedged, 5), 4_000.0), "{hedged:?}");
-    // Sent again to slow itself: its second page answers in its 3 s too.
-    let again = run_with(&waves, Some(Hedge::SameRelay));
-    assert!(close(at(&again, 5), 4_000.0), "{again:?}");
-    // Fast already asked about Alice: nothing to hedge to.
-    let waves = [asks(&sim, &[("slow", &[ALICE]), ("fast", &[ALICE])])];
-    let open = Some(Hedge::OpenSockets);
-    assert!(
-        close(at(&run_with(&waves, open), 4), 300.0),
-        "fast's own page brings it"
-    );
-    assert_eq!(
-        run_with(&waves, open).arrived,
-        run_with(&waves, None).arrived
-    );
-}
-
 /// What held a first screen back, told apart: a note fast holds too but only slow was asked
 /// about is not asked; asking fast on a first run, which dials it after the lists lookup, is a
 /// late socket; a note only slow holds, in on slow's first page, is on time.
@@ -370,7 +310,8 @@ fn a_first_screen_wait_is_laid_at_the_right_door() {
 mod properties {
     use super::*;
     use nostr_outbox_core::Router;
-    use nostr_outbox_sim::{generate, run_sessions, LoopConfig, Profile, Window};
+    use nostr_outbox_sim::{run_sessions, LoopConfig, Window};
+    use nostr_outbox_world::{generate, Profile};
     use proptest::prelude::*;
 
     proptest! {
@@ -391,7 +332,6 @@ mod properties {
             waves in any::<bool>(),
             aside in any::<bool>(),
             early in any::<bool>(),
-            hedge in proptest::option::of(prop_oneof![Just(Hedge::OpenSockets), Just(Hedge::SameRelay)]),
         ) {
             nostr_outbox_strategies::link();
             let sim = SimWorld::new(generate(Profile::Small, seed));
@@ -403,7 +343,6 @@ mod properties {
                     aside_on_timeout: aside,
                     early_waves: early,
                     probe_timeout_ms: None,
-                    hedge,
                 },
                 ..ClientTiming::default()
             };
@@ -455,7 +394,6 @@ fn probes_wait_for_a_free_place() {
             lists_kept: true,
             probes: &probes,
             probes_at_once: at_once,
-            learned: None,
         };
         let t = replay(&sim, 0, 0, shape, &ClientTiming::default());
         t.end_ms - t.settled_ms

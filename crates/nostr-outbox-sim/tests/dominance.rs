@@ -7,9 +7,8 @@
 
 use nostr_outbox_core::stats::expected_recall;
 use nostr_outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, Router};
-use nostr_outbox_sim::{
-    generate_in, run_sessions_with, Family, LoopConfig, Profile, SimWorld, Window,
-};
+use nostr_outbox_sim::{run_sessions_with, LoopConfig, SimWorld, Window};
+use nostr_outbox_world::{generate_in, Family, Profile};
 use proptest::prelude::*;
 
 fn router(strategy: &str, budget: usize) -> Router {

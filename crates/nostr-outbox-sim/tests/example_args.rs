@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Args, Source, Worlds};
-use nostr_outbox_sim::Profile;
+use nostr_outbox_world::Profile;
 
 fn example_world() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/world.json")

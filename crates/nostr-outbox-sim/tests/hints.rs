@@ -3,10 +3,8 @@
 //! plans as if the world had no hints.
 
 use nostr_outbox_core::{check_plan, HintSource, Router};
-use nostr_outbox_sim::{
-    generate_in, run_sessions_with, Family, LoopConfig, Profile, SimWorld, StrategyRun, Window,
-    World,
-};
+use nostr_outbox_sim::{run_sessions_with, LoopConfig, SimWorld, StrategyRun, Window};
+use nostr_outbox_world::{generate_in, Family, Profile, World};
 
 fn cfg() -> LoopConfig {
     LoopConfig {

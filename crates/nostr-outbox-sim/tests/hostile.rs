@@ -7,10 +7,8 @@
 use std::time::{Duration, Instant};
 
 use nostr_outbox_core::{PlanContext, RouterConfig, UrlPolicy};
-use nostr_outbox_sim::{
-    generate_with, score, Asks, PlanFile, SimWorld, Window, World, WorldError, WorldModel,
-    MAX_SESSIONS,
-};
+use nostr_outbox_sim::{score, Asks, PlanFile, SimWorld, Window};
+use nostr_outbox_world::{generate_with, World, WorldError, WorldModel, MAX_SESSIONS};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};

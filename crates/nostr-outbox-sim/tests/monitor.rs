@@ -1,6 +1,7 @@
 //! The session loop applies a world's monitor data before session 0 only when asked.
 
-use nostr_outbox_sim::{generate, run_sessions, LoopConfig, Profile, SimWorld, Window};
+use nostr_outbox_sim::{run_sessions, LoopConfig, SimWorld, Window};
+use nostr_outbox_world::{generate, Profile};
 
 #[test]
 fn the_monitor_prior_is_applied_before_session_0_only_when_asked() {

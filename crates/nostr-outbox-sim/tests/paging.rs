@@ -3,10 +3,9 @@
 
 use nostr::key::PublicKey;
 use nostr_outbox_client::paging::Paging;
-use nostr_outbox_sim::world::{PartEvent, WorldParts};
-use nostr_outbox_sim::{
-    fetch, generate, observe, score, Ask, Asks, Profile, SimWorld, Window, World,
-};
+use nostr_outbox_sim::{fetch, observe, score, Ask, Asks, SimWorld, Window};
+use nostr_outbox_world::world::{PartEvent, WorldParts};
+use nostr_outbox_world::{generate, Profile, World};
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";

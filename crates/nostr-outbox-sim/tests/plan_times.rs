@@ -4,9 +4,9 @@
 
 use nostr_outbox_core::Router;
 use nostr_outbox_sim::{
-    generate, run_bench, run_sessions, BenchConfig, LoopConfig, Profile, SimWorld, SuiteEntry,
-    Window,
+    run_bench, run_sessions, BenchConfig, LoopConfig, SimWorld, SuiteEntry, Window,
 };
+use nostr_outbox_world::{generate, Profile};
 
 fn greedy() -> Router {
     nostr_outbox_strategies::link();

@@ -3,7 +3,8 @@
 
 use nostr_outbox_core::default_probes;
 use nostr_outbox_core::Router;
-use nostr_outbox_sim::{generate_in, run_sessions, Family, LoopConfig, Profile, SimWorld, Window};
+use nostr_outbox_sim::{run_sessions, LoopConfig, SimWorld, Window};
+use nostr_outbox_world::{generate_in, Family, Profile};
 
 /// `recall` at `budget` connections over three sessions of a small `family` world, probing
 /// `probes` relays a session (`None`: the config's default).

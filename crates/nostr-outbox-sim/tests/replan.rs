@@ -1,7 +1,8 @@
 //! In-session re-planning (`LoopConfig::replan_on_failure`): relays that do not answer are set
 //! aside and their follows asked elsewhere within the same session, as the live runtime does.
 
-use nostr_outbox_sim::{generate, run_sessions, LoopConfig, Profile, SimWorld, Window};
+use nostr_outbox_sim::{run_sessions, LoopConfig, SimWorld, Window};
+use nostr_outbox_world::{generate, Profile};
 
 fn recall_per_session(sim: &SimWorld, replan: bool) -> Vec<f64> {
     nostr_outbox_strategies::link();
@@ -71,7 +72,7 @@ fn indexed_world() -> SimWorld {
         follows[0],
         NOW - 3_600,
     );
-    SimWorld::new(nostr_outbox_sim::World::from_json(&json).expect("valid world"))
+    SimWorld::new(nostr_outbox_world::World::from_json(&json).expect("valid world"))
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! A small bench report on fixed seeds, snapshotted (timings zeroed: they vary run to run).
 
-use nostr_outbox_sim::{run_bench, BenchConfig, Profile, SuiteEntry, Window};
+use nostr_outbox_sim::{run_bench, BenchConfig, SuiteEntry, Window};
+use nostr_outbox_world::Profile;
 
 #[test]
 fn small_bench_report_is_stable() {

@@ -1,9 +1,10 @@
 //! The bench's route table: each world's last session, mean ± SE over worlds.
 
 use nostr_outbox_sim::{
-    route_rows, InboxScore, Profile, PublishScore, RouteRecord, RouteSessionScore, Window,
-    NAIVE_LABEL, ROUTES_LABEL,
+    route_rows, InboxScore, PublishScore, RouteRecord, RouteSessionScore, Window, NAIVE_LABEL,
+    ROUTES_LABEL,
 };
+use nostr_outbox_world::Profile;
 
 fn session(session: u32, routed: u64, naive: u64, reached: u64) -> RouteSessionScore {
     RouteSessionScore {

@@ -2,7 +2,8 @@
 
 use nostr_outbox_client::RouteBudget;
 use nostr_outbox_core::UrlPolicy;
-use nostr_outbox_sim::{score_routes, RouteLoopConfig, Window, World};
+use nostr_outbox_sim::{score_routes, RouteLoopConfig, Window};
+use nostr_outbox_world::World;
 
 const R: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const B: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";

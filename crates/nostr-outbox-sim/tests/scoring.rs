@@ -3,8 +3,9 @@
 use nostr_outbox_core::stats::Decay;
 use nostr_outbox_core::DeliveryStats;
 use nostr_outbox_sim::{
-    observe, score, Asks, PlanFile, PlanFileEntry, SimWorld, Window, World, PLAN_FORMAT,
+    observe, score, Asks, PlanFile, PlanFileEntry, SimWorld, Window, PLAN_FORMAT,
 };
+use nostr_outbox_world::World;
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
 const ALICE: &str = "f9308a019258c31049344f85f89d5229b531c845836f99b08601f113bce036f9";

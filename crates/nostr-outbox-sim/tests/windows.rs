@@ -3,9 +3,9 @@
 
 use nostr_outbox_core::{DeliveryStats, Plan, PlanContext, Router};
 use nostr_outbox_sim::{
-    generate, run_sessions, run_sessions_with, score, Asks, LoopConfig, Profile, SimWorld, Window,
-    WindowScore,
+    run_sessions, run_sessions_with, score, Asks, LoopConfig, SimWorld, Window, WindowScore,
 };
+use nostr_outbox_world::{generate, Profile};
 
 fn recall() -> Router {
     nostr_outbox_strategies::link();

@@ -10,7 +10,8 @@ use std::fmt::Display;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use nostr_outbox_sim::{generate_in, generate_with, Family, Profile, SimWorld, World, WorldModel};
+use nostr_outbox_sim::SimWorld;
+use nostr_outbox_world::{generate_in, generate_with, Family, Profile, World, WorldModel};
 
 /// Sessions per world when `--sessions` is not given (generated worlds).
 pub const DEFAULT_SESSIONS: u32 = 5;
@@ -159,10 +160,10 @@ impl Args {
             });
         }
         let sessions = requested.unwrap_or(DEFAULT_SESSIONS);
-        if sessions == 0 || sessions > nostr_outbox_sim::MAX_SESSIONS {
+        if sessions == 0 || sessions > nostr_outbox_world::MAX_SESSIONS {
             return Err(format!(
                 "--sessions {sessions}: between 1 and {}",
-                nostr_outbox_sim::MAX_SESSIONS
+                nostr_outbox_world::MAX_SESSIONS
             ));
         }
         Ok(Worlds {

@@ -3,12 +3,9 @@
 
 use serde::Serialize;
 
-use super::Timeline;
+use super::timeline::{screen_notes, Timeline};
+use super::wait::Wait;
 use crate::sim_world::SimWorld;
-
-/// Notes on a first screen: the screen is in when the newest this many notes of the run's fetch
-/// have all arrived.
-pub const SCREEN: usize = 50;
 
 /// The moments completeness is measured at, ms after the start.
 pub const COMPLETENESS_AT_MS: [u32; 3] = [1_000, 2_000, 5_000];
@@ -34,8 +31,8 @@ pub struct TimeScore {
     pub reachable: u64,
     /// The first note (`None`: none arrived).
     pub first_note_ms: Option<f64>,
-    /// The newest [`SCREEN`] notes of the run's fetch (all of it when smaller) all in
-    /// (`None`: one arrived only after the deadline, or nothing was fetched).
+    /// The newest [`SCREEN`](super::SCREEN) notes of the run's fetch (all of it when smaller)
+    /// all in (`None`: one arrived only after the deadline, or nothing was fetched).
     pub screen_ms: Option<f64>,
     /// 90% of the run's fetch in (`None`: not before the deadline, or nothing was fetched).
     pub p90_ms: Option<f64>,
@@ -52,13 +49,13 @@ pub struct TimeScore {
     pub ideal: Option<Ideal>,
     /// What held the first screen back ([`super::screen_wait`]; `None` when not measured:
     /// the session loop measures it, knowing what the run asked).
-    pub wait: Option<super::Wait>,
+    pub wait: Option<Wait>,
 }
 
 /// A run's own fetch on the time ceiling.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Ideal {
-    /// The newest [`SCREEN`] notes of the run's fetch all in.
+    /// The newest [`SCREEN`](super::SCREEN) notes of the run's fetch all in.
     pub screen_ms: Option<f64>,
     /// 90% of the run's fetch in.
     pub p90_ms: Option<f64>,
@@ -89,8 +86,8 @@ impl TimeScore {
     }
 }
 
-/// The first screen of a set of arrivals: when the newest [`SCREEN`] notes (by `created_at`,
-/// then id, as a feed sorts them) were all in.
+/// The first screen of a set of arrivals: when the newest [`SCREEN`](super::SCREEN) notes (by
+/// `created_at`, then id, as a feed sorts them) were all in.
 fn screen_of(sim: &SimWorld, arrived: impl Iterator<Item = (u32, Option<f64>)>) -> Option<f64> {
     let screen = screen_notes(sim, arrived);
     (!screen.is_empty())
@@ -100,23 +97,6 @@ fn screen_of(sim: &SimWorld, arrived: impl Iterator<Item = (u32, Option<f64>)>) 
                 .try_fold(0f64, |m, &(_, t)| t.map(|t| m.max(t)))
         })
         .flatten()
-}
-
-/// The newest [`SCREEN`] of `arrived` (all of them when fewer), in no particular order.
-pub(super) fn screen_notes(
-    sim: &SimWorld,
-    arrived: impl Iterator<Item = (u32, Option<f64>)>,
-) -> Vec<(u32, Option<f64>)> {
-    let events = sim.world.events();
-    let mut newest: Vec<(u64, [u8; 32], u32, Option<f64>)> = arrived
-        .map(|(e, t)| (events[e as usize].created_at, events[e as usize].id, e, t))
-        .collect();
-    let screen = SCREEN.min(newest.len());
-    if screen > 0 && screen < newest.len() {
-        newest.select_nth_unstable_by(screen - 1, |a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    }
-    newest.truncate(screen);
-    newest.into_iter().map(|(_, _, e, t)| (e, t)).collect()
 }
 
 /// When a `share` of `fetched` notes had arrived, from the sorted arrival `times`.

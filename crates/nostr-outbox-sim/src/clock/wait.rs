@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use nostr_outbox_core::AuthorId;
 
-use super::measure::screen_notes;
-use super::{first_page_ms, ClientTiming, Timeline};
+use super::client::ClientTiming;
+use super::time_ceiling::first_page_ms;
+use super::timeline::{screen_notes, Timeline};
 use crate::asks::Asks;
 use crate::sim_world::SimWorld;
 

@@ -1,8 +1,8 @@
 use nostr_outbox_core::{DeliveryStats, PlanContext, Router};
 
 use super::*;
-use crate::generate::{generate, Profile};
 use crate::window::Window;
+use nostr_outbox_world::{generate, Profile};
 
 fn key(n: u8) -> String {
     let mut sk = [9u8; 32];
@@ -31,7 +31,7 @@ fn world(listed: &[&str], relays: &[&str]) -> SimWorld {
         tags.join(", "),
         all.join(", "),
     );
-    SimWorld::new(crate::World::from_json(&json).expect("valid world"))
+    SimWorld::new(nostr_outbox_world::World::from_json(&json).expect("valid world"))
 }
 
 /// An hour on `sim` with `down` per relay URL and notes of follow 0 at `(t, relay urls)`.
