@@ -337,7 +337,7 @@ pub(crate) async fn run_slot(
     seed: u64,
     patient: bool,
 ) {
-    let span = tracing::info_span!("slot", relay = %url, generation = tracing::field::Empty);
+    let span = tracing::info_span!("slot", relay = %url);
     async move {
         let mut slot = Slot {
             url,
@@ -414,7 +414,9 @@ impl Slot {
 
     fn set_purpose(&mut self, sub: SubKind, filter: Filter, generation: u64) {
         if sub == SubKind::Feed {
-            tracing::Span::current().record("generation", generation);
+            // An event, not a span field: the log's formatter appends every value recorded on
+            // a span to it, so a slot open for days would carry every generation it had.
+            debug!(generation, "feed filter");
         }
         let purpose = self.purposes.entry(sub).or_insert(Purpose {
             filter: filter.clone(),
