@@ -470,3 +470,45 @@ async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay()
         summary.places
     );
 }
+
+/// A follow that moves and publishes its new list only where its readers look (the reader's
+/// relays) and where it now writes is heard: the reader's relays keep discovery's lookup of
+/// every follow's list open, even when a plan gives them follows of their own to watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_published_only_on_the_reader_relays_is_heard() {
+    let reader = RealRelay::start().await;
+    let old = RealRelay::start().await;
+    let moved_to = RealRelay::start().await;
+    let now = now();
+    let f: Vec<_> = (1..=3).map(keys).collect();
+    let mut input = input(
+        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
+        &f,
+        &[&reader.url],
+    );
+    // f0 and f1 write to the old relay; f2's list is not known yet, so the first plan gives
+    // the reader's relay f2 of its own (and a watch for f2's lists) until discovery finds it
+    // there and the next plan moves f2 to the old relay.
+    for k in &f[..2] {
+        assert!(input.add_relay_list_event(&relay_list(k, now - 100, &[(&old.url, None)])));
+    }
+    reader
+        .store(&relay_list(&f[2], now - 50, &[(&old.url, None)]))
+        .await;
+    let config = RuntimeConfig {
+        discover_lists: true,
+        ..open_config()
+    };
+    let (handle, out) = open_feed(input, &Client::new(config)).await;
+    let first = note(&f[0], now_(), "f0 on its old relay");
+    old.publish(&first).await;
+    expect_all(&out, std::slice::from_ref(&first), "before the move").await;
+
+    let list = relay_list(&f[0], now_(), &[(&moved_to.url, None)]);
+    reader.publish(&list).await;
+    moved_to.publish(&list).await;
+    let moved = note(&f[0], now_(), "f0 on its new relay");
+    moved_to.publish(&moved).await;
+    expect_all(&out, std::slice::from_ref(&moved), "after the move").await;
+    handle.shutdown().await;
+}

@@ -53,6 +53,10 @@ impl Coordinator {
             let (client, reports) = (self.client.clone(), self.reports_tx.clone());
             let live = self.ensure_live(&url);
             live.lists = Some(Progress::Pending);
+            // Discovery's lookup asks every follow's list and stays open in a continuing feed:
+            // it replaces a watch the first plan gave this relay for its own follows, and the
+            // plans after leave it be (a watch would narrow it back to them).
+            live.watch = false;
             match &kept {
                 Some(kept) => {
                     let sync = ListSync {
