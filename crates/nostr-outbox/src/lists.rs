@@ -117,13 +117,7 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = runtime.block_on(lists(args));
-    runtime.shutdown_background();
-    result
+    crate::reads::on_runtime(lists(args))
 }
 
 async fn lists(args: Args) -> anyhow::Result<ExitCode> {

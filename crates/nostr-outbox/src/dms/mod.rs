@@ -95,13 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return send::run(send);
     }
     let args = args.read;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = runtime.block_on(dms(args));
-    runtime.shutdown_background();
-    result
+    crate::reads::on_runtime(dms(args))
 }
 
 async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {

@@ -67,13 +67,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = runtime.block_on(send(args));
-    runtime.shutdown_background();
-    result
+    crate::reads::on_runtime(send(args))
 }
 
 /// What became of one wrap.
