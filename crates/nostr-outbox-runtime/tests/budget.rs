@@ -157,27 +157,6 @@ async fn fits_in(max_sockets: usize, readers: usize) {
     );
 }
 
-/// One more socket never fetches fewer notes: from a budget that leaves the routed relays no
-/// place beside the reader's to one with a place for every relay, each run fetches what the
-/// unbounded one does, on worlds with one, two and three reader relays.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn more_sockets_never_fetch_fewer_notes() {
-    for readers in 1..=3 {
-        let fleet = Fleet::start(readers).await;
-        let (everything, _, _) = fleet.run(SocketBudget::unbounded(), false).await;
-        let mut fetched = Vec::new();
-        for max in 2..=readers + WRITE_RELAYS + 3 {
-            let (notes, summary, _) = fleet.run(budget(max), false).await;
-            assert!(!summary.deadline_reached, "{max} sockets: {summary:?}");
-            fetched.push((max, notes));
-        }
-        assert!(
-            fetched.iter().all(|(_, n)| *n == everything),
-            "{readers} reader relays, notes by socket budget: {fetched:?}, unbounded {everything}"
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_sockets_and_two_reader_relays_take_turns_and_fetch_everything() {
     fits_in(4, 2).await;
