@@ -9,11 +9,14 @@
 //!   gave the place up, a turn later ([`OpenFeed::turn_every`](crate::OpenFeed::turn_every)),
 //!   so a note on a relay without a place waits at most about two turns. (A cut budget would
 //!   leave follows on the reader's relays, where their new notes may never be.)
-//! - a one-shot run cuts its routed budget to the places left beside the reader's relays and
-//!   indexers: every slot then holds its place for the run, and none waits behind another.
-//!   When no place is left, the whole routed budget is kept and the places are time-shared (a
-//!   slot that has answered everything gives its place to one waiting: see the slot's
-//!   `answered`).
+//! - a one-shot run keeps its whole routed budget too and time-shares the places (a slot that
+//!   has answered everything gives its place to one waiting: see the slot's `answered`). So a
+//!   run with one more socket asks the same relays, sooner: never fewer notes. (A budget cut
+//!   to the places left beside the reader's relays would plan fewer relays with fewer
+//!   sockets, and a different plan at each size.) A place is kept for each reader relay and
+//!   indexer until its socket opens, so they never wait behind a routed relay that is slow to
+//!   connect; a routed relay still dialling past its bound (the schedule's `slow_dial`) gives
+//!   its place up as its follows are asked elsewhere.
 //!
 //! `start` fits a feed before it runs.
 
@@ -24,8 +27,8 @@ pub enum Places {
     /// No bound, or a place for every slot.
     #[default]
     Enough,
-    /// A one-shot run whose reader's relays and indexers take every place: the slots take
-    /// turns, one that has answered giving its place to one waiting.
+    /// A one-shot run whose relays do not all fit: the slots take turns, one that has answered
+    /// giving its place to one waiting.
     Shared {
         /// Lasting places: `max_sockets - reserve`.
         places: usize,
@@ -43,14 +46,6 @@ pub enum Places {
         slots: usize,
         /// How long a relay rests before it is asked again.
         every: std::time::Duration,
-    },
-    /// The routed budget was cut to the places left beside the reader's relays and indexers
-    /// (at least one such place was left).
-    Cut {
-        /// Lasting places: `max_sockets - reserve`.
-        places: usize,
-        /// The routed budget left (0: the reader's relays carry every follow).
-        routed: usize,
     },
 }
 
@@ -82,14 +77,6 @@ impl std::fmt::Display for Places {
                 "{places} places taken in turns by up to {slots} relays: each asked again since its last answer every {} s, a note waiting at most about {} s",
                 every.as_secs_f64(),
                 every.saturating_mul(2).as_secs_f64()
-            ),
-            Places::Cut { places, routed: 0 } => write!(
-                f,
-                "{places} places, all taken by the reader's relays: nothing routed, they carry every follow"
-            ),
-            Places::Cut { places, routed } => write!(
-                f,
-                "{places} places: the routed budget cut to {routed} beside the reader's relays"
             ),
         }
     }

@@ -126,9 +126,9 @@ async fn apply_monitors(input: &mut FeedInput, client: &Client, stats: &mut Deli
 }
 
 /// Fits `input` to the places `config`'s socket budget leaves the feed: a continuing feed
-/// takes them in turns; a one-shot run cuts its routed budget to the places left beside the
-/// reader's relays, or, when none is, time-shares them. Says how.
-fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
+/// takes them in turns, a one-shot run time-shares them, each with its whole routed budget.
+/// Says how.
+fn fit(input: FeedInput, client: &Client) -> (FeedInput, Places) {
     let config = client.config();
     let Some(places) = client.sockets().budget().lasting_sockets() else {
         return (input, Places::Enough);
@@ -144,19 +144,17 @@ fn fit(mut input: FeedInput, client: &Client) -> (FeedInput, Places) {
     if slots <= places {
         return (input, Places::Enough);
     }
-    let routed = places.saturating_sub(fixed);
+    // The whole routed budget is kept either way: a cut budget asks fewer relays, so one
+    // more socket could fetch fewer notes (more places, less cut, a different plan), and it
+    // would leave follows on the reader's relays, where their notes may never be.
     let fit = if !config.once {
         // A continuing feed's slots never give a place up by themselves: the coordinator
-        // takes them in turns, so the feed still routes, to the whole budget. (A cut budget
-        // would leave follows on the reader's relays, where their new notes may never be.)
+        // takes them in turns.
         Places::Turns {
             places,
             slots,
             every: config.open.turn_every,
         }
-    } else if routed > 0 {
-        input.router = input.router.with_max_connections(routed);
-        Places::Cut { places, routed }
     } else {
         Places::Shared { places, slots }
     };

@@ -147,18 +147,10 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         "{peak} sockets open at once on the relays' side, over the budget of {MAX_SOCKETS}"
     );
     assert!(summary.sockets.peak <= MAX_SOCKETS, "{:?}", summary.sockets);
-    assert_eq!(
-        summary.places,
-        Places::Cut {
-            places: MAX_SOCKETS - RESERVE,
-            routed: MAX_SOCKETS - RESERVE - 1
-        },
-        "the routed budget shrank to the places left beside the reader's relay"
-    );
     assert!(
-        summary.relays_asked <= MAX_SOCKETS - RESERVE,
-        "{:?}",
-        summary.relays.keys()
+        matches!(summary.places, Places::Shared { places, .. } if places == MAX_SOCKETS - RESERVE),
+        "the places are time-shared: {:?}",
+        summary.places
     );
     assert!(gauge.accepted.load(Ordering::SeqCst) >= relays.len());
 }

@@ -13,6 +13,11 @@ impl Coordinator {
             return;
         }
         match report.kind {
+            ReportKind::Dialling => {
+                if let Some(live) = self.live.get_mut(url) {
+                    live.dialling = Some(Instant::now());
+                }
+            }
             ReportKind::Connected { handshake } => {
                 if let Some(live) = self.live.get_mut(url) {
                     live.connected = true;

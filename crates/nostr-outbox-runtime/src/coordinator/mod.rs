@@ -46,6 +46,7 @@ use crate::penalty::PenaltyBox;
 use crate::places::Places;
 use crate::probe::Probing;
 use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
+use crate::sockets::Kept;
 
 mod discovery;
 mod frames;
@@ -89,6 +90,17 @@ pub(crate) fn spawn(
         coordinator.turns = Some(Turns::default());
     }
     coordinator.tally.places = places;
+    if let Places::Shared { .. } = places {
+        let discovers = coordinator.cfg.discover_lists;
+        let fixed = (coordinator.reader_relays.iter())
+            .chain(coordinator.indexers.iter().filter(|_| discovers))
+            .cloned()
+            .collect::<BTreeSet<_>>();
+        for url in fixed {
+            let kept = coordinator.client.sockets().keep(&url);
+            coordinator.kept.insert(url, kept);
+        }
+    }
     let task = tokio::spawn(coordinator.run(control_rx));
     (control_tx, task, out_rx)
 }
@@ -120,8 +132,8 @@ struct Live {
     watch: bool,
     /// The socket is open (a `Connected` report and no failure since).
     connected: bool,
-    /// When its slot was opened (its first dial began).
-    opened: Instant,
+    /// When its slot's dial began (it had a place of the socket budget), while it dials.
+    dialling: Option<Instant>,
     /// The generation of the feed filter last sent.
     feed_gen: Option<u64>,
     /// That generation, while its EOSE on the current connection has not come.
@@ -133,6 +145,8 @@ struct Live {
     /// The feed generation last sent asks only since the relay's mark (a continuing feed):
     /// its answer is a part of the window, learned compare-only and never taken as empty.
     resume: Option<u64>,
+    /// The place kept for it until its socket opened ([`Coordinator::kept`]).
+    _kept: Option<Kept>,
 }
 
 impl Live {
@@ -289,6 +303,11 @@ struct Coordinator {
     ///
     /// [`Schedule::slow_dial`]: crate::Schedule::slow_dial
     slow: BTreeSet<String>,
+    /// Where the relays time-share the places ([`Places::Shared`]): a place kept for each
+    /// reader relay and indexer until its slot opens (the slot's [`Live`] then holds it), so
+    /// they never wait behind a routed relay's dial. Those the first plan does not open are
+    /// let go after it.
+    kept: HashMap<String, Kept>,
     /// The relays carrying the residual in the current plan: never set aside as empty.
     carrier_urls: HashSet<String>,
     /// The current plan's answers were checked for empty ones (once per plan).
@@ -370,6 +389,7 @@ impl Coordinator {
             carrier_urls: HashSet::new(),
             empty_checked: false,
             slow: BTreeSet::new(),
+            kept: HashMap::new(),
         };
         for list in relay_lists {
             me.add_list(list);
@@ -458,6 +478,7 @@ impl Coordinator {
     fn ensure_live(&mut self, url: &str) -> &mut Live {
         if !self.live.contains_key(url) {
             self.dialled.insert(url.to_string());
+            let kept = self.kept.remove(url);
             let (tx, rx) = mpsc::unbounded_channel();
             let seed = self.cfg.seed ^ fnv1a(url.as_bytes());
             // Never heard from: its document may say it serves no one this run can be.
@@ -479,12 +500,13 @@ impl Coordinator {
                     tail: false,
                     watch: false,
                     connected: false,
-                    opened: Instant::now(),
+                    dialling: None,
                     feed_gen: None,
                     feed_pending: None,
                     quiet_since: None,
                     held_since: None,
                     resume: None,
+                    _kept: kept,
                 },
             );
         }
@@ -587,8 +609,9 @@ impl Coordinator {
             }
         }
         for url in &diff.close {
-            if self.slow.contains(url) {
-                // Still dialling: what it answers before the run ends is still used.
+            if self.slow.contains(url) && !self.time_shared() {
+                // Still dialling: what it answers before the run ends is still used. (Where
+                // relays time-share the places, its dial gives its place to one waiting.)
                 if let Some(outcome) = self.tally.relays.get_mut(url) {
                     outcome.replanned_away = true;
                 }
@@ -645,6 +668,8 @@ impl Coordinator {
             }
             self.recorder.asked(url, authors, generation);
         }
+        // A reader relay or indexer this plan did not open has no use for a kept place.
+        self.kept.clear();
         if !self.cfg.once {
             self.keep_tails();
             self.schedule_expiry();
@@ -798,6 +823,12 @@ impl Coordinator {
         })
     }
 
+    /// Whether the feed's relays take turns at the socket places (a relay kept dialling
+    /// holds one another is waiting for).
+    fn time_shared(&self) -> bool {
+        matches!(self.tally.places, Places::Shared { .. })
+    }
+
     /// A `--once` run: the follows of each relay of the plan whose socket is still not open
     /// past [`slow_after`](Self::slow_after) are asked elsewhere (learned as a failure of this
     /// run), while its dial goes on; a late answer before the run ends is still delivered.
@@ -807,7 +838,7 @@ impl Coordinator {
             .filter(|(url, live)| {
                 !live.connected && self.recorder.is_answering(url) && !self.slow.contains(*url) && {
                     let after = self.slow_after(url);
-                    after < bound && live.opened.elapsed() >= after
+                    after < bound && live.dialling.is_some_and(|at| at.elapsed() >= after)
                 }
             })
             .map(|(url, _)| url.clone())

@@ -33,18 +33,30 @@ impl Slot {
                     return;
                 }
             }
-            let started = Instant::now();
             let mut document = self.start_nip11();
             let (client, url) = (self.client.clone(), self.url.clone());
+            let (placed_tx, mut placed) = oneshot::channel();
             let connect = async move {
                 let dial = client.config().dial();
-                client.sockets().link(&url, Role::Feed, dial).await
+                (client.sockets())
+                    .link_placed(&url, Role::Feed, dial, Some(placed_tx))
+                    .await
             };
             tokio::pin!(connect);
+            // The handshake counts from the place: time spent waiting for one is the budget's.
+            let mut started = Instant::now();
+            let mut waiting = true;
             let connected = loop {
                 tokio::select! {
                     cmd = commands.recv() => {
                         if !self.apply_offline(cmd) {
+                            return;
+                        }
+                    }
+                    _ = &mut placed, if waiting => {
+                        waiting = false;
+                        started = Instant::now();
+                        if !self.report(ReportKind::Dialling).await {
                             return;
                         }
                     }

@@ -64,7 +64,7 @@ use nostr_outbox_client::{
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, timeout, Instant};
 use tracing::{debug, info, trace, warn, Instrument};
 
@@ -224,6 +224,8 @@ pub(crate) struct SlotReport {
 
 #[derive(Debug)]
 pub(crate) enum ReportKind {
+    /// The slot has a place of the socket budget: its dial began (or it joined a socket).
+    Dialling,
     Connected {
         handshake: Duration,
     },

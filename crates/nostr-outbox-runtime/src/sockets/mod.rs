@@ -11,7 +11,10 @@
 //! Lasting purposes (the feed, route feeds) may hold sockets only up to `max_sockets -
 //! reserve`: the [`reserve`](SocketBudget::reserve) is kept for short work (lookups, probes,
 //! publishing), which ends by its own timeouts and so always frees its place again. A feed can
-//! never starve a lookup, and a lookup never waits for a feed to end.
+//! never starve a lookup, and a lookup never waits for a feed to end. Among lasting places,
+//! some may be [kept](Sockets::keep) for named relays (a feed's reader relays and indexers)
+//! until their socket opens: other lasting links never take them, so those relays never wait
+//! behind relays that are slow to answer or never do.
 //!
 //! On a shared socket each link sees only its own traffic: subscription ids are suffixed with
 //! the link's number on the way out (`outbox-feed-3~2`) and the suffix is taken off on the way
@@ -30,7 +33,7 @@ mod connection;
 mod frame;
 mod link;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -220,6 +223,9 @@ impl Drop for Waiting<'_> {
 #[derive(Default)]
 struct Table {
     sockets: HashMap<String, Entry>,
+    /// Relays a lasting place is kept for until a lasting link to them joins a socket
+    /// ([`Sockets::keep`]): at most one per [`Kept`] guard alive.
+    kept: HashSet<String>,
     next_socket: u64,
     next_link: u64,
     stats: SocketStats,
@@ -336,6 +342,18 @@ impl Sockets {
     /// the budget allows, waiting for a place while it does not. The dial is bounded by the
     /// config's connect timeout; waiting for a place is bounded by the caller.
     pub(crate) async fn link(&self, url: &str, role: Role, dial: Dial) -> Result<Link, DialError> {
+        self.link_placed(url, role, dial, None).await
+    }
+
+    /// [`link`](Self::link), telling `placed` once the link has a place (it joined a socket or
+    /// began a dial): the time before that was spent waiting for the budget, not on the relay.
+    pub(crate) async fn link_placed(
+        &self,
+        url: &str,
+        role: Role,
+        dial: Dial,
+        mut placed: Option<oneshot::Sender<()>>,
+    ) -> Result<Link, DialError> {
         let mut races = 0;
         loop {
             let freed = self.inner.freed.notified();
@@ -355,6 +373,9 @@ impl Sockets {
                     link,
                     fresh,
                 } => {
+                    if let Some(placed) = placed.take() {
+                        let _ = placed.send(());
+                    }
                     if let Some(rx) = fresh {
                         let task = connection::Connection::new(
                             url.to_string(),
@@ -400,6 +421,42 @@ impl Sockets {
     }
 }
 
+impl Sockets {
+    /// Keeps a lasting place for `url` while it has no socket, until a lasting link to it
+    /// joins one (or the guard is dropped): other lasting links wait rather than take it. A
+    /// one-shot feed whose relays time-share the places keeps them for its reader relays and
+    /// indexers, which then never wait behind a routed relay's dial.
+    pub(crate) fn keep(&self, url: &str) -> Kept {
+        self.inner.lock().kept.insert(url.to_string());
+        Kept {
+            url: url.to_string(),
+            pool: self.inner.clone(),
+        }
+    }
+}
+
+/// A place kept for one relay ([`Sockets::keep`]); dropping it frees the place if the relay
+/// has not taken it.
+pub(crate) struct Kept {
+    url: String,
+    pool: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Kept").field(&self.url).finish()
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let freed = self.pool.lock().kept.remove(&self.url);
+        if freed {
+            self.pool.freed.notify_waiters();
+        }
+    }
+}
+
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Table> {
         // A panic while holding the table leaves counts, never broken references: go on.
@@ -421,10 +478,26 @@ impl Inner {
                     fresh: None,
                 };
                 table.stats.joins += 1;
+                if role.lasting() {
+                    table.kept.remove(url);
+                }
                 return step;
             }
         }
-        if table.sockets.len() < self.budget.limit(role) && !table.sockets.contains_key(url) {
+        let mut limit = self.budget.limit(role);
+        let kept = role.lasting() && table.kept.contains(url);
+        if role.lasting() && !kept {
+            // Places kept for relays with no socket yet are not this link's to take.
+            let unplaced = (table.kept.iter())
+                .filter(|u| !table.sockets.contains_key(*u))
+                .count();
+            limit = limit.saturating_sub(unplaced);
+        }
+        if table.sockets.len() < limit && !table.sockets.contains_key(url) {
+            if kept {
+                // Its kept place is taken: its socket counts from here on.
+                table.kept.remove(url);
+            }
             let (commands, rx) = mpsc::unbounded_channel();
             let socket = table.next_socket;
             table.next_socket += 1;

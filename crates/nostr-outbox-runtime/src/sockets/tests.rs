@@ -238,6 +238,71 @@ async fn lasting_links_leave_the_reserve_to_short_work() {
 }
 
 #[tokio::test]
+async fn a_kept_place_waits_for_its_relay_and_no_other_lasting_link_takes_it() {
+    let relays = [
+        Echo::start().await,
+        Echo::start().await,
+        Echo::start().await,
+    ];
+    let cfg = cfg(SocketBudget {
+        max_sockets: Some(3),
+        reserve: 1,
+        idle: Duration::from_secs(60),
+    });
+    let kept = cfg.sockets.keep(&relays[0].url);
+    // Two lasting places, one kept: another relay takes the other one.
+    let _routed = cfg
+        .sockets
+        .link(&relays[1].url, Role::Feed, cfg.dial())
+        .await
+        .unwrap();
+    let sockets = cfg.sockets.clone();
+    let (url, c) = (relays[2].url.clone(), cfg.clone());
+    let waiting =
+        tokio::spawn(async move { sockets.link(&url, Role::Feed, c.dial()).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!waiting.is_finished(), "a lasting link took the kept place");
+    // The relay it is kept for gets it at once.
+    let reader = timeout(
+        Duration::from_secs(1),
+        cfg.sockets.link(&relays[0].url, Role::Feed, cfg.dial()),
+    )
+    .await
+    .expect("the kept place was free")
+    .unwrap();
+    assert!(!waiting.is_finished(), "the place is the reader's now");
+    // Its socket gone (and the place no longer kept), the waiting link takes the place.
+    drop(reader);
+    drop(kept);
+    assert!(timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the freed place was taken")
+        .unwrap());
+}
+
+#[tokio::test]
+async fn a_kept_place_let_go_is_free_for_anyone() {
+    let relays = [Echo::start().await, Echo::start().await];
+    let cfg = cfg(SocketBudget {
+        max_sockets: Some(2),
+        reserve: 1,
+        idle: Duration::from_secs(60),
+    });
+    let kept = cfg.sockets.keep(&relays[0].url);
+    let sockets = cfg.sockets.clone();
+    let (url, c) = (relays[1].url.clone(), cfg.clone());
+    let waiting =
+        tokio::spawn(async move { sockets.link(&url, Role::Feed, c.dial()).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!waiting.is_finished(), "a lasting link took the kept place");
+    drop(kept);
+    assert!(timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the place let go was taken")
+        .unwrap());
+}
+
+#[tokio::test]
 async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew() {
     let relay = Echo::start().await;
     let cfg = cfg(SocketBudget::unbounded());

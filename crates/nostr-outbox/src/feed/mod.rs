@@ -143,9 +143,9 @@ pub struct SocketArgs {
     /// The socket budget for everything the run does (the feed's relays, the reader's relays,
     /// lookups, probes and relay documents share it; one socket per relay). When the
     /// config's `max_connections` and the reader's relays do not fit the places left beside
-    /// the reserve, the routed budget shrinks to what does. When the reader's relays fill
-    /// every place, the relays take turns: in a `--once` run a relay that has answered gives
-    /// its place to one waiting; in a continuing feed a relay that has answered gives its
+    /// the reserve, the relays take turns, the whole routed budget kept (one more socket never
+    /// fetches fewer notes): in a `--once` run a relay that has answered gives its place to
+    /// one waiting; in a continuing feed a relay that has answered gives its
     /// place up and is asked again, since then, 30 s later, so a note on a relay without a
     /// place waits at most about 60 s (the summary's `socket places:` line says the bound).
     #[arg(long, value_enum, default_value = "desktop")]
