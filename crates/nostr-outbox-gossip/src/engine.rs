@@ -1,6 +1,6 @@
 //! [`OutboxGossip`]: the engine, its builder and nostr-sdk's trait.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -470,6 +470,30 @@ impl OutboxGossip {
             keys: plan.asked.len(),
             residual: plan.residual,
         })
+    }
+
+    /// Per relay of the current plan, those of `keys` it is asked about (routed relays, and the
+    /// residual's carriers for keys no routed relay covers), in URL order; keys not seen
+    /// before are planned for first. A key with nowhere to be asked is in no entry. Starts a
+    /// new read: the open round ends if notes came in for it.
+    pub fn routes(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
+        self.end_round_if_over(true);
+        self.follow(keys.iter().copied());
+        let Some(plan) = self.ensure_plan() else {
+            return Vec::new();
+        };
+        let mut by_relay: BTreeMap<&str, (RelayUrl, Vec<PublicKey>)> = BTreeMap::new();
+        let unique: BTreeSet<&PublicKey> = keys.iter().collect();
+        for key in unique {
+            for (canonical, parsed) in plan.asked.get(key).into_iter().flatten() {
+                by_relay
+                    .entry(canonical)
+                    .or_insert_with(|| (parsed.clone(), Vec::new()))
+                    .1
+                    .push(*key);
+            }
+        }
+        by_relay.into_values().collect()
     }
 
     /// Plans for `keys` too (e.g. the reader's follows, before the first fetch), as if

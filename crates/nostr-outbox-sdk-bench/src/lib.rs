@@ -1,7 +1,8 @@
-//! nostr-sdk's own `Client` in the live bench, twice: with nostr-sdk's default gossip engine
-//! (`nostr-gossip-memory`, as `Client::builder().gossip(NostrGossipMemory::unbounded())` sets
-//! it up) and with `nostr_outbox_gossip::OutboxGossip` (the `outbox feed` default, `recall`, at
-//! the bench's budget). Each reads the bench's world from the same local relays as the
+//! nostr-sdk's own `Client` in the live bench, three times: with nostr-sdk's default gossip
+//! engine (`nostr-gossip-memory`, as `Client::builder().gossip(NostrGossipMemory::unbounded())`
+//! sets it up), with `nostr_outbox_gossip::OutboxGossip` (the `outbox feed` default, `recall`,
+//! at the bench's budget) answering nostr-sdk's own fetch, and with the same engine reading
+//! through its routed, paged read (`OutboxGossip::read`) on the same `Client`. Each reads the bench's world from the same local relays as the
 //! runtime, one engine kept from session to session as an application keeps it between runs.
 //!
 //! Both engines are handed the follows' relay lists up front (as the bench hands the runtime
@@ -23,7 +24,7 @@ use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_gossip::{GossipAllowedRelays, GossipListKind, NostrGossip};
 use nostr_gossip_memory::prelude::NostrGossipMemory;
-use nostr_outbox_gossip::OutboxGossip;
+use nostr_outbox_gossip::{OutboxGossip, ReadOptions};
 use nostr_outbox_live::clients::{ClientRun, ClientSession, ClientSetup, LiveClient};
 use nostr_sdk::prelude::{Client, GossipConfig};
 use tokio::sync::OnceCell;
@@ -35,6 +36,8 @@ pub enum Engine {
     Memory,
     /// `OutboxGossip` with the `recall` strategy at the bench's budget.
     Outbox,
+    /// The same engine, reading through `OutboxGossip::read` (paged past each relay's cap).
+    OutboxPaged,
 }
 
 /// nostr-sdk's `Client` as a live bench row.
@@ -42,8 +45,9 @@ pub enum Engine {
 pub struct SdkClient {
     engine: Engine,
     setup: ClientSetup,
-    /// Made at the first session (the reader's relays are known then), kept after.
-    gossip: OnceCell<Arc<dyn NostrGossip>>,
+    /// Made at the first session (the reader's relays are known then), kept after; the
+    /// outbox engine also as itself, for its paged read.
+    gossip: OnceCell<(Arc<dyn NostrGossip>, Option<Arc<OutboxGossip>>)>,
 }
 
 impl SdkClient {
@@ -56,11 +60,17 @@ impl SdkClient {
         }
     }
 
-    async fn gossip(&self, reader_relays: &[String]) -> Arc<dyn NostrGossip> {
+    async fn gossip(
+        &self,
+        reader_relays: &[String],
+    ) -> (Arc<dyn NostrGossip>, Option<Arc<OutboxGossip>>) {
         let made = self.gossip.get_or_init(|| async {
             match self.engine {
-                Engine::Memory => Arc::new(NostrGossipMemory::unbounded()) as Arc<dyn NostrGossip>,
-                Engine::Outbox => {
+                Engine::Memory => (
+                    Arc::new(NostrGossipMemory::unbounded()) as Arc<dyn NostrGossip>,
+                    None,
+                ),
+                Engine::Outbox | Engine::OutboxPaged => {
                     let toml = format!(
                         "max_connections = {}\n[url_policy]\nallow_loopback = true\n\
                          [strategy]\ntype = \"recall\"\n",
@@ -73,7 +83,8 @@ impl SdkClient {
                         .open()
                         .await
                         .expect("an engine without a store opens");
-                    Arc::new(gossip) as Arc<dyn NostrGossip>
+                    let gossip = Arc::new(gossip);
+                    (gossip.clone() as Arc<dyn NostrGossip>, Some(gossip))
                 }
             }
         });
@@ -81,7 +92,8 @@ impl SdkClient {
     }
 
     async fn session(&self, s: ClientSession<'_>) -> ClientRun {
-        let gossip = self.gossip(s.reader_relays).await;
+        let (gossip, outbox) = self.gossip(s.reader_relays).await;
+        let paged = outbox.filter(|_| self.engine == Engine::OutboxPaged);
         for list in s.relay_lists {
             if let Err(e) = gossip.process(list, None).await {
                 tracing::warn!(%e, "relay list not taken");
@@ -115,16 +127,32 @@ impl SdkClient {
                 .authors(s.follows.iter().copied())
                 .kind(Kind::TextNote)
                 .since(Timestamp::from(since));
-            let notes: BTreeSet<Event> = match client
-                .fetch_events(filter)
-                .timeout(s.read_timeout)
-                .max_events(s.max_events)
-                .await
-            {
-                Ok(notes) => notes,
-                Err(e) => {
-                    tracing::warn!(%e, "read failed");
-                    BTreeSet::new()
+            let notes: BTreeSet<Event> = if let Some(outbox) = &paged {
+                // Each page has the read's timeout; the whole read, pages in turn, four times it.
+                let options = ReadOptions {
+                    page_timeout: s.read_timeout,
+                    ..ReadOptions::default()
+                };
+                let read = outbox.read(&client, filter, options);
+                match tokio::time::timeout(s.read_timeout * 4, read).await {
+                    Ok(report) => report.events.into_iter().take(s.max_events).collect(),
+                    Err(_) => {
+                        tracing::warn!("paged read timed out");
+                        BTreeSet::new()
+                    }
+                }
+            } else {
+                match client
+                    .fetch_events(filter)
+                    .timeout(s.read_timeout)
+                    .max_events(s.max_events)
+                    .await
+                {
+                    Ok(notes) => notes,
+                    Err(e) => {
+                        tracing::warn!(%e, "read failed");
+                        BTreeSet::new()
+                    }
                 }
             };
             reads.push(notes.into_iter().collect());
@@ -140,6 +168,10 @@ impl LiveClient for SdkClient {
         match self.engine {
             Engine::Memory => "nostr-sdk, default gossip".to_string(),
             Engine::Outbox => format!("nostr-sdk + OutboxGossip ({})", self.setup.budget),
+            Engine::OutboxPaged => format!(
+                "nostr-sdk + OutboxGossip ({}), paged read",
+                self.setup.budget
+            ),
         }
     }
 
@@ -157,5 +189,9 @@ nostr_outbox_live::register_live_client!(10, |setup| Box::new(SdkClient::new(
 )));
 nostr_outbox_live::register_live_client!(20, |setup| Box::new(SdkClient::new(
     Engine::Outbox,
+    setup
+)));
+nostr_outbox_live::register_live_client!(30, |setup| Box::new(SdkClient::new(
+    Engine::OutboxPaged,
     setup
 )));

@@ -1,0 +1,234 @@
+//! A routed, paged read on nostr-sdk's own `Client`.
+//!
+//! As a gossip engine, [`OutboxGossip`] only says which relays to ask about each author;
+//! nostr-sdk then sends one REQ per relay and takes what comes before EOSE. Real relays cap
+//! each REQ (strfry returns 500 events, others 100–5,000), so a window longer than a few days
+//! of a busy follow set loses everything past the first page, on every relay. [`read`] asks
+//! each relay of the engine's plan about its own follows and pages backwards past the relay's
+//! cap, the way the project's runtime and simulator page (`nostr_outbox_client::paging`: author
+//! chunks, `until` = the oldest `created_at` seen, a cap learned from the pages' sizes), on the
+//! caller's `Client`: its pool, its signer (NIP-42), its database. The notes reach the engine
+//! as they arrive (nostr-sdk hands every event to the client's gossip engine), and the read
+//! ends the engine's round with the relays that answered, so failures are learned too.
+//!
+//! [`read`]: OutboxGossip::read
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use nostr::event::{Event, EventId};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use nostr::types::{RelayUrl, Timestamp};
+use nostr_outbox_client::paging::{self, CapEstimate, Cursor, Next, Page, Paging, RelayLimits};
+use nostr_sdk::prelude::{Client, ReqTarget};
+use tokio::task::JoinSet;
+
+use crate::OutboxGossip;
+
+/// Events one read keeps at most, over every relay: a bound on memory whatever the relays send.
+pub const MAX_READ_EVENTS: usize = 200_000;
+
+/// How a [`read`](OutboxGossip::read) pages and how long it waits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadOptions {
+    /// How pages are sized and how many a chunk may take (the runtime's defaults).
+    pub paging: Paging,
+    /// The wait for a relay's socket to open (the client's own dial).
+    pub connect_timeout: Duration,
+    /// The wait for one page's EOSE; a page cut off by it counts with what it brought.
+    pub page_timeout: Duration,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            paging: Paging::default(),
+            connect_timeout: Duration::from_secs(10),
+            page_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What a read did on one relay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayRead {
+    /// The relay.
+    pub url: RelayUrl,
+    /// Of the filter's authors, those asked of it.
+    pub authors: usize,
+    /// REQs sent (pages over every chunk).
+    pub pages: u32,
+    /// Events it returned that matched, repeats at page edges included.
+    pub events: usize,
+    /// How it ended.
+    pub outcome: RelayOutcome,
+}
+
+/// How a relay's part of a read ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelayOutcome {
+    /// Every chunk paged to its end: the relay returned all it holds in the window.
+    Complete,
+    /// A chunk ran out of pages ([`Paging::max_pages`]): older notes may remain.
+    PageBudget,
+    /// No connection, or a page failed: what came before is kept.
+    Failed(String),
+}
+
+/// What a [`read`](OutboxGossip::read) brought.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    /// Every event, once.
+    pub events: BTreeSet<Event>,
+    /// Per relay asked, in URL order.
+    pub relays: Vec<RelayRead>,
+    /// Authors of the filter with nowhere to be asked (no relay list and no reader relay).
+    pub unrouted: usize,
+}
+
+impl ReadReport {
+    /// Relays asked.
+    pub fn asked(&self) -> usize {
+        self.relays.len()
+    }
+}
+
+impl OutboxGossip {
+    /// Reads `filter` (which must name `authors`) from the relays the engine's plan asks about
+    /// each author, on `client` (built with this engine as its gossip, so what arrives is
+    /// learned), paging past each relay's cap; then ends the engine's round with the relays
+    /// that answered. Relays are added to the client's pool as needed and asked at once, each
+    /// its own chunks in turn. A filter without authors is read from the client's own relays,
+    /// unrouted and in one page (nothing to route by).
+    pub async fn read(&self, client: &Client, filter: Filter, options: ReadOptions) -> ReadReport {
+        let authors: Vec<PublicKey> = filter
+            .authors
+            .as_ref()
+            .map(|a| a.iter().copied().collect())
+            .unwrap_or_default();
+        if authors.is_empty() {
+            let events = (client.fetch_events(filter))
+                .timeout(options.page_timeout)
+                .await
+                .unwrap_or_default();
+            return ReadReport {
+                events: events.into_iter().take(MAX_READ_EVENTS).collect(),
+                ..ReadReport::default()
+            };
+        }
+        let routes = self.routes(&authors);
+        let routed: HashSet<&PublicKey> = routes.iter().flat_map(|(_, a)| a).collect();
+        let unrouted = authors.iter().filter(|a| !routed.contains(a)).count();
+        let mut tasks = JoinSet::new();
+        for (url, asked) in routes {
+            let (client, filter) = (client.clone(), filter.clone());
+            tasks.spawn(async move { read_relay(&client, url, asked, filter, options).await });
+        }
+        let mut report = ReadReport {
+            unrouted,
+            ..ReadReport::default()
+        };
+        let mut reached = HashSet::new();
+        while let Some(joined) = tasks.join_next().await {
+            let Ok((relay, events)) = joined else {
+                continue;
+            };
+            if !matches!(relay.outcome, RelayOutcome::Failed(_)) || relay.pages > 0 {
+                reached.insert(relay.url.clone());
+            }
+            for event in events {
+                if report.events.len() >= MAX_READ_EVENTS {
+                    break;
+                }
+                report.events.insert(event);
+            }
+            report.relays.push(relay);
+        }
+        report.relays.sort_by(|a, b| a.url.cmp(&b.url));
+        self.end_round(Some(&reached));
+        report
+    }
+}
+
+/// One relay's part: its authors in chunks, each paged back to the window's start.
+async fn read_relay(
+    client: &Client,
+    url: RelayUrl,
+    authors: Vec<PublicKey>,
+    filter: Filter,
+    options: ReadOptions,
+) -> (RelayRead, Vec<Event>) {
+    let mut relay = RelayRead {
+        url: url.clone(),
+        authors: authors.len(),
+        pages: 0,
+        events: 0,
+        outcome: RelayOutcome::Complete,
+    };
+    let mut events = Vec::new();
+    // Already in the pool (a reader relay, an earlier read): added again is an error to ignore.
+    let _ = client.add_relay(&url).await;
+    if let Err(e) = client
+        .try_connect_relay(&url, options.connect_timeout)
+        .await
+    {
+        relay.outcome = RelayOutcome::Failed(e.to_string());
+        return (relay, events);
+    }
+    // nostr-sdk does not read relay documents: the cap is learned from the pages.
+    let limits = RelayLimits::default();
+    let paging = options.paging;
+    let mut cap = CapEstimate::new(&limits);
+    let since = filter.since.map(|t| t.as_secs());
+    for chunk in paging::chunk(&authors, &limits, &paging) {
+        let mut cursor = Cursor::new(paging.limit_for(&limits), since);
+        let mut seen: HashSet<EventId> = HashSet::new();
+        loop {
+            let mut page_filter = filter.clone().authors(chunk.iter().copied());
+            page_filter = page_filter.limit(cursor.limit() as usize);
+            if let Some(until) = cursor.until() {
+                page_filter = page_filter.until(Timestamp::from(until));
+            }
+            relay.pages += 1;
+            let page = match client
+                .fetch_events(ReqTarget::single(&url, [page_filter]))
+                .timeout(options.page_timeout)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    relay.outcome = RelayOutcome::Failed(e.to_string());
+                    return (relay, events);
+                }
+            };
+            let returned = page.len();
+            let oldest = page.iter().map(|e| e.created_at.as_secs()).min();
+            let mut new = 0u32;
+            for event in page {
+                if seen.insert(event.id) {
+                    new += 1;
+                    if events.len() < MAX_READ_EVENTS {
+                        events.push(event);
+                    }
+                }
+            }
+            relay.events += returned;
+            let answer = Page {
+                returned: u32::try_from(returned).unwrap_or(u32::MAX),
+                new,
+                oldest,
+            };
+            match cursor.answer(answer, &mut cap, &paging) {
+                Next::Page { .. } => {}
+                Next::Done(ended) => {
+                    if !ended.is_complete() {
+                        relay.outcome = RelayOutcome::PageBudget;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    (relay, events)
+}

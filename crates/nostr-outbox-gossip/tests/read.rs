@@ -1,0 +1,145 @@
+//! The routed, paged read on a real nostr-sdk `Client`: relays that cap each REQ give every
+//! note of the window, where nostr-sdk's own fetch stops at the first page.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::event::{EventId, Kind};
+use nostr::filter::Filter;
+use nostr::key::PublicKey;
+use nostr::types::Timestamp;
+use nostr_gossip::GossipAllowedRelays;
+use nostr_outbox_fleet::{keys, note, now, relay_list, RealRelay, DAY};
+use nostr_outbox_gossip::{OutboxGossip, ReadOptions, RelayOutcome};
+use nostr_sdk::prelude::{Client, GossipConfig};
+
+/// What each write relay returns per REQ at most (above the paging's floor of 100, below the
+/// 500 it asks for, and published nowhere).
+const CAP: usize = 120;
+/// Notes per follow: well past the cap.
+const NOTES: u64 = 300;
+
+struct Setup {
+    reader: RealRelay,
+    _writers: Vec<RealRelay>,
+    follows: Vec<PublicKey>,
+    notes: BTreeSet<EventId>,
+    lists: Vec<nostr::event::Event>,
+}
+
+/// Two follows, each writing to a capped relay of its own; the reader's relay holds nothing.
+async fn setup() -> Setup {
+    let reader = RealRelay::start().await;
+    let t = now();
+    let (mut writers, mut follows, mut notes, mut lists) =
+        (Vec::new(), Vec::new(), BTreeSet::new(), Vec::new());
+    for i in 0..2u8 {
+        let relay =
+            RealRelay::start_with(|b| b.max_filter_limit(CAP).default_filter_limit(CAP)).await;
+        let author = keys(20 + i);
+        for n in 0..NOTES {
+            // Two notes a minute, some sharing a second at page edges.
+            let event = note(
+                &author,
+                t - 30 * (n + 1) / 2 * 2,
+                &format!("note {n} of {i}"),
+            );
+            relay.store(&event).await;
+            notes.insert(event.id);
+        }
+        lists.push(relay_list(&author, t - DAY, &[(&relay.url, Some("write"))]));
+        follows.push(author.public_key());
+        writers.push(relay);
+    }
+    Setup {
+        reader,
+        _writers: writers,
+        follows,
+        notes,
+        lists,
+    }
+}
+
+async fn engine(s: &Setup) -> Arc<OutboxGossip> {
+    let gossip = OutboxGossip::from_toml(
+        "max_connections = 4\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"greedy\"\n",
+    )
+    .unwrap()
+    .reader_relays([s.reader.url.as_str()])
+    .open()
+    .await
+    .unwrap();
+    for list in &s.lists {
+        nostr_gossip::NostrGossip::process(&gossip, list, None)
+            .await
+            .unwrap();
+    }
+    Arc::new(gossip)
+}
+
+async fn client(gossip: Arc<OutboxGossip>, reader: &str) -> Client {
+    let config = GossipConfig::default()
+        .allowed(GossipAllowedRelays {
+            onion: false,
+            local: true,
+            without_tls: true,
+        })
+        .no_background_refresh();
+    let client = Client::builder()
+        .gossip(gossip)
+        .gossip_config(config)
+        .build();
+    client.add_relay(reader).await.expect("reader relay added");
+    client.connect().and_wait(Duration::from_secs(5)).await;
+    client
+}
+
+fn filter(follows: &[PublicKey]) -> Filter {
+    Filter::new()
+        .authors(follows.iter().copied())
+        .kind(Kind::TextNote)
+        .since(Timestamp::from(now() - 30 * DAY))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
+    let s = setup().await;
+    // nostr-sdk's own fetch, routed by the engine, stops at each relay's first page.
+    let gossip = engine(&s).await;
+    let plain = client(gossip.clone(), &s.reader.url).await;
+    let first = plain
+        .fetch_events(filter(&s.follows))
+        .timeout(Duration::from_secs(10))
+        .await
+        .expect("fetched");
+    assert!(
+        first.len() <= 2 * CAP,
+        "the relays cap each REQ at {CAP}: {} came in one page each",
+        first.len()
+    );
+    plain.shutdown().await;
+
+    let gossip = engine(&s).await;
+    let client = client(gossip.clone(), &s.reader.url).await;
+    let report = gossip
+        .read(&client, filter(&s.follows), ReadOptions::default())
+        .await;
+    let got: BTreeSet<EventId> = report.events.iter().map(|e| e.id).collect();
+    let missing = s.notes.difference(&got).count();
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} notes missing: {:?}",
+        s.notes.len(),
+        report.relays
+    );
+    assert_eq!(report.unrouted, 0);
+    for relay in report.relays.iter().filter(|r| r.events > 0) {
+        assert_eq!(relay.outcome, RelayOutcome::Complete, "{relay:?}");
+        assert!(relay.pages > 1, "paged past the cap: {relay:?}");
+    }
+    // The read ended the engine's round: what arrived was learned.
+    assert!(gossip.stats().session() >= 1);
+    client.shutdown().await;
+}
