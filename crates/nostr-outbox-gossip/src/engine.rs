@@ -475,7 +475,8 @@ impl OutboxGossip {
     /// Per relay of the current plan, those of `keys` it is asked about (routed relays, and the
     /// residual's carriers for keys no routed relay covers), in URL order; keys not seen
     /// before are planned for first. A key with nowhere to be asked is in no entry. Starts a
-    /// new read: the open round ends if notes came in for it.
+    /// new read: the open round ends if notes came in for it, and the new round notes each
+    /// relay as asked about its keys (the caller then asks them).
     pub fn routes(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
         self.end_round_if_over(true);
         self.follow(keys.iter().copied());
@@ -484,8 +485,13 @@ impl OutboxGossip {
         };
         let mut by_relay: BTreeMap<&str, (RelayUrl, Vec<PublicKey>)> = BTreeMap::new();
         let unique: BTreeSet<&PublicKey> = keys.iter().collect();
+        let mut state = self.lock();
         for key in unique {
-            for (canonical, parsed) in plan.asked.get(key).into_iter().flatten() {
+            // Not planned for (past the plan's bound): the residual's carriers, as `writes`.
+            let urls = plan.asked.get(key).unwrap_or(&plan.carriers);
+            for (canonical, parsed) in urls {
+                // The round learns from what each relay was asked, as when nostr-sdk asks.
+                state.ask(canonical, *key);
                 by_relay
                     .entry(canonical)
                     .or_insert_with(|| (parsed.clone(), Vec::new()))
@@ -493,6 +499,7 @@ impl OutboxGossip {
                     .push(*key);
             }
         }
+        drop(state);
         by_relay.into_values().collect()
     }
 

@@ -22,7 +22,7 @@ const NOTES: u64 = 300;
 
 struct Setup {
     reader: RealRelay,
-    _writers: Vec<RealRelay>,
+    writers: Vec<RealRelay>,
     follows: Vec<PublicKey>,
     notes: BTreeSet<EventId>,
     lists: Vec<nostr::event::Event>,
@@ -54,7 +54,7 @@ async fn setup() -> Setup {
     }
     Setup {
         reader,
-        _writers: writers,
+        writers,
         follows,
         notes,
         lists,
@@ -139,7 +139,17 @@ async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
         assert_eq!(relay.outcome, RelayOutcome::Complete, "{relay:?}");
         assert!(relay.pages > 1, "paged past the cap: {relay:?}");
     }
-    // The read ended the engine's round: what arrived was learned.
-    assert!(gossip.stats().session() >= 1);
+    // The read ended the engine's round: each relay was learned as asked about its follows
+    // and answering.
+    let stats = gossip.stats();
+    assert!(stats.session() >= 1);
+    for writer in &s.writers {
+        let learned = stats.get(&writer.url);
+        assert!(
+            learned.asked >= 1 && learned.failures == 0,
+            "{}: {learned:?}",
+            writer.url
+        );
+    }
     client.shutdown().await;
 }
