@@ -4,6 +4,8 @@
 //! - every "Where" entry of `docs/limits.md` names a crate that exists, and the modules, files
 //!   and names it gives are found in that crate, as are the constants its row's bound names;
 //! - every workspace crate and `outbox <command>` that README.md and ARCHITECTURE.md name exists;
+//! - every file (`slot/pages.rs`) and Rust name (`Sockets::keep`, `nostr_outbox_client::paging`)
+//!   that ARCHITECTURE.md, README.md and docs/usage.md name in a code span is held by the code;
 //! - README.md's `rust` blocks run as doctests (of `nostr-outbox-strategies`), none of them skipped
 //!   but those that are the text of a file the workspace builds and tests.
 
@@ -770,5 +772,170 @@ fn readme_blocks_are_read_without_their_indentation() {
                 "fn main() {\n    x();\n}\n".to_string()
             ),
         ]
+    );
+}
+
+/// The code spans of a Markdown text (between single backticks, outside fenced blocks), each
+/// with the `### \`dir\`` section it is under (`None` before the first).
+fn code_spans(doc: &str) -> Vec<(Option<String>, String)> {
+    let mut spans = Vec::new();
+    let mut section: Option<String> = None;
+    let mut fenced = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if let Some(title) = line.strip_prefix("### `") {
+            section = title.split('`').next().map(str::to_string);
+            continue;
+        }
+        if line.starts_with("## ") {
+            section = None;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(code), Some(_)) = (parts.next(), parts.next()) {
+            spans.push((section.clone(), code.to_string()));
+        }
+    }
+    spans
+}
+
+/// What of a code span the architecture check verifies: a file or folder (`slot/pages.rs`,
+/// `tests/budget.rs`), or a Rust name that starts with a type (`Sockets::keep`, `Places`) or
+/// with a workspace crate (`nostr_outbox_client::paging`). Calls lose their arguments
+/// (`Client::verdict(…)`); plain words, generics, expressions and commands are left alone.
+fn checked_claim(span: &str) -> Option<String> {
+    let span = span.split('(').next().unwrap_or(span).trim();
+    let span = span.strip_suffix("()").unwrap_or(span);
+    if span.ends_with(".rs")
+        && span
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_/.-".contains(c))
+    {
+        return Some(span.to_string());
+    }
+    let segments: Vec<&str> = span.split("::").collect();
+    if !segments.iter().all(|s| is_ident(s)) {
+        return None;
+    }
+    let first = segments[0];
+    let typed = first.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && first.chars().any(|c| c.is_ascii_lowercase());
+    (typed || first.starts_with("nostr_outbox")).then(|| span.to_string())
+}
+
+/// Whether some source holds `name`: defines it (an item or a field), has it as an enum
+/// variant (a line that starts with it), brings it in (`use` / `pub use`, from the workspace
+/// or outside it) or uses it as a path's member (`BestRelaySelection::Hints`), so a doc may
+/// name it.
+fn holds(texts: &[String], name: &str) -> bool {
+    let word = |w: &str| w == name;
+    texts.iter().any(|t| {
+        defines(t, name)
+            || t.lines().any(|l| {
+                let l = l.trim_start();
+                let variant = l
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['(', ',', ' ', '{']))
+                    && !l.starts_with("//");
+                let used =
+                    (l.starts_with("use ") || l.contains(" use ") || l.starts_with("pub use"))
+                        && l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .any(word);
+                variant || used
+            })
+            || t.match_indices(&format!("::{name}")).any(|(i, m)| {
+                !t[i + m.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+    })
+}
+
+/// The claims of `doc` (files, types, members) the workspace does not hold: a file must
+/// exist (from the root, or as the end of a path in the crate of its section, or in any
+/// crate); a Rust name must have every segment after a workspace crate's name held by some
+/// source ([`holds`]).
+fn unheld_claims(root: &Path, doc: &str) -> Vec<String> {
+    let crates = package_dirs(root);
+    let mut files = Vec::new();
+    for dir in crates.values() {
+        rust_files(dir, &mut files);
+    }
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "target"))
+        .collect();
+    let texts: Vec<String> = files
+        .iter()
+        .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
+        .map(|f| read(f))
+        .collect();
+    let crate_idents: BTreeSet<String> = crates.keys().map(|k| k.replace('-', "_")).collect();
+    let mut problems = BTreeSet::new();
+    for (section, span) in code_spans(doc) {
+        let Some(claim) = checked_claim(&span) else {
+            continue;
+        };
+        let ok = if claim.ends_with(".rs") {
+            let home = section.as_deref().map(|s| root.join(s));
+            let tail = format!("/{claim}");
+            root.join(&claim).is_file()
+                || files.iter().any(|f| {
+                    f.to_string_lossy().ends_with(&tail)
+                        && home
+                            .as_ref()
+                            .is_none_or(|h| f.starts_with(h) || !h.is_dir())
+                })
+                || files.iter().any(|f| f.to_string_lossy().ends_with(&tail))
+        } else {
+            let segments: Vec<&str> = claim.split("::").collect();
+            let names = match segments.split_first() {
+                Some((first, rest)) if crate_idents.contains(*first) => rest,
+                _ => &segments[..],
+            };
+            names.iter().all(|n| holds(&texts, n))
+        };
+        if !ok {
+            let place = section.unwrap_or_else(|| "(top)".into());
+            problems.insert(format!("`{span}` under {place}"));
+        }
+    }
+    problems.into_iter().collect()
+}
+
+#[test]
+fn every_file_and_type_the_docs_name_exists() {
+    let root = root();
+    for doc in ["ARCHITECTURE.md", "README.md", "docs/usage.md"] {
+        let problems = unheld_claims(&root, &read(&root.join(doc)));
+        assert!(
+            problems.is_empty(),
+            "{doc} names what the code does not hold:\n{}",
+            problems.join("\n")
+        );
+    }
+}
+
+#[test]
+fn a_stale_claim_is_reported() {
+    let root = root();
+    let doc = "### `crates/nostr-outbox-runtime`\n\n`start.rs` fits the feed; `Sockets::keep`, \
+               `sockets/gone.rs` and `Sockets::vanished` and `NoSuchType`.\n";
+    let problems = unheld_claims(&root, doc);
+    assert_eq!(
+        problems,
+        [
+            "`NoSuchType` under crates/nostr-outbox-runtime",
+            "`Sockets::vanished` under crates/nostr-outbox-runtime",
+            "`sockets/gone.rs` under crates/nostr-outbox-runtime",
+        ],
+        "{problems:?}"
     );
 }
