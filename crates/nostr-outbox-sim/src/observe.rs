@@ -88,6 +88,7 @@ impl Observation {
                                 oldest: got.map_or(0, |x| x.oldest),
                                 newest: got.map_or(0, |x| x.newest),
                                 capped: false,
+                                missed: 0,
                             }
                         })
                         .collect(),
