@@ -519,6 +519,25 @@ mod tests {
     }
 
     #[test]
+    fn each_relay_is_told_what_the_others_returned_that_it_did_not() {
+        let mut r = RoundRecorder::new();
+        r.asked(A, [key(1)], 1);
+        r.asked(B, [key(1)], 1);
+        // A has notes 1 and 2, B notes 2 and 3: each lacks one the other returned.
+        for (relay, n) in [(A, 1), (A, 2), (B, 2), (B, 3)] {
+            r.returned(relay, key(1), id(n), 1_700_000_000);
+        }
+        for relay in [A, B] {
+            assert!(r.eose(relay, 1, true));
+        }
+        let round = r.take_round().unwrap();
+        for relay in &round.relays {
+            let a = relay.authors[0];
+            assert_eq!((a.events, a.missed), (2, 1), "{}", relay.url);
+        }
+    }
+
+    #[test]
     fn distinct_ids_per_asked_author_count() {
         let mut r = RoundRecorder::new();
         r.asked(A, [key(1), key(2), key(1)], 1);

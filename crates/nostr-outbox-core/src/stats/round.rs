@@ -533,6 +533,26 @@ mod tests {
     }
 
     #[test]
+    fn a_pair_is_judged_against_what_the_relays_returned_together() {
+        let mut stats = DeliveryStats::new();
+        // Each relay returned 70 of the 77 notes the two returned together.
+        let lacking = |url: &str| {
+            let mut a = aged(1, 70, 360);
+            a.missed = 7;
+            answered(url, vec![a])
+        };
+        let report = RoundReport {
+            relays: vec![lacking("wss://a.example"), lacking("wss://b.example")],
+        };
+        stats.record_round(&report, NOW);
+        for url in ["wss://a.example", "wss://b.example"] {
+            let pair = stats.pair(&key(1), url);
+            assert!((pair.hits - 70.0 / 77.0).abs() < 1e-9, "{url}: {pair:?}");
+            assert!((pair.misses - 7.0 / 77.0).abs() < 1e-9, "{url}: {pair:?}");
+        }
+    }
+
+    #[test]
     fn a_relay_that_keeps_a_month_is_judged_on_that_month_and_its_depth_learned() {
         let mut stats = DeliveryStats::new();
         // A year of notes from both authors on the deep relay; the pruning relay returns the
