@@ -39,6 +39,8 @@ pub struct Model {
     worth: Vec<Worth>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
+    /// Per author: answering relays were asked about it and returned none of its notes.
+    silent: Vec<bool>,
     /// Per author: whether any relay it may be routed to was ever asked (pair or relay
     /// evidence for it).
     learned_author: Vec<bool>,
@@ -212,6 +214,7 @@ impl Model {
         let mut proofs = std::mem::take(&mut self.proofs);
         self.worth.clear();
         self.weight.clear();
+        self.silent.clear();
         self.learned_author.clear();
         self.alone.clear();
         self.alone.resize(table.relay_count(), 0.0);
@@ -258,6 +261,7 @@ impl Model {
                 None => average,
             };
             self.weight.push(weight);
+            self.silent.push(learned.is_some_and(|s| s.volume <= 0.0));
 
             // Declared write relays, then hinted ones, each hint worth its source's prior
             // until the pair is learned.
@@ -396,6 +400,12 @@ impl Model {
     /// routed to was asked before.
     pub fn is_learned(&self, author: AuthorId) -> bool {
         self.learned_author[author.index()]
+    }
+
+    /// Whether `author` was asked of answering relays and none returned a note of it: no relay
+    /// holds more of its notes than another.
+    pub fn is_silent(&self, author: AuthorId) -> bool {
+        self.silent[author.index()]
     }
 
     /// How much `author`'s notes are worth.

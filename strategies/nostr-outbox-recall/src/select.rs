@@ -190,12 +190,12 @@ impl Recall {
     }
 
     /// Whether what was learned says `slots[w]` adds nothing to the other slots of `author`: the
-    /// relay was seen to return next to nothing of it, or it was seen answering about the
-    /// follow and another slot reaching as far back was seen to hold every note returned
+    /// relay was seen to return next to nothing of it, the follow was seen silent, or it was
+    /// seen answering about the follow and another slot reaching as far back was seen to hold every note returned
     /// beside it.
     fn adds_nothing(&self, table: &RouteTable, author: AuthorId, slots: &[Slot], w: usize) -> bool {
         let weak = slots[w];
-        if weak.q < NOTHING_CHANCE {
+        if weak.q < NOTHING_CHANCE || self.model.is_silent(author) {
             return true;
         }
         self.proof(table, author, weak.relay) != Proof::Unseen
