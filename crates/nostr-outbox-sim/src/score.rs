@@ -194,14 +194,14 @@ pub(crate) fn score_observe_into(
                 fetch(sim, asks, session, start, false)
             };
             if reuse {
-                observed = Some(observation_of(asks, session, &f));
+                observed = Some(observation_of(sim, asks, session, &f));
             }
             f
         })
         .collect();
     let observation = observed.unwrap_or_else(|| {
         let f = fetch_into(sim, asks, session, since, true, recorder.take(), None);
-        observation_of(asks, session, &f)
+        observation_of(sim, asks, session, &f)
     });
     (
         score_fetched(sim, asks, session, &windows, &fetched),
