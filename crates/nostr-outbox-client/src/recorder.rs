@@ -5,7 +5,7 @@
 //! [`DeliveryStats::record_round`](nostr_outbox_core::DeliveryStats::record_round). The rules of what a
 //! round holds live here once, so every client learns the same from the same frames.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use nostr::event::{Event, EventId};
 use nostr::key::PublicKey;
@@ -16,6 +16,10 @@ use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 /// are): every returned event is looked up here, and SipHash made it a tenth of a simulated
 /// session.
 type IdSet = HashSet<EventId, foldhash::fast::RandomState>;
+
+/// Per author, every distinct note the answering relays of a round returned: what each relay
+/// is compared with ([`AuthorRound::missed`]).
+type Together = HashMap<PublicKey, IdSet>;
 
 /// Follows a relay answers about with no note at all, beyond which the answer is empty even
 /// where no other relay contradicts it ([`RoundRecorder::empty_answers`]): that many follows
@@ -135,7 +139,7 @@ impl Feed {
         }
     }
 
-    fn round(&self, url: &str, compare_only: bool) -> RelayRound {
+    fn round(&self, url: &str, compare_only: bool, together: &Together) -> RelayRound {
         RelayRound {
             url: url.to_string(),
             answered: true,
@@ -147,12 +151,14 @@ impl Feed {
                 .map(|((author, ids), ages)| {
                     let (oldest, newest) = ages.unwrap_or((0, 0));
                     let events = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    let all = together.get(author).map_or(0, |all| all.len());
                     AuthorRound {
                         author: *author,
                         events,
                         oldest,
                         newest,
                         capped: self.limit.is_some_and(|limit| events >= limit),
+                        missed: u32::try_from(all.saturating_sub(ids.len())).unwrap_or(u32::MAX),
                     }
                 })
                 .collect(),
@@ -392,24 +398,39 @@ impl RoundRecorder {
         if feed.failed {
             self.down.entry(relay.to_string()).or_insert(feed.authors);
         } else if feed.answered {
-            self.closed.push(feed.round(relay, !feed.complete));
+            // Compared with nothing: the relays it answered beside may have changed since.
+            self.closed
+                .push(feed.round(relay, !feed.complete, &Together::default()));
         }
     }
 
     fn round(&mut self, ending: bool) -> Option<RoundReport> {
         let mut report = RoundReport::default();
         let mut yardsticks = Vec::new();
+        let mut together = Together::default();
+        for feed in self.feeds.values().filter(|f| f.answered) {
+            for (author, ids) in feed.authors.iter().zip(&feed.returned) {
+                if !ids.is_empty() {
+                    together
+                        .entry(*author)
+                        .or_default()
+                        .extend(ids.iter().copied());
+                }
+            }
+        }
         for (url, feed) in &mut self.feeds {
             if feed.recorded {
                 // Learned already; its answer, if it stands, is still valid to compare with.
                 if feed.answered {
-                    yardsticks.push(feed.round(url, true));
+                    yardsticks.push(feed.round(url, true, &together));
                 }
                 continue;
             }
             if feed.answered {
                 feed.recorded = true;
-                report.relays.push(feed.round(url, !feed.complete));
+                report
+                    .relays
+                    .push(feed.round(url, !feed.complete, &together));
             } else if ending && feed.failed {
                 feed.recorded = true;
                 self.down
@@ -495,6 +516,25 @@ mod tests {
     fn counts(mut authors: Vec<(PublicKey, u32)>) -> Vec<(PublicKey, u32)> {
         authors.sort();
         authors
+    }
+
+    #[test]
+    fn each_relay_is_told_what_the_others_returned_that_it_did_not() {
+        let mut r = RoundRecorder::new();
+        r.asked(A, [key(1)], 1);
+        r.asked(B, [key(1)], 1);
+        // A has notes 1 and 2, B notes 2 and 3: each lacks one the other returned.
+        for (relay, n) in [(A, 1), (A, 2), (B, 2), (B, 3)] {
+            r.returned(relay, key(1), id(n), 1_700_000_000);
+        }
+        for relay in [A, B] {
+            assert!(r.eose(relay, 1, true));
+        }
+        let round = r.take_round().unwrap();
+        for relay in &round.relays {
+            let a = relay.authors[0];
+            assert_eq!((a.events, a.missed), (2, 1), "{}", relay.url);
+        }
     }
 
     #[test]

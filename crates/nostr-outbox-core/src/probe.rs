@@ -465,6 +465,7 @@ mod tests {
                 oldest: NOW - 100 * DAY,
                 newest: NOW - DAY,
                 capped: false,
+                missed: 0,
             }],
             compare_only: false,
         }

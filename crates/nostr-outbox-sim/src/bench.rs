@@ -258,6 +258,10 @@ pub struct Row {
     pub connections: MeanSe,
     /// Disclosure.
     pub disclosure: MeanSe,
+    /// Relays told about each follow, mean over follows ([`PlanScore::per_follow`]).
+    pub per_follow: MeanSe,
+    /// The most relays told about one follow, over every world.
+    pub per_follow_max: usize,
     /// Orphans before the residual.
     pub orphans: MeanSe,
     /// Author coverage.
@@ -1108,6 +1112,13 @@ fn aggregate(
                 windows,
                 connections: last(&|s| s.connections as f64),
                 disclosure: last(&|s| s.disclosure as f64),
+                per_follow: last(&|s| s.per_follow),
+                per_follow_max: mine
+                    .iter()
+                    .filter_map(|r| r.sessions.last())
+                    .map(|s| s.per_follow_max)
+                    .max()
+                    .unwrap_or(0),
                 orphans: last(&|s| s.orphans.unwrap_or(0) as f64),
                 author_coverage: last(&|s| s.author_coverage),
                 load_concentration: last(&|s| s.load_concentration),
@@ -1192,6 +1203,8 @@ mod tests {
             session: 0,
             connections: 1,
             disclosure: 1,
+            per_follow: 1.0,
+            per_follow_max: 1,
             author_coverage: 1.0,
             orphans: Some(0),
             load_concentration: 1.0,

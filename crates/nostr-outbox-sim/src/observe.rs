@@ -1,6 +1,8 @@
 //! What a client could observe of one session's REQs, and how it is fed into learning exactly
 //! as the runtime feeds a live round.
 
+use std::collections::BTreeMap;
+
 use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
 use nostr_outbox_core::DeliveryStats;
 use serde::Serialize;
@@ -38,15 +40,29 @@ pub struct Observation {
     pub since: u64,
     /// One entry per plan connection.
     pub relays: Vec<RelayObservation>,
+    /// Per follow, the distinct events the answering relays returned together: what a client
+    /// compares each relay's answer with ([`AuthorRound::missed`]).
+    #[serde(skip)]
+    pub together: BTreeMap<u32, u32>,
 }
 
 /// Simulates the REQs of `asks` in `session` with `since`, paged as the runtime pages
 /// ([`fetch`]): what each asked relay returned per author over all its pages.
 pub fn observe(sim: &SimWorld, asks: &Asks, session: u32, since: u64) -> Observation {
-    observation_of(asks, session, &fetch(sim, asks, session, since, true))
+    observation_of(sim, asks, session, &fetch(sim, asks, session, since, true))
 }
 
-pub(crate) fn observation_of(asks: &Asks, session: u32, fetched: &Fetched) -> Observation {
+pub(crate) fn observation_of(
+    sim: &SimWorld,
+    asks: &Asks,
+    session: u32,
+    fetched: &Fetched,
+) -> Observation {
+    let events = sim.world.events();
+    let mut together = BTreeMap::new();
+    for (i, _) in fetched.delivered.iter().enumerate().filter(|(_, d)| **d) {
+        *together.entry(events[i].author).or_insert(0u32) += 1;
+    }
     let relays = asks
         .entries
         .iter()
@@ -63,6 +79,7 @@ pub(crate) fn observation_of(asks: &Asks, session: u32, fetched: &Fetched) -> Ob
         session,
         since: fetched.since,
         relays,
+        together,
     }
 }
 
@@ -82,12 +99,15 @@ impl Observation {
                         .iter()
                         .map(|&a| {
                             let got = r.returned.iter().find(|x| x.author == a);
+                            let events = got.map_or(0, |x| x.events);
+                            let all = self.together.get(&a).copied().unwrap_or(0);
                             AuthorRound {
                                 author: sim.world.follows[a as usize],
-                                events: got.map_or(0, |x| x.events),
+                                events,
                                 oldest: got.map_or(0, |x| x.oldest),
                                 newest: got.map_or(0, |x| x.newest),
                                 capped: false,
+                                missed: all.saturating_sub(events),
                             }
                         })
                         .collect(),

@@ -68,6 +68,13 @@ pub struct PlanScore {
     pub connections: usize,
     /// Sum of author-list lengths over all entries.
     pub disclosure: usize,
+    /// Relays told about each follow, mean over the world's follows (the reader's relays
+    /// carrying the residual included).
+    #[serde(default)]
+    pub per_follow: f64,
+    /// The most relays told about one follow.
+    #[serde(default)]
+    pub per_follow_max: usize,
     /// Share of follows in at least one filter.
     pub author_coverage: f64,
     /// Follows no routed relay covered, before the residual (when known).
@@ -187,14 +194,14 @@ pub(crate) fn score_observe_into(
                 fetch(sim, asks, session, start, false)
             };
             if reuse {
-                observed = Some(observation_of(asks, session, &f));
+                observed = Some(observation_of(sim, asks, session, &f));
             }
             f
         })
         .collect();
     let observation = observed.unwrap_or_else(|| {
         let f = fetch_into(sim, asks, session, since, true, recorder.take(), None);
-        observation_of(asks, session, &f)
+        observation_of(sim, asks, session, &f)
     });
     (
         score_fetched(sim, asks, session, &windows, &fetched),
@@ -314,14 +321,15 @@ fn score_fetched(
     let world = &sim.world;
     let disclosure: usize =
         asks.entries.iter().map(|e| e.authors.len()).sum::<usize>() + asks.foreign_authors;
-    let mut covered = vec![false; world.follows.len()];
+    let mut told = vec![0usize; world.follows.len()];
     for e in &asks.entries {
         for &a in &e.authors {
-            if let Some(c) = covered.get_mut(a as usize) {
-                *c = true;
+            if let Some(c) = told.get_mut(a as usize) {
+                *c += 1;
             }
         }
     }
+    let covered: Vec<bool> = told.iter().map(|&n| n > 0).collect();
     let largest = asks
         .entries
         .iter()
@@ -332,6 +340,12 @@ fn score_fetched(
         session,
         connections: asks.entries.len(),
         disclosure,
+        per_follow: if told.is_empty() {
+            0.0
+        } else {
+            told.iter().sum::<usize>() as f64 / told.len() as f64
+        },
+        per_follow_max: told.iter().copied().max().unwrap_or(0),
         author_coverage: ratio(
             covered.iter().filter(|&&c| c).count() as u64,
             covered.len() as u64,

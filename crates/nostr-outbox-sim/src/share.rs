@@ -154,6 +154,8 @@ mod tests {
             session: 0,
             connections: 0,
             disclosure: 0,
+            per_follow: 0.0,
+            per_follow_max: 0,
             author_coverage: 1.0,
             orphans: None,
             load_concentration: 0.0,

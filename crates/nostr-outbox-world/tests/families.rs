@@ -297,3 +297,54 @@ fn hinted_worlds_are_the_default_network_with_hints_some_stale_some_where_notes_
         assert!(world == default, "{profile} seed {seed}");
     }
 }
+
+#[test]
+fn patchy_worlds_are_the_default_world_with_notes_taken_off_some_relays() {
+    for (profile, seed) in CASES {
+        let default = generate_in(Family::Default, profile, seed);
+        let patchy = generate_in(Family::Patchy, profile, seed);
+        assert_eq!(
+            default.events().len(),
+            patchy.events().len(),
+            "{}",
+            patchy.name
+        );
+        let url = |w: &World, r: u32| w.relays()[r as usize].url.clone();
+        let (mut placed, mut kept, mut split) = (0usize, 0usize, 0usize);
+        for (d, p) in default.events().iter().zip(patchy.events()) {
+            assert_eq!(
+                (d.id, d.author, d.created_at),
+                (p.id, p.author, p.created_at)
+            );
+            let on: Vec<String> = default
+                .event_relays(d)
+                .iter()
+                .map(|&r| url(&default, r))
+                .collect();
+            let left: Vec<String> = patchy
+                .event_relays(p)
+                .iter()
+                .map(|&r| url(&patchy, r))
+                .collect();
+            assert!(
+                left.iter().all(|u| on.contains(u)),
+                "a note moved in {}",
+                patchy.name
+            );
+            placed += on.len();
+            kept += left.len();
+            split += usize::from(!left.is_empty() && left.len() < on.len());
+        }
+        // Notes miss some of their relays, and most keep at least one.
+        let lost = 1.0 - kept as f64 / placed as f64;
+        assert!(
+            (0.02..0.3).contains(&lost),
+            "{lost} of placements lost in {}",
+            patchy.name
+        );
+        assert!(
+            split > patchy.events().len() / 20,
+            "{split} notes on some of their relays"
+        );
+    }
+}

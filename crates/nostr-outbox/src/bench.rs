@@ -39,7 +39,8 @@ pub struct Args {
     /// and lists of dozens; `sparse`: lists of mostly one or two relays, more such prolific
     /// follows; `dense`: lists of mostly five to nine relays, more of dozens; `hinted`: the
     /// default network with relay hints; `tail`: two to six prolific follows on relays of
-    /// their own amid mostly dead relays).
+    /// their own amid mostly dead relays; `patchy`: the default network where a follow's notes
+    /// miss some of its relays).
     #[arg(long, default_value = "default")]
     family: Family,
     /// Sessions per strategy (plan → fetch → learn) [default: 5; with --world, every session
@@ -523,6 +524,8 @@ pub fn render_table(report: &BenchReport) -> Table {
         [
             "conns",
             "disclosure",
+            "per follow",
+            "max",
             "orphans",
             "top relay",
             "plan µs cold",
@@ -560,6 +563,8 @@ pub fn render_table(report: &BenchReport) -> Table {
         for text in [
             format!("{:.1}", row.connections.mean),
             format!("{:.0}", row.disclosure.mean),
+            format!("{:.2}", row.per_follow.mean),
+            row.per_follow_max.to_string(),
             format!("{:.0}", row.orphans.mean),
             format!("{:.0}%", row.load_concentration.mean * 100.0),
             format!("{:.0}", row.plan_us_cold),

@@ -28,8 +28,11 @@
 //! `window_days` count 1 and older ones `beyond_weight`). This week's notes of an active
 //! author may count `recent_weight` more, for a client that plans one fetch for everything.
 //! The value is maximised greedily under the connection budget with lazy gains. A disclosure
-//! budget (on average `disclosure` relays per listed follow) then drops the (follow, relay) pairs that add least, so prolific follows get more relays
-//! than silent ones; a follow nothing is learned about keeps two where the plan has them. Beliefs are posterior means; `explore = true` draws them instead
+//! budget (on average `disclosure` relays per listed follow) then drops the (follow, relay)
+//! pairs that add least, so prolific follows get more relays than silent ones; but a follow
+//! keeps two of its relays until one was seen answering beside the other and holding every
+//! note it returned (pairs are judged against what the round's relays returned together), so
+//! a budget with room never trades a note for disclosure on a guess. Beliefs are posterior means; `explore = true` draws them instead
 //! (Thompson sampling), which the optimism about unprobed depth makes unnecessary on the
 //! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no
 //! chosen relay serves go to the residual.
@@ -62,9 +65,11 @@ pub struct RecallConfig {
     /// Most routed relays per follow (the per-author cap).
     pub per_author: usize,
     /// Average routed relays per listed follow, over the whole plan: how widely the follow list
-    /// is disclosed. Prolific follows may get up to `per_author` relays, silent ones fewer; the
-    /// (follow, relay) pairs worth least are dropped until the average holds, except a second
-    /// relay of a follow nothing is learned about.
+    /// is disclosed: each relay asked about a follow learns that the reader follows them.
+    /// Prolific follows may get up to `per_author` relays, silent ones fewer; the (follow,
+    /// relay) pairs worth least are dropped until the average holds, except a follow's second
+    /// relay while nothing learned says it adds nothing to the first (so the average may be
+    /// exceeded until a run has compared them).
     pub disclosure: f64,
     /// Thompson draws from the learned priors; `false` plans with posterior means (exploring
     /// only where the optimism about unprobed depth points).

@@ -14,6 +14,23 @@ use crate::RecallConfig;
 /// Evidence below this many (fractional) observations leaves a pair to the relay-wide prior.
 const MIN_PAIR_EVIDENCE: f64 = 0.5;
 
+/// Summed misses at or below which a pair seen answering is taken to hold every note its
+/// follow's other relays returned beside it (misses are shares of what the round's relays
+/// returned together, so one round missing a twentieth of them is enough to say otherwise).
+const COMPLETE_MISSES: f64 = 0.05;
+
+/// What a follow's relay was seen to hold of its notes, against the follow's other relays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Proof {
+    /// Never seen answering about the follow.
+    #[default]
+    Unseen,
+    /// Seen, and lacking notes another relay returned.
+    Partial,
+    /// Seen, and lacking none of the notes the relays asked beside it returned.
+    Complete,
+}
+
 /// One run's beliefs, indexed by route-table ids. Rebuilt every run (tables change between
 /// runs); allocation is reused.
 #[derive(Debug, Default)]
@@ -22,6 +39,8 @@ pub struct Model {
     worth: Vec<Worth>,
     /// Per author: how much its notes are worth.
     weight: Vec<f64>,
+    /// Per author: answering relays were asked about it and returned none of its notes.
+    silent: Vec<bool>,
     /// Per author: whether any relay it may be routed to was ever asked (pair or relay
     /// evidence for it).
     learned_author: Vec<bool>,
@@ -31,6 +50,8 @@ pub struct Model {
     relay_offsets: Vec<u32>,
     relay_q: Vec<f64>,
     relay_u: Vec<f64>,
+    /// What each pair was seen to hold, parallel to `relay_q`.
+    relay_proof: Vec<Proof>,
     /// Scratch, kept between runs so large buffers are not mapped afresh every plan: per relay,
     /// the learned (live α, live β, kept α, kept β) if the relay was ever asked.
     learned: Vec<Option<[f64; 4]>>,
@@ -43,6 +64,8 @@ pub struct Model {
     depth: Vec<f64>,
     /// Scratch: one author's (q, u) per write relay while its chances are worked out.
     chances: Vec<(f64, f64)>,
+    /// Scratch: one author's proof per write relay, parallel to `chances`.
+    proofs: Vec<Proof>,
     /// Scratch: per relay, the next free slot in `relay_q` while laying chances out.
     cursor: Vec<u32>,
     /// Scratch: per pair URL (by the address of its shared string), its relay in the table
@@ -188,8 +211,10 @@ impl Model {
         let mut pair_relay = std::mem::take(&mut self.pair_relay);
         pair_relay.clear();
         let mut chances = std::mem::take(&mut self.chances);
+        let mut proofs = std::mem::take(&mut self.proofs);
         self.worth.clear();
         self.weight.clear();
+        self.silent.clear();
         self.learned_author.clear();
         self.alone.clear();
         self.alone.resize(table.relay_count(), 0.0);
@@ -236,6 +261,7 @@ impl Model {
                 None => average,
             };
             self.weight.push(weight);
+            self.silent.push(learned.is_some_and(|s| s.volume <= 0.0));
 
             // Declared write relays, then hinted ones, each hint worth its source's prior
             // until the pair is learned.
@@ -255,6 +281,8 @@ impl Model {
                     reach.share(self.depth[relay.index()]),
                 )
             }));
+            proofs.clear();
+            proofs.resize(relays.len(), Proof::Unseen);
             // Pair evidence replaces the relay-wide completeness where there is enough of it.
             if let Some(a) = learned.filter(|_| config.pairs) {
                 for (url, pair) in a.relays.shared() {
@@ -271,6 +299,11 @@ impl Model {
                     let relay = RelayId(id);
                     if let Some(i) = relays.iter().position(|&r| r == relay) {
                         chances[i].0 = live[relay.index()] * pair.mean();
+                        proofs[i] = if pair.hits >= 1.0 && pair.misses <= COMPLETE_MISSES {
+                            Proof::Complete
+                        } else {
+                            Proof::Partial
+                        };
                     }
                 }
             }
@@ -284,7 +317,7 @@ impl Model {
             }
             // Authors in id order are each relay's candidate writers in order, so this fills
             // every relay's column in `RouteTable::candidate_writers` order.
-            for (&relay, &(q, u)) in relays.iter().zip(chances.iter()) {
+            for ((&relay, &(q, u)), &proof) in relays.iter().zip(chances.iter()).zip(&proofs) {
                 let at = &mut cursor[relay.index()];
                 debug_assert_eq!(
                     table.candidate_writers(relay)
@@ -293,11 +326,13 @@ impl Model {
                 );
                 self.relay_q[*at as usize] = q;
                 self.relay_u[*at as usize] = u;
+                self.relay_proof[*at as usize] = proof;
                 *at += 1;
                 self.alone[relay.index()] += weight * worth.alone(q, u);
             }
         }
         self.chances = chances;
+        self.proofs = proofs;
         self.pair_relay = pair_relay;
         self.cursor = cursor;
         self.live = live;
@@ -318,6 +353,8 @@ impl Model {
         self.relay_q.resize(end as usize, 0.0);
         self.relay_u.clear();
         self.relay_u.resize(end as usize, 0.0);
+        self.relay_proof.clear();
+        self.relay_proof.resize(end as usize, Proof::Unseen);
         self.cursor.clear();
         self.cursor
             .extend_from_slice(&self.relay_offsets[..table.relay_count()]);
@@ -333,6 +370,13 @@ impl Model {
             .iter()
             .copied()
             .zip(self.relay_u[range].iter().copied())
+    }
+
+    /// Per candidate writer of `relay` (parallel to `RouteTable::candidate_writers(relay)`): what
+    /// the pair was seen to hold.
+    pub fn writer_proofs(&self, relay: RelayId) -> &[Proof] {
+        let i = relay.index();
+        &self.relay_proof[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
     }
 
     /// What `relay` would add to a plan holding nothing: its first gain in the greedy loop,
@@ -356,6 +400,12 @@ impl Model {
     /// routed to was asked before.
     pub fn is_learned(&self, author: AuthorId) -> bool {
         self.learned_author[author.index()]
+    }
+
+    /// Whether `author` was asked of answering relays and none returned a note of it: no relay
+    /// holds more of its notes than another.
+    pub fn is_silent(&self, author: AuthorId) -> bool {
+        self.silent[author.index()]
     }
 
     /// How much `author`'s notes are worth.

@@ -8,7 +8,7 @@ use nostr_outbox_core::{
 use nostr_outbox_kit::LazyCandidate;
 use rand::RngCore;
 
-use crate::model::{Model, Worth};
+use crate::model::{Model, Proof, Worth};
 use crate::RecallConfig;
 
 /// The `recall` strategy's selector (see the crate docs).
@@ -179,20 +179,54 @@ impl Recall {
 }
 
 impl Recall {
-    /// The relays a follow keeps through the disclosure trim: its best one, or while nothing is
-    /// learned about it its best [`UNLEARNED_KEPT`].
-    fn kept_through_trim(&self, a: AuthorId) -> usize {
-        if self.model.is_learned(a) {
-            1
+    /// What `author`'s pair with `relay` was seen to hold.
+    fn proof(&self, table: &RouteTable, author: AuthorId, relay: RelayId) -> Proof {
+        table
+            .candidate_writers(relay)
+            .binary_search(&author)
+            .ok()
+            .and_then(|i| self.model.writer_proofs(relay).get(i).copied())
+            .unwrap_or_default()
+    }
+
+    /// Whether what was learned says `slots[w]` adds nothing to the other slots of `author`: the
+    /// relay was seen to return next to nothing of it, the follow was seen silent, or it was
+    /// seen answering about the follow and another slot reaching as far back was seen to hold every note returned
+    /// beside it.
+    fn adds_nothing(&self, table: &RouteTable, author: AuthorId, slots: &[Slot], w: usize) -> bool {
+        let weak = slots[w];
+        if weak.q < NOTHING_CHANCE || self.model.is_silent(author) {
+            return true;
+        }
+        self.proof(table, author, weak.relay) != Proof::Unseen
+            && slots.iter().enumerate().any(|(k, s)| {
+                k != w && s.u >= weak.u && self.proof(table, author, s.relay) == Proof::Complete
+            })
+    }
+
+    /// The relays `author` holding `slots` keeps through the trim whatever the budget: all of
+    /// them up to [`UNCOMPARED_KEPT`] (within the per-author cap), fewer only where what was
+    /// learned says the ones let go add nothing.
+    fn kept_through_trim(&self, table: &RouteTable, author: AuthorId, h: &Held) -> usize {
+        let floor = UNCOMPARED_KEPT.min(self.config.per_author);
+        if h.slots.len() <= 1 {
+            return h.slots.len();
+        }
+        if h.slots.len() > floor {
+            return floor;
+        }
+        if self.adds_nothing(table, author, &h.slots, h.weakest) {
+            h.slots.len() - 1
         } else {
-            UNLEARNED_KEPT.min(self.config.per_author)
+            h.slots.len()
         }
     }
 
     /// Drops the (follow, relay) pairs worth least until the plan names at most
     /// `disclosure × listed follows` pairs (a follow hinted a relay it may be routed to counts
-    /// as listed). A follow always keeps its best relay, and one nothing is learned about its
-    /// best two.
+    /// as listed), or none is left that may go. A follow always keeps its best relay, and its
+    /// best two unless what was learned says the second adds nothing, so a budget with room
+    /// never costs a note a plan asking two relays per follow would fetch.
     fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
         // Hints at the reader's relays are never routed to (see `Model::build`).
         let listed = table
@@ -210,27 +244,27 @@ impl Recall {
         if total <= allowed {
             return;
         }
-        // What losing each relay beyond a follow's last costs, weakest first.
+        // What losing each relay that may go costs, weakest first.
         let mut extras: Vec<(f64, usize)> = Vec::new();
         let mut h = Held::default();
         for (a, held) in held.iter().enumerate() {
-            let keep = self.kept_through_trim(AuthorId(a as u32));
-            if held.slots.len() <= keep {
+            let author = AuthorId(a as u32);
+            if held.slots.len() <= 1 {
                 continue;
             }
             h.slots.clear();
             h.slots.extend_from_slice(&held.slots);
             h.worth = held.worth;
             h.refresh();
-            while h.slots.len() > keep {
+            while h.slots.len() > self.kept_through_trim(table, author, &h) {
                 let loss = h.value - h.without_weakest;
-                extras.push((self.model.weight(AuthorId(a as u32)) * loss, a));
+                extras.push((self.model.weight(author) * loss, a));
                 h.drop_weakest();
             }
         }
         // Only which pairs are the weakest matters, not their order: an author loses its
         // weakest relay once per pair of it among them.
-        let drop = total - allowed;
+        let drop = (total - allowed).min(extras.len());
         if drop < extras.len() {
             extras.select_nth_unstable_by(drop, |x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         }
@@ -240,10 +274,14 @@ impl Recall {
     }
 }
 
-/// Relays a follow nothing is learned about keeps through the disclosure trim. With nothing
-/// learned its relays all look alike, and a single one kept may be dead or have lost its
-/// writes; a second one is the cheapest cover for that.
-const UNLEARNED_KEPT: usize = 2;
+/// Relays a follow keeps through the disclosure trim until what was learned says one adds
+/// nothing: a single relay kept may be dead, or lack notes its others hold, and nothing shows
+/// which until they answer side by side. Two is what greedy set cover asks per follow.
+const UNCOMPARED_KEPT: usize = 2;
+
+/// A relay whose chance of returning a follow's notes was learned to be below this (dead, or
+/// seen holding none of them) adds nothing to the follow's other relays.
+const NOTHING_CHANCE: f64 = 0.05;
 
 /// How a spare connection is valued: by what the model expects a follow's notes there to be
 /// worth, or, once nothing has model value, by the chance its notes are there at all.
@@ -313,17 +351,21 @@ impl Recall {
                 serving[relay.index()] += 1;
             }
         }
-        // A follow nothing is learned about is asked of a second relay it lists where one is
-        // already connected to (no connection spent).
+        // A follow asked of one relay is asked of a second it lists where one is already
+        // connected to (no connection spent), unless what was learned says it adds nothing.
         for a in table.authors() {
             let h = &held[a.index()];
-            if h.slots.is_empty() || h.slots.len() >= self.kept_through_trim(a) {
+            if h.slots.len() != 1 || self.config.per_author < UNCOMPARED_KEPT {
                 continue;
             }
             let best = self
                 .chances_of(table, a)
                 .filter(|&(relay, _, _)| serving[relay.index()] > 0)
-                .filter(|&(relay, _, _)| h.slots.iter().all(|s| s.relay != relay))
+                .filter(|&(relay, _, _)| h.slots[0].relay != relay)
+                .filter(|&(relay, q, u)| {
+                    let pair = [h.slots[0], Slot { q, u, relay }];
+                    !self.adds_nothing(table, a, &pair, 1)
+                })
                 .map(|(relay, q, u)| (h.gain(q, u, cap), relay, q, u))
                 .filter(|x| x.0 > 0.0)
                 .max_by(|x, y| {

@@ -243,6 +243,7 @@ fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound 
                 oldest: NOW - days * DAY,
                 newest: NOW - DAY,
                 capped: false,
+                missed: 0,
             })
             .collect(),
         compare_only: false,
@@ -453,6 +454,7 @@ fn one_answer_is_judged_from_how_relays_that_answered_did() {
                 oldest: NOW - 360 * DAY,
                 newest: NOW - DAY,
                 capped: false,
+                missed: 0,
             })
             .collect(),
         compare_only: false,
@@ -496,4 +498,53 @@ fn a_reader_relay_in_the_pool_costs_none_of_the_budget() {
     let urls: Vec<&str> = plan.routed().iter().map(|a| t.url(a.relay)).collect();
     assert_eq!(urls, ["wss://a.example", "wss://home.example"], "{plan:?}");
     assert!(plan.residual().is_empty(), "{plan:?}");
+}
+
+/// Four follows list the same two relays, each keeping a year; a budget of 1.6 relays per
+/// follow allows six of the eight (follow, relay) pairs.
+fn pairs_asked(rounds: &[RoundReport]) -> usize {
+    let relays = ["wss://a.example", "wss://b.example"];
+    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &relays[..])).collect();
+    let t = table(&lists);
+    let mut stats = DeliveryStats::new();
+    for (i, round) in rounds.iter().enumerate() {
+        stats.record_round(round, NOW + i as u64);
+    }
+    let plan =
+        router(2, "explore = false\n").plan_with(&t, &stats, PlanContext::at(NOW + 9).seed(0));
+    plan.routed().iter().map(|a| a.authors.len()).sum()
+}
+
+/// `url` answered with `events` notes of each follow, lacking `missed` another relay had.
+fn answered(url: &str, events: u32, missed: u32) -> RelayRound {
+    let mut r = relay_round(url, true, events, 360);
+    for a in &mut r.authors {
+        a.missed = missed;
+    }
+    r
+}
+
+#[test]
+fn a_follows_relays_stay_asked_until_one_is_seen_holding_what_the_other_held() {
+    // One relay asked alone shows nothing of what the other holds: both stay asked.
+    let alone = RoundReport {
+        relays: vec![answered("wss://a.example", 10, 0)],
+    };
+    assert_eq!(pairs_asked(&[alone]), 8);
+    // Seen side by side, each lacking notes the other had: both still add notes.
+    let both_partial = RoundReport {
+        relays: vec![
+            answered("wss://a.example", 8, 2),
+            answered("wss://b.example", 8, 2),
+        ],
+    };
+    assert_eq!(pairs_asked(&[both_partial]), 8);
+    // One seen holding all the other held: the budget drops pairs of the other.
+    let one_complete = RoundReport {
+        relays: vec![
+            answered("wss://a.example", 10, 0),
+            answered("wss://b.example", 8, 2),
+        ],
+    };
+    assert_eq!(pairs_asked(&[one_complete]), 6);
 }

@@ -57,6 +57,10 @@ pub struct AuthorRound {
     /// ([`crate::probe`]). It shows the relay alive and the author's rate there, but neither
     /// what share of the author's notes the relay holds nor how far back its history reaches.
     pub capped: bool,
+    /// Notes of the author that other relays of the round returned and this one did not (0:
+    /// none, or not known). Two relays may each return 70 of 77 notes, each missing others:
+    /// counts alone would show both complete.
+    pub missed: u32,
 }
 
 impl AuthorRound {
@@ -68,6 +72,7 @@ impl AuthorRound {
             oldest: 0,
             newest: 0,
             capped: false,
+            missed: 0,
         }
     }
 
@@ -83,6 +88,9 @@ impl AuthorRound {
 struct Seen {
     /// The most events any answering relay returned.
     best: u32,
+    /// The most notes the round's relays returned together, as far as they say
+    /// ([`AuthorRound::missed`]); at least `best`.
+    union: u32,
     /// The `created_at` range of everything returned, when noted.
     ages: Option<(u64, u64)>,
     /// The most notes a capped page implies over the author's known history: its rate times
@@ -109,7 +117,12 @@ impl Seen {
     /// How many of the author's notes a relay whose history reaches back `depth` seconds (at
     /// `now`) should hold: `best` spread evenly over the ages seen. Without ages or depth, all.
     fn reachable(&self, depth: Option<f64>, now: u64) -> f64 {
-        let best = f64::from(self.best);
+        self.reachable_of(self.best, depth, now)
+    }
+
+    /// [`reachable`](Self::reachable) out of `count` notes.
+    fn reachable_of(&self, count: u32, depth: Option<f64>, now: u64) -> f64 {
+        let best = f64::from(count);
         let (Some((oldest, newest)), Some(depth)) = (self.ages, depth) else {
             return best;
         };
@@ -160,7 +173,8 @@ impl DeliveryStats {
     ///   event-weighted share `Σ events(relay, a) / Σ best(a)` over its authors `a` with
     ///   `best(a) > 0`, where `best(a)` is the most events any answering relay returned for `a`
     ///   in this run, counting [`compare_only`](RelayRound::compare_only) relays. Per
-    ///   (relay, author) the same share is added to that pair's hits.
+    ///   (relay, author) the share of what the round's relays returned together
+    ///   ([`AuthorRound::missed`]) is added to that pair's hits.
     ///
     /// Compare-only relays are not recorded at all. Per author asked of an answering relay that
     /// is recorded, the remembered volume becomes `max(best(a), fade · previous)`; authors only
@@ -174,6 +188,7 @@ impl DeliveryStats {
             for a in &relay.authors {
                 let s = seen.entry(a.author).or_default();
                 s.best = s.best.max(a.events);
+                s.union = s.union.max(a.events.saturating_add(a.missed)).max(s.best);
                 if let Some((o, n)) = a.ages() {
                     s.ages = Some(s.ages.map_or((o, n), |(so, sn)| (so.min(o), sn.max(n))));
                 }
@@ -275,7 +290,10 @@ impl DeliveryStats {
                 }
                 let held = f64::from(a.events).min(reachable);
                 kept.push((a.author, held, reachable));
-                let share = held / reachable;
+                // The pair is judged against every note the round's relays returned together,
+                // so a relay is complete for a follow only where it lacked none another had.
+                let together = seen.reachable_of(seen.union, depth, now).max(reachable);
+                let share = f64::from(a.events).min(together) / together;
                 let url = pair_url.get_or_insert_with(|| self.pair_urls.get(&relay.url));
                 let author = self.authors.entry(a.author).or_default();
                 let pair = author.relays.entry(url);
@@ -501,6 +519,7 @@ mod tests {
             oldest: NOW - days * DAY,
             newest: NOW - DAY,
             capped: false,
+            missed: 0,
         }
     }
 
@@ -510,6 +529,26 @@ mod tests {
             answered: true,
             authors,
             compare_only: false,
+        }
+    }
+
+    #[test]
+    fn a_pair_is_judged_against_what_the_relays_returned_together() {
+        let mut stats = DeliveryStats::new();
+        // Each relay returned 70 of the 77 notes the two returned together.
+        let lacking = |url: &str| {
+            let mut a = aged(1, 70, 360);
+            a.missed = 7;
+            answered(url, vec![a])
+        };
+        let report = RoundReport {
+            relays: vec![lacking("wss://a.example"), lacking("wss://b.example")],
+        };
+        stats.record_round(&report, NOW);
+        for url in ["wss://a.example", "wss://b.example"] {
+            let pair = stats.pair(&key(1), url);
+            assert!((pair.hits - 70.0 / 77.0).abs() < 1e-9, "{url}: {pair:?}");
+            assert!((pair.misses - 7.0 / 77.0).abs() < 1e-9, "{url}: {pair:?}");
         }
     }
 

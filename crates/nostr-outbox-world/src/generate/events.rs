@@ -24,6 +24,14 @@ pub(super) struct Voice {
     active_until: u64,
     /// Relays that lose every write of this author.
     failing: HashSet<usize>,
+    /// Relays that hold only this share of the author's notes ([`WorldModel::patchy_pair_share`]).
+    patchy: Vec<(usize, f64)>,
+    /// Relays that keep only the author's notes younger than this many seconds
+    /// ([`WorldModel::pruned_pair_share`]).
+    pruned: Vec<(usize, u64)>,
+    /// Which notes a patchy pair holds is hashed from this, the author and the note, so that
+    /// drawing it takes nothing from the world's stream (the default draws nothing).
+    patch_key: u64,
     drop_share: f64,
     broadcast_share: f64,
 }
@@ -34,10 +42,41 @@ pub(super) struct Posting {
     now: u64,
     history: u64,
     start_of_history: u64,
+    seed: u64,
+}
+
+/// A uniform draw in `[0, 1)` hashed from `parts` (splitmix64 over each): the patchy pairs'
+/// draws, kept off the world's random stream.
+fn unit(parts: &[u64]) -> f64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    for &p in parts {
+        h ^= p;
+        h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 31;
+    }
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Voice {
+    /// Whether a note of age `age`, created at `created_at`, is kept by relay `r` as far as this
+    /// author's patchy and pruned pairs go.
+    fn patch_keeps(&self, r: usize, created_at: u64, age: u64) -> bool {
+        if let Some(&(_, keep)) = self.patchy.iter().find(|p| p.0 == r) {
+            if unit(&[self.patch_key, r as u64, created_at]) >= keep {
+                return false;
+            }
+        }
+        self.pruned
+            .iter()
+            .find(|p| p.0 == r)
+            .is_none_or(|&(_, max_age)| age <= max_age)
+    }
 }
 
 impl Posting {
-    pub(super) fn new(model: &WorldModel, now: u64) -> Self {
+    pub(super) fn new(model: &WorldModel, now: u64, seed: u64) -> Self {
         let rate = LogNormal::new(
             model.rate_median_per_day.max(1e-9).ln(),
             model.rate_sigma.max(0.0),
@@ -49,6 +88,7 @@ impl Posting {
             now,
             history,
             start_of_history: now - history,
+            seed,
         }
     }
 
@@ -80,11 +120,32 @@ impl Posting {
             .copied()
             .filter(|&r| rng.random_bool(relays[r].write_failure.clamp(0.0, 1.0)))
             .collect();
+        let patch_key = unit(&[self.seed, 0x7061_7463_6879, u64::from(author)]).to_bits();
+        let pair = |r: usize, what: u64| unit(&[patch_key, r as u64, what]);
+        let listed = || writes.current.iter().chain(writes.old.iter()).copied();
+        let patchy = listed()
+            .filter(|&r| pair(r, 1) < model.patchy_pair_share)
+            .map(|r| {
+                let span = model.patchy_pair_keep;
+                (r, span.lo + (span.hi - span.lo).max(0.0) * pair(r, 2))
+            })
+            .collect();
+        let pruned = listed()
+            .filter(|&r| pair(r, 3) < model.pruned_pair_share)
+            .map(|r| {
+                let span = model.pruned_pair_days;
+                let days = span.lo + (span.hi - span.lo).max(0.0) * pair(r, 4);
+                (r, (days.max(0.0) * DAY as f64) as u64)
+            })
+            .collect();
         let voice = Voice {
             per_day,
             active_from,
             active_until,
             failing,
+            patchy,
+            pruned,
+            patch_key,
             drop_share: model.event_drop_share,
             broadcast_share: model.broadcast_share,
         };
@@ -110,6 +171,9 @@ impl Posting {
             active_from: self.start_of_history + rng.random_range(0..span),
             active_until: self.now,
             failing: HashSet::new(),
+            patchy: Vec::new(),
+            pruned: Vec::new(),
+            patch_key: 0,
             drop_share: 0.0,
             broadcast_share: 0.0,
         };
@@ -194,6 +258,11 @@ impl Posting {
             let place = |r: usize, rng: &mut ChaCha8Rng, on: &mut Vec<String>| {
                 let relay = &relays[r];
                 if voice.failing.contains(&r) || !relay.serves(age, voice.drop_share, rng) {
+                    return;
+                }
+                // After the world's own draws, so a patchy world is its default world with
+                // notes taken off some pairs.
+                if !voice.patch_keeps(r, created_at, age) {
                     return;
                 }
                 if !on.contains(&relay.url) {

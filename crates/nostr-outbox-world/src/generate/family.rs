@@ -16,7 +16,9 @@
 //! one follow each that hold most of the year), as worlds from other generators and real
 //! readers show.
 //! `hinted` is the default network with the relay hints a client knows: kind:3 hints (often
-//! stale), pointers and relays notes were seen on.
+//! stale), pointers and relays notes were seen on. `patchy` is the default network where a
+//! follow's notes are on some of its relays and not others: pairs that hold part of the notes
+//! and pairs pruned early, so asking one of a follow's relays is seen to cost notes.
 
 use std::fmt;
 
@@ -58,11 +60,15 @@ pub enum Family {
     /// own (together about half of a year's notes), while most other listed relays are dead, so
     /// a few tail relays beat every hub and a probe seldom finds a live relay by chance.
     Tail,
+    /// The default network where notes miss some of a follow's relays: 20–50% of (follow,
+    /// relay) pairs hold only 60–95% of the follow's notes, and 5–20% keep only its last 7–90
+    /// days.
+    Patchy,
 }
 
 impl Family {
     /// Every family, the default first.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Default,
         Family::Decay,
         Family::Amnesia,
@@ -73,6 +79,7 @@ impl Family {
         Family::Dense,
         Family::Hinted,
         Family::Tail,
+        Family::Patchy,
     ];
 
     /// The lower-case name.
@@ -88,6 +95,7 @@ impl Family {
             Family::Dense => "dense",
             Family::Hinted => "hinted",
             Family::Tail => "tail",
+            Family::Patchy => "patchy",
         }
     }
 
@@ -181,6 +189,12 @@ impl Family {
                 m.long_list_tail_alive = draw(0.02, 0.08);
                 m.dead_hubs = draw(3.0, 5.0).round() as usize;
             }
+            Family::Patchy => {
+                m.patchy_pair_share = draw(0.2, 0.5);
+                m.patchy_pair_keep = Span::new(draw(0.6, 0.7), draw(0.85, 0.95));
+                m.pruned_pair_share = draw(0.05, 0.2);
+                m.pruned_pair_days = Span::new(draw(7.0, 14.0), draw(30.0, 90.0));
+            }
         }
         m
     }
@@ -201,7 +215,7 @@ impl std::str::FromStr for Family {
             .ok_or_else(|| {
                 format!(
                     "unknown family {s:?} (default, decay, amnesia, churn, skew, indexed, \
-                     sparse, dense, hinted, tail)"
+                     sparse, dense, hinted, tail, patchy)"
                 )
             })
     }
@@ -262,6 +276,9 @@ mod tests {
         let hoarders = (tail.hoarder_share * tail.follows as f64).round();
         assert!((3.0..=6.0).contains(&hoarders), "{hoarders}");
         assert!(tail.mid_alive <= 0.5 && tail.tail_alive <= 0.45);
+        let patchy = Family::Patchy.model(&model, 3);
+        assert!((0.2..=0.5).contains(&patchy.patchy_pair_share));
+        assert!((0.05..=0.2).contains(&patchy.pruned_pair_share));
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         ChaCha8Rng::seed_from_u64(seed ^ 0x686f_6172_6400 ^ (model.follows as u64) << 40);
     let hoarders = authors::pick_hoarders(model, &mut hoard_rng);
 
-    let posting = events::Posting::new(model, now);
+    let posting = events::Posting::new(model, now, seed);
     let mut relay_lists = Vec::new();
     let mut events = Vec::new();
     let mut all_writes = Vec::with_capacity(follows.len());

@@ -205,6 +205,18 @@ pub struct WorldModel {
     pub write_failure_share: Span,
     /// Chance that one write to one relay is lost.
     pub event_drop_share: f64,
+    /// Per (author, relay) pair, the chance that the relay silently holds only part of the
+    /// author's notes (writes that timed out, rate limits that let some through): the
+    /// author's notes are then on some of its relays, not all. 0: none, and nothing drawn.
+    pub patchy_pair_share: f64,
+    /// Of such a pair, the share of the author's notes the relay holds, drawn per pair.
+    pub patchy_pair_keep: Span,
+    /// Per (author, relay) pair, the chance that the relay pruned the author's older notes
+    /// early (per-author quotas), keeping only the newest [`WorldModel::pruned_pair_days`].
+    /// 0: none, and nothing drawn.
+    pub pruned_pair_share: f64,
+    /// How many days of the author's notes such a pair keeps, drawn per pair.
+    pub pruned_pair_days: Span,
     /// Share of authors who moved relays: notes before the move sit on relays missing from
     /// their current list.
     pub moved_share: f64,
@@ -358,6 +370,10 @@ impl Default for WorldModel {
             mid_retention_noise: 0.3,
             write_failure_share: Span::new(0.0, 0.3),
             event_drop_share: 0.02,
+            patchy_pair_share: 0.0,
+            patchy_pair_keep: Span::new(0.6, 0.95),
+            pruned_pair_share: 0.0,
+            pruned_pair_days: Span::new(7.0, 90.0),
             moved_share: 0.3,
             moved_keep_share: 0.4,
             broadcast_share: 0.25,
