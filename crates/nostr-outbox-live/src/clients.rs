@@ -43,7 +43,8 @@ pub struct ClientSession<'a> {
     pub reads: &'a [(Window, u64)],
     /// The most notes a read can return (every note of the world fits).
     pub max_events: usize,
-    /// How long a read may take at most.
+    /// How long a read may take at most: the runtime's connect timeout and its EOSE timeout
+    /// together, as a relay's first answer may take one dial and one page there.
     pub read_timeout: Duration,
 }
 

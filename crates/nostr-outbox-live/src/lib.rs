@@ -762,7 +762,8 @@ pub async fn run_live_with_clients(
                     relay_lists: &signed_lists,
                     reads: &reads,
                     max_events: world.events().len() + 1_000,
-                    read_timeout: cfg.runtime.eose_timeout,
+                    // What one dial and one answer may take in the runtime.
+                    read_timeout: cfg.runtime.connect_timeout + cfg.runtime.eose_timeout,
                 })
                 .await;
             let mut all = vec![false; world.events().len()];

@@ -128,12 +128,9 @@ impl SdkClient {
                 .kind(Kind::TextNote)
                 .since(Timestamp::from(since));
             let notes: BTreeSet<Event> = if let Some(outbox) = &paged {
-                // Each page has the read's timeout; the whole read, pages in turn, four times it.
-                let options = ReadOptions {
-                    page_timeout: s.read_timeout,
-                    ..ReadOptions::default()
-                };
-                let read = outbox.read(&client, filter, options);
+                // The runtime's connect and page timeouts; the whole read, pages in turn, four
+                // times the read's bound.
+                let read = outbox.read(&client, filter, ReadOptions::default());
                 match tokio::time::timeout(s.read_timeout * 4, read).await {
                     Ok(report) => report.events.into_iter().take(s.max_events).collect(),
                     Err(_) => {
