@@ -1,11 +1,17 @@
-//! The reader's secret key for NIP-42 sign-in: from a file (`--secret-key-file`) or the
+//! The reader's signer: a secret key from a file (`--secret-key-file`) or the
 //! `OUTBOX_SECRET_KEY` environment variable, never from the command line (where every user of
-//! the machine could read it). No error message ever contains the key or the file's text.
+//! the machine could read it), or a NIP-46 remote signer (`--bunker`, or `OUTBOX_BUNKER`),
+//! which keeps the key out of this process. No error message ever contains the key, the
+//! file's text or the bunker URL (it may carry a secret).
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use anyhow::{bail, Context};
 use nostr::key::{Keys, PublicKey};
+use nostr_outbox_runtime::signer::nip46::Bunker;
+use nostr_outbox_runtime::Signer;
 
 /// The environment variable holding the key (an nsec or 64 hex characters).
 pub const ENV: &str = "OUTBOX_SECRET_KEY";
@@ -17,6 +23,36 @@ pub const MAX_KEY_FILE_BYTES: u64 = 1024;
 /// Public keys a command knows before it signs in, each list with whose they are (e.g. "the
 /// reader's"): a secret key equal to one of them is a public key put where the secret belongs.
 pub type Known<'a> = [(&'a str, &'a [PublicKey])];
+
+/// The environment variable holding a `bunker://` URL, for `--bunker`.
+pub const BUNKER_ENV: &str = "OUTBOX_BUNKER";
+
+/// The signer, if one was given: a secret key ([`load`]) or a remote signer (`bunker`), never
+/// both. Every signer call, connecting included, is bounded by `timeout`.
+pub async fn signer(
+    file: Option<&Path>,
+    bunker: Option<&str>,
+    timeout: Duration,
+    known: &Known<'_>,
+) -> anyhow::Result<Option<Signer>> {
+    let keys = load(file, known)?;
+    match (keys, bunker) {
+        (Some(_), Some(_)) => bail!(
+            "a secret key (--secret-key-file or {ENV}) and a remote signer (--bunker or \
+             {BUNKER_ENV}) were both given; use one"
+        ),
+        (Some(keys), None) => Ok(Some(Signer::from_keys(keys).with_timeout(timeout))),
+        (None, Some(url)) => {
+            tracing::info!("connecting to the remote signer (NIP-46)");
+            let signer = Bunker::connect(url, timeout)
+                .await
+                .context("connecting to the remote signer (--bunker)")?;
+            tracing::info!(signer = %signer.name(), pubkey = %signer.public_key(), "remote signer connected");
+            Ok(Some(signer))
+        }
+        (None, None) => Ok(None),
+    }
+}
 
 /// The signing identity, if one was given: the file, else the environment variable. Both at
 /// once is an error (which one was meant is unclear). Every command reads the key here, so

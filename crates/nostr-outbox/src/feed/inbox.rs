@@ -36,7 +36,13 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         "indexer",
     )?;
     let known = [("the reader's", std::slice::from_ref(&reader))];
-    let auth = crate::secret::load(args.reader.secret_key_file.as_deref(), &known)?;
+    let auth = crate::secret::signer(
+        args.reader.secret_key_file.as_deref(),
+        args.reader.bunker.as_deref(),
+        std::time::Duration::from_secs(args.reader.signer_timeout),
+        &known,
+    )
+    .await?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
