@@ -395,10 +395,13 @@ mod tests {
         let signer = Signer::new(backend, "test signer", Duration::from_secs(3))
             .await
             .unwrap();
+        // Paused time: the clock moves only as far as the timers ask, so this is exact.
+        let start = tokio::time::Instant::now();
         let err = signer
             .sign_builder(EventBuilder::new(Kind::TextNote, "hi"))
             .await
             .unwrap_err();
+        assert_eq!(start.elapsed(), Duration::from_secs(3), "bounded by its timeout");
         assert!(matches!(err, SignerError::TimedOut { .. }), "{err}");
         assert!(err.to_string().contains("test signer"), "{err}");
     }

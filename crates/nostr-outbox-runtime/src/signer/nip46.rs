@@ -130,28 +130,14 @@ impl Bunker {
             remote_signer_public_key: remote,
             secret,
         };
-        let said = tokio::time::timeout(timeout, bunker.request(connect))
-            .await
-            .map_err(|_| SignerError::TimedOut {
-                signer: name.clone(),
-                what: "connect",
-                after: timeout,
-            })?;
-        match said {
-            Ok(ResponseResult::Ack | ResponseResult::ConnectSecret(_)) => {}
-            Ok(other) => {
+        let said = super::bounded(&name, timeout, "connect", Box::pin(bunker.request(connect)));
+        match said.await? {
+            ResponseResult::Ack | ResponseResult::ConnectSecret(_) => {}
+            other => {
                 return Err(SignerError::Failed {
                     signer: name,
                     what: "connect",
                     reason: format!("unexpected answer {other:?}"),
-                }
-                .into())
-            }
-            Err(reason) => {
-                return Err(SignerError::Failed {
-                    signer: name,
-                    what: "connect",
-                    reason,
                 }
                 .into())
             }
