@@ -53,11 +53,14 @@ impl RemoteSigner {
                 eprintln!("the remote signer stopped: {e}");
             }
         });
-        let waited = crate::feed::wait_until(Duration::from_secs(30), || {
-            subscriptions(relay) > before
-        })
-        .await;
-        assert!(waited, "the remote signer never subscribed on {}", relay.url);
+        let waited =
+            crate::feed::wait_until(Duration::from_secs(30), || subscriptions(relay) > before)
+                .await;
+        assert!(
+            waited,
+            "the remote signer never subscribed on {}",
+            relay.url
+        );
         Self { url, task }
     }
 }

@@ -27,8 +27,8 @@ use crate::client::Client;
 use crate::config::RuntimeConfig;
 use crate::query::{lookup, LookupOutcome};
 use crate::refusal::Refusal;
-use crate::signer::{Signer, SignerError};
 use crate::route_feed::{start_route, RouteEvent};
+use crate::signer::{Signer, SignerError};
 
 /// What was learned about where the reader takes direct messages.
 #[derive(Clone, Debug)]
@@ -497,10 +497,7 @@ mod tests {
                 [bob.public_key().to_hex(), carol.public_key().to_hex()]
             );
         }
-        assert_eq!(
-            send(&alice, &[], "x").unwrap_err(),
-            WrapError::NoRecipient
-        );
+        assert_eq!(send(&alice, &[], "x").unwrap_err(), WrapError::NoRecipient);
         assert_eq!(send(&alice, &to, "").unwrap_err(), WrapError::Empty);
         let long = "x".repeat(MAX_DM_MESSAGE_BYTES + 1);
         assert!(matches!(
@@ -553,10 +550,7 @@ mod tests {
         )
         .finalize(&alice)
         .unwrap();
-        assert!(matches!(
-            open(&bob, &forged),
-            Err(UnwrapError::Broken(_))
-        ));
+        assert!(matches!(open(&bob, &forged), Err(UnwrapError::Broken(_))));
     }
 
     /// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is

@@ -152,7 +152,9 @@ async fn lists(args: Args) -> anyhow::Result<ExitCode> {
     let pubkey = match (reader.pubkey, &keys) {
         (Some(pk), _) => pk,
         (None, Some(keys)) => keys.public_key(),
-        (None, None) => bail!("whose lists? give --npub, or the reader's --secret-key-file or --bunker"),
+        (None, None) => {
+            bail!("whose lists? give --npub, or the reader's --secret-key-file or --bunker")
+        }
     };
     if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
         bail!("the secret key is not the reader's (--npub): only the reader's key signs its lists");

@@ -33,7 +33,12 @@ pub struct Args {
     secret_key_file: Option<PathBuf>,
     /// A NIP-46 remote signer's `bunker://` URL to sign in with instead of a key (or set
     /// OUTBOX_BUNKER).
-    #[arg(long, value_name = "URL", env = "OUTBOX_BUNKER", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OUTBOX_BUNKER",
+        hide_env_values = true
+    )]
     bunker: Option<String>,
     /// How long one signer request may take, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60,

@@ -47,7 +47,12 @@ pub struct ReaderArgs {
     pub secret_key_file: Option<PathBuf>,
     /// Sign and decrypt with a NIP-46 remote signer instead of a key: its `bunker://` URL
     /// (the key stays with the signer). Also from `OUTBOX_BUNKER`; conflicts with a key.
-    #[arg(long, value_name = "URL", env = "OUTBOX_BUNKER", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OUTBOX_BUNKER",
+        hide_env_values = true
+    )]
     pub bunker: Option<String>,
     /// How long one signer request may take (approving on a phone counts), in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60,

@@ -75,7 +75,13 @@ async fn a_feed_a_publish_and_a_dm_read_sign_with_the_remote_signer_alone() {
     .await;
     let author = fixed(0x62);
     for n in 0..3u64 {
-        let note = signed(&author, Kind::TextNote, &format!("private {n}"), vec![], 60 + n);
+        let note = signed(
+            &author,
+            Kind::TextNote,
+            &format!("private {n}"),
+            vec![],
+            60 + n,
+        );
         private.store(&note).await;
     }
     let follows = dir.path().join("follows.txt");

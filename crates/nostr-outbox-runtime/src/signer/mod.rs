@@ -39,8 +39,7 @@ pub trait SignerBackend: fmt::Debug + Send + Sync {
     /// Signs `unsigned`, whose `pubkey` is [`public_key`](Self::public_key).
     fn sign_event(&self, unsigned: UnsignedEvent) -> SignerFuture<'_, Event>;
     /// NIP-44 encrypts `text` for `to`.
-    fn nip44_encrypt<'a>(&'a self, to: &'a PublicKey, text: &'a str)
-        -> SignerFuture<'a, String>;
+    fn nip44_encrypt<'a>(&'a self, to: &'a PublicKey, text: &'a str) -> SignerFuture<'a, String>;
     /// NIP-44 decrypts `payload` from `from`.
     fn nip44_decrypt<'a>(
         &'a self,
@@ -69,11 +68,7 @@ where
         })
     }
 
-    fn nip44_encrypt<'a>(
-        &'a self,
-        to: &'a PublicKey,
-        text: &'a str,
-    ) -> SignerFuture<'a, String> {
+    fn nip44_encrypt<'a>(&'a self, to: &'a PublicKey, text: &'a str) -> SignerFuture<'a, String> {
         Box::pin(async move {
             self.nip44_encrypt_async(to, text)
                 .await
@@ -165,7 +160,8 @@ impl Signer {
         timeout: Duration,
     ) -> Result<Self, SignerError> {
         let name: Arc<str> = Arc::from(name.into());
-        let public_key = bounded(&name, timeout, "give its public key", backend.public_key()).await?;
+        let public_key =
+            bounded(&name, timeout, "give its public key", backend.public_key()).await?;
         Ok(Self {
             backend,
             public_key,
@@ -381,7 +377,10 @@ mod tests {
         assert_eq!(event.pubkey, keys.public_key());
         event.verify().unwrap();
         let other = Keys::generate();
-        let sealed = signer.nip44_encrypt(&other.public_key(), "x").await.unwrap();
+        let sealed = signer
+            .nip44_encrypt(&other.public_key(), "x")
+            .await
+            .unwrap();
         let opened = Signer::from_keys(other)
             .nip44_decrypt(&keys.public_key(), &sealed)
             .await
@@ -401,7 +400,11 @@ mod tests {
             .sign_builder(EventBuilder::new(Kind::TextNote, "hi"))
             .await
             .unwrap_err();
-        assert_eq!(start.elapsed(), Duration::from_secs(3), "bounded by its timeout");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(3),
+            "bounded by its timeout"
+        );
         assert!(matches!(err, SignerError::TimedOut { .. }), "{err}");
         assert!(err.to_string().contains("test signer"), "{err}");
     }

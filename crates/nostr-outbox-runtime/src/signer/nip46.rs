@@ -24,8 +24,8 @@ use nostr::key::{Keys, PublicKey};
 use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use nostr::nips::nip44;
 use nostr::nips::nip46::{
-    NostrConnectEventBuilder, NostrConnectMessage, NostrConnectRequest,
-    NostrConnectUri, ResponseResult,
+    NostrConnectEventBuilder, NostrConnectMessage, NostrConnectRequest, NostrConnectUri,
+    ResponseResult,
 };
 use nostr::types::Timestamp;
 use tokio::sync::{mpsc, oneshot};
@@ -76,12 +76,15 @@ impl std::fmt::Debug for Bunker {
     }
 }
 
+/// A response's `result` and `error` as the signer sent them, or why none came.
+type Reply = Result<(Option<String>, Option<String>), String>;
+
 /// One request for the transport task: the kind:24133 event carrying it, and where its answer
 /// goes.
 struct Ask {
     id: String,
     event: Event,
-    answer: oneshot::Sender<Result<(Option<String>, Option<String>), String>>,
+    answer: oneshot::Sender<Reply>,
 }
 
 impl Bunker {
@@ -190,7 +193,10 @@ impl super::SignerBackend for Bunker {
 
     fn sign_event(&self, unsigned: UnsignedEvent) -> SignerFuture<'_, Event> {
         Box::pin(async move {
-            match self.request(NostrConnectRequest::SignEvent(unsigned)).await? {
+            match self
+                .request(NostrConnectRequest::SignEvent(unsigned))
+                .await?
+            {
                 ResponseResult::SignEvent(event) => Ok(*event),
                 other => Err(format!("unexpected answer {other:?}")),
             }
@@ -270,8 +276,7 @@ async fn transport(
         ));
     }
     drop(from_relays);
-    type Waiting = oneshot::Sender<Result<(Option<String>, Option<String>), String>>;
-    let mut waiting: HashMap<String, Waiting> = HashMap::new();
+    let mut waiting: HashMap<String, oneshot::Sender<Reply>> = HashMap::new();
     let mut gone: Vec<String> = Vec::new();
     loop {
         tokio::select! {
@@ -344,7 +349,8 @@ async fn relay(
     let limits = WebSocketConfig::default()
         .max_message_size(Some(MAX_BUNKER_FRAME_BYTES))
         .max_frame_size(Some(MAX_BUNKER_FRAME_BYTES));
-    let dial = tokio_tungstenite::connect_async_tls_with_config(url.clone(), Some(limits), true, None);
+    let dial =
+        tokio_tungstenite::connect_async_tls_with_config(url.clone(), Some(limits), true, None);
     let mut ws = match tokio::time::timeout(Duration::from_secs(30), dial).await {
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => {

@@ -321,6 +321,23 @@ mod tests {
             none.ask(1, URL),
             Step::Answer(vec![1], Err("no key to sign in with".into()))
         );
+        // A signer that did not answer: the sign-in fails, naming it.
+        let mut slow = auth(true);
+        slow.challenge("c", URL);
+        assert!(matches!(slow.ask(1, URL), Step::Sign(_)));
+        let late = SignerError::TimedOut {
+            signer: "bunker x".into(),
+            what: "sign an event",
+            after: Duration::from_secs(1),
+        };
+        let Step::Answer(links, Err(why)) = slow.signed(Err(late)) else {
+            panic!("no answer");
+        };
+        assert_eq!(links, [1]);
+        assert!(
+            why.contains("bunker x") && why.contains("did not answer"),
+            "{why}"
+        );
         let long = "x".repeat(MAX_CHALLENGE_BYTES + 1);
         let mut c = auth(true);
         assert_eq!(c.challenge(&long, URL), Step::Wait);

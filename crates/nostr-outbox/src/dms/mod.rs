@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nostr::event::Kind;
-use nostr_outbox_runtime::Signer;
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::dms::MAX_DM_RELAYS;
 use nostr_outbox_client::routes::{DmQuery, DmSource, Route, RouteBudget, RouteContext};
+use nostr_outbox_runtime::Signer;
 use nostr_outbox_runtime::{
     DmLists, DmRead, DmRelayOutcome, LookupOutcome, Refusal, RuntimeConfig, UnwrapError, Wrap,
 };
@@ -112,7 +112,9 @@ async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
     let pubkey = match (reader.pubkey, &keys) {
         (Some(pubkey), _) => pubkey,
         (None, Some(keys)) => keys.public_key(),
-        (None, None) => bail!("whose messages? give --npub, or the reader's --secret-key-file or --bunker"),
+        (None, None) => {
+            bail!("whose messages? give --npub, or the reader's --secret-key-file or --bunker")
+        }
     };
     if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
         bail!(

@@ -101,7 +101,8 @@ async fn send(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut reader = args
         .reader
-        .open(runtime_config, &[("a recipient's", recipients.as_slice())]).await?;
+        .open(runtime_config, &[("a recipient's", recipients.as_slice())])
+        .await?;
     let Some(keys) = reader.client.signer().cloned() else {
         bail!(
             "sending needs the sender's secret key: give --secret-key-file (or \
