@@ -38,15 +38,22 @@ impl RemoteSigner {
     /// Starts a signer for `user` on `relay` and waits until it listens there (the relay saw
     /// its subscription), so no request sent after this returns goes unheard.
     pub async fn start(user: Keys, relay: &RealRelay) -> Self {
+        let secret = Some("fleet-secret".to_string());
+        Self::start_as(Keys::generate(), user, relay, secret).await
+    }
+
+    /// As [`start`](Self::start), the signer's own key `signer` (its URL then stays the same
+    /// from run to run) and the connection secret `secret`.
+    pub async fn start_as(
+        signer: Keys,
+        user: Keys,
+        relay: &RealRelay,
+        secret: Option<String>,
+    ) -> Self {
         let before = subscriptions(relay);
-        let keys = NostrConnectKeys::new(Keys::generate(), user);
-        let signer = NostrConnectRemoteSigner::new(
-            keys,
-            [relay.url.as_str()],
-            Some("fleet-secret".to_string()),
-            None,
-        )
-        .expect("a local relay URL");
+        let keys = NostrConnectKeys::new(signer, user);
+        let signer = NostrConnectRemoteSigner::new(keys, [relay.url.as_str()], secret, None)
+            .expect("a local relay URL");
         let url = signer.bunker_uri().to_string();
         let task = tokio::spawn(async move {
             if let Err(e) = signer.serve(Approve).await {
