@@ -12,7 +12,7 @@
 //! reserve`: the [`reserve`](SocketBudget::reserve) is kept for short work (lookups, probes,
 //! publishing), which ends by its own timeouts and so always frees its place again. A feed can
 //! never starve a lookup, and a lookup never waits for a feed to end. Among lasting places,
-//! some may be [kept](Sockets::keep) for named relays (a feed's reader relays and indexers)
+//! some may be kept (`Sockets::keep`) for named relays (a feed's reader relays and indexers)
 //! until their socket opens: other lasting links never take them, so those relays never wait
 //! behind relays that are slow to answer or never do.
 //!
