@@ -31,19 +31,10 @@ pub struct Args {
     /// OUTBOX_SECRET_KEY.
     #[arg(long)]
     secret_key_file: Option<PathBuf>,
-    /// A NIP-46 remote signer's `bunker://` URL to sign in with instead of a key (or set
-    /// OUTBOX_BUNKER).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "OUTBOX_BUNKER",
-        hide_env_values = true
-    )]
-    bunker: Option<String>,
-    /// How long one signer request may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..=crate::duration::MAX_SECS))]
-    signer_timeout: u64,
+    /// A remote signer to sign in with instead of a key (`--bunker`, its session file,
+    /// `--signer-timeout`).
+    #[command(flatten)]
+    remote: crate::secret::BunkerArgs,
     /// Allow loopback relays (ws://127.0.0.1, ws://localhost), for local relays.
     #[arg(long)]
     allow_local: bool,
@@ -107,8 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     let auth = runtime.block_on(crate::secret::signer(
         args.secret_key_file.as_deref(),
-        args.bunker.as_deref(),
-        Duration::from_secs(args.signer_timeout),
+        &args.remote,
         &known,
     ))?;
     let client = nostr_outbox_runtime::Client::with(

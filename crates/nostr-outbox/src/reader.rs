@@ -45,19 +45,9 @@ pub struct ReaderArgs {
     /// are set aside.
     #[arg(long, value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
-    /// Sign and decrypt with a NIP-46 remote signer instead of a key: its `bunker://` URL
-    /// (the key stays with the signer). Also from `OUTBOX_BUNKER`; conflicts with a key.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "OUTBOX_BUNKER",
-        hide_env_values = true
-    )]
-    pub bunker: Option<String>,
-    /// How long one signer request may take (approving on a phone counts), in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..=crate::duration::MAX_SECS))]
-    pub signer_timeout: u64,
+    /// A remote signer instead of a key (`--bunker`, its session file, `--signer-timeout`).
+    #[command(flatten)]
+    pub remote: crate::secret::BunkerArgs,
     /// Print notes as JSON lines instead of text.
     #[arg(long)]
     pub json: bool,
@@ -184,13 +174,8 @@ impl ReaderArgs {
         let reader: Vec<PublicKey> = pubkey.into_iter().collect();
         let mut known = vec![("the reader's", reader.as_slice())];
         known.extend_from_slice(named);
-        let keys = crate::secret::signer(
-            self.secret_key_file.as_deref(),
-            self.bunker.as_deref(),
-            std::time::Duration::from_secs(self.signer_timeout),
-            &known,
-        )
-        .await?;
+        let keys =
+            crate::secret::signer(self.secret_key_file.as_deref(), &self.remote, &known).await?;
         let store = self.open_store()?;
         Ok(Reader {
             policy,

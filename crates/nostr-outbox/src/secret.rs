@@ -27,14 +27,61 @@ pub type Known<'a> = [(&'a str, &'a [PublicKey])];
 /// The environment variable holding a `bunker://` URL, for `--bunker`.
 pub const BUNKER_ENV: &str = "OUTBOX_BUNKER";
 
-/// The signer, if one was given: a secret key ([`load`]) or a remote signer (`bunker`), never
-/// both. Every signer call, connecting included, is bounded by `timeout`.
+/// The remote signer options every signing command shares.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct BunkerArgs {
+    /// Sign and decrypt with a NIP-46 remote signer instead of a key: its `bunker://` URL
+    /// (the key stays with the signer). Also from `OUTBOX_BUNKER`; conflicts with a key.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OUTBOX_BUNKER",
+        hide_env_values = true
+    )]
+    pub bunker: Option<String>,
+    /// With `--bunker`: keep the key this client speaks NIP-46 with in this file (an nsec,
+    /// created readable by you alone on first use), so a signer that accepts its secret once
+    /// knows this client on later runs. Without it each run is a new client.
+    #[arg(long, value_name = "PATH", requires = "bunker")]
+    pub bunker_session_file: Option<std::path::PathBuf>,
+    /// How long one signer request may take (approving on a phone counts), in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=crate::duration::MAX_SECS))]
+    pub signer_timeout: u64,
+}
+
+/// The session key in `path`: read when it exists (checked like a secret key file), else
+/// made and written owner-only.
+fn session_key(path: &Path) -> anyhow::Result<Keys> {
+    if path.exists() {
+        return read_file(path);
+    }
+    let keys = Keys::generate();
+    let nsec = nostr::nips::nip19::ToBech32::to_bech32(keys.secret_key())
+        .context("encoding the session key")?;
+    let shown = crate::text::escape(&path.display().to_string());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating the bunker session file {shown}"))?;
+    std::io::Write::write_all(&mut file, nsec.as_bytes())
+        .with_context(|| format!("writing the bunker session file {shown}"))?;
+    Ok(keys)
+}
+
+/// The signer, if one was given: a secret key ([`load`]) or a remote signer
+/// ([`BunkerArgs`]), never both. Every signer call, connecting included, is bounded by
+/// `--signer-timeout`.
 pub async fn signer(
     file: Option<&Path>,
-    bunker: Option<&str>,
-    timeout: Duration,
+    remote: &BunkerArgs,
     known: &Known<'_>,
 ) -> anyhow::Result<Option<Signer>> {
+    let bunker = remote.bunker.as_deref();
+    let timeout = Duration::from_secs(remote.signer_timeout);
     let keys = load(file, known)?;
     match (keys, bunker) {
         (Some(_), Some(_)) => bail!(
@@ -44,7 +91,11 @@ pub async fn signer(
         (Some(keys), None) => Ok(Some(Signer::from_keys(keys).with_timeout(timeout))),
         (None, Some(url)) => {
             tracing::info!("connecting to the remote signer (NIP-46)");
-            let signer = Bunker::connect(url, timeout)
+            let session = match &remote.bunker_session_file {
+                Some(path) => session_key(path)?,
+                None => Keys::generate(),
+            };
+            let signer = Bunker::connect_with(url, session, timeout)
                 .await
                 .context("connecting to the remote signer (--bunker)")?;
             tracing::info!(signer = %signer.name(), pubkey = %signer.public_key(), "remote signer connected");

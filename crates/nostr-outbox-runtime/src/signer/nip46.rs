@@ -9,7 +9,8 @@
 //! each request published to every relay and its answer matched by id.
 //!
 //! The session key is fresh for each [`Bunker::connect`] unless the caller keeps one
-//! ([`Bunker::connect_with`]): a bunker that honours its secret once then knows that key.
+//! ([`Bunker::connect_with`]): a bunker that honours its secret once then knows that key, and
+//! a refused `connect` is forgiven when the signer still answers the session's requests.
 //! Nothing here waits unbounded: the [`Signer`] around the bunker bounds every call, and a
 //! request whose relays all failed is answered at once with why.
 
@@ -134,18 +135,23 @@ impl Bunker {
             secret,
         };
         let said = super::bounded(&name, timeout, "connect", Box::pin(bunker.request(connect)));
-        match said.await? {
-            ResponseResult::Ack | ResponseResult::ConnectSecret(_) => {}
-            other => {
-                return Err(SignerError::Failed {
-                    signer: name,
-                    what: "connect",
-                    reason: format!("unexpected answer {other:?}"),
-                }
-                .into())
-            }
+        let refused = match said.await {
+            Ok(ResponseResult::Ack | ResponseResult::ConnectSecret(_)) => None,
+            Ok(other) => Some(SignerError::Failed {
+                signer: name.clone(),
+                what: "connect",
+                reason: format!("unexpected answer {other:?}"),
+            }),
+            Err(e @ SignerError::TimedOut { .. }) => return Err(e.into()),
+            Err(e) => Some(e),
+        };
+        let bunker = std::sync::Arc::new(bunker);
+        match (Signer::new(bunker, name, timeout).await, refused) {
+            (Ok(signer), _) => Ok(signer),
+            // A kept session whose secret was spent: the signer's refusal is the error to show.
+            (Err(_), Some(refused)) => Err(refused.into()),
+            (Err(e), None) => Err(e.into()),
         }
-        Ok(Signer::new(std::sync::Arc::new(bunker), name, timeout).await?)
     }
 
     /// Sends `request` and waits for its answer (the caller bounds the wait).

@@ -38,8 +38,7 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let known = [("the reader's", std::slice::from_ref(&reader))];
     let auth = crate::secret::signer(
         args.reader.secret_key_file.as_deref(),
-        args.reader.bunker.as_deref(),
-        std::time::Duration::from_secs(args.reader.signer_timeout),
+        &args.reader.remote,
         &known,
     )
     .await?;

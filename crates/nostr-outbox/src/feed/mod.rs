@@ -285,13 +285,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         ("the reader's", reader.as_slice()),
         ("a follow's", given.as_slice()),
     ];
-    let auth = crate::secret::signer(
-        key_file,
-        args.reader.bunker.as_deref(),
-        std::time::Duration::from_secs(args.reader.signer_timeout),
-        &known,
-    )
-    .await?;
+    let auth = crate::secret::signer(key_file, &args.reader.remote, &known).await?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
