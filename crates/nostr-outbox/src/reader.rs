@@ -129,6 +129,9 @@ impl ReaderArgs {
         if let Some(path) = &self.secret_key_file {
             files.add("the secret key file", path);
         }
+        if let Some(path) = &self.remote.bunker_session_file {
+            files.add("the bunker session file", path);
+        }
         Ok(files)
     }
 }
