@@ -31,7 +31,7 @@ pub struct Args {
     /// OUTBOX_SECRET_KEY.
     #[arg(long)]
     secret_key_file: Option<PathBuf>,
-    /// A remote signer to sign in with instead of a key (`--bunker`, its session file,
+    /// A remote signer to sign in with instead of a key (`--bunker`, its client key file,
     /// `--signer-timeout`).
     #[command(flatten)]
     remote: crate::secret::BunkerArgs,

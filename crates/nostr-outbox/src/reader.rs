@@ -45,7 +45,7 @@ pub struct ReaderArgs {
     /// are set aside.
     #[arg(long, value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
-    /// A remote signer instead of a key (`--bunker`, its session file, `--signer-timeout`).
+    /// A remote signer instead of a key (`--bunker`, its client key file, `--signer-timeout`).
     #[command(flatten)]
     pub remote: crate::secret::BunkerArgs,
     /// Print notes as JSON lines instead of text.
@@ -129,8 +129,8 @@ impl ReaderArgs {
         if let Some(path) = &self.secret_key_file {
             files.add("the secret key file", path);
         }
-        if let Some(path) = &self.remote.bunker_session_file {
-            files.add("the bunker session file", path);
+        if let Some(path) = &self.remote.bunker_client_key_file {
+            files.add("the bunker client key file", path);
         }
         Ok(files)
     }

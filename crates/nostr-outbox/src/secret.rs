@@ -43,22 +43,22 @@ pub struct BunkerArgs {
     /// created readable by you alone on first use), so a signer that accepts its secret once
     /// knows this client on later runs. Without it each run is a new client.
     #[arg(long, value_name = "PATH", requires = "bunker")]
-    pub bunker_session_file: Option<std::path::PathBuf>,
+    pub bunker_client_key_file: Option<std::path::PathBuf>,
     /// How long one signer request may take (approving on a phone counts), in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=crate::duration::MAX_SECS))]
     pub signer_timeout: u64,
 }
 
-/// The session key in `path`: read when it exists (checked like a secret key file), else
+/// The client key in `path`: read when it exists (checked like a secret key file), else
 /// made and written owner-only.
-fn session_key(path: &Path) -> anyhow::Result<Keys> {
+fn client_key(path: &Path) -> anyhow::Result<Keys> {
     if path.exists() {
         return read_file(path);
     }
     let keys = Keys::generate();
     let nsec = nostr::nips::nip19::ToBech32::to_bech32(keys.secret_key())
-        .context("encoding the session key")?;
+        .context("encoding the client key")?;
     let shown = crate::text::escape(&path.display().to_string());
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -66,9 +66,9 @@ fn session_key(path: &Path) -> anyhow::Result<Keys> {
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options
         .open(path)
-        .with_context(|| format!("creating the bunker session file {shown}"))?;
+        .with_context(|| format!("creating the bunker client key file {shown}"))?;
     std::io::Write::write_all(&mut file, nsec.as_bytes())
-        .with_context(|| format!("writing the bunker session file {shown}"))?;
+        .with_context(|| format!("writing the bunker client key file {shown}"))?;
     Ok(keys)
 }
 
@@ -91,11 +91,11 @@ pub async fn signer(
         (Some(keys), None) => Ok(Some(Signer::from_keys(keys).with_timeout(timeout))),
         (None, Some(url)) => {
             tracing::info!("connecting to the remote signer (NIP-46)");
-            let session = match &remote.bunker_session_file {
-                Some(path) => session_key(path)?,
+            let client = match &remote.bunker_client_key_file {
+                Some(path) => client_key(path)?,
                 None => Keys::generate(),
             };
-            let signer = Bunker::connect_with(url, session, timeout)
+            let signer = Bunker::connect_with(url, client, timeout)
                 .await
                 .context("connecting to the remote signer (--bunker)")?;
             tracing::info!(signer = %signer.name(), pubkey = %signer.public_key(), "remote signer connected");

@@ -223,11 +223,11 @@ async fn a_signer_that_never_answers_is_a_clear_error_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kept_session_key_is_made_once_owner_only_and_used_again() {
+async fn a_kept_client_key_is_made_once_owner_only_and_used_again() {
     let dir = tempfile::tempdir().unwrap();
     let relay = RealRelay::start().await;
     let url = silent_bunker(&relay);
-    let session = dir.path().join("bunker-session.nsec");
+    let key_file = dir.path().join("bunker-client.nsec");
     let run = || {
         outbox(strings(&[
             "dms",
@@ -237,26 +237,26 @@ async fn a_kept_session_key_is_made_once_owner_only_and_used_again() {
             &relay.url,
             "--bunker",
             &url,
-            "--bunker-session-file",
-            &session.display().to_string(),
+            "--bunker-client-key-file",
+            &key_file.display().to_string(),
             "--signer-timeout",
             "1",
         ]))
     };
     let out = run().await;
     assert_eq!(out.status.code(), Some(1), "{}", texts(&out).1);
-    let first = std::fs::read_to_string(&session).unwrap();
+    let first = std::fs::read_to_string(&key_file).unwrap();
     assert!(first.starts_with("nsec1"), "{first}");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&session).unwrap().permissions().mode() & 0o777;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
     let out = run().await;
     let (_, stderr) = texts(&out);
-    assert!(!stderr.contains(&first), "the session key is never shown");
-    assert_eq!(std::fs::read_to_string(&session).unwrap(), first);
+    assert!(!stderr.contains(&first), "the client key is never shown");
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), first);
     // Both runs listened for answers to the kept key.
     let kept = Keys::parse(&first).unwrap().public_key().to_hex();
     let listened = relay

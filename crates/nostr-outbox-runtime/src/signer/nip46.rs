@@ -5,12 +5,12 @@
 //! `nostr-sdk` 0.45, whose stable releases are all yanked, so a published crate depending on
 //! it would not resolve. The protocol's vocabulary (the URL, requests, responses, the
 //! kind:24133 event) is the `nostr` crate's own (`nips::nip46`); this module is the transport:
-//! one WebSocket per bunker relay, a subscription to the answers tagged with our session key,
+//! one WebSocket per bunker relay, a subscription to the answers tagged with our client key,
 //! each request published to every relay and its answer matched by id.
 //!
-//! The session key is fresh for each [`Bunker::connect`] unless the caller keeps one
+//! The client key is fresh for each [`Bunker::connect`] unless the caller keeps one
 //! ([`Bunker::connect_with`]): a bunker that honours its secret once then knows that key, and
-//! a refused `connect` is forgiven when the signer still answers the session's requests.
+//! a refused `connect` is forgiven when the signer still answers this client's requests.
 //! Nothing here waits unbounded: the [`Signer`] around the bunker bounds every call, and a
 //! request whose relays all failed is answered at once with why.
 
@@ -64,7 +64,7 @@ pub enum BunkerError {
 /// [`Bunker::connect`].
 pub struct Bunker {
     remote: PublicKey,
-    session: Keys,
+    client: Keys,
     asks: mpsc::UnboundedSender<Ask>,
     next: AtomicU64,
 }
@@ -89,16 +89,16 @@ struct Ask {
 }
 
 impl Bunker {
-    /// Connects to the signer `url` names with a fresh session key: sends `connect` (with the
+    /// Connects to the signer `url` names with a fresh client key: sends `connect` (with the
     /// URL's secret) and asks the user's public key, each within `timeout`.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Signer, BunkerError> {
         Self::connect_with(url, Keys::generate(), timeout).await
     }
 
-    /// As [`connect`](Self::connect), with the session key `session`.
+    /// As [`connect`](Self::connect), with the client key `client`.
     pub async fn connect_with(
         url: &str,
-        session: Keys,
+        client: Keys,
         timeout: Duration,
     ) -> Result<Signer, BunkerError> {
         let parsed =
@@ -123,10 +123,10 @@ impl Bunker {
         }
         let name = format!("bunker {} via {}", short(&remote), relays.join(", "));
         let (asks, rx) = mpsc::unbounded_channel();
-        tokio::spawn(transport(relays, session.clone(), remote, rx));
+        tokio::spawn(transport(relays, client.clone(), remote, rx));
         let bunker = Self {
             remote,
-            session,
+            client,
             asks,
             next: AtomicU64::new(rand::random::<u32>() as u64),
         };
@@ -148,7 +148,7 @@ impl Bunker {
         let bunker = std::sync::Arc::new(bunker);
         match (Signer::new(bunker, name, timeout).await, refused) {
             (Ok(signer), _) => Ok(signer),
-            // A kept session whose secret was spent: the signer's refusal is the error to show.
+            // A kept client key whose secret was spent: the signer's refusal is the error to show.
             (Err(_), Some(refused)) => Err(refused.into()),
             (Err(e), None) => Err(e.into()),
         }
@@ -164,7 +164,7 @@ impl Bunker {
             params: request.params(),
         };
         let event = NostrConnectEventBuilder::new(self.remote, message)
-            .finalize(&self.session)
+            .finalize(&self.client)
             .map_err(|e| format!("cannot build the request: {e}"))?;
         let (answer, rx) = oneshot::channel();
         self.asks
@@ -255,7 +255,7 @@ fn shown(text: &str) -> String {
 
 /// What a relay's task tells the transport.
 enum FromRelay {
-    /// A kind:24133 event for our session key.
+    /// A kind:24133 event for our client key.
     Answer(Box<Event>),
     /// The relay's connection ended (or never opened), and why.
     Gone(String, String),
@@ -265,7 +265,7 @@ enum FromRelay {
 /// bunker is dropped.
 async fn transport(
     relays: Vec<String>,
-    session: Keys,
+    client: Keys,
     remote: PublicKey,
     mut asks: mpsc::UnboundedReceiver<Ask>,
 ) {
@@ -276,7 +276,7 @@ async fn transport(
         to_relays.push(tx);
         tokio::spawn(relay(
             url.clone(),
-            session.public_key(),
+            client.public_key(),
             rx,
             from_relays.clone(),
         ));
@@ -308,7 +308,7 @@ async fn transport(
                     if event.pubkey != remote || event.verify().is_err() {
                         continue;
                     }
-                    let Ok(text) = nip44::decrypt(session.secret_key(), &remote, &event.content) else {
+                    let Ok(text) = nip44::decrypt(client.secret_key(), &remote, &event.content) else {
                         continue;
                     };
                     let Ok(NostrConnectMessage::Response { id, result, error }) =
@@ -342,12 +342,12 @@ async fn transport(
     }
 }
 
-/// One bunker relay: dials, subscribes to the answers for `session`, sends every request
+/// One bunker relay: dials, subscribes to the answers for `client`, sends every request
 /// frame it is given, and passes kind:24133 events on. Dialled once: a lost relay is reported
 /// and the others carry on.
 async fn relay(
     url: String,
-    session: PublicKey,
+    client: PublicKey,
     mut frames: mpsc::UnboundedReceiver<String>,
     out: mpsc::UnboundedSender<FromRelay>,
 ) {
@@ -372,7 +372,7 @@ async fn relay(
     // A minute back: answers are matched by id, and a signer's clock may run behind ours.
     let filter = Filter::new()
         .kind(Kind::NostrConnect)
-        .pubkey(session)
+        .pubkey(client)
         .since(Timestamp::now() - 60);
     let req = ClientMessage::req(sub.clone(), filter).as_json();
     if let Err(e) = ws.send(Message::text(req)).await {
