@@ -26,6 +26,7 @@ pub mod feed;
 pub mod plain;
 pub mod proxy;
 pub mod relay;
+pub mod signer;
 pub mod world;
 
 pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
@@ -36,4 +37,5 @@ pub use feed::{
 pub use plain::PlainRelay;
 pub use proxy::{proxy, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
+pub use signer::{silent_bunker, RemoteSigner};
 pub use world::{router, table, World};

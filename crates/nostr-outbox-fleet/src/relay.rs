@@ -19,6 +19,8 @@ pub struct SeenReq {
     pub kinds: Vec<u16>,
     /// Its `since`, in unix seconds.
     pub since: Option<u64>,
+    /// The public keys its `#p` names, as hex.
+    pub tagged: Vec<String>,
 }
 
 /// Counts what a real relay was asked, from its own query-policy hook.
@@ -64,6 +66,12 @@ impl rb::QueryPolicy for Counter {
                 .map(|k| k.iter().map(|k| k.as_u16()).collect())
                 .unwrap_or_default(),
             since: query.since.map(|t| t.as_secs()),
+            tagged: query
+                .generic_tags
+                .iter()
+                .filter(|(tag, _)| tag.to_string() == "p")
+                .flat_map(|(_, values)| values.iter().cloned())
+                .collect(),
         };
         self.reqs.lock().unwrap().push(seen);
         Box::pin(async { rb::PolicyResult::Accept })

@@ -12,11 +12,10 @@
 
 use std::sync::Arc;
 
-use nostr::key::Keys;
-
 use crate::config::RuntimeConfig;
 use crate::extensions::Extensions;
 use crate::nip11::Nip11Cache;
+use crate::signer::Signer;
 use crate::sockets::{SocketBudget, Sockets};
 
 /// One client's sockets, signer, relay documents and knobs (see the [module docs](self)).
@@ -36,7 +35,7 @@ struct Shared {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // `Keys`' `Debug` shows only the public key.
+        // A signer's `Debug` shows only its name and public key.
         f.debug_struct("Client")
             .field("config", &self.config)
             .field("sockets", &self.shared.sockets)
@@ -59,8 +58,9 @@ impl Client {
 
     /// A client with `config`'s knobs, sockets under `budget`, signing in with `signer` where
     /// a relay asks (NIP-42). Only a relay that challenged and refused a request ever sees the
-    /// signed AUTH event; without a signer such a relay is set aside as *needs sign-in*.
-    pub fn with(config: RuntimeConfig, budget: SocketBudget, signer: Option<Keys>) -> Self {
+    /// signed AUTH event; without a signer such a relay is set aside as *needs sign-in*. A raw
+    /// key is a signer too (`Some(keys.into())`).
+    pub fn with(config: RuntimeConfig, budget: SocketBudget, signer: Option<Signer>) -> Self {
         Self {
             config: Arc::new(config),
             shared: Arc::new(Shared {
@@ -95,7 +95,7 @@ impl Client {
     }
 
     /// The identity it signs in with, if any.
-    pub fn signer(&self) -> Option<&Keys> {
+    pub fn signer(&self) -> Option<&Signer> {
         self.shared.sockets.signer()
     }
 

@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 use nostr::event::UnsignedEvent;
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
-use nostr::key::{Keys, PublicKey};
-use nostr::nips::nip44;
+use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::RoutePlan;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
@@ -29,6 +28,7 @@ use crate::config::RuntimeConfig;
 use crate::query::{lookup, LookupOutcome};
 use crate::refusal::Refusal;
 use crate::route_feed::{start_route, RouteEvent};
+use crate::signer::{Signer, SignerError};
 
 /// What was learned about where the reader takes direct messages.
 #[derive(Clone, Debug)]
@@ -286,25 +286,35 @@ pub enum UnwrapError {
     /// Decryption or a signature failed, or the seal or rumor is malformed (not escaped).
     #[error("{0}")]
     Broken(String),
+    /// The signer did not answer in time: every other wrap would wait as long.
+    #[error("{0}")]
+    Signer(SignerError),
 }
 
-/// Opens a gift wrap with the recipient's `keys`: checks the wrap's signature, decrypts the
+/// A decryption's failure: a signer that timed out is the signer's, anything else the wrap's.
+fn opened(result: Result<String, SignerError>) -> Result<String, UnwrapError> {
+    result.map_err(|e| match e {
+        SignerError::TimedOut { .. } => UnwrapError::Signer(e),
+        other => UnwrapError::Broken(other.to_string()),
+    })
+}
+
+/// Opens a gift wrap with the recipient's `signer` (two NIP-44 decryptions): checks the wrap's signature, decrypts the
 /// seal, checks its signature and that it is a seal (kind 13, no tags: NIP-59), decrypts the
 /// rumor and checks its author is the seal's signer. A signed event of another kind inside a
 /// wrap is not a seal: it would show whatever its signer once published as a message to the
 /// reader.
-pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError> {
+pub async fn unwrap_dm(signer: &Signer, wrap: &Event) -> Result<DirectMessage, UnwrapError> {
     let broken = |e: &dyn std::fmt::Display| UnwrapError::Broken(e.to_string());
     if wrap.kind != Kind::GiftWrap {
         return Err(UnwrapError::NotAWrap(wrap.kind.as_u16()));
     }
-    let me = keys.public_key();
+    let me = signer.public_key();
     if !wrap.tags.public_keys().any(|pk| pk == me) {
         return Err(UnwrapError::NotForKey);
     }
     wrap.verify().map_err(|e| broken(&e))?;
-    let seal =
-        nip44::decrypt(keys.secret_key(), &wrap.pubkey, &wrap.content).map_err(|e| broken(&e))?;
+    let seal = opened(signer.nip44_decrypt(&wrap.pubkey, &wrap.content).await)?;
     let seal = Event::from_json(seal).map_err(|e| broken(&e))?;
     seal.verify().map_err(|e| broken(&e))?;
     if seal.kind != Kind::Seal {
@@ -318,8 +328,7 @@ pub fn unwrap_dm(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError
             "the seal has tags (a seal has none)".into(),
         ));
     }
-    let rumor =
-        nip44::decrypt(keys.secret_key(), &seal.pubkey, &seal.content).map_err(|e| broken(&e))?;
+    let rumor = opened(signer.nip44_decrypt(&seal.pubkey, &seal.content).await)?;
     let rumor = UnsignedEvent::from_json(rumor).map_err(|e| broken(&e))?;
     if rumor.pubkey != seal.pubkey {
         return Err(UnwrapError::Broken(
@@ -379,12 +388,12 @@ pub enum WrapError {
 /// per recipient), sealed for each recipient (kind:13, NIP-44, signed by the sender) and gift
 /// wrapped (kind:1059, signed by a fresh key, `created_at` set back by up to two days, as NIP-59
 /// asks), and the same for the sender, whose own inbox keeps the sent message.
-pub fn wrap_dm(
-    sender: &Keys,
+pub async fn wrap_dm(
+    sender: &Signer,
     recipients: &[PublicKey],
     text: &str,
 ) -> Result<OutgoingDm, WrapError> {
-    use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Tag};
+    use nostr::event::{EventBuilder, FinalizeEventAsync, FinalizeUnsignedEvent, Tag};
     use nostr::nips::nip59::GiftWrapBuilder;
     let mut people: Vec<PublicKey> = Vec::with_capacity(recipients.len().min(MAX_DM_RECIPIENTS));
     for pk in recipients {
@@ -417,7 +426,8 @@ pub fn wrap_dm(
     let mut wraps = Vec::with_capacity(to.len());
     for pk in to {
         let wrap = GiftWrapBuilder::new(pk, rumor.clone())
-            .finalize(sender)
+            .finalize_async(sender)
+            .await
             .map_err(|e| WrapError::Crypto(e.to_string()))?;
         wraps.push((pk, wrap));
     }
@@ -428,7 +438,27 @@ pub fn wrap_dm(
 mod tests {
     use super::*;
     use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Tag};
+    use nostr::key::Keys;
+    use nostr::nips::nip44;
     use nostr::nips::nip59::GiftWrapBuilder;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// Opens `wrap` with `keys` as the signer.
+    fn open(keys: &Keys, wrap: &Event) -> Result<DirectMessage, UnwrapError> {
+        block_on(unwrap_dm(&Signer::from_keys(keys.clone()), wrap))
+    }
+
+    /// Wraps `text` from `keys` as the signer.
+    fn send(keys: &Keys, to: &[PublicKey], text: &str) -> Result<OutgoingDm, WrapError> {
+        block_on(wrap_dm(&Signer::from_keys(keys.clone()), to, text))
+    }
 
     fn chat(from: &Keys, to: PublicKey, text: &str) -> nostr::event::UnsignedEvent {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
@@ -440,7 +470,7 @@ mod tests {
     fn a_sent_message_opens_for_every_recipient_and_the_sender() {
         let (alice, bob, carol) = (Keys::generate(), Keys::generate(), Keys::generate());
         let to = [bob.public_key(), carol.public_key(), bob.public_key()];
-        let dm = wrap_dm(&alice, &to, "lunch?").unwrap();
+        let dm = send(&alice, &to, "lunch?").unwrap();
         assert_eq!(dm.wraps.len(), 3);
         let now = Timestamp::now().as_secs();
         for ((pk, wrap), keys) in dm.wraps.iter().zip([&bob, &carol, &alice]) {
@@ -452,7 +482,7 @@ mod tests {
                 "a fresh key signs the wrap"
             );
             assert!(wrap.created_at.as_secs() <= now + 1);
-            let opened = unwrap_dm(keys, wrap).unwrap();
+            let opened = open(keys, wrap).unwrap();
             assert_eq!(opened.sender, alice.public_key());
             assert_eq!(opened.content, "lunch?");
             assert_eq!(opened.rumor, dm.rumor);
@@ -467,21 +497,18 @@ mod tests {
                 [bob.public_key().to_hex(), carol.public_key().to_hex()]
             );
         }
-        assert_eq!(
-            wrap_dm(&alice, &[], "x").unwrap_err(),
-            WrapError::NoRecipient
-        );
-        assert_eq!(wrap_dm(&alice, &to, "").unwrap_err(), WrapError::Empty);
+        assert_eq!(send(&alice, &[], "x").unwrap_err(), WrapError::NoRecipient);
+        assert_eq!(send(&alice, &to, "").unwrap_err(), WrapError::Empty);
         let long = "x".repeat(MAX_DM_MESSAGE_BYTES + 1);
         assert!(matches!(
-            wrap_dm(&alice, &to, &long),
+            send(&alice, &to, &long),
             Err(WrapError::TooLong(_))
         ));
         let many: Vec<PublicKey> = (0..=MAX_DM_RECIPIENTS)
             .map(|_| Keys::generate().public_key())
             .collect();
         assert!(matches!(
-            wrap_dm(&alice, &many, "x"),
+            send(&alice, &many, "x"),
             Err(WrapError::TooManyRecipients(_))
         ));
     }
@@ -492,12 +519,12 @@ mod tests {
         let wrap = GiftWrapBuilder::new(bob.public_key(), chat(&alice, bob.public_key(), "hi"))
             .finalize(&alice)
             .unwrap();
-        let dm = unwrap_dm(&bob, &wrap).unwrap();
+        let dm = open(&bob, &wrap).unwrap();
         assert_eq!(dm.sender, alice.public_key());
         assert_eq!(dm.content, "hi");
         assert_eq!(dm.kind, Kind::PrivateDirectMessage);
         assert_eq!(dm.wrap, wrap.id);
-        assert_eq!(unwrap_dm(&eve, &wrap), Err(UnwrapError::NotForKey));
+        assert_eq!(open(&eve, &wrap), Err(UnwrapError::NotForKey));
     }
 
     #[test]
@@ -506,14 +533,14 @@ mod tests {
         let note = EventBuilder::new(Kind::TextNote, "x")
             .finalize(&bob)
             .unwrap();
-        assert_eq!(unwrap_dm(&bob, &note), Err(UnwrapError::NotAWrap(1)));
+        assert_eq!(open(&bob, &note), Err(UnwrapError::NotAWrap(1)));
         let stranger = Keys::generate();
         for content in ["", "not base64 at all", "AAAA", &"A".repeat(100_000)] {
             let bad = EventBuilder::new(Kind::GiftWrap, content)
                 .tag(Tag::public_key(bob.public_key()))
                 .finalize(&stranger)
                 .unwrap();
-            assert!(matches!(unwrap_dm(&bob, &bad), Err(UnwrapError::Broken(_))));
+            assert!(matches!(open(&bob, &bad), Err(UnwrapError::Broken(_))));
         }
         // A seal whose rumor claims another author is refused.
         let (alice, mallory) = (Keys::generate(), Keys::generate());
@@ -523,10 +550,7 @@ mod tests {
         )
         .finalize(&alice)
         .unwrap();
-        assert!(matches!(
-            unwrap_dm(&bob, &forged),
-            Err(UnwrapError::Broken(_))
-        ));
+        assert!(matches!(open(&bob, &forged), Err(UnwrapError::Broken(_))));
     }
 
     /// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is
@@ -557,15 +581,15 @@ mod tests {
         let (alice, bob) = (Keys::generate(), Keys::generate());
         let rumor = chat(&alice, bob.public_key(), "hi");
         let good = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]);
-        assert_eq!(unwrap_dm(&bob, &good).unwrap().content, "hi");
+        assert_eq!(open(&bob, &good).unwrap().content, "hi");
         let note = wrapped(&alice, bob.public_key(), &rumor, Kind::TextNote, vec![]);
         let tagged = vec![Tag::public_key(bob.public_key())];
         let with_tags = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, tagged);
         for bad in [note, with_tags] {
             assert!(
-                matches!(unwrap_dm(&bob, &bad), Err(UnwrapError::Broken(_))),
+                matches!(open(&bob, &bad), Err(UnwrapError::Broken(_))),
                 "{:?}",
-                unwrap_dm(&bob, &bad)
+                open(&bob, &bad)
             );
         }
     }
@@ -576,7 +600,7 @@ mod tests {
         let rumor = chat(&alice, bob.public_key(), "once");
         let ids: Vec<EventId> = (0..3)
             .map(|_| wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]))
-            .map(|wrap| unwrap_dm(&bob, &wrap).unwrap().rumor)
+            .map(|wrap| open(&bob, &wrap).unwrap().rumor)
             .collect();
         assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
         let other = wrapped(
@@ -586,7 +610,7 @@ mod tests {
             Kind::Seal,
             vec![],
         );
-        assert_ne!(unwrap_dm(&bob, &other).unwrap().rumor, ids[0]);
+        assert_ne!(open(&bob, &other).unwrap().rumor, ids[0]);
     }
 
     #[test]

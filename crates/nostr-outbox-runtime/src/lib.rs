@@ -99,6 +99,7 @@ pub mod publish;
 pub mod query;
 pub mod refusal;
 pub mod route_feed;
+pub mod signer;
 pub mod slot;
 pub mod sockets;
 mod start;
@@ -130,6 +131,7 @@ pub use publish::{
 pub use query::{fetch_events, lookup, Lookup, LookupOutcome};
 pub use refusal::Refusal;
 pub use route_feed::{start_route, RouteEvent, RouteFeed};
+pub use signer::{Signer, SignerBackend, SignerError};
 pub use slot::{Failure, SubKind};
 pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
 pub use start::start;

@@ -32,7 +32,7 @@ fn reader_keys() -> Keys {
 
 /// A client with `config`'s knobs and the desktop budget, signing in with `signer`.
 fn client(config: RuntimeConfig, signer: Option<Keys>) -> Client {
-    Client::with(config, SocketBudget::default(), signer)
+    Client::with(config, SocketBudget::default(), signer.map(Into::into))
 }
 
 /// A `once` feed of `follows` with the reader's relay `reader`, routed by `lists`.

@@ -165,7 +165,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     let signer = Client::with(
         RuntimeConfig::fast_for_tests(),
         SocketBudget::default(),
-        Some(keys(1)),
+        Some(keys(1).into()),
     );
     let signed = publish(&event, &targets, &signer, &PublishConfig::fast_for_tests()).await;
     assert_eq!(

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::event::{Event, EventBuilder, Kind, Tag};
 use nostr::key::PublicKey;
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
@@ -147,12 +147,14 @@ async fn lists(args: Args) -> anyhow::Result<ExitCode> {
         seed: rand::random(),
         ..RuntimeConfig::default()
     };
-    let mut reader = args.reader.open(runtime_config, &[])?;
+    let mut reader = args.reader.open(runtime_config, &[]).await?;
     let keys = reader.client.signer().cloned();
     let pubkey = match (reader.pubkey, &keys) {
         (Some(pk), _) => pk,
         (None, Some(keys)) => keys.public_key(),
-        (None, None) => bail!("whose lists? give --npub, or the reader's --secret-key-file"),
+        (None, None) => {
+            bail!("whose lists? give --npub, or the reader's --secret-key-file or --bunker")
+        }
     };
     if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
         bail!("the secret key is not the reader's (--npub): only the reader's key signs its lists");
@@ -160,7 +162,7 @@ async fn lists(args: Args) -> anyhow::Result<ExitCode> {
     if edit.is_some() && keys.is_none() {
         bail!(
             "changing a list needs the reader's secret key, which signs it: give \
-             --secret-key-file (or OUTBOX_SECRET_KEY)"
+             --secret-key-file (or OUTBOX_SECRET_KEY), or a remote signer (--bunker)"
         );
     }
     reader.pubkey = Some(pubkey);
@@ -213,10 +215,12 @@ async fn lists(args: Args) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map_or(now, |o| now.max(o.created_at.as_secs().saturating_add(1)));
     let content = old.as_ref().map(|o| o.content.clone()).unwrap_or_default();
-    let event = EventBuilder::new(kind, content)
+    let unsigned = EventBuilder::new(kind, content)
         .tags(tags)
-        .custom_created_at(Timestamp::from_secs(created_at))
-        .finalize(&keys)
+        .custom_created_at(Timestamp::from_secs(created_at));
+    let event = keys
+        .sign_builder(unsigned)
+        .await
         .context("signing the new list")?;
 
     let relay_list = newest(Kind::RelayList).map(|e| tags_of(&e));

@@ -31,6 +31,10 @@ pub struct Args {
     /// OUTBOX_SECRET_KEY.
     #[arg(long)]
     secret_key_file: Option<PathBuf>,
+    /// A remote signer to sign in with instead of a key (`--bunker`, its client key file,
+    /// `--signer-timeout`).
+    #[command(flatten)]
+    remote: crate::secret::BunkerArgs,
     /// Allow loopback relays (ws://127.0.0.1, ws://localhost), for local relays.
     #[arg(long)]
     allow_local: bool,
@@ -88,7 +92,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ("the event author's", std::slice::from_ref(&event.pubkey)),
         ("a tagged person's", tagged.as_slice()),
     ];
-    let auth = crate::secret::load(args.secret_key_file.as_deref(), &known)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let auth = runtime.block_on(crate::secret::signer(
+        args.secret_key_file.as_deref(),
+        &args.remote,
+        &known,
+    ))?;
     let client = nostr_outbox_runtime::Client::with(
         RuntimeConfig::default(),
         nostr_outbox_runtime::SocketBudget::default(),
@@ -98,10 +110,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         deadline: Duration::from_secs(args.timeout.max(1)),
         ..PublishConfig::default()
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     let report = if args.rebroadcast {
         runtime.block_on(nostr_outbox_runtime::rebroadcast(
             &event, &targets, &client, &cfg,

@@ -45,6 +45,9 @@ pub struct ReaderArgs {
     /// are set aside.
     #[arg(long, value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
+    /// A remote signer instead of a key (`--bunker`, its client key file, `--signer-timeout`).
+    #[command(flatten)]
+    pub remote: crate::secret::BunkerArgs,
     /// Print notes as JSON lines instead of text.
     #[arg(long)]
     pub json: bool,
@@ -126,6 +129,9 @@ impl ReaderArgs {
         if let Some(path) = &self.secret_key_file {
             files.add("the secret key file", path);
         }
+        if let Some(path) = &self.remote.bunker_client_key_file {
+            files.add("the bunker client key file", path);
+        }
         Ok(files)
     }
 }
@@ -156,7 +162,7 @@ impl ReaderArgs {
     /// Checks the options and opens a client with `config` (and the secret key, if given: one
     /// that is the reader's public key or one of `named`, the public keys the command was
     /// given, is refused).
-    pub fn open(
+    pub async fn open(
         &self,
         config: RuntimeConfig,
         named: &crate::secret::Known<'_>,
@@ -171,7 +177,8 @@ impl ReaderArgs {
         let reader: Vec<PublicKey> = pubkey.into_iter().collect();
         let mut known = vec![("the reader's", reader.as_slice())];
         known.extend_from_slice(named);
-        let keys = crate::secret::load(self.secret_key_file.as_deref(), &known)?;
+        let keys =
+            crate::secret::signer(self.secret_key_file.as_deref(), &self.remote, &known).await?;
         let store = self.open_store()?;
         Ok(Reader {
             policy,

@@ -1,11 +1,17 @@
-//! The reader's secret key for NIP-42 sign-in: from a file (`--secret-key-file`) or the
+//! The reader's signer: a secret key from a file (`--secret-key-file`) or the
 //! `OUTBOX_SECRET_KEY` environment variable, never from the command line (where every user of
-//! the machine could read it). No error message ever contains the key or the file's text.
+//! the machine could read it), or a NIP-46 remote signer (`--bunker`, or `OUTBOX_BUNKER`),
+//! which keeps the key out of this process. No error message ever contains the key, the
+//! file's text or the bunker URL (it may carry a secret).
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use anyhow::{bail, Context};
 use nostr::key::{Keys, PublicKey};
+use nostr_outbox_runtime::signer::nip46::Bunker;
+use nostr_outbox_runtime::Signer;
 
 /// The environment variable holding the key (an nsec or 64 hex characters).
 pub const ENV: &str = "OUTBOX_SECRET_KEY";
@@ -17,6 +23,87 @@ pub const MAX_KEY_FILE_BYTES: u64 = 1024;
 /// Public keys a command knows before it signs in, each list with whose they are (e.g. "the
 /// reader's"): a secret key equal to one of them is a public key put where the secret belongs.
 pub type Known<'a> = [(&'a str, &'a [PublicKey])];
+
+/// The environment variable holding a `bunker://` URL, for `--bunker`.
+pub const BUNKER_ENV: &str = "OUTBOX_BUNKER";
+
+/// The remote signer options every signing command shares.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct BunkerArgs {
+    /// Sign and decrypt with a NIP-46 remote signer instead of a key: its `bunker://` URL
+    /// (the key stays with the signer). Also from `OUTBOX_BUNKER`; conflicts with a key.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OUTBOX_BUNKER",
+        hide_env_values = true
+    )]
+    pub bunker: Option<String>,
+    /// With `--bunker`: keep the key this client speaks NIP-46 with in this file (an nsec,
+    /// created readable by you alone on first use), so a signer that accepts its secret once
+    /// knows this client on later runs. Without it each run is a new client.
+    #[arg(long, value_name = "PATH", requires = "bunker")]
+    pub bunker_client_key_file: Option<std::path::PathBuf>,
+    /// How long one signer request may take (approving on a phone counts), in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=crate::duration::MAX_SECS))]
+    pub signer_timeout: u64,
+}
+
+/// The client key in `path`: read when it exists (checked like a secret key file), else
+/// made and written owner-only.
+fn client_key(path: &Path) -> anyhow::Result<Keys> {
+    if path.exists() {
+        return read_file(path);
+    }
+    let keys = Keys::generate();
+    let nsec = nostr::nips::nip19::ToBech32::to_bech32(keys.secret_key())
+        .context("encoding the client key")?;
+    let shown = crate::text::escape(&path.display().to_string());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating the bunker client key file {shown}"))?;
+    std::io::Write::write_all(&mut file, nsec.as_bytes())
+        .with_context(|| format!("writing the bunker client key file {shown}"))?;
+    Ok(keys)
+}
+
+/// The signer, if one was given: a secret key ([`load`]) or a remote signer
+/// ([`BunkerArgs`]), never both. Every signer call, connecting included, is bounded by
+/// `--signer-timeout`.
+pub async fn signer(
+    file: Option<&Path>,
+    remote: &BunkerArgs,
+    known: &Known<'_>,
+) -> anyhow::Result<Option<Signer>> {
+    let bunker = remote.bunker.as_deref();
+    let timeout = Duration::from_secs(remote.signer_timeout);
+    let keys = load(file, known)?;
+    match (keys, bunker) {
+        (Some(_), Some(_)) => bail!(
+            "a secret key (--secret-key-file or {ENV}) and a remote signer (--bunker or \
+             {BUNKER_ENV}) were both given; use one"
+        ),
+        (Some(keys), None) => Ok(Some(Signer::from_keys(keys).with_timeout(timeout))),
+        (None, Some(url)) => {
+            tracing::info!("connecting to the remote signer (NIP-46)");
+            let client = match &remote.bunker_client_key_file {
+                Some(path) => client_key(path)?,
+                None => Keys::generate(),
+            };
+            let signer = Bunker::connect_with(url, client, timeout)
+                .await
+                .context("connecting to the remote signer (--bunker)")?;
+            tracing::info!(signer = %signer.name(), pubkey = %signer.public_key(), "remote signer connected");
+            Ok(Some(signer))
+        }
+        (None, None) => Ok(None),
+    }
+}
 
 /// The signing identity, if one was given: the file, else the environment variable. Both at
 /// once is an error (which one was meant is unclear). Every command reads the key here, so

@@ -14,7 +14,7 @@ use std::process::Command;
 use nostr::event::{Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{signed, RealRelay};
+use nostr_outbox_fleet::{signed, RealRelay, RemoteSigner};
 
 /// A fenced block of the README: its language and its lines.
 struct Block {
@@ -63,7 +63,11 @@ fn commands(block: &Block) -> Vec<Vec<String>> {
     joined
         .iter()
         .filter_map(|line| {
-            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            // A word in single quotes (a URL with `?` and `&`) is the word without them.
+            let words: Vec<String> = line
+                .split_whitespace()
+                .map(|w| w.trim_matches('\'').to_string())
+                .collect();
             match words.first().map(String::as_str) {
                 Some("outbox") => Some(words[1..].to_vec()),
                 Some("cargo") if words.get(1).map(String::as_str) == Some("run") => {
@@ -119,6 +123,8 @@ fn missing(expected: &[String], output: &str) -> Option<String> {
 /// The local relays standing in for the relays the README names.
 struct Relays {
     named: Vec<(&'static str, RealRelay)>,
+    /// The README's remote signer (`--bunker`), holding the reader's key.
+    _signer: RemoteSigner,
 }
 
 impl Relays {
@@ -172,6 +178,8 @@ async fn network() -> Relays {
             "wss://dm.example",
             RealRelay::start_with(|b| b.auth_dm(true)).await,
         ),
+        // Where the README's remote signer listens.
+        ("wss://bunker.example", RealRelay::start().await),
     ];
     let url = |name: &str| {
         named
@@ -235,7 +243,14 @@ async fn network() -> Relays {
     let dm_list = Tag::parse(["relay", url("wss://dm.example").as_str()]).unwrap();
     home.store(&signed(&alice, Kind::InboxRelays, "", vec![dm_list], 3600))
         .await;
-    Relays { named }
+    // `--bunker`: the reader's key in a remote signer whose own key (0x5e…5e) gives the
+    // README's URL.
+    let signer =
+        RemoteSigner::start_as(fixed(0x5e), reader, relay("wss://bunker.example"), None).await;
+    Relays {
+        named,
+        _signer: signer,
+    }
 }
 
 /// A NIP-17 chat message from `from` to `to`, gift wrapped for `to`.

@@ -9,12 +9,18 @@
 //! ask later get the same answer at once. No challenge yet: the sign-in waits for one. No
 //! challenge or no `OK` within the timeout, or a refused sign-in: the sign-in failed on this
 //! connection, and says why. A new socket starts anonymous.
+//!
+//! The signer may be remote and slow, so the socket's task never waits on it: it hands the
+//! unsigned event out ([`Step::Sign`]), keeps reading frames, and is given the result
+//! ([`Auth::signed`]); the signer's own timeout bounds the wait.
 
 use std::time::Duration;
 
-use nostr::event::{Event, EventBuilder, EventId, FinalizeEvent, Kind, Tag};
-use nostr::key::Keys;
+use nostr::event::{Event, EventBuilder, EventId, FinalizeUnsignedEvent, Kind, Tag, UnsignedEvent};
+use nostr::key::PublicKey;
 use nostr::message::ClientMessage;
+
+use crate::signer::{Signer, SignerError};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -22,17 +28,20 @@ use tokio_tungstenite::tungstenite::Message;
 /// ignored rather than signed and echoed back.
 pub const MAX_CHALLENGE_BYTES: usize = 1024;
 
-/// The signed kind:22242 event answering `challenge` on `relay`: its `relay` tag names exactly
-/// the relay that challenged.
-pub(super) fn auth_event(keys: &Keys, relay: &str, challenge: &str) -> Result<Event, String> {
+/// The kind:22242 event answering `challenge` on `relay`, to be signed: its `relay` tag names
+/// exactly the relay that challenged.
+pub(super) fn auth_event(
+    author: PublicKey,
+    relay: &str,
+    challenge: &str,
+) -> Result<UnsignedEvent, String> {
     let tags = [["relay", relay], ["challenge", challenge]]
         .into_iter()
         .map(|t| Tag::parse(t).map_err(|e| format!("cannot build the AUTH tags: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    EventBuilder::new(Kind::Authentication, "")
+    Ok(EventBuilder::new(Kind::Authentication, "")
         .tags(tags)
-        .finalize(keys)
-        .map_err(|e| format!("cannot sign the AUTH event: {e}"))
+        .finalize_unsigned(author))
 }
 
 /// Where one connection's sign-in stands.
@@ -42,6 +51,8 @@ enum State {
     Anonymous,
     /// Asked before any challenge came: waiting for one.
     AwaitingChallenge { deadline: Instant },
+    /// The AUTH event is with the signer (bounded by the signer's timeout).
+    Signing,
     /// AUTH sent: waiting for the relay's `OK` for it.
     Pending { event: EventId, deadline: Instant },
     /// The relay accepted the AUTH event.
@@ -55,6 +66,8 @@ enum State {
 pub(super) enum Step {
     /// Nothing yet.
     Wait,
+    /// Have the signer sign this AUTH event, then hand the result to [`Auth::signed`].
+    Sign(UnsignedEvent),
     /// Send this AUTH frame to the relay.
     Send(Message),
     /// Tell these links how the sign-in ended.
@@ -63,7 +76,7 @@ pub(super) enum Step {
 
 /// One connection's sign-in (see the [module docs](self)).
 pub(super) struct Auth {
-    signer: Option<Keys>,
+    signer: Option<Signer>,
     /// How long a sign-in may wait for a challenge, then for the `OK`.
     timeout: Duration,
     challenge: Option<String>,
@@ -73,7 +86,7 @@ pub(super) struct Auth {
 }
 
 impl Auth {
-    pub(super) fn new(signer: Option<Keys>, timeout: Duration) -> Self {
+    pub(super) fn new(signer: Option<Signer>, timeout: Duration) -> Self {
         Self {
             signer,
             timeout,
@@ -88,7 +101,7 @@ impl Auth {
         match &self.state {
             State::SignedIn => Step::Answer(vec![link], Ok(())),
             State::Failed(why) => Step::Answer(vec![link], Err(why.clone())),
-            State::AwaitingChallenge { .. } | State::Pending { .. } => {
+            State::AwaitingChallenge { .. } | State::Signing | State::Pending { .. } => {
                 self.asking.push(link);
                 Step::Wait
             }
@@ -122,6 +135,28 @@ impl Auth {
             return self.sign(url);
         }
         Step::Wait
+    }
+
+    /// The signer, for a [`Step::Sign`].
+    pub(super) fn signer(&self) -> Option<&Signer> {
+        self.signer.as_ref()
+    }
+
+    /// The signer's answer to a [`Step::Sign`]: the AUTH frame to send, or the sign-in failed.
+    pub(super) fn signed(&mut self, signed: Result<Event, SignerError>) -> Step {
+        if !matches!(self.state, State::Signing) {
+            return Step::Wait;
+        }
+        match signed {
+            Ok(event) => {
+                self.state = State::Pending {
+                    event: event.id,
+                    deadline: crate::deadline::after(self.timeout),
+                };
+                Step::Send(Message::text(ClientMessage::auth(event).as_json()))
+            }
+            Err(e) => self.fail(format!("cannot sign the AUTH event: {e}")),
+        }
     }
 
     /// Whether `id` is the AUTH event this connection awaits an `OK` for.
@@ -169,20 +204,17 @@ impl Auth {
     }
 
     fn sign(&mut self, url: &str) -> Step {
-        let Some(keys) = &self.signer else {
+        let Some(signer) = &self.signer else {
             return self.fail("no key to sign in with".into());
         };
         let Some(challenge) = &self.challenge else {
             return Step::Wait;
         };
-        match auth_event(keys, url, challenge) {
-            Ok(event) => {
-                tracing::info!(relay = %url, pubkey = %keys.public_key(), "signing in (NIP-42)");
-                self.state = State::Pending {
-                    event: event.id,
-                    deadline: crate::deadline::after(self.timeout),
-                };
-                Step::Send(Message::text(ClientMessage::auth(event).as_json()))
+        match auth_event(signer.public_key(), url, challenge) {
+            Ok(unsigned) => {
+                tracing::info!(relay = %url, pubkey = %signer.public_key(), signer = %signer.name(), "signing in (NIP-42)");
+                self.state = State::Signing;
+                Step::Sign(unsigned)
             }
             Err(why) => self.fail(why),
         }
@@ -202,11 +234,27 @@ mod tests {
     const URL: &str = "wss://relay.example";
 
     fn auth(signer: bool) -> Auth {
-        Auth::new(signer.then(Keys::generate), Duration::from_secs(5))
+        let signer = signer.then(|| Signer::from_keys(nostr::key::Keys::generate()));
+        Auth::new(signer, Duration::from_secs(5))
     }
 
-    fn sent_id(step: &Step) -> String {
-        let Step::Send(Message::Text(text)) = step else {
+    /// Carries a [`Step::Sign`] out as the socket's task does, returning the next step.
+    fn sign(a: &mut Auth, step: Step) -> Step {
+        let Step::Sign(unsigned) = step else {
+            return step;
+        };
+        let signer = a.signer().unwrap().clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let signed = runtime.block_on(signer.sign(unsigned));
+        a.signed(signed)
+    }
+
+    fn sent_id(a: &mut Auth, step: Step) -> String {
+        let step = sign(a, step);
+        let Step::Send(Message::Text(text)) = &step else {
             panic!("no AUTH sent: {step:?}");
         };
         let value: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
@@ -222,7 +270,8 @@ mod tests {
             Step::Wait,
             "nobody asked: nothing signed"
         );
-        let id = sent_id(&a.ask(1, URL));
+        let step = a.ask(1, URL);
+        let id = sent_id(&mut a, step);
         assert_eq!(a.ask(2, URL), Step::Wait, "one AUTH per connection");
         assert!(a.awaits(&id));
         assert_eq!(a.ok(true, ""), Step::Answer(vec![1, 2], Ok(())));
@@ -239,7 +288,8 @@ mod tests {
             Step::Wait,
             "an empty challenge is not signed"
         );
-        let id = sent_id(&a.challenge("c2", URL));
+        let step = a.challenge("c2", URL);
+        let id = sent_id(&mut a, step);
         assert!(a.awaits(&id));
         let mut b = auth(true);
         assert_eq!(b.ask(1, URL), Step::Wait);
@@ -255,7 +305,8 @@ mod tests {
     fn refusals_and_missing_keys_are_answers_too() {
         let mut a = auth(true);
         a.challenge("c", URL);
-        sent_id(&a.ask(1, URL));
+        let step = a.ask(1, URL);
+        sent_id(&mut a, step);
         assert_eq!(
             a.ok(false, "restricted: not you"),
             Step::Answer(vec![1], Err("sign-in refused: restricted: not you".into()))
@@ -269,6 +320,23 @@ mod tests {
         assert_eq!(
             none.ask(1, URL),
             Step::Answer(vec![1], Err("no key to sign in with".into()))
+        );
+        // A signer that did not answer: the sign-in fails, naming it.
+        let mut slow = auth(true);
+        slow.challenge("c", URL);
+        assert!(matches!(slow.ask(1, URL), Step::Sign(_)));
+        let late = SignerError::TimedOut {
+            signer: "bunker x".into(),
+            what: "sign an event",
+            after: Duration::from_secs(1),
+        };
+        let Step::Answer(links, Err(why)) = slow.signed(Err(late)) else {
+            panic!("no answer");
+        };
+        assert_eq!(links, [1]);
+        assert!(
+            why.contains("bunker x") && why.contains("did not answer"),
+            "{why}"
         );
         let long = "x".repeat(MAX_CHALLENGE_BYTES + 1);
         let mut c = auth(true);

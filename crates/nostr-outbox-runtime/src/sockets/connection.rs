@@ -15,10 +15,16 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use nostr::key::Keys;
+use nostr::event::Event;
 use nostr::message::RelayMessage;
 
 use super::auth::{Auth, Step};
+use crate::signer::{Signer, SignerError};
+
+/// The signer's work on this connection's AUTH event, polled beside the frames.
+type Signing = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Event, SignerError>> + Send + 'static>,
+>;
 use super::{frame, Dial, DialError, Inner, MAX_PENDING_OKS};
 
 /// An open relay socket.
@@ -88,6 +94,9 @@ pub(super) struct Connection {
     ok_order: VecDeque<String>,
     /// The connection's sign-in, shared by every link on it.
     auth: Auth,
+    /// The AUTH event the signer is signing, if any: never awaited inline, so frames keep
+    /// flowing to the links while a remote signer thinks.
+    signing: Option<Signing>,
     /// Subscriptions open on the relay, by wire id, with the link that opened them.
     open: HashMap<String, u64>,
     /// The relay's subscription limit, once a link read it.
@@ -109,12 +118,13 @@ impl Connection {
         url: String,
         socket: u64,
         dial: Dial,
-        signer: Option<Keys>,
+        signer: Option<Signer>,
         idle: Duration,
         pool: Weak<Inner>,
     ) -> Self {
         Self {
             auth: Auth::new(signer, dial.sign_in_timeout),
+            signing: None,
             url,
             socket,
             dial,
@@ -332,6 +342,13 @@ impl Connection {
                 _ = sleep_until(idle_at.unwrap_or_else(Instant::now)), if idle_at.is_some() => {
                     return End::Quiet;
                 }
+                signed = async { self.signing.as_mut().expect("polled only when set").await }, if self.signing.is_some() => {
+                    self.signing = None;
+                    let step = self.auth.signed(signed);
+                    if let Err(e) = self.sign_in(ws, step).await {
+                        return End::Broken(format!("sending failed: {e}"));
+                    }
+                }
                 _ = sleep_until(auth_at.unwrap_or_else(Instant::now)), if auth_at.is_some() => {
                     let step = self.auth.expired();
                     if let Err(e) = self.sign_in(ws, step).await {
@@ -477,6 +494,13 @@ impl Connection {
     ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
         match step {
             Step::Wait => Ok(()),
+            Step::Sign(unsigned) => {
+                let signer = self.auth.signer().cloned();
+                self.signing = signer.map(|signer| -> Signing {
+                    Box::pin(async move { signer.sign(unsigned).await })
+                });
+                Ok(())
+            }
             Step::Send(msg) => ws.send(msg).await,
             Step::Answer(links, result) => {
                 for link in links {

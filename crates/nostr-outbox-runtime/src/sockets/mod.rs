@@ -12,7 +12,7 @@
 //! reserve`: the [`reserve`](SocketBudget::reserve) is kept for short work (lookups, probes,
 //! publishing), which ends by its own timeouts and so always frees its place again. A feed can
 //! never starve a lookup, and a lookup never waits for a feed to end. Among lasting places,
-//! some may be [kept](Sockets::keep) for named relays (a feed's reader relays and indexers)
+//! some may be kept (`Sockets::keep`) for named relays (a feed's reader relays and indexers)
 //! until their socket opens: other lasting links never take them, so those relays never wait
 //! behind relays that are slow to answer or never do.
 //!
@@ -194,7 +194,7 @@ impl Default for Sockets {
 pub(crate) struct Inner {
     budget: SocketBudget,
     /// Signs the connections in where a link asks (NIP-42): the client's signer.
-    signer: Option<nostr::key::Keys>,
+    signer: Option<crate::signer::Signer>,
     table: Mutex<Table>,
     /// Woken whenever a socket opens, falls unused or ends: a waiting link may join it, have
     /// it closed, or take its place.
@@ -279,7 +279,7 @@ impl Sockets {
     }
 
     /// No sockets yet; each signs in with `signer` once a link asks.
-    pub(crate) fn signing(budget: SocketBudget, signer: Option<nostr::key::Keys>) -> Self {
+    pub(crate) fn signing(budget: SocketBudget, signer: Option<crate::signer::Signer>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 budget,
@@ -292,7 +292,7 @@ impl Sockets {
     }
 
     /// What its sockets sign in with, if anything.
-    pub(crate) fn signer(&self) -> Option<&nostr::key::Keys> {
+    pub(crate) fn signer(&self) -> Option<&crate::signer::Signer> {
         self.inner.signer.as_ref()
     }
 

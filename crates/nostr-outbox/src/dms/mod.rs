@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nostr::event::Kind;
-use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::dms::MAX_DM_RELAYS;
 use nostr_outbox_client::routes::{DmQuery, DmSource, Route, RouteBudget, RouteContext};
+use nostr_outbox_runtime::Signer;
 use nostr_outbox_runtime::{
     DmLists, DmRead, DmRelayOutcome, LookupOutcome, Refusal, RuntimeConfig, UnwrapError, Wrap,
 };
@@ -106,13 +106,15 @@ async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
         seed: rand::random(),
         ..RuntimeConfig::default()
     };
-    let reader = args.reader.open(runtime_config, &[])?;
+    let reader = args.reader.open(runtime_config, &[]).await?;
     let client = &reader.client;
     let keys = client.signer().cloned();
     let pubkey = match (reader.pubkey, &keys) {
         (Some(pubkey), _) => pubkey,
         (None, Some(keys)) => keys.public_key(),
-        (None, None) => bail!("whose messages? give --npub, or the reader's --secret-key-file"),
+        (None, None) => {
+            bail!("whose messages? give --npub, or the reader's --secret-key-file or --bunker")
+        }
     };
     if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
         bail!(
@@ -123,7 +125,7 @@ async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
     if args.decrypt && keys.is_none() {
         bail!(
             "--decrypt needs the reader's secret key: give --secret-key-file (or \
-             OUTBOX_SECRET_KEY)"
+             OUTBOX_SECRET_KEY), or a remote signer (--bunker)"
         );
     }
     let npub = pubkey.to_bech32().context("encoding the reader's npub")?;
@@ -174,7 +176,7 @@ async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
     }
 
     let read = nostr_outbox_runtime::read_wraps(&plan, client, usize::from(args.limit)).await;
-    let shown = print_messages(&read, keys.as_ref().filter(|_| args.decrypt), reader.json)?;
+    let shown = print_messages(&read, keys.as_ref().filter(|_| args.decrypt), reader.json).await?;
     describe_read(&read, &shown);
 
     let need: Vec<String> = read.need_sign_in().map(escape).collect();
@@ -259,22 +261,30 @@ struct Line {
     text: String,
 }
 
-/// Prints the wraps (opened with `keys` when given) to stdout, oldest first; a closed stdout
+/// Prints the wraps (opened with `signer` when given) to stdout, oldest first; a closed stdout
 /// is the error returned.
-fn print_messages(read: &DmRead, keys: Option<&Keys>, json: bool) -> anyhow::Result<Shown> {
+async fn print_messages(
+    read: &DmRead,
+    signer: Option<&Signer>,
+    json: bool,
+) -> anyhow::Result<Shown> {
     let mut shown = Shown::default();
     let mut lines: Vec<Line> = Vec::with_capacity(read.wraps.len());
     // A message is shown once however many wraps carried it.
     let mut seen = std::collections::HashSet::new();
     for wrap in &read.wraps {
-        let line = match keys {
+        let line = match signer {
             None => wrap_line(wrap, json),
-            Some(keys) => match nostr_outbox_runtime::unwrap_dm(keys, &wrap.event) {
+            Some(signer) => match nostr_outbox_runtime::unwrap_dm(signer, &wrap.event).await {
                 Ok(dm) if !seen.insert(dm.rumor) => {
                     shown.repeated += 1;
                     continue;
                 }
                 Ok(dm) => message_line(wrap, &dm, json),
+                // A signer that did not answer would keep every other wrap waiting as long.
+                Err(nostr_outbox_runtime::UnwrapError::Signer(e)) => {
+                    return Err(anyhow::anyhow!(e).context("opening the messages"))
+                }
                 Err(e) => {
                     shown.unopened += 1;
                     unopened_line(wrap, &e, json)
@@ -406,9 +416,10 @@ fn when(secs: u64) -> String {
 mod tests {
     use super::*;
     use nostr::event::{EventBuilder, FinalizeEvent, Tag};
+    use nostr::key::Keys;
 
-    #[test]
-    fn a_wrap_that_does_not_open_is_one_escaped_line() {
+    #[tokio::test]
+    async fn a_wrap_that_does_not_open_is_one_escaped_line() {
         let (reader, stranger) = (Keys::generate(), Keys::generate());
         let bad = EventBuilder::new(Kind::GiftWrap, "garbage")
             .tag(Tag::public_key(reader.public_key()))
@@ -418,7 +429,10 @@ mod tests {
             event: bad,
             relay: "wss://r.example/\u{1b}[2J".into(),
         };
-        let why = nostr_outbox_runtime::unwrap_dm(&reader, &wrap.event).unwrap_err();
+        let reader = Signer::from_keys(reader);
+        let why = nostr_outbox_runtime::unwrap_dm(&reader, &wrap.event)
+            .await
+            .unwrap_err();
         for json in [false, true] {
             let line = unopened_line(&wrap, &why, json).text;
             assert!(!line.contains('\n'), "{line}");

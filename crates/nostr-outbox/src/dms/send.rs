@@ -101,11 +101,12 @@ async fn send(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut reader = args
         .reader
-        .open(runtime_config, &[("a recipient's", recipients.as_slice())])?;
+        .open(runtime_config, &[("a recipient's", recipients.as_slice())])
+        .await?;
     let Some(keys) = reader.client.signer().cloned() else {
         bail!(
             "sending needs the sender's secret key: give --secret-key-file (or \
-             OUTBOX_SECRET_KEY)"
+             OUTBOX_SECRET_KEY), or a remote signer (--bunker)"
         );
     };
     let me = keys.public_key();
@@ -114,6 +115,7 @@ async fn send(args: Args) -> anyhow::Result<ExitCode> {
     }
     reader.pubkey = Some(me);
     let dm = nostr_outbox_runtime::wrap_dm(&keys, &recipients, &args.message)
+        .await
         .map_err(|e| anyhow::anyhow!("the message was not sent: {e}"))?;
 
     let people: Vec<PublicKey> = dm.wraps.iter().map(|(pk, _)| *pk).collect();

@@ -36,7 +36,12 @@ pub(super) async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         "indexer",
     )?;
     let known = [("the reader's", std::slice::from_ref(&reader))];
-    let auth = crate::secret::load(args.reader.secret_key_file.as_deref(), &known)?;
+    let auth = crate::secret::signer(
+        args.reader.secret_key_file.as_deref(),
+        &args.reader.remote,
+        &known,
+    )
+    .await?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }

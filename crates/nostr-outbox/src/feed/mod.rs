@@ -285,7 +285,7 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         ("the reader's", reader.as_slice()),
         ("a follow's", given.as_slice()),
     ];
-    let auth = crate::secret::load(key_file, &known)?;
+    let auth = crate::secret::signer(key_file, &args.reader.remote, &known).await?;
     if let Some(keys) = &auth {
         tracing::info!(pubkey = %keys.public_key(), "signing in where relays require it");
     }
@@ -385,8 +385,11 @@ async fn feed(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => read_follows(&args.follows)?,
     };
-    if let Some(keys) = client.signer() {
-        crate::secret::refuse_public(keys, key_file, "a follow's", &follows)?;
+    // A remote signer's key is not here to compare; a key read again is.
+    if client.signer().is_some() {
+        if let Some(keys) = crate::secret::load(key_file, &[])? {
+            crate::secret::refuse_public(&keys, key_file, "a follow's", &follows)?;
+        }
     }
     if follows.is_empty() {
         bail!("no follows: give --follows or --npub");

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eose_timeout: args.timeout,
             ..runtime_config(false)
         };
-        let reader = &mut args.reader.open(config, &known)?;
+        let reader = &mut args.reader.open(config, &known).await?;
         let plan = route(reader, built).await?;
         describe_plan("count", &plan, reader.json)?;
         // Each relay is asked what it is routed for, all at once.

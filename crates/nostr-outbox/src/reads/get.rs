@@ -176,7 +176,7 @@ pub fn run_get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let named: Vec<_> = pointer.author().into_iter().collect();
     on_runtime(async {
         let known = [("the pointer's author's", named.as_slice())];
-        let mut reader = args.reader.open(runtime_config(false), &known)?;
+        let mut reader = args.reader.open(runtime_config(false), &known).await?;
         Ok(match get(&pointer, &mut reader, "get", None).await? {
             Got::Found(_) => ExitCode::SUCCESS,
             Got::NotFound => ExitCode::FAILURE,
@@ -204,7 +204,7 @@ pub fn run_thread(args: ThreadArgs) -> anyhow::Result<ExitCode> {
         // The event first: its author and tags say where its replies are.
         let named: Vec<_> = pointer.author().into_iter().collect();
         let known = [("the event author's", named.as_slice())];
-        let mut reader = args.reader.open(runtime_config(false), &known)?;
+        let mut reader = args.reader.open(runtime_config(false), &known).await?;
         let root = match get(&pointer, &mut reader, "event", Some("root")).await? {
             Got::Found(root) => Some(root),
             Got::NotFound => None,

@@ -342,7 +342,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut named = people(&built.filter);
         named.extend(built.event_authors.iter().copied());
         let known = [("a person the filter names", named.as_slice())];
-        let mut reader = args.reader.open(runtime_config(args.stream), &known)?;
+        let mut reader = args
+            .reader
+            .open(runtime_config(args.stream), &known)
+            .await?;
         let plan = route(&mut reader, built).await?;
         describe_plan("req", &plan, reader.json)?;
         let pass = read(&plan, &reader.client, reader.json, 0).await?;

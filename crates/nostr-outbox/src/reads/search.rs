@@ -212,7 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         filter = filter.kinds(args.kinds.iter().map(|k| Kind::from(*k)));
     }
     on_runtime(async {
-        let mut reader = args.reader.open(runtime_config(false), &[])?;
+        let mut reader = args.reader.open(runtime_config(false), &[]).await?;
         let configured = crate::reader::canonical_relays(
             &reader.policy,
             args.search_relays.iter().take(MAX_SEARCH_RELAYS),
