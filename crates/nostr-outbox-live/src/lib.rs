@@ -178,7 +178,7 @@ impl LiveConfig {
     pub fn timed() -> Self {
         Self {
             runtime: RuntimeConfig {
-                limits: nostr_outbox_runtime::limits::LimitsConfig::fast_for_tests(),
+                limits: nostr_outbox_runtime::connection::limits::LimitsConfig::fast_for_tests(),
                 ..RuntimeConfig::default()
             },
             delay: true,

@@ -3,7 +3,7 @@
 //! A [`Client`] owns the live resources — the sockets (one per relay, one budget for every
 //! connection the client opens, relay documents included), the signer it signs in with, and
 //! the cache of relay documents, what each relay was learned to speak
-//! ([`Extensions`](crate::extensions)) — beside the knobs ([`RuntimeConfig`], plain data). The feed
+//! ([`Extensions`](crate::connection::extensions)) — beside the knobs ([`RuntimeConfig`], plain data). The feed
 //! ([`start`](crate::start)), route feeds ([`start_route`](crate::start_route)), lookups
 //! ([`lookup`](crate::lookup)), probes, monitors and publishing ([`publish`](crate::publish()))
 //! all borrow it, so two of them running at once share one socket per relay and stay within
@@ -13,10 +13,10 @@
 use std::sync::Arc;
 
 use crate::config::RuntimeConfig;
-use crate::extensions::Extensions;
-use crate::nip11::Nip11Cache;
+use crate::connection::extensions::Extensions;
+use crate::connection::nip11::Nip11Cache;
+use crate::connection::sockets::{SocketBudget, Sockets};
 use crate::signer::Signer;
-use crate::sockets::{SocketBudget, Sockets};
 
 /// One client's sockets, signer, relay documents and knobs (see the [module docs](self)).
 #[derive(Clone)]

@@ -6,7 +6,7 @@ use nostr::event::Kind;
 use nostr::types::Timestamp;
 use rand::Rng;
 
-use crate::limits::LimitsConfig;
+use crate::connection::limits::LimitsConfig;
 
 /// How a feed behaves on the wire. The defaults suit the public network; tests shorten every
 /// timeout so that faults resolve in well under a second.
@@ -154,8 +154,8 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// The knobs a socket dials and closes with.
-    pub(crate) fn dial(&self) -> crate::sockets::Dial {
-        crate::sockets::Dial {
+    pub(crate) fn dial(&self) -> crate::connection::sockets::Dial {
+        crate::connection::sockets::Dial {
             connect_timeout: self.connect_timeout,
             shutdown_grace: self.shutdown_grace,
             hard_frame_limit: self.hard_frame_limit,

@@ -21,7 +21,7 @@
 //!   at once stay within the budget, a reserve of it kept for short work.
 //! - **Paging**: relays cap each REQ, so a slot splits its filter into author chunks that fit
 //!   the relay's limits (its NIP-11 document, else defaults) and pages each backwards until the
-//!   window is complete or the page budget runs out ([`slot`], `nostr_outbox_client::paging`).
+//!   window is complete or the page budget runs out ([`slot`](feed::slot), `nostr_outbox_client::paging`).
 //! - **The first REQ goes out before any relay list is known**: with lists missing, the plan
 //!   asks the reader's relays about everyone (the residual). Those relays are also asked for the
 //!   follows' kind:10002 lists; when lists arrive (debounced) the coordinator re-plans and
@@ -79,60 +79,43 @@
 //! # }
 //! ```
 
+pub mod asks;
 pub mod client;
 pub mod config;
-mod coordinator;
-pub mod count;
+pub mod connection;
 mod deadline;
 mod dedup;
-pub mod dms;
-mod exchange;
-pub mod extensions;
 pub mod feed;
-pub mod limits;
-pub mod monitor;
-pub mod nip11;
 pub mod penalty;
-pub mod places;
-mod probe;
-pub mod publish;
-pub mod query;
-pub mod refusal;
-pub mod route_feed;
 pub mod signer;
-pub mod slot;
-pub mod sockets;
-mod start;
 pub mod store;
-pub mod sync;
-mod tls;
 
-pub use client::Client;
-pub use config::{Backoff, OpenFeed, PenaltyPolicy, RuntimeConfig, Schedule};
-pub use count::{count, Counts};
-pub use dms::{
+pub use asks::count::{count, Counts};
+pub use asks::dms::{
     find_dm_lists, read_wraps, unwrap_dm, wrap_dm, DirectMessage, DmLists, DmRead, DmRelayOutcome,
     OutgoingDm, UnwrapError, Wrap, WrapError,
 };
-pub use exchange::FrameDrop;
-pub use extensions::{Extension, Extensions, Learned, Verdict};
+pub use asks::lookup::{fetch_events, lookup, Lookup, LookupOutcome};
+pub use asks::publish::{
+    publish, rebroadcast, PublishConfig, PublishOutcome, PublishReport, RelayPublish,
+};
+pub use asks::route_feed::{start_route, RouteEvent, RouteFeed};
+pub use asks::sync::{sync, SyncOutcome, Synced};
+pub use client::Client;
+pub use config::{Backoff, OpenFeed, PenaltyPolicy, RuntimeConfig, Schedule};
+pub use connection::exchange::FrameDrop;
+pub use connection::extensions::{Extension, Extensions, Learned, Verdict};
+pub use connection::limits::{LimitsConfig, Nip11Config};
+pub use connection::nip11::Nip11Cache;
+pub use connection::refusal::Refusal;
+pub use connection::sockets::{Role, SocketBudget, SocketStats, Sockets};
+pub use feed::places::Places;
+pub use feed::slot::{Failure, SubKind};
+pub use feed::start;
 pub use feed::{
     AuthOutcome, FeedEvent, FeedHandle, FeedInput, FeedSummary, ProbeOutcome, ProbeSummary,
     RelayMark, RelayOutcome, Status, SubscribeError, Subscription, SUMMARY_FORMAT,
 };
-pub use limits::{LimitsConfig, Nip11Config};
-pub use nip11::Nip11Cache;
 pub use nostr_outbox_client::Carriers;
 pub use penalty::{PenaltyBox, PenaltyEntry};
-pub use places::Places;
-pub use publish::{
-    publish, rebroadcast, PublishConfig, PublishOutcome, PublishReport, RelayPublish,
-};
-pub use query::{fetch_events, lookup, Lookup, LookupOutcome};
-pub use refusal::Refusal;
-pub use route_feed::{start_route, RouteEvent, RouteFeed};
 pub use signer::{Signer, SignerBackend, SignerError};
-pub use slot::{Failure, SubKind};
-pub use sockets::{Role, SocketBudget, SocketStats, Sockets};
-pub use start::start;
-pub use sync::{sync, SyncOutcome, Synced};

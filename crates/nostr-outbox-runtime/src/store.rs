@@ -14,7 +14,7 @@ use nostr_outbox_client::{LoadWarning, StatsStoreError};
 use nostr_outbox_client::{StateStore, MAX_STORED_LISTS};
 use nostr_outbox_core::RawRelayList;
 
-use crate::extensions::Learned;
+use crate::connection::extensions::Learned;
 use crate::penalty::PenaltyBox;
 
 /// The field of the penalty document that holds what relays were learned to speak.
@@ -123,7 +123,7 @@ mod tests {
         learned.record(
             "wss://a.example",
             crate::Extension::Reconcile,
-            crate::extensions::Outcome::Ignored,
+            crate::connection::extensions::Outcome::Ignored,
             1_700_000_000,
         );
         learned

@@ -8,7 +8,7 @@ use std::time::Duration;
 use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::extensions::Outcome;
+use nostr_outbox_runtime::connection::extensions::Outcome;
 use nostr_outbox_runtime::{
     count, sync, Client, Extension, LookupOutcome, RuntimeConfig, SyncOutcome,
 };

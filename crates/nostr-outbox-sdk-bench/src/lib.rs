@@ -40,6 +40,9 @@ pub enum Engine {
     OutboxPaged,
 }
 
+/// The engine nostr-sdk is given, and the outbox engine as itself (for its paged read).
+type Engines = (Arc<dyn NostrGossip>, Option<Arc<OutboxGossip>>);
+
 /// nostr-sdk's `Client` as a live bench row.
 #[derive(Debug)]
 pub struct SdkClient {
@@ -47,7 +50,7 @@ pub struct SdkClient {
     setup: ClientSetup,
     /// Made at the first session (the reader's relays are known then), kept after; the
     /// outbox engine also as itself, for its paged read.
-    gossip: OnceCell<(Arc<dyn NostrGossip>, Option<Arc<OutboxGossip>>)>,
+    gossip: OnceCell<Engines>,
 }
 
 impl SdkClient {
@@ -63,7 +66,7 @@ impl SdkClient {
     async fn gossip(
         &self,
         reader_relays: &[String],
-    ) -> (Arc<dyn NostrGossip>, Option<Arc<OutboxGossip>>) {
+    ) -> Engines {
         let made = self.gossip.get_or_init(|| async {
             match self.engine {
                 Engine::Memory => (

@@ -5,7 +5,7 @@ use std::time::Duration;
 use nostr::event::Event;
 use nostr_outbox_client::Carriers;
 
-use crate::slot::{Failure, FrameDrop};
+use crate::feed::slot::{Failure, FrameDrop};
 
 /// What the feed channel carries.
 #[derive(Clone, Debug)]

@@ -11,8 +11,8 @@ use tokio::task::JoinHandle;
 
 use super::control::{Control, SubscribeError};
 use super::summary::FeedSummary;
+use crate::asks::route_feed::{start_route, RouteEvent, RouteFeed};
 use crate::client::Client;
-use crate::route_feed::{start_route, RouteEvent, RouteFeed};
 
 /// A client's own subscription on a running feed's sockets ([`FeedHandle::subscribe`]).
 #[derive(Debug)]
@@ -180,7 +180,7 @@ impl FeedHandle {
                     .author(reader)
                     .kind(Kind::ContactList)
                     .since(newest);
-                let found = crate::query::lookup(&relays, &filter, &client).await;
+                let found = crate::asks::lookup::lookup(&relays, &filter, &client).await;
                 let newest_found = (found.events.iter())
                     .filter(|e| e.kind == Kind::ContactList && e.pubkey == reader)
                     .max_by_key(|e| e.created_at);

@@ -8,10 +8,10 @@ use nostr_outbox_client::Carriers;
 use nostr_outbox_core::{DeliveryStats, RawRelayList};
 use serde::Serialize;
 
+use crate::connection::sockets::SocketStats;
+use crate::feed::places::Places;
+use crate::feed::slot::FrameDrop;
 use crate::penalty::PenaltyBox;
-use crate::places::Places;
-use crate::slot::FrameDrop;
-use crate::sockets::SocketStats;
 
 /// What a relay did during the feed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -351,7 +351,7 @@ async fn relay(
     mut frames: mpsc::UnboundedReceiver<String>,
     out: mpsc::UnboundedSender<FromRelay>,
 ) {
-    crate::tls::install_crypto_provider();
+    crate::connection::tls::install_crypto_provider();
     let limits = WebSocketConfig::default()
         .max_message_size(Some(MAX_BUNKER_FRAME_BYTES))
         .max_frame_size(Some(MAX_BUNKER_FRAME_BYTES));

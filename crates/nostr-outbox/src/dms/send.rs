@@ -17,7 +17,7 @@ use nostr::types::Timestamp;
 use nostr_outbox_client::routes::dms::MAX_DM_RELAYS;
 use nostr_outbox_client::routes::{PublishQuery, Route, RouteBudget, RouteContext};
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
-use nostr_outbox_runtime::dms::MAX_DM_RECIPIENTS;
+use nostr_outbox_runtime::asks::dms::MAX_DM_RECIPIENTS;
 use nostr_outbox_runtime::{PublishConfig, PublishReport, RuntimeConfig};
 use tokio::task::JoinSet;
 

@@ -29,7 +29,7 @@ use crate::text::escape;
 pub const DEFAULT_LIMIT: usize = 100;
 
 /// The largest `limit` a read asks: what the route feed reads of one relay's stored events.
-pub const MAX_LIMIT: usize = nostr_outbox_runtime::route_feed::MAX_STORED_EVENTS;
+pub const MAX_LIMIT: usize = nostr_outbox_runtime::asks::route_feed::MAX_STORED_EVENTS;
 
 /// The knobs of a read: one pass to EOSE unless it streams.
 pub fn runtime_config(stream: bool) -> RuntimeConfig {

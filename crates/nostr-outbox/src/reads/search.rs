@@ -10,7 +10,7 @@ use anyhow::bail;
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr_outbox_client::routes::{RouteKind, RoutePlan, RouteTarget};
-use nostr_outbox_runtime::extensions::{Extension, Verdict, Wait};
+use nostr_outbox_runtime::connection::extensions::{Extension, Verdict, Wait};
 
 use super::{describe, on_runtime, read, runtime_config, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::reader::{Reader, ReaderArgs};

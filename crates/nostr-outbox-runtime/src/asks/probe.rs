@@ -3,7 +3,7 @@
 //!
 //! Each relay of a [`ProbePlan`] gets one socket and one REQ, a filter per follow asking its
 //! newest notes of the feed's window, through the route feed's relay task
-//! ([`crate::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). The
+//! ([`crate::asks::route_feed`]: dial, REQ, verified events that match until EOSE, with `once`). The
 //! client's socket budget is the one cap on probe sockets, as on everything else: a relay waits
 //! for a place of it before it dials ([`Sockets`](crate::Sockets)). A probe gives up connecting
 //! after the schedule's `probe_connect_timeout`, but a
@@ -18,7 +18,7 @@
 //! Bounded: every relay by the connect and EOSE timeouts, the whole run by its waves of those
 //! (as many waves as the budget's places take to probe every relay),
 //! the notes kept per relay by the filters' limits (at most
-//! [`MAX_STORED_EVENTS`](crate::route_feed::MAX_STORED_EVENTS)).
+//! [`MAX_STORED_EVENTS`](crate::asks::route_feed::MAX_STORED_EVENTS)).
 
 use std::time::Duration;
 
@@ -32,9 +32,9 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, trace, warn};
 
+use crate::asks::route_feed::{relay_seed, Relay, RouteEvent, MAX_STORED_EVENTS};
 use crate::client::Client;
-use crate::refusal::Refusal;
-use crate::route_feed::{relay_seed, Relay, RouteEvent, MAX_STORED_EVENTS};
+use crate::connection::refusal::Refusal;
 
 /// The filter generation probes are recorded with: a probed relay was not asked in the run, so
 /// there is no earlier filter to tell its answer apart from (the simulator records the same).
@@ -261,7 +261,7 @@ async fn probe_one(
             stop,
             seed,
             sub: PROBE_SUB,
-            role: crate::sockets::Role::Probe,
+            role: crate::connection::sockets::Role::Probe,
         };
         let ((), gathered) = tokio::join!(relay.run(), gather);
         gathered

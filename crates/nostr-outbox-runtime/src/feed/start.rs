@@ -6,14 +6,14 @@ use std::collections::BTreeSet;
 use nostr_outbox_core::DeliveryStats;
 use tokio::sync::mpsc;
 
+use crate::asks::monitor;
 use crate::client::Client;
-use crate::coordinator;
+use crate::feed::coordinator;
 use crate::feed::event::FeedEvent;
 use crate::feed::handle::FeedHandle;
 use crate::feed::input::FeedInput;
-use crate::monitor;
-use crate::places::Places;
-use crate::slot;
+use crate::feed::places::Places;
+use crate::feed::slot;
 
 /// Starts a feed: loads the stats, makes the first plan (before any list is known, unless lists
 /// were given) and dials its slots. Drain the returned channel; the feed waits for it.

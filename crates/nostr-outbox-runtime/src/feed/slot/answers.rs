@@ -3,7 +3,7 @@
 //! purpose or the connection.
 
 use super::*;
-use crate::exchange::{Answer, Ended as AskEnded, Heard};
+use crate::connection::exchange::{Answer, Ended as AskEnded, Heard};
 
 impl Slot {
     /// What the session heard, applied. `attempt` (the reconnect backoff) starts over at an
@@ -106,7 +106,7 @@ impl Slot {
         }
     }
 
-    /// An [admitted](crate::exchange::admit) event on page `id`: counted for its page, passed
+    /// An [admitted](crate::connection::exchange::admit) event on page `id`: counted for its page, passed
     /// on the first time its chunk sees it (live notes always).
     pub(super) async fn on_event(&mut self, id: AskId, event: Event) -> Handled {
         let Some(open) = self.open.get_mut(&id) else {

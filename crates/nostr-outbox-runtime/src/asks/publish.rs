@@ -24,9 +24,9 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
 use crate::client::Client;
-use crate::exchange::{Answer, Ask, Ended, Exchange};
-use crate::refusal::Refusal;
-use crate::sockets::{Link as Socket, Role};
+use crate::connection::exchange::{Answer, Ask, Ended, Exchange};
+use crate::connection::refusal::Refusal;
+use crate::connection::sockets::{Link as Socket, Role};
 
 /// Attempts per relay (the first included) for retryable outcomes.
 pub const MAX_PUBLISH_ATTEMPTS: u32 = 4;
@@ -261,7 +261,8 @@ pub async fn rebroadcast(
     for (i, url) in urls.iter().enumerate() {
         let (url, filter, client) = (url.clone(), filter.clone(), client.clone());
         asks.spawn(async move {
-            let ask = crate::query::fetch_events(std::slice::from_ref(&url), &filter, &client);
+            let ask =
+                crate::asks::lookup::fetch_events(std::slice::from_ref(&url), &filter, &client);
             // Unanswered in time: treated as lacking the event.
             let found = timeout_at(asked_by, ask).await.unwrap_or_default();
             (i, !found.is_empty())
@@ -332,7 +333,7 @@ async fn to_relay(
 ) -> RelayPublish {
     let knobs = client.config();
     let mut rng =
-        rand_chacha::ChaCha8Rng::seed_from_u64(crate::route_feed::relay_seed(knobs.seed, i));
+        rand_chacha::ChaCha8Rng::seed_from_u64(crate::asks::route_feed::relay_seed(knobs.seed, i));
     let max_attempts = cfg.max_attempts.clamp(1, MAX_PUBLISH_ATTEMPTS);
     let mut attempts = 0u32;
     loop {
@@ -390,7 +391,7 @@ async fn attempt(
     result
 }
 
-/// The event sent as one exchange (`crate::exchange`: sign-in as on every path; a
+/// The event sent as one exchange (`crate::connection::exchange`: sign-in as on every path; a
 /// `rate-limited:` `OK` is this attempt's outcome), and the relay's `OK` read as an outcome.
 async fn answer(
     ws: &mut Socket,

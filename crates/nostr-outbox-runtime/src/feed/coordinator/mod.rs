@@ -36,17 +36,17 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::asks::probe::Probing;
 use crate::client::Client;
 use crate::config::RuntimeConfig;
+use crate::connection::sockets::Kept;
 use crate::feed::control::{Control, SubscribeError};
 use crate::feed::event::{FeedEvent, Status};
 use crate::feed::input::FeedInput;
+use crate::feed::places::Places;
+use crate::feed::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
 use crate::feed::summary::{AuthOutcome, FeedSummary, ProbeSummary, RelayOutcome};
 use crate::penalty::PenaltyBox;
-use crate::places::Places;
-use crate::probe::Probing;
-use crate::slot::{run_slot, FrameDrop, ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::sockets::Kept;
 
 mod discovery;
 mod frames;

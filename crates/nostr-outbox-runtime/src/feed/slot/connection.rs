@@ -4,11 +4,11 @@
 use rand::RngCore;
 
 use super::*;
-use crate::sockets::{DialError, Role};
+use crate::connection::sockets::{DialError, Role};
 
 impl Slot {
     /// The relay's document if it comes in time: the fetch runs alongside the connect, and the
-    /// first REQ waits for it at most [`Nip11Config::wait`](crate::limits::Nip11Config::wait)
+    /// first REQ waits for it at most [`Nip11Config::wait`](crate::connection::limits::Nip11Config::wait)
     /// after the socket opened. A late document is cached for the next connection.
     pub(super) fn start_nip11(&self) -> Option<tokio::task::JoinHandle<Option<RelayLimits>>> {
         let cfg = &self.cfg.limits.nip11;

@@ -1,7 +1,7 @@
 //! What a request does when a relay refuses it with `auth-required:`, on every path: one per
 //! [`Session`](super::Session), for all the asks on its link.
 //!
-//! Signing in is the socket's ([`Link::sign_in`](crate::sockets::Link::sign_in)): it signs the
+//! Signing in is the socket's ([`Link::sign_in`](crate::connection::sockets::Link::sign_in)): it signs the
 //! relay's challenge once for every link on the connection. A request asks for it when refused
 //! and the client has a signer, waits for the answer, and is sent again — once. Without a
 //! signer, or when signing in failed or did not help, the refusal stands and says why.
@@ -24,7 +24,7 @@ enum State {
 pub(crate) enum Step {
     /// Keep reading.
     Wait,
-    /// Ask the socket to sign in ([`Link::sign_in`](crate::sockets::Link::sign_in)), then
+    /// Ask the socket to sign in ([`Link::sign_in`](crate::connection::sockets::Link::sign_in)), then
     /// keep reading: its answer comes as a read.
     Ask,
     /// Signed in: send the refused request again.

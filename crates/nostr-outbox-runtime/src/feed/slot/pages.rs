@@ -3,7 +3,7 @@
 //! purpose's EOSE reported once every chunk ended.
 
 use super::*;
-use crate::exchange::Ask;
+use crate::connection::exchange::Ask;
 
 impl Slot {
     /// Splits a purpose's filter into chunks for this connection and marks every first page due.

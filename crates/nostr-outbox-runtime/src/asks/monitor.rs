@@ -9,8 +9,8 @@ use nostr::key::PublicKey;
 use nostr_outbox_client::MonitorReport;
 use nostr_outbox_core::{RawRelayList, UrlPolicy};
 
+use crate::asks::lookup::fetch_events;
 use crate::client::Client;
-use crate::query::fetch_events;
 
 /// Relays named in one REQ's `#d` list (each asked in two spellings, see
 /// [`fetch_monitor_reports`]).

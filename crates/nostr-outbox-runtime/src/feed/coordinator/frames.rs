@@ -2,8 +2,8 @@
 //! the recorder's frames, set-asides, re-plans and the feed.
 
 use super::*;
-use crate::refusal::Refusal;
-use crate::slot::{Failure, Requirement};
+use crate::connection::refusal::Refusal;
+use crate::feed::slot::{Failure, Requirement};
 
 impl Coordinator {
     pub(super) async fn on_report(&mut self, report: SlotReport) {

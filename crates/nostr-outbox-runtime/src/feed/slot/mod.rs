@@ -70,15 +70,15 @@ use tracing::{debug, info, trace, warn, Instrument};
 
 use crate::client::Client;
 use crate::config::RuntimeConfig;
-use crate::exchange::{AskId, Session};
-use crate::refusal::Refusal;
-pub use crate::refusal::MAX_RATE_LIMITED_RESENDS;
+use crate::connection::exchange::{AskId, Session};
+use crate::connection::refusal::Refusal;
+pub use crate::connection::refusal::MAX_RATE_LIMITED_RESENDS;
 
 mod answers;
 mod connection;
 mod pages;
 
-type Socket = crate::sockets::Link;
+type Socket = crate::connection::sockets::Link;
 
 /// What a subscription on a slot is for. Each purpose names its subscriptions with its own
 /// prefix and a number.
@@ -112,7 +112,7 @@ fn sub_id(kind: SubKind, n: u64) -> SubscriptionId {
     SubscriptionId::new(format!("{}-{n}", kind.id()))
 }
 
-pub use crate::exchange::FrameDrop;
+pub use crate::connection::exchange::FrameDrop;
 
 /// Why an attempt on a relay failed; the slot backs off and retries after each.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,9 +159,9 @@ impl std::fmt::Display for Failure {
     }
 }
 
-impl From<crate::exchange::Broken> for Failure {
-    fn from(broken: crate::exchange::Broken) -> Self {
-        use crate::exchange::Broken;
+impl From<crate::connection::exchange::Broken> for Failure {
+    fn from(broken: crate::connection::exchange::Broken) -> Self {
+        use crate::connection::exchange::Broken;
         match broken {
             Broken::Lost(why) => Failure::Lost(why),
             Broken::Flooded(n) => Failure::Flooded(n),
@@ -315,7 +315,7 @@ struct OpenSub {
 }
 
 /// Event ids remembered per open subscription to recognise replays (the session's).
-pub use crate::exchange::MAX_SEEN_PER_SUB;
+pub use crate::connection::exchange::MAX_SEEN_PER_SUB;
 
 struct PageInFlight {
     first: bool,

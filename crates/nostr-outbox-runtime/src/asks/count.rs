@@ -1,8 +1,8 @@
 //! Counts (NIP-45): how many events match a filter, asked of a few relays at once.
 //!
-//! Each relay is one exchange (`crate::exchange`: sign-in, rate limits and refusals as on every
+//! Each relay is one exchange (`crate::connection::exchange`: sign-in, rate limits and refusals as on every
 //! path) with an answer due within the config's EOSE timeout, or sooner where the relay has yet
-//! to show it speaks NIP-45 ([`crate::extensions`]). Relays hold overlapping sets, so
+//! to show it speaks NIP-45 ([`crate::connection::extensions`]). Relays hold overlapping sets, so
 //! counts are never added: [`Counts`] keeps each relay's and names the largest, a lower bound
 //! of the true number.
 
@@ -14,11 +14,11 @@ use nostr::message::SubscriptionId;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::asks::lookup::LookupOutcome;
 use crate::client::Client;
-use crate::exchange::{Answer, Ask, Counted, Exchange};
-use crate::extensions::{outcome_of, Extension, Outcome, Verdict};
-use crate::query::LookupOutcome;
-use crate::sockets::Role;
+use crate::connection::exchange::{Answer, Ask, Counted, Exchange};
+use crate::connection::extensions::{outcome_of, Extension, Outcome, Verdict};
+use crate::connection::sockets::Role;
 
 /// What each relay counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl Counts {
 
 /// Asks every relay in `relays` (canonical URLs) how many events match `filters`, at once.
 /// A relay that does not speak NIP-45 usually refuses (`CLOSED`) or stays silent; either is
-/// said in its entry, and one known not to speak it ([`crate::extensions`]) is not asked.
+/// said in its entry, and one known not to speak it ([`crate::connection::extensions`]) is not asked.
 pub async fn count(relays: &[String], filters: &[Filter], client: &Client) -> Counts {
     let mut tasks = JoinSet::new();
     for (i, url) in relays.iter().enumerate() {
@@ -103,7 +103,7 @@ async fn count_one(
         sub: SubscriptionId::new("outbox-count"),
         filters,
     };
-    let seed = crate::route_feed::relay_seed(cfg.seed, i);
+    let seed = crate::asks::route_feed::relay_seed(cfg.seed, i);
     let heard = |outcome| client.extensions().heard(url, Extension::Count, outcome);
     let counted = match Exchange::send(&mut link, ask, client, wait, seed).await {
         Err(ended) => Err(ended.into()),

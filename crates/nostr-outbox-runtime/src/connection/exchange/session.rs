@@ -12,9 +12,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::{admit, parse, Answer, Ask, Counted, Ended, FrameDrop, SignIn, Step};
 use crate::client::Client;
+use crate::connection::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
+use crate::connection::sockets::{Link, Read};
 use crate::dedup::Dedup;
-use crate::refusal::{Refusal, MAX_RATE_LIMITED_RESENDS};
-use crate::sockets::{Link, Read};
 
 /// Event ids remembered per `REQ` to recognise an event sent again on it: a page's answer (at
 /// most its limit when the relay is honest) and the newest live notes.

@@ -183,7 +183,7 @@ impl Connection {
         &mut self,
         commands: &mut mpsc::UnboundedReceiver<Command>,
     ) -> Option<Result<Socket, DialError>> {
-        crate::tls::install_crypto_provider();
+        crate::connection::tls::install_crypto_provider();
         // A frame or message above the hard limit kills the connection.
         let limits = WebSocketConfig::default()
             .max_message_size(Some(self.dial.hard_frame_limit))

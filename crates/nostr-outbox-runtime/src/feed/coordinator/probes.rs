@@ -1,9 +1,9 @@
-//! Probes after the fetch (`crate::probe`): planned from what the run learned, asked in a task
+//! Probes after the fetch (`crate::asks::probe`): planned from what the run learned, asked in a task
 //! of their own, and learned through the recorder like the feed's answers.
 
 use super::*;
+use crate::asks::probe::{Ended, ProbeAnswer, PROBE_GENERATION};
 use crate::feed::summary::ProbeOutcome;
-use crate::probe::{Ended, ProbeAnswer, PROBE_GENERATION};
 use nostr_outbox_core::ProbePlan;
 
 /// The answers of the probes in flight, when they are all in (with none in flight, never).

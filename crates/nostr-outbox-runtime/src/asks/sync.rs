@@ -2,12 +2,12 @@
 //! of the events both sides have instead of the events themselves.
 //!
 //! The events kept from the last run (relay lists, say) go into a negentropy store; one
-//! exchange (`crate::exchange`, `NEG-OPEN` / `NEG-MSG`) per relay narrows down which ids the
+//! exchange (`crate::connection::exchange`, `NEG-OPEN` / `NEG-MSG`) per relay narrows down which ids the
 //! relay holds that are not kept, and only those are fetched (a `REQ` by ids, on the same link).
 //! An unchanged world moves a few hundred bytes per relay where a lookup moves every event
 //! again. A relay that does not speak NIP-77 (refuses, answers `NEG-ERR`, stays silent) is
 //! asked with a plain [`lookup`] instead, and the outcome says so; whether to try at all, and
-//! how long to wait, is the one rule of [`crate::extensions`].
+//! how long to wait, is the one rule of [`crate::connection::extensions`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,11 +22,11 @@ use nostr_outbox_core::RawRelayList;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::asks::lookup::{lookup, LookupOutcome};
 use crate::client::Client;
-use crate::exchange::{Answer, Ask, Ended, Exchange};
-use crate::extensions::{outcome_of, Extension, Outcome, Verdict};
-use crate::query::{lookup, LookupOutcome};
-use crate::sockets::Role;
+use crate::connection::exchange::{Answer, Ask, Ended, Exchange};
+use crate::connection::extensions::{outcome_of, Extension, Outcome, Verdict};
+use crate::connection::sockets::Role;
 
 /// Kept events put into one reconciliation; more are left out (and then fetched again if the
 /// relay has them), so memory stays bounded.
@@ -195,7 +195,7 @@ pub(crate) async fn reconcile(
         .await
         .map_err(|e| e.to_string())?;
     let wait = wait.bound(cfg.eose_timeout, dialled.elapsed());
-    let seed = crate::route_feed::relay_seed(cfg.seed, i);
+    let seed = crate::asks::route_feed::relay_seed(cfg.seed, i);
     let ask = Ask::Sync {
         sub: SubscriptionId::new("outbox-sync"),
         filter: filter.clone(),

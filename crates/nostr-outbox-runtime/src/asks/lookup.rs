@@ -8,7 +8,7 @@
 //! `nostr_outbox_client::paging`), one after the other on one socket; each chunk reads at most its
 //! `limit` events, so what a relay can make us read is bounded.
 //!
-//! Each chunk is one exchange (`crate::exchange`, the runtime's one conversation with a relay):
+//! Each chunk is one exchange (`crate::connection::exchange`, the runtime's one conversation with a relay):
 //! `auth-required:` is signed in to once when keys are given, `rate-limited:` is waited out
 //! within the chunk's EOSE timeout and asked again, and any other refusal ends that relay's
 //! part. [`lookup`] says what each relay did ([`LookupOutcome`]), so a caller that found
@@ -28,8 +28,8 @@ use tokio::time::{sleep_until, Instant};
 use nostr_outbox_client::{paging, paging::RelayLimits};
 
 use crate::client::Client;
-use crate::exchange::{Answer, Ask, Ended, Exchange};
-use crate::refusal::Refusal;
+use crate::connection::exchange::{Answer, Ask, Ended, Exchange};
+use crate::connection::refusal::Refusal;
 
 /// What one relay did with a lookup ([`lookup`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub async fn fetch_events(relays: &[String], filter: &Filter, client: &Client) -
 /// [`fetch_events`], with what each relay did: answered, refused (and why), unreachable, not
 /// answering in time, or cut off by the grace. A relay that refuses `rate-limited:` is asked
 /// again after the config's backoff, at most
-/// [`MAX_RATE_LIMITED_RESENDS`](crate::refusal::MAX_RATE_LIMITED_RESENDS) times and within
+/// [`MAX_RATE_LIMITED_RESENDS`](crate::connection::refusal::MAX_RATE_LIMITED_RESENDS) times and within
 /// its EOSE timeout; one that refuses `auth-required:` is signed in to once when keys are
 /// given. Only an answer starts the grace.
 pub async fn lookup(relays: &[String], filter: &Filter, client: &Client) -> Lookup {
@@ -186,7 +186,7 @@ async fn ask_one(
     let cfg = client.config();
     let mut ws = match client
         .sockets()
-        .link(url, crate::sockets::Role::Lookup, cfg.dial())
+        .link(url, crate::connection::sockets::Role::Lookup, cfg.dial())
         .await
     {
         Ok(ws) => ws,
@@ -222,7 +222,7 @@ async fn ask_one(
             filters: vec![asked],
             cap: limit,
         };
-        let seed = crate::route_feed::relay_seed(cfg.seed, i).wrapping_add(n as u64);
+        let seed = crate::asks::route_feed::relay_seed(cfg.seed, i).wrapping_add(n as u64);
         let mut exchange = match Exchange::send(&mut ws, ask, client, cfg.eose_timeout, seed).await
         {
             Ok(exchange) => exchange,

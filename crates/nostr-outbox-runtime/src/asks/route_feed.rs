@@ -6,7 +6,7 @@
 //! forwards what matches; one merging task drops the notes a second relay delivers again. With
 //! `once` a relay is done at EOSE; without, its subscription stays open for new events and a
 //! lost socket is dialled again with backoff, asking only for what is newer than the newest
-//! event seen. The REQ is one exchange (`crate::exchange`, the runtime's one conversation with
+//! event seen. The REQ is one exchange (`crate::connection::exchange`, the runtime's one conversation with
 //! a relay: sign-in, rate limits and refusals); a `rate-limited:` after the EOSE dials again
 //! as when lost.
 
@@ -23,10 +23,10 @@ use tokio::task::JoinSet;
 
 use crate::client::Client;
 use crate::config::RuntimeConfig;
+use crate::connection::exchange::{self, Answer, Ask, Exchange};
+use crate::connection::refusal::Refusal;
+use crate::connection::sockets::Role;
 use crate::dedup::Dedup;
-use crate::exchange::{self, Answer, Ask, Exchange};
-use crate::refusal::Refusal;
-use crate::sockets::Role;
 
 /// Events one relay may send before its EOSE (stored events); the rest are not read, so what a
 /// relay can make us hold is bounded. A filter's own `limit` lowers it.
@@ -143,7 +143,7 @@ pub(crate) fn relay_seed(seed: u64, i: usize) -> u64 {
 
 /// One relay's subscription: one socket at a time, one REQ with every filter, verified events
 /// that match them sent to `tx` (each relay's copy: de-duplication across relays is the
-/// caller's), then `Eose` or `Failed`. Shared by route feeds and probes (`crate::probe`).
+/// caller's), then `Eose` or `Failed`. Shared by route feeds and probes (`crate::asks::probe`).
 pub(crate) struct Relay {
     /// Canonical relay URL.
     pub(crate) url: String,

@@ -2,7 +2,7 @@
 //! fallback) and of the indexers.
 //!
 //! A relay's lists come by one of two ways. With lists kept from the last run for most follows
-//! ([`RuntimeConfig::sync_lists`]), they are reconciled (NIP-77, `crate::sync`): only lists
+//! ([`RuntimeConfig::sync_lists`]), they are reconciled (NIP-77, `crate::asks::sync`): only lists
 //! that changed since are fetched, and what came is reported to the coordinator as the slot
 //! would report it, so the rest of the feed cannot tell the two apart. A relay that does not
 //! reconcile, and every relay when too little was kept, pages the lists on its slot as before.
@@ -18,9 +18,9 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{Coordinator, Progress};
+use crate::asks::sync::{list_item, reconcile, Item, IDS_PER_REQ};
 use crate::client::Client;
-use crate::slot::{ReportKind, SlotCommand, SlotReport, SubKind};
-use crate::sync::{list_item, reconcile, Item, IDS_PER_REQ};
+use crate::feed::slot::{ReportKind, SlotCommand, SlotReport, SubKind};
 
 impl Coordinator {
     /// Starts the relay-list lookup on every usable reader relay and indexer.

@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
-use crate::exchange::Ended;
-use crate::refusal::Refusal;
+use crate::connection::exchange::Ended;
+use crate::connection::refusal::Refusal;
 
 /// How long past its connect time a relay whose support is unknown has to answer an extension.
 pub const SHORT_WAIT: Duration = Duration::from_secs(1);

@@ -23,11 +23,11 @@ use nostr_outbox_client::routes::RoutePlan;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
 use nostr_outbox_core::UrlPolicy;
 
+use crate::asks::lookup::{lookup, LookupOutcome};
+use crate::asks::route_feed::{start_route, RouteEvent};
 use crate::client::Client;
 use crate::config::RuntimeConfig;
-use crate::query::{lookup, LookupOutcome};
-use crate::refusal::Refusal;
-use crate::route_feed::{start_route, RouteEvent};
+use crate::connection::refusal::Refusal;
 use crate::signer::{Signer, SignerError};
 
 /// What was learned about where the reader takes direct messages.

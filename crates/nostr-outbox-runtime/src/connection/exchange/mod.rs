@@ -30,7 +30,7 @@
 //!   sign-in was not answered.
 //!
 //! An `EVENT` is never sent again for `rate-limited:`: its refused `OK` is the answer, and
-//! publishing (`crate::publish`) decides, attempt by attempt with its backoff, whether to
+//! publishing (`crate::asks::publish`) decides, attempt by attempt with its backoff, whether to
 //! send it again. So one publish sends an event to a relay at most once per attempt, plus
 //! once more per attempt after signing in.
 //!
@@ -50,10 +50,10 @@ use nostr::filter::Filter;
 use nostr::message::{ClientMessage, SubscriptionId};
 
 use crate::client::Client;
-use crate::refusal::Refusal;
+use crate::connection::refusal::Refusal;
 #[cfg(doc)]
-use crate::refusal::MAX_RATE_LIMITED_RESENDS;
-use crate::sockets::Link;
+use crate::connection::refusal::MAX_RATE_LIMITED_RESENDS;
+use crate::connection::sockets::Link;
 
 pub use admit::FrameDrop;
 pub(crate) use admit::{admit, parse};

@@ -22,8 +22,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::limits::Nip11Config;
-use crate::sockets::Sockets;
+use crate::connection::limits::Nip11Config;
+use crate::connection::sockets::Sockets;
 
 /// Relays remembered at most; beyond this, expired entries go, then everything.
 const MAX_ENTRIES: usize = 4096;
@@ -187,7 +187,7 @@ impl Nip11Cache {
     fn client(&self) -> Option<&reqwest::Client> {
         self.client
             .get_or_init(|| {
-                crate::tls::install_crypto_provider();
+                crate::connection::tls::install_crypto_provider();
                 // No connection outlives its request: each holds a place of the socket
                 // budget only while it runs.
                 match reqwest::Client::builder()
@@ -409,7 +409,7 @@ mod tests {
     #[tokio::test]
     async fn a_document_waits_for_a_place_and_blames_no_relay_when_none_frees() {
         let cache = Nip11Cache::new();
-        let sockets = Sockets::new(crate::sockets::SocketBudget {
+        let sockets = Sockets::new(crate::connection::sockets::SocketBudget {
             max_sockets: Some(1),
             reserve: 1,
             idle: Duration::from_secs(1),
@@ -437,7 +437,7 @@ mod tests {
     #[tokio::test]
     async fn answers_are_cached_and_failures_too() {
         let cache = Nip11Cache::new();
-        let sockets = Sockets::new(crate::sockets::SocketBudget::unbounded());
+        let sockets = Sockets::new(crate::connection::sockets::SocketBudget::unbounded());
         let cfg = Nip11Config {
             timeout: Duration::from_millis(300),
             ..Nip11Config::default()
