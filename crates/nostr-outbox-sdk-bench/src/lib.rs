@@ -63,10 +63,7 @@ impl SdkClient {
         }
     }
 
-    async fn gossip(
-        &self,
-        reader_relays: &[String],
-    ) -> Engines {
+    async fn gossip(&self, reader_relays: &[String]) -> Engines {
         let made = self.gossip.get_or_init(|| async {
             match self.engine {
                 Engine::Memory => (
