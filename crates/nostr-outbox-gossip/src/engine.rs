@@ -479,6 +479,12 @@ impl OutboxGossip {
     /// relay as asked about its keys (the caller then asks them).
     pub fn routes(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
         self.end_round_if_over(true);
+        self.routes_in_round(keys)
+    }
+
+    /// [`routes`](Self::routes) within the open round: it is not ended first (the caller ends
+    /// it, after several reads).
+    pub(crate) fn routes_in_round(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
         self.follow(keys.iter().copied());
         let Some(plan) = self.ensure_plan() else {
             return Vec::new();

@@ -38,6 +38,12 @@ pub struct ReadOptions {
     pub connect_timeout: Duration,
     /// The wait for one page's EOSE; a page cut off by it counts with what it brought.
     pub page_timeout: Duration,
+    /// End the engine's round when the read is done (learning from it at once), and end the
+    /// open one before it starts. A caller that reads several windows of one feed in a row may
+    /// keep them in one round and end it itself after the widest
+    /// ([`OutboxGossip::end_round`] with the reads' [`ReadReport::reached`]), so a short
+    /// window's silence is not learned alone.
+    pub end_round: bool,
 }
 
 impl Default for ReadOptions {
@@ -46,6 +52,7 @@ impl Default for ReadOptions {
             paging: Paging::default(),
             connect_timeout: Duration::from_secs(10),
             page_timeout: Duration::from_secs(15),
+            end_round: true,
         }
     }
 }
@@ -85,6 +92,8 @@ pub struct ReadReport {
     pub relays: Vec<RelayRead>,
     /// Authors of the filter with nowhere to be asked (no relay list and no reader relay).
     pub unrouted: usize,
+    /// The relays that answered (for [`OutboxGossip::end_round`] when the caller ends it).
+    pub reached: HashSet<RelayUrl>,
 }
 
 impl ReadReport {
@@ -117,7 +126,11 @@ impl OutboxGossip {
                 ..ReadReport::default()
             };
         }
-        let routes = self.routes(&authors);
+        let routes = if options.end_round {
+            self.routes(&authors)
+        } else {
+            self.routes_in_round(&authors)
+        };
         let routed: HashSet<&PublicKey> = routes.iter().flat_map(|(_, a)| a).collect();
         let unrouted = authors.iter().filter(|a| !routed.contains(a)).count();
         let mut tasks = JoinSet::new();
@@ -146,7 +159,10 @@ impl OutboxGossip {
             report.relays.push(relay);
         }
         report.relays.sort_by(|a, b| a.url.cmp(&b.url));
-        self.end_round(Some(&reached));
+        if options.end_round {
+            self.end_round(Some(&reached));
+        }
+        report.reached = reached;
         report
     }
 }

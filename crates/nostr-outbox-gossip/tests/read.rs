@@ -153,3 +153,31 @@ async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
     }
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_kept_in_one_round_are_learned_when_the_caller_ends_it() {
+    let s = setup().await;
+    let gossip = engine(&s).await;
+    let client = client(gossip.clone(), &s.reader.url).await;
+    let before = gossip.stats().session();
+    let keep = ReadOptions {
+        end_round: false,
+        ..ReadOptions::default()
+    };
+    let week = filter(&s.follows).since(Timestamp::from(now() - 7 * DAY));
+    let first = gossip.read(&client, week, keep).await;
+    let second = gossip.read(&client, filter(&s.follows), keep).await;
+    assert_eq!(
+        gossip.stats().session(),
+        before,
+        "nothing learned while the round is open"
+    );
+    let mut reached = first.reached;
+    reached.extend(second.reached);
+    assert!(gossip.end_round(Some(&reached)), "the round is learned");
+    assert_eq!(gossip.stats().session(), before + 1, "as one round");
+    for writer in &s.writers {
+        assert!(gossip.stats().get(&writer.url).asked >= 1, "{}", writer.url);
+    }
+    client.shutdown().await;
+}
