@@ -511,29 +511,6 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
     assert!(beyond.counter.reqs().is_empty());
 }
 
-/// A local address that takes `delay` to let a client reach `relay`: it accepts TCP at once, but
-/// passes no byte either way until `delay` has passed, so the WebSocket handshake completes
-/// only then (a relay alive but slow to accept).
-async fn slow_to_accept(relay: &str, delay: Duration) -> String {
-    let target = relay.trim_start_matches("ws://").to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("an address");
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let target = target.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    format!("ws://{addr}")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_slow_to_accept_gets_a_patient_probe_after_a_short_one_failed() {
     // Follow 1 lists only a relay that takes 1.5 s to accept: more than a probe waits (0.3 s)
