@@ -5,14 +5,14 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::plain::{arrive, Arrival};
 
 /// What one client message looked like to a [`CappedRelay`].
 #[derive(Clone, Debug)]
@@ -95,46 +95,19 @@ impl CappedRelay {
 
 /// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
 async fn serve(
-    mut stream: TcpStream,
+    stream: TcpStream,
     document: Arc<Option<String>>,
     log: Arc<ServerLog>,
     cap: usize,
     refuse_over: usize,
 ) {
-    // Look at the request head without consuming it: the WebSocket handshake reads it again.
-    let mut head = [0u8; 4096];
-    let mut len = 0;
-    for _ in 0..200 {
-        len = match stream.peek(&mut head).await {
-            Ok(n) => n,
-            Err(_) => return,
-        };
-        if head[..len].windows(4).any(|w| w == b"\r\n\r\n") || len == head.len() {
-            break;
+    let mut ws = match arrive(stream, document.as_deref()).await {
+        Some(Arrival::Session(ws)) => ws,
+        Some(Arrival::Answered(true)) => {
+            log.documents.fetch_add(1, Ordering::SeqCst);
+            return;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let text = String::from_utf8_lossy(&head[..len]).to_ascii_lowercase();
-    if !text.contains("upgrade: websocket") {
-        let _ = stream.read(&mut head).await;
-        let response = match document.as_ref() {
-            Some(doc) if text.contains("accept: application/nostr+json") => {
-                log.documents.fetch_add(1, Ordering::SeqCst);
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{doc}",
-                    doc.len()
-                )
-            }
-            _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                .to_string(),
-        };
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        return;
-    }
-    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-        return;
+        _ => return,
     };
     let mut open: HashSet<String> = HashSet::new();
     while let Some(Ok(msg)) = ws.next().await {
