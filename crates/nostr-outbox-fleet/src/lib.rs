@@ -45,7 +45,8 @@ pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };
 pub use feed::{
-    drain, run_once, start_once, start_once_on, wait_for, wait_until, Collected, ONCE_WITHIN,
+    drain, run_once, start_once, start_once_on, start_settled, wait_for, wait_until, Collected,
+    ONCE_WITHIN, SETTLED_WITHIN,
 };
 pub use plain::PlainRelay;
 pub use proxy::{proxy, slow_to_accept, Gauge};

@@ -48,14 +48,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .statuses
-            .contains(&Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(config)).await;
     assert!(!out.lock().unwrap().notes.contains_key(&only_on_b.id));
     let before: HashMap<String, (usize, usize)> = [&reader, &a, &b, &c]
         .iter()
@@ -343,14 +336,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .statuses
-            .contains(&Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(config)).await;
 
     // f0 now also writes to shallow: the re-plan dials it and leaves deep's filter alone, so
     // the round that learns from shallow holds shallow only.

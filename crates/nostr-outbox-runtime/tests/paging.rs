@@ -12,7 +12,7 @@ use nostr::types::Timestamp;
 use nostr_outbox_client::paging::Paging;
 use nostr_outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{fetch_events, start, Client, FeedInput, Nip11Config, RuntimeConfig};
+use nostr_outbox_runtime::{fetch_events, Client, FeedInput, Nip11Config, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 const YEAR: u64 = 365 * DAY;
@@ -286,14 +286,7 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     input.add_relay_list_event(&list);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.once = false;
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(20), |c| c
-            .statuses
-            .contains(&nostr_outbox_runtime::Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(cfg)).await;
     assert_eq!(
         out.lock().unwrap().notes.len(),
         400,

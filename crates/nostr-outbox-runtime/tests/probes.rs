@@ -137,13 +137,8 @@ impl Scene {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(
-        scene.input(&config(1, Some(20))),
-        &Client::new(runtime(scene.now, true)),
-    )
-    .await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) =
+        start_once(scene.input(&config(1, Some(20))), runtime(scene.now, true)).await;
     scene.assert_plan_left_out_own(&summary);
 
     // Both of the follow's relays were probed, each about that follow alone, and each relay's
@@ -188,7 +183,7 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 
     // The plan's fetch carried the hub's notes; the follow's notes, which only the probes
     // reached, came after it as found, once each though both relays returned them.
-    let c = out.lock().unwrap();
+    let c = &out;
     assert_eq!(c.notes.len(), 9, "the hub's notes");
     let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
     assert!(delivered.is_disjoint(&scene.lonely_ids()));
@@ -212,13 +207,8 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_connections_zero_probes_nothing() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(
-        scene.input(&config(1, Some(0))),
-        &Client::new(runtime(scene.now, true)),
-    )
-    .await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) =
+        start_once(scene.input(&config(1, Some(0))), runtime(scene.now, true)).await;
     scene.assert_plan_left_out_own(&summary);
     assert_eq!(summary.probes.probed(), 0, "{:#?}", summary.probes);
     assert!(scene.own.counter.reqs().is_empty());
@@ -228,7 +218,7 @@ async fn probe_connections_zero_probes_nothing() {
         .stats
         .author(&scene.lonely.public_key())
         .is_none_or(|a| a.volume == 0.0));
-    let c = out.lock().unwrap();
+    let c = &out;
     assert!(!c
         .statuses
         .iter()

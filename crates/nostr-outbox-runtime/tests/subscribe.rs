@@ -9,7 +9,7 @@ use nostr::types::Timestamp;
 use nostr_outbox_client::routes::Reason;
 use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, RouteEvent, RuntimeConfig, Status};
+use nostr_outbox_runtime::{Client, FeedInput, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
 
 /// The next note a subscription delivers, within a few seconds.
@@ -65,16 +65,7 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
     };
     let client = Client::new(config);
     let sockets = client.sockets().clone();
-    let (handle, rx) = start(input, &client).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(5), |c| c
-            .statuses
-            .iter()
-            .any(|s| matches!(s, Status::Settled)))
-        .await,
-        "the feed settled"
-    );
+    let (handle, _out) = start_settled(input, &client).await;
     let before = sockets.stats();
 
     // Alice's reactions: asked of her write relay, which the feed already holds.
