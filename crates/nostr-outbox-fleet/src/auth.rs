@@ -9,6 +9,8 @@ use nostr::filter::{Filter, MatchEventOptions};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::task::Task;
+
 /// How a scripted relay asks for sign-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthScript {
@@ -43,13 +45,7 @@ pub struct AuthRelay {
     pub url: String,
     // Test-only shared log; the lock is taken briefly and never across an await.
     seen: Arc<Mutex<AuthSeen>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for AuthRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl AuthRelay {
@@ -59,7 +55,7 @@ impl AuthRelay {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(AuthSeen::default()));
         let log = seen.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             let mut connection = 0u32;
             while let Ok((stream, _)) = listener.accept().await {
                 connection += 1;
@@ -142,7 +138,7 @@ impl AuthRelay {
                 });
             }
         });
-        Self { url, seen, task }
+        Self { url, seen, _task }
     }
 
     /// What it saw so far; hold the guard briefly.

@@ -14,6 +14,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::plain::{arrive, Arrival};
 
+use crate::task::Task;
+
 /// What one client message looked like to a [`CappedRelay`].
 #[derive(Clone, Debug)]
 pub struct SeenMessage {
@@ -46,13 +48,7 @@ pub struct CappedRelay {
     /// `ws://127.0.0.1:PORT`.
     pub url: String,
     log: Arc<ServerLog>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for CappedRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl CappedRelay {
@@ -63,13 +59,13 @@ impl CappedRelay {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let log = Arc::new(ServerLog::default());
         let shared = (Arc::new(document), log.clone());
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (document, log) = shared.clone();
                 tokio::spawn(serve(stream, document, log, cap, refuse_over));
             }
         });
-        Self { url, log, task }
+        Self { url, log, _task }
     }
 
     /// Adds events it serves.

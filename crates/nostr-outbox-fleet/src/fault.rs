@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::proxy::Gauge;
+use crate::task::Task;
 
 /// How a misbehaving server misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,13 +69,7 @@ pub struct FaultServer {
     pub connections: Arc<AtomicUsize>,
     /// EVENT frames received so far, over all connections.
     pub events: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FaultServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl FaultServer {
@@ -87,7 +82,7 @@ impl FaultServer {
         let received = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
         let received_by_task = received.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let events = events.clone();
@@ -245,7 +240,7 @@ impl FaultServer {
             url,
             connections,
             events: received,
-            task,
+            _task,
         }
     }
 
@@ -288,13 +283,7 @@ pub struct BlackHole {
     pub url: String,
     /// Sockets accepted so far.
     pub accepts: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl BlackHole {
@@ -304,14 +293,18 @@ impl BlackHole {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let accepts = Arc::new(AtomicUsize::new(0));
         let count = accepts.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             let mut held = Vec::new();
             while let Ok((stream, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 held.push(stream);
             }
         });
-        Self { url, accepts, task }
+        Self {
+            url,
+            accepts,
+            _task,
+        }
     }
 }
 
@@ -353,15 +346,7 @@ pub struct Redirect {
     pub url: String,
     /// Connections that reached the observer.
     pub followed: Arc<AtomicUsize>,
-    tasks: [tokio::task::JoinHandle<()>; 2],
-}
-
-impl Drop for Redirect {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
+    _tasks: [Task; 2],
 }
 
 impl Redirect {
@@ -371,7 +356,7 @@ impl Redirect {
         let observer_port = observer.local_addr().unwrap().port();
         let followed = Arc::new(AtomicUsize::new(0));
         let seen = followed.clone();
-        let observer_task = tokio::spawn(async move {
+        let observer_task = Task::spawn(async move {
             while let Ok((mut stream, _)) = observer.accept().await {
                 // Counted before it answers: a followed redirect shows by the time it returns.
                 seen.fetch_add(1, Ordering::SeqCst);
@@ -380,7 +365,7 @@ impl Redirect {
         });
         let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", relay.local_addr().unwrap());
-        let relay_task = tokio::spawn(async move {
+        let relay_task = Task::spawn(async move {
             while let Ok((mut stream, _)) = relay.accept().await {
                 let mut buf = [0u8; 4096];
                 let _ = stream.read(&mut buf).await;
@@ -395,7 +380,7 @@ impl Redirect {
         Self {
             url,
             followed,
-            tasks: [observer_task, relay_task],
+            _tasks: [observer_task, relay_task],
         }
     }
 

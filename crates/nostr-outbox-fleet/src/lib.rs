@@ -16,6 +16,8 @@
 //!   and one slow to let them through ([`slow_to_accept`]).
 //! - [`plain`]: a minimal relay that serves REQs (search among them) and a NIP-11 document of
 //!   the NIPs it is told to name, and ignores every other ask ([`PlainRelay`]).
+//! - [`cli`]: running the command-line binary, bounded, with a clean environment
+//!   ([`cli::run`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
@@ -28,6 +30,7 @@
 
 pub mod auth;
 pub mod capped;
+pub mod cli;
 pub mod events;
 pub mod fault;
 pub mod feed;
@@ -36,11 +39,13 @@ pub mod proxy;
 pub mod relay;
 pub mod scripted;
 pub mod signer;
+mod task;
 pub mod world;
 
 pub use auth::{AuthRelay, AuthScript, AuthSeen};
 pub use capped::{CappedRelay, SeenMessage};
-pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
+pub use cli::{strings, texts, RUN_WITHIN};
+pub use events::{dm_list, key, keys, note, now, raw, relay_list, signed, DAY};
 pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };

@@ -15,6 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::task::Task;
+
 /// A relay that searches its events (NIP-50: `search` matched as text in the content, as
 /// nostr's filter matching does) and says so, or not, in its NIP-11 document.
 pub struct PlainRelay {
@@ -27,13 +29,7 @@ pub struct PlainRelay {
     /// Asks other than `REQ` received so far (`COUNT`, `NEG-OPEN`, …; not `CLOSE` or
     /// `NEG-CLOSE`): asks it ignored.
     pub ignored: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for PlainRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl PlainRelay {
@@ -65,7 +61,7 @@ impl PlainRelay {
             ignored: ignored.clone(),
         };
         let events = Arc::new(events);
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(serve(
                     stream,
@@ -80,7 +76,7 @@ impl PlainRelay {
             searches,
             reqs,
             ignored,
-            task,
+            _task,
         }
     }
 

@@ -8,6 +8,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::task::Task;
+
 /// How a [`Scripted`] answer ends.
 #[derive(Clone, Copy, Debug)]
 pub enum End {
@@ -28,13 +30,7 @@ pub struct Scripted {
     pub url: String,
     /// REQs received so far, over all connections.
     pub reqs: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Scripted {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl Scripted {
@@ -44,7 +40,7 @@ impl Scripted {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let reqs = Arc::new(AtomicUsize::new(0));
         let asked = reqs.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             // Held here so dropping the server ends its connections too.
             let mut sockets = tokio::task::JoinSet::new();
             while let Ok((stream, _)) = listener.accept().await {
@@ -90,7 +86,7 @@ impl Scripted {
                 });
             }
         });
-        Self { url, reqs, task }
+        Self { url, reqs, _task }
     }
 
     /// REQs received so far.

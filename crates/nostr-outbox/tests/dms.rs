@@ -11,7 +11,7 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
-use nostr_outbox_fleet::{dead_url, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, dm_list, signed, strings, texts, RealRelay};
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
@@ -47,29 +47,15 @@ fn key_file(dir: &Path, keys: &Keys) -> PathBuf {
 
 /// Runs `outbox dms` with short timeouts and no store.
 async fn dms(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["dms", "--allow-local", "--no-stats"])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn texts(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
+    let mut all = strings(&["dms", "--allow-local", "--no-stats"]);
+    all.extend(strings(&[
+        "--connect-timeout",
+        "2s",
+        "--eose-timeout",
+        "3s",
+    ]));
+    all.extend(args);
+    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,14 +64,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let (reader, alice) = (fixed(0x21), fixed(0xa1));
     let home = RealRelay::start().await;
     let dm = dm_relay().await;
-    home.store(&signed(
-        &reader,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&alice, &reader, "meet at \u{1b}[31mnoon\nok?"))
         .await;
     // A wrap tagging the reader that opens to nothing: reported, not fatal.
@@ -331,15 +310,7 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     let home = RealRelay::start().await;
     let indexer = RealRelay::start().await;
     let dm = dm_relay().await;
-    indexer
-        .store(&signed(
-            &reader,
-            Kind::InboxRelays,
-            "",
-            vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-            60,
-        ))
-        .await;
+    indexer.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
     let key = key_file(dir.path(), &reader).display().to_string();
     let out = dms(strings(&[
@@ -394,14 +365,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     let (reader, alice) = (fixed(0x22), fixed(0xa2));
     let home = RealRelay::start().await;
     let dm = dm_relay().await;
-    home.store(&signed(
-        &reader,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(&reader, &[&dm.url])).await;
     let rumor = |text: &str| {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
             .tag(Tag::public_key(reader.public_key()))
@@ -463,25 +427,16 @@ async fn signed_in_dm_relay() -> RealRelay {
 
 /// Runs `outbox dms send` with short timeouts and no store.
 async fn send(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["dms", "send", "--allow-local", "--no-stats"])
-            .args([
-                "--connect-timeout",
-                "2s",
-                "--eose-timeout",
-                "3s",
-                "--timeout",
-                "8",
-            ])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    let mut all = strings(&["dms", "send", "--allow-local", "--no-stats"]);
+    all.extend(strings(&[
+        "--connect-timeout",
+        "2s",
+        "--eose-timeout",
+        "3s",
+    ]));
+    all.extend(strings(&["--timeout", "8"]));
+    all.extend(args);
+    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
 }
 
 /// `keys`'s kind:10002 (`home` and `decoy`, both read and write) and kind:10050 (`dm`) on `home`.
@@ -495,14 +450,7 @@ async fn lists_on(home: &RealRelay, keys: &Keys, decoy: &RealRelay, dm: &RealRel
         60,
     ))
     .await;
-    home.store(&signed(
-        keys,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(keys, &[&dm.url])).await;
 }
 
 /// A message A sends B with `outbox dms send` reaches B's DM relay (signed in), and B reads and
