@@ -8,10 +8,21 @@ use std::time::{Duration, Instant};
 /// bound the tests give it and a loaded machine.
 pub const RUN_WITHIN: Duration = Duration::from_secs(120);
 
-/// Runs the binary at `bin` (a test's `env!("CARGO_BIN_EXE_…")`) with `args` on a blocking
-/// thread, without `OUTBOX_SECRET_KEY`, `OUTBOX_BUNKER` or `RUST_LOG`; a run still going after
+/// Short network bounds for a run against local relays: connect, EOSE and the whole ask.
+pub const QUICK: &[&str] = &[
+    "--connect-timeout",
+    "2s",
+    "--eose-timeout",
+    "3s",
+    "--timeout",
+    "8",
+];
+
+/// Runs the binary at `bin` (a test's `env!("CARGO_BIN_EXE_…")`) with `fixed` then `args`
+/// on a blocking thread, without `OUTBOX_SECRET_KEY`, `OUTBOX_BUNKER` or `RUST_LOG`; a run still going after
 /// [`RUN_WITHIN`] is killed, and its status says so.
-pub async fn run(bin: &'static str, args: Vec<String>) -> Output {
+pub async fn run(bin: &'static str, fixed: &[&str], args: Vec<String>) -> Output {
+    let args: Vec<String> = strings(fixed).into_iter().chain(args).collect();
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(bin)
             .args(args)
@@ -34,6 +45,29 @@ pub async fn run(bin: &'static str, args: Vec<String>) -> Output {
     })
     .await
     .expect("the run's thread ends")
+}
+
+/// Runs `outbox feed --once` from `bin` reading `relay` for the follows in the file `follows`,
+/// with a fixed seed, short waits and `extra` arguments.
+pub async fn feed_once(
+    bin: &'static str,
+    relay: &str,
+    follows: &std::path::Path,
+    extra: Vec<String>,
+) -> Output {
+    let follows = follows.display().to_string();
+    let fixed = [
+        "feed",
+        "--once",
+        "--allow-local",
+        "--seed",
+        "1",
+        "--relays",
+        relay,
+    ];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "2s"];
+    let args = [&fixed[..], &["--follows", &follows], &waits].concat();
+    run(bin, &args, extra).await
 }
 
 /// A run's stdout and stderr as text.

@@ -24,7 +24,7 @@ fn fixed(n: u8) -> Keys {
 
 /// Runs `outbox` with `args`.
 async fn outbox(args: Vec<String>) -> Output {
-    cli::run(env!("CARGO_BIN_EXE_outbox"), args).await
+    cli::run(env!("CARGO_BIN_EXE_outbox"), &[], args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,15 +47,14 @@ fn key_file(dir: &Path, keys: &Keys) -> PathBuf {
 
 /// Runs `outbox dms` with short timeouts and no store.
 async fn dms(args: Vec<String>) -> Output {
-    let mut all = strings(&["dms", "--allow-local", "--no-stats"]);
-    all.extend(strings(&[
-        "--connect-timeout",
-        "2s",
-        "--eose-timeout",
-        "3s",
-    ]));
-    all.extend(args);
-    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
+    let fixed = ["dms", "--allow-local", "--no-stats"];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "3s"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed[..], &waits].concat(),
+        args,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,16 +244,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
         .store(&wrap(&bob, &reader, "no list? found you anyway"))
         .await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = read_dms(&home.url, &key).await;
     assert!(
         stderr.contains("no DM relay list (kind:10050)")
             && stderr.contains(&format!(
@@ -272,16 +262,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
     // No list at all: --relays are asked, and named.
     let bare = RealRelay::start().await;
     bare.store(&wrap(&bob, &reader, "on the home relay")).await;
-    let out = dms(strings(&[
-        "--relays",
-        &bare.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = read_dms(&bare.url, &key).await;
     assert!(
         stderr.contains(&format!(
             "no DM relay list (kind:10050) or read relays for {}; asking --relays instead: {}",
@@ -394,16 +375,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     ))
     .await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = read_dms(&home.url, &key).await;
     let shown = |text: &str| stdout.lines().filter(|l| l.contains(text)).count();
     assert_eq!(shown("sent once, wrapped thrice"), 1, "{stdout}");
     assert_eq!(shown("a note, not a seal"), 0, "{stdout}");
@@ -425,18 +397,25 @@ async fn signed_in_dm_relay() -> RealRelay {
     .await
 }
 
+/// Reads and opens the DMs of the key in the file `key` from `relay` with `outbox dms
+/// --decrypt`, which must succeed; its stdout and stderr.
+async fn read_dms(relay: &str, key: &str) -> (String, String) {
+    let args = ["--relays", relay, "--secret-key-file", key, "--decrypt"];
+    let out = dms(strings(&args)).await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 /// Runs `outbox dms send` with short timeouts and no store.
 async fn send(args: Vec<String>) -> Output {
-    let mut all = strings(&["dms", "send", "--allow-local", "--no-stats"]);
-    all.extend(strings(&[
-        "--connect-timeout",
-        "2s",
-        "--eose-timeout",
-        "3s",
-    ]));
-    all.extend(strings(&["--timeout", "8"]));
-    all.extend(args);
-    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
+    let fixed = ["dms", "send", "--allow-local", "--no-stats"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed, cli::QUICK].concat(),
+        args,
+    )
+    .await
 }
 
 /// `keys`'s kind:10002 (`home` and `decoy`, both read and write) and kind:10050 (`dm`) on `home`.
@@ -535,16 +514,7 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     assert_eq!(own["accepted"], 1, "{stdout}");
 
     // B reads it where it takes messages, signed in, and opens it.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key_b,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = read_dms(&home.url, &key_b).await;
     let line = stdout
         .lines()
         .find(|l| l.contains("lunch at one?"))

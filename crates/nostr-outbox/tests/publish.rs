@@ -10,13 +10,12 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, key, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, key, signed, texts, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
-    let mut all = strings(&["publish", "--allow-local", "--timeout", "5"]);
-    all.extend(args);
-    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
+    let fixed = ["publish", "--allow-local", "--timeout", "5"];
+    cli::run(env!("CARGO_BIN_EXE_outbox"), &fixed, args).await
 }
 
 fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
@@ -319,16 +318,13 @@ async fn learn_writes_the_store_the_feed_reads() {
 
 /// Runs `outbox lists --allow-local --no-stats` with `args`.
 async fn lists(args: Vec<String>) -> Output {
-    let mut all = strings(&["lists", "--allow-local", "--no-stats"]);
-    all.extend(strings(&[
-        "--connect-timeout",
-        "2s",
-        "--eose-timeout",
-        "3s",
-    ]));
-    all.extend(strings(&["--timeout", "8"]));
-    all.extend(args);
-    cli::run(env!("CARGO_BIN_EXE_outbox"), all).await
+    let fixed = ["lists", "--allow-local", "--no-stats"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed, cli::QUICK].concat(),
+        args,
+    )
+    .await
 }
 
 /// `outbox lists --add-relay` builds the reader's new kind:10002 from the old one (its other
