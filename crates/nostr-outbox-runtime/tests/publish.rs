@@ -8,7 +8,8 @@ use std::time::Duration;
 use nostr::event::Event;
 use nostr::filter::Filter;
 use nostr_outbox_runtime::{
-    fetch_events, publish, Client, PublishConfig, PublishOutcome, RuntimeConfig, SocketBudget,
+    fetch_events, publish, Client, PublishConfig, PublishOutcome, PublishReport, RuntimeConfig,
+    SocketBudget,
 };
 use nostr_relay_builder::prelude as rb;
 
@@ -25,6 +26,12 @@ async fn scripted(script: &'static [(bool, &'static str)]) -> FaultServer {
 /// A client of its own with the test timeouts, the desktop socket budget and no signer.
 fn client() -> Client {
     Client::new(RuntimeConfig::fast_for_tests())
+}
+
+/// [`event`] published to `server` alone by [`client`] with the test publishing config.
+async fn publish_once_to(server: &FaultServer) -> PublishReport {
+    let cfg = PublishConfig::fast_for_tests();
+    publish(&event(), std::slice::from_ref(&server.url), &client(), &cfg).await
 }
 
 fn event() -> Event {
@@ -71,13 +78,7 @@ async fn a_published_event_reaches_every_target() {
 #[tokio::test]
 async fn a_blocked_event_is_reported_and_not_retried() {
     let server = scripted(&[(false, "blocked: you are banned")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     let r = &report.relays[0];
     assert_eq!(r.outcome, PublishOutcome::Blocked, "{r:?}");
     assert_eq!(r.message, "blocked: you are banned");
@@ -89,13 +90,7 @@ async fn a_blocked_event_is_reported_and_not_retried() {
 #[tokio::test]
 async fn a_rate_limited_event_is_sent_again_by_the_next_attempt() {
     let server = scripted(&[(false, "rate-limited: slow down"), (true, "")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     let r = &report.relays[0];
     assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
     // Retried by publishing alone: two attempts, the event sent once on each.
@@ -118,13 +113,7 @@ async fn a_relay_that_keeps_rate_limiting_receives_the_event_once_per_attempt() 
 #[tokio::test]
 async fn a_duplicate_counts_as_success() {
     let server = scripted(&[(true, "duplicate: already have it")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     assert_eq!(report.relays[0].outcome, PublishOutcome::Duplicate);
     assert_eq!(report.successes(), 1);
 }
