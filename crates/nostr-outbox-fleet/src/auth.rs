@@ -3,13 +3,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::task::Task;
+use crate::wire::next_json;
 
 /// How a scripted relay asks for sign-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,11 +75,7 @@ impl AuthRelay {
                         return;
                     }
                     let mut signed_in = false;
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
+                    while let Some((_, value)) = next_json(&mut ws).await {
                         let mut replies = Vec::new();
                         match value[0].as_str() {
                             Some("REQ") => {

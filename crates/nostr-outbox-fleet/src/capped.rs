@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::plain::{arrive, Arrival};
 
 use crate::task::Task;
+use crate::wire::next_json;
 
 /// What one client message looked like to a [`CappedRelay`].
 #[derive(Clone, Debug)]
@@ -106,11 +107,7 @@ async fn serve(
         _ => return,
     };
     let mut open: HashSet<String> = HashSet::new();
-    while let Some(Ok(msg)) = ws.next().await {
-        let Message::Text(text) = msg else { continue };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
+    while let Some((text, value)) = next_json(&mut ws).await {
         let sub = value[1].as_str().unwrap_or_default().to_string();
         let filter: Option<Filter> = serde_json::from_value(value[2].clone()).ok();
         let req = value[0] == "REQ";

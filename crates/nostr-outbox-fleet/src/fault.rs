@@ -13,6 +13,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::proxy::Gauge;
 use crate::task::Task;
+use crate::wire::next_json;
 
 /// How a misbehaving server misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +93,7 @@ impl FaultServer {
                         return;
                     };
                     let mut reqs = 0usize;
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
+                    while let Some((_, value)) = next_json(&mut ws).await {
                         if value[0] == "EVENT" {
                             let n = received.fetch_add(1, Ordering::SeqCst);
                             if let Fault::Oks(script) = fault {

@@ -40,6 +40,7 @@ pub mod relay;
 pub mod scripted;
 pub mod signer;
 mod task;
+mod wire;
 pub mod world;
 
 pub use auth::{AuthRelay, AuthScript, AuthSeen};

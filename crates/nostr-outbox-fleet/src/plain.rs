@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::task::Task;
+use crate::wire::next_json;
 
 /// A relay that searches its events (NIP-50: `search` matched as text in the content, as
 /// nostr's filter matching does) and says so, or not, in its NIP-11 document.
@@ -163,11 +164,7 @@ async fn serve(
     let Some(Arrival::Session(mut ws)) = arrive(stream, document.as_deref()).await else {
         return;
     };
-    while let Some(Ok(msg)) = ws.next().await {
-        let Message::Text(text) = msg else { continue };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
+    while let Some((_, value)) = next_json(&mut ws).await {
         if value[0] != "REQ" {
             if value[0] != "CLOSE" && value[0] != "NEG-CLOSE" {
                 heard.ignored.fetch_add(1, Ordering::SeqCst);

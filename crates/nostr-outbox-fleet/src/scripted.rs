@@ -4,11 +4,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::task::Task;
+use crate::wire::next_json;
 
 /// How a [`Scripted`] answer ends.
 #[derive(Clone, Copy, Debug)]
@@ -49,11 +50,7 @@ impl Scripted {
                     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
                         return;
                     };
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(req) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
+                    while let Some((_, req)) = next_json(&mut ws).await {
                         if req[0] != "REQ" {
                             continue;
                         }
