@@ -59,4 +59,4 @@ pub use proxy::{proxy, slow_to_accept, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
 pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
-pub use world::{router, table, World};
+pub use world::{local_input, router, table, World};

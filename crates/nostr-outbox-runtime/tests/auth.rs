@@ -11,11 +11,10 @@ use nostr::event::{Event, Kind};
 use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    start, AuthOutcome, Client, FeedInput, FeedSummary, PublishConfig, PublishOutcome,
-    RuntimeConfig, SocketBudget, Status,
+    start, AuthOutcome, Client, FeedSummary, PublishConfig, PublishOutcome, RuntimeConfig,
+    SocketBudget, Status,
 };
 use nostr_relay_builder::prelude as rb;
 
@@ -39,8 +38,7 @@ async fn run(
     auth: Option<Keys>,
 ) -> (FeedSummary, Vec<Status>, BTreeSet<nostr::event::EventId>) {
     let follows: Vec<_> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [reader]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [reader]);
     for l in lists {
         assert!(input.add_relay_list_event(l));
     }

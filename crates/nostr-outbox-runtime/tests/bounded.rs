@@ -12,7 +12,6 @@ use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_client::{MemoryStore, StatsStore};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     fetch_events, Client, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
@@ -40,8 +39,7 @@ async fn black_hole_world(reader: &RealRelay) -> (Vec<BlackHole>, FeedInput, Vec
         notes.push(n);
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     for (k, hole) in f.iter().zip(&holes) {
         assert!(input.add_relay_list_event(&relay_list(k, now, &[(&hole.url, None)])));
     }
@@ -211,8 +209,7 @@ async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
             .await;
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(CONFIG), follows, [&reader.url]);
     let config = RuntimeConfig {
         once: true,
         discover_lists: true,
@@ -274,12 +271,11 @@ async fn one_run_with_holes(
     for (i, f) in follows.iter().enumerate() {
         reader.store(&note(f, now - 100 - i as u64, "a note")).await;
     }
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         follows.iter().map(|k| k.public_key()).collect(),
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (i, f) in follows.iter().enumerate() {
         let relay = input_holes
             .get(i)
@@ -346,12 +342,11 @@ async fn a_replan_does_not_wait_for_a_silent_relay() {
     let follows: Vec<Keys> = (1..=2).map(keys).collect();
     let moved = note(&follows[0], now - 100, "from the black hole's follow");
     reader.store(&moved).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         follows.iter().map(|k| k.public_key()).collect(),
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&follows[0], now, &[(&hole.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&follows[1], now, &[(&silent.url, None)])));
     let run = |early_waves: bool| {

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use nostr::event::{Event, EventBuilder, EventId, FinalizeEvent, Kind};
 use nostr::types::Timestamp;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
+use nostr_outbox_runtime::{FrameDrop, PenaltyPolicy, RuntimeConfig};
 use proptest::prelude::*;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -210,8 +209,7 @@ async fn run_case(script: Vec<Frame>, end: End) {
     let hostile = Scripted::start(script.iter().map(Frame::message).collect(), end).await;
 
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
-    let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
     let config = RuntimeConfig {
         once: true,
         discover_lists: false,

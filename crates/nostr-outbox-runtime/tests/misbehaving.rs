@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     start, Client, Failure, FeedHandle, FeedInput, FrameDrop, RuntimeConfig, Status,
@@ -67,8 +66,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
         world.put(n.clone(), &[&liar]).await;
     }
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&liar.url, None)])));
     let config = RuntimeConfig {
         once: true,
@@ -127,8 +125,7 @@ async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
     let f1_note = note(&f[1], now - 50, "f1 on the good relay");
     world.put(f1_note.clone(), &[&good]).await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f[0], now, &[(&flooder.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&good.url, None)])));
     // A continuing feed: the flood lands on a subscription kept open for live notes.
@@ -184,8 +181,7 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
     for n in &notes {
         world.put(n.clone(), &[&reader]).await;
     }
-    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&replayer.url, None)])));
     // A continuing feed: the replays land on the first page, kept open for live notes.
     let (handle, out, set_aside, took) = until_set_aside(input, &replayer.url).await;
@@ -225,8 +221,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     let duplicator = FaultServer::start(Fault::Duplicates, vec![n.clone()]).await;
     let mut world = World::default();
     world.put(n.clone(), &[&reader]).await;
-    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&duplicator.url, None)])));
     let config = RuntimeConfig {
         once: true,

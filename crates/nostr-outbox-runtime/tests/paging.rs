@@ -10,9 +10,9 @@ use nostr::filter::Filter;
 use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use nostr_outbox_client::paging::Paging;
-use nostr_outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
+use nostr_outbox_core::{DeliveryStats, PlanContext};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{fetch_events, Client, FeedInput, Nip11Config, RuntimeConfig};
+use nostr_outbox_runtime::{fetch_events, Client, Nip11Config, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 const YEAR: u64 = 365 * DAY;
@@ -78,8 +78,7 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     let since = now - YEAR;
     let predicted = world.predict(&plan, &table, since);
 
-    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), follows, [&reader.url]);
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -172,8 +171,7 @@ async fn published_limits_shape_every_req() {
     relay.put(events.clone());
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(toml), pubkeys, [&relay.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(toml), pubkeys, [&relay.url]);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.discover_lists = true;
     cfg.limits.nip11 = Nip11Config {
@@ -229,8 +227,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     relay.put(lists.clone());
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(toml), pubkeys.clone(), [&relay.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(toml), pubkeys.clone(), [&relay.url]);
     let mut cfg = config(now - DAY, Paging::default());
     cfg.discover_lists = true;
     let (summary, _) = start_once(input, cfg).await;
@@ -281,8 +278,7 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     }
     let list = relay_list(&f0, now - 50, &[(&capped.url, None)]);
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
-    let mut input = FeedInput::new(router(toml), vec![f0.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), vec![f0.public_key()], [&reader.url]);
     input.add_relay_list_event(&list);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.once = false;
@@ -332,12 +328,11 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
     let reader = RealRelay::start().await;
     reader.store(&n).await;
     let run = |paid_relays: Vec<String>| {
-        let mut input = FeedInput::new(
+        let mut input = local_input(
             router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
             vec![author.public_key()],
             [&reader.url],
         );
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
         assert!(input.add_relay_list_event(&relay_list(&author, now, &[(&relay.url, None)])));
         let mut cfg = config(now - DAY, Paging::default());
         cfg.paid_relays = paid_relays;
@@ -380,12 +375,11 @@ async fn a_relay_whose_document_excludes_the_reader_receives_no_req() {
     for n in &notes {
         reader.store(n).await;
     }
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 4\n[strategy]\ntype = \"greedy\"\n"),
         vec![paid_author.public_key(), members_author.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (author, relay) in [(&paid_author, &paid), (&members_author, &members)] {
         assert!(input.add_relay_list_event(&relay_list(author, now, &[(&relay.url, None)])));
     }

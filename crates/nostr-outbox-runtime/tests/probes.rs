@@ -14,7 +14,6 @@ use nostr::event::{Event, EventId};
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_client::MemoryStore;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     start, Client, FeedInput, FeedSummary, RuntimeConfig, SocketBudget, Status,
@@ -104,8 +103,7 @@ impl Scene {
     }
 
     fn input(&self, toml: &str) -> FeedInput {
-        let mut input = FeedInput::new(router(toml), self.follows.clone(), [&self.reader.url]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(toml), self.follows.clone(), [&self.reader.url]);
         for l in &self.lists {
             assert!(input.add_relay_list_event(l));
         }
@@ -365,8 +363,7 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket
         follows.push(author.public_key());
     }
     let toml = config(BUDGET, Some(OWN + 6));
-    let mut input = FeedInput::new(router(&toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&toml), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -418,8 +415,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -480,8 +476,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -528,9 +523,7 @@ async fn a_relay_slow_to_accept_gets_a_patient_probe_after_a_short_one_failed() 
     }
     let store = Arc::new(MemoryStore::new());
     let run = || {
-        let mut input =
-            FeedInput::new(router(&config(1, Some(20))), follows.clone(), [&reader.url]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(&config(1, Some(20))), follows.clone(), [&reader.url]);
         input.store = store.clone();
         for l in &lists {
             assert!(input.add_relay_list_event(l));
