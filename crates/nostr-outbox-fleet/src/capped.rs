@@ -90,7 +90,7 @@ impl CappedRelay {
     }
 }
 
-/// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
+/// One connection: a WebSocket upgrade is served as a relay; any other request gets the document.
 async fn serve(
     stream: TcpStream,
     document: Arc<Option<String>>,
@@ -99,7 +99,7 @@ async fn serve(
     refuse_over: usize,
 ) {
     let mut ws = match arrive(stream, document.as_deref()).await {
-        Some(Arrival::Session(ws)) => ws,
+        Some(Arrival::Socket(ws)) => ws,
         Some(Arrival::Answered(true)) => {
             log.documents.fetch_add(1, Ordering::SeqCst);
             return;

@@ -107,13 +107,13 @@ struct Heard {
 
 /// What came on a connection to a relay that also serves a NIP-11 document.
 pub(crate) enum Arrival {
-    /// A WebSocket session.
-    Session(Box<WebSocketStream<TcpStream>>),
+    /// A WebSocket connection.
+    Socket(Box<WebSocketStream<TcpStream>>),
     /// An HTTP request, answered: with the document (`true`) or a 404.
     Answered(bool),
 }
 
-/// Reads a connection's request head: a WebSocket upgrade becomes a session; any other request
+/// Reads a connection's request head: a WebSocket upgrade becomes a socket; any other request
 /// gets `document` when it asks for NIP-11 JSON (as every document fetch does), else a 404.
 /// `None`: the connection failed.
 pub(crate) async fn arrive(mut stream: TcpStream, document: Option<&str>) -> Option<Arrival> {
@@ -134,7 +134,7 @@ pub(crate) async fn arrive(mut stream: TcpStream, document: Option<&str>) -> Opt
     let text = String::from_utf8_lossy(&head[..seen]).to_ascii_lowercase();
     if text.contains("upgrade: websocket") {
         let ws = tokio_tungstenite::accept_async(stream).await.ok()?;
-        return Some(Arrival::Session(Box::new(ws)));
+        return Some(Arrival::Socket(Box::new(ws)));
     }
     // Read what was peeked, so closing does not reset the connection under the answer.
     let _ = stream.read(&mut head).await;
@@ -154,14 +154,14 @@ pub(crate) async fn arrive(mut stream: TcpStream, document: Option<&str>) -> Opt
     Some(Arrival::Answered(served.is_some()))
 }
 
-/// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
+/// One connection: a WebSocket upgrade is served as a relay; any other request gets the document.
 async fn serve(
     stream: TcpStream,
     events: Arc<Vec<Event>>,
     document: Option<Arc<str>>,
     heard: Heard,
 ) {
-    let Some(Arrival::Session(mut ws)) = arrive(stream, document.as_deref()).await else {
+    let Some(Arrival::Socket(mut ws)) = arrive(stream, document.as_deref()).await else {
         return;
     };
     while let Some((_, value)) = next_json(&mut ws).await {
