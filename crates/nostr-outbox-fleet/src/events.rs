@@ -68,3 +68,12 @@ pub fn signed(keys: &Keys, kind: Kind, content: &str, tags: Vec<Tag>, age: u64) 
 pub fn raw(event: &Event) -> RawRelayList {
     RawRelayList::try_from(event).expect("a valid relay list")
 }
+
+/// A kind:10050 list by `keys` (the relays its DMs go to), dated a minute ago.
+pub fn dm_list(keys: &Keys, relays: &[&str]) -> Event {
+    let tags = relays
+        .iter()
+        .map(|url| Tag::parse(["relay", url]).expect("valid tag"))
+        .collect();
+    signed(keys, Kind::InboxRelays, "", tags, 60)
+}

@@ -3,11 +3,17 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use nostr::event::Event;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::proxy::Gauge;
+use crate::task::Task;
+use crate::wire::next_json;
 
 /// How a misbehaving server misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,13 +70,7 @@ pub struct FaultServer {
     pub connections: Arc<AtomicUsize>,
     /// EVENT frames received so far, over all connections.
     pub events: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FaultServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl FaultServer {
@@ -83,7 +83,7 @@ impl FaultServer {
         let received = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
         let received_by_task = received.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let events = events.clone();
@@ -93,11 +93,7 @@ impl FaultServer {
                         return;
                     };
                     let mut reqs = 0usize;
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
+                    while let Some((_, value)) = next_json(&mut ws).await {
                         if value[0] == "EVENT" {
                             let n = received.fetch_add(1, Ordering::SeqCst);
                             if let Fault::Oks(script) = fault {
@@ -241,7 +237,7 @@ impl FaultServer {
             url,
             connections,
             events: received,
-            task,
+            _task,
         }
     }
 
@@ -284,13 +280,7 @@ pub struct BlackHole {
     pub url: String,
     /// Sockets accepted so far.
     pub accepts: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl BlackHole {
@@ -300,13 +290,99 @@ impl BlackHole {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let accepts = Arc::new(AtomicUsize::new(0));
         let count = accepts.clone();
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             let mut held = Vec::new();
             while let Ok((stream, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 held.push(stream);
             }
         });
-        Self { url, accepts, task }
+        Self {
+            url,
+            accepts,
+            _task,
+        }
+    }
+}
+
+/// A relay that holds each EVENT `delay` before accepting it; `waiting` counts the EVENTs
+/// waiting for their OK (open now, the most at once) over every server sharing it, which is
+/// how many sockets a publisher holds at once. Returns its URL.
+pub async fn slow_oks(delay: Duration, waiting: Gauge) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let waiting = waiting.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(Message::Text(text))) = ws.next().await {
+                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if value[0] != "EVENT" {
+                        continue;
+                    }
+                    waiting.opened();
+                    tokio::time::sleep(delay).await;
+                    waiting.closed();
+                    let id = value[1]["id"].as_str().unwrap().to_string();
+                    let answer = serde_json::json!(["OK", id, true, ""]).to_string();
+                    let _ = ws.send(Message::text(answer)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// A relay whose every HTTP answer (the NIP-11 document's among them) is a redirect to an
+/// observer on 127.0.0.1 that counts what reaches it: a client following the redirect shows.
+pub struct Redirect {
+    /// `ws://127.0.0.1:PORT` of the redirecting relay.
+    pub url: String,
+    /// Connections that reached the observer.
+    pub followed: Arc<AtomicUsize>,
+    _tasks: [Task; 2],
+}
+
+impl Redirect {
+    /// The relay and its observer, each on a free port; stop when dropped.
+    pub async fn start() -> Self {
+        let observer = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let observer_port = observer.local_addr().unwrap().port();
+        let followed = Arc::new(AtomicUsize::new(0));
+        let seen = followed.clone();
+        let observer_task = Task::spawn(async move {
+            while let Ok((mut stream, _)) = observer.accept().await {
+                // Counted before it answers: a followed redirect shows by the time it returns.
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\n\r\n").await;
+            }
+        });
+        let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", relay.local_addr().unwrap());
+        let relay_task = Task::spawn(async move {
+            while let Ok((mut stream, _)) = relay.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                // A cloud metadata path: where a followed redirect would do harm.
+                let answer = format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{observer_port}/latest/meta-data/iam\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        Self {
+            url,
+            followed,
+            _tasks: [observer_task, relay_task],
+        }
+    }
+
+    /// Connections that reached the observer so far.
+    pub fn followed(&self) -> usize {
+        self.followed.load(Ordering::SeqCst)
     }
 }

@@ -111,3 +111,24 @@ pub async fn start_once_on(input: FeedInput, client: &Client) -> (FeedSummary, C
     let collected = std::mem::take(&mut *out.lock().unwrap());
     (summary, collected)
 }
+
+/// How long [`start_settled`] waits for a continuing feed to settle: a guard against a feed
+/// that never does, far beyond the test configs' timeouts and a loaded machine.
+pub const SETTLED_WITHIN: Duration = Duration::from_secs(30);
+
+/// Starts a continuing feed of `input` on `client`, drains its channel and waits until the
+/// feed reported `Status::Settled` (panics if it did not within [`SETTLED_WITHIN`]): the
+/// point after which a test publishes live notes or changes lists.
+pub async fn start_settled(
+    input: FeedInput,
+    client: &Client,
+) -> (FeedHandle, Arc<Mutex<Collected>>) {
+    let (handle, rx) = start(input, client).await;
+    let out = drain(rx);
+    let settled = wait_for(&out, SETTLED_WITHIN, |c| {
+        c.statuses.contains(&Status::Settled)
+    })
+    .await;
+    assert!(settled, "the feed settled");
+    (handle, out)
+}

@@ -6,10 +6,18 @@
 //!   connections they see; one can be shut down and restarted on its port
 //!   ([`RealRelay`], [`Counter`]), and [`dead_url`], where nothing listens.
 //! - [`fault`]: tiny WebSocket servers that misbehave in one way each ([`FaultServer`],
-//!   [`Fault`]), for what a real relay does not do on demand.
-//! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]).
+//!   [`Fault`]), for what a real relay does not do on demand: also a publisher's slow relay
+//!   ([`slow_oks`]) and a relay redirecting its document ([`Redirect`]).
+//! - [`scripted`]: a server answering every REQ with the frames it was given ([`Scripted`]).
+//! - [`auth`]: relays asking for NIP-42 sign-in in one of several ways ([`AuthRelay`]).
+//! - [`capped`]: a relay capping its answers and refusing long messages, logging what it was
+//!   sent ([`CappedRelay`]).
+//! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]),
+//!   and one slow to let them through ([`slow_to_accept`]).
 //! - [`plain`]: a minimal relay that serves REQs (search among them) and a NIP-11 document of
 //!   the NIPs it is told to name, and ignores every other ask ([`PlainRelay`]).
+//! - [`cli`]: running the command-line binary, bounded, with a clean environment
+//!   ([`cli::run`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
@@ -20,22 +28,35 @@
 //! Nothing here asserts timings: waits are bounded generously and report whether the condition
 //! came, for the test to assert.
 
+pub mod auth;
+pub mod capped;
+pub mod cli;
 pub mod events;
 pub mod fault;
 pub mod feed;
 pub mod plain;
 pub mod proxy;
 pub mod relay;
+pub mod scripted;
 pub mod signer;
+mod task;
+mod wire;
 pub mod world;
 
-pub use events::{key, keys, note, now, raw, relay_list, signed, DAY};
-pub use fault::{BlackHole, Fault, FaultServer, DUPLICATES, FLOOD, RATE_LIMITED};
+pub use auth::{AuthRelay, AuthScript, AuthSeen};
+pub use capped::{CappedRelay, SeenMessage};
+pub use cli::{strings, texts, RUN_WITHIN};
+pub use events::{dm_list, key, keys, note, now, raw, relay_list, signed, DAY};
+pub use fault::{
+    slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
+};
 pub use feed::{
-    drain, run_once, start_once, start_once_on, wait_for, wait_until, Collected, ONCE_WITHIN,
+    drain, run_once, start_once, start_once_on, start_settled, wait_for, wait_until, Collected,
+    ONCE_WITHIN, SETTLED_WITHIN,
 };
 pub use plain::PlainRelay;
-pub use proxy::{proxy, Gauge};
+pub use proxy::{proxy, slow_to_accept, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
+pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
-pub use world::{router, table, World};
+pub use world::{local_input, router, table, World};

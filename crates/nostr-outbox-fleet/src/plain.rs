@@ -7,12 +7,16 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::task::Task;
+use crate::wire::next_json;
 
 /// A relay that searches its events (NIP-50: `search` matched as text in the content, as
 /// nostr's filter matching does) and says so, or not, in its NIP-11 document.
@@ -26,13 +30,7 @@ pub struct PlainRelay {
     /// Asks other than `REQ` received so far (`COUNT`, `NEG-OPEN`, …; not `CLOSE` or
     /// `NEG-CLOSE`): asks it ignored.
     pub ignored: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for PlainRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Task,
 }
 
 impl PlainRelay {
@@ -64,7 +62,7 @@ impl PlainRelay {
             ignored: ignored.clone(),
         };
         let events = Arc::new(events);
-        let task = tokio::spawn(async move {
+        let _task = Task::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(serve(
                     stream,
@@ -79,7 +77,7 @@ impl PlainRelay {
             searches,
             reqs,
             ignored,
-            task,
+            _task,
         }
     }
 
@@ -107,13 +105,18 @@ struct Heard {
     ignored: Arc<AtomicUsize>,
 }
 
-/// One connection: a WebSocket upgrade is a relay session; any other request gets the document.
-async fn serve(
-    mut stream: TcpStream,
-    events: Arc<Vec<Event>>,
-    document: Option<Arc<str>>,
-    heard: Heard,
-) {
+/// What came on a connection to a relay that also serves a NIP-11 document.
+pub(crate) enum Arrival {
+    /// A WebSocket connection.
+    Socket(Box<WebSocketStream<TcpStream>>),
+    /// An HTTP request, answered: with the document (`true`) or a 404.
+    Answered(bool),
+}
+
+/// Reads a connection's request head: a WebSocket upgrade becomes a socket; any other request
+/// gets `document` when it asks for NIP-11 JSON (as every document fetch does), else a 404.
+/// `None`: the connection failed.
+pub(crate) async fn arrive(mut stream: TcpStream, document: Option<&str>) -> Option<Arrival> {
     let mut head = vec![0u8; 8192];
     let mut seen = 0;
     // Peek until the request head is in, so the WebSocket handshake can still read it all.
@@ -123,36 +126,45 @@ async fn serve(
                 seen = n;
                 break;
             }
-            Ok(n) if n == head.len() => return,
+            Ok(n) if n == head.len() => return None,
             Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-            Err(_) => return,
+            Err(_) => return None,
         }
     }
     let text = String::from_utf8_lossy(&head[..seen]).to_ascii_lowercase();
-    if !text.contains("upgrade: websocket") {
-        let response = match document {
-            Some(body) => {
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-            }
-            None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                .to_string(),
-        };
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        return;
+    if text.contains("upgrade: websocket") {
+        let ws = tokio_tungstenite::accept_async(stream).await.ok()?;
+        return Some(Arrival::Socket(Box::new(ws)));
     }
-    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+    // Read what was peeked, so closing does not reset the connection under the answer.
+    let _ = stream.read(&mut head).await;
+    let served = document.filter(|_| text.contains("accept: application/nostr+json"));
+    let response = match served {
+        Some(body) => format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        None => {
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
+        }
+    };
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    Some(Arrival::Answered(served.is_some()))
+}
+
+/// One connection: a WebSocket upgrade is served as a relay; any other request gets the document.
+async fn serve(
+    stream: TcpStream,
+    events: Arc<Vec<Event>>,
+    document: Option<Arc<str>>,
+    heard: Heard,
+) {
+    let Some(Arrival::Socket(mut ws)) = arrive(stream, document.as_deref()).await else {
         return;
     };
-    while let Some(Ok(msg)) = ws.next().await {
-        let Message::Text(text) = msg else { continue };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
+    while let Some((_, value)) = next_json(&mut ws).await {
         if value[0] != "REQ" {
             if value[0] != "CLOSE" && value[0] != "NEG-CLOSE" {
                 heard.ignored.fetch_add(1, Ordering::SeqCst);

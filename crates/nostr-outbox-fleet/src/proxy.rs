@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -21,13 +22,13 @@ pub struct Gauge {
 }
 
 impl Gauge {
-    fn opened(&self) {
+    pub(crate) fn opened(&self) {
         self.accepted.fetch_add(1, Ordering::SeqCst);
         let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
     }
 
-    fn closed(&self) {
+    pub(crate) fn closed(&self) {
         self.open.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -35,6 +36,18 @@ impl Gauge {
 /// A TCP proxy in front of `upstream` (a `ws://host:port` URL) that counts the client's
 /// connections in `gauge`, each from its accept until either end closed it; returns its URL.
 pub async fn proxy(upstream: &str, gauge: Gauge) -> String {
+    delayed_proxy(upstream, gauge, Duration::ZERO).await
+}
+
+/// A relay alive but slow to accept: a proxy in front of `upstream` that accepts TCP at once
+/// but passes no byte either way until `delay` has passed, so the WebSocket handshake
+/// completes only then. Returns its URL.
+pub async fn slow_to_accept(upstream: &str, delay: Duration) -> String {
+    delayed_proxy(upstream, Gauge::default(), delay).await
+}
+
+/// [`proxy`], each connection reaching `upstream` only after `delay`.
+async fn delayed_proxy(upstream: &str, gauge: Gauge, delay: Duration) -> String {
     let target = upstream.trim_start_matches("ws://").to_string();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
@@ -43,6 +56,7 @@ pub async fn proxy(upstream: &str, gauge: Gauge) -> String {
             gauge.opened();
             let (target, gauge) = (target.clone(), gauge.clone());
             tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
                 let Ok(server) = TcpStream::connect(&target).await else {
                     gauge.closed();
                     return;

@@ -67,3 +67,14 @@ pub fn router(toml: &str) -> nostr_outbox_core::Router {
     nostr_outbox_strategies::link();
     nostr_outbox_core::Router::from_toml(toml).expect("valid config")
 }
+
+/// A feed input whose router allows loopback relays, as every test's relays are.
+pub fn local_input<S: AsRef<str>>(
+    router: nostr_outbox_core::Router,
+    follows: Vec<PublicKey>,
+    reader_relays: impl IntoIterator<Item = S>,
+) -> nostr_outbox_runtime::FeedInput {
+    let mut input = nostr_outbox_runtime::FeedInput::new(router, follows, reader_relays);
+    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    input
+}

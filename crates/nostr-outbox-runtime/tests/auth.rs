@@ -5,23 +5,18 @@
 //! other relay; a config never prints the secret key.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, Kind};
-use nostr::filter::{Filter, MatchEventOptions};
+use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    start, AuthOutcome, Client, FeedInput, FeedSummary, PublishConfig, PublishOutcome,
-    RuntimeConfig, SocketBudget, Status,
+    start, AuthOutcome, Client, FeedSummary, PublishConfig, PublishOutcome, RuntimeConfig,
+    SocketBudget, Status,
 };
 use nostr_relay_builder::prelude as rb;
-use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::Message;
 
 const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -43,8 +38,7 @@ async fn run(
     auth: Option<Keys>,
 ) -> (FeedSummary, Vec<Status>, BTreeSet<nostr::event::EventId>) {
     let follows: Vec<_> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [reader]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [reader]);
     for l in lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -145,142 +139,6 @@ async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
     assert_eq!(got, notes);
 }
 
-/// How a scripted relay asks for sign-in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Script {
-    /// Challenges at connect but serves everyone.
-    ChallengeOnly,
-    /// Challenges at connect, refuses REQs with `auth-required:` until signed in.
-    ChallengeFirst,
-    /// Refuses REQs with `auth-required:`, and only then challenges.
-    ChallengeAfterRefusal,
-    /// Refuses REQs with `auth-required:` and never challenges.
-    NoChallenge,
-    /// Challenges at connect, refuses REQs, and answers every AUTH with OK false.
-    RejectsAuth,
-    /// Challenges at connect, accepts AUTH, and refuses REQs all the same.
-    RefusesAfterAuth,
-}
-
-/// What a scripted relay saw.
-#[derive(Default, Debug)]
-struct Seen {
-    /// Every AUTH event received, with the challenge it was sent on that connection.
-    auths: Vec<(Event, String)>,
-    /// REQs received before and after the connection signed in.
-    reqs: usize,
-    reqs_signed_in: usize,
-}
-
-/// A WebSocket relay on 127.0.0.1 following a [`Script`], serving `events`.
-struct ScriptedRelay {
-    url: String,
-    // Test-only shared log; the lock is taken briefly and never across an await.
-    seen: Arc<Mutex<Seen>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for ScriptedRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl ScriptedRelay {
-    async fn start(script: Script, events: Vec<Event>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let log = seen.clone();
-        let task = tokio::spawn(async move {
-            let mut connection = 0u32;
-            while let Ok((stream, _)) = listener.accept().await {
-                connection += 1;
-                let challenge = format!("challenge-{connection}");
-                let (events, log) = (events.clone(), log.clone());
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    let auth_frame = format!(r#"["AUTH","{challenge}"]"#);
-                    let at_connect =
-                        !matches!(script, Script::ChallengeAfterRefusal | Script::NoChallenge);
-                    if at_connect && ws.send(Message::text(auth_frame.clone())).await.is_err() {
-                        return;
-                    }
-                    let mut signed_in = false;
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
-                        let mut replies = Vec::new();
-                        match value[0].as_str() {
-                            Some("REQ") => {
-                                let sub = value[1].as_str().unwrap_or_default().to_string();
-                                {
-                                    let mut seen = log.lock().unwrap();
-                                    seen.reqs += 1;
-                                    seen.reqs_signed_in += usize::from(signed_in);
-                                }
-                                let serves = match script {
-                                    Script::ChallengeOnly => true,
-                                    Script::RefusesAfterAuth => false,
-                                    _ => signed_in,
-                                };
-                                if serves {
-                                    let filter = Filter::from_json(value[2].to_string()).unwrap();
-                                    for e in &events {
-                                        if filter.match_event(e, MatchEventOptions::new()) {
-                                            replies.push(format!(
-                                                r#"["EVENT","{sub}",{}]"#,
-                                                e.as_json()
-                                            ));
-                                        }
-                                    }
-                                    replies.push(format!(r#"["EOSE","{sub}"]"#));
-                                } else {
-                                    replies.push(format!(
-                                        r#"["CLOSED","{sub}","auth-required: sign in first"]"#
-                                    ));
-                                    if script == Script::ChallengeAfterRefusal {
-                                        replies.push(auth_frame.clone());
-                                    }
-                                }
-                            }
-                            Some("AUTH") => {
-                                let event: Event =
-                                    serde_json::from_value(value[1].clone()).unwrap();
-                                let id = event.id;
-                                log.lock().unwrap().auths.push((event, challenge.clone()));
-                                if script == Script::RejectsAuth {
-                                    replies.push(format!(
-                                        r#"["OK","{id}",false,"restricted: not on the list"]"#
-                                    ));
-                                } else {
-                                    signed_in = true;
-                                    replies.push(format!(r#"["OK","{id}",true,""]"#));
-                                }
-                            }
-                            _ => {}
-                        }
-                        for r in replies {
-                            if ws.send(Message::text(r)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        Self { url, seen, task }
-    }
-
-    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap()
-    }
-}
-
 /// The value of the first tag named `name`.
 fn tag<'a>(event: &'a Event, name: &str) -> Option<&'a str> {
     event
@@ -296,23 +154,23 @@ fn tag<'a>(event: &'a Event, name: &str) -> Option<&'a str> {
 /// that challenges at connect but serves everyone (so must never see an AUTH event); the
 /// reader's relay is the same kind.
 struct Scene {
-    reader: ScriptedRelay,
-    open: ScriptedRelay,
-    private: ScriptedRelay,
+    reader: AuthRelay,
+    open: AuthRelay,
+    private: AuthRelay,
     follows: Vec<Keys>,
     lists: Vec<Event>,
     private_note: Event,
     open_note: Event,
 }
 
-async fn scene(script: Script) -> Scene {
+async fn scene(script: AuthScript) -> Scene {
     let now = now();
     let follows: Vec<_> = (1..=2).map(keys).collect();
     let private_note = note(&follows[0], now - 100, "behind the sign-in");
     let open_note = note(&follows[1], now - 100, "open to all");
-    let private = ScriptedRelay::start(script, vec![private_note.clone()]).await;
-    let open = ScriptedRelay::start(Script::ChallengeOnly, vec![open_note.clone()]).await;
-    let reader = ScriptedRelay::start(Script::ChallengeOnly, Vec::new()).await;
+    let private = AuthRelay::start(script, vec![private_note.clone()]).await;
+    let open = AuthRelay::start(AuthScript::ChallengeOnly, vec![open_note.clone()]).await;
+    let reader = AuthRelay::start(AuthScript::ChallengeOnly, Vec::new()).await;
     let lists = vec![
         relay_list(&follows[0], now, &[(&private.url, None)]),
         relay_list(&follows[1], now, &[(&open.url, None)]),
@@ -330,7 +188,10 @@ async fn scene(script: Script) -> Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_auth_event_names_the_relay_and_its_challenge_and_goes_nowhere_else() {
-    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+    for script in [
+        AuthScript::ChallengeFirst,
+        AuthScript::ChallengeAfterRefusal,
+    ] {
         let s = scene(script).await;
         let keys = reader_keys();
         let (summary, _, got) = run(&s.reader.url, &s.follows, &s.lists, Some(keys.clone())).await;
@@ -380,11 +241,14 @@ async fn the_auth_event_names_the_relay_and_its_challenge_and_goes_nowhere_else(
 async fn a_failed_sign_in_sets_the_relay_aside_and_says_why() {
     let cases = [
         (
-            Script::RejectsAuth,
+            AuthScript::RejectsAuth,
             "sign-in refused: restricted: not on the list",
         ),
-        (Script::NoChallenge, "no AUTH challenge came in time"),
-        (Script::RefusesAfterAuth, "still refused after signing in"),
+        (AuthScript::NoChallenge, "no AUTH challenge came in time"),
+        (
+            AuthScript::RefusesAfterAuth,
+            "still refused after signing in",
+        ),
     ];
     for (script, why) in cases {
         let s = scene(script).await;
@@ -410,12 +274,12 @@ async fn a_failed_sign_in_sets_the_relay_aside_and_says_why() {
             other => panic!("{script:?}: {other:?}"),
         }
         let seen = s.private.seen();
-        if script == Script::RefusesAfterAuth {
+        if script == AuthScript::RefusesAfterAuth {
             // Asked again once after signing in, then given up: not a loop.
             assert_eq!(seen.reqs_signed_in, 1, "{seen:?}");
             assert_eq!(seen.auths.len(), 1, "{seen:?}");
         }
-        if script == Script::NoChallenge {
+        if script == AuthScript::NoChallenge {
             assert!(seen.auths.is_empty(), "{seen:?}");
         }
     }
@@ -468,7 +332,10 @@ async fn route_notes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
-    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+    for script in [
+        AuthScript::ChallengeFirst,
+        AuthScript::ChallengeAfterRefusal,
+    ] {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let config = RuntimeConfig {
@@ -525,7 +392,7 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
     // and lets the challenge go by without signing in; the lookup (the same client, so the
     // same sockets and the same key) joins that socket after the challenge went by and must
     // sign in with it.
-    let s = scene(Script::ChallengeFirst).await;
+    let s = scene(AuthScript::ChallengeFirst).await;
     let filter = Filter::new().author(s.follows[0].public_key());
     let signed = client(
         RuntimeConfig {
@@ -568,7 +435,10 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_on_one_socket_sign_in_once() {
     // NIP-42 authenticates a connection: two lookups refused on one socket share one AUTH.
-    for script in [Script::ChallengeFirst, Script::ChallengeAfterRefusal] {
+    for script in [
+        AuthScript::ChallengeFirst,
+        AuthScript::ChallengeAfterRefusal,
+    ] {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let signed = client(

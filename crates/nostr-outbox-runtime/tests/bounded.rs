@@ -3,7 +3,7 @@
 //! relay it set aside, ends at its deadline naming what is still pending, and its lookups end
 //! once the good answers are in. A relay document's redirect is not followed anywhere.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,14 +12,11 @@ use nostr::filter::Filter;
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_client::{MemoryStore, StatsStore};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     fetch_events, Client, FeedInput, Nip11Cache, Nip11Config, PenaltyPolicy, RuntimeConfig,
     SocketBudget, Sockets,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const CONFIG: &str = "max_connections = 50\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -42,8 +39,7 @@ async fn black_hole_world(reader: &RealRelay) -> (Vec<BlackHole>, FeedInput, Vec
         notes.push(n);
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     for (k, hole) in f.iter().zip(&holes) {
         assert!(input.add_relay_list_event(&relay_list(k, now, &[(&hole.url, None)])));
     }
@@ -213,8 +209,7 @@ async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
             .await;
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(CONFIG), follows, [&reader.url]);
     let config = RuntimeConfig {
         once: true,
         discover_lists: true,
@@ -236,30 +231,8 @@ async fn a_once_runs_list_lookup_does_not_wait_for_a_silent_indexer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_document_redirect_is_not_followed() {
-    // The observer: anything that reaches it was sent where the relay pointed.
-    let observer = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let observer_port = observer.local_addr().unwrap().port();
-    let observed = Arc::new(AtomicUsize::new(0));
-    let seen = observed.clone();
-    let observer_task = tokio::spawn(async move {
-        while let Ok((mut stream, _)) = observer.accept().await {
-            seen.fetch_add(1, Ordering::SeqCst);
-            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\n\r\n").await;
-        }
-    });
-    let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let relay_url = format!("ws://{}", relay.local_addr().unwrap());
-    let relay_task = tokio::spawn(async move {
-        while let Ok((mut stream, _)) = relay.accept().await {
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf).await;
-            let answer = format!(
-                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{observer_port}/latest/meta-data/iam\r\n\
-                 Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-        }
-    });
+    // Anything that reaches the observer was sent where the relay pointed.
+    let redirect = Redirect::start().await;
     let cfg = Nip11Config {
         enabled: true,
         timeout: Duration::from_secs(2),
@@ -268,19 +241,17 @@ async fn a_relay_document_redirect_is_not_followed() {
     let cache = Nip11Cache::new();
     assert_eq!(
         cache
-            .limits(&relay_url, &cfg, &Sockets::new(SocketBudget::unbounded()))
+            .limits(
+                &redirect.url,
+                &cfg,
+                &Sockets::new(SocketBudget::unbounded())
+            )
             .await,
         None
     );
     // A followed redirect would have reached the observer, which counts before it answers,
     // before the lookup returned: nothing to wait for.
-    assert_eq!(
-        observed.load(Ordering::SeqCst),
-        0,
-        "the redirect was followed"
-    );
-    observer_task.abort();
-    relay_task.abort();
+    assert_eq!(redirect.followed(), 0, "the redirect was followed");
 }
 
 /// A `once` run over a reader relay and follows who each list one relay: `holes` of them a
@@ -300,12 +271,11 @@ async fn one_run_with_holes(
     for (i, f) in follows.iter().enumerate() {
         reader.store(&note(f, now - 100 - i as u64, "a note")).await;
     }
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         follows.iter().map(|k| k.public_key()).collect(),
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (i, f) in follows.iter().enumerate() {
         let relay = input_holes
             .get(i)
@@ -372,12 +342,11 @@ async fn a_replan_does_not_wait_for_a_silent_relay() {
     let follows: Vec<Keys> = (1..=2).map(keys).collect();
     let moved = note(&follows[0], now - 100, "from the black hole's follow");
     reader.store(&moved).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         follows.iter().map(|k| k.public_key()).collect(),
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&follows[0], now, &[(&hole.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&follows[1], now, &[(&silent.url, None)])));
     let run = |early_waves: bool| {

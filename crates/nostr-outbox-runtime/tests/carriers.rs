@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_outbox_client::MemoryStore;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     start, Carriers, Client, FeedInput, FeedSummary, RuntimeConfig, Status,
@@ -42,8 +41,7 @@ async fn a_dead_reader_relay_hands_the_residual_to_the_fallback() {
             .await;
     }
     let follows = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(GREEDY), follows, [&reader]);
     let config = RuntimeConfig {
         fallback_relays: vec![fallback.url.clone()],
         ..config()
@@ -79,8 +77,7 @@ async fn with_no_reader_or_fallback_relay_a_list_relay_carries_the_residual() {
     // The follow without a list happens to write where the other one does.
     world.put(note(&without, now - 20, "b"), &[&listed]).await;
     let follows = vec![with_list.public_key(), without.public_key()];
-    let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(GREEDY), follows, [&reader]);
     assert!(input.add_relay_list_event(&relay_list(&with_list, now, &[(&listed.url, None)])));
     let (summary, _, notes) = run(input, config()).await;
 
@@ -96,8 +93,7 @@ async fn with_no_reader_or_fallback_relay_a_list_relay_carries_the_residual() {
 async fn with_nobody_to_ask_the_run_says_so_and_does_not_panic() {
     let reader = dead_url().await;
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
-    let mut input = FeedInput::new(router(GREEDY), follows, [&reader]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(GREEDY), follows, [&reader]);
     let (summary, statuses, notes) = run(input, config()).await;
 
     assert_eq!(notes, 0);
@@ -115,8 +111,7 @@ async fn each_run_plans_with_a_fresh_seed_from_the_stored_stats() {
     let store = Arc::new(MemoryStore::new());
     let mut seeds = Vec::new();
     for _ in 0..3 {
-        let mut input = FeedInput::new(router(GREEDY), vec![keys(1).public_key()], [&relay.url]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(GREEDY), vec![keys(1).public_key()], [&relay.url]);
         input.store = store.clone();
         let (summary, _, _) = run(input, config()).await;
         seeds.push(summary.seed);
@@ -137,12 +132,11 @@ async fn the_eose_race_stops_waiting_for_stragglers() {
     let mut world = World::default();
     world.put(note(&a, now - 10, "fast"), &[&fast]).await;
     let straggler = FaultServer::start(Fault::NeverEose, vec![note(&b, now - 10, "slow")]).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(GREEDY),
         vec![a.public_key(), b.public_key()],
         [&fast.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&a, now, &[(&fast.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&b, now, &[(&straggler.url, None)])));
     let config = RuntimeConfig {
@@ -174,12 +168,11 @@ async fn an_answer_closed_by_a_re_plan_is_still_learned() {
     world.put(note(&x, now - 10, "x"), &[&answered]).await;
     // Keeps the round open: it never finishes, so nothing is learned before the re-plan.
     let straggler = FaultServer::start(Fault::NeverEose, vec![note(&y, now - 10, "y")]).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(GREEDY),
         vec![x.public_key(), y.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&x, now, &[(&answered.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&y, now, &[(&straggler.url, None)])));
     let config = RuntimeConfig {

@@ -2,9 +2,8 @@
 //! as a write relay) is left out once the plan settled, and its follows are asked elsewhere in
 //! the same run.
 
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, RuntimeConfig};
+use nostr_outbox_runtime::RuntimeConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_of_a_relay_that_answered_empty_are_asked_elsewhere_in_the_same_run() {
@@ -24,8 +23,7 @@ async fn follows_of_a_relay_that_answered_empty_are_asked_elsewhere_in_the_same_
 
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let config_toml = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
-    let mut input = FeedInput::new(router(config_toml), follows.clone(), [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(config_toml), follows.clone(), [&reader.url]);
     for (i, k) in f.iter().enumerate() {
         let relays: Vec<(&str, Option<&str>)> = if i == 0 {
             vec![(&indexer.url, None), (&own.url, None)]

@@ -6,9 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, FrameDrop, RuntimeConfig, Status};
+use nostr_outbox_runtime::{start, Client, FrameDrop, RuntimeConfig, Status};
 use nostr_relay_builder::prelude as rb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,8 +48,7 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
 
     let config_toml = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
-    let mut input = FeedInput::new(router(config_toml), follows.clone(), [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(config_toml), follows.clone(), [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -170,8 +168,7 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
     ];
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let config_toml = "max_connections = 5\n[strategy]\ntype = \"greedy\"\n";
-    let mut input = FeedInput::new(router(config_toml), follows.clone(), [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(config_toml), follows.clone(), [&reader.url]);
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -224,12 +221,11 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
         .put(note(&f[1], now - 5, "on b"), &[&b, &reader])
         .await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 5\n[strategy]\ntype = \"greedy\"\n"),
         follows,
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -313,12 +309,11 @@ async fn a_rate_limited_relay_is_asked_again_after_a_wait_not_set_aside() {
     let n = note(&f, now - 100, "behind a rate limit");
     // Only the rate-limited relay has the note: the residual cannot stand in.
     let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
         vec![f.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&limited.url, None)])));
     let config = RuntimeConfig {
         once: true,

@@ -2,9 +2,8 @@
 //! relay the reader's kind:3 names beside them; without it, only the residual asks.
 
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, RuntimeConfig};
+use nostr_outbox_runtime::RuntimeConfig;
 
 async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     let me = keys(50);
@@ -21,8 +20,7 @@ async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     let toml = format!(
         "max_connections = 4\nhints = {hints_on}\n[strategy]\ntype = \"recall\"\nexplore = false\n"
     );
-    let mut input = FeedInput::new(router(&toml), vec![follow.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&toml), vec![follow.public_key()], [&reader.url]);
     input.hints = nostr_outbox_core::contact_list_hints(&contacts);
     let config = RuntimeConfig {
         once: true,

@@ -6,18 +6,14 @@
 //! forged, and its summary adds up.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::{Event, EventBuilder, EventId, FinalizeEvent, Kind};
 use nostr::types::Timestamp;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, FrameDrop, PenaltyPolicy, RuntimeConfig};
+use nostr_outbox_runtime::{FrameDrop, PenaltyPolicy, RuntimeConfig};
 use proptest::prelude::*;
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 const CONFIG: &str = "max_connections = 5\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -109,19 +105,15 @@ impl Frame {
             Frame::Ping => Class::Other,
         }
     }
-}
 
-/// How a script ends.
-#[derive(Clone, Copy, Debug)]
-enum End {
-    /// EOSE for the subscription: the page is answered.
-    Eose,
-    /// Nothing more: the feed's EOSE timeout strikes.
-    Silence,
-    /// A close frame.
-    Close,
-    /// The TCP connection is dropped.
-    Drop,
+    /// The frame as the scripted server sends it.
+    fn message(&self) -> Message {
+        match self {
+            Frame::Text(t, _) => Message::text(t.clone()),
+            Frame::Binary(b) => Message::binary(b.clone()),
+            Frame::Ping => Message::Ping(vec![1, 2, 3].into()),
+        }
+    }
 }
 
 fn event_on(sub: &str, e: &Event) -> String {
@@ -205,89 +197,19 @@ fn end() -> impl Strategy<Value = End> {
     prop_oneof![6 => Just(End::Eose), 1 => Just(End::Silence), 1 => Just(End::Close), 1 => Just(End::Drop)]
 }
 
-/// A WebSocket server that answers every REQ with `script` (then `end`); counts REQs.
-struct Scripted {
-    url: String,
-    reqs: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Scripted {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Scripted {
-    async fn start(script: Vec<Frame>, end: End) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let reqs = Arc::new(AtomicUsize::new(0));
-        let asked = reqs.clone();
-        let task = tokio::spawn(async move {
-            let mut sockets = tokio::task::JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                let (script, asked) = (script.clone(), asked.clone());
-                sockets.spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Message::Text(text) = msg else { continue };
-                        let Ok(req) = serde_json::from_str::<serde_json::Value>(&text) else {
-                            continue;
-                        };
-                        if req[0] != "REQ" {
-                            continue;
-                        }
-                        asked.fetch_add(1, Ordering::SeqCst);
-                        let sub = req[1].as_str().unwrap_or_default().to_string();
-                        for frame in &script {
-                            let msg = match frame {
-                                Frame::Text(t, _) => Message::text(t.replace("{sub}", &sub)),
-                                Frame::Binary(b) => Message::binary(b.clone()),
-                                Frame::Ping => Message::Ping(vec![1, 2, 3].into()),
-                            };
-                            if ws.send(msg).await.is_err() {
-                                return;
-                            }
-                        }
-                        match end {
-                            End::Eose => {
-                                let eose = format!(r#"["EOSE",{}]"#, serde_json::json!(sub));
-                                if ws.send(Message::text(eose)).await.is_err() {
-                                    return;
-                                }
-                            }
-                            End::Silence => {}
-                            End::Close => {
-                                let _ = ws.close(None).await;
-                                return;
-                            }
-                            End::Drop => return,
-                        }
-                    }
-                });
-            }
-        });
-        Self { url, reqs, task }
-    }
-}
-
 /// Runs one feed against an honest relay and a scripted one; checks every guarantee.
 async fn run_case(script: Vec<Frame>, end: End) {
     let f = fixtures();
     let honest_script = f
         .valid
         .iter()
-        .map(|e| Frame::Text(event_on("{sub}", e), Class::Valid))
+        .map(|e| Message::text(event_on("{sub}", e)))
         .collect();
     let honest = Scripted::start(honest_script, End::Eose).await;
-    let hostile = Scripted::start(script.clone(), end).await;
+    let hostile = Scripted::start(script.iter().map(Frame::message).collect(), end).await;
 
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
-    let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
     let config = RuntimeConfig {
         once: true,
         discover_lists: false,
@@ -337,7 +259,7 @@ async fn run_case(script: Vec<Frame>, end: End) {
     let sent: BTreeSet<Class> = script.iter().map(Frame::class).collect();
     // Every REQ the hostile relay received replayed the script once (a page asked again after
     // `rate-limited:` included).
-    let received = hostile.reqs.load(Ordering::SeqCst) as u64;
+    let received = hostile.reqs() as u64;
     for (reason, &count) in &summary.dropped {
         let key = FrameDropKey::of(reason);
         assert!(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_outbox_core::ConfigIssue;
-use nostr_outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig, UrlPolicy};
+use nostr_outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, RuntimeConfig, Status};
+use nostr_outbox_runtime::{start, Client, RuntimeConfig, Status};
 use nostr_outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};
 
@@ -38,8 +38,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
 
     // Every author gets all of its relays (target 2, budget 3): no residual.
     let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
-    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), follows, [&reader.url]);
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -48,14 +47,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .statuses
-            .contains(&Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(config)).await;
     assert!(!out.lock().unwrap().notes.contains_key(&only_on_b.id));
     let before: HashMap<String, (usize, usize)> = [&reader, &a, &b, &c]
         .iter()
@@ -241,8 +233,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
         let reader_url = reader.url.clone();
         let path = path.clone();
         async move {
-            let mut input = FeedInput::new(router(toml), follows, [reader_url]);
-            input.router = input.router.with_policy(UrlPolicy::allow_local());
+            let mut input = local_input(router(toml), follows, [reader_url]);
             input.store = Arc::new(FileStore::new(path));
             for l in &lists {
                 input.add_relay_list_event(l);
@@ -334,8 +325,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
         .await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let toml = "max_connections = 3\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
-    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), follows, [&reader.url]);
     input.add_relay_list_event(&relay_list(&f[0], now - 100, &[(&deep.url, None)]));
     input.add_relay_list_event(&relay_list(&f[1], now - 100, &[(&deep.url, None)]));
     let config = RuntimeConfig {
@@ -343,14 +333,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
         discover_lists: false,
         ..RuntimeConfig::fast_for_tests()
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .statuses
-            .contains(&Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(config)).await;
 
     // f0 now also writes to shallow: the re-plan dials it and leaves deep's filter alone, so
     // the round that learns from shallow holds shallow only.

@@ -3,11 +3,40 @@
 //! the relay.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, Failure, FeedInput, FrameDrop, RuntimeConfig, Status};
+use nostr_outbox_runtime::{
+    start, Client, Failure, FeedHandle, FeedInput, FrameDrop, RuntimeConfig, Status,
+};
+
+/// How long a misbehaving relay may take to be set aside.
+const SET_ASIDE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Starts a continuing feed of `input` (no list discovery) and waits, within
+/// [`SET_ASIDE_WITHIN`], until `relay` is set aside as misbehaving: the feed, its output,
+/// whether it was set aside, and how long the wait took.
+async fn until_set_aside(
+    input: FeedInput,
+    relay: &str,
+) -> (FeedHandle, Arc<Mutex<Collected>>, bool, Duration) {
+    let config = RuntimeConfig {
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    };
+    let started = Instant::now();
+    let (handle, rx) = start(input, &Client::new(config)).await;
+    let out = drain(rx);
+    let set_aside = wait_for(&out, SET_ASIDE_WITHIN, |c| {
+        c.statuses.iter().any(|s| {
+            matches!(s, Status::Penalised { relay: r, reason, .. }
+                if r == relay && reason.contains("misbehaving"))
+        })
+    })
+    .await;
+    (handle, out, set_aside, started.elapsed())
+}
 
 const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
@@ -37,8 +66,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
         world.put(n.clone(), &[&liar]).await;
     }
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&liar.url, None)])));
     let config = RuntimeConfig {
         once: true,
@@ -97,28 +125,13 @@ async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
     let f1_note = note(&f[1], now - 50, "f1 on the good relay");
     world.put(f1_note.clone(), &[&good]).await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f[0], now, &[(&flooder.url, None)])));
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&good.url, None)])));
     // A continuing feed: the flood lands on a subscription kept open for live notes.
-    let config = RuntimeConfig {
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let started = Instant::now();
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
     // Three strikes of a thousand-odd events each; far below the flood's 300,000 frames.
-    let bound = Duration::from_secs(10);
-    let set_aside = wait_for(&out, bound, |c| {
-        c.statuses.iter().any(|s| {
-            matches!(s, Status::Penalised { relay, reason, .. }
-                if relay == &flooder.url && reason.contains("misbehaving"))
-        })
-    })
-    .await;
-    let took = started.elapsed();
+    let (handle, out, set_aside, took) = until_set_aside(input, &flooder.url).await;
+    let bound = SET_ASIDE_WITHIN;
     let notes_arrived = wait_for(&out, Duration::from_secs(5), |c| {
         c.notes.contains_key(&flooded_note.id) && c.notes.contains_key(&f1_note.id)
     })
@@ -168,26 +181,11 @@ async fn a_relay_replaying_its_notes_after_eose_is_cut_off_and_set_aside() {
     for n in &notes {
         world.put(n.clone(), &[&reader]).await;
     }
-    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&replayer.url, None)])));
     // A continuing feed: the replays land on the first page, kept open for live notes.
-    let config = RuntimeConfig {
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let started = Instant::now();
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
-    let bound = Duration::from_secs(10);
-    let set_aside = wait_for(&out, bound, |c| {
-        c.statuses.iter().any(|s| {
-            matches!(s, Status::Penalised { relay, reason, .. }
-                if relay == &replayer.url && reason.contains("misbehaving"))
-        })
-    })
-    .await;
-    let took = started.elapsed();
+    let (handle, out, set_aside, took) = until_set_aside(input, &replayer.url).await;
+    let bound = SET_ASIDE_WITHIN;
     let summary = tokio::time::timeout(Duration::from_secs(5), handle.shutdown())
         .await
         .expect("shutdown is prompt");
@@ -223,8 +221,7 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     let duplicator = FaultServer::start(Fault::Duplicates, vec![n.clone()]).await;
     let mut world = World::default();
     world.put(n.clone(), &[&reader]).await;
-    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&duplicator.url, None)])));
     let config = RuntimeConfig {
         once: true,

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use nostr::event::{Event, EventId, Kind, Tag};
 use nostr::types::Timestamp;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     start, Client, FeedHandle, FeedInput, PenaltyPolicy, RuntimeConfig, SocketBudget, Status,
@@ -79,9 +78,7 @@ fn now_() -> u64 {
 
 fn input(toml: &str, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInput {
     let follows = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(toml), follows, readers);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
-    input
+    local_input(router(toml), follows, readers)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

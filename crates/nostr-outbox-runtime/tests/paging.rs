@@ -2,21 +2,17 @@
 //! year of notes, chunks author lists to fit, and reads the limits relays publish (NIP-11).
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use nostr::event::{Event, EventId, Kind};
-use nostr::filter::{Filter, MatchEventOptions};
+use nostr::filter::Filter;
 use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use nostr_outbox_client::paging::Paging;
-use nostr_outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
+use nostr_outbox_core::{DeliveryStats, PlanContext};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{fetch_events, start, Client, FeedInput, Nip11Config, RuntimeConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use nostr_outbox_runtime::{fetch_events, Client, Nip11Config, RuntimeConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 const YEAR: u64 = 365 * DAY;
@@ -82,8 +78,7 @@ async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
     let since = now - YEAR;
     let predicted = world.predict(&plan, &table, since);
 
-    let mut input = FeedInput::new(router(toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), follows, [&reader.url]);
     for l in &lists {
         input.add_relay_list_event(l);
     }
@@ -153,162 +148,6 @@ async fn without_pages_a_capped_relay_is_cut_off_and_not_learned_as_missing_hist
     assert_eq!(run.summary.stats.get(&run.b).asked, 0);
 }
 
-/// What one client message looked like to the test relay.
-#[derive(Clone, Debug)]
-struct Seen {
-    bytes: usize,
-    req: bool,
-    limit: Option<usize>,
-    authors: usize,
-    kinds: Vec<u16>,
-}
-
-#[derive(Default)]
-struct ServerLog {
-    // Test-only state; each lock is taken briefly, alone, and never across an await.
-    messages: Mutex<Vec<Seen>>,
-    events: Mutex<Vec<Event>>,
-    documents: AtomicUsize,
-    max_open: AtomicUsize,
-}
-
-/// A small relay on one port: a plain GET gets `document` (when given) as NIP-11 JSON; a
-/// WebSocket upgrade gets a relay that returns at most `cap` events per REQ, newest first, and
-/// answers a message longer than `refuse_over` bytes with CLOSED.
-struct TestRelay {
-    url: String,
-    log: Arc<ServerLog>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for TestRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl TestRelay {
-    async fn start(document: Option<String>, cap: usize, refuse_over: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let log = Arc::new(ServerLog::default());
-        let shared = (Arc::new(document), log.clone());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (document, log) = shared.clone();
-                tokio::spawn(serve(stream, document, log, cap, refuse_over));
-            }
-        });
-        Self { url, log, task }
-    }
-
-    fn put(&self, events: impl IntoIterator<Item = Event>) {
-        self.log.events.lock().unwrap().extend(events);
-    }
-
-    fn messages(&self) -> Vec<Seen> {
-        self.log.messages.lock().unwrap().clone()
-    }
-}
-
-async fn serve(
-    mut stream: TcpStream,
-    document: Arc<Option<String>>,
-    log: Arc<ServerLog>,
-    cap: usize,
-    refuse_over: usize,
-) {
-    // Look at the request head without consuming it: the WebSocket handshake reads it again.
-    let mut head = [0u8; 4096];
-    let mut len = 0;
-    for _ in 0..200 {
-        len = match stream.peek(&mut head).await {
-            Ok(n) => n,
-            Err(_) => return,
-        };
-        if head[..len].windows(4).any(|w| w == b"\r\n\r\n") || len == head.len() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let text = String::from_utf8_lossy(&head[..len]).to_ascii_lowercase();
-    if !text.contains("upgrade: websocket") {
-        let _ = stream.read(&mut head).await;
-        let response = match document.as_ref() {
-            Some(doc) if text.contains("accept: application/nostr+json") => {
-                log.documents.fetch_add(1, Ordering::SeqCst);
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{doc}",
-                    doc.len()
-                )
-            }
-            _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                .to_string(),
-        };
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        return;
-    }
-    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-        return;
-    };
-    let mut open: HashSet<String> = HashSet::new();
-    while let Some(Ok(msg)) = ws.next().await {
-        let Message::Text(text) = msg else { continue };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        let sub = value[1].as_str().unwrap_or_default().to_string();
-        let filter: Option<Filter> = serde_json::from_value(value[2].clone()).ok();
-        let req = value[0] == "REQ";
-        log.messages.lock().unwrap().push(Seen {
-            bytes: text.len(),
-            req,
-            limit: filter.as_ref().and_then(|f| f.limit),
-            authors: filter
-                .as_ref()
-                .and_then(|f| f.authors.as_ref())
-                .map_or(0, |a| a.len()),
-            kinds: filter
-                .as_ref()
-                .and_then(|f| f.kinds.as_ref())
-                .map(|k| k.iter().map(|k| k.as_u16()).collect())
-                .unwrap_or_default(),
-        });
-        if value[0] == "CLOSE" {
-            open.remove(&sub);
-            continue;
-        }
-        if !req {
-            continue;
-        }
-        if text.len() > refuse_over {
-            let closed = serde_json::json!(["CLOSED", sub, "error: message too large"]);
-            let _ = ws.send(Message::text(closed.to_string())).await;
-            continue;
-        }
-        open.insert(sub.clone());
-        log.max_open.fetch_max(open.len(), Ordering::SeqCst);
-        let Some(filter) = filter else { continue };
-        let mut matching: Vec<Event> = log
-            .events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|e| filter.match_event(e, MatchEventOptions::new()))
-            .cloned()
-            .collect();
-        matching.sort_by(|x, y| y.created_at.cmp(&x.created_at).then(x.id.cmp(&y.id)));
-        let take = filter.limit.unwrap_or(cap).min(cap);
-        for e in matching.into_iter().take(take) {
-            let frame = format!(r#"["EVENT","{sub}",{}]"#, e.as_json());
-            let _ = ws.send(Message::text(frame)).await;
-        }
-        let _ = ws.send(Message::text(format!(r#"["EOSE","{sub}"]"#))).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn published_limits_shape_every_req() {
     // 20 authors fit in 256 + 67·20 bytes; pages of 50; four subscriptions at once.
@@ -328,12 +167,11 @@ async fn published_limits_shape_every_req() {
         }
     }
     // The relay honours 200 a page, but says 50; it refuses what is longer than it says.
-    let relay = TestRelay::start(Some(doc), 200, max_message).await;
+    let relay = CappedRelay::start(Some(doc), 200, max_message).await;
     relay.put(events.clone());
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(toml), pubkeys, [&relay.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(toml), pubkeys, [&relay.url]);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.discover_lists = true;
     cfg.limits.nip11 = Nip11Config {
@@ -345,12 +183,9 @@ async fn published_limits_shape_every_req() {
     let fetched: HashSet<EventId> = out.notes.keys().copied().collect();
     let all: HashSet<EventId> = events.iter().map(|e| e.id).collect();
     assert_eq!(fetched, all, "every note, through pages of 50");
-    assert!(
-        relay.log.documents.load(Ordering::SeqCst) >= 1,
-        "the document was asked for"
-    );
+    assert!(relay.documents() >= 1, "the document was asked for");
     let messages = relay.messages();
-    let reqs: Vec<&Seen> = messages.iter().filter(|m| m.req).collect();
+    let reqs: Vec<&SeenMessage> = messages.iter().filter(|m| m.req).collect();
     for m in &messages {
         assert!(m.bytes <= max_message, "{m:?}");
     }
@@ -358,12 +193,12 @@ async fn published_limits_shape_every_req() {
         assert_eq!(r.limit, Some(50), "{r:?}");
         assert!(r.authors <= 20, "{r:?}");
     }
-    let feed: Vec<&&Seen> = reqs.iter().filter(|r| r.kinds == [1]).collect();
+    let feed: Vec<&&SeenMessage> = reqs.iter().filter(|r| r.kinds == [1]).collect();
     let lists = reqs.iter().filter(|r| r.kinds == [10002]).count();
     // 45 authors in three chunks of 15; each chunk's 450 notes take 9 full pages and one more.
     assert_eq!(lists, 3, "{reqs:?}");
     assert!(feed.len() >= 27 && feed.len() <= 36, "{}", feed.len());
-    assert!(relay.log.max_open.load(Ordering::SeqCst) <= 4);
+    assert!(relay.max_open() <= 4);
     let outcome = &summary.relays[&relay.url];
     assert_eq!(outcome.pages, feed.len() as u64);
     assert_eq!(outcome.lookup_pages, lists as u64);
@@ -382,7 +217,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     const STRFRY_MAX: usize = 131_072;
     let now = now();
     let follows: Vec<Keys> = (0..2_000).map(key).collect();
-    let relay = TestRelay::start(None, 500, STRFRY_MAX).await;
+    let relay = CappedRelay::start(None, 500, STRFRY_MAX).await;
     // Some follows have lists on the reader relay, naming it as their write relay.
     let lists: Vec<Event> = follows
         .iter()
@@ -392,8 +227,7 @@ async fn the_relay_list_lookup_for_2000_follows_fits_strfry_messages() {
     relay.put(lists.clone());
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
     let pubkeys: Vec<PublicKey> = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(toml), pubkeys.clone(), [&relay.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(toml), pubkeys.clone(), [&relay.url]);
     let mut cfg = config(now - DAY, Paging::default());
     cfg.discover_lists = true;
     let (summary, _) = start_once(input, cfg).await;
@@ -444,19 +278,11 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     }
     let list = relay_list(&f0, now - 50, &[(&capped.url, None)]);
     let toml = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
-    let mut input = FeedInput::new(router(toml), vec![f0.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(toml), vec![f0.public_key()], [&reader.url]);
     input.add_relay_list_event(&list);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.once = false;
-    let (handle, rx) = start(input, &Client::new(cfg)).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(20), |c| c
-            .statuses
-            .contains(&nostr_outbox_runtime::Status::Settled))
-        .await
-    );
+    let (handle, out) = start_settled(input, &Client::new(cfg)).await;
     assert_eq!(
         out.lock().unwrap().notes.len(),
         400,
@@ -497,17 +323,16 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
     let now = now();
     let author = key(1);
     let n = note(&author, now - 100, "for members");
-    let relay = TestRelay::start(Some(doc), 500, 1 << 20).await;
+    let relay = CappedRelay::start(Some(doc), 500, 1 << 20).await;
     relay.put([n.clone()]);
     let reader = RealRelay::start().await;
     reader.store(&n).await;
     let run = |paid_relays: Vec<String>| {
-        let mut input = FeedInput::new(
+        let mut input = local_input(
             router("max_connections = 2\n[strategy]\ntype = \"greedy\"\n"),
             vec![author.public_key()],
             [&reader.url],
         );
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
         assert!(input.add_relay_list_event(&relay_list(&author, now, &[(&relay.url, None)])));
         let mut cfg = config(now - DAY, Paging::default());
         cfg.paid_relays = paid_relays;
@@ -550,12 +375,11 @@ async fn a_relay_whose_document_excludes_the_reader_receives_no_req() {
     for n in &notes {
         reader.store(n).await;
     }
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 4\n[strategy]\ntype = \"greedy\"\n"),
         vec![paid_author.public_key(), members_author.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (author, relay) in [(&paid_author, &paid), (&members_author, &members)] {
         assert!(input.add_relay_list_event(&relay_list(author, now, &[(&relay.url, None)])));
     }

@@ -14,7 +14,6 @@ use nostr::event::{Event, EventId};
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_client::MemoryStore;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     start, Client, FeedInput, FeedSummary, RuntimeConfig, SocketBudget, Status,
@@ -104,8 +103,7 @@ impl Scene {
     }
 
     fn input(&self, toml: &str) -> FeedInput {
-        let mut input = FeedInput::new(router(toml), self.follows.clone(), [&self.reader.url]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(toml), self.follows.clone(), [&self.reader.url]);
         for l in &self.lists {
             assert!(input.add_relay_list_event(l));
         }
@@ -137,13 +135,8 @@ impl Scene {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(
-        scene.input(&config(1, Some(20))),
-        &Client::new(runtime(scene.now, true)),
-    )
-    .await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) =
+        start_once(scene.input(&config(1, Some(20))), runtime(scene.now, true)).await;
     scene.assert_plan_left_out_own(&summary);
 
     // Both of the follow's relays were probed, each about that follow alone, and each relay's
@@ -188,7 +181,7 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 
     // The plan's fetch carried the hub's notes; the follow's notes, which only the probes
     // reached, came after it as found, once each though both relays returned them.
-    let c = out.lock().unwrap();
+    let c = &out;
     assert_eq!(c.notes.len(), 9, "the hub's notes");
     let delivered: BTreeSet<EventId> = c.notes.keys().copied().collect();
     assert!(delivered.is_disjoint(&scene.lonely_ids()));
@@ -212,13 +205,8 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_connections_zero_probes_nothing() {
     let scene = Scene::new().await;
-    let (handle, rx) = start(
-        scene.input(&config(1, Some(0))),
-        &Client::new(runtime(scene.now, true)),
-    )
-    .await;
-    let out = drain(rx);
-    let summary = run_once(handle, &out, Duration::from_secs(30)).await;
+    let (summary, out) =
+        start_once(scene.input(&config(1, Some(0))), runtime(scene.now, true)).await;
     scene.assert_plan_left_out_own(&summary);
     assert_eq!(summary.probes.probed(), 0, "{:#?}", summary.probes);
     assert!(scene.own.counter.reqs().is_empty());
@@ -228,7 +216,7 @@ async fn probe_connections_zero_probes_nothing() {
         .stats
         .author(&scene.lonely.public_key())
         .is_none_or(|a| a.volume == 0.0));
-    let c = out.lock().unwrap();
+    let c = &out;
     assert!(!c
         .statuses
         .iter()
@@ -375,8 +363,7 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket
         follows.push(author.public_key());
     }
     let toml = config(BUDGET, Some(OWN + 6));
-    let mut input = FeedInput::new(router(&toml), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&toml), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -428,8 +415,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -490,8 +476,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
         others[0].public_key(),
         others[1].public_key(),
     ];
-    let mut input = FeedInput::new(router(&config(1, Some(20))), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -509,29 +494,6 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
     let expected: BTreeSet<&str> = entries[1..12].iter().map(String::as_str).collect();
     assert_eq!(probed, expected, "{:#?}", summary.probes);
     assert!(beyond.counter.reqs().is_empty());
-}
-
-/// A local address that takes `delay` to let a client reach `relay`: it accepts TCP at once, but
-/// passes no byte either way until `delay` has passed, so the WebSocket handshake completes
-/// only then (a relay alive but slow to accept).
-async fn slow_to_accept(relay: &str, delay: Duration) -> String {
-    let target = relay.trim_start_matches("ws://").to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("an address");
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let target = target.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    format!("ws://{addr}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,9 +523,7 @@ async fn a_relay_slow_to_accept_gets_a_patient_probe_after_a_short_one_failed() 
     }
     let store = Arc::new(MemoryStore::new());
     let run = || {
-        let mut input =
-            FeedInput::new(router(&config(1, Some(20))), follows.clone(), [&reader.url]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(&config(1, Some(20))), follows.clone(), [&reader.url]);
         input.store = store.clone();
         for l in &lists {
             assert!(input.add_relay_list_event(l));

@@ -2,20 +2,20 @@
 //! event, a definitive refusal is reported and not retried, a rate limit is retried, a dead
 //! relay is a connect failure, and a relay requiring NIP-42 accepts once signed in.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use nostr::event::Event;
 use nostr::filter::Filter;
 use nostr_outbox_runtime::{
-    fetch_events, publish, Client, PublishConfig, PublishOutcome, RuntimeConfig, SocketBudget,
+    fetch_events, publish, Client, PublishConfig, PublishOutcome, PublishReport, RuntimeConfig,
+    SocketBudget,
 };
 use nostr_relay_builder::prelude as rb;
-use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::Message;
 
-use nostr_outbox_fleet::{dead_url, keys, note, now, Fault, FaultServer, RealRelay};
+use nostr_outbox_fleet::{
+    dead_url, keys, note, now, slow_oks, BlackHole, Fault, FaultServer, Gauge, RealRelay,
+};
 
 /// A harness server answering the EVENTs it receives with `script` (the last answer repeats)
 /// and counting them.
@@ -26,6 +26,12 @@ async fn scripted(script: &'static [(bool, &'static str)]) -> FaultServer {
 /// A client of its own with the test timeouts, the desktop socket budget and no signer.
 fn client() -> Client {
     Client::new(RuntimeConfig::fast_for_tests())
+}
+
+/// [`event`] published to `server` alone by [`client`] with the test publishing config.
+async fn publish_once_to(server: &FaultServer) -> PublishReport {
+    let cfg = PublishConfig::fast_for_tests();
+    publish(&event(), std::slice::from_ref(&server.url), &client(), &cfg).await
 }
 
 fn event() -> Event {
@@ -72,13 +78,7 @@ async fn a_published_event_reaches_every_target() {
 #[tokio::test]
 async fn a_blocked_event_is_reported_and_not_retried() {
     let server = scripted(&[(false, "blocked: you are banned")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     let r = &report.relays[0];
     assert_eq!(r.outcome, PublishOutcome::Blocked, "{r:?}");
     assert_eq!(r.message, "blocked: you are banned");
@@ -90,13 +90,7 @@ async fn a_blocked_event_is_reported_and_not_retried() {
 #[tokio::test]
 async fn a_rate_limited_event_is_sent_again_by_the_next_attempt() {
     let server = scripted(&[(false, "rate-limited: slow down"), (true, "")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     let r = &report.relays[0];
     assert_eq!(r.outcome, PublishOutcome::Accepted, "{r:?}");
     // Retried by publishing alone: two attempts, the event sent once on each.
@@ -119,13 +113,7 @@ async fn a_relay_that_keeps_rate_limiting_receives_the_event_once_per_attempt() 
 #[tokio::test]
 async fn a_duplicate_counts_as_success() {
     let server = scripted(&[(true, "duplicate: already have it")]).await;
-    let report = publish(
-        &event(),
-        std::slice::from_ref(&server.url),
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_once_to(&server).await;
     assert_eq!(report.relays[0].outcome, PublishOutcome::Duplicate);
     assert_eq!(report.successes(), 1);
 }
@@ -176,38 +164,6 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     assert!(stored(&relay.url, &event).await);
 }
 
-/// A server that holds each EVENT for a while before accepting it, tracking how many EVENTs
-/// wait for their OK at once across every server sharing `gauge` (current, peak).
-async fn slow_server(gauge: Arc<(AtomicUsize, AtomicUsize)>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let gauge = gauge.clone();
-            tokio::spawn(async move {
-                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(Message::Text(text))) = ws.next().await {
-                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-                    if value[0] != "EVENT" {
-                        continue;
-                    }
-                    // From the EVENT to its OK, the publisher holds this relay's socket.
-                    let now = gauge.0.fetch_add(1, Ordering::SeqCst) + 1;
-                    gauge.1.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-                    gauge.0.fetch_sub(1, Ordering::SeqCst);
-                    let id = value[1]["id"].as_str().unwrap().to_string();
-                    let answer = serde_json::json!(["OK", id, true, ""]).to_string();
-                    let _ = ws.send(Message::text(answer)).await;
-                }
-            });
-        }
-    });
-    url
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sockets_open_at_once_are_capped() {
     // The client's socket budget is the one cap on the connections a publish holds.
@@ -217,10 +173,11 @@ async fn sockets_open_at_once_are_capped() {
         .budget()
         .max_sockets
         .expect("a bounded budget");
-    let gauge = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    // From an EVENT to its OK, the publisher holds that relay's socket.
+    let waiting = Gauge::default();
     let mut targets = Vec::new();
     for _ in 0..cap + 8 {
-        targets.push(slow_server(gauge.clone()).await);
+        targets.push(slow_oks(Duration::from_millis(150), waiting.clone()).await);
     }
     let report = publish(
         &event(),
@@ -230,7 +187,7 @@ async fn sockets_open_at_once_are_capped() {
     )
     .await;
     assert_eq!(report.successes(), targets.len(), "{report:?}");
-    let peak = gauge.1.load(Ordering::SeqCst);
+    let peak = waiting.peak.load(Ordering::SeqCst);
     assert!(peak <= cap, "{peak} sockets at once");
     assert!(peak > 1, "relays were not asked concurrently");
 }
@@ -262,25 +219,13 @@ async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
     assert_eq!(client.sockets().stats().dials, 2);
 }
 
-/// A relay that accepts TCP and never answers the WebSocket handshake.
-async fn black_hole() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            held.push(stream);
-        }
-    });
-    url
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebroadcast_to_black_holes_ends_by_the_publish_deadline() {
-    let mut targets = Vec::new();
+    let mut holes = Vec::new();
     for _ in 0..3 {
-        targets.push(black_hole().await);
+        holes.push(BlackHole::start().await);
     }
+    let targets: Vec<String> = holes.iter().map(|h| h.url.clone()).collect();
     let mut cfg = PublishConfig::fast_for_tests();
     // The runtime's own timeouts would wait an hour; the publish deadline is what bounds it.
     let client = Client::new(RuntimeConfig {

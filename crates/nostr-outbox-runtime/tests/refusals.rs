@@ -9,10 +9,9 @@ use nostr::filter::Filter;
 use nostr_outbox_client::{
     routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget,
 };
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    lookup, start_route, Client, FeedInput, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
+    lookup, start_route, Client, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
 };
 
 /// Everything a route feed delivers until its channel closes (bounded).
@@ -199,12 +198,11 @@ async fn refusals_are_kept_as_such_and_never_learned_as_down() {
     let f = keys(4);
     let n = note(&f, now - 100, "on the reader's relay");
     reader.store(&n).await;
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 3\n"),
         vec![f.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     let listed = [
         (sign_in.url.as_str(), None),
         (payment.url.as_str(), None),

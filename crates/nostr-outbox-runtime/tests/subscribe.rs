@@ -7,9 +7,8 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::Reason;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, RouteEvent, RuntimeConfig, Status};
+use nostr_outbox_runtime::{Client, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
 
 /// The next note a subscription delivers, within a few seconds.
@@ -45,12 +44,11 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
         .unwrap();
     carol_inbox.store(&mention).await;
 
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 4\n[strategy]\ntype = \"greedy\"\n"),
         vec![alice.public_key(), carol.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     assert!(input.add_relay_list_event(&relay_list(&alice, now, &[(&a.url, None)])));
     // Carol lists only a read relay: the feed asks the reader's relay for her notes.
     assert!(input.add_relay_list_event(&relay_list(
@@ -65,16 +63,7 @@ async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets
     };
     let client = Client::new(config);
     let sockets = client.sockets().clone();
-    let (handle, rx) = start(input, &client).await;
-    let out = drain(rx);
-    assert!(
-        wait_for(&out, Duration::from_secs(5), |c| c
-            .statuses
-            .iter()
-            .any(|s| matches!(s, Status::Settled)))
-        .await,
-        "the feed settled"
-    );
+    let (handle, _out) = start_settled(input, &client).await;
     let before = sockets.stats();
 
     // Alice's reactions: asked of her write relay, which the feed already holds.

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use nostr::event::Kind;
 use nostr::filter::Filter;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    lookup, sync, Client, FeedInput, FeedSummary, LookupOutcome, RuntimeConfig, SyncOutcome,
+    lookup, sync, Client, FeedSummary, LookupOutcome, RuntimeConfig, SyncOutcome,
 };
 
 const CONFIG: &str = "max_connections = 50\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
@@ -112,8 +111,7 @@ async fn feed_once(
     sync_lists: bool,
 ) -> FeedSummary {
     let follows = follows.iter().map(|k| k.public_key()).collect();
-    let mut input = FeedInput::new(router(CONFIG), follows, [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     input.relay_lists = kept;
     let config = RuntimeConfig {
         once: true,

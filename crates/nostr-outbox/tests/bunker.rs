@@ -4,7 +4,7 @@
 //! and a DM read from a DM relay that serves wraps only to their reader signed in all work;
 //! a signer that never answers is a clear error naming it, within its timeout.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Kind, Tag};
@@ -13,49 +13,18 @@ use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{signed, silent_bunker, RealRelay, RemoteSigner};
+use nostr_outbox_fleet::{
+    cli, dm_list, signed, silent_bunker, strings, texts, RealRelay, RemoteSigner,
+};
 use nostr_outbox_runtime::signer::nip46::Bunker;
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
 }
 
-/// Runs `outbox` with `args`, no key in the environment; a run that has not ended long after
-/// every bound it has is killed, and fails.
+/// Runs `outbox` with `args`.
 async fn outbox(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("OUTBOX_BUNKER")
-            .env_remove("RUST_LOG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(90) {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn texts(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
+    cli::run(env!("CARGO_BIN_EXE_outbox"), &[], args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,14 +120,7 @@ async fn a_feed_a_publish_and_a_dm_read_sign_with_the_remote_signer_alone() {
     // the reader's kind:10050 list; opened by the remote signer's decryptions.
     let home = RealRelay::start().await;
     let dm = RealRelay::start_with(|b| b.auth_dm(true)).await;
-    home.store(&signed(
-        &reader,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(&reader, &[&dm.url])).await;
     let alice = fixed(0x63);
     let rumor = EventBuilder::new(Kind::PrivateDirectMessage, "from afar")
         .tag(Tag::public_key(reader.public_key()))

@@ -11,7 +11,7 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
-use nostr_outbox_fleet::{dead_url, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, dm_list, signed, strings, texts, RealRelay};
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
@@ -47,29 +47,14 @@ fn key_file(dir: &Path, keys: &Keys) -> PathBuf {
 
 /// Runs `outbox dms` with short timeouts and no store.
 async fn dms(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["dms", "--allow-local", "--no-stats"])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn texts(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    let fixed = ["dms", "--allow-local", "--no-stats"];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "3s"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed[..], &waits].concat(),
+        args,
     )
-}
-
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,14 +63,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let (reader, alice) = (fixed(0x21), fixed(0xa1));
     let home = RealRelay::start().await;
     let dm = dm_relay().await;
-    home.store(&signed(
-        &reader,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&alice, &reader, "meet at \u{1b}[31mnoon\nok?"))
         .await;
     // A wrap tagging the reader that opens to nothing: reported, not fatal.
@@ -266,16 +244,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
         .store(&wrap(&bob, &reader, "no list? found you anyway"))
         .await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = read_dms(&home.url, &key).await;
     assert!(
         stderr.contains("no DM relay list (kind:10050)")
             && stderr.contains(&format!(
@@ -293,16 +262,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
     // No list at all: --relays are asked, and named.
     let bare = RealRelay::start().await;
     bare.store(&wrap(&bob, &reader, "on the home relay")).await;
-    let out = dms(strings(&[
-        "--relays",
-        &bare.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = read_dms(&bare.url, &key).await;
     assert!(
         stderr.contains(&format!(
             "no DM relay list (kind:10050) or read relays for {}; asking --relays instead: {}",
@@ -331,15 +291,7 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     let home = RealRelay::start().await;
     let indexer = RealRelay::start().await;
     let dm = dm_relay().await;
-    indexer
-        .store(&signed(
-            &reader,
-            Kind::InboxRelays,
-            "",
-            vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-            60,
-        ))
-        .await;
+    indexer.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
     let key = key_file(dir.path(), &reader).display().to_string();
     let out = dms(strings(&[
@@ -394,14 +346,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     let (reader, alice) = (fixed(0x22), fixed(0xa2));
     let home = RealRelay::start().await;
     let dm = dm_relay().await;
-    home.store(&signed(
-        &reader,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(&reader, &[&dm.url])).await;
     let rumor = |text: &str| {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
             .tag(Tag::public_key(reader.public_key()))
@@ -430,16 +375,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     ))
     .await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = read_dms(&home.url, &key).await;
     let shown = |text: &str| stdout.lines().filter(|l| l.contains(text)).count();
     assert_eq!(shown("sent once, wrapped thrice"), 1, "{stdout}");
     assert_eq!(shown("a note, not a seal"), 0, "{stdout}");
@@ -461,27 +397,25 @@ async fn signed_in_dm_relay() -> RealRelay {
     .await
 }
 
+/// Reads and opens the DMs of the key in the file `key` from `relay` with `outbox dms
+/// --decrypt`, which must succeed; its stdout and stderr.
+async fn read_dms(relay: &str, key: &str) -> (String, String) {
+    let args = ["--relays", relay, "--secret-key-file", key, "--decrypt"];
+    let out = dms(strings(&args)).await;
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 /// Runs `outbox dms send` with short timeouts and no store.
 async fn send(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["dms", "send", "--allow-local", "--no-stats"])
-            .args([
-                "--connect-timeout",
-                "2s",
-                "--eose-timeout",
-                "3s",
-                "--timeout",
-                "8",
-            ])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
+    let fixed = ["dms", "send", "--allow-local", "--no-stats"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed, cli::QUICK].concat(),
+        args,
+    )
     .await
-    .unwrap()
 }
 
 /// `keys`'s kind:10002 (`home` and `decoy`, both read and write) and kind:10050 (`dm`) on `home`.
@@ -495,14 +429,7 @@ async fn lists_on(home: &RealRelay, keys: &Keys, decoy: &RealRelay, dm: &RealRel
         60,
     ))
     .await;
-    home.store(&signed(
-        keys,
-        Kind::InboxRelays,
-        "",
-        vec![Tag::parse(["relay", dm.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&dm_list(keys, &[&dm.url])).await;
 }
 
 /// A message A sends B with `outbox dms send` reaches B's DM relay (signed in), and B reads and
@@ -587,16 +514,7 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     assert_eq!(own["accepted"], 1, "{stdout}");
 
     // B reads it where it takes messages, signed in, and opens it.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key_b,
-        "--decrypt",
-    ]))
-    .await;
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = read_dms(&home.url, &key_b).await;
     let line = stdout
         .lines()
         .find(|l| l.contains("lunch at one?"))

@@ -8,25 +8,11 @@ use std::process::{Command, Output};
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{signed, RealRelay};
+use nostr_outbox_fleet::{cli, signed, RealRelay};
 
 /// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
-    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--once", "--allow-local", "--seed", "1"])
-            .args(["--relays", &relay])
-            .arg("--follows")
-            .arg(&follows)
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .args(extra)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    cli::feed_once(env!("CARGO_BIN_EXE_outbox"), relay, follows, extra).await
 }
 
 /// Runs a continuing `outbox feed` (no `--once`) until it printed `until` lines, then ends it

@@ -9,7 +9,7 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 
-use nostr_outbox_fleet::{key, RealRelay};
+use nostr_outbox_fleet::{key, BlackHole, RealRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
@@ -553,14 +553,8 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, follows) = one_follow(dir.path(), 3).await;
     // A second reader relay that accepts sockets and never answers.
-    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hole_url = format!("ws://{}", hole.local_addr().unwrap());
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = hole.accept().await {
-            held.push(stream);
-        }
-    });
+    let hole = BlackHole::start().await;
+    let hole_url = hole.url.clone();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
     cmd.args([
         "feed",
@@ -595,7 +589,7 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
     .await
     .unwrap();
     let wall = started.elapsed();
-    holder.abort();
+    drop(hole);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -10,33 +10,18 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{dead_url, key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, key, signed, texts, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["publish", "--allow-local", "--timeout", "5"])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    let fixed = ["publish", "--allow-local", "--timeout", "5"];
+    cli::run(env!("CARGO_BIN_EXE_outbox"), &fixed, args).await
 }
 
 fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_string(event).unwrap()).unwrap();
     path
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +56,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
         b.url.clone(),
     ])
     .await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.lines().count(), 3, "{stdout}");
     for relay in [&a, &b, &listed] {
@@ -92,7 +77,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
         "--json".into(),
     ])
     .await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["event"], note.id.to_hex());
@@ -116,7 +101,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
         relay.url.clone(),
     ])
     .await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("does not check out"), "{stderr}");
     assert!(!relay.has(&note.id.to_hex()).await);
@@ -130,7 +115,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
         relay.url.clone(),
     ])
     .await;
-    let (_, stderr) = text(&out);
+    let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("is not a signed event"), "{stderr}");
 }
@@ -148,12 +133,12 @@ async fn no_relay_taking_it_is_exit_status_one() {
         dead,
     ])
     .await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("connect-failed"), "{stdout}");
 
     let out = publish(vec!["--event".into(), file.display().to_string()]).await;
-    let (_, stderr) = text(&out);
+    let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("no relay to publish to"), "{stderr}");
 }
@@ -178,7 +163,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     ];
 
     let out = publish(base.clone()).await;
-    let (stdout, _) = text(&out);
+    let (stdout, _) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("auth-required"), "{stdout}");
 
@@ -192,7 +177,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     let mut args = base;
     args.extend(["--secret-key-file".into(), key_path.display().to_string()]);
     let out = publish(args).await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("accepted"), "{stdout}");
     assert!(relay.has(&note.id.to_hex()).await);
@@ -212,7 +197,7 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
         a.url.clone(),
     ])
     .await;
-    assert!(first.status.success(), "{:?}", text(&first));
+    assert!(first.status.success(), "{:?}", texts(&first));
     let again = publish(vec![
         "--event".into(),
         file.display().to_string(),
@@ -226,7 +211,7 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
         stats.display().to_string(),
     ])
     .await;
-    let (stdout, stderr) = text(&again);
+    let (stdout, stderr) = texts(&again);
     assert!(again.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains(&format!("{}  duplicate  already there", a.url)),
@@ -279,7 +264,7 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
             key_path.display().to_string(),
         ])
         .await;
-        let (stdout, stderr) = text(&out);
+        let (stdout, stderr) = texts(&out);
         assert!(!out.status.success(), "{stdout}\n{stderr}");
         assert!(stderr.contains(whose) && stderr.contains(name), "{stderr}");
         assert!(stderr.contains("not a secret key"), "{stderr}");
@@ -310,7 +295,7 @@ async fn learn_writes_the_store_the_feed_reads() {
     })
     .await
     .unwrap();
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{:?}", texts(&out));
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.join("stats.json")).unwrap()).unwrap();
     let live = kept["relays"][relay.url.as_str()]["live_alpha"].as_f64();
@@ -327,31 +312,19 @@ async fn learn_writes_the_store_the_feed_reads() {
         format!("sqlite:{}", db.display()),
     ])
     .await;
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{:?}", texts(&out));
     assert!(db.exists(), "the --store database was not written");
 }
 
 /// Runs `outbox lists --allow-local --no-stats` with `args`.
 async fn lists(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["lists", "--allow-local", "--no-stats"])
-            .args([
-                "--connect-timeout",
-                "2s",
-                "--eose-timeout",
-                "3s",
-                "--timeout",
-                "8",
-            ])
-            .args(args)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
+    let fixed = ["lists", "--allow-local", "--no-stats"];
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed, cli::QUICK].concat(),
+        args,
+    )
     .await
-    .unwrap()
 }
 
 /// `outbox lists --add-relay` builds the reader's new kind:10002 from the old one (its other
@@ -405,7 +378,7 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
     let mut dry = base.clone();
     dry.push("--dry-run".into());
     let out = lists(dry).await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains(&format!("{}  write", added.url)),
@@ -423,7 +396,7 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
     let mut args = base;
     args.push("--json".into());
     let out = lists(args).await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let event: Event = serde_json::from_value(doc["event"].clone()).unwrap();
@@ -453,7 +426,7 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
         reader.public_key().to_bech32().unwrap(),
     ])
     .await;
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("relay list (kind:10002): 4 relays"),
