@@ -117,10 +117,16 @@ impl OutboxGossip {
             .map(|a| a.iter().copied().collect())
             .unwrap_or_default();
         if authors.is_empty() {
-            let events = (client.fetch_events(filter))
+            let events = match (client.fetch_events(filter))
                 .timeout(options.page_timeout)
                 .await
-                .unwrap_or_default();
+            {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::warn!(%e, "the unrouted read failed");
+                    Default::default()
+                }
+            };
             return ReadReport {
                 events: events.into_iter().take(MAX_READ_EVENTS).collect(),
                 ..ReadReport::default()

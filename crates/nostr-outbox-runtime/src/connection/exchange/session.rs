@@ -502,10 +502,7 @@ impl<'l> Session<'l> {
                 subscription_id,
                 message,
             } => {
-                let id = self.find(subscription_id.as_str())?;
-                if !matches!(self.asks.get(&id)?.ask, Ask::Sync { .. }) {
-                    return None;
-                }
+                let id = self.find_sync(subscription_id.as_str())?;
                 match hex::decode(message.as_bytes()) {
                     Ok(bytes) => Some(Heard::Answer(id, Answer::Reconcile(bytes))),
                     Err(_) => self.end(
@@ -522,10 +519,7 @@ impl<'l> Session<'l> {
                 subscription_id,
                 message,
             } => {
-                let id = self.find(subscription_id.as_str())?;
-                if !matches!(self.asks.get(&id)?.ask, Ask::Sync { .. }) {
-                    return None;
-                }
+                let id = self.find_sync(subscription_id.as_str())?;
                 self.refused(id, message.into_owned()).await
             }
             RelayMessage::Closed {
@@ -571,6 +565,13 @@ impl<'l> Session<'l> {
     }
 
     /// The ask on the wire that subscription id `sub` names.
+    /// The reconciliation (NIP-77) ask open on `sub`: a `NEG-MSG` or `NEG-ERR` for any other
+    /// is not this session's to read.
+    fn find_sync(&self, sub: &str) -> Option<AskId> {
+        let id = self.find(sub)?;
+        matches!(self.asks.get(&id)?.ask, Ask::Sync { .. }).then_some(id)
+    }
+
     fn find(&self, sub: &str) -> Option<AskId> {
         self.asks
             .iter()
