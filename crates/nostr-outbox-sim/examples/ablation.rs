@@ -12,7 +12,9 @@
 //! `--suite FILE`: one row per `[[row]]` table with a `label` and a router config in `toml`
 //! (default: `recall` with each ingredient switched off in turn, and stochastic + Thompson).
 //! Every row is printed with its 1-year declared recall in the first and last session, its
-//! share of the learnable ceiling and its ratio to the first row, both paired by world, and its
+//! share of the learnable ceiling and its ratio to the first row, both paired by world, its
+//! week's recall (first and last session, where `7d` is scored), the relays told about each
+//! follow (`told`, first and last session: the disclosure), and its
 //! planning time: cold (a session's first plan, mean over sessions) and warm (plans repeated
 //! with the final stats), medians over worlds. `--world FILE` runs the rows on one
 //! `outbox-world/1` file instead of generated worlds, over every session it describes
@@ -47,28 +49,38 @@ const VARIANTS: &[(&str, &str)] = &[
     ("disclosure 2", "disclosure = 2.0\n"),
 ];
 
-/// One row on one world: 1-year declared recall (%) in the first and last session, and
-/// planning times (µs).
+/// One row on one world: declared recall (%) of the week and the year in the first and last
+/// session, relays told about each follow in both, and planning times (µs).
 #[derive(Clone, Copy)]
 struct Cell {
     s1: f64,
     last: f64,
+    week_s1: f64,
+    week_last: f64,
+    told_s1: f64,
+    told_last: f64,
     cold: f64,
     warm: f64,
 }
 
-/// 1-year declared recall (%) of session `i` of `sessions`, 0 when not scored.
-fn y1(sessions: &[nostr_outbox_sim::PlanScore], i: usize) -> f64 {
+/// Declared recall (%) of `window` in session `i`, 0 when not scored.
+fn recall_of(sessions: &[nostr_outbox_sim::PlanScore], i: usize, window: Window) -> f64 {
     sessions
         .get(i)
-        .and_then(|s| s.window(Window::Y1))
+        .and_then(|s| s.window(window))
         .map_or(0.0, |w| w.declared_recall * 100.0)
 }
 
 fn cell(sessions: &[nostr_outbox_sim::PlanScore], cold: f64, warm: f64) -> Cell {
+    let last = sessions.len().saturating_sub(1);
+    let told = |i: usize| sessions.get(i).map_or(0.0, |s| s.per_follow);
     Cell {
-        s1: y1(sessions, 0),
-        last: y1(sessions, sessions.len().saturating_sub(1)),
+        s1: recall_of(sessions, 0, Window::Y1),
+        last: recall_of(sessions, last, Window::Y1),
+        week_s1: recall_of(sessions, 0, Window::D7),
+        week_last: recall_of(sessions, last, Window::D7),
+        told_s1: told(0),
+        told_last: told(last),
         cold,
         warm,
     }
@@ -216,8 +228,18 @@ fn main() {
 
     let first_label = suite.first().map(|e| e.label.clone()).unwrap_or_default();
     println!(
-        "{:<24} {:>6} {:>6} {:>14} {:>16} {:>8} {:>8}",
-        "row", "s1", "last", "% of ceiling", "× first row", "cold µs", "warm µs"
+        "{:<24} {:>6} {:>6} {:>14} {:>16} {:>6} {:>6} {:>9} {:>9} {:>8} {:>8}",
+        "row",
+        "s1",
+        "last",
+        "% of ceiling",
+        "× first row",
+        "7d s1",
+        "7d",
+        "told s1",
+        "told",
+        "cold µs",
+        "warm µs"
     );
     let labels: Vec<String> = suite
         .iter()
@@ -228,12 +250,18 @@ fn main() {
         let get = |l: &str, w: &String| by_world.get(&(l.to_string(), w.clone())).copied();
         let (mut s1, mut last, mut share, mut ratio) = (vec![], vec![], vec![], vec![]);
         let (mut cold, mut warm) = (vec![], vec![]);
+        let (mut week_s1, mut week_last, mut told_s1, mut told_last) =
+            (vec![], vec![], vec![], vec![]);
         for w in &world_keys {
             let Some(c) = get(label, w) else {
                 continue;
             };
             s1.push(c.s1);
             last.push(c.last);
+            week_s1.push(c.week_s1);
+            week_last.push(c.week_last);
+            told_s1.push(c.told_s1);
+            told_last.push(c.told_last);
             cold.push(c.cold);
             warm.push(c.warm);
             if let Some(ceil) = get(CEILING, w).filter(|c| c.last > 0.0) {
@@ -247,12 +275,16 @@ fn main() {
             continue;
         }
         println!(
-            "{:<24} {:>6.1} {:>6.1} {:>14} {:>16} {:>8.0} {:>8.0}",
+            "{:<24} {:>6.1} {:>6.1} {:>14} {:>16} {:>6.1} {:>6.1} {:>9.2} {:>9.2} {:>8.0} {:>8.0}",
             label,
             mean(&s1),
             mean(&last),
             format!("{:.1}±{:.1}", mean(&share), se(&share)),
             format!("{:.3}±{:.3}", mean(&ratio), se(&ratio)),
+            mean(&week_s1),
+            mean(&week_last),
+            mean(&told_s1),
+            mean(&told_last),
             median(&mut cold),
             median(&mut warm),
         );

@@ -113,3 +113,37 @@ fn room_in_the_budget_reaches_every_follow_that_lists_a_relay() {
         assert!(broken.is_empty(), "{family:?} seed {seed}: {broken:#?}");
     }
 }
+
+/// With nothing learned and room for every relay the follows list, `recall`'s first session
+/// fetches at least what greedy's does, at a week and at a year: a follow whose relays were
+/// never asked side by side keeps them all (up to `per_author`) until they are, so the
+/// disclosure trim cannot drop the relay that held the notes. `patchy` worlds put a follow's
+/// notes on only some of its relays; `dense` ones list many relays per follow.
+#[test]
+fn a_first_session_with_room_fetches_at_least_what_greedy_fetches() {
+    let cfg = LoopConfig {
+        sessions: 1,
+        windows: vec![Window::D7, Window::Y1],
+        timing_repeats: 0,
+        ..LoopConfig::default()
+    };
+    for family in [Family::Patchy, Family::Default, Family::Dense] {
+        for seed in 1..=3 {
+            let sim = SimWorld::new(generate_in(family, Profile::Small, seed));
+            let fetched = |strategy: &str| {
+                let run = run_sessions_with(&sim, &mut router(strategy, 1000), &cfg, |_| {});
+                let score = &run.sessions[0].score;
+                [Window::D7, Window::Y1].map(|w| score.window(w).expect("scored").declared_fetched)
+            };
+            let (recall, greedy) = (fetched("recall"), fetched("greedy"));
+            for (i, window) in ["7d", "1yr"].iter().enumerate() {
+                assert!(
+                    recall[i] >= greedy[i],
+                    "{family:?} seed {seed}, {window}: recall fetched {} notes, greedy {}",
+                    recall[i],
+                    greedy[i]
+                );
+            }
+        }
+    }
+}

@@ -29,10 +29,11 @@
 //! author may count `recent_weight` more, for a client that plans one fetch for everything.
 //! The value is maximised greedily under the connection budget with lazy gains. A disclosure
 //! budget (on average `disclosure` relays per listed follow) then drops the (follow, relay)
-//! pairs that add least, so prolific follows get more relays than silent ones; but a follow
-//! keeps two of its relays until one was seen answering beside the other and holding every
-//! note it returned (pairs are judged against what the round's relays returned together), so
-//! a budget with room never trades a note for disclosure on a guess. Beliefs are posterior means; `explore = true` draws them instead
+//! pairs that add least, so prolific follows get more relays than silent ones; but only a
+//! pair learned to add nothing may go (the relay was seen answering beside one that held every
+//! note it returned, pairs judged against what the round's relays returned together, or it
+//! was seen holding none): a follow whose relays were never asked side by side keeps them all
+//! until they are, so a budget with room never trades a note for disclosure on a guess. Beliefs are posterior means; `explore = true` draws them instead
 //! (Thompson sampling), which the optimism about unprobed depth makes unnecessary on the
 //! bench's worlds. Each follow is asked of its best `per_author` chosen relays; follows no
 //! chosen relay serves go to the residual.
@@ -67,9 +68,10 @@ pub struct RecallConfig {
     /// Average routed relays per listed follow, over the whole plan: how widely the follow list
     /// is disclosed: each relay asked about a follow learns that the reader follows them.
     /// Prolific follows may get up to `per_author` relays, silent ones fewer; the (follow,
-    /// relay) pairs worth least are dropped until the average holds, except a follow's second
-    /// relay while nothing learned says it adds nothing to the first (so the average may be
-    /// exceeded until a run has compared them).
+    /// relay) pairs worth least are dropped until the average holds, but only pairs learned to
+    /// add nothing to the follow's other relays (so a first run, which has compared nothing,
+    /// asks every relay it routes a follow to, and the average may be exceeded until a run has
+    /// compared them). What each setting costs is measured in `docs/results.md`.
     pub disclosure: f64,
     /// Thompson draws from the learned priors; `false` plans with posterior means (exploring
     /// only where the optimism about unprobed depth points).

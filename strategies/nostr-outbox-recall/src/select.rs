@@ -205,17 +205,10 @@ impl Recall {
     }
 
     /// The relays `author` holding `slots` keeps through the trim whatever the budget: all of
-    /// them up to [`UNCOMPARED_KEPT`] (within the per-author cap), fewer only where what was
-    /// learned says the ones let go add nothing.
+    /// them (at most `per_author` are held), one fewer where what was learned says the weakest
+    /// adds nothing to the others.
     fn kept_through_trim(&self, table: &RouteTable, author: AuthorId, h: &Held) -> usize {
-        let floor = UNCOMPARED_KEPT.min(self.config.per_author);
-        if h.slots.len() <= 1 {
-            return h.slots.len();
-        }
-        if h.slots.len() > floor {
-            return floor;
-        }
-        if self.adds_nothing(table, author, &h.slots, h.weakest) {
+        if h.slots.len() > 1 && self.adds_nothing(table, author, &h.slots, h.weakest) {
             h.slots.len() - 1
         } else {
             h.slots.len()
@@ -224,9 +217,9 @@ impl Recall {
 
     /// Drops the (follow, relay) pairs worth least until the plan names at most
     /// `disclosure × listed follows` pairs (a follow hinted a relay it may be routed to counts
-    /// as listed), or none is left that may go. A follow always keeps its best relay, and its
-    /// best two unless what was learned says the second adds nothing, so a budget with room
-    /// never costs a note a plan asking two relays per follow would fetch.
+    /// as listed), or none is left that may go. Only a pair learned to add nothing may go: a
+    /// follow whose relays were never asked side by side keeps them all until they are, so a
+    /// budget with room never costs a note a plan asking every listed relay would fetch.
     fn trim_to_disclosure(&self, table: &RouteTable, held: &mut [Held]) {
         // Hints at the reader's relays are never routed to (see `Model::build`).
         let listed = table
@@ -273,11 +266,6 @@ impl Recall {
         }
     }
 }
-
-/// Relays a follow keeps through the disclosure trim until what was learned says one adds
-/// nothing: a single relay kept may be dead, or lack notes its others hold, and nothing shows
-/// which until they answer side by side. Two is what greedy set cover asks per follow.
-const UNCOMPARED_KEPT: usize = 2;
 
 /// A relay whose chance of returning a follow's notes was learned to be below this (dead, or
 /// seen holding none of them) adds nothing to the follow's other relays.
@@ -355,7 +343,7 @@ impl Recall {
         // connected to (no connection spent), unless what was learned says it adds nothing.
         for a in table.authors() {
             let h = &held[a.index()];
-            if h.slots.len() != 1 || self.config.per_author < UNCOMPARED_KEPT {
+            if h.slots.len() != 1 || self.config.per_author < 2 {
                 continue;
             }
             let best = self
