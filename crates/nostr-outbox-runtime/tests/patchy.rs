@@ -1,7 +1,8 @@
 //! Notes that miss some of a follow's relays, through the real runtime: eight local relays, 40
 //! follows listing one to four of them, each note silently absent from some relays its author
-//! lists. At the default 20 connections (room for every relay) `recall` fetches at least what
-//! `greedy` fetches, in a first run and in a second run that keeps what the first learned.
+//! lists, some only on the relay most follows list. At the default 20 connections (room for
+//! every relay) `recall` fetches at least what `greedy` fetches, in a first run and in a second
+//! run that keeps what the first learned.
 
 use std::sync::Arc;
 
@@ -33,24 +34,39 @@ async fn patchy_world(now: u64) -> Patchy {
     }
     let reader = RealRelay::start().await;
     let follows: Vec<Keys> = (1..=FOLLOWS).map(key).collect();
+    // One to four relays each, spread so that some relays are listed far more than others.
+    let lists_of: Vec<Vec<usize>> = (0..follows.len())
+        .map(|i| {
+            let count = 1 + (i * 7 + i / 3) % 4;
+            let mut listed: Vec<usize> =
+                (0..count).map(|k| (i + k * (1 + i % 3)) % RELAYS).collect();
+            listed.sort_unstable();
+            listed.dedup();
+            listed
+        })
+        .collect();
+    let mut listings = [0usize; RELAYS];
+    for &r in lists_of.iter().flatten() {
+        listings[r] += 1;
+    }
     let (mut lists, mut notes) = (Vec::new(), 0);
-    for (i, f) in follows.iter().enumerate() {
-        // One to four relays, spread so that some relays are listed far more than others.
-        let count = 1 + (i * 7 + i / 3) % 4;
-        let mut listed: Vec<usize> = (0..count).map(|k| (i + k * (1 + i % 3)) % RELAYS).collect();
-        listed.sort_unstable();
-        listed.dedup();
+    for (i, (f, listed)) in follows.iter().zip(&lists_of).enumerate() {
         let entries: Vec<(&str, Option<&str>)> = listed
             .iter()
             .map(|&r| (relays[r].url.as_str(), None))
             .collect();
         lists.push(relay_list(f, now - 1_000, &entries));
+        let most_listed = listed.iter().copied().max_by_key(|&r| (listings[r], RELAYS - r));
         for n in 0..NOTES_PER_FOLLOW {
             let held = note(f, now - 600 - n * 3_600, &format!("note {i}.{n}"));
             // A write that timed out or was pruned: each note misses one of its author's
-            // relays in turn (where it lists more than one), so no relay holds them all.
+            // relays in turn (where it lists more than one), so no relay holds them all; and
+            // the newest note of a follow listing three or more reached only the relay most
+            // follows list, the one a plan that knows nothing is likeliest to let go.
             let missing = (listed.len() > 1).then(|| listed[(i + n as usize) % listed.len()]);
-            for &r in listed.iter().filter(|&&r| Some(r) != missing) {
+            let only = (listed.len() >= 3 && n == 0).then_some(most_listed).flatten();
+            let holds = |r: usize| only.map_or(Some(r) != missing, |o| o == r);
+            for &r in listed.iter().filter(|&&r| holds(r)) {
                 relays[r].store(&held).await;
             }
             notes += 1;
