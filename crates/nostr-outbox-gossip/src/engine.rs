@@ -19,8 +19,8 @@ use nostr_outbox_client::directory::RelayDirectory;
 use nostr_outbox_client::store::{StateStore, StatsStoreError};
 use nostr_outbox_client::Network;
 use nostr_outbox_core::{
-    session_seed, ConfigError, DeliveryStats, PlanContext, RawRelayList, Router, RouterConfig,
-    UrlPolicy,
+    plan_probes, session_seed, ConfigError, DeliveryStats, PlanContext, ProbeBudget, ProbePlan,
+    RawRelayList, RouteTable, Router, RouterConfig, UrlPolicy,
 };
 
 use crate::state::{PlanView, State, DEFAULT_LIST_TTL, DEFAULT_ROUND_IDLE, MAX_KEPT_LISTS};
@@ -233,6 +233,15 @@ pub struct OutboxGossip {
     settings: Settings,
 }
 
+/// What a plan is made from, copied out of the state so planning holds no state lock.
+struct Snapshot {
+    version: u64,
+    keys: Vec<PublicKey>,
+    lists: Vec<RawRelayList>,
+    reader_list: Option<RawRelayList>,
+    stats: DeliveryStats,
+}
+
 /// Relay URLs for nostr-sdk: allowed ones, in order, at most `limit`.
 fn take_allowed<'a>(
     urls: impl IntoIterator<Item = &'a RelayUrl>,
@@ -314,39 +323,44 @@ impl OutboxGossip {
         }
     }
 
+    /// What a plan is made from, copied out of `state`.
+    fn snapshot(&self, state: &State) -> Snapshot {
+        let mut lists: Vec<RawRelayList> = state
+            .keys
+            .iter()
+            .filter_map(|k| state.lists.get(k).cloned())
+            .collect();
+        let reader_list = self
+            .settings
+            .reader
+            .and_then(|r| state.lists.get(&r).cloned());
+        if let Some(list) = reader_list
+            .as_ref()
+            .filter(|l| !state.key_set.contains(&l.author))
+        {
+            lists.push(list.clone());
+        }
+        Snapshot {
+            version: state.version,
+            keys: state.keys.clone(),
+            lists,
+            reader_list,
+            stats: state.stats.clone(),
+        }
+    }
+
     /// Plans when what plans are made from changed since the current plan; returns the plan.
     fn ensure_plan(&self) -> Option<Arc<PlanView>> {
         // Two tries at most: another caller may change the state while this one plans.
         for _ in 0..2 {
-            let (version, keys, lists, reader_list, stats) = {
+            let snapshot = {
                 let state = self.lock();
                 if let Some(plan) = state.plan.as_ref().filter(|p| p.version == state.version) {
                     return Some(plan.clone());
                 }
-                let mut lists: Vec<RawRelayList> = state
-                    .keys
-                    .iter()
-                    .filter_map(|k| state.lists.get(k).cloned())
-                    .collect();
-                let reader_list = self
-                    .settings
-                    .reader
-                    .and_then(|r| state.lists.get(&r).cloned());
-                if let Some(list) = reader_list
-                    .as_ref()
-                    .filter(|l| !state.key_set.contains(&l.author))
-                {
-                    lists.push(list.clone());
-                }
-                (
-                    state.version,
-                    state.keys.clone(),
-                    lists,
-                    reader_list,
-                    state.stats.clone(),
-                )
+                self.snapshot(&state)
             };
-            let view = self.plan(version, &keys, &lists, reader_list, &stats);
+            let view = self.plan(&snapshot);
             let mut state = self.lock();
             if let Some(view) = view {
                 if state.plan.as_ref().is_none_or(|p| p.version < view.version) {
@@ -360,18 +374,11 @@ impl OutboxGossip {
         self.lock().plan.clone()
     }
 
-    /// One plan from a snapshot; takes only the router's lock.
-    fn plan(
-        &self,
-        version: u64,
-        keys: &[PublicKey],
-        lists: &[RawRelayList],
-        reader_list: Option<RawRelayList>,
-        stats: &DeliveryStats,
-    ) -> Option<PlanView> {
-        let now = Self::now().as_secs();
+    /// The route table of `snapshot` at `now`, with the relay hints learned stats saw notes
+    /// on when `hints`.
+    fn table(&self, snapshot: &Snapshot, hints: bool, now: u64) -> RouteTable {
         let mut readers = self.settings.reader_relays.clone();
-        if let Some(list) = reader_list {
+        if let Some(list) = snapshot.reader_list.clone() {
             let author = list.author;
             let directory = RelayDirectory::from_relay_lists(self.policy.clone(), [list]);
             for url in directory.read_relays(&author) {
@@ -380,23 +387,70 @@ impl OutboxGossip {
                 }
             }
         }
-        let list_refs: Vec<&RawRelayList> = lists.iter().collect();
+        let list_refs: Vec<&RawRelayList> = snapshot.lists.iter().collect();
         let network = Network {
             policy: &self.policy,
-            follows: keys,
+            follows: &snapshot.keys,
             readers: &readers,
             fallback: &[],
             lists: &list_refs,
             routed_carriers: ROUTED_CARRIERS,
         };
-        let mut router = self.router.lock().unwrap_or_else(|e| e.into_inner());
         let none = HashSet::new();
-        let (table, _carriers) = if router.hints() {
+        let stats = &snapshot.stats;
+        let (table, _carriers) = if hints {
             let hints = nostr_outbox_core::seen_on_hints(stats, self.policy.max_write_relays);
             network.table_with_hints(&none, stats, now, &hints)
         } else {
             network.table(&none, stats, now)
         };
+        table
+    }
+
+    /// The relays to probe after a read, at most `count`: relays the follows list that the
+    /// open round did not ask and that never answered, most worth learning first
+    /// ([`plan_probes`]), each with the follows to ask it about. None when the strategy does
+    /// not learn.
+    #[cfg(feature = "sdk")]
+    pub(crate) fn probe_plan(&self, count: usize) -> ProbePlan {
+        let (snapshot, asked) = {
+            let state = self.lock();
+            let asked: Vec<String> = state.round.keys().cloned().collect();
+            (self.snapshot(&state), asked)
+        };
+        let (budget, hints) = {
+            let router = self.router.lock().unwrap_or_else(|e| e.into_inner());
+            (router.probe_budget(), router.hints())
+        };
+        if budget.connections == 0 || count == 0 {
+            return ProbePlan::default();
+        }
+        let now = Self::now().as_secs();
+        let table = self.table(&snapshot, hints, now);
+        let skip: HashSet<&str> = asked.iter().map(String::as_str).collect();
+        let budget = ProbeBudget {
+            connections: count.min(budget.connections),
+            ..budget
+        };
+        plan_probes(&table, &snapshot.stats, &skip, &budget, now)
+    }
+
+    /// Notes in the open round that `url` is probed about `authors` (see [`State::probe`]);
+    /// false for a relay the round already asked, or a URL the policy refuses.
+    #[cfg(feature = "sdk")]
+    pub(crate) fn note_probe(&self, url: &str, authors: &[PublicKey], limit: u32) -> bool {
+        let Ok(canonical) = self.policy.canonicalize(url) else {
+            return false;
+        };
+        self.lock().probe(&canonical, authors, limit)
+    }
+
+    /// One plan from a snapshot; takes only the router's lock.
+    fn plan(&self, snapshot: &Snapshot) -> Option<PlanView> {
+        let now = Self::now().as_secs();
+        let (version, stats) = (snapshot.version, &snapshot.stats);
+        let mut router = self.router.lock().unwrap_or_else(|e| e.into_inner());
+        let table = self.table(snapshot, router.hints(), now);
         let mut ctx = PlanContext::at(now).seed(session_seed(self.seed, stats.session()));
         if let Some(secs) = self.settings.window_secs {
             ctx = ctx.window(secs);

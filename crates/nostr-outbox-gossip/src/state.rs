@@ -241,6 +241,30 @@ impl State {
             .asked(url, relay.authors.iter().copied(), relay.generation);
     }
 
+    /// A probe asks `url` (canonical, not asked in this round) for the newest `limit` notes of
+    /// each of `authors`: recorded as a probe, so a full page is learned as a sample. Returns
+    /// whether it was recorded (a relay the round already asked is not probed).
+    #[cfg(feature = "sdk")]
+    pub fn probe(&mut self, url: &str, authors: &[PublicKey], limit: u32) -> bool {
+        if self.round.contains_key(url) {
+            return false;
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        self.round.insert(
+            url.to_string(),
+            RoundRelay {
+                generation,
+                authors: authors.iter().copied().collect(),
+                delivered: false,
+            },
+        );
+        self.recorder
+            .probed(url, authors.iter().copied(), generation, limit);
+        self.last_activity = Some(Instant::now());
+        true
+    }
+
     /// `url` (canonical) sent `event`; returns whether it counted for the round.
     pub fn delivered(&mut self, url: &str, event: &Event) -> bool {
         if self.round_events >= MAX_ROUND_EVENTS {

@@ -181,3 +181,71 @@ async fn reads_kept_in_one_round_are_learned_when_the_caller_ends_it() {
     }
     client.shutdown().await;
 }
+
+/// A follow on two relays, each holding a note the other lacks, and a budget of one routed
+/// relay: the read asks one, and its probe asks the other, which the engine then knows as
+/// answering and whose note comes back as found. Without probes the engine learns nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
+    let reader = RealRelay::start().await;
+    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let t = now();
+    let author = keys(30);
+    let (on_a, on_b) = (
+        note(&author, t - 600, "only on a"),
+        note(&author, t - 900, "only on b"),
+    );
+    a.store(&on_a).await;
+    b.store(&on_b).await;
+    let list = relay_list(&author, t - DAY, &[(&a.url, None), (&b.url, None)]);
+    let policy = nostr_outbox_core::UrlPolicy::allow_local();
+    for probes in [1, 0] {
+        let gossip = OutboxGossip::from_toml(
+            "max_connections = 1\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"recall\"\n",
+        )
+        .unwrap()
+        .reader_relays([reader.url.as_str()])
+        .open()
+        .await
+        .unwrap();
+        nostr_gossip::NostrGossip::process(&gossip, &list, None)
+            .await
+            .unwrap();
+        let gossip = Arc::new(gossip);
+        let client = client(gossip.clone(), &reader.url).await;
+        let options = ReadOptions {
+            probes,
+            ..ReadOptions::default()
+        };
+        let report = gossip
+            .read(&client, filter(&[author.public_key()]), options)
+            .await;
+        client.shutdown().await;
+        let asked: Vec<String> = report.relays.iter().map(|r| r.url.to_string()).collect();
+        assert_eq!(asked.len(), 1, "one routed relay: {asked:?}");
+        let other = if asked[0] == a.url.trim_end_matches('/') || asked[0] == a.url {
+            &b
+        } else {
+            &a
+        };
+        let learned = gossip.stats();
+        let other_stats = learned.get(&policy.canonicalize(&other.url).unwrap());
+        if probes == 0 {
+            assert!(report.probed.is_empty(), "{:?}", report.probed);
+            assert_eq!(other_stats.asked, 0, "never asked without probes");
+            continue;
+        }
+        assert_eq!(report.probed.len(), 1, "{:?}", report.probed);
+        assert_eq!(report.probed[0].outcome, RelayOutcome::Complete);
+        assert_eq!(
+            report.found.len(),
+            1,
+            "the other relay's note: {:?}",
+            report.found
+        );
+        assert!(
+            other_stats.asked > other_stats.failures,
+            "the probed relay is learned as answering: {other_stats:?}"
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! engine (`nostr-gossip-memory`, as `Client::builder().gossip(NostrGossipMemory::unbounded())`
 //! sets it up), with `nostr_outbox_gossip::OutboxGossip` (the `outbox feed` default, `recall`,
 //! at the bench's budget) answering nostr-sdk's own fetch, and with the same engine reading
-//! through its routed, paged read (`OutboxGossip::read`) on the same `Client`. Each reads the bench's world from the same local relays as the
+//! through its routed, paged read (`OutboxGossip::read`, probing once a session after its
+//! widest read) on the same `Client`. Each reads the bench's world from the same local relays as the
 //! runtime, one engine kept from session to session as an application keeps it between runs.
 //!
 //! Both engines are handed the follows' relay lists up front (as the bench hands the runtime
@@ -24,7 +25,7 @@ use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_gossip::{GossipAllowedRelays, GossipListKind, NostrGossip};
 use nostr_gossip_memory::prelude::NostrGossipMemory;
-use nostr_outbox_gossip::{OutboxGossip, ReadOptions};
+use nostr_outbox_gossip::{OutboxGossip, ReadOptions, DEFAULT_READ_PROBES};
 use nostr_outbox_live::clients::{ClientRun, ClientSession, ClientSetup, LiveClient};
 use nostr_sdk::prelude::{Client, GossipConfig};
 use tokio::sync::OnceCell;
@@ -122,6 +123,9 @@ impl SdkClient {
         }
         client.connect().await;
         let mut reads = Vec::with_capacity(s.reads.len());
+        // The paged read probes once a session, after its widest read, as the runtime probes
+        // after its fetch.
+        let widest = s.reads.iter().map(|&(_, since)| since).min();
         for &(_, since) in s.reads {
             let filter = Filter::new()
                 .authors(s.follows.iter().copied())
@@ -132,7 +136,14 @@ impl SdkClient {
                 // times the read's bound.
                 // A round per read: learning from the week before the year helps the year
                 // (one round a session, ended after the widest read, did worse: results.md).
-                let options = ReadOptions::default();
+                let options = ReadOptions {
+                    probes: if Some(since) == widest {
+                        DEFAULT_READ_PROBES
+                    } else {
+                        0
+                    },
+                    ..ReadOptions::default()
+                };
                 let read = outbox.read(&client, filter, options);
                 match tokio::time::timeout(s.read_timeout * 4, read).await {
                     Ok(report) => report.events.into_iter().take(s.max_events).collect(),
