@@ -56,7 +56,10 @@ async fn patchy_world(now: u64) -> Patchy {
             .map(|&r| (relays[r].url.as_str(), None))
             .collect();
         lists.push(relay_list(f, now - 1_000, &entries));
-        let most_listed = listed.iter().copied().max_by_key(|&r| (listings[r], RELAYS - r));
+        let most_listed = listed
+            .iter()
+            .copied()
+            .max_by_key(|&r| (listings[r], RELAYS - r));
         for n in 0..NOTES_PER_FOLLOW {
             let held = note(f, now - 600 - n * 3_600, &format!("note {i}.{n}"));
             // A write that timed out or was pruned: each note misses one of its author's
@@ -64,7 +67,9 @@ async fn patchy_world(now: u64) -> Patchy {
             // the newest note of a follow listing three or more reached only the relay most
             // follows list, the one a plan that knows nothing is likeliest to let go.
             let missing = (listed.len() > 1).then(|| listed[(i + n as usize) % listed.len()]);
-            let only = (listed.len() >= 3 && n == 0).then_some(most_listed).flatten();
+            let only = (listed.len() >= 3 && n == 0)
+                .then_some(most_listed)
+                .flatten();
             let holds = |r: usize| only.map_or(Some(r) != missing, |o| o == r);
             for &r in listed.iter().filter(|&&r| holds(r)) {
                 relays[r].store(&held).await;
