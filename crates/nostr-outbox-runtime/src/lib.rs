@@ -10,9 +10,10 @@
 //!
 //! - **One coordinator task owns all state**: the relay lists, the route table, the plan's
 //!   [`Slots`](nostr_outbox_client::Slots), the learned stats and the penalty box. Everything else talks
-//!   to it with messages. The crate's two locks are leaves outside that state, never held
-//!   across an `.await` nor together: the table of the shared sockets ([`Sockets`]) and the
-//!   shared cache of relay documents ([`Nip11Cache`]).
+//!   to it with messages. The crate's three locks are leaves outside that state, never held
+//!   across an `.await` nor together: the table of the shared sockets ([`Sockets`]), the
+//!   shared cache of relay documents ([`Nip11Cache`]) and what was learned of the extensions
+//!   each relay speaks ([`Extensions`]).
 //! - **One task per relay** (a slot) owns a link to that relay. It sends REQ/CLOSE when told,
 //!   reports events, EOSE and failures, and reconnects with backoff by itself. A relay that stalls
 //!   or floods only ever blocks its own task.
