@@ -25,7 +25,7 @@ use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_gossip::{GossipAllowedRelays, GossipListKind, NostrGossip};
 use nostr_gossip_memory::prelude::NostrGossipMemory;
-use nostr_outbox_gossip::{OutboxGossip, ReadOptions, DEFAULT_READ_PROBES};
+use nostr_outbox_gossip::{Learn, OutboxGossip, ReadOptions, DEFAULT_READ_PROBES};
 use nostr_outbox_live::clients::{ClientRun, ClientSession, ClientSetup, LiveClient};
 use nostr_sdk::prelude::{Client, GossipConfig};
 use tokio::sync::OnceCell;
@@ -77,10 +77,11 @@ impl SdkClient {
                          [strategy]\ntype = \"recall\"\n",
                         self.setup.budget
                     );
-                    let gossip = OutboxGossip::from_toml(&toml)
+                    let builder = OutboxGossip::from_toml(&toml)
                         .expect("the recall config is valid")
                         .reader_relays(reader_relays)
-                        .seed(self.setup.seed)
+                        .seed(self.setup.seed);
+                    let gossip = builder
                         .open()
                         .await
                         .expect("an engine without a store opens");
@@ -134,13 +135,16 @@ impl SdkClient {
             let notes: BTreeSet<Event> = if let Some(outbox) = &paged {
                 // The runtime's connect and page timeouts; the whole read, pages in turn, four
                 // times the read's bound.
-                // A round per read: learning from the week before the year helps the year
-                // (one round a session, ended after the widest read, did worse: results.md).
+                // A round per read, so the week's read teaches which relays answer before the
+                // year is read; only the widest teaches what relays hold (a week's empty
+                // answer says nothing of a relay that keeps the year), and probes after it.
+                let widest = Some(since) == widest;
                 let options = ReadOptions {
-                    probes: if Some(since) == widest {
-                        DEFAULT_READ_PROBES
+                    probes: if widest { DEFAULT_READ_PROBES } else { 0 },
+                    learn: if widest {
+                        Learn::Everything
                     } else {
-                        0
+                        Learn::Liveness
                     },
                     ..ReadOptions::default()
                 };
