@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use nostr_outbox_fleet::cli;
 use nostr_outbox_sim::World;
 
 fn examples_dir() -> PathBuf {
@@ -11,10 +12,7 @@ fn examples_dir() -> PathBuf {
 }
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 fn bench_on(world: &Path, extra: &[&str]) -> Output {

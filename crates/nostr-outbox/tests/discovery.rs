@@ -3,13 +3,13 @@
 //! (the config's, or the reader's kind:10006) are never asked. Local relays on 127.0.0.1.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, signed, RealRelay};
 
 const NOTES: u64 = 4;
 
@@ -47,23 +47,21 @@ fn follows_file(dir: &Path, keys: &[Keys]) -> std::path::PathBuf {
 }
 
 async fn run(args: Vec<String>) -> (Output, String, String) {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args([
-                "feed",
-                "--once",
-                "--verbose",
-                "--allow-local",
-                "--since",
-                "7d",
-            ])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let fixed = [
+        "feed",
+        "--once",
+        "--verbose",
+        "--allow-local",
+        "--since",
+        "7d",
+    ];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "3s"];
+    let out = cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed[..], &waits].concat(),
+        args,
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stderr}");

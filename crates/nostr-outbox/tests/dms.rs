@@ -4,7 +4,7 @@
 //! has no DM relay list.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Kind, Tag};
 use nostr::key::{Keys, SecretKey};
@@ -147,13 +147,11 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     // A closed stdout ends the run cleanly.
     let (closed, writer) = std::io::pipe().unwrap();
     drop(closed);
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["dms", "--allow-local", "--no-stats", "--decrypt"])
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["dms", "--allow-local", "--no-stats", "--decrypt"])
         .args(["--relays", &home.url, "--secret-key-file", &key])
-        .env_remove("OUTBOX_SECRET_KEY")
-        .stdout(std::process::Stdio::from(writer))
-        .output()
-        .unwrap();
+        .stdout(std::process::Stdio::from(writer));
+    let out = cli::output_of(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -4,14 +4,14 @@
 //! clear error that never repeats what the file holds.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{dead_url, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, signed, RealRelay};
 
 const NOTES: u64 = 5;
 
@@ -63,23 +63,12 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<Strin
 /// Runs `outbox feed --once` on `relay` with `extra` arguments (a store among them or
 /// `--no-stats`) and environment.
 async fn feed_with(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
-    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        cmd.args(["feed", "--once", "--allow-local", "--seed", "1"])
-            .args(["--relays", &relay])
-            .arg("--follows")
-            .arg(&follows)
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .args(extra)
-            .env_remove("OUTBOX_SECRET_KEY");
-        if let Some(value) = env {
-            cmd.env("OUTBOX_SECRET_KEY", value);
-        }
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap()
+    let mut cmd = cli::feed_once_command(env!("CARGO_BIN_EXE_outbox"), relay, follows);
+    cmd.args(extra);
+    if let Some(value) = env {
+        cmd.env("OUTBOX_SECRET_KEY", value);
+    }
+    cli::output_of(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,11 +185,10 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     assert!(!stderr.contains(secretish), "{stderr}");
 
     // Help never shows the variable's value.
-    let help = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["feed", "--help"])
-        .env("OUTBOX_SECRET_KEY", &good)
-        .output()
-        .unwrap();
+    let mut help = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    help.args(["feed", "--help"])
+        .env("OUTBOX_SECRET_KEY", &good);
+    let help = cli::output_of(help).await;
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("--secret-key-file"), "{text}");
     assert!(!text.contains(&good), "{text}");
@@ -254,20 +242,14 @@ async fn a_key_file_holding_the_readers_public_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
     let file = key_file(dir.path(), "reader.key", &reader.public_key().to_hex());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--once", "--allow-local", "--no-stats"])
-            .args(["--relays", "ws://127.0.0.1:9"])
-            .args(["--npub", &reader.public_key().to_bech32().unwrap()])
-            .arg("--secret-key-file")
-            .arg(&file)
-            .args(["--connect-timeout", "1s"])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["feed", "--once", "--allow-local", "--no-stats"])
+        .args(["--relays", "ws://127.0.0.1:9"])
+        .args(["--npub", &reader.public_key().to_bech32().unwrap()])
+        .arg("--secret-key-file")
+        .arg(&file)
+        .args(["--connect-timeout", "1s"]);
+    let out = cli::output_of(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -311,24 +293,17 @@ async fn a_refused_follow_list_lookup_says_why() {
     let reader = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
     let npub = reader.public_key().to_bech32().unwrap();
     let relays = format!("{url},{dead}");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args([
-                "feed",
-                "--once",
-                "--allow-local",
-                "--no-stats",
-                "--seed",
-                "1",
-            ])
-            .args(["--relays", &relays, "--npub", &npub])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let fixed = [
+        "feed",
+        "--once",
+        "--allow-local",
+        "--no-stats",
+        "--seed",
+        "1",
+    ];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "2s"];
+    let args = [&fixed[..], &["--relays", &relays, "--npub", &npub], &waits].concat();
+    let out = cli::run(env!("CARGO_BIN_EXE_outbox"), &args, Vec::new()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(!stderr.contains("no follow list"), "{stderr}");

@@ -3,7 +3,7 @@
 //! directory or stdout itself, relay URLs that are refused; stop signals while the feed is
 //! still saving; and relay text that reaches the summary file. Local relays on 127.0.0.1.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -13,7 +13,7 @@ use nostr::event::Kind;
 use nostr::key::Keys;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{key, signed, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, key, signed, BlackHole, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
@@ -39,7 +39,7 @@ async fn relay_with_notes(notes: u64) -> (RealRelay, Keys) {
 /// `outbox feed --once` against `relay` for `author` with `extra` arguments, and short
 /// timeouts and a week's notes unless `extra` names its own.
 fn feed(relay: &str, author: &Keys, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
     cmd.args(["feed", "--once", "--allow-local"])
         .args(["--relays", relay])
         .args(["--follows", &author.public_key().to_hex()])
@@ -56,35 +56,23 @@ fn feed(relay: &str, author: &Keys, extra: &[&str]) -> Command {
     cmd
 }
 
-/// Waits for `child` to end, reading nothing meanwhile; kills it and fails once [`HUNG`] passed.
-fn wait_or_kill(mut child: Child, what: &str) -> Output {
+/// Waits for `child` to end; fails if it ran past [`HUNG`].
+fn wait_or_kill(child: Child, what: &str) -> Output {
     let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > HUNG {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {HUNG:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let out = cli::wait(child);
+    assert!(
+        started.elapsed() <= HUNG,
+        "{what}: still running after {HUNG:?}; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Runs `cmd` with stdout and stderr captured, off the async threads.
 async fn run(mut cmd: Command, what: String) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_or_kill(child, &what)
-    })
-    .await
-    .unwrap()
+    tokio::task::spawn_blocking(move || wait_or_kill(cmd.spawn().unwrap(), &what))
+        .await
+        .unwrap()
 }
 
 /// Why `out` is not a clean refusal naming `flag`, if it is not one.
@@ -124,7 +112,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
     );
     let out = run(cmd, "feed --eose-timeout 3651days".into()).await;
     wrong.extend(not_refused(&out, "--eose-timeout"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
     cmd.args(["publish", "--allow-local", "--to", &relay.url])
         .arg("--event")
         .arg(concat!(
@@ -158,13 +146,13 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
 fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
     let follow = key(7).public_key().to_hex();
     let refusal = |relay: &str, allow_local: bool| -> String {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+        let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
         cmd.args(["feed", "--once", "--no-stats", "--relays", relay])
             .args(["--follows", &follow]);
         if allow_local {
             cmd.arg("--allow-local");
         }
-        let out = cmd.output().unwrap();
+        let out = cli::output(cmd);
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(!out.status.success(), "{relay} accepted:\n{stderr}");
         assert!(stderr.contains("not usable"), "{relay}:\n{stderr}");
@@ -289,11 +277,7 @@ async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
         );
         let what = format!("--summary-json {} with stdout there", target.display());
         let out = tokio::task::spawn_blocking(move || {
-            let child = cmd
-                .stdout(Stdio::from(stdout))
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let child = cmd.stdout(Stdio::from(stdout)).spawn().unwrap();
             wait_or_kill(child, &what)
         })
         .await
@@ -361,35 +345,11 @@ async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
     assert!(raw.is_empty(), "raw controls {raw:?} in {text}");
 }
 
-/// `kill -SIGNAL pid`.
-#[cfg(unix)]
-fn kill(signal: &str, pid: u32) {
-    let sent = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
-/// Reads what is left of a child's stdout on a thread of its own, so waiting for the child is
-/// never held up by the read.
-#[cfg(unix)]
-fn read_to_end(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = from.read_to_end(&mut rest);
-    })
-}
-
 /// Starts `cmd` with its output piped and waits until it printed its first note; the child
 /// and the rest of its stdout.
 #[cfg(unix)]
 fn first_note(mut cmd: Command) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.spawn().unwrap();
     let mut notes = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     notes.read_line(&mut first).unwrap();
@@ -448,12 +408,12 @@ async fn a_second_stop_signal_ends_the_process_while_it_is_still_saving() {
                 }
                 all
             });
-            kill(signal, child.id());
+            cli::signal(signal, child.id());
             heard
                 .recv_timeout(HUNG)
                 .expect("the first signal stops the feed");
-            kill(signal, child.id());
-            let rest = read_to_end(notes);
+            cli::signal(signal, child.id());
+            let rest = cli::read_to_end(notes);
             let out = wait_or_kill(child, signal);
             let _ = rest.join();
             (out.status, stderr.join().unwrap())
@@ -489,7 +449,7 @@ async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
             .status()
             .unwrap()
             .success());
-        let rest = read_to_end(notes);
+        let rest = cli::read_to_end(notes);
         let out = wait_or_kill(child, "a summary file swapped for a FIFO");
         let _ = rest.join();
         out

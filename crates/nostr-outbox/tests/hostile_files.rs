@@ -1,12 +1,11 @@
 //! Files a careless or hostile user hands the CLI: never read without bound, never echoed raw.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use nostr_outbox_fleet::cli;
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the outbox binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! relay took it, and a relay requiring NIP-42 sign-in accepts with a key file.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
@@ -283,18 +283,11 @@ async fn learn_writes_the_store_the_feed_reads() {
     let file = write_event(dir.path(), "note.json", &note);
     let data = dir.path().join("data");
     let event = file.display().to_string();
-    let (url, data_env) = (relay.url.clone(), data.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["publish", "--allow-local", "--timeout", "5", "--learn"])
-            .args(["--event", &event, "--to", &url])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env("OUTBOX_DATA_DIR", &data_env)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["publish", "--allow-local", "--timeout", "5", "--learn"])
+        .args(["--event", &event, "--to", &relay.url])
+        .env("OUTBOX_DATA_DIR", &data);
+    let out = cli::output_of(cmd).await;
     assert!(out.status.success(), "{:?}", texts(&out));
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.join("stats.json")).unwrap()).unwrap();

@@ -2,7 +2,7 @@
 //! names lives (an author's write relay, a hint, a NIP-50 relay), learned live from relay lists.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
@@ -10,7 +10,7 @@ use nostr::nips::nip01::Coordinate;
 use nostr::nips::nip19::{Nip19Coordinate, Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, signed, RealRelay};
 
 /// Runs `outbox` with `args` (loopback allowed, nothing kept).
 async fn outbox(mut args: Vec<String>) -> Output {
@@ -20,16 +20,19 @@ async fn outbox(mut args: Vec<String>) -> Output {
 
 /// Runs `outbox` with `args` (loopback allowed), keeping what `args` say.
 async fn outbox_keeping(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&args)
-            .arg("--allow-local")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[],
+        [args, vec!["--allow-local".into()]].concat(),
+    )
     .await
-    .unwrap()
+}
+
+/// [`outbox`] started and left running, for a test to stop.
+fn outbox_started(words: &[String]) -> std::process::Child {
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(words).args(["--allow-local", "--no-stats"]);
+    cmd.spawn().unwrap()
 }
 
 fn args(words: &[&str]) -> Vec<String> {
@@ -439,30 +442,16 @@ async fn thread_stream_prints_later_replies_once() {
         .to_bech32()
         .unwrap();
     let words = args(&["thread", &code, "--stream", "--json", "--relays", &home.url]);
-    let child = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&words)
-            .args(["--allow-local", "--no-stats"])
-            .env_remove("RUST_LOG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let child = tokio::task::spawn_blocking(move || outbox_started(&words))
+        .await
+        .unwrap();
     // Both passes end and the streaming subscriptions open well within this.
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     let late = signed(&carol, Kind::TextNote, "late", vec![e_root], 0);
     alice_read.publish(&late).await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let out = tokio::task::spawn_blocking(move || {
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success());
+        cli::signal("-INT", child.id());
         child.wait_with_output().unwrap()
     })
     .await
@@ -790,22 +779,10 @@ async fn req_stream_cuts_off_a_relay_replaying_its_events() {
         "req", "-a", &a, "-k", "1", "--stream", "--json", "--relays", &home.url,
     ]);
     let out = tokio::task::spawn_blocking(move || {
-        let child = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&words)
-            .args(["--allow-local", "--no-stats"])
-            .env_remove("RUST_LOG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = outbox_started(&words);
         // Long enough for the whole replay (300,000 frames) to be read when nothing stops it.
         std::thread::sleep(std::time::Duration::from_secs(6));
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success());
+        cli::signal("-INT", child.id());
         child.wait_with_output().unwrap()
     })
     .await

@@ -1,12 +1,13 @@
 //! `outbox route`: the binary on a small world and relay-list events, without the network.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::{Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
+use nostr_outbox_fleet::cli;
 use serde_json::{json, Value};
 
 fn keys(n: u8) -> Keys {
@@ -18,10 +19,7 @@ fn hex(n: u8) -> String {
 }
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the outbox binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 fn stdout(out: &Output) -> String {
