@@ -11,7 +11,6 @@ use nostr::event::{EventBuilder, EventId, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     fetch_events, publish, start, start_route, Backoff, Client, FeedInput, PenaltyPolicy,
@@ -97,12 +96,11 @@ async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
         routed.store(&routed_note).await;
         ids.extend([at_home.id, routed_note.id]);
     }
-    let mut input = FeedInput::new(
+    let input = local_input(
         router(CONFIG),
         vec![home.public_key(), away.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     (reader, routed, input, ids)
 }
 

@@ -9,9 +9,9 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::Keys;
 use nostr_outbox_client::MemoryStore;
 use nostr_outbox_core::stats::{RelayRound, RoundReport};
-use nostr_outbox_core::{DeliveryStats, UrlPolicy};
+use nostr_outbox_core::DeliveryStats;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig};
+use nostr_outbox_runtime::{start, Client, FeedSummary, RuntimeConfig};
 
 /// Recall by posterior means (no draws), one routed connection.
 const CONFIG: &str = "max_connections = 1\n[strategy]\ntype = \"recall\"\nexplore = false\n";
@@ -49,12 +49,11 @@ async fn run(
     ];
     let store = Arc::new(MemoryStore::new());
     store.save(&stats).unwrap();
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         vec![a.public_key(), b.public_key()],
         [home.url.clone()],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.relay_lists = lists;
     input.store = store;
     input.monitor_relays = monitors;
@@ -191,8 +190,7 @@ async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
         .store(&paid_report(&keys(9), &paid.url, now() - 600))
         .await;
     let feed = |paid_relays: Vec<String>| {
-        let mut input = FeedInput::new(router(CONFIG), vec![a.public_key()], [home.url.clone()]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(CONFIG), vec![a.public_key()], [home.url.clone()]);
         input.relay_lists = vec![raw(&relay_list(&a, now() - DAY, &[(&paid.url, None)]))];
         input.monitor_relays = vec![monitor.url.clone()];
         let config = RuntimeConfig {
