@@ -55,6 +55,13 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// Asserts that `out`'s stderr says `what`.
+#[track_caller]
+fn assert_says(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert!(err.contains(what), "{err}");
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
@@ -199,11 +206,7 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let out = outbox(args(&["get", &code, "--json", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(ids(&out), BTreeSet::from([note.id.to_hex()]));
-    assert!(
-        stderr(&out).contains(&format!("{}  hint", hinted.url)),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, &format!("{}  hint", hinted.url));
 
     // An address: its author's write relay, from their list on the reader's relay.
     home.store(&write_list(&bob, &theirs.url)).await;
@@ -229,15 +232,11 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let note1 = missing.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &note1, "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    assert_says(&out, "not found");
     // Not a pointer at all.
     let out = outbox(args(&["get", "nevent1zzzz", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("reading the pointer"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "reading the pointer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -500,72 +499,29 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
         ])
     };
     let both = format!("{},{}", home.url, advertised.url);
+    // The hit alone, found where `said` says, with how often each relay was searched so far.
+    let found = |out: &Output, said: &str, searched| {
+        assert_eq!(ids(out), BTreeSet::from([hit.id.to_hex()]), "{}", stderr(out));
+        assert_says(out, said);
+        let asked = (listed.searches(), advertised.searches(), configured.searches());
+        assert_eq!(asked, searched);
+    };
 
     // 3. Neither a list nor a relay that says it searches: the configured relays.
     let out = outbox(search(home.url.clone())).await;
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("as --search-relays"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (0, 0, 1)
-    );
+    found(&out, "as --search-relays", (0, 0, 1));
 
     // 2. A known relay whose NIP-11 document lists NIP 50 comes before them.
     let out = outbox(search(both.clone())).await;
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("NIP-11 documents list NIP 50"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (0, 1, 1)
-    );
+    found(&out, "NIP-11 documents list NIP 50", (0, 1, 1));
 
     // 1. The reader's own search relays (kind:10007) come first of all.
     let tag = Tag::parse(["relay", listed.url.as_str()]).unwrap();
     home.store(&signed(&reader, Kind::SearchRelays, "", vec![tag], 500))
         .await;
     let out = outbox(search(both)).await;
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(stderr(&out).contains("kind:10007"), "{}", stderr(&out));
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (1, 1, 1)
-    );
+    found(&out, "kind:10007", (1, 1, 1));
 
     // A relay whose document does not list NIP-50 is not searched, and said; with no other,
     // the search fails.
@@ -597,27 +553,15 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
     ]))
     .await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("none of the chosen relays supports NIP-50"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "none of the chosen relays supports NIP-50");
     assert_eq!(says_no.searches(), 0);
 
     // Nothing to search with, or nothing to search for: clear errors.
     let out = outbox(args(&["search", "relays", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("no relay to search"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "no relay to search");
     let out = outbox(args(&["search", "  ", "--relays", &home.url])).await;
-    assert!(
-        stderr(&out).contains("nothing to search for"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "nothing to search for");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -950,11 +894,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     let bare = note.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &bare])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("--relays is required"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "--relays is required");
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
     let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
@@ -977,7 +917,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     // Neither: the usage error names --relays.
     let out = outbox(args(&["search", "relays"])).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--relays"), "{}", stderr(&out));
+    assert_says(&out, "--relays");
 }
 
 /// The `nevent` of a text line: the word starting `nevent1`.
