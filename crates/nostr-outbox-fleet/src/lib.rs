@@ -50,7 +50,7 @@ pub use auth::{AuthRelay, AuthScript, AuthSeen};
 pub use capped::{CappedRelay, SeenMessage};
 pub use cli::{strings, texts, RUN_WITHIN};
 pub use echo::Echo;
-pub use events::{dm_list, key, keys, note, now, raw, relay_list, signed, DAY};
+pub use events::{dm_list, key, keys, note, now, raw, relay_list, sealed_as, signed, DAY};
 pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };
@@ -63,4 +63,4 @@ pub use proxy::{proxy, slow_to_accept, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
 pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
-pub use world::{local_input, router, table, World};
+pub use world::{inbox_plan, local_input, router, table, World};

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use nostr::event::{Event, EventId};
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use nostr_outbox_core::{Plan, RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
 
 use crate::relay::RealRelay;
@@ -77,4 +79,23 @@ pub fn local_input<S: AsRef<str>>(
     let mut input = nostr_outbox_runtime::FeedInput::new(router, follows, reader_relays);
     input.router = input.router.with_policy(UrlPolicy::allow_local());
     input
+}
+
+/// An inbox plan for `reader` over `urls`, each asked for what tags the reader.
+pub fn inbox_plan(reader: &nostr::key::Keys, urls: &[&str]) -> RoutePlan {
+    RoutePlan {
+        kind: RouteKind::Inbox,
+        targets: urls
+            .iter()
+            .map(|u| RouteTarget {
+                url: u.to_string(),
+                reasons: vec![Reason::ReaderRead],
+                quality: 0.25,
+                filters: vec![Filter::new().pubkey(reader.public_key())],
+            })
+            .collect(),
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    }
 }

@@ -11,7 +11,7 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
-use nostr_outbox_fleet::{cli, dead_url, dm_list, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, dm_list, sealed_as, signed, strings, texts, RealRelay};
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
@@ -311,31 +311,6 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     assert!(stdout.contains("via the indexer"), "{stdout}");
 }
 
-/// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is kind
-/// 13 without tags), wrapped for `to` by a fresh key.
-fn sealed_as(
-    from: &Keys,
-    to: &Keys,
-    rumor: &nostr::event::UnsignedEvent,
-    kind: Kind,
-    tags: Vec<Tag>,
-) -> Event {
-    use nostr::nips::nip44;
-    let to = to.public_key();
-    let version = nip44::Version::default();
-    let content = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
-    let seal = EventBuilder::new(kind, content)
-        .tags(tags)
-        .finalize(from)
-        .unwrap();
-    let once = Keys::generate();
-    let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
-    EventBuilder::new(Kind::GiftWrap, content)
-        .tag(Tag::public_key(to))
-        .finalize(&once)
-        .unwrap()
-}
-
 /// A "seal" that is not one (a kind:1 note, a seal with tags) does not open; one message
 /// delivered in three wraps is shown once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,12 +327,18 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     };
     let once = rumor("sent once, wrapped thrice");
     for _ in 0..3 {
-        dm.store(&sealed_as(&alice, &reader, &once, Kind::Seal, vec![]))
-            .await;
+        dm.store(&sealed_as(
+            &alice,
+            reader.public_key(),
+            &once,
+            Kind::Seal,
+            vec![],
+        ))
+        .await;
     }
     dm.store(&sealed_as(
         &alice,
-        &reader,
+        reader.public_key(),
         &rumor("a note, not a seal"),
         Kind::TextNote,
         vec![],
@@ -366,7 +347,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     let tags = vec![Tag::public_key(reader.public_key())];
     dm.store(&sealed_as(
         &alice,
-        &reader,
+        reader.public_key(),
         &rumor("a seal with tags"),
         Kind::Seal,
         tags,
