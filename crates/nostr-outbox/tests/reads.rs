@@ -501,9 +501,18 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
     let both = format!("{},{}", home.url, advertised.url);
     // The hit alone, found where `said` says, with how often each relay was searched so far.
     let found = |out: &Output, said: &str, searched| {
-        assert_eq!(ids(out), BTreeSet::from([hit.id.to_hex()]), "{}", stderr(out));
+        assert_eq!(
+            ids(out),
+            BTreeSet::from([hit.id.to_hex()]),
+            "{}",
+            stderr(out)
+        );
         assert_says(out, said);
-        let asked = (listed.searches(), advertised.searches(), configured.searches());
+        let asked = (
+            listed.searches(),
+            advertised.searches(),
+            configured.searches(),
+        );
         assert_eq!(asked, searched);
     };
 
