@@ -77,23 +77,7 @@ impl FilterQuery {
 
     /// The plan, with each relay chosen only for authors asked about those authors alone.
     fn narrowed(&self, mut plan: RoutePlan) -> RoutePlan {
-        for target in &mut plan.targets {
-            let mut only: Vec<PublicKey> = Vec::new();
-            for reason in &target.reasons {
-                match reason {
-                    Reason::AuthorWrite(pk) => only.push(*pk),
-                    _ => {
-                        only.clear();
-                        break;
-                    }
-                }
-            }
-            if !only.is_empty() {
-                for filter in &mut target.filters {
-                    filter.authors = Some(only.iter().copied().collect());
-                }
-            }
-        }
+        plan.narrow_to_authors(|_| true);
         plan
     }
 }
