@@ -57,6 +57,22 @@ async fn dms(args: Vec<String>) -> Output {
     .await
 }
 
+/// [`dms`] asking `relays`, signed in with the key file `key` if one is given, with `extra`
+/// arguments.
+async fn dms_on(relays: &str, key: Option<&str>, extra: &[&str]) -> Output {
+    dms(on(relays, key, extra)).await
+}
+
+/// `--relays relays`, `--secret-key-file key` if one is given, and `extra`.
+fn on(relays: &str, key: Option<&str>, extra: &[&str]) -> Vec<String> {
+    let mut args = strings(&["--relays", relays]);
+    if let Some(key) = key {
+        args.extend(strings(&["--secret-key-file", key]));
+    }
+    args.extend(strings(extra));
+    args
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_opened() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,16 +92,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let key = key_file(dir.path(), &reader);
     let key = key.display().to_string();
 
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--npub", &npub, "--decrypt"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let alice_npub = alice.public_key().to_bech32().unwrap();
@@ -120,15 +127,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     assert!(!stdout.contains(&home.url));
 
     // JSON: one object per line, the text as it was.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-        "--json",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--decrypt", "--json"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stderr}");
     let docs: Vec<serde_json::Value> = stdout
@@ -157,15 +156,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     // Signed in but not opened: the wraps as they are.
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--npub", &npub]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
@@ -173,7 +164,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     assert!(!stdout.contains("meet at"), "{stdout}");
 
     // Without the key the DM relay refuses, and the error says what to give.
-    let out = dms(strings(&["--npub", &npub, "--relays", &home.url])).await;
+    let out = dms_on(&home.url, None, &["--npub", &npub]).await;
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
@@ -189,14 +180,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
 
     // --decrypt without a key, and someone else's key, are refused before anything is asked.
     let asked = home.counter.reqs().len();
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, None, &["--npub", &npub, "--decrypt"]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
     assert!(
@@ -206,15 +190,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let other = key_file(&other, &alice).display().to_string();
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &other,
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&other), &["--npub", &npub]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("not the reader's"), "{stderr}");
@@ -273,7 +249,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
 
     // Nobody to ask: an error that says why, not an empty success.
     let dead = dead_url().await;
-    let out = dms(strings(&["--relays", &dead, "--secret-key-file", &key])).await;
+    let out = dms_on(&dead, Some(&key), &[]).await;
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -292,15 +268,11 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     indexer.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
+    let out = dms_on(
         &home.url,
-        "--indexers",
-        &indexer.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
+        Some(&key),
+        &["--indexers", &indexer.url, "--decrypt"],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -386,6 +358,11 @@ async fn read_dms(relay: &str, key: &str) -> (String, String) {
     (stdout, stderr)
 }
 
+/// [`send`] asking `relays`, signed by the key file `key`, with `extra` arguments.
+async fn send_from(relays: &str, key: Option<&str>, extra: &[&str]) -> Output {
+    send(on(relays, key, extra)).await
+}
+
 /// Runs `outbox dms send` with short timeouts and no store.
 async fn send(args: Vec<String>) -> Output {
     let fixed = ["dms", "send", "--allow-local", "--no-stats"];
@@ -441,19 +418,19 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     let (key_a, key_b) = (key_of("a", &a), key_of("b", &b));
     let npub = |k: &Keys| k.public_key().to_bech32().unwrap();
 
-    let out = send(strings(&[
-        "--relays",
+    let out = send_from(
         &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--to",
-        &npub(&b),
-        "--to",
-        &npub(&c),
-        "--message",
-        "lunch at one?",
-        "--json",
-    ]))
+        Some(&key_a),
+        &[
+            "--to",
+            &npub(&b),
+            "--to",
+            &npub(&c),
+            "--message",
+            "lunch at one?",
+            "--json",
+        ],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -500,28 +477,16 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
         .expect(&stdout);
     assert!(line.contains(&npub(&a)), "{line}");
     // A's copy opens for A.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key_a), &["--decrypt"]).await;
     let (stdout, _) = texts(&out);
     assert!(stdout.contains("lunch at one?"), "{stdout}");
 
     // Text: per recipient, which relays took it; nobody reachable is exit status 1.
-    let out = send(strings(&[
-        "--relays",
+    let out = send_from(
         &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--to",
-        &npub(&c),
-        "--message",
-        "anyone?",
-    ]))
+        Some(&key_a),
+        &["--to", &npub(&c), "--message", "anyone?"],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");

@@ -10,12 +10,21 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, key, signed, texts, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, key, signed, strings, texts, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
     let fixed = ["publish", "--allow-local", "--timeout", "5"];
     cli::run(env!("CARGO_BIN_EXE_outbox"), &fixed, args).await
+}
+
+/// [`publish`] of the event in the file `event` to `relay`, with `extra` arguments.
+async fn publish_to(event: &Path, relay: &str, extra: &[&str]) -> Output {
+    let event = event.display().to_string();
+    publish(strings(
+        &[&["--event", &event, "--to", relay], extra].concat(),
+    ))
+    .await
 }
 
 fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
@@ -45,16 +54,16 @@ async fn an_event_reaches_every_relay_given_and_listed() {
     let note = signed(&author, Kind::TextNote, "hello relays", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
 
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--lists".into(),
-        lists.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--relay".into(),
-        b.url.clone(),
-    ])
+    let out = publish(strings(&[
+        "--event",
+        &file.display().to_string(),
+        "--lists",
+        &lists.display().to_string(),
+        "--to",
+        &a.url,
+        "--relay",
+        &b.url,
+    ]))
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -69,14 +78,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
     }
 
     // Again, as JSON: every relay already has it.
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--json".into(),
-    ])
-    .await;
+    let out = publish_to(&file, &a.url, &["--json"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -94,13 +96,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
     value["content"] = "forged".into();
     let path = dir.path().join("forged.json");
     std::fs::write(&path, value.to_string()).unwrap();
-    let out = publish(vec![
-        "--event".into(),
-        path.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-    ])
-    .await;
+    let out = publish_to(&path, &relay.url, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("does not check out"), "{stderr}");
@@ -108,13 +104,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
 
     value.as_object_mut().unwrap().remove("sig");
     std::fs::write(&path, value.to_string()).unwrap();
-    let out = publish(vec![
-        "--event".into(),
-        path.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-    ])
-    .await;
+    let out = publish_to(&path, &relay.url, &[]).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("is not a signed event"), "{stderr}");
@@ -126,18 +116,12 @@ async fn no_relay_taking_it_is_exit_status_one() {
     let note = signed(&key(1), Kind::TextNote, "nobody listens", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let dead = dead_url().await;
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        dead,
-    ])
-    .await;
+    let out = publish_to(&file, &dead, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("connect-failed"), "{stdout}");
 
-    let out = publish(vec!["--event".into(), file.display().to_string()]).await;
+    let out = publish(strings(&["--event", &file.display().to_string()])).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("no relay to publish to"), "{stderr}");
@@ -190,26 +174,20 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
     let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let stats = dir.path().join("stats.json");
-    let first = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-    ])
-    .await;
+    let first = publish_to(&file, &a.url, &[]).await;
     assert!(first.status.success(), "{:?}", texts(&first));
-    let again = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--to".into(),
-        b.url.clone(),
-        "--rebroadcast".into(),
-        "--learn".into(),
-        "--stats".into(),
-        stats.display().to_string(),
-    ])
+    let again = publish_to(
+        &file,
+        &a.url,
+        &[
+            "--to",
+            &b.url,
+            "--rebroadcast",
+            "--learn",
+            "--stats",
+            &stats.display().to_string(),
+        ],
+    )
     .await;
     let (stdout, stderr) = texts(&again);
     assert!(again.status.success(), "{stdout}{stderr}");
@@ -255,14 +233,11 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
-        let out = publish(vec![
-            "--event".into(),
-            file.display().to_string(),
-            "--to".into(),
-            relay.url.clone(),
-            "--secret-key-file".into(),
-            key_path.display().to_string(),
-        ])
+        let out = publish_to(
+            &file,
+            &relay.url,
+            &["--secret-key-file", &key_path.display().to_string()],
+        )
         .await;
         let (stdout, stderr) = texts(&out);
         assert!(!out.status.success(), "{stdout}\n{stderr}");
@@ -295,15 +270,11 @@ async fn learn_writes_the_store_the_feed_reads() {
     assert!(live.is_some_and(|l| l > 1.0), "{kept}");
 
     let db = dir.path().join("kept.sqlite");
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-        "--learn".into(),
-        "--store".into(),
-        format!("sqlite:{}", db.display()),
-    ])
+    let out = publish_to(
+        &file,
+        &relay.url,
+        &["--learn", "--store", &format!("sqlite:{}", db.display())],
+    )
     .await;
     assert!(out.status.success(), "{:?}", texts(&out));
     assert!(db.exists(), "the --store database was not written");
@@ -412,12 +383,12 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
     assert_eq!(doc["accepted"], 5, "{stdout}");
 
     // Shown as the newest list.
-    let out = lists(vec![
-        "--relays".into(),
-        home.url.clone(),
-        "--npub".into(),
-        reader.public_key().to_bech32().unwrap(),
-    ])
+    let out = lists(strings(&[
+        "--relays",
+        &home.url,
+        "--npub",
+        &reader.public_key().to_bech32().unwrap(),
+    ]))
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
