@@ -101,3 +101,11 @@ pub fn sealed_as(
         .finalize(&once)
         .unwrap()
 }
+
+/// A follows file in `dir` (`follows.txt`) naming `follows`, one hex key a line.
+pub fn follows_file(dir: &std::path::Path, follows: &[PublicKey]) -> std::path::PathBuf {
+    let path = dir.join("follows.txt");
+    let lines: Vec<String> = follows.iter().map(|pk| pk.to_hex()).collect();
+    std::fs::write(&path, lines.join("\n")).expect("the follows file is written");
+    path
+}

@@ -50,7 +50,9 @@ pub use auth::{AuthRelay, AuthScript, AuthSeen};
 pub use capped::{CappedRelay, SeenMessage};
 pub use cli::{strings, texts, RUN_WITHIN};
 pub use echo::Echo;
-pub use events::{dm_list, key, keys, note, now, raw, relay_list, sealed_as, signed, DAY};
+pub use events::{
+    dm_list, follows_file, key, keys, note, now, raw, relay_list, sealed_as, signed, DAY,
+};
 pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };

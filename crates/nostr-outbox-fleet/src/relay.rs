@@ -139,6 +139,21 @@ impl RealRelay {
         self.db.save_event(&theirs).await.expect("saved");
     }
 
+    /// Stores `count` notes by `author`, the `n`th reading `{text}{n}` and dated `60 + n`
+    /// seconds ago.
+    pub async fn store_notes(&self, author: &nostr::key::Keys, count: u64, text: &str) {
+        for n in 0..count {
+            let note = crate::signed(
+                author,
+                nostr::event::Kind::TextNote,
+                &format!("{text}{n}"),
+                vec![],
+                60 + n,
+            );
+            self.store(&note).await;
+        }
+    }
+
     /// Whether the relay holds the event with this id (hex).
     pub async fn has(&self, id: &str) -> bool {
         use rb::NostrDatabase;

@@ -6,12 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, follows_file, RealRelay};
 
 const NOTES: u64 = 5;
 
@@ -25,18 +24,8 @@ async fn private_relay(dir: &Path) -> (RealRelay, String, PathBuf) {
     })
     .await;
     let author = Keys::new(SecretKey::from_slice(&[0x31; 32]).unwrap());
-    for n in 0..NOTES {
-        let note = signed(
-            &author,
-            Kind::TextNote,
-            &format!("private note {n}"),
-            vec![],
-            60 + n,
-        );
-        relay.store(&note).await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    relay.store_notes(&author, NOTES, "private note ").await;
+    let follows = follows_file(dir, &[author.public_key()]);
     let url = relay.url.clone();
     (relay, url, follows)
 }

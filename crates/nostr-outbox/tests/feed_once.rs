@@ -9,7 +9,7 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 
-use nostr_outbox_fleet::{cli, key, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, follows_file, key, BlackHole, RealRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
@@ -98,17 +98,8 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
 async fn one_follow(dir: &std::path::Path, notes: u64) -> (RealRelay, std::path::PathBuf) {
     let reader = RealRelay::start().await;
     let k = key(7);
-    let now = Timestamp::now().as_secs();
-    for n in 0..notes {
-        let note = EventBuilder::new(Kind::TextNote, format!("note {n}"))
-            .custom_created_at(Timestamp::from(now - 60 - n))
-            .finalize(&k)
-            .unwrap();
-        reader.store(&note).await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, k.public_key().to_hex()).unwrap();
-    (reader, follows)
+    reader.store_notes(&k, notes, "note ").await;
+    (reader, follows_file(dir, &[k.public_key()]))
 }
 
 /// `outbox feed` against one local reader relay, short timeouts, with `extra` arguments.

@@ -8,7 +8,7 @@ use std::process::Output;
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{cli, signed, RealRelay};
+use nostr_outbox_fleet::{cli, follows_file, signed, RealRelay};
 
 /// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
@@ -19,20 +19,8 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
 async fn relay_with_notes(dir: &Path) -> (RealRelay, std::path::PathBuf) {
     let relay = RealRelay::start().await;
     let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
-    for n in 0..2 {
-        relay
-            .store(&signed(
-                &author,
-                Kind::TextNote,
-                &format!("n{n}"),
-                vec![],
-                60 + n,
-            ))
-            .await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
-    (relay, follows)
+    relay.store_notes(&author, 2, "n").await;
+    (relay, follows_file(dir, &[author.public_key()]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

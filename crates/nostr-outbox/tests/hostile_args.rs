@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nostr::event::Kind;
 use nostr::key::Keys;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, key, signed, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, key, BlackHole, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
@@ -23,16 +22,7 @@ const HUNG: Duration = Duration::from_secs(60);
 async fn relay_with_notes(notes: u64) -> (RealRelay, Keys) {
     let relay = RealRelay::start().await;
     let author = key(7);
-    for n in 0..notes {
-        let note = signed(
-            &author,
-            Kind::TextNote,
-            &format!("note {n}"),
-            vec![],
-            60 + n,
-        );
-        relay.store(&note).await;
-    }
+    relay.store_notes(&author, notes, "note ").await;
     (relay, author)
 }
 
