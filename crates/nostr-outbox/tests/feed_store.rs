@@ -15,6 +15,20 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
     cli::feed_once(env!("CARGO_BIN_EXE_outbox"), relay, follows, extra).await
 }
 
+/// `--stats path`.
+fn keeping_stats(path: &Path) -> Vec<String> {
+    vec!["--stats".into(), path.display().to_string()]
+}
+
+/// Runs a feed keeping `stats`, which must stop before anything is fetched, saying `says`.
+async fn refused_before_fetching(relay: &RealRelay, follows: &Path, stats: &Path, says: &str) {
+    let out = feed(&relay.url, follows, keeping_stats(stats)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(says), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+}
+
 /// A relay holding two notes of one follow, and a follows file.
 async fn relay_with_notes(dir: &Path) -> (RealRelay, std::path::PathBuf) {
     let relay = RealRelay::start().await;
@@ -28,12 +42,7 @@ async fn an_unwritable_store_is_refused_before_anything_is_fetched() {
     let dir = tempfile::tempdir().unwrap();
     let (relay, follows) = relay_with_notes(dir.path()).await;
     let missing = dir.path().join("no-such-dir").join("stats.json");
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), missing.display().to_string()],
-    )
-    .await;
+    let out = feed(&relay.url, &follows, keeping_stats(&missing)).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing fetched");
@@ -71,30 +80,12 @@ async fn a_lock_that_is_a_directory_or_held_is_found_before_the_run() {
     // A lock path that is a directory is found before the run: nothing is fetched.
     let lock = dir.path().join("stats.json.lock");
     std::fs::create_dir(&lock).unwrap();
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("stats.json.lock"), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    refused_before_fetching(&relay, &follows, &stats, "stats.json.lock").await;
     std::fs::remove_dir(&lock).unwrap();
     // A lock held by a live process (this one): found with the other checks, before the
     // network, rather than at the save.
     std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("held by process"), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    refused_before_fetching(&relay, &follows, &stats, "held by process").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,12 +105,7 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
         ),
     )
     .unwrap();
-    let out = feed(
-        url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
+    let out = feed(url, &follows, keeping_stats(&stats)).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
