@@ -132,6 +132,15 @@ impl RealRelay {
         }
     }
 
+    /// `N` relays, started one after another: `let [reader, a, b] = RealRelay::several().await`.
+    pub async fn several<const N: usize>() -> [Self; N] {
+        let mut relays = Vec::with_capacity(N);
+        for _ in 0..N {
+            relays.push(Self::start().await);
+        }
+        relays.try_into().ok().expect("as many relays as asked")
+    }
+
     /// Stores an event directly in the relay's database (the relay serves it like any other).
     pub async fn store(&self, event: &Event) {
         use rb::{JsonUtil, NostrDatabase};

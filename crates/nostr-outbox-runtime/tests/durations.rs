@@ -82,7 +82,7 @@ fn client(cfg: RuntimeConfig) -> Client {
 /// A reader relay and a routed one: one follow without a list writes to the reader's relay,
 /// one lists the routed relay. The input of a feed over them, and every note's id.
 async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
-    let (reader, routed) = (RealRelay::start().await, RealRelay::start().await);
+    let [reader, routed] = RealRelay::several().await;
     let now = now();
     let (home, away) = (keys(1), keys(2));
     reader
@@ -151,7 +151,7 @@ async fn a_live_feed_with_every_duration_at_its_largest_delivers_and_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest() {
     panicked();
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let (author, reader) = (keys(3), keys(4));
     let list = relay_list(&author, now() - 50, &[(&a.url, None)]);
     a.store(&list).await;

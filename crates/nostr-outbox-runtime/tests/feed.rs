@@ -14,10 +14,7 @@ const CONFIG: &str = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncovera
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_fetches_exactly_what_the_plan_predicts() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
-    let c = RealRelay::start().await;
+    let [reader, a, b, c] = RealRelay::several().await;
     let now = now();
     let since = now - 7 * DAY;
     let f: Vec<_> = (1..=7).map(keys).collect();
@@ -110,9 +107,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_req_goes_out_before_lists_then_discovery_replans() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
+    let [reader, a, b] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=4).map(keys).collect();
     let lists = [

@@ -108,8 +108,7 @@ fn learned(stats: &DeliveryStats) -> DeliveryStats {
 async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
     let reader = RealRelay::start().await;
     let dead_reader = dead_url().await;
-    let deep = RealRelay::start().await;
-    let prunes = RealRelay::start().await;
+    let [deep, prunes] = RealRelay::several().await;
     let now = now();
     let since = now - 30 * DAY;
     let (f1, f2, f3, stranger) = (keys(1), keys(2), keys(3), keys(9));

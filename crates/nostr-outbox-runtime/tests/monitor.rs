@@ -77,11 +77,7 @@ fn dialled(summary: &FeedSummary, url: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_steer_the_first_plan()
 {
-    let (live, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [live, home, monitor] = RealRelay::several().await;
     let dead = dead_url().await;
     let monitor_keys = keys(9);
     monitor
@@ -119,11 +115,7 @@ async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_never_overrides_the_readers_own_evidence() {
-    let (live, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [live, home, monitor] = RealRelay::several().await;
     let dead = dead_url().await;
     let monitor_keys = keys(9);
     // The monitor has it backwards: the dead relay seen just now, the live one long gone.
@@ -177,11 +169,7 @@ fn paid_report(monitor: &Keys, relay: &str, last_seen: u64) -> nostr::event::Eve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
-    let (paid, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [paid, home, monitor] = RealRelay::several().await;
     let a = keys(1);
     let n = note(&a, now() - 60, "behind a paywall");
     paid.store(&n).await;

@@ -83,9 +83,7 @@ fn input(toml: &str, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInpu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_restarts_delivers_what_was_published_while_it_was_down_and_after() {
-    let reader = RealRelay::start().await;
-    let mut only = RealRelay::start().await;
-    let other = RealRelay::start().await;
+    let [reader, mut only, other] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=4).map(keys).collect();
     // The first two follows write only to the relay that restarts.
@@ -189,10 +187,7 @@ async fn relays_empty_in_the_window_at_the_start_still_deliver_new_notes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_that_moves_to_a_relay_it_never_listed_is_heard_there() {
-    let reader = RealRelay::start().await;
-    let old = RealRelay::start().await;
-    let other = RealRelay::start().await;
-    let moved_to = RealRelay::start().await;
+    let [reader, old, other, moved_to] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=3).map(keys).collect();
     let mut input = input(
@@ -304,8 +299,7 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
-    let reader_relay = RealRelay::start().await;
-    let write = RealRelay::start().await;
+    let [reader_relay, write] = RealRelay::several().await;
     let now = now();
     let me = keys(50);
     let f: Vec<_> = (1..=2).map(keys).collect();
@@ -473,9 +467,7 @@ async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay()
 /// every follow's list open, even when a plan gives them follows of their own to watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_published_only_on_the_reader_relays_is_heard() {
-    let reader = RealRelay::start().await;
-    let old = RealRelay::start().await;
-    let moved_to = RealRelay::start().await;
+    let [reader, old, moved_to] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=3).map(keys).collect();
     let mut input = input(

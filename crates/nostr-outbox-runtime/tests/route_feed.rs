@@ -54,8 +54,7 @@ fn sort(events: &[RouteEvent]) -> (Vec<String>, BTreeMap<String, String>, Vec<St
 async fn only_asked_and_signed_events_arrive_once_and_stragglers_are_reported() {
     let (reader, friend) = (keys(1), keys(2));
     let good = mention(&friend, &reader, 60, "for the reader");
-    let real = RealRelay::start().await;
-    let twin = RealRelay::start().await;
+    let [real, twin] = RealRelay::several().await;
     real.store(&good).await;
     twin.store(&good).await;
     real.store(&note(&friend, now() - 30, "not a mention"))

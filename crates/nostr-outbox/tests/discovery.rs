@@ -90,7 +90,7 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
     const FOLLOWS: u32 = 6;
     let reader = RealRelay::start().await; // holds nothing: no lists, no notes
     let indexer = RealRelay::start().await;
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let keys = authors(FOLLOWS, &[&a, &b], &indexer).await;
     let dir = tempfile::tempdir().unwrap();
     let follows = follows_file(dir.path(), &keys);
@@ -135,11 +135,7 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
 async fn relays_denied_by_config_or_by_the_readers_blocked_list_are_never_asked() {
     const FOLLOWS: u32 = 6;
     let reader = RealRelay::start().await;
-    let (denied, blocked, open) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [denied, blocked, open] = RealRelay::several().await;
     let keys = authors(FOLLOWS, &[&denied, &blocked, &open], &reader).await;
     // The reader follows them (kind:3) and blocks one relay (kind:10006).
     let me = key(1);

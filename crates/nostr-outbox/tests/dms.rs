@@ -262,8 +262,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
 async fn a_dm_list_only_an_indexer_has_is_found_there() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, carol) = (fixed(0x23), fixed(0xc0));
-    let home = RealRelay::start().await;
-    let indexer = RealRelay::start().await;
+    let [home, indexer] = RealRelay::several().await;
     let dm = dm_relay().await;
     indexer.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
@@ -396,8 +395,7 @@ async fn lists_on(home: &RealRelay, keys: &Keys, decoy: &RealRelay, dm: &RealRel
 async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (fixed(0x41), fixed(0x42), fixed(0x43));
-    let home = RealRelay::start().await;
-    let decoy = RealRelay::start().await;
+    let [home, decoy] = RealRelay::several().await;
     let (dm_a, dm_b) = (signed_in_dm_relay().await, signed_in_dm_relay().await);
     lists_on(&home, &a, &decoy, &dm_a).await;
     lists_on(&home, &b, &decoy, &dm_b).await;

@@ -46,11 +46,7 @@ async fn inbox(reader: &Keys, relays: &[&RealRelay]) -> (BTreeSet<String>, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mentions_are_read_from_the_readers_read_relays_only() {
-    let (home, inbox_relay, elsewhere) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, inbox_relay, elsewhere] = RealRelay::several().await;
     let (reader, friend, stranger) = (key(1), key(2), key(3));
     // The reader writes to `home` and reads on `inbox_relay`.
     let list = signed(
@@ -87,7 +83,7 @@ async fn mentions_are_read_from_the_readers_read_relays_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_relay_list_the_given_relays_are_asked() {
-    let (first, second) = (RealRelay::start().await, RealRelay::start().await);
+    let [first, second] = RealRelay::several().await;
     let (reader, friend) = (key(11), key(12));
     let a = mention(&friend, &reader, "on the first relay");
     let b = mention(&friend, &reader, "on the second relay");
@@ -109,12 +105,7 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
-    let (reader_home, reader_inbox, author_home, elsewhere) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [reader_home, reader_inbox, author_home, elsewhere] = RealRelay::several().await;
     let (reader, author) = (key(21), key(22));
     let reader_list = signed(
         &reader,

@@ -338,9 +338,7 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
 /// summary line; `--probes 0` probes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
-    let reader = RealRelay::start().await;
-    let hub = RealRelay::start().await;
-    let own = RealRelay::start().await;
+    let [reader, hub, own] = RealRelay::several().await;
     let now = Timestamp::now().as_secs();
     let list = |k: &nostr::key::Keys, relay: &RealRelay| {
         EventBuilder::new(Kind::RelayList, "")

@@ -36,11 +36,7 @@ fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_reaches_every_relay_given_and_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, listed) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [a, b, listed] = RealRelay::several().await;
     let author = key(1);
     let list = signed(
         &author,
@@ -170,7 +166,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let stats = dir.path().join("stats.json");
@@ -298,13 +294,7 @@ async fn lists(args: Vec<String>) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_relays() {
     let dir = tempfile::tempdir().unwrap();
-    let (home, old_write, old_read, indexer, added) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, old_write, old_read, indexer, added] = RealRelay::several().await;
     let reader = key(7);
     let tag = |parts: &[&str]| Tag::parse(parts.iter().copied()).unwrap();
     let old = signed(

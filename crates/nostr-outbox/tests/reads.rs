@@ -77,7 +77,7 @@ fn npub(keys: &Keys) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_reads_an_author_on_the_write_relay_their_list_names() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa1);
     home.store(&write_list(&alice, &theirs.url)).await;
     let note = signed(&alice, Kind::TextNote, "only on my own relay", vec![], 60);
@@ -191,11 +191,7 @@ async fn no_error_echoes_a_secret_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
-    let (home, hinted, theirs) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, hinted, theirs] = RealRelay::several().await;
     let bob = key(0xb0);
     let note = signed(&bob, Kind::TextNote, "find me by my hint", vec![], 60);
     hinted.store(&note).await;
@@ -241,11 +237,7 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
-    let (home, author_relay, inbox) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, author_relay, inbox] = RealRelay::several().await;
     let (alice, bob, carol) = (key(0xa1), key(0xb0), key(0xc0));
     home.store(&write_list(&alice, &author_relay.url)).await;
     // Bob reads on `inbox`: replies tagging him are sent there.
@@ -305,9 +297,9 @@ fn relations(out: &Output) -> std::collections::BTreeMap<String, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_relays() {
     let home = RealRelay::start().await;
-    let (alice_write, alice_read) = (RealRelay::start().await, RealRelay::start().await);
-    let (bob_write, carol_write) = (RealRelay::start().await, RealRelay::start().await);
-    let (dave_write, erin_write) = (RealRelay::start().await, RealRelay::start().await);
+    let [alice_write, alice_read] = RealRelay::several().await;
+    let [bob_write, carol_write] = RealRelay::several().await;
+    let [dave_write, erin_write] = RealRelay::several().await;
     let (alice, bob, carol, dave, erin) = (key(0xa1), key(0xb0), key(0xc0), key(0xd0), key(0xe0));
     let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
     let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
@@ -415,11 +407,7 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_stream_prints_later_replies_once() {
-    let (home, alice_write, alice_read) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, alice_write, alice_read] = RealRelay::several().await;
     let (alice, bob, carol) = (key(0xa2), key(0xb2), key(0xc2));
     let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
     let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
@@ -575,7 +563,7 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_asks_the_authors_write_relay_and_names_the_largest_count() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa3);
     home.store(&write_list(&alice, &theirs.url)).await;
     for i in 0..3 {
@@ -689,7 +677,7 @@ async fn a_named_person_s_public_key_is_refused_as_the_secret_key() {
 /// hint that does not answer, the event is found where its author writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_asks_a_nevent_author_s_write_relays() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     // A hint nobody answers at: nothing listens on port 1.
     let gone = "ws://127.0.0.1:1";
     let alice = key(0xab);
@@ -946,7 +934,7 @@ fn nevent_of(line: &str) -> Nip19Event {
 /// came from as a hint, which `outbox get` takes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa5);
     home.store(&write_list(&alice, &theirs.url)).await;
     let note = signed(&alice, Kind::TextNote, "find me again", vec![], 60);
