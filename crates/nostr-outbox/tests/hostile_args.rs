@@ -4,15 +4,13 @@
 //! still saving; and relay text that reaches the summary file. Local relays on 127.0.0.1.
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nostr::key::Keys;
-use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, key, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, key, BlackHole, Fault, FaultServer, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
@@ -288,27 +286,13 @@ async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
     }
 }
 
-/// Refuses every REQ with a `CLOSED` reason that would drive a terminal.
-#[derive(Debug)]
-struct Refuse;
-
-/// What [`Refuse`] says: C1 controls (CSI, a string terminator), a right-to-left override, and
-/// an escape, which serde_json escapes on its own.
+/// What a relay refusing every REQ says: C1 controls (CSI, a string terminator), a
+/// right-to-left override, and an escape, which serde_json escapes on its own.
 const HOSTILE_REASON: &str = "go\u{9b}2J away\u{202e}txt.exe\u{2066}\u{9c}\u{1b}[31m";
-
-impl rb::QueryPolicy for Refuse {
-    fn admit_query<'a>(
-        &'a self,
-        _query: &'a rb::Filter,
-        _addr: &'a SocketAddr,
-    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
-        Box::pin(async { rb::PolicyResult::Reject(HOSTILE_REASON.to_string()) })
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
-    let relay = RealRelay::start_with(|builder| builder.query_policy(Refuse)).await;
+    let relay = FaultServer::start(Fault::Refuse(HOSTILE_REASON), Vec::new()).await;
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     let path = summary.to_str().unwrap();
