@@ -67,8 +67,16 @@ fn stdout(out: &Output) -> String {
 }
 
 fn write_list(keys: &Keys, write: &str) -> Event {
-    let r = Tag::parse(["r", write, "write"]).unwrap();
-    signed(keys, Kind::RelayList, "", vec![r], 1_000)
+    list_of(keys, &[(write, "write")])
+}
+
+/// `keys`'s kind:10002 naming each `(url, marker)`.
+fn list_of(keys: &Keys, relays: &[(&str, &str)]) -> Event {
+    let tags = relays
+        .iter()
+        .map(|(url, marker)| Tag::parse(["r", url, marker]).unwrap())
+        .collect();
+    signed(keys, Kind::RelayList, "", tags, 1_000)
 }
 
 fn npub(keys: &Keys) -> String {
@@ -241,9 +249,7 @@ async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
     let (alice, bob, carol) = (key(0xa1), key(0xb0), key(0xc0));
     home.store(&write_list(&alice, &author_relay.url)).await;
     // Bob reads on `inbox`: replies tagging him are sent there.
-    let read = Tag::parse(["r", inbox.url.as_str(), "read"]).unwrap();
-    home.store(&signed(&bob, Kind::RelayList, "", vec![read], 1_000))
-        .await;
+    home.store(&list_of(&bob, &[(&inbox.url, "read")])).await;
     let p = Tag::parse(["p", bob.public_key().to_hex().as_str()]).unwrap();
     let root = signed(&alice, Kind::TextNote, "the root, for bob", vec![p], 300);
     author_relay.store(&root).await;
@@ -301,16 +307,11 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
     let [bob_write, carol_write] = RealRelay::several().await;
     let [dave_write, erin_write] = RealRelay::several().await;
     let (alice, bob, carol, dave, erin) = (key(0xa1), key(0xb0), key(0xc0), key(0xd0), key(0xe0));
-    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
-    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
-    home.store(&signed(
-        &alice,
-        Kind::RelayList,
-        "",
-        vec![list, read],
-        1_000,
-    ))
-    .await;
+    let lists = [
+        (alice_write.url.as_str(), "write"),
+        (&alice_read.url, "read"),
+    ];
+    home.store(&list_of(&alice, &lists)).await;
     for (who, relay) in [
         (&bob, &bob_write),
         (&carol, &carol_write),
@@ -409,16 +410,11 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
 async fn thread_stream_prints_later_replies_once() {
     let [home, alice_write, alice_read] = RealRelay::several().await;
     let (alice, bob, carol) = (key(0xa2), key(0xb2), key(0xc2));
-    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
-    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
-    home.store(&signed(
-        &alice,
-        Kind::RelayList,
-        "",
-        vec![list, read],
-        1_000,
-    ))
-    .await;
+    let lists = [
+        (alice_write.url.as_str(), "write"),
+        (&alice_read.url, "read"),
+    ];
+    home.store(&list_of(&alice, &lists)).await;
     let root = signed(&alice, Kind::TextNote, "the root", vec![], 500);
     alice_write.store(&root).await;
     let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
@@ -791,12 +787,8 @@ async fn count_remembers_relays_that_do_not_count() {
     let home = RealRelay::start().await;
     let silent = PlainRelay::documented(notes.clone(), None).await;
     let says_no = PlainRelay::documented(notes, Some(&[1, 11])).await;
-    let mut list = vec![];
-    for url in [&silent.url, &says_no.url] {
-        list.push(Tag::parse(["r", url.as_str(), "write"]).unwrap());
-    }
-    home.store(&signed(&alice, Kind::RelayList, "", list, 1_000))
-        .await;
+    let lists = [(silent.url.as_str(), "write"), (&says_no.url, "write")];
+    home.store(&list_of(&alice, &lists)).await;
     home.store(&signed(&alice, Kind::TextNote, "n0", vec![], 60))
         .await;
     let dir = tempfile::tempdir().unwrap();
