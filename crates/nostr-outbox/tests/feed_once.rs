@@ -2,6 +2,7 @@
 //! relay) on 127.0.0.1, relay lists discovered from the reader's relay, a summary on stderr and
 //! learned stats on disk. Prints the measured run.
 
+use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::Instant;
 
@@ -221,26 +222,39 @@ async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
     assert_eq!(run("two", &[]).await, drawn(base, 2));
 }
 
+/// Starts `cmd`, reads the first line it prints, then hands the child, that line and the rest
+/// of its stdout to `then`; the run's output once it ended.
+async fn after_first_line(
+    mut cmd: Command,
+    then: impl FnOnce(&std::process::Child, String, BufReader<std::process::ChildStdout>)
+        + Send
+        + 'static,
+) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut first = String::new();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        lines.read_line(&mut first).unwrap();
+        then(&child, first, lines);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     // Far more than a pipe buffer holds, so the feed is still writing when the reader leaves.
     let (reader, follows) = one_follow(dir.path(), 3000).await;
     let stats = dir.path().join("stats.json");
     let mut cmd = feed(&reader, &follows, &["--once"]);
     cmd.arg("--stats").arg(&stats);
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd.spawn().unwrap();
-        let mut first = String::new();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-        lines.read_line(&mut first).unwrap();
+    let out = after_first_line(cmd, |_, first, lines| {
         assert!(first.contains("note"), "{first}");
         drop(lines); // like `| head -1`
-        child.wait_with_output().unwrap()
     })
-    .await
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert!(
@@ -259,18 +273,12 @@ async fn sigterm_ends_a_live_feed_like_ctrl_c() {
     let stats = dir.path().join("stats.json");
     let mut cmd = feed(&reader, &follows, &[]);
     cmd.arg("--stats").arg(&stats);
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd.spawn().unwrap();
-        let mut first = String::new();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-        lines.read_line(&mut first).unwrap();
+    let out = after_first_line(cmd, |child, _, mut lines| {
         cli::signal("-TERM", child.id());
         let mut rest = String::new();
         while lines.read_line(&mut rest).unwrap_or(0) > 0 {}
-        child.wait_with_output().unwrap()
     })
-    .await
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert!(stderr.contains("events:"), "{stderr}");

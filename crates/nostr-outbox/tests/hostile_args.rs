@@ -176,6 +176,17 @@ fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
 
 /// `--inbox` prints its own summary: asking for the feed's summary file with it is an error,
 /// not a flag silently ignored.
+/// Whether `out` is the summary file refused before the run, saying `says`: nothing fetched,
+/// no summary.
+fn refused_before_the_run(out: &Output, says: &str) -> bool {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    !out.status.success()
+        && stderr.contains("--summary-json")
+        && stderr.contains(says)
+        && !stderr.contains("events:")
+        && out.stdout.is_empty()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_refuses_a_summary_file_it_would_not_write() {
     let (relay, author) = relay_with_notes(1).await;
@@ -229,12 +240,7 @@ async fn a_summary_file_that_is_not_a_regular_file_is_refused_before_the_run() {
         );
         let out = run(cmd, format!("--summary-json {target}")).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let refused = !out.status.success()
-            && stderr.contains("--summary-json")
-            && stderr.contains("not a regular file")
-            // Before the run: nothing fetched, no summary.
-            && !stderr.contains("events:")
-            && out.stdout.is_empty();
+        let refused = refused_before_the_run(&out, "not a regular file");
         if !refused {
             wrong.push(format!("{target}: {:?}\n{stderr}", out.status));
         }
@@ -505,11 +511,7 @@ async fn a_summary_file_naming_a_file_the_run_keeps_is_refused_and_nothing_is_to
         let what = format!("{args:?} --summary-json {}", target.display());
         let out = run(cmd, what.clone()).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let refused = !out.status.success()
-            && stderr.contains("--summary-json")
-            && stderr.contains("give another file")
-            && !stderr.contains("events:")
-            && out.stdout.is_empty();
+        let refused = refused_before_the_run(&out, "give another file");
         if !refused {
             wrong.push(format!("{what}: {:?}\n{stderr}", out.status));
         }

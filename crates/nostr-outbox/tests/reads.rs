@@ -55,6 +55,11 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// How a run names `relay` asked for `reason` of `keys`' events.
+fn asked(relay: &RealRelay, reason: &str, keys: &Keys) -> String {
+    format!("{}  {reason} {}", relay.url, keys.public_key().to_hex())
+}
+
 /// Asserts that `out`'s stderr says `what`.
 #[track_caller]
 fn assert_says(out: &Output, what: &str) {
@@ -370,19 +375,11 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
     .map(|(id, r)| (id, r.to_string()));
     assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
     assert!(
-        err.contains(&format!(
-            "{}  author-read {}",
-            alice_read.url,
-            alice.public_key().to_hex()
-        )),
+        err.contains(&asked(&alice_read, "author-read", &alice)),
         "{err}"
     );
     assert!(
-        err.contains(&format!(
-            "{}  author-write {}",
-            carol_write.url,
-            carol.public_key().to_hex()
-        )),
+        err.contains(&asked(&carol_write, "author-write", &carol)),
         "the second pass asks Carol's write relay: {err}"
     );
     assert!(
