@@ -11,7 +11,9 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
-use nostr_outbox_fleet::{cli, dead_url, dm_list, sealed_as, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{
+    cli, dead_url, dm_list, now, relay_list, sealed_as, signed, strings, texts, RealRelay,
+};
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
@@ -203,15 +205,10 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
     let (reader, bob) = (fixed(0x22), fixed(0xb0));
     let home = RealRelay::start().await;
     let inbox = dm_relay().await;
-    home.store(&signed(
+    home.store(&relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", inbox.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", home.url.as_str(), "write"]).unwrap(),
-        ],
-        60,
+        now() - 60,
+        &[(&inbox.url, Some("read")), (&home.url, Some("write"))],
     ))
     .await;
     inbox
@@ -400,14 +397,8 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     lists_on(&home, &a, &decoy, &dm_a).await;
     lists_on(&home, &b, &decoy, &dm_b).await;
     // C has a relay list and no DM relay list.
-    home.store(&signed(
-        &c,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", decoy.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&relay_list(&c, now() - 60, &[(&decoy.url, None)]))
+        .await;
     let key_of = |name: &str, keys: &Keys| {
         let sub = dir.path().join(name);
         std::fs::create_dir(&sub).unwrap();

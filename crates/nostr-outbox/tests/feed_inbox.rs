@@ -9,7 +9,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{cli, key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, now, relay_list, signed, RealRelay};
 
 /// A note by `author` tagging `whom`.
 fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
@@ -49,15 +49,10 @@ async fn mentions_are_read_from_the_readers_read_relays_only() {
     let [home, inbox_relay, elsewhere] = RealRelay::several().await;
     let (reader, friend, stranger) = (key(1), key(2), key(3));
     // The reader writes to `home` and reads on `inbox_relay`.
-    let list = signed(
+    let list = relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", inbox_relay.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", home.url.as_str(), "write"]).unwrap(),
-        ],
-        1_000,
+        now() - 1_000,
+        &[(&inbox_relay.url, Some("read")), (&home.url, Some("write"))],
     );
     home.store(&list).await;
     let found = mention(&stranger, &reader, "hello reader");
@@ -107,23 +102,15 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
 async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
     let [reader_home, reader_inbox, author_home, elsewhere] = RealRelay::several().await;
     let (reader, author) = (key(21), key(22));
-    let reader_list = signed(
+    let reader_list = relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", reader_inbox.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", reader_home.url.as_str(), "write"]).unwrap(),
+        now() - 1_000,
+        &[
+            (&reader_inbox.url, Some("read")),
+            (&reader_home.url, Some("write")),
         ],
-        1_000,
     );
-    let author_list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", author_home.url.as_str(), "write"]).unwrap()],
-        1_000,
-    );
+    let author_list = relay_list(&author, now() - 1_000, &[(&author_home.url, Some("write"))]);
     reader_home.store(&reader_list).await;
     let note = mention(&author, &reader, "a reply the reader should see");
 
@@ -210,13 +197,7 @@ async fn an_inbox_whose_relays_all_refuse_is_an_error_not_an_empty_inbox() {
     let members =
         FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
     let reader = key(32);
-    let list = signed(
-        &reader,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", members.url.as_str(), "read"]).unwrap()],
-        1_000,
-    );
+    let list = relay_list(&reader, now() - 1_000, &[(&members.url, Some("read"))]);
     home.store(&list).await;
     let out = run_inbox(&reader, &home.url).await;
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,7 +8,7 @@ use std::process::Output;
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{cli, follows_file, signed, RealRelay};
+use nostr_outbox_fleet::{cli, follows_file, now, relay_list, signed, RealRelay};
 
 /// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
@@ -135,18 +135,11 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
 /// first reconciled; the store remembers it, and the next run pages its lists at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_ignores_reconciliation_is_remembered_by_the_store() {
-    use nostr::event::Tag;
     use nostr_outbox_fleet::PlainRelay;
     let dir = tempfile::tempdir().unwrap();
     let author = Keys::new(SecretKey::from_slice(&[0x42; 32]).unwrap());
     let elsewhere = nostr_outbox_fleet::dead_url().await;
-    let list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", elsewhere.as_str()]).unwrap()],
-        500,
-    );
+    let list = relay_list(&author, now() - 500, &[(&elsewhere, None)]);
     let note = signed(&author, Kind::TextNote, "n0", vec![], 60);
     // Its document is silent: nothing says whether it reconciles.
     let relay = PlainRelay::documented(vec![list, note], None).await;

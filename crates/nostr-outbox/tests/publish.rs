@@ -10,7 +10,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, key, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, key, now, relay_list, signed, strings, texts, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
@@ -38,13 +38,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
     let dir = tempfile::tempdir().unwrap();
     let [a, b, listed] = RealRelay::several().await;
     let author = key(1);
-    let list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", listed.url.as_str(), "write"]).unwrap()],
-        100,
-    );
+    let list = relay_list(&author, now() - 100, &[(&listed.url, Some("write"))]);
     let lists = dir.path().join("lists.json");
     std::fs::write(&lists, serde_json::to_string(&vec![list]).unwrap()).unwrap();
     let note = signed(&author, Kind::TextNote, "hello relays", vec![], 10);
