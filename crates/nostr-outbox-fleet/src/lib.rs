@@ -65,4 +65,4 @@ pub use proxy::{proxy, slow_to_accept, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
 pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
-pub use world::{inbox_plan, local_input, router, table, World};
+pub use world::{inbox_plan, local_input, plan_over, reader_target, router, table, World};

@@ -83,17 +83,29 @@ pub fn local_input<S: AsRef<str>>(
 
 /// An inbox plan for `reader` over `urls`, each asked for what tags the reader.
 pub fn inbox_plan(reader: &nostr::key::Keys, urls: &[&str]) -> RoutePlan {
+    let tagged = Filter::new().pubkey(reader.public_key());
+    plan_over(
+        urls.iter()
+            .map(|u| reader_target(u, tagged.clone()))
+            .collect(),
+    )
+}
+
+/// A relay of an inbox plan, chosen as a reader's relay and asked `filter`.
+pub fn reader_target(url: &str, filter: Filter) -> RouteTarget {
+    RouteTarget {
+        url: url.to_string(),
+        reasons: vec![Reason::ReaderRead],
+        quality: 0.25,
+        filters: vec![filter],
+    }
+}
+
+/// An inbox plan over `targets`, with nothing cut off, left out or unknown.
+pub fn plan_over(targets: Vec<RouteTarget>) -> RoutePlan {
     RoutePlan {
         kind: RouteKind::Inbox,
-        targets: urls
-            .iter()
-            .map(|u| RouteTarget {
-                url: u.to_string(),
-                reasons: vec![Reason::ReaderRead],
-                quality: 0.25,
-                filters: vec![Filter::new().pubkey(reader.public_key())],
-            })
-            .collect(),
+        targets,
         cut_off: Vec::new(),
         left_out: Vec::new(),
         unknown: Vec::new(),

@@ -299,19 +299,10 @@ fn debug_of_a_client_never_prints_the_secret_key() {
 
 /// A route plan asking `url` for `author`'s notes.
 fn route_plan(url: &str, author: &Keys) -> nostr_outbox_client::routes::RoutePlan {
-    use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
-    RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![RouteTarget {
-            url: url.to_string(),
-            reasons: vec![Reason::ReaderRead],
-            quality: 0.25,
-            filters: vec![Filter::new().author(author.public_key())],
-        }],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    }
+    plan_over(vec![reader_target(
+        url,
+        Filter::new().author(author.public_key()),
+    )])
 }
 
 /// The notes a `once` route feed over `plan` delivers.

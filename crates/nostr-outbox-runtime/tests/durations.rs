@@ -10,7 +10,6 @@ use std::time::Duration;
 use nostr::event::{EventBuilder, EventId, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     fetch_events, publish, start, start_route, Backoff, Client, FeedInput, PenaltyPolicy,
@@ -180,18 +179,7 @@ async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest()
         .finalize(&author)
         .unwrap();
     a.store(&mention).await;
-    let plan = RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![RouteTarget {
-            url: a.url.clone(),
-            reasons: vec![Reason::ReaderRead],
-            quality: 0.25,
-            filters: vec![Filter::new().pubkey(reader.public_key())],
-        }],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let plan = inbox_plan(&reader, &[&a.url]);
     let (feed, mut rx) = start_route(&plan, &cfg);
     let mut notes = Vec::new();
     let mut eose = false;
