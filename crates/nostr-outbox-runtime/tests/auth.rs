@@ -55,6 +55,20 @@ async fn run(
     (summary, collected.statuses.clone(), notes)
 }
 
+/// The reader's relay, a relay serving signed-in readers only, three follows whose lists name
+/// only that relay, and the present.
+async fn private_scene() -> (RealRelay, RealRelay, Vec<Keys>, Vec<Event>, u64) {
+    let reader = RealRelay::start().await;
+    let private = RealRelay::start_with(nip42_relay).await;
+    let now = now();
+    let f: Vec<_> = (1..=3).map(keys).collect();
+    let lists = f
+        .iter()
+        .map(|k| relay_list(k, now, &[(&private.url, None)]))
+        .collect();
+    (reader, private, f, lists, now)
+}
+
 fn nip42_relay(b: rb::RelayBuilder) -> rb::RelayBuilder {
     b.nip42(rb::RelayBuilderNip42 {
         mode: rb::RelayBuilderNip42Mode::Read,
@@ -63,10 +77,7 @@ fn nip42_relay(b: rb::RelayBuilder) -> rb::RelayBuilder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
-    let reader = RealRelay::start().await;
-    let private = RealRelay::start_with(nip42_relay).await;
-    let now = now();
-    let f: Vec<_> = (1..=3).map(keys).collect();
+    let (reader, private, f, lists, now) = private_scene().await;
     let mut world = World::default();
     let mut notes = BTreeSet::new();
     for (i, k) in f.iter().enumerate() {
@@ -77,10 +88,6 @@ async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
             world.put(n, &[&private]).await;
         }
     }
-    let lists: Vec<_> = f
-        .iter()
-        .map(|k| relay_list(k, now, &[(&private.url, None)]))
-        .collect();
 
     let (summary, statuses, got) = run(&reader.url, &f, &lists, Some(reader_keys())).await;
     assert_eq!(got, notes, "{summary:#?}");
@@ -103,10 +110,7 @@ async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
-    let reader = RealRelay::start().await;
-    let private = RealRelay::start_with(nip42_relay).await;
-    let now = now();
-    let f: Vec<_> = (1..=3).map(keys).collect();
+    let (reader, private, f, lists, now) = private_scene().await;
     let mut world = World::default();
     let mut notes = BTreeSet::new();
     for (i, k) in f.iter().enumerate() {
@@ -114,10 +118,6 @@ async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
         notes.insert(n.id);
         world.put(n, &[&private, &reader]).await;
     }
-    let lists: Vec<_> = f
-        .iter()
-        .map(|k| relay_list(k, now, &[(&private.url, None)]))
-        .collect();
 
     let (summary, statuses, got) = run(&reader.url, &f, &lists, None).await;
     assert!(summary.penalised.contains(&private.url), "{summary:#?}");
