@@ -391,6 +391,25 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket
     );
 }
 
+/// A feed of `lonely` and `others` routed by `lists` under [`config`]`(1, Some(20))`: one
+/// connection, the hub's, so the lonely follow's relays are probed.
+fn one_connection(
+    lonely: &Keys,
+    others: &[Keys],
+    lists: &[Event],
+    reader: &RealRelay,
+) -> FeedInput {
+    let follows = std::iter::once(lonely)
+        .chain(others)
+        .map(|k| k.public_key())
+        .collect();
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
+    for l in lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    input
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeouts() {
     let [reader, hub] = RealRelay::several().await;
@@ -403,15 +422,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         hub.store(&note(author, now - DAY, "hub")).await;
         lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
     }
-    let follows = vec![
-        lonely.public_key(),
-        others[0].public_key(),
-        others[1].public_key(),
-    ];
-    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
-    for l in &lists {
-        assert!(input.add_relay_list_event(l));
-    }
+    let input = one_connection(&lonely, &others, &lists, &reader);
     let started = std::time::Instant::now();
     let (summary, out) = start_once(input, runtime(now, true)).await;
     let cfg = RuntimeConfig::fast_for_tests();
@@ -462,15 +473,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
     for author in &others {
         lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
     }
-    let follows = vec![
-        lonely.public_key(),
-        others[0].public_key(),
-        others[1].public_key(),
-    ];
-    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
-    for l in &lists {
-        assert!(input.add_relay_list_event(l));
-    }
+    let mut input = one_connection(&lonely, &others, &lists, &reader);
     let cfg = runtime(now, true);
     input.penalties.penalise(
         &aside,
