@@ -287,12 +287,17 @@ fn check_world(world: &World) {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
+/// `cases` random inputs, none of them persisted: a failure shows its input in the report.
+fn cases(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
         failure_persistence: None,
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
@@ -452,11 +457,7 @@ fn plan_checked(text: &str, sim: &SimWorld) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(cases(64))]
 
     #[test]
     fn arbitrary_plan_files_never_panic(text in "\\PC{0,300}") {
@@ -564,11 +565,7 @@ fn strategy_config() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 48,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(cases(48))]
 
     #[test]
     fn hostile_strategy_configs_are_refused_or_plan_validly(text in strategy_config()) {
