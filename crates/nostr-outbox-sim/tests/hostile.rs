@@ -4,6 +4,7 @@
 //! names what is wrong, and never allocates by a count it was told: a huge `sessions` is
 //! refused, not allocated. What reads successfully is usable: it routes, plans and scores.
 
+use nostr_outbox_core::testkit::{raw_json, RAW};
 use std::time::{Duration, Instant};
 
 use nostr_outbox_core::{PlanContext, RouterConfig, UrlPolicy};
@@ -34,23 +35,8 @@ fn tiny_world() -> World {
     generate_with(&model, "tiny", 3).expect("a valid model")
 }
 
-/// Stands for text a JSON value cannot hold; put back raw when rendering.
-const RAW: &str = "@raw:";
-
 fn render(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap();
-    let marker = format!("\"{RAW}");
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(&marker) {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + marker.len()..];
-        let end = tail.find('"').unwrap();
-        out.push_str(&tail[..end]);
-        rest = &tail[end + 1..];
-    }
-    out.push_str(rest);
-    out
+    raw_json(&serde_json::to_string(value).unwrap())
 }
 
 fn raw(text: &str) -> Value {
