@@ -163,6 +163,12 @@ struct Scene {
     open_note: Event,
 }
 
+/// The two ways a relay asks for sign-in before serving.
+const SIGN_IN_ASKED: [AuthScript; 2] = [
+    AuthScript::ChallengeFirst,
+    AuthScript::ChallengeAfterRefusal,
+];
+
 async fn scene(script: AuthScript) -> Scene {
     let now = now();
     let follows: Vec<_> = (1..=2).map(keys).collect();
@@ -188,10 +194,7 @@ async fn scene(script: AuthScript) -> Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_auth_event_names_the_relay_and_its_challenge_and_goes_nowhere_else() {
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let keys = reader_keys();
         let (summary, _, got) = run(&s.reader.url, &s.follows, &s.lists, Some(keys.clone())).await;
@@ -323,10 +326,7 @@ async fn route_notes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let config = RuntimeConfig {
@@ -426,10 +426,7 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_on_one_socket_sign_in_once() {
     // NIP-42 authenticates a connection: two lookups refused on one socket share one AUTH.
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let signed = client(

@@ -16,6 +16,15 @@ use nostr_outbox_fleet::{cli, key, BlackHole, Fault, FaultServer, RealRelay};
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
 const HUNG: Duration = Duration::from_secs(60);
 
+/// The feed's flags that take a duration.
+const DURATION_FLAGS: [&str; 5] = [
+    "--deadline",
+    "--eose-race",
+    "--eose-timeout",
+    "--connect-timeout",
+    "--since",
+];
+
 /// A relay holding `notes` notes of one follow, and that follow.
 async fn relay_with_notes(notes: u64) -> (RealRelay, Keys) {
     let relay = RealRelay::start().await;
@@ -78,13 +87,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
     let (relay, author) = relay_with_notes(3).await;
     let huge = "18446744073709551615s";
     let mut wrong = Vec::new();
-    for flag in [
-        "--deadline",
-        "--eose-race",
-        "--eose-timeout",
-        "--connect-timeout",
-        "--since",
-    ] {
+    for flag in DURATION_FLAGS {
         let mut cmd = feed(&relay.url, &author, &["--no-stats", flag, huge]);
         if flag != "--deadline" {
             cmd.args(["--deadline", "5s"]);
@@ -114,13 +117,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
 
     // The longest accepted: the run is as any other.
     let mut longest = vec!["--no-stats"];
-    for flag in [
-        "--deadline",
-        "--eose-race",
-        "--eose-timeout",
-        "--connect-timeout",
-        "--since",
-    ] {
+    for flag in DURATION_FLAGS {
         longest.extend([flag, "3650days"]);
     }
     let cmd = feed(&relay.url, &author, &longest);

@@ -44,6 +44,23 @@ async fn say(link: &mut Link, text: &str) {
     link.send(Message::text(text)).await.unwrap();
 }
 
+/// At most `max_sockets`, `reserve` of them kept for short work, each closed after `idle`.
+fn capped(max_sockets: usize, reserve: usize, idle: Duration) -> Pool {
+    cfg(SocketBudget {
+        max_sockets: Some(max_sockets),
+        reserve,
+        idle,
+    })
+}
+
+/// No cap, each socket closed after `idle`.
+fn idle_after(idle: Duration) -> Pool {
+    cfg(SocketBudget {
+        idle,
+        ..SocketBudget::unbounded()
+    })
+}
+
 fn cfg(budget: SocketBudget) -> Pool {
     Pool {
         sockets: Sockets::new(budget),
@@ -99,11 +116,7 @@ async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
 #[tokio::test]
 async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
     let relays = echoes::<3>().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 0,
-        idle: Duration::from_secs(60),
-    });
+    let cfg = capped(2, 0, Duration::from_secs(60));
     let a = cfg.link(&relays[0].url, Role::Lookup).await;
     let b = cfg.link(&relays[1].url, Role::Lookup).await;
     let third = cfg.link_later(&relays[2].url, Role::Lookup);
@@ -128,11 +141,7 @@ async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
 #[tokio::test]
 async fn lasting_links_leave_the_reserve_to_short_work() {
     let relays = echoes::<2>().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
+    let cfg = capped(2, 1, Duration::from_secs(60));
     let _feed = cfg.link(&relays[0].url, Role::Feed).await;
     let second_feed = cfg.link_later(&relays[1].url, Role::Route);
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -156,11 +165,7 @@ async fn lasting_links_leave_the_reserve_to_short_work() {
 #[tokio::test]
 async fn a_kept_place_waits_for_its_relay_and_no_other_lasting_link_takes_it() {
     let relays = echoes::<3>().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(3),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
+    let cfg = capped(3, 1, Duration::from_secs(60));
     let kept = cfg.sockets.keep(&relays[0].url);
     // Two lasting places, one kept: another relay takes the other one.
     let _routed = cfg.link(&relays[1].url, Role::Feed).await;
@@ -184,11 +189,7 @@ async fn a_kept_place_waits_for_its_relay_and_no_other_lasting_link_takes_it() {
 #[tokio::test]
 async fn a_kept_place_let_go_is_free_for_anyone() {
     let relays = echoes::<2>().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
+    let cfg = capped(2, 1, Duration::from_secs(60));
     let kept = cfg.sockets.keep(&relays[0].url);
     let waiting = cfg.link_later(&relays[1].url, Role::Feed);
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -227,10 +228,7 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
 #[tokio::test]
 async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_reported() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        idle: Duration::from_millis(100),
-        ..SocketBudget::unbounded()
-    });
+    let cfg = idle_after(Duration::from_millis(100));
     let link = cfg.link(&relay.url, Role::Probe).await;
     drop(link);
     wait_until("the socket closed", || relay.open() == 0).await;
@@ -247,10 +245,7 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
 #[tokio::test]
 async fn a_socket_never_idle_stays_open_for_the_next_link() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        idle: Duration::MAX,
-        ..SocketBudget::unbounded()
-    });
+    let cfg = idle_after(Duration::MAX);
     let link = cfg.link(&relay.url, Role::Probe).await;
     drop(link);
     // A bound on a hang, far above what a loaded machine needs.
@@ -291,12 +286,8 @@ async fn every_link_s_subscriptions_share_the_relay_s_limit() {
 #[tokio::test]
 async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_the_socket() {
     let relays = echoes::<2>().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(1),
-        reserve: 0,
-        // Far beyond the test's bound: a socket left to its idle timer stalls the waiter.
-        idle: Duration::from_secs(3600),
-    });
+    // Far beyond the test's bound: a socket left to its idle timer stalls the waiter.
+    let cfg = capped(1, 0, Duration::from_secs(3600));
     let a = cfg.link(&relays[0].url, Role::Publish).await;
     let socket = cfg.sockets.inner.lock().sockets[&relays[0].url].socket;
     let waiter = cfg.link_later(&relays[1].url, Role::Publish);
@@ -328,11 +319,7 @@ async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_short_links_through_a_small_budget_never_wait_for_the_idle_timer() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(4),
-        reserve: 0,
-        idle: Duration::from_secs(3600),
-    });
+    let cfg = capped(4, 0, Duration::from_secs(3600));
     let mut tasks = Vec::new();
     for i in 0..300 {
         let (c, url) = (cfg.clone(), format!("{}/{i}", relay.url));
