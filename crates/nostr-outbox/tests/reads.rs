@@ -60,6 +60,14 @@ fn asked(relay: &RealRelay, reason: &str, keys: &Keys) -> String {
     format!("{}  {reason} {}", relay.url, keys.public_key().to_hex())
 }
 
+/// Asserts that `out` succeeded and printed exactly `events`.
+#[track_caller]
+fn assert_found(out: &Output, events: &[&Event]) {
+    assert!(out.status.success(), "{}", stderr(out));
+    let want: BTreeSet<String> = events.iter().map(|e| e.id.to_hex()).collect();
+    assert_eq!(ids(out), want, "{}", stderr(out));
+}
+
 /// Asserts that `out`'s stderr says `what`.
 #[track_caller]
 fn assert_says(out: &Output, what: &str) {
@@ -103,13 +111,7 @@ async fn req_reads_an_author_on_the_write_relay_their_list_names() {
         "req", "-a", &a, "-k", "1", "--json", "--relays", &home.url,
     ]))
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([note.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
+    assert_found(&out, &[&note]);
     // The plan (on stderr with --json) names the write relay and why.
     let err = stderr(&out);
     assert!(err.contains(&theirs.url), "{err}");
@@ -893,13 +895,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
         &searcher.url,
     ]))
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
+    assert_found(&out, &[&hit]);
     // Neither: the usage error names --relays.
     let out = outbox(args(&["search", "relays"])).await;
     assert!(!out.status.success());
