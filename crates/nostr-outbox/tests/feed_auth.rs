@@ -42,6 +42,12 @@ fn key_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// [`feed`] signed with the key file `key`, nothing from the environment.
+async fn feed_signed(relay: &str, follows: &Path, key: &Path) -> Output {
+    let key = key.display().to_string();
+    feed(relay, follows, vec!["--secret-key-file".into(), key], None).await
+}
+
 /// Runs `outbox feed --once` on `relay` with extra arguments and environment.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
     let mut args = vec!["--no-stats".to_string()];
@@ -115,13 +121,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     let (_relay, url, follows) = private_relay(dir.path()).await;
     let secretish = "nsec1thisisnotakeybutlooksprivate";
     let bad = key_file(dir.path(), "bad.key", secretish);
-    let out = feed(
-        &url,
-        &follows,
-        vec!["--secret-key-file".into(), bad.display().to_string()],
-        None,
-    )
-    .await;
+    let out = feed_signed(&url, &follows, &bad).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -139,13 +139,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let out = feed(
-            &url,
-            &follows,
-            vec!["--secret-key-file".into(), open.display().to_string()],
-            None,
-        )
-        .await;
+        let out = feed_signed(&url, &follows, &open).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         assert!(stderr.contains("chmod 600"), "{stderr}");
