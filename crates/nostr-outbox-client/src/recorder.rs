@@ -513,6 +513,16 @@ mod tests {
         out
     }
 
+    /// What one relay of a round saw, as [`summary`] lists it.
+    fn seen(url: &str, answered: bool, compare_only: bool, authors: &[(PublicKey, u32)]) -> Seen {
+        (url.to_string(), answered, compare_only, authors.to_vec())
+    }
+
+    /// The round `r` closes now, summarised.
+    fn next_round(r: &mut RoundRecorder) -> Vec<Seen> {
+        summary(&r.take_round().unwrap())
+    }
+
     fn counts(mut authors: Vec<(PublicKey, u32)>) -> Vec<(PublicKey, u32)> {
         authors.sort();
         authors
@@ -626,10 +636,7 @@ mod tests {
             "a live note after EOSE"
         );
         let round = r.take_round().unwrap();
-        assert_eq!(
-            summary(&round),
-            vec![(A.to_string(), true, false, vec![(key(1), 1)])]
-        );
+        assert_eq!(summary(&round), vec![seen(A, true, false, &[(key(1), 1)])]);
     }
 
     #[test]
@@ -651,8 +658,8 @@ mod tests {
         assert_eq!(
             summary(&second),
             vec![
-                (A.to_string(), true, true, vec![(key(1), 1)]),
-                (B.to_string(), false, false, vec![(key(1), 0)]),
+                seen(A, true, true, &[(key(1), 1)]),
+                seen(B, false, false, &[(key(1), 0)]),
             ]
         );
 
@@ -665,18 +672,18 @@ mod tests {
         r.returned(A, key(1), id(3), 1_700_000_000);
         r.eose(A, 1, true);
         assert_eq!(
-            summary(&r.take_round().unwrap()),
-            vec![(A.to_string(), true, false, vec![(key(1), 2)])]
+            next_round(&mut r),
+            vec![seen(A, true, false, &[(key(1), 2)])]
         );
         // Failing after its answer was learned is news; the same answer again is not.
         r.failed(A, "reset");
         r.returned(A, key(1), id(2), 1_700_000_000);
         r.eose(A, 1, true);
         assert_eq!(
-            summary(&r.take_round().unwrap()),
+            next_round(&mut r),
             vec![
-                (A.to_string(), false, false, vec![(key(1), 0)]),
-                (A.to_string(), true, true, vec![(key(1), 1)]),
+                seen(A, false, false, &[(key(1), 0)]),
+                seen(A, true, true, &[(key(1), 1)]),
             ]
         );
     }
@@ -689,10 +696,7 @@ mod tests {
         r.failed(A, "timeout");
         assert!(r.take_round().is_none(), "both may still answer");
         let last = r.take_final_round().unwrap();
-        assert_eq!(
-            summary(&last),
-            vec![(A.to_string(), false, false, vec![(key(1), 0)])]
-        );
+        assert_eq!(summary(&last), vec![seen(A, false, false, &[(key(1), 0)])]);
         // A relay that fails while asked nothing learns liveness only.
         r.failed("wss://lists.example", "refused");
         let lookups = r.take_round().unwrap();
@@ -711,10 +715,10 @@ mod tests {
         r.eose(A, 1, false);
         r.eose(B, 1, true);
         assert_eq!(
-            summary(&r.take_round().unwrap()),
+            next_round(&mut r),
             vec![
-                (A.to_string(), true, true, vec![(key(1), 1)]),
-                (B.to_string(), true, false, vec![(key(1), 0)]),
+                seen(A, true, true, &[(key(1), 1)]),
+                seen(B, true, false, &[(key(1), 0)]),
             ]
         );
     }
@@ -752,8 +756,8 @@ mod tests {
         r.asked(A, [key(2)], 2);
         r.eose(A, 2, true);
         assert_eq!(
-            summary(&r.take_round().unwrap()),
-            vec![(A.to_string(), true, false, vec![(key(2), 0)])]
+            next_round(&mut r),
+            vec![seen(A, true, false, &[(key(2), 0)])]
         );
     }
 
@@ -769,10 +773,10 @@ mod tests {
         r.set_aside(B);
         assert!(!r.is_asked(A) && !r.is_asked(B));
         assert_eq!(
-            summary(&r.take_round().unwrap()),
+            next_round(&mut r),
             vec![
-                (A.to_string(), true, false, vec![(key(1), 1)]),
-                (B.to_string(), false, false, vec![(key(1), 0)]),
+                seen(A, true, false, &[(key(1), 1)]),
+                seen(B, false, false, &[(key(1), 0)]),
             ]
         );
         assert!(r.take_round().is_none());
@@ -817,16 +821,16 @@ mod tests {
         r.refused(B);
         assert!(!r.is_asked(B));
         assert_eq!(
-            summary(&r.take_round().unwrap()),
-            vec![(A.to_string(), true, false, vec![(key(1), 1)])]
+            next_round(&mut r),
+            vec![seen(A, true, false, &[(key(1), 1)])]
         );
         // An answer given before the refusal is still learned.
         r.asked(B, [key(2)], 2);
         assert!(r.returned(B, key(2), id(2), 1_700_000_000));
         assert!(r.eose(B, 2, true));
         r.refused(B);
-        let round = summary(&r.take_round().unwrap());
-        assert!(round.contains(&(B.to_string(), true, false, vec![(key(2), 1)])));
+        let round = next_round(&mut r);
+        assert!(round.contains(&seen(B, true, false, &[(key(2), 1)])));
         // A lookup-only relay that refuses leaves nothing to learn.
         r.refused("wss://lists.example");
         assert!(r

@@ -188,28 +188,9 @@ macro_rules! register_strategy {
                 $($body)*
             }
 
-            const _: () = ::core::assert!(
-                $crate::registry::is_snake_case($name),
-                "a strategy name must be snake_case"
+            $crate::__register_descriptor!(
+                StrategyConfig, StrategyDescriptor, "strategy", $name, $summary, $ty $(, $example)?
             );
-
-            fn make_example() -> ::core::result::Result<
-                $crate::__private::Box<dyn $crate::StrategyConfig>,
-                $crate::ConfigError,
-            > {
-                let config: ::core::result::Result<$ty, $crate::ConfigError> =
-                    $crate::__register_example!($ty $(, $example)?);
-                config.map(|c| $crate::__private::Box::new(c) as _)
-            }
-
-            $crate::__private::inventory::submit! {
-                $crate::registry::StrategyDescriptor {
-                    name: $name,
-                    summary: $summary,
-                    package: ::core::env!("CARGO_PKG_NAME"),
-                    make_example,
-                }
-            }
         };
     };
 }
@@ -232,29 +213,43 @@ macro_rules! register_scorer {
                 $($body)*
             }
 
-            const _: () = ::core::assert!(
-                $crate::registry::is_snake_case($name),
-                "a scorer name must be snake_case"
+            $crate::__register_descriptor!(
+                ScorerConfig, ScorerDescriptor, "scorer", $name, $summary, $ty $(, $example)?
             );
-
-            fn make_example() -> ::core::result::Result<
-                $crate::__private::Box<dyn $crate::ScorerConfig>,
-                $crate::ConfigError,
-            > {
-                let config: ::core::result::Result<$ty, $crate::ConfigError> =
-                    $crate::__register_example!($ty $(, $example)?);
-                config.map(|c| $crate::__private::Box::new(c) as _)
-            }
-
-            $crate::__private::inventory::submit! {
-                $crate::registry::ScorerDescriptor {
-                    name: $name,
-                    summary: $summary,
-                    package: ::core::env!("CARGO_PKG_NAME"),
-                    make_example,
-                }
-            }
         };
+    };
+}
+
+/// What both registrations submit: the name checked, an example maker, the descriptor.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_descriptor {
+    (
+        $config:ident, $descriptor:ident, $what:literal, $name:literal, $summary:expr,
+        $ty:ty $(, $example:expr)?
+    ) => {
+        const _: () = ::core::assert!(
+            $crate::registry::is_snake_case($name),
+            ::core::concat!("a ", $what, " name must be snake_case")
+        );
+
+        fn make_example() -> ::core::result::Result<
+            $crate::__private::Box<dyn $crate::$config>,
+            $crate::ConfigError,
+        > {
+            let config: ::core::result::Result<$ty, $crate::ConfigError> =
+                $crate::__register_example!($ty $(, $example)?);
+            config.map(|c| $crate::__private::Box::new(c) as _)
+        }
+
+        $crate::__private::inventory::submit! {
+            $crate::registry::$descriptor {
+                name: $name,
+                summary: $summary,
+                package: ::core::env!("CARGO_PKG_NAME"),
+                make_example,
+            }
+        }
     };
 }
 

@@ -362,3 +362,35 @@ fn skewed_stats(table: &RouteTable, seed: u64) -> DeliveryStats {
     }
     stats
 }
+
+/// Asserts every value of `stats` is usable: what planning may rely on after a load.
+pub fn assert_sane(stats: &crate::DeliveryStats) {
+    assert!(stats.decay.is_sane(), "{:?}", stats.decay);
+    for (url, s) in stats.iter() {
+        assert!(s.is_sane(), "{url:?}: {s:?}");
+    }
+    for (author, a) in stats.authors() {
+        assert!(a.is_sane(), "{author}: {a:?}");
+    }
+}
+
+/// Stands, at the start of a JSON string, for text a JSON value cannot hold (a number out of
+/// range, a broken escape); [`raw_json`] puts it back raw.
+pub const RAW: &str = "@raw:";
+
+/// `text` (JSON) with every string `"@raw:…"` replaced by its raw contents: `"@raw:1e400"` is
+/// `1e400`. For hostile files no JSON value can be.
+pub fn raw_json(text: &str) -> String {
+    let marker = format!("\"{RAW}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&marker) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + marker.len()..];
+        let end = tail.find('"').expect("a raw string ends");
+        out.push_str(&tail[..end]);
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}

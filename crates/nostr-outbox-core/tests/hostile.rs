@@ -2,6 +2,7 @@
 //! thousands of unknown keys. Parsing never panics, stays fast and reports a bounded number of
 //! problems about a strategy table; stats are always sane after `sanitize`.
 
+use nostr_outbox_core::testkit::assert_sane;
 use std::time::{Duration, Instant};
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
@@ -418,16 +419,6 @@ fn decay() -> impl Strategy<Value = Decay> {
             Just(Decay::PerSession { factor })
         ]
     })
-}
-
-fn assert_sane(stats: &DeliveryStats) {
-    assert!(stats.decay.is_sane(), "{:?}", stats.decay);
-    for (url, s) in stats.iter() {
-        assert!(s.is_sane(), "{url:?}: {s:?}");
-    }
-    for (author, a) in stats.authors() {
-        assert!(a.is_sane(), "{author}: {a:?}");
-    }
 }
 
 fn author_key(n: u8) -> nostr::key::PublicKey {

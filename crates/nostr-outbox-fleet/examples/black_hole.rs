@@ -13,12 +13,11 @@
 
 use std::time::{Duration, Instant};
 
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::{
-    drain, keys, note, now, relay_list, router, run_once, BlackHole, RealRelay,
+    drain, keys, local_input, note, now, relay_list, router, run_once, BlackHole, RealRelay,
 };
 use nostr_outbox_live::delay::{DelayCaps, DelayProxy, Mode};
-use nostr_outbox_runtime::{Client, FeedInput, RuntimeConfig, Schedule};
+use nostr_outbox_runtime::{Client, RuntimeConfig, Schedule};
 use nostr_outbox_sim::RelayTiming;
 
 const RELAYS: usize = 7;
@@ -30,12 +29,11 @@ const HOLE_FOLLOWS: usize = 4;
 async fn run(relays: &[String], hole: &str, schedule: Schedule) -> (f64, f64, f64, usize) {
     let now = now();
     let follows: Vec<_> = (1..=FOLLOWS).map(keys).collect();
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router("max_connections = 20\n[strategy]\ntype = \"recall\"\n"),
         follows.iter().map(|k| k.public_key()).collect(),
         [&relays[0]],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for (i, f) in follows.iter().enumerate() {
         // The first few list only the black hole: every plan asks it about them.
         let list = if i < HOLE_FOLLOWS {

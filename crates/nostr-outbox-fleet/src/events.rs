@@ -1,7 +1,7 @@
 //! Fixed keys and signed events.
 
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
-use nostr::key::{Keys, SecretKey};
+use nostr::key::{Keys, PublicKey, SecretKey};
 use nostr::types::Timestamp;
 use nostr_outbox_core::RawRelayList;
 
@@ -76,4 +76,36 @@ pub fn dm_list(keys: &Keys, relays: &[&str]) -> Event {
         .map(|url| Tag::parse(["relay", url]).expect("valid tag"))
         .collect();
     signed(keys, Kind::InboxRelays, "", tags, 60)
+}
+
+/// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is kind
+/// 13 without tags), then wrapped for `to` by a fresh key: for seals that are not quite one.
+pub fn sealed_as(
+    from: &Keys,
+    to: PublicKey,
+    rumor: &nostr::event::UnsignedEvent,
+    kind: Kind,
+    tags: Vec<Tag>,
+) -> Event {
+    use nostr::nips::nip44;
+    let version = nip44::Version::default();
+    let sealed = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
+    let seal = EventBuilder::new(kind, sealed)
+        .tags(tags)
+        .finalize(from)
+        .unwrap();
+    let once = Keys::generate();
+    let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
+    EventBuilder::new(Kind::GiftWrap, content)
+        .tag(Tag::public_key(to))
+        .finalize(&once)
+        .unwrap()
+}
+
+/// A follows file in `dir` (`follows.txt`) naming `follows`, one hex key a line.
+pub fn follows_file(dir: &std::path::Path, follows: &[PublicKey]) -> std::path::PathBuf {
+    let path = dir.join("follows.txt");
+    let lines: Vec<String> = follows.iter().map(|pk| pk.to_hex()).collect();
+    std::fs::write(&path, lines.join("\n")).expect("the follows file is written");
+    path
 }

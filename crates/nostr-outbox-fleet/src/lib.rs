@@ -14,10 +14,12 @@
 //!   sent ([`CappedRelay`]).
 //! - [`proxy`](mod@proxy): a TCP proxy counting the connections through it ([`Gauge`], [`proxy()`]),
 //!   and one slow to let them through ([`slow_to_accept`]).
+//! - [`echo`]: a relay with nothing stored that answers at once and counts its sockets
+//!   ([`Echo`]).
 //! - [`plain`]: a minimal relay that serves REQs (search among them) and a NIP-11 document of
 //!   the NIPs it is told to name, and ignores every other ask ([`PlainRelay`]).
 //! - [`cli`]: running the command-line binary, bounded, with a clean environment
-//!   ([`cli::run`]).
+//!   ([`cli::command`], [`cli::run`]).
 //! - [`events`]: fixed keys and signed notes, relay lists and other events.
 //! - [`world`]: where a test world's notes live and what a plan should fetch of them
 //!   ([`World`]), route tables and routers.
@@ -31,6 +33,7 @@
 pub mod auth;
 pub mod capped;
 pub mod cli;
+pub mod echo;
 pub mod events;
 pub mod fault;
 pub mod feed;
@@ -46,7 +49,10 @@ pub mod world;
 pub use auth::{AuthRelay, AuthScript, AuthSeen};
 pub use capped::{CappedRelay, SeenMessage};
 pub use cli::{strings, texts, RUN_WITHIN};
-pub use events::{dm_list, key, keys, note, now, raw, relay_list, signed, DAY};
+pub use echo::Echo;
+pub use events::{
+    dm_list, follows_file, key, keys, note, now, raw, relay_list, sealed_as, signed, DAY,
+};
 pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };
@@ -59,4 +65,4 @@ pub use proxy::{proxy, slow_to_accept, Gauge};
 pub use relay::{dead_url, Counter, RealRelay, SeenReq};
 pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
-pub use world::{local_input, router, table, World};
+pub use world::{inbox_plan, local_input, plan_over, reader_target, router, table, World};

@@ -132,11 +132,35 @@ impl RealRelay {
         }
     }
 
+    /// `N` relays, started one after another: `let [reader, a, b] = RealRelay::several().await`.
+    pub async fn several<const N: usize>() -> [Self; N] {
+        let mut relays = Vec::with_capacity(N);
+        for _ in 0..N {
+            relays.push(Self::start().await);
+        }
+        relays.try_into().ok().expect("as many relays as asked")
+    }
+
     /// Stores an event directly in the relay's database (the relay serves it like any other).
     pub async fn store(&self, event: &Event) {
         use rb::{JsonUtil, NostrDatabase};
         let theirs = rb::Event::from_json(event.as_json()).expect("same wire format");
         self.db.save_event(&theirs).await.expect("saved");
+    }
+
+    /// Stores `count` notes by `author`, the `n`th reading `{text}{n}` and dated `60 + n`
+    /// seconds ago.
+    pub async fn store_notes(&self, author: &nostr::key::Keys, count: u64, text: &str) {
+        for n in 0..count {
+            let note = crate::signed(
+                author,
+                nostr::event::Kind::TextNote,
+                &format!("{text}{n}"),
+                vec![],
+                60 + n,
+            );
+            self.store(&note).await;
+        }
     }
 
     /// Whether the relay holds the event with this id (hex).

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use nostr::event::{Event, EventId};
+use nostr::filter::Filter;
 use nostr::key::PublicKey;
+use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
 use nostr_outbox_core::{Plan, RawRelayList, RouteTable, RouteTableBuilder, UrlPolicy};
 
 use crate::relay::RealRelay;
@@ -77,4 +79,35 @@ pub fn local_input<S: AsRef<str>>(
     let mut input = nostr_outbox_runtime::FeedInput::new(router, follows, reader_relays);
     input.router = input.router.with_policy(UrlPolicy::allow_local());
     input
+}
+
+/// An inbox plan for `reader` over `urls`, each asked for what tags the reader.
+pub fn inbox_plan(reader: &nostr::key::Keys, urls: &[&str]) -> RoutePlan {
+    let tagged = Filter::new().pubkey(reader.public_key());
+    plan_over(
+        urls.iter()
+            .map(|u| reader_target(u, tagged.clone()))
+            .collect(),
+    )
+}
+
+/// A relay of an inbox plan, chosen as a reader's relay and asked `filter`.
+pub fn reader_target(url: &str, filter: Filter) -> RouteTarget {
+    RouteTarget {
+        url: url.to_string(),
+        reasons: vec![Reason::ReaderRead],
+        quality: 0.25,
+        filters: vec![filter],
+    }
+}
+
+/// An inbox plan over `targets`, with nothing cut off, left out or unknown.
+pub fn plan_over(targets: Vec<RouteTarget>) -> RoutePlan {
+    RoutePlan {
+        kind: RouteKind::Inbox,
+        targets,
+        cut_off: Vec::new(),
+        left_out: Vec::new(),
+        unknown: Vec::new(),
+    }
 }

@@ -2,9 +2,11 @@
 //! notes with the relay they came from), without a network: answers stay within the budget,
 //! every selection stays inside the plan, and learning survives the SQLite store.
 
+mod common;
+
 use std::collections::HashSet;
 
-use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::event::{EventBuilder, FinalizeEvent, Kind};
 use nostr::key::{Keys, PublicKey};
 use nostr::types::RelayUrl;
 use nostr_gossip::{BestRelaySelection, GossipAllowedRelays, GossipListKind, NostrGossip};
@@ -22,16 +24,6 @@ fn relays_of(i: usize) -> Vec<String> {
     (0..3)
         .map(|k| format!("wss://r{}.example.com", (i * 7 + k * 3) % 20))
         .collect()
-}
-
-fn list(keys: &Keys, relays: &[String]) -> Event {
-    let tags = relays
-        .iter()
-        .map(|r| Tag::parse(["r".to_string(), r.clone()]).expect("tag"));
-    EventBuilder::new(Kind::RelayList, "")
-        .tags(tags)
-        .finalize(keys)
-        .expect("signed")
 }
 
 const WRITE: BestRelaySelection = BestRelaySelection::Write { limit: 3 };
@@ -82,7 +74,10 @@ async fn a_feed_read_stays_within_the_budget_and_learning_survives_sqlite() {
             .is_missing());
     }
     for (i, k) in keys.iter().enumerate() {
-        gossip.process(&list(k, &relays_of(i)), None).await.unwrap();
+        gossip
+            .process(&common::list(k, &relays_of(i)), None)
+            .await
+            .unwrap();
         gossip
             .update_fetch_attempt(&k.public_key(), GossipListKind::Nip65)
             .await

@@ -1,6 +1,8 @@
 //! A nostr-sdk `Client` with this crate's gossip engine reads a feed from real local relays:
 //! the notes arrive, the relays it asks stay within the budget, and what it learned is kept.
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +11,9 @@ use nostr::event::{EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::RelayUrl;
-use nostr_gossip::GossipAllowedRelays;
 use nostr_outbox_fleet::{keys, note, now, relay_list, RealRelay, DAY};
 use nostr_outbox_gossip::OutboxGossip;
-use nostr_sdk::prelude::{Client, GossipConfig, RelayStatus};
+use nostr_sdk::prelude::{Client, RelayStatus};
 
 /// Routed relays allowed: half the eight write relays the lists declare.
 const BUDGET: usize = 4;
@@ -70,26 +71,6 @@ async fn setup() -> Setup {
     }
 }
 
-async fn client(gossip: Arc<OutboxGossip>, reader: &str) -> Client {
-    let config = GossipConfig::default()
-        .allowed(GossipAllowedRelays {
-            onion: false,
-            local: true,
-            without_tls: true,
-        })
-        .sync_initial_timeout(Duration::from_secs(2))
-        .sync_idle_timeout(Duration::from_secs(1))
-        .fetch_timeout(Duration::from_secs(3))
-        .no_background_refresh();
-    let client = Client::builder()
-        .gossip(gossip)
-        .gossip_config(config)
-        .build();
-    client.add_relay(reader).await.expect("reader relay added");
-    client.connect().and_wait(Duration::from_secs(5)).await;
-    client
-}
-
 /// Reads the follows' notes once; returns their ids.
 async fn read_feed(client: &Client, follows: &[PublicKey]) -> BTreeSet<EventId> {
     let filter = Filter::new()
@@ -128,7 +109,7 @@ async fn nostr_sdk_reads_the_feed_within_the_budget_and_keeps_what_it_learned() 
             .await
             .unwrap(),
     );
-    let client = client(gossip.clone(), &s.reader.url).await;
+    let client = common::client(gossip.clone(), common::quick_config(), &s.reader.url).await;
 
     let got = read_feed(&client, &s.follows).await;
     let missing: Vec<_> = s.notes.difference(&got).collect();

@@ -1,6 +1,8 @@
 //! The routed, paged read on a real nostr-sdk `Client`: relays that cap each REQ give every
 //! note of the window, where nostr-sdk's own fetch stops at the first page.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +11,8 @@ use nostr::event::{EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
-use nostr_gossip::GossipAllowedRelays;
 use nostr_outbox_fleet::{keys, note, now, relay_list, RealRelay, DAY};
 use nostr_outbox_gossip::{OutboxGossip, ReadOptions, RelayOutcome};
-use nostr_sdk::prelude::{Client, GossipConfig};
 
 /// What each write relay returns per REQ at most (above the paging's floor of 100, below the
 /// 500 it asks for, and published nowhere).
@@ -78,23 +78,6 @@ async fn engine(s: &Setup) -> Arc<OutboxGossip> {
     Arc::new(gossip)
 }
 
-async fn client(gossip: Arc<OutboxGossip>, reader: &str) -> Client {
-    let config = GossipConfig::default()
-        .allowed(GossipAllowedRelays {
-            onion: false,
-            local: true,
-            without_tls: true,
-        })
-        .no_background_refresh();
-    let client = Client::builder()
-        .gossip(gossip)
-        .gossip_config(config)
-        .build();
-    client.add_relay(reader).await.expect("reader relay added");
-    client.connect().and_wait(Duration::from_secs(5)).await;
-    client
-}
-
 fn filter(follows: &[PublicKey]) -> Filter {
     Filter::new()
         .authors(follows.iter().copied())
@@ -107,7 +90,7 @@ async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
     let s = setup().await;
     // nostr-sdk's own fetch, routed by the engine, stops at each relay's first page.
     let gossip = engine(&s).await;
-    let plain = client(gossip.clone(), &s.reader.url).await;
+    let plain = common::client(gossip.clone(), common::local_config(), &s.reader.url).await;
     let first = plain
         .fetch_events(filter(&s.follows))
         .timeout(Duration::from_secs(10))
@@ -121,7 +104,7 @@ async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
     plain.shutdown().await;
 
     let gossip = engine(&s).await;
-    let client = client(gossip.clone(), &s.reader.url).await;
+    let client = common::client(gossip.clone(), common::local_config(), &s.reader.url).await;
     let report = gossip
         .read(&client, filter(&s.follows), ReadOptions::default())
         .await;
@@ -158,7 +141,7 @@ async fn the_paged_read_gets_every_note_past_each_relay_s_cap() {
 async fn reads_kept_in_one_round_are_learned_when_the_caller_ends_it() {
     let s = setup().await;
     let gossip = engine(&s).await;
-    let client = client(gossip.clone(), &s.reader.url).await;
+    let client = common::client(gossip.clone(), common::local_config(), &s.reader.url).await;
     let before = gossip.stats().session();
     let keep = ReadOptions {
         end_round: false,

@@ -2,18 +2,19 @@
 //! one, when a round goes idle, and at `save`; with `manual_rounds` only `end_round` ends one.
 //! Driven as nostr-sdk drives the engine, then with a real nostr-sdk `Client` on local relays.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
+use nostr::event::{EventBuilder, FinalizeEvent, Kind};
 use nostr::filter::Filter;
 use nostr::key::{Keys, PublicKey};
 use nostr::types::RelayUrl;
 use nostr_gossip::{BestRelaySelection, GossipAllowedRelays, GossipListKind, NostrGossip};
 use nostr_outbox_fleet::{keys, note, now, relay_list, RealRelay, DAY};
 use nostr_outbox_gossip::{OutboxGossip, OutboxGossipBuilder};
-use nostr_sdk::prelude::{Client, GossipConfig};
 
 const FOLLOWS: usize = 12;
 
@@ -26,16 +27,6 @@ fn relays_of(i: usize) -> Vec<String> {
     (0..2)
         .map(|k| format!("wss://r{}.example.com", (i + k * 3) % 6))
         .collect()
-}
-
-fn list(keys: &Keys, relays: &[String]) -> Event {
-    let tags = relays
-        .iter()
-        .map(|r| Tag::parse(["r".to_string(), r.clone()]).expect("tag"));
-    EventBuilder::new(Kind::RelayList, "")
-        .tags(tags)
-        .finalize(keys)
-        .expect("signed")
 }
 
 struct Follows {
@@ -56,7 +47,10 @@ async fn open(builder: OutboxGossipBuilder, f: &Follows) -> OutboxGossip {
         .await
         .unwrap();
     for (i, k) in f.keys.iter().enumerate() {
-        gossip.process(&list(k, &relays_of(i)), None).await.unwrap();
+        gossip
+            .process(&common::list(k, &relays_of(i)), None)
+            .await
+            .unwrap();
     }
     gossip
 }
@@ -223,22 +217,7 @@ async fn a_nostr_sdk_client_teaches_the_engine_without_end_round() {
             .await
             .unwrap(),
     );
-    let config = GossipConfig::default()
-        .allowed(GossipAllowedRelays {
-            onion: false,
-            local: true,
-            without_tls: true,
-        })
-        .sync_initial_timeout(Duration::from_secs(2))
-        .sync_idle_timeout(Duration::from_secs(1))
-        .fetch_timeout(Duration::from_secs(3))
-        .no_background_refresh();
-    let client = Client::builder()
-        .gossip(gossip.clone())
-        .gossip_config(config)
-        .build();
-    client.add_relay(reader.url.as_str()).await.unwrap();
-    client.connect().and_wait(Duration::from_secs(5)).await;
+    let client = common::client(gossip.clone(), common::quick_config(), &reader.url).await;
     let filter = Filter::new()
         .authors(authors.iter().copied())
         .kind(Kind::TextNote);

@@ -55,6 +55,20 @@ async fn run(
     (summary, collected.statuses.clone(), notes)
 }
 
+/// The reader's relay, a relay serving signed-in readers only, three follows whose lists name
+/// only that relay, and the present.
+async fn private_scene() -> (RealRelay, RealRelay, Vec<Keys>, Vec<Event>, u64) {
+    let reader = RealRelay::start().await;
+    let private = RealRelay::start_with(nip42_relay).await;
+    let now = now();
+    let f: Vec<_> = (1..=3).map(keys).collect();
+    let lists = f
+        .iter()
+        .map(|k| relay_list(k, now, &[(&private.url, None)]))
+        .collect();
+    (reader, private, f, lists, now)
+}
+
 fn nip42_relay(b: rb::RelayBuilder) -> rb::RelayBuilder {
     b.nip42(rb::RelayBuilderNip42 {
         mode: rb::RelayBuilderNip42Mode::Read,
@@ -63,10 +77,7 @@ fn nip42_relay(b: rb::RelayBuilder) -> rb::RelayBuilder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
-    let reader = RealRelay::start().await;
-    let private = RealRelay::start_with(nip42_relay).await;
-    let now = now();
-    let f: Vec<_> = (1..=3).map(keys).collect();
+    let (reader, private, f, lists, now) = private_scene().await;
     let mut world = World::default();
     let mut notes = BTreeSet::new();
     for (i, k) in f.iter().enumerate() {
@@ -77,10 +88,6 @@ async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
             world.put(n, &[&private]).await;
         }
     }
-    let lists: Vec<_> = f
-        .iter()
-        .map(|k| relay_list(k, now, &[(&private.url, None)]))
-        .collect();
 
     let (summary, statuses, got) = run(&reader.url, &f, &lists, Some(reader_keys())).await;
     assert_eq!(got, notes, "{summary:#?}");
@@ -103,10 +110,7 @@ async fn a_relay_that_requires_auth_serves_a_signed_in_reader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
-    let reader = RealRelay::start().await;
-    let private = RealRelay::start_with(nip42_relay).await;
-    let now = now();
-    let f: Vec<_> = (1..=3).map(keys).collect();
+    let (reader, private, f, lists, now) = private_scene().await;
     let mut world = World::default();
     let mut notes = BTreeSet::new();
     for (i, k) in f.iter().enumerate() {
@@ -114,10 +118,6 @@ async fn an_anonymous_reader_is_refused_and_the_follows_stay_covered() {
         notes.insert(n.id);
         world.put(n, &[&private, &reader]).await;
     }
-    let lists: Vec<_> = f
-        .iter()
-        .map(|k| relay_list(k, now, &[(&private.url, None)]))
-        .collect();
 
     let (summary, statuses, got) = run(&reader.url, &f, &lists, None).await;
     assert!(summary.penalised.contains(&private.url), "{summary:#?}");
@@ -163,6 +163,12 @@ struct Scene {
     open_note: Event,
 }
 
+/// The two ways a relay asks for sign-in before serving.
+const SIGN_IN_ASKED: [AuthScript; 2] = [
+    AuthScript::ChallengeFirst,
+    AuthScript::ChallengeAfterRefusal,
+];
+
 async fn scene(script: AuthScript) -> Scene {
     let now = now();
     let follows: Vec<_> = (1..=2).map(keys).collect();
@@ -188,10 +194,7 @@ async fn scene(script: AuthScript) -> Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_auth_event_names_the_relay_and_its_challenge_and_goes_nowhere_else() {
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let keys = reader_keys();
         let (summary, _, got) = run(&s.reader.url, &s.follows, &s.lists, Some(keys.clone())).await;
@@ -299,19 +302,10 @@ fn debug_of_a_client_never_prints_the_secret_key() {
 
 /// A route plan asking `url` for `author`'s notes.
 fn route_plan(url: &str, author: &Keys) -> nostr_outbox_client::routes::RoutePlan {
-    use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
-    RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![RouteTarget {
-            url: url.to_string(),
-            reasons: vec![Reason::ReaderRead],
-            quality: 0.25,
-            filters: vec![Filter::new().author(author.public_key())],
-        }],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    }
+    plan_over(vec![reader_target(
+        url,
+        Filter::new().author(author.public_key()),
+    )])
 }
 
 /// The notes a `once` route feed over `plan` delivers.
@@ -332,10 +326,7 @@ async fn route_notes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let config = RuntimeConfig {
@@ -435,10 +426,7 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_on_one_socket_sign_in_once() {
     // NIP-42 authenticates a connection: two lookups refused on one socket share one AUTH.
-    for script in [
-        AuthScript::ChallengeFirst,
-        AuthScript::ChallengeAfterRefusal,
-    ] {
+    for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
         let signed = client(

@@ -8,10 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nostr::types::Timestamp;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    start, Client, FeedInput, FeedSummary, LimitsConfig, Places, RuntimeConfig, SocketBudget,
+    start, Client, FeedSummary, LimitsConfig, Places, RuntimeConfig, SocketBudget,
 };
 
 /// Relays besides the reader's: each follow writes to one of them only, so a run that never
@@ -157,12 +156,11 @@ impl Fleet {
             ..RuntimeConfig::fast_for_tests()
         };
         let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
-        let mut input = FeedInput::new(
+        let mut input = local_input(
             router(toml),
             follows.iter().map(|k| k.public_key()).collect(),
             &urls[..self.readers],
         );
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
         for (f, listed) in follows.iter().zip(&self.writes) {
             let listed: Vec<(&str, Option<&str>)> =
                 listed.iter().map(|&r| (urls[r].as_str(), None)).collect();
@@ -363,12 +361,11 @@ async fn a_relay_that_never_connects_gives_its_place_up_to_those_waiting() {
     };
     config.schedule.slow_dial = Duration::from_millis(500);
     let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(toml),
         follows.iter().map(|k| k.public_key()).collect(),
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for list in &lists {
         assert!(input.add_relay_list_event(list));
     }

@@ -160,8 +160,7 @@ async fn the_eose_race_stops_waiting_for_stragglers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_closed_by_a_re_plan_is_still_learned() {
-    let reader = RealRelay::start().await;
-    let answered = RealRelay::start().await;
+    let [reader, answered] = RealRelay::several().await;
     let now = now();
     let (x, y) = (keys(1), keys(2));
     let mut world = World::default();

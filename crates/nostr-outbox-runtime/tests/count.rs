@@ -10,8 +10,7 @@ use nostr_outbox_runtime::{count, Client, LookupOutcome, Refusal, RuntimeConfig}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_kept_per_relay_and_the_largest_named() {
     let (a, b) = (keys(1), keys(2));
-    let one = RealRelay::start().await;
-    let two = RealRelay::start().await;
+    let [one, two] = RealRelay::several().await;
     let t = now() - 1_000;
     for i in 0..3 {
         one.store(&note(&a, t + i, &format!("a{i}"))).await;

@@ -10,8 +10,6 @@ use std::time::Duration;
 use nostr::event::{EventBuilder, EventId, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     fetch_events, publish, start, start_route, Backoff, Client, FeedInput, PenaltyPolicy,
@@ -83,7 +81,7 @@ fn client(cfg: RuntimeConfig) -> Client {
 /// A reader relay and a routed one: one follow without a list writes to the reader's relay,
 /// one lists the routed relay. The input of a feed over them, and every note's id.
 async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
-    let (reader, routed) = (RealRelay::start().await, RealRelay::start().await);
+    let [reader, routed] = RealRelay::several().await;
     let now = now();
     let (home, away) = (keys(1), keys(2));
     reader
@@ -97,12 +95,11 @@ async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
         routed.store(&routed_note).await;
         ids.extend([at_home.id, routed_note.id]);
     }
-    let mut input = FeedInput::new(
+    let input = local_input(
         router(CONFIG),
         vec![home.public_key(), away.public_key()],
         [&reader.url],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     (reader, routed, input, ids)
 }
 
@@ -153,7 +150,7 @@ async fn a_live_feed_with_every_duration_at_its_largest_delivers_and_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest() {
     panicked();
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let (author, reader) = (keys(3), keys(4));
     let list = relay_list(&author, now() - 50, &[(&a.url, None)]);
     a.store(&list).await;
@@ -182,18 +179,7 @@ async fn lookups_route_feeds_and_publishing_with_every_duration_at_its_largest()
         .finalize(&author)
         .unwrap();
     a.store(&mention).await;
-    let plan = RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![RouteTarget {
-            url: a.url.clone(),
-            reasons: vec![Reason::ReaderRead],
-            quality: 0.25,
-            filters: vec![Filter::new().pubkey(reader.public_key())],
-        }],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let plan = inbox_plan(&reader, &[&a.url]);
     let (feed, mut rx) = start_route(&plan, &cfg);
     let mut notes = Vec::new();
     let mut eose = false;

@@ -12,8 +12,7 @@ use nostr_relay_builder::prelude as rb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
-    let reader = RealRelay::start().await;
-    let good = RealRelay::start().await;
+    let [reader, good] = RealRelay::several().await;
     let auth = RealRelay::start_with(|b| {
         b.nip42(rb::RelayBuilderNip42 {
             mode: rb::RelayBuilderNip42Mode::Read,
@@ -157,8 +156,7 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
-    let reader = RealRelay::start().await;
-    let good = RealRelay::start().await;
+    let [reader, good] = RealRelay::several().await;
     let now = now();
     let f = [keys(1), keys(2)];
     world_note(&reader, &good, &f, now).await;
@@ -204,9 +202,7 @@ async fn world_note(reader: &RealRelay, good: &RealRelay, f: &[nostr::key::Keys]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_down() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
+    let [reader, a, b] = RealRelay::several().await;
     let now = now();
     let f = [keys(1), keys(2)];
     let lists = [

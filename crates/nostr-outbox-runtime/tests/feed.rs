@@ -6,18 +6,15 @@ use std::time::Duration;
 
 use nostr::event::EventId;
 use nostr::types::Timestamp;
-use nostr_outbox_core::{DeliveryStats, PlanContext, UrlPolicy};
+use nostr_outbox_core::{DeliveryStats, PlanContext};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, RuntimeConfig, Status};
+use nostr_outbox_runtime::{RuntimeConfig, Status};
 
 const CONFIG: &str = "max_connections = 2\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_fetches_exactly_what_the_plan_predicts() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
-    let c = RealRelay::start().await;
+    let [reader, a, b, c] = RealRelay::several().await;
     let now = now();
     let since = now - 7 * DAY;
     let f: Vec<_> = (1..=7).map(keys).collect();
@@ -75,8 +72,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
         "the plan must leave some notes out, or exactness proves nothing"
     );
 
-    let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows.clone(), [&reader.url]);
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
@@ -111,9 +107,7 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_req_goes_out_before_lists_then_discovery_replans() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
+    let [reader, a, b] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=4).map(keys).collect();
     let lists = [
@@ -139,8 +133,7 @@ async fn first_req_goes_out_before_lists_then_discovery_replans() {
         .await;
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
 
-    let mut input = FeedInput::new(router(CONFIG), follows.clone(), [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let input = local_input(router(CONFIG), follows.clone(), [&reader.url]);
     let config = RuntimeConfig {
         once: true,
         discover_lists: true,
@@ -212,8 +205,7 @@ async fn a_relay_replanned_away_while_answering_counts_as_answered_when_it_answe
         .store(&relay_list(&f, now - 10, &[(&fast.url, None)]))
         .await;
     let kept = relay_list(&f, now - 1_000, &[(&slow.url, None)]);
-    let mut input = FeedInput::new(router(CONFIG), vec![f.public_key()], [&reader.url]);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     input.relay_lists = vec![raw(&kept)];
     let config = RuntimeConfig {
         once: true,

@@ -39,7 +39,7 @@ async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_3_hint_reaches_a_follow_without_a_list() {
-    let (hinted, reader) = (RealRelay::start().await, RealRelay::start().await);
+    let [hinted, reader] = RealRelay::several().await;
     hinted
         .store(&note(&keys(1), now() - 60, "where the hint says"))
         .await;

@@ -10,9 +10,9 @@ use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use nostr_outbox_client::RoundRecorder;
-use nostr_outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable, UrlPolicy};
+use nostr_outbox_core::{DeliveryStats, Plan, PlanContext, RouteTable};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, RuntimeConfig};
+use nostr_outbox_runtime::RuntimeConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 const CONFIG: &str = "max_connections = 4\n[strategy]\ntype = \"greedy\"\ncoverage_target = 2\n";
@@ -108,8 +108,7 @@ fn learned(stats: &DeliveryStats) -> DeliveryStats {
 async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
     let reader = RealRelay::start().await;
     let dead_reader = dead_url().await;
-    let deep = RealRelay::start().await;
-    let prunes = RealRelay::start().await;
+    let [deep, prunes] = RealRelay::several().await;
     let now = now();
     let since = now - 30 * DAY;
     let (f1, f2, f3, stranger) = (keys(1), keys(2), keys(3), keys(9));
@@ -154,8 +153,7 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         "two routed, two reader relays"
     );
 
-    let mut input = FeedInput::new(router(CONFIG), follows, readers);
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
+    let mut input = local_input(router(CONFIG), follows, readers);
     for l in &lists {
         input.add_relay_list_event(l);
     }

@@ -15,10 +15,7 @@ use serde::{Deserialize, Serialize};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let b = RealRelay::start().await;
-    let c = RealRelay::start().await;
+    let [reader, a, b, c] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=4).map(keys).collect();
     let lists = [
@@ -193,8 +190,7 @@ impl Scorer for MeanScorer {
 async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
     let reader = RealRelay::start().await;
     let x = RealRelay::start().await; // listed by everyone, holds one note of f[0] only
-    let y = RealRelay::start().await;
-    let z = RealRelay::start().await;
+    let [y, z] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=5).map(keys).collect();
     let mut lists = Vec::new();
@@ -303,9 +299,7 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_before() {
-    let reader = RealRelay::start().await;
-    let deep = RealRelay::start().await;
-    let shallow = RealRelay::start().await;
+    let [reader, deep, shallow] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
     // Ten notes of f[0] on deep; shallow kept only the oldest (it lost the later writes).

@@ -42,8 +42,7 @@ const CONFIG: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncover
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn future_dated_events_are_dropped_and_count_against_the_relay() {
-    let reader = RealRelay::start().await;
-    let liar = RealRelay::start().await;
+    let [reader, liar] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
     let mut world = World::default();
@@ -106,8 +105,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_relay_is_set_aside_while_good_notes_arrive() {
-    let reader = RealRelay::start().await;
-    let good = RealRelay::start().await;
+    let [reader, good] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
     let stranger = keys(99);

@@ -9,9 +9,9 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::Keys;
 use nostr_outbox_client::MemoryStore;
 use nostr_outbox_core::stats::{RelayRound, RoundReport};
-use nostr_outbox_core::{DeliveryStats, UrlPolicy};
+use nostr_outbox_core::DeliveryStats;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FeedInput, FeedSummary, RuntimeConfig};
+use nostr_outbox_runtime::{start, Client, FeedSummary, RuntimeConfig};
 
 /// Recall by posterior means (no draws), one routed connection.
 const CONFIG: &str = "max_connections = 1\n[strategy]\ntype = \"recall\"\nexplore = false\n";
@@ -49,12 +49,11 @@ async fn run(
     ];
     let store = Arc::new(MemoryStore::new());
     store.save(&stats).unwrap();
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(CONFIG),
         vec![a.public_key(), b.public_key()],
         [home.url.clone()],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     input.relay_lists = lists;
     input.store = store;
     input.monitor_relays = monitors;
@@ -78,11 +77,7 @@ fn dialled(summary: &FeedSummary, url: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_steer_the_first_plan()
 {
-    let (live, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [live, home, monitor] = RealRelay::several().await;
     let dead = dead_url().await;
     let monitor_keys = keys(9);
     monitor
@@ -120,11 +115,7 @@ async fn a_fresh_report_for_the_live_relay_and_a_stale_one_for_the_dead_relay_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_never_overrides_the_readers_own_evidence() {
-    let (live, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [live, home, monitor] = RealRelay::several().await;
     let dead = dead_url().await;
     let monitor_keys = keys(9);
     // The monitor has it backwards: the dead relay seen just now, the live one long gone.
@@ -178,11 +169,7 @@ fn paid_report(monitor: &Keys, relay: &str, last_seen: u64) -> nostr::event::Eve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
-    let (paid, home, monitor) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [paid, home, monitor] = RealRelay::several().await;
     let a = keys(1);
     let n = note(&a, now() - 60, "behind a paywall");
     paid.store(&n).await;
@@ -191,8 +178,7 @@ async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
         .store(&paid_report(&keys(9), &paid.url, now() - 600))
         .await;
     let feed = |paid_relays: Vec<String>| {
-        let mut input = FeedInput::new(router(CONFIG), vec![a.public_key()], [home.url.clone()]);
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
+        let mut input = local_input(router(CONFIG), vec![a.public_key()], [home.url.clone()]);
         input.relay_lists = vec![raw(&relay_list(&a, now() - DAY, &[(&paid.url, None)]))];
         input.monitor_relays = vec![monitor.url.clone()];
         let config = RuntimeConfig {

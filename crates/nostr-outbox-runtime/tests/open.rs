@@ -76,6 +76,12 @@ fn now_() -> u64 {
     Timestamp::now().as_secs()
 }
 
+/// [`input`] for a greedy router of `max_connections`.
+fn greedy(max_connections: usize, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInput {
+    let toml = format!("max_connections = {max_connections}\n[strategy]\ntype = \"greedy\"\n");
+    input(&toml, follows, readers)
+}
+
 fn input(toml: &str, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInput {
     let follows = follows.iter().map(|k| k.public_key()).collect();
     local_input(router(toml), follows, readers)
@@ -83,17 +89,11 @@ fn input(toml: &str, follows: &[nostr::key::Keys], readers: &[&str]) -> FeedInpu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_restarts_delivers_what_was_published_while_it_was_down_and_after() {
-    let reader = RealRelay::start().await;
-    let mut only = RealRelay::start().await;
-    let other = RealRelay::start().await;
+    let [reader, mut only, other] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=4).map(keys).collect();
     // The first two follows write only to the relay that restarts.
-    let mut input = input(
-        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
-        &f,
-        &[&reader.url],
-    );
+    let mut input = greedy(5, &f, &[&reader.url]);
     for (i, k) in f.iter().enumerate() {
         let relay = if i < 2 { &only.url } else { &other.url };
         assert!(input.add_relay_list_event(&relay_list(k, now - 100, &[(relay, None)])));
@@ -189,17 +189,10 @@ async fn relays_empty_in_the_window_at_the_start_still_deliver_new_notes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_that_moves_to_a_relay_it_never_listed_is_heard_there() {
-    let reader = RealRelay::start().await;
-    let old = RealRelay::start().await;
-    let other = RealRelay::start().await;
-    let moved_to = RealRelay::start().await;
+    let [reader, old, other, moved_to] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=3).map(keys).collect();
-    let mut input = input(
-        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
-        &f,
-        &[&reader.url],
-    );
+    let mut input = greedy(5, &f, &[&reader.url]);
     for (i, k) in f.iter().enumerate() {
         let relay = if i == 0 { &old.url } else { &other.url };
         let list = relay_list(k, now - 100, &[(relay, None)]);
@@ -250,11 +243,7 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
     let now = now();
     let f: Vec<_> = (1..=6).map(keys).collect();
     let reader_urls: Vec<&str> = urls[..2].iter().map(String::as_str).collect();
-    let mut input = input(
-        "max_connections = 20\n[strategy]\ntype = \"greedy\"\n",
-        &f,
-        &reader_urls,
-    );
+    let mut input = greedy(20, &f, &reader_urls);
     let mut stored = Vec::new();
     for (i, k) in f.iter().enumerate() {
         let w = 2 + i % WRITE_RELAYS;
@@ -304,17 +293,12 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
-    let reader_relay = RealRelay::start().await;
-    let write = RealRelay::start().await;
+    let [reader_relay, write] = RealRelay::several().await;
     let now = now();
     let me = keys(50);
     let f: Vec<_> = (1..=2).map(keys).collect();
     // Only the first is followed at the start; both lists are where discovery finds them.
-    let mut input = input(
-        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
-        &f[..1],
-        &[&reader_relay.url],
-    );
+    let mut input = greedy(5, &f[..1], &[&reader_relay.url]);
     for k in &f {
         let list = relay_list(k, now - 100, &[(&write.url, None)]);
         input.add_relay_list_event(&list);
@@ -358,11 +342,7 @@ async fn a_feed_given_the_marks_a_run_ended_with_asks_each_relay_only_since_them
     let now = now();
     let f: Vec<_> = (1..=2).map(keys).collect();
     let make = |marks| {
-        let mut input = input(
-            "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
-            &f,
-            &[&relay.url],
-        );
+        let mut input = greedy(5, &f, &[&relay.url]);
         for k in &f {
             assert!(input.add_relay_list_event(&relay_list(k, now - 100, &[(&relay.url, None)])));
         }
@@ -427,11 +407,7 @@ async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay()
     let now = now();
     let f: Vec<_> = (1..=6).map(keys).collect();
     let reader_urls: Vec<&str> = readers.iter().map(|r| r.url.as_str()).collect();
-    let mut input = input(
-        "max_connections = 20\n[strategy]\ntype = \"greedy\"\n",
-        &f,
-        &reader_urls,
-    );
+    let mut input = greedy(20, &f, &reader_urls);
     for (i, k) in f.iter().enumerate() {
         let list = relay_list(k, now - 1000, &[(&writers[i % WRITE_RELAYS].url, None)]);
         assert!(input.add_relay_list_event(&list));
@@ -473,16 +449,10 @@ async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay()
 /// every follow's list open, even when a plan gives them follows of their own to watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_published_only_on_the_reader_relays_is_heard() {
-    let reader = RealRelay::start().await;
-    let old = RealRelay::start().await;
-    let moved_to = RealRelay::start().await;
+    let [reader, old, moved_to] = RealRelay::several().await;
     let now = now();
     let f: Vec<_> = (1..=3).map(keys).collect();
-    let mut input = input(
-        "max_connections = 5\n[strategy]\ntype = \"greedy\"\n",
-        &f,
-        &[&reader.url],
-    );
+    let mut input = greedy(5, &f, &[&reader.url]);
     // f0 and f1 write to the old relay; f2's list is not known yet, so the first plan gives
     // the reader's relay f2 of its own (and a watch for f2's lists) until discovery finds it
     // there and the next plan moves f2 to the old relay.

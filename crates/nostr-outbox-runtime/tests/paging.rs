@@ -50,8 +50,7 @@ struct YearRun {
 /// so page edges fall inside seconds), half of them and a second follow's 400 on a relay
 /// silently capped at 150.
 async fn a_year_on_capped_relays(paging: Paging) -> YearRun {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
+    let [reader, a] = RealRelay::several().await;
     let b = RealRelay::start_with(|b| b.max_filter_limit(150)).await;
     let now = now();
     let (f0, f1) = (keys(1), keys(2));

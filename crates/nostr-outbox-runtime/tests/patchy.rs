@@ -9,9 +9,8 @@ use std::sync::Arc;
 use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_client::MemoryStore;
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{FeedInput, RuntimeConfig};
+use nostr_outbox_runtime::RuntimeConfig;
 
 const RELAYS: usize = 8;
 const FOLLOWS: u32 = 40;
@@ -93,12 +92,11 @@ async fn runs(world: &Patchy, strategy: &str, now: u64) -> [usize; 2] {
     let mut got = [0; 2];
     for run in &mut got {
         let toml = format!("max_connections = 20\n[strategy]\ntype = \"{strategy}\"\n");
-        let mut input = FeedInput::new(
+        let mut input = local_input(
             router(&toml),
             world.follows.iter().map(|k| k.public_key()).collect(),
             [world.reader.url.as_str()],
         );
-        input.router = input.router.with_policy(UrlPolicy::allow_local());
         input.store = store.clone();
         for l in &world.lists {
             input.add_relay_list_event(l);

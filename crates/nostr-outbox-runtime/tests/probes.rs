@@ -55,12 +55,7 @@ struct Scene {
 
 impl Scene {
     async fn new() -> Self {
-        let (reader, hub, own, own2) = (
-            RealRelay::start().await,
-            RealRelay::start().await,
-            RealRelay::start().await,
-            RealRelay::start().await,
-        );
+        let [reader, hub, own, own2] = RealRelay::several().await;
         let now = now();
         let lonely = keys(1);
         let others = [keys(2), keys(3), keys(4)];
@@ -340,8 +335,7 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket
         BUDGET + 1,
         Duration::from_secs(3),
     );
-    let reader = RealRelay::start().await;
-    let hub = RealRelay::start().await;
+    let [reader, hub] = RealRelay::several().await;
     let mut own = Vec::new();
     for _ in 0..OWN {
         let g = gauge.clone();
@@ -397,10 +391,28 @@ async fn probe_sockets_open_beyond_the_routed_budget_and_never_beyond_the_socket
     );
 }
 
+/// A feed of `lonely` and `others` routed by `lists` under [`config`]`(1, Some(20))`: one
+/// connection, the hub's, so the lonely follow's relays are probed.
+fn one_connection(
+    lonely: &Keys,
+    others: &[Keys],
+    lists: &[Event],
+    reader: &RealRelay,
+) -> FeedInput {
+    let follows = std::iter::once(lonely)
+        .chain(others)
+        .map(|k| k.public_key())
+        .collect();
+    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
+    for l in lists {
+        assert!(input.add_relay_list_event(l));
+    }
+    input
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeouts() {
-    let reader = RealRelay::start().await;
-    let hub = RealRelay::start().await;
+    let [reader, hub] = RealRelay::several().await;
     let now = now();
     let lonely = keys(1);
     let stuck = FaultServer::start(Fault::NeverEose, vec![note(&lonely, now - DAY, "stuck")]).await;
@@ -410,15 +422,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
         hub.store(&note(author, now - DAY, "hub")).await;
         lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
     }
-    let follows = vec![
-        lonely.public_key(),
-        others[0].public_key(),
-        others[1].public_key(),
-    ];
-    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
-    for l in &lists {
-        assert!(input.add_relay_list_event(l));
-    }
+    let input = one_connection(&lonely, &others, &lists, &reader);
     let started = std::time::Instant::now();
     let (summary, out) = start_once(input, runtime(now, true)).await;
     let cfg = RuntimeConfig::fast_for_tests();
@@ -451,9 +455,7 @@ async fn a_probed_relay_that_never_answers_is_learned_as_failed_within_the_timeo
 /// follow's relays, and a relay of the list being set aside does not make room for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_probes() {
-    let reader = RealRelay::start().await;
-    let hub = RealRelay::start().await;
-    let beyond = RealRelay::start().await;
+    let [reader, hub, beyond] = RealRelay::several().await;
     let now = now();
     let lonely = keys(1);
     let aside = dead_url().await;
@@ -471,15 +473,7 @@ async fn a_set_aside_relay_does_not_bring_a_list_entry_past_the_cap_into_the_pro
     for author in &others {
         lists.push(relay_list(author, now - 10, &[(&hub.url, None)]));
     }
-    let follows = vec![
-        lonely.public_key(),
-        others[0].public_key(),
-        others[1].public_key(),
-    ];
-    let mut input = local_input(router(&config(1, Some(20))), follows, [&reader.url]);
-    for l in &lists {
-        assert!(input.add_relay_list_event(l));
-    }
+    let mut input = one_connection(&lonely, &others, &lists, &reader);
     let cfg = runtime(now, true);
     input.penalties.penalise(
         &aside,
@@ -501,11 +495,7 @@ async fn a_relay_slow_to_accept_gets_a_patient_probe_after_a_short_one_failed() 
     // Follow 1 lists only a relay that takes 1.5 s to accept: more than a probe waits (0.3 s)
     // and less than the connect timeout (8 s). Three others list the hub, which the budget
     // of one picks.
-    let (reader, hub, own) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [reader, hub, own] = RealRelay::several().await;
     let slow = slow_to_accept(&own.url, Duration::from_millis(1_500)).await;
     let now = now();
     let lonely = keys(1);

@@ -194,7 +194,7 @@ async fn sockets_open_at_once_are_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebroadcast_sends_only_to_the_targets_that_lack_the_event() {
-    let (has, lacks) = (RealRelay::start().await, RealRelay::start().await);
+    let [has, lacks] = RealRelay::several().await;
     let event = note(&keys(1), now() - 30, "say it again");
     has.store(&event).await;
     let (client, cfg) = (client(), PublishConfig::fast_for_tests());

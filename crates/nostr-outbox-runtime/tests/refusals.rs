@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use nostr::filter::Filter;
-use nostr_outbox_client::{
-    routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget,
-};
+use nostr_outbox_client::routes::RoutePlan;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
     lookup, start_route, Client, LookupOutcome, Refusal, RouteEvent, RuntimeConfig,
@@ -56,18 +54,8 @@ async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
     let f = keys(2);
     let n = note(&f, now() - 100, "behind a rate limit");
     let limited = FaultServer::start(Fault::RateLimited, vec![n.clone()]).await;
-    let plan = RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![RouteTarget {
-            url: limited.url.clone(),
-            reasons: vec![Reason::ReaderRead],
-            quality: 0.25,
-            filters: vec![Filter::new().author(f.public_key())],
-        }],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let asked = Filter::new().author(f.public_key());
+    let plan = plan_over(vec![reader_target(&limited.url, asked)]);
     let client = Client::new(RuntimeConfig {
         once: true,
         ..RuntimeConfig::fast_for_tests()
@@ -98,19 +86,9 @@ async fn a_route_feed_says_what_a_refusal_was() {
     let members =
         FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
     let dead = dead_url().await;
-    let target = |url: &str| RouteTarget {
-        url: url.to_string(),
-        reasons: vec![Reason::ReaderRead],
-        quality: 0.25,
-        filters: vec![Filter::new().author(keys(2).public_key())],
-    };
-    let plan = RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: vec![target(&members.url), target(&dead)],
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let asked = Filter::new().author(keys(2).public_key());
+    let target = |url: &str| reader_target(url, asked.clone());
+    let plan = plan_over(vec![target(&members.url), target(&dead)]);
     let client = Client::new(RuntimeConfig {
         once: true,
         ..RuntimeConfig::fast_for_tests()

@@ -7,11 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
-use nostr::filter::Filter;
 use nostr::key::Keys;
-use nostr_outbox_client::{
-    routes::Reason, routes::RouteKind, routes::RoutePlan, routes::RouteTarget,
-};
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{start_route, Client, RouteEvent, RuntimeConfig};
 use tokio::sync::mpsc;
@@ -24,25 +20,6 @@ fn mention(author: &Keys, whom: &Keys, age: u64, text: &str) -> Event {
         .custom_created_at(nostr::types::Timestamp::from(now() - age))
         .finalize(author)
         .unwrap()
-}
-
-/// An inbox plan for `reader` over `urls`.
-fn plan(reader: &Keys, urls: &[&str]) -> RoutePlan {
-    RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: urls
-            .iter()
-            .map(|u| RouteTarget {
-                url: u.to_string(),
-                reasons: vec![Reason::ReaderRead],
-                quality: 0.25,
-                filters: vec![Filter::new().pubkey(reader.public_key())],
-            })
-            .collect(),
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    }
 }
 
 /// Everything a channel delivers until it closes or `limit` passes.
@@ -77,8 +54,7 @@ fn sort(events: &[RouteEvent]) -> (Vec<String>, BTreeMap<String, String>, Vec<St
 async fn only_asked_and_signed_events_arrive_once_and_stragglers_are_reported() {
     let (reader, friend) = (keys(1), keys(2));
     let good = mention(&friend, &reader, 60, "for the reader");
-    let real = RealRelay::start().await;
-    let twin = RealRelay::start().await;
+    let [real, twin] = RealRelay::several().await;
     real.store(&good).await;
     twin.store(&good).await;
     real.store(&note(&friend, now() - 30, "not a mention"))
@@ -94,7 +70,7 @@ async fn only_asked_and_signed_events_arrive_once_and_stragglers_are_reported() 
         ..RuntimeConfig::fast_for_tests()
     });
     let urls = [&real.url, &twin.url, &unasked.url, &forger.url].map(String::as_str);
-    let (feed, rx) = start_route(&plan(&reader, &urls), &client);
+    let (feed, rx) = start_route(&inbox_plan(&reader, &urls), &client);
     let events = collect(rx, Duration::from_secs(10)).await;
     feed.wait().await;
     let (notes, failed, mut eose) = sort(&events);
@@ -133,7 +109,7 @@ async fn a_lost_socket_is_dialled_again_and_stop_ends_the_feed() {
     )
     .await;
     let client = Client::new(RuntimeConfig::fast_for_tests());
-    let (feed, rx) = start_route(&plan(&reader, &[&dropper.url, &flood.url]), &client);
+    let (feed, rx) = start_route(&inbox_plan(&reader, &[&dropper.url, &flood.url]), &client);
     let collector = tokio::spawn(collect(rx, Duration::from_secs(20)));
     assert!(
         wait_until(Duration::from_secs(15), || dropper

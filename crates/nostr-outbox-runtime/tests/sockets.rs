@@ -8,12 +8,9 @@ use std::time::Duration;
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
-use nostr_outbox_client::routes::{Reason, RouteKind, RoutePlan, RouteTarget};
-use nostr_outbox_core::UrlPolicy;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
-    fetch_events, start, start_route, Client, FeedInput, Places, RouteEvent, RuntimeConfig,
-    SocketBudget,
+    fetch_events, start, start_route, Client, Places, RouteEvent, RuntimeConfig, SocketBudget,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,33 +72,18 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
         None,
     );
     let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";
-    let mut input = FeedInput::new(
+    let mut input = local_input(
         router(toml),
         follows.iter().map(|k| k.public_key()).collect(),
         [&urls[0]],
     );
-    input.router = input.router.with_policy(UrlPolicy::allow_local());
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
 
     let (handle, rx) = start(input, &client).await;
     let collected = drain(rx);
-    let inbox = RoutePlan {
-        kind: RouteKind::Inbox,
-        targets: [&urls[0], &urls[5]]
-            .iter()
-            .map(|u| RouteTarget {
-                url: u.to_string(),
-                reasons: vec![Reason::ReaderRead],
-                quality: 0.25,
-                filters: vec![Filter::new().pubkey(reader.public_key())],
-            })
-            .collect(),
-        cut_off: Vec::new(),
-        left_out: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let inbox = inbox_plan(&reader, &[&urls[0], &urls[5]]);
     let (route, mut route_rx) = start_route(&inbox, &client);
     let lists_filter = Filter::new()
         .authors(follows.iter().map(|k| k.public_key()))

@@ -25,9 +25,7 @@ async fn next_note(rx: &mut mpsc::Receiver<RouteEvent>) -> nostr::event::Event {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_are_routed_by_what_they_name_and_share_the_feed_s_sockets() {
-    let reader = RealRelay::start().await;
-    let a = RealRelay::start().await;
-    let carol_inbox = RealRelay::start().await;
+    let [reader, a, carol_inbox] = RealRelay::several().await;
     let now = now();
     let (alice, carol, stranger) = (keys(1), keys(2), keys(3));
     world_events(&a, &alice, now).await;

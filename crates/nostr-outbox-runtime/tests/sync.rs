@@ -125,8 +125,7 @@ async fn feed_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_feed_discovers_unchanged_lists_in_a_fifth_of_the_bytes() {
-    let reader = RealRelay::start().await;
-    let indexer = RealRelay::start().await;
+    let [reader, indexer] = RealRelay::several().await;
     let follows: Vec<_> = (0..200).map(|i| key(5_000 + i)).collect();
     for f in &follows {
         let list = relay_list(f, now() - 10_000, &[(&reader.url, Some("write"))]);

@@ -4,6 +4,7 @@
 //! names what is wrong, and never allocates by a count it was told: a huge `sessions` is
 //! refused, not allocated. What reads successfully is usable: it routes, plans and scores.
 
+use nostr_outbox_core::testkit::{raw_json, RAW};
 use std::time::{Duration, Instant};
 
 use nostr_outbox_core::{PlanContext, RouterConfig, UrlPolicy};
@@ -34,23 +35,8 @@ fn tiny_world() -> World {
     generate_with(&model, "tiny", 3).expect("a valid model")
 }
 
-/// Stands for text a JSON value cannot hold; put back raw when rendering.
-const RAW: &str = "@raw:";
-
 fn render(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap();
-    let marker = format!("\"{RAW}");
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(&marker) {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + marker.len()..];
-        let end = tail.find('"').unwrap();
-        out.push_str(&tail[..end]);
-        rest = &tail[end + 1..];
-    }
-    out.push_str(rest);
-    out
+    raw_json(&serde_json::to_string(value).unwrap())
 }
 
 fn raw(text: &str) -> Value {
@@ -287,12 +273,17 @@ fn check_world(world: &World) {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
+/// `cases` random inputs, none of them persisted: a failure shows its input in the report.
+fn cases(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
         failure_persistence: None,
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
@@ -452,11 +443,7 @@ fn plan_checked(text: &str, sim: &SimWorld) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(cases(64))]
 
     #[test]
     fn arbitrary_plan_files_never_panic(text in "\\PC{0,300}") {
@@ -564,11 +551,7 @@ fn strategy_config() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 48,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(cases(48))]
 
     #[test]
     fn hostile_strategy_configs_are_refused_or_plan_validly(text in strategy_config()) {

@@ -53,7 +53,7 @@ use serde_json::Value;
 
 use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
 use crate::state::lock;
-use crate::task::blocking;
+use crate::task::{blocking, off_thread_stores};
 use crate::{
     check_dir_writable, finish, now_secs, private_options, set_base, sibling, Parsed,
     MAX_STATS_BYTES,
@@ -1094,57 +1094,7 @@ fn read_lists(conn: &Connection) -> rusqlite::Result<(Vec<RawRelayList>, Vec<Str
     Ok((lists, dropped))
 }
 
-#[async_trait]
-impl StatsStore for SqliteStore {
-    async fn load(&self) -> Result<Loaded, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || SqliteStore::load(&me)).await
-    }
-
-    async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        let stats = stats.clone();
-        blocking(&self.path, move || SqliteStore::save(&me, &stats)).await
-    }
-
-    async fn check_writable(&self) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || SqliteStore::check_writable(&me)).await
-    }
-}
-
-#[async_trait]
-impl StateStore for SqliteStore {
-    async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || SqliteStore::load_lists(&me)).await
-    }
-
-    async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        let lists = lists.to_vec();
-        blocking(&self.path, move || SqliteStore::save_lists(&me, &lists)).await
-    }
-
-    async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || SqliteStore::load_penalties(&me)).await
-    }
-
-    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || SqliteStore::base_seed(&me, drawn)).await
-    }
-
-    async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        let penalties = penalties.clone();
-        blocking(&self.path, move || {
-            SqliteStore::save_penalties(&me, &penalties)
-        })
-        .await
-    }
-}
+off_thread_stores!(SqliteStore);
 
 #[cfg(test)]
 mod tests {

@@ -27,7 +27,7 @@ use nostr_outbox_core::{DeliveryStats, RawRelayList};
 use serde_json::Value;
 
 use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
-use crate::task::blocking;
+use crate::task::{blocking, off_thread_stores};
 use crate::{lock_file, now_secs, read, sibling, sync_dir, FileStore, MAX_STATS_BYTES};
 
 /// The lists and box a store last loaded or saved; a poisoned lock only means a save panicked
@@ -222,58 +222,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StatsStoreError> {
     sync_dir(&dir).map_err(io_err(&dir))
 }
 
-#[async_trait]
-impl StatsStore for FileStore {
-    async fn load(&self) -> Result<Loaded, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || FileStore::load(&me)).await
-    }
-
-    async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        let stats = stats.clone();
-        blocking(&self.path, move || FileStore::save(&me, &stats)).await
-    }
-
-    async fn check_writable(&self) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || FileStore::check_writable(&me)).await
-    }
-}
-
-#[async_trait]
-impl StateStore for FileStore {
-    async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || FileStore::load_lists(&me)).await
-    }
-
-    async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        let me = self.clone();
-        let lists = lists.to_vec();
-        blocking(&self.path, move || FileStore::save_lists(&me, &lists)).await
-    }
-
-    async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || FileStore::load_penalties(&me)).await
-    }
-
-    async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
-        let me = self.clone();
-        let penalties = penalties.clone();
-        blocking(&self.path, move || {
-            FileStore::save_penalties(&me, &penalties)
-        })
-        .await
-    }
-
-    async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
-        let me = self.clone();
-        blocking(&self.path, move || FileStore::base_seed(&me, drawn)).await
-    }
-}
+off_thread_stores!(FileStore);
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //! regular files. Loading never panics or blocks, loaded stats are always sane, an unreadable
 //! file is set aside (never deleted), and a newer version's file is never overwritten.
 
+use nostr_outbox_core::testkit::{self, raw_json, RAW};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -23,24 +24,9 @@ fn key_hex(n: u8) -> String {
         .to_hex()
 }
 
-/// Stands for a number JSON values cannot hold; replaced by its raw text when rendering.
-const RAW: &str = "@raw:";
-
 fn render(value: &Value) -> String {
-    let text = serde_json::to_string_pretty(value).unwrap();
     // `"@raw:1e400"` → `1e400`.
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    let marker = format!("\"{RAW}");
-    while let Some(at) = rest.find(&marker) {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + marker.len()..];
-        let end = tail.find('"').unwrap();
-        out.push_str(&tail[..end]);
-        rest = &tail[end + 1..];
-    }
-    out.push_str(rest);
-    out
+    raw_json(&serde_json::to_string_pretty(value).unwrap())
 }
 
 /// Numbers and non-numbers where a number belongs; rarely one JSON cannot hold (which makes
@@ -248,13 +234,7 @@ fn stats_file() -> impl Strategy<Value = String> {
 
 /// Every value usable: what planning may rely on after a load.
 fn assert_sane(stats: &DeliveryStats) {
-    assert!(stats.decay.is_sane(), "{:?}", stats.decay);
-    for (url, s) in stats.iter() {
-        assert!(s.is_sane(), "{url:?}: {s:?}");
-    }
-    for (author, a) in stats.authors() {
-        assert!(a.is_sane(), "{author}: {a:?}");
-    }
+    testkit::assert_sane(stats);
     let mut again = stats.clone();
     assert_eq!(again.sanitize(), 0, "sanitising sane stats changes nothing");
 }

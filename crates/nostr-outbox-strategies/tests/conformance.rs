@@ -5,16 +5,22 @@ use nostr_outbox_core::registry;
 use nostr_outbox_core::testkit::check_config_toml;
 use nostr_outbox_core::RouterConfig;
 
+/// Every name of `expected` is among the registered `names`.
+fn assert_registered<'a>(names: impl Iterator<Item = &'a str>, expected: &[&str]) {
+    let names: Vec<&str> = names.collect();
+    for expected in expected {
+        assert!(names.contains(expected), "`{expected}` is not registered");
+    }
+}
+
 #[test]
 fn every_registered_strategy_passes_the_suite() {
     nostr_outbox_strategies::link();
     let strategies = registry::strategies();
-    for expected in ["greedy", "stochastic", "filter_decomposition", "per_author"] {
-        assert!(
-            strategies.iter().any(|d| d.name == expected),
-            "`{expected}` is not registered"
-        );
-    }
+    assert_registered(
+        strategies.iter().map(|d| d.name),
+        &["greedy", "stochastic", "filter_decomposition", "per_author"],
+    );
     for d in &strategies {
         let failures = check_config_toml(&d.example_router_toml(8).unwrap());
         assert!(failures.is_empty(), "`{}`: {failures:#?}", d.name);
@@ -25,12 +31,10 @@ fn every_registered_strategy_passes_the_suite() {
 fn every_scorer_pairing_a_strategy_accepts_passes_the_suite() {
     nostr_outbox_strategies::link();
     let scorers = registry::scorers();
-    for expected in ["coverage", "uniform", "thompson", "fixed_thompson"] {
-        assert!(
-            scorers.iter().any(|d| d.name == expected),
-            "`{expected}` is not registered"
-        );
-    }
+    assert_registered(
+        scorers.iter().map(|d| d.name),
+        &["coverage", "uniform", "thompson", "fixed_thompson"],
+    );
     let mut accepted = Vec::new();
     for strategy in registry::strategies() {
         for scorer in &scorers {

@@ -47,6 +47,15 @@ impl World {
         self
     }
 
+    /// A world of `follows` follows, each `(relay, authors)` writing there.
+    fn writing(follows: u64, writes: &[(&str, std::ops::Range<usize>)]) -> Self {
+        let mut w = Self::new(follows);
+        for (relay, who) in writes {
+            w.writes(relay, who.clone());
+        }
+        w
+    }
+
     /// `relay` leaves every list.
     fn remove_relay(&mut self, relay: &str) -> &mut Self {
         for list in self.lists.values_mut() {
@@ -198,13 +207,9 @@ fn defaults_are_a_quarter_margin_and_thirty_seconds() {
 
 /// Authors 0..6 on A, 4..10 on B, and 0..3 on F only on even ticks.
 fn flapping_world(flap_on: bool) -> World {
-    let mut w = World::new(10);
-    w.writes("wss://a.example", 0..6)
-        .writes("wss://b.example", 4..10);
-    if flap_on {
-        w.writes("wss://flap.example", 0..3);
-    }
-    w
+    let third = if flap_on { 0..3 } else { 0..0 };
+    let (a, b) = ("wss://a.example", "wss://b.example");
+    World::writing(10, &[(a, 0..6), (b, 4..10), ("wss://flap.example", third)])
 }
 
 #[test]
@@ -258,14 +263,17 @@ fn a_flapping_challenger_never_gets_in() {
 
 /// A: 0..5, B: 5..8, C: 8..10 (budget 2 leaves C's authors in the residual).
 fn improvement_world(improved: bool) -> World {
-    let mut w = World::new(10);
-    w.writes("wss://a.example", 0..5)
-        .writes("wss://b.example", 5..8)
-        .writes("wss://c.example", 8..10);
-    if improved {
-        w.writes("wss://n.example", 5..10);
-    }
-    w
+    let better = if improved { 5..10 } else { 5..5 };
+    let (a, b, c) = ("wss://a.example", "wss://b.example", "wss://c.example");
+    World::writing(
+        10,
+        &[
+            (a, 0..5),
+            (b, 5..8),
+            (c, 8..10),
+            ("wss://n.example", better),
+        ],
+    )
 }
 
 #[test]
@@ -340,13 +348,9 @@ fn the_longest_settle_window_never_settles_instead_of_wrapping_to_zero() {
 
 /// A: 0..5, B: 5..13 (8 follows); with the challenger, M: 5..14 (9 follows, < 1.25 × 8).
 fn margin_world(challenger: bool) -> World {
-    let mut w = World::new(20);
-    w.writes("wss://a.example", 0..5)
-        .writes("wss://b.example", 5..13);
-    if challenger {
-        w.writes("wss://m.example", 5..14);
-    }
-    w
+    let third = if challenger { 5..14 } else { 5..5 };
+    let (a, b) = ("wss://a.example", "wss://b.example");
+    World::writing(20, &[(a, 0..5), (b, 5..13), ("wss://m.example", third)])
 }
 
 #[test]
@@ -394,17 +398,19 @@ fn an_interrupted_advantage_restarts_the_window() {
     assert_eq!(dials, [("wss://n.example".to_string(), 1_070)]);
 }
 
-#[test]
-fn a_dead_incumbent_is_replaced_immediately() {
+/// Hysteresis (one follow's coverage, 30 s to settle) that planned [`improvement_world`] once
+/// with a budget of two, and its slots.
+fn planned_once() -> (Hysteresis, Slots) {
     let mut h = hysteresis(1, 1.25, 30);
     let mut slots = Slots::new();
-    tick(
-        &mut h,
-        &mut slots,
-        &improvement_world(false).table(),
-        2,
-        1_000,
-    );
+    let table = improvement_world(false).table();
+    tick(&mut h, &mut slots, &table, 2, 1_000);
+    (h, slots)
+}
+
+#[test]
+fn a_dead_incumbent_is_replaced_immediately() {
+    let (mut h, mut slots) = planned_once();
     // B leaves every list; its authors also write to D (and C's authors stay residual).
     let mut w = improvement_world(false);
     w.remove_relay("wss://b.example")
@@ -419,15 +425,7 @@ fn a_dead_incumbent_is_replaced_immediately() {
     );
 
     // Without an alternative relay the authors go to the residual in the same plan.
-    let mut h = hysteresis(1, 1.25, 30);
-    let mut slots = Slots::new();
-    tick(
-        &mut h,
-        &mut slots,
-        &improvement_world(false).table(),
-        2,
-        1_000,
-    );
+    let (mut h, mut slots) = planned_once();
     let mut w = improvement_world(false);
     w.remove_relay("wss://b.example");
     let table = w.table();

@@ -27,13 +27,16 @@ fn names_are_snake_case_and_unique_across_strategies_and_scorers() {
     }
 }
 
+/// The example table of the registration `name`, which must have one.
+fn example<E: std::fmt::Display>(name: &str, table: Result<toml::Table, E>) -> toml::Table {
+    table.unwrap_or_else(|e| panic!("`{name}`: example: {e}"))
+}
+
 #[test]
 fn every_strategy_example_parses_builds_and_round_trips_through_toml() {
     nostr_outbox_strategies::link();
     for d in registry::strategies() {
-        let table = d
-            .example_table()
-            .unwrap_or_else(|e| panic!("`{}`: example: {e}", d.name));
+        let table = example(d.name, d.example_table());
         assert_eq!(
             table.get("type").and_then(|t| t.as_str()),
             Some(d.name),
@@ -102,9 +105,7 @@ fn every_strategy_plans_under_its_registered_name() {
 fn every_scorer_example_parses_inside_a_strategy_and_round_trips() {
     nostr_outbox_strategies::link();
     for d in registry::scorers() {
-        let table = d
-            .example_table()
-            .unwrap_or_else(|e| panic!("`{}`: example: {e}", d.name));
+        let table = example(d.name, d.example_table());
         assert_eq!(table.get("type").and_then(|t| t.as_str()), Some(d.name));
         let parsed: Box<dyn nostr_outbox_core::ScorerConfig> = toml::Value::Table(table.clone())
             .try_into()

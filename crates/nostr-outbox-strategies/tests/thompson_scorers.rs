@@ -49,13 +49,18 @@ fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
     }
 }
 
+/// A default fixed-Thompson scorer and the seeded draws it takes.
+fn fixed_thompson() -> (ChaCha8Rng, FixedThompson) {
+    let rng = ChaCha8Rng::seed_from_u64(8);
+    (rng, FixedThompson::new(ThompsonOptions::default()))
+}
+
 #[test]
 fn fixed_thompson_supports_lazy_greedy_and_scales_with_coverage() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
     let input = input(&t, &stats);
-    let mut rng = ChaCha8Rng::seed_from_u64(8);
-    let mut s = FixedThompson::new(ThompsonOptions::default());
+    let (mut rng, mut s) = fixed_thompson();
     assert!(s.supports_lazy_greedy());
     s.prepare(&input, &mut rng);
     for r in t.relays() {
@@ -99,8 +104,7 @@ fn fixed_thompson_draws_lazily_and_caches_relays_first_seen_mid_run() {
     let t = random_table(WorldShape::small(), 4);
     let stats = learned(&t);
     let input = input(&t, &stats);
-    let mut rng = ChaCha8Rng::seed_from_u64(8);
-    let mut s = FixedThompson::new(ThompsonOptions::default());
+    let (mut rng, mut s) = fixed_thompson();
     s.prepare(&input, &mut rng);
     // Nothing drawn at prepare time.
     assert!(t.relays().all(|r| s.cached(r).is_none()));

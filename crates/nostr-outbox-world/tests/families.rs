@@ -129,23 +129,23 @@ fn empty_listed_relays(world: &World) -> Vec<String> {
 
 /// Mean declared write relays per follow with a list.
 fn mean_write_relays(world: &World) -> f64 {
+    let lens = list_lengths(world);
+    lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64
+}
+
+/// How many write relays each follow's declared list names (follows without a list left out).
+fn list_lengths(world: &World) -> Vec<usize> {
     let table = declared(world);
-    let lens: Vec<usize> = table
+    table
         .authors()
         .filter(|&a| table.has_list(a))
         .map(|a| table.write_relays(a).len())
-        .collect();
-    lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64
+        .collect()
 }
 
 /// Share of the follows' lists that name exactly one write relay.
 fn single_relay_list_share(world: &World) -> f64 {
-    let table = declared(world);
-    let lens: Vec<usize> = table
-        .authors()
-        .filter(|&a| table.has_list(a))
-        .map(|a| table.write_relays(a).len())
-        .collect();
+    let lens = list_lengths(world);
     lens.iter().filter(|&&n| n == 1).count() as f64 / lens.len().max(1) as f64
 }
 

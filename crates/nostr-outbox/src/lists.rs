@@ -21,7 +21,7 @@ use nostr_outbox_client::routes::lists::{
     edit_list, list_targets, relay_tag_name, ListChange, ListEdit, ListTargets, Marker,
 };
 use nostr_outbox_core::RouterConfig;
-use nostr_outbox_runtime::{PublishConfig, PublishReport, RuntimeConfig};
+use nostr_outbox_runtime::{PublishConfig, PublishReport};
 
 use crate::reader::{canonical_relays, ReaderArgs};
 use crate::text::{escape, json_safe};
@@ -140,25 +140,9 @@ async fn lists(args: Args) -> anyhow::Result<ExitCode> {
                 .indexers
         }
     };
-    let runtime_config = RuntimeConfig {
-        connect_timeout: args.connect_timeout,
-        eose_timeout: args.eose_timeout,
-        once: true,
-        seed: rand::random(),
-        ..RuntimeConfig::default()
-    };
+    let runtime_config = crate::reader::one_pass(args.connect_timeout, args.eose_timeout);
     let mut reader = args.reader.open(runtime_config, &[]).await?;
-    let keys = reader.client.signer().cloned();
-    let pubkey = match (reader.pubkey, &keys) {
-        (Some(pk), _) => pk,
-        (None, Some(keys)) => keys.public_key(),
-        (None, None) => {
-            bail!("whose lists? give --npub, or the reader's --secret-key-file or --bunker")
-        }
-    };
-    if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
-        bail!("the secret key is not the reader's (--npub): only the reader's key signs its lists");
-    }
+    let (pubkey, keys) = reader.owner("lists", "only the reader's key signs its lists")?;
     if edit.is_some() && keys.is_none() {
         bail!(
             "changing a list needs the reader's secret key, which signs it: give \

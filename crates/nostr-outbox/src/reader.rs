@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nostr::event::{Event, Kind};
@@ -13,7 +14,7 @@ use nostr::key::PublicKey;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder, StateStore};
 use nostr_outbox_core::{DeliveryStats, UrlPolicy};
 use nostr_outbox_runtime::store::Kept;
-use nostr_outbox_runtime::{Client, Lookup, RuntimeConfig, SocketBudget};
+use nostr_outbox_runtime::{Client, Lookup, RuntimeConfig, Signer, SocketBudget};
 
 /// The reader options, flattened into a command's arguments (`outbox feed` and the reading
 /// commands take them alike).
@@ -193,6 +194,17 @@ impl ReaderArgs {
     }
 }
 
+/// The knobs of a command that asks once and ends: its connect and EOSE waits, a fresh seed.
+pub fn one_pass(connect_timeout: Duration, eose_timeout: Duration) -> RuntimeConfig {
+    RuntimeConfig {
+        connect_timeout,
+        eose_timeout,
+        once: true,
+        seed: rand::random(),
+        ..RuntimeConfig::default()
+    }
+}
+
 /// A public key from an npub or hex, with an error that quotes it unless it may be a secret
 /// key ([`crate::text::quoted_arg`]).
 pub fn parse_key(raw: &str) -> anyhow::Result<PublicKey> {
@@ -234,6 +246,23 @@ impl Reader {
             }
         }
         out
+    }
+
+    /// Whose `what` the command is about: `--npub`, else the signer's; a signer given with
+    /// `--npub` must be the reader's, for `why` (what only the reader's key does).
+    pub fn owner(&self, what: &str, why: &str) -> anyhow::Result<(PublicKey, Option<Signer>)> {
+        let keys = self.client.signer().cloned();
+        let pubkey = match (self.pubkey, &keys) {
+            (Some(pubkey), _) => pubkey,
+            (None, Some(keys)) => keys.public_key(),
+            (None, None) => {
+                bail!("whose {what}? give --npub, or the reader's --secret-key-file or --bunker")
+            }
+        };
+        if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
+            bail!("the secret key is not the reader's (--npub): {why}");
+        }
+        Ok((pubkey, keys))
     }
 
     /// The learned relay stats (never asked relays rank alike without them); an unreadable

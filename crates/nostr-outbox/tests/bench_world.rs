@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use nostr_outbox_fleet::cli;
 use nostr_outbox_sim::World;
 
 fn examples_dir() -> PathBuf {
@@ -11,10 +12,7 @@ fn examples_dir() -> PathBuf {
 }
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 fn bench_on(world: &Path, extra: &[&str]) -> Output {
@@ -151,26 +149,38 @@ fn config(dir: &Path, name: &str, toml: &str) -> PathBuf {
     path
 }
 
-/// `outbox plan` on the example world with `extra`, its plan file's text.
-fn plan_with(config: &Path, out: &Path, extra: &[&str]) -> String {
+/// `outbox plan` on the example world with `extra`, writing to `out`.
+fn plan_run(config: &Path, out: &Path, extra: &[&str]) -> Output {
     let world = examples_dir().join("world.json");
-    let mut args = vec![
-        "plan",
-        "--world",
+    let (world, config, out) = (
         world.to_str().unwrap(),
-        "--config",
         config.to_str().unwrap(),
-        "--out",
         out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let run = outbox(&args);
+    );
+    outbox(
+        &[
+            &["plan", "--world", world, "--config", config, "--out", out],
+            extra,
+        ]
+        .concat(),
+    )
+}
+
+/// [`plan_run`], which must succeed; its plan file's text.
+fn plan_with(config: &Path, out: &Path, extra: &[&str]) -> String {
+    let run = plan_run(config, out, extra);
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
     read(out)
+}
+
+/// A `recall` config of `max_connections` in `dir`.
+fn recall(dir: &Path, max_connections: usize) -> PathBuf {
+    let toml = format!("max_connections = {max_connections}\n[strategy]\ntype = \"recall\"\n");
+    config(dir, "recall.toml", &toml)
 }
 
 /// Every session's plan for every window, and the stats learned by each session, written out;
@@ -180,11 +190,7 @@ fn plan_with(config: &Path, out: &Path, extra: &[&str]) -> String {
 #[test]
 fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let recall = config(
-        dir.path(),
-        "recall.toml",
-        "max_connections = 3\n[strategy]\ntype = \"recall\"\n",
-    );
+    let recall = recall(dir.path(), 3);
     let thompson = config(
         dir.path(),
         "thompson.toml",
@@ -266,11 +272,7 @@ fn written_stats_and_window_plans_are_reproduced_by_outbox_plan() {
 #[test]
 fn a_re_planned_session_writes_what_every_wave_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let recall = config(
-        dir.path(),
-        "recall.toml",
-        "max_connections = 3\n[strategy]\ntype = \"recall\"\n",
-    );
+    let recall = recall(dir.path(), 3);
     let world = examples_dir().join("world.json");
     let pairs = |path: &Path| -> BTreeSet<(String, String)> {
         let file = nostr_outbox_sim::PlanFile::from_json(&read(path))
@@ -486,22 +488,8 @@ fn the_live_bench_runs_a_config_file() {
 #[test]
 fn the_plan_summary_counts_the_budget_beyond_the_readers_relays() {
     let dir = tempfile::tempdir().unwrap();
-    let recall = config(
-        dir.path(),
-        "recall.toml",
-        "max_connections = 1\n[strategy]\ntype = \"recall\"\n",
-    );
-    let world = examples_dir().join("world.json");
-    let out = dir.path().join("plan.json");
-    let run = outbox(&[
-        "plan",
-        "--world",
-        world.to_str().unwrap(),
-        "--config",
-        recall.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let recall = recall(dir.path(), 1);
+    let run = plan_run(&recall, &dir.path().join("plan.json"), &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(

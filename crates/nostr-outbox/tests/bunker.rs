@@ -14,7 +14,7 @@ use nostr::nips::nip59::GiftWrapBuilder;
 use nostr_relay_builder::prelude as rb;
 
 use nostr_outbox_fleet::{
-    cli, dm_list, signed, silent_bunker, strings, texts, RealRelay, RemoteSigner,
+    cli, dm_list, follows_file, silent_bunker, strings, texts, RealRelay, RemoteSigner,
 };
 use nostr_outbox_runtime::signer::nip46::Bunker;
 
@@ -43,18 +43,8 @@ async fn a_feed_a_publish_and_a_dm_read_sign_with_the_remote_signer_alone() {
     })
     .await;
     let author = fixed(0x62);
-    for n in 0..3u64 {
-        let note = signed(
-            &author,
-            Kind::TextNote,
-            &format!("private {n}"),
-            vec![],
-            60 + n,
-        );
-        private.store(&note).await;
-    }
-    let follows = dir.path().join("follows.txt");
-    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    private.store_notes(&author, 3, "private ").await;
+    let follows = follows_file(dir.path(), &[author.public_key()]);
     let out = outbox(strings(&[
         "feed",
         "--once",
@@ -155,23 +145,20 @@ async fn a_feed_a_publish_and_a_dm_read_sign_with_the_remote_signer_alone() {
     );
 }
 
+/// `outbox dms` of `relay` signed by the remote signer at `bunker`, with `extra` arguments.
+async fn dms_through(relay: &RealRelay, bunker: &str, extra: &[&str]) -> Output {
+    let fixed = ["dms", "--allow-local", "--no-stats", "--relays", &relay.url];
+    outbox(strings(
+        &[&fixed[..], &["--bunker", bunker], extra].concat(),
+    ))
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signer_that_never_answers_is_a_clear_error_naming_it() {
     let relay = RealRelay::start().await;
     let url = silent_bunker(&relay);
-    let out = outbox(strings(&[
-        "dms",
-        "--allow-local",
-        "--no-stats",
-        "--relays",
-        &relay.url,
-        "--bunker",
-        &url,
-        "--signer-timeout",
-        "2",
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_through(&relay, &url, &["--signer-timeout", "2", "--decrypt"]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
@@ -190,21 +177,14 @@ async fn a_kept_client_key_is_made_once_owner_only_and_used_again() {
     let relay = RealRelay::start().await;
     let url = silent_bunker(&relay);
     let key_file = dir.path().join("bunker-client.nsec");
-    let run = || {
-        outbox(strings(&[
-            "dms",
-            "--allow-local",
-            "--no-stats",
-            "--relays",
-            &relay.url,
-            "--bunker",
-            &url,
-            "--bunker-client-key-file",
-            &key_file.display().to_string(),
-            "--signer-timeout",
-            "1",
-        ]))
-    };
+    let key_arg = key_file.display().to_string();
+    let extra = [
+        "--bunker-client-key-file",
+        &key_arg,
+        "--signer-timeout",
+        "1",
+    ];
+    let run = || dms_through(&relay, &url, &extra);
     let out = run().await;
     assert_eq!(out.status.code(), Some(1), "{}", texts(&out).1);
     let first = std::fs::read_to_string(&key_file).unwrap();

@@ -1,19 +1,19 @@
 //! A closed stdout (`outbox ... | head`, `| true`) ends a command cleanly: exit 0, no panic.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use nostr_outbox_fleet::cli;
 
 /// Runs `outbox args` with stdout a pipe whose reading end is already closed, so every write
 /// fails with a broken pipe.
 fn with_closed_stdout(args: &[&str]) -> std::process::Output {
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .stdout(Stdio::from(writer))
-        .stderr(Stdio::piped())
-        .output()
-        .expect("the binary runs")
+        .stdout(Stdio::from(writer));
+    cli::output(cmd)
 }
 
 #[test]

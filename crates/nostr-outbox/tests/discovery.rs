@@ -3,13 +3,13 @@
 //! (the config's, or the reader's kind:10006) are never asked. Local relays on 127.0.0.1.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, signed, RealRelay};
 
 const NOTES: u64 = 4;
 
@@ -47,23 +47,21 @@ fn follows_file(dir: &Path, keys: &[Keys]) -> std::path::PathBuf {
 }
 
 async fn run(args: Vec<String>) -> (Output, String, String) {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args([
-                "feed",
-                "--once",
-                "--verbose",
-                "--allow-local",
-                "--since",
-                "7d",
-            ])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let fixed = [
+        "feed",
+        "--once",
+        "--verbose",
+        "--allow-local",
+        "--since",
+        "7d",
+    ];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "3s"];
+    let out = cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[&fixed[..], &waits].concat(),
+        args,
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stderr}");
@@ -92,7 +90,7 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
     const FOLLOWS: u32 = 6;
     let reader = RealRelay::start().await; // holds nothing: no lists, no notes
     let indexer = RealRelay::start().await;
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let keys = authors(FOLLOWS, &[&a, &b], &indexer).await;
     let dir = tempfile::tempdir().unwrap();
     let follows = follows_file(dir.path(), &keys);
@@ -137,11 +135,7 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
 async fn relays_denied_by_config_or_by_the_readers_blocked_list_are_never_asked() {
     const FOLLOWS: u32 = 6;
     let reader = RealRelay::start().await;
-    let (denied, blocked, open) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [denied, blocked, open] = RealRelay::several().await;
     let keys = authors(FOLLOWS, &[&denied, &blocked, &open], &reader).await;
     // The reader follows them (kind:3) and blocks one relay (kind:10006).
     let me = key(1);

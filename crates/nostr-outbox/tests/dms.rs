@@ -4,14 +4,16 @@
 //! has no DM relay list.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
-use nostr_outbox_fleet::{cli, dead_url, dm_list, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{
+    cli, dead_url, dm_list, now, relay_list, sealed_as, signed, strings, texts, RealRelay,
+};
 
 fn fixed(n: u8) -> Keys {
     Keys::new(SecretKey::from_slice(&[n; 32]).unwrap())
@@ -57,6 +59,22 @@ async fn dms(args: Vec<String>) -> Output {
     .await
 }
 
+/// [`dms`] asking `relays`, signed in with the key file `key` if one is given, with `extra`
+/// arguments.
+async fn dms_on(relays: &str, key: Option<&str>, extra: &[&str]) -> Output {
+    dms(on(relays, key, extra)).await
+}
+
+/// `--relays relays`, `--secret-key-file key` if one is given, and `extra`.
+fn on(relays: &str, key: Option<&str>, extra: &[&str]) -> Vec<String> {
+    let mut args = strings(&["--relays", relays]);
+    if let Some(key) = key {
+        args.extend(strings(&["--secret-key-file", key]));
+    }
+    args.extend(strings(extra));
+    args
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_opened() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,16 +94,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let key = key_file(dir.path(), &reader);
     let key = key.display().to_string();
 
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--npub", &npub, "--decrypt"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let alice_npub = alice.public_key().to_bech32().unwrap();
@@ -120,15 +129,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     assert!(!stdout.contains(&home.url));
 
     // JSON: one object per line, the text as it was.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-        "--json",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--decrypt", "--json"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stderr}");
     let docs: Vec<serde_json::Value> = stdout
@@ -147,27 +148,17 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     // A closed stdout ends the run cleanly.
     let (closed, writer) = std::io::pipe().unwrap();
     drop(closed);
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["dms", "--allow-local", "--no-stats", "--decrypt"])
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["dms", "--allow-local", "--no-stats", "--decrypt"])
         .args(["--relays", &home.url, "--secret-key-file", &key])
-        .env_remove("OUTBOX_SECRET_KEY")
-        .stdout(std::process::Stdio::from(writer))
-        .output()
-        .unwrap();
+        .stdout(std::process::Stdio::from(writer));
+    let out = cli::output_of(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     // Signed in but not opened: the wraps as they are.
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key,
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key), &["--npub", &npub]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
@@ -175,7 +166,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     assert!(!stdout.contains("meet at"), "{stdout}");
 
     // Without the key the DM relay refuses, and the error says what to give.
-    let out = dms(strings(&["--npub", &npub, "--relays", &home.url])).await;
+    let out = dms_on(&home.url, None, &["--npub", &npub]).await;
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
@@ -191,14 +182,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
 
     // --decrypt without a key, and someone else's key, are refused before anything is asked.
     let asked = home.counter.reqs().len();
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, None, &["--npub", &npub, "--decrypt"]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
     assert!(
@@ -208,15 +192,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let other = key_file(&other, &alice).display().to_string();
-    let out = dms(strings(&[
-        "--npub",
-        &npub,
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &other,
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&other), &["--npub", &npub]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("not the reader's"), "{stderr}");
@@ -229,15 +205,10 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
     let (reader, bob) = (fixed(0x22), fixed(0xb0));
     let home = RealRelay::start().await;
     let inbox = dm_relay().await;
-    home.store(&signed(
+    home.store(&relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", inbox.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", home.url.as_str(), "write"]).unwrap(),
-        ],
-        60,
+        now() - 60,
+        &[(&inbox.url, Some("read")), (&home.url, Some("write"))],
     ))
     .await;
     inbox
@@ -275,7 +246,7 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
 
     // Nobody to ask: an error that says why, not an empty success.
     let dead = dead_url().await;
-    let out = dms(strings(&["--relays", &dead, "--secret-key-file", &key])).await;
+    let out = dms_on(&dead, Some(&key), &[]).await;
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -288,21 +259,16 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
 async fn a_dm_list_only_an_indexer_has_is_found_there() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, carol) = (fixed(0x23), fixed(0xc0));
-    let home = RealRelay::start().await;
-    let indexer = RealRelay::start().await;
+    let [home, indexer] = RealRelay::several().await;
     let dm = dm_relay().await;
     indexer.store(&dm_list(&reader, &[&dm.url])).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
     let key = key_file(dir.path(), &reader).display().to_string();
-    let out = dms(strings(&[
-        "--relays",
+    let out = dms_on(
         &home.url,
-        "--indexers",
-        &indexer.url,
-        "--secret-key-file",
-        &key,
-        "--decrypt",
-    ]))
+        Some(&key),
+        &["--indexers", &indexer.url, "--decrypt"],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -311,31 +277,6 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
         "{stderr}"
     );
     assert!(stdout.contains("via the indexer"), "{stdout}");
-}
-
-/// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is kind
-/// 13 without tags), wrapped for `to` by a fresh key.
-fn sealed_as(
-    from: &Keys,
-    to: &Keys,
-    rumor: &nostr::event::UnsignedEvent,
-    kind: Kind,
-    tags: Vec<Tag>,
-) -> Event {
-    use nostr::nips::nip44;
-    let to = to.public_key();
-    let version = nip44::Version::default();
-    let content = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
-    let seal = EventBuilder::new(kind, content)
-        .tags(tags)
-        .finalize(from)
-        .unwrap();
-    let once = Keys::generate();
-    let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
-    EventBuilder::new(Kind::GiftWrap, content)
-        .tag(Tag::public_key(to))
-        .finalize(&once)
-        .unwrap()
 }
 
 /// A "seal" that is not one (a kind:1 note, a seal with tags) does not open; one message
@@ -354,12 +295,18 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     };
     let once = rumor("sent once, wrapped thrice");
     for _ in 0..3 {
-        dm.store(&sealed_as(&alice, &reader, &once, Kind::Seal, vec![]))
-            .await;
+        dm.store(&sealed_as(
+            &alice,
+            reader.public_key(),
+            &once,
+            Kind::Seal,
+            vec![],
+        ))
+        .await;
     }
     dm.store(&sealed_as(
         &alice,
-        &reader,
+        reader.public_key(),
         &rumor("a note, not a seal"),
         Kind::TextNote,
         vec![],
@@ -368,7 +315,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     let tags = vec![Tag::public_key(reader.public_key())];
     dm.store(&sealed_as(
         &alice,
-        &reader,
+        reader.public_key(),
         &rumor("a seal with tags"),
         Kind::Seal,
         tags,
@@ -407,6 +354,11 @@ async fn read_dms(relay: &str, key: &str) -> (String, String) {
     (stdout, stderr)
 }
 
+/// [`send`] asking `relays`, signed by the key file `key`, with `extra` arguments.
+async fn send_from(relays: &str, key: Option<&str>, extra: &[&str]) -> Output {
+    send(on(relays, key, extra)).await
+}
+
 /// Runs `outbox dms send` with short timeouts and no store.
 async fn send(args: Vec<String>) -> Output {
     let fixed = ["dms", "send", "--allow-local", "--no-stats"];
@@ -440,20 +392,13 @@ async fn lists_on(home: &RealRelay, keys: &Keys, decoy: &RealRelay, dm: &RealRel
 async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (fixed(0x41), fixed(0x42), fixed(0x43));
-    let home = RealRelay::start().await;
-    let decoy = RealRelay::start().await;
+    let [home, decoy] = RealRelay::several().await;
     let (dm_a, dm_b) = (signed_in_dm_relay().await, signed_in_dm_relay().await);
     lists_on(&home, &a, &decoy, &dm_a).await;
     lists_on(&home, &b, &decoy, &dm_b).await;
     // C has a relay list and no DM relay list.
-    home.store(&signed(
-        &c,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", decoy.url.as_str()]).unwrap()],
-        60,
-    ))
-    .await;
+    home.store(&relay_list(&c, now() - 60, &[(&decoy.url, None)]))
+        .await;
     let key_of = |name: &str, keys: &Keys| {
         let sub = dir.path().join(name);
         std::fs::create_dir(&sub).unwrap();
@@ -462,19 +407,19 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     let (key_a, key_b) = (key_of("a", &a), key_of("b", &b));
     let npub = |k: &Keys| k.public_key().to_bech32().unwrap();
 
-    let out = send(strings(&[
-        "--relays",
+    let out = send_from(
         &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--to",
-        &npub(&b),
-        "--to",
-        &npub(&c),
-        "--message",
-        "lunch at one?",
-        "--json",
-    ]))
+        Some(&key_a),
+        &[
+            "--to",
+            &npub(&b),
+            "--to",
+            &npub(&c),
+            "--message",
+            "lunch at one?",
+            "--json",
+        ],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -521,28 +466,16 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
         .expect(&stdout);
     assert!(line.contains(&npub(&a)), "{line}");
     // A's copy opens for A.
-    let out = dms(strings(&[
-        "--relays",
-        &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--decrypt",
-    ]))
-    .await;
+    let out = dms_on(&home.url, Some(&key_a), &["--decrypt"]).await;
     let (stdout, _) = texts(&out);
     assert!(stdout.contains("lunch at one?"), "{stdout}");
 
     // Text: per recipient, which relays took it; nobody reachable is exit status 1.
-    let out = send(strings(&[
-        "--relays",
+    let out = send_from(
         &home.url,
-        "--secret-key-file",
-        &key_a,
-        "--to",
-        &npub(&c),
-        "--message",
-        "anyone?",
-    ]))
+        Some(&key_a),
+        &["--to", &npub(&c), "--message", "anyone?"],
+    )
     .await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");

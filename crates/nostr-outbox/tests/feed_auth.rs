@@ -4,14 +4,13 @@
 //! clear error that never repeats what the file holds.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{dead_url, signed, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, follows_file, RealRelay};
 
 const NOTES: u64 = 5;
 
@@ -25,18 +24,8 @@ async fn private_relay(dir: &Path) -> (RealRelay, String, PathBuf) {
     })
     .await;
     let author = Keys::new(SecretKey::from_slice(&[0x31; 32]).unwrap());
-    for n in 0..NOTES {
-        let note = signed(
-            &author,
-            Kind::TextNote,
-            &format!("private note {n}"),
-            vec![],
-            60 + n,
-        );
-        relay.store(&note).await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
+    relay.store_notes(&author, NOTES, "private note ").await;
+    let follows = follows_file(dir, &[author.public_key()]);
     let url = relay.url.clone();
     (relay, url, follows)
 }
@@ -53,6 +42,12 @@ fn key_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// [`feed`] signed with the key file `key`, nothing from the environment.
+async fn feed_signed(relay: &str, follows: &Path, key: &Path) -> Output {
+    let key = key.display().to_string();
+    feed(relay, follows, vec!["--secret-key-file".into(), key], None).await
+}
+
 /// Runs `outbox feed --once` on `relay` with extra arguments and environment.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
     let mut args = vec!["--no-stats".to_string()];
@@ -63,23 +58,12 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>, env: Option<Strin
 /// Runs `outbox feed --once` on `relay` with `extra` arguments (a store among them or
 /// `--no-stats`) and environment.
 async fn feed_with(relay: &str, follows: &Path, extra: Vec<String>, env: Option<String>) -> Output {
-    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-        cmd.args(["feed", "--once", "--allow-local", "--seed", "1"])
-            .args(["--relays", &relay])
-            .arg("--follows")
-            .arg(&follows)
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .args(extra)
-            .env_remove("OUTBOX_SECRET_KEY");
-        if let Some(value) = env {
-            cmd.env("OUTBOX_SECRET_KEY", value);
-        }
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap()
+    let mut cmd = cli::feed_once_command(env!("CARGO_BIN_EXE_outbox"), relay, follows);
+    cmd.args(extra);
+    if let Some(value) = env {
+        cmd.env("OUTBOX_SECRET_KEY", value);
+    }
+    cli::output_of(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,13 +121,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     let (_relay, url, follows) = private_relay(dir.path()).await;
     let secretish = "nsec1thisisnotakeybutlooksprivate";
     let bad = key_file(dir.path(), "bad.key", secretish);
-    let out = feed(
-        &url,
-        &follows,
-        vec!["--secret-key-file".into(), bad.display().to_string()],
-        None,
-    )
-    .await;
+    let out = feed_signed(&url, &follows, &bad).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -161,13 +139,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let out = feed(
-            &url,
-            &follows,
-            vec!["--secret-key-file".into(), open.display().to_string()],
-            None,
-        )
-        .await;
+        let out = feed_signed(&url, &follows, &open).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         assert!(stderr.contains("chmod 600"), "{stderr}");
@@ -196,11 +168,10 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     assert!(!stderr.contains(secretish), "{stderr}");
 
     // Help never shows the variable's value.
-    let help = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["feed", "--help"])
-        .env("OUTBOX_SECRET_KEY", &good)
-        .output()
-        .unwrap();
+    let mut help = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    help.args(["feed", "--help"])
+        .env("OUTBOX_SECRET_KEY", &good);
+    let help = cli::output_of(help).await;
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("--secret-key-file"), "{text}");
     assert!(!text.contains(&good), "{text}");
@@ -254,20 +225,14 @@ async fn a_key_file_holding_the_readers_public_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
     let file = key_file(dir.path(), "reader.key", &reader.public_key().to_hex());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--once", "--allow-local", "--no-stats"])
-            .args(["--relays", "ws://127.0.0.1:9"])
-            .args(["--npub", &reader.public_key().to_bech32().unwrap()])
-            .arg("--secret-key-file")
-            .arg(&file)
-            .args(["--connect-timeout", "1s"])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["feed", "--once", "--allow-local", "--no-stats"])
+        .args(["--relays", "ws://127.0.0.1:9"])
+        .args(["--npub", &reader.public_key().to_bech32().unwrap()])
+        .arg("--secret-key-file")
+        .arg(&file)
+        .args(["--connect-timeout", "1s"]);
+    let out = cli::output_of(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -311,24 +276,17 @@ async fn a_refused_follow_list_lookup_says_why() {
     let reader = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
     let npub = reader.public_key().to_bech32().unwrap();
     let relays = format!("{url},{dead}");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args([
-                "feed",
-                "--once",
-                "--allow-local",
-                "--no-stats",
-                "--seed",
-                "1",
-            ])
-            .args(["--relays", &relays, "--npub", &npub])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let fixed = [
+        "feed",
+        "--once",
+        "--allow-local",
+        "--no-stats",
+        "--seed",
+        "1",
+    ];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "2s"];
+    let args = [&fixed[..], &["--relays", &relays, "--npub", &npub], &waits].concat();
+    let out = cli::run(env!("CARGO_BIN_EXE_outbox"), &args, Vec::new()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(!stderr.contains("no follow list"), "{stderr}");

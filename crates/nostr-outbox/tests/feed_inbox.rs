@@ -3,13 +3,13 @@
 //! 127.0.0.1.
 
 use std::collections::BTreeSet;
-use std::process::Command;
+use std::process::Output;
 
 use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, now, relay_list, signed, RealRelay};
 
 /// A note by `author` tagging `whom`.
 fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
@@ -17,21 +17,20 @@ fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
     signed(author, Kind::TextNote, text, vec![p], 120)
 }
 
+/// Runs `outbox feed --inbox --once --json` for `reader` asking `relays` (comma-separated).
+async fn run_inbox(reader: &Keys, relays: &str) -> Output {
+    let npub = reader.public_key().to_bech32().unwrap();
+    let fixed = ["feed", "--inbox", "--once", "--json", "--no-stats"];
+    let args = ["--allow-local", "--since", "7d", "--npub", &npub];
+    let waits = ["--connect-timeout", "2s", "--eose-timeout", "3s"];
+    let args = [&fixed[..], &args, &waits, &["--relays", relays]].concat();
+    cli::run(env!("CARGO_BIN_EXE_outbox"), &args, Vec::new()).await
+}
+
 /// Runs `outbox feed --inbox --once` for `reader`; returns the ids printed and stderr.
 async fn inbox(reader: &Keys, relays: &[&RealRelay]) -> (BTreeSet<String>, String) {
-    let npub = reader.public_key().to_bech32().unwrap();
     let relays: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--inbox", "--once", "--json", "--no-stats"])
-            .args(["--allow-local", "--since", "7d", "--npub", &npub])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(["--relays", &relays.join(",")])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_inbox(reader, &relays.join(",")).await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stderr}");
@@ -47,22 +46,13 @@ async fn inbox(reader: &Keys, relays: &[&RealRelay]) -> (BTreeSet<String>, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mentions_are_read_from_the_readers_read_relays_only() {
-    let (home, inbox_relay, elsewhere) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, inbox_relay, elsewhere] = RealRelay::several().await;
     let (reader, friend, stranger) = (key(1), key(2), key(3));
     // The reader writes to `home` and reads on `inbox_relay`.
-    let list = signed(
+    let list = relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", inbox_relay.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", home.url.as_str(), "write"]).unwrap(),
-        ],
-        1_000,
+        now() - 1_000,
+        &[(&inbox_relay.url, Some("read")), (&home.url, Some("write"))],
     );
     home.store(&list).await;
     let found = mention(&stranger, &reader, "hello reader");
@@ -88,7 +78,7 @@ async fn mentions_are_read_from_the_readers_read_relays_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_relay_list_the_given_relays_are_asked() {
-    let (first, second) = (RealRelay::start().await, RealRelay::start().await);
+    let [first, second] = RealRelay::several().await;
     let (reader, friend) = (key(11), key(12));
     let a = mention(&friend, &reader, "on the first relay");
     let b = mention(&friend, &reader, "on the second relay");
@@ -110,30 +100,17 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
-    let (reader_home, reader_inbox, author_home, elsewhere) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [reader_home, reader_inbox, author_home, elsewhere] = RealRelay::several().await;
     let (reader, author) = (key(21), key(22));
-    let reader_list = signed(
+    let reader_list = relay_list(
         &reader,
-        Kind::RelayList,
-        "",
-        vec![
-            Tag::parse(["r", reader_inbox.url.as_str(), "read"]).unwrap(),
-            Tag::parse(["r", reader_home.url.as_str(), "write"]).unwrap(),
+        now() - 1_000,
+        &[
+            (&reader_inbox.url, Some("read")),
+            (&reader_home.url, Some("write")),
         ],
-        1_000,
     );
-    let author_list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", author_home.url.as_str(), "write"]).unwrap()],
-        1_000,
-    );
+    let author_list = relay_list(&author, now() - 1_000, &[(&author_home.url, Some("write"))]);
     reader_home.store(&reader_list).await;
     let note = mention(&author, &reader, "a reply the reader should see");
 
@@ -153,16 +130,15 @@ async fn a_mention_sent_where_route_publish_says_is_found_by_the_inbox() {
         "[strategy]\ntype = \"greedy\"\n[url_policy]\nallow_loopback = true\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["route", "publish", "--json"])
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["route", "publish", "--json"])
         .arg("--event")
         .arg(&event)
         .arg("--lists")
         .arg(&lists)
         .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+        .arg(&config);
+    let out = cli::output_of(cmd).await;
     assert!(
         out.status.success(),
         "{}",
@@ -202,20 +178,7 @@ async fn a_refused_relay_list_lookup_is_an_error_not_an_empty_inbox() {
     })
     .await;
     let reader = key(31);
-    let npub = reader.public_key().to_bech32().unwrap();
-    let url = private.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--inbox", "--once", "--json", "--no-stats"])
-            .args(["--allow-local", "--since", "7d", "--npub", &npub])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(["--relays", &url])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_inbox(&reader, &private.url).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert_eq!(out.stdout.len(), 0, "{stderr}");
@@ -234,28 +197,9 @@ async fn an_inbox_whose_relays_all_refuse_is_an_error_not_an_empty_inbox() {
     let members =
         FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
     let reader = key(32);
-    let list = signed(
-        &reader,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", members.url.as_str(), "read"]).unwrap()],
-        1_000,
-    );
+    let list = relay_list(&reader, now() - 1_000, &[(&members.url, Some("read"))]);
     home.store(&list).await;
-    let npub = reader.public_key().to_bech32().unwrap();
-    let url = home.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--inbox", "--once", "--json", "--no-stats"])
-            .args(["--allow-local", "--since", "7d", "--npub", &npub])
-            .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-            .args(["--relays", &url])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_inbox(&reader, &home.url).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("no inbox relay answered"), "{stderr}");

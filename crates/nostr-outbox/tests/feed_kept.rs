@@ -3,7 +3,7 @@
 //! and `--no-stats` keep nothing.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
@@ -20,20 +20,15 @@ async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
 #[cfg(unix)]
 async fn open_feed(relay: &str, follows: &Path, extra: Vec<String>, until: usize) -> Output {
     use std::io::BufRead;
-    let (relay, follows) = (relay.to_string(), follows.to_path_buf());
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["feed", "--allow-local", "--seed", "1"])
+        .args(["--relays", relay])
+        .arg("--follows")
+        .arg(follows)
+        .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
+        .args(extra);
     tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["feed", "--allow-local", "--seed", "1"])
-            .args(["--relays", &relay])
-            .arg("--follows")
-            .arg(&follows)
-            .args(["--connect-timeout", "2s", "--eose-timeout", "2s"])
-            .args(extra)
-            .env_remove("OUTBOX_SECRET_KEY")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = cmd.spawn().unwrap();
         let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut printed = String::new();
         for _ in 0..until {
@@ -41,11 +36,7 @@ async fn open_feed(relay: &str, follows: &Path, extra: Vec<String>, until: usize
                 break;
             }
         }
-        let killed = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        cli::signal("-TERM", child.id());
         while reader.read_line(&mut printed).unwrap_or(0) > 0 {}
         let mut out = child.wait_with_output().unwrap();
         out.stdout = printed.into_bytes();

@@ -2,6 +2,7 @@
 //! relay) on 127.0.0.1, relay lists discovered from the reader's relay, a summary on stderr and
 //! learned stats on disk. Prints the measured run.
 
+use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 
-use nostr_outbox_fleet::{key, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, follows_file, key, BlackHole, RealRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
@@ -70,30 +71,9 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
     .unwrap();
 
     let started = Instant::now();
-    let output = tokio::task::spawn_blocking({
-        let (reader_url, follows_file, stats, config) = (
-            reader.url.clone(),
-            follows_file.clone(),
-            stats.clone(),
-            config.clone(),
-        );
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_outbox"))
-                .args(["feed", "--once", "--allow-local", "--since", "7d"])
-                .args(["--relays", &reader_url])
-                .arg("--follows")
-                .arg(&follows_file)
-                .arg("--config")
-                .arg(&config)
-                .arg("--stats")
-                .arg(&stats)
-                .args(["--connect-timeout", "2s", "--eose-timeout", "3s"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let mut cmd = feed(&reader, &follows_file, &["--once"]);
+    cmd.arg("--config").arg(&config).arg("--stats").arg(&stats);
+    let output = cli::output_of(cmd).await;
     let wall = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -119,22 +99,13 @@ async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
 async fn one_follow(dir: &std::path::Path, notes: u64) -> (RealRelay, std::path::PathBuf) {
     let reader = RealRelay::start().await;
     let k = key(7);
-    let now = Timestamp::now().as_secs();
-    for n in 0..notes {
-        let note = EventBuilder::new(Kind::TextNote, format!("note {n}"))
-            .custom_created_at(Timestamp::from(now - 60 - n))
-            .finalize(&k)
-            .unwrap();
-        reader.store(&note).await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, k.public_key().to_hex()).unwrap();
-    (reader, follows)
+    reader.store_notes(&k, notes, "note ").await;
+    (reader, follows_file(dir, &[k.public_key()]))
 }
 
 /// `outbox feed` against one local reader relay, short timeouts, with `extra` arguments.
 fn feed(reader: &RealRelay, follows: &std::path::Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
     cmd.args([
         "feed",
         "--allow-local",
@@ -166,11 +137,11 @@ async fn a_plain_feed_uses_recall_keeps_its_state_and_draws_anew_each_run() {
     let run = |extra: &'static [&'static str], data: std::path::PathBuf| {
         let mut cmd = feed(&reader, &follows, extra);
         cmd.env("OUTBOX_DATA_DIR", data);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        cli::output_of(cmd)
     };
     let mut seeds = Vec::new();
     for _ in 0..2 {
-        let out = run(&["--once", "--verbose"], data.clone()).await.unwrap();
+        let out = run(&["--once", "--verbose"], data.clone()).await;
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(out.status.success(), "{stderr}");
         assert!(
@@ -195,9 +166,7 @@ async fn a_plain_feed_uses_recall_keeps_its_state_and_draws_anew_each_run() {
     assert!(saved.contains(&reader.url), "the reader relay was learned");
 
     let untouched = dir.path().join("untouched");
-    let out = run(&["--once", "--no-stats"], untouched.clone())
-        .await
-        .unwrap();
+    let out = run(&["--once", "--no-stats"], untouched.clone()).await;
     assert!(out.status.success());
     assert!(!untouched.exists(), "--no-stats keeps nothing");
 }
@@ -211,9 +180,7 @@ async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
         cmd.args(extra)
             .env("OUTBOX_DATA_DIR", dir.path().join(name));
         async move {
-            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-                .await
-                .unwrap();
+            let out = cli::output_of(cmd).await;
             let stderr = String::from_utf8_lossy(&out.stderr).to_string();
             assert!(out.status.success(), "{stderr}");
             seed_of(&stderr)
@@ -255,30 +222,39 @@ async fn each_installation_draws_its_own_base_seed_and_keeps_it() {
     assert_eq!(run("two", &[]).await, drawn(base, 2));
 }
 
+/// Starts `cmd`, reads the first line it prints, then hands the child, that line and the rest
+/// of its stdout to `then`; the run's output once it ended.
+async fn after_first_line(
+    mut cmd: Command,
+    then: impl FnOnce(&std::process::Child, String, BufReader<std::process::ChildStdout>)
+        + Send
+        + 'static,
+) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut first = String::new();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        lines.read_line(&mut first).unwrap();
+        then(&child, first, lines);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     // Far more than a pipe buffer holds, so the feed is still writing when the reader leaves.
     let (reader, follows) = one_follow(dir.path(), 3000).await;
     let stats = dir.path().join("stats.json");
     let mut cmd = feed(&reader, &follows, &["--once"]);
     cmd.arg("--stats").arg(&stats);
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-        lines.read_line(&mut first).unwrap();
+    let out = after_first_line(cmd, |_, first, lines| {
         assert!(first.contains("note"), "{first}");
         drop(lines); // like `| head -1`
-        child.wait_with_output().unwrap()
     })
-    .await
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert!(
@@ -297,26 +273,12 @@ async fn sigterm_ends_a_live_feed_like_ctrl_c() {
     let stats = dir.path().join("stats.json");
     let mut cmd = feed(&reader, &follows, &[]);
     cmd.arg("--stats").arg(&stats);
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-        lines.read_line(&mut first).unwrap();
-        let killed = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+    let out = after_first_line(cmd, |child, _, mut lines| {
+        cli::signal("-TERM", child.id());
         let mut rest = String::new();
         while lines.read_line(&mut rest).unwrap_or(0) > 0 {}
-        child.wait_with_output().unwrap()
     })
-    .await
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert!(stderr.contains("events:"), "{stderr}");
@@ -332,11 +294,11 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
     let run = |extra: Vec<String>| {
         let mut cmd = feed(&reader, &follows, &["--once"]);
         cmd.args(extra);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        cli::output_of(cmd)
     };
     let mut seeds = Vec::new();
     for _ in 0..2 {
-        let out = run(vec!["--store".into(), arg.clone()]).await.unwrap();
+        let out = run(vec!["--store".into(), arg.clone()]).await;
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(out.status.success(), "{stderr}");
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
@@ -360,8 +322,7 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
         "--stats".into(),
         "x.json".into(),
     ])
-    .await
-    .unwrap();
+    .await;
     assert!(!out.status.success());
 
     // A database of a newer schema is refused, and left as it is.
@@ -373,7 +334,7 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
     .unwrap();
     drop(conn);
     let before = std::fs::read(&db).unwrap();
-    let out = run(vec!["--store".into(), arg.clone()]).await.unwrap();
+    let out = run(vec!["--store".into(), arg.clone()]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("newer"), "{stderr}");
@@ -385,9 +346,7 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
 /// summary line; `--probes 0` probes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
-    let reader = RealRelay::start().await;
-    let hub = RealRelay::start().await;
-    let own = RealRelay::start().await;
+    let [reader, hub, own] = RealRelay::several().await;
     let now = Timestamp::now().as_secs();
     let list = |k: &nostr::key::Keys, relay: &RealRelay| {
         EventBuilder::new(Kind::RelayList, "")
@@ -422,10 +381,10 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     let run = |extra: &'static [&'static str]| {
         let mut cmd = feed(&reader, &follows_file, &["--once", "--no-stats"]);
         cmd.arg("--config").arg(&config).args(extra);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        cli::output_of(cmd)
     };
 
-    let out = run(&[]).await.unwrap();
+    let out = run(&[]).await;
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -444,7 +403,7 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
     assert!(lines[..6].iter().all(|l| !from_own(l)), "{stdout}");
     assert!(lines[6..].iter().all(from_own), "{stdout}");
 
-    let out = run(&["--probes", "0"]).await.unwrap();
+    let out = run(&["--probes", "0"]).await;
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -497,7 +456,6 @@ async fn signals_end_the_feed_while_stdout_is_blocked() {
             let (unread, writer) = std::io::pipe().unwrap();
             let mut child = cmd
                 .stdout(std::process::Stdio::from(writer))
-                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
             // Wait until the feed has written most of a pipe's worth: nobody reads, so the
@@ -508,11 +466,7 @@ async fn signals_end_the_feed_while_stdout_is_blocked() {
             );
             assert!(child.try_wait().unwrap().is_none(), "still writing");
             let sent = Instant::now();
-            let killed = Command::new("kill")
-                .args([signal, &child.id().to_string()])
-                .status()
-                .unwrap();
-            assert!(killed.success());
+            cli::signal(signal, child.id());
             let status = loop {
                 if let Some(status) = child.try_wait().unwrap() {
                     break Some(status);
@@ -555,39 +509,22 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
     // A second reader relay that accepts sockets and never answers.
     let hole = BlackHole::start().await;
     let hole_url = hole.url.clone();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    cmd.args([
-        "feed",
-        "--once",
-        "--no-stats",
-        "--allow-local",
-        "--since",
-        "7d",
-    ])
-    .args(["--relays", &reader.url, "--relays", &hole_url])
-    .arg("--follows")
-    .arg(&follows)
-    .args(["--connect-timeout", "60s", "--eose-timeout", "60s"])
-    .args(["--deadline", "1s"]);
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["feed", "--once", "--no-stats", "--allow-local"])
+        .args([
+            "--since",
+            "7d",
+            "--relays",
+            &reader.url,
+            "--relays",
+            &hole_url,
+        ])
+        .arg("--follows")
+        .arg(&follows)
+        .args(["--connect-timeout", "60s", "--eose-timeout", "60s"])
+        .args(["--deadline", "1s"]);
     let started = Instant::now();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let limit = Instant::now() + std::time::Duration::from_secs(15);
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > limit {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let out = cli::output_of(cmd).await;
     let wall = started.elapsed();
     drop(hole);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,31 +8,33 @@ use std::process::Output;
 use nostr::event::Kind;
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{cli, signed, RealRelay};
+use nostr_outbox_fleet::{cli, follows_file, now, relay_list, signed, RealRelay};
 
 /// Runs `outbox feed --once` on `relay` for the follows in `follows`, with `extra` arguments.
 async fn feed(relay: &str, follows: &Path, extra: Vec<String>) -> Output {
     cli::feed_once(env!("CARGO_BIN_EXE_outbox"), relay, follows, extra).await
 }
 
+/// `--stats path`.
+fn keeping_stats(path: &Path) -> Vec<String> {
+    vec!["--stats".into(), path.display().to_string()]
+}
+
+/// Runs a feed keeping `stats`, which must stop before anything is fetched, saying `says`.
+async fn refused_before_fetching(relay: &RealRelay, follows: &Path, stats: &Path, says: &str) {
+    let out = feed(&relay.url, follows, keeping_stats(stats)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(says), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+}
+
 /// A relay holding two notes of one follow, and a follows file.
 async fn relay_with_notes(dir: &Path) -> (RealRelay, std::path::PathBuf) {
     let relay = RealRelay::start().await;
     let author = Keys::new(SecretKey::from_slice(&[0x41; 32]).unwrap());
-    for n in 0..2 {
-        relay
-            .store(&signed(
-                &author,
-                Kind::TextNote,
-                &format!("n{n}"),
-                vec![],
-                60 + n,
-            ))
-            .await;
-    }
-    let follows = dir.join("follows.txt");
-    std::fs::write(&follows, author.public_key().to_hex()).unwrap();
-    (relay, follows)
+    relay.store_notes(&author, 2, "n").await;
+    (relay, follows_file(dir, &[author.public_key()]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,12 +42,7 @@ async fn an_unwritable_store_is_refused_before_anything_is_fetched() {
     let dir = tempfile::tempdir().unwrap();
     let (relay, follows) = relay_with_notes(dir.path()).await;
     let missing = dir.path().join("no-such-dir").join("stats.json");
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), missing.display().to_string()],
-    )
-    .await;
+    let out = feed(&relay.url, &follows, keeping_stats(&missing)).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing fetched");
@@ -83,30 +80,12 @@ async fn a_lock_that_is_a_directory_or_held_is_found_before_the_run() {
     // A lock path that is a directory is found before the run: nothing is fetched.
     let lock = dir.path().join("stats.json.lock");
     std::fs::create_dir(&lock).unwrap();
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("stats.json.lock"), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    refused_before_fetching(&relay, &follows, &stats, "stats.json.lock").await;
     std::fs::remove_dir(&lock).unwrap();
     // A lock held by a live process (this one): found with the other checks, before the
     // network, rather than at the save.
     std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
-    let out = feed(
-        &relay.url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("held by process"), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    refused_before_fetching(&relay, &follows, &stats, "held by process").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,12 +105,7 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
         ),
     )
     .unwrap();
-    let out = feed(
-        url,
-        &follows,
-        vec!["--stats".into(), stats.display().to_string()],
-    )
-    .await;
+    let out = feed(url, &follows, keeping_stats(&stats)).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -161,18 +135,11 @@ async fn a_set_aside_kept_far_into_the_future_is_shortened_and_explained() {
 /// first reconciled; the store remembers it, and the next run pages its lists at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_ignores_reconciliation_is_remembered_by_the_store() {
-    use nostr::event::Tag;
     use nostr_outbox_fleet::PlainRelay;
     let dir = tempfile::tempdir().unwrap();
     let author = Keys::new(SecretKey::from_slice(&[0x42; 32]).unwrap());
     let elsewhere = nostr_outbox_fleet::dead_url().await;
-    let list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", elsewhere.as_str()]).unwrap()],
-        500,
-    );
+    let list = relay_list(&author, now() - 500, &[(&elsewhere, None)]);
     let note = signed(&author, Kind::TextNote, "n0", vec![], 60);
     // Its document is silent: nothing says whether it reconciles.
     let relay = PlainRelay::documented(vec![list, note], None).await;

@@ -3,43 +3,40 @@
 //! directory or stdout itself, relay URLs that are refused; stop signals while the feed is
 //! still saving; and relay text that reaches the summary file. Local relays on 127.0.0.1.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nostr::event::Kind;
 use nostr::key::Keys;
-use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{key, signed, BlackHole, RealRelay};
+use nostr_outbox_fleet::{cli, key, BlackHole, Fault, FaultServer, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
 const HUNG: Duration = Duration::from_secs(60);
 
+/// The feed's flags that take a duration.
+const DURATION_FLAGS: [&str; 5] = [
+    "--deadline",
+    "--eose-race",
+    "--eose-timeout",
+    "--connect-timeout",
+    "--since",
+];
+
 /// A relay holding `notes` notes of one follow, and that follow.
 async fn relay_with_notes(notes: u64) -> (RealRelay, Keys) {
     let relay = RealRelay::start().await;
     let author = key(7);
-    for n in 0..notes {
-        let note = signed(
-            &author,
-            Kind::TextNote,
-            &format!("note {n}"),
-            vec![],
-            60 + n,
-        );
-        relay.store(&note).await;
-    }
+    relay.store_notes(&author, notes, "note ").await;
     (relay, author)
 }
 
 /// `outbox feed --once` against `relay` for `author` with `extra` arguments, and short
 /// timeouts and a week's notes unless `extra` names its own.
 fn feed(relay: &str, author: &Keys, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
     cmd.args(["feed", "--once", "--allow-local"])
         .args(["--relays", relay])
         .args(["--follows", &author.public_key().to_hex()])
@@ -56,35 +53,23 @@ fn feed(relay: &str, author: &Keys, extra: &[&str]) -> Command {
     cmd
 }
 
-/// Waits for `child` to end, reading nothing meanwhile; kills it and fails once [`HUNG`] passed.
-fn wait_or_kill(mut child: Child, what: &str) -> Output {
+/// Waits for `child` to end; fails if it ran past [`HUNG`].
+fn wait_or_kill(child: Child, what: &str) -> Output {
     let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > HUNG {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {HUNG:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let out = cli::wait(child);
+    assert!(
+        started.elapsed() <= HUNG,
+        "{what}: still running after {HUNG:?}; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Runs `cmd` with stdout and stderr captured, off the async threads.
 async fn run(mut cmd: Command, what: String) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_or_kill(child, &what)
-    })
-    .await
-    .unwrap()
+    tokio::task::spawn_blocking(move || wait_or_kill(cmd.spawn().unwrap(), &what))
+        .await
+        .unwrap()
 }
 
 /// Why `out` is not a clean refusal naming `flag`, if it is not one.
@@ -102,13 +87,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
     let (relay, author) = relay_with_notes(3).await;
     let huge = "18446744073709551615s";
     let mut wrong = Vec::new();
-    for flag in [
-        "--deadline",
-        "--eose-race",
-        "--eose-timeout",
-        "--connect-timeout",
-        "--since",
-    ] {
+    for flag in DURATION_FLAGS {
         let mut cmd = feed(&relay.url, &author, &["--no-stats", flag, huge]);
         if flag != "--deadline" {
             cmd.args(["--deadline", "5s"]);
@@ -124,7 +103,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
     );
     let out = run(cmd, "feed --eose-timeout 3651days".into()).await;
     wrong.extend(not_refused(&out, "--eose-timeout"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
     cmd.args(["publish", "--allow-local", "--to", &relay.url])
         .arg("--event")
         .arg(concat!(
@@ -138,13 +117,7 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
 
     // The longest accepted: the run is as any other.
     let mut longest = vec!["--no-stats"];
-    for flag in [
-        "--deadline",
-        "--eose-race",
-        "--eose-timeout",
-        "--connect-timeout",
-        "--since",
-    ] {
+    for flag in DURATION_FLAGS {
         longest.extend([flag, "3650days"]);
     }
     let cmd = feed(&relay.url, &author, &longest);
@@ -158,13 +131,13 @@ async fn durations_past_the_longest_accepted_are_refused_naming_the_flag() {
 fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
     let follow = key(7).public_key().to_hex();
     let refusal = |relay: &str, allow_local: bool| -> String {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+        let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
         cmd.args(["feed", "--once", "--no-stats", "--relays", relay])
             .args(["--follows", &follow]);
         if allow_local {
             cmd.arg("--allow-local");
         }
-        let out = cmd.output().unwrap();
+        let out = cli::output(cmd);
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(!out.status.success(), "{relay} accepted:\n{stderr}");
         assert!(stderr.contains("not usable"), "{relay}:\n{stderr}");
@@ -200,6 +173,17 @@ fn the_allow_local_hint_comes_only_when_the_relay_was_refused_as_loopback() {
 
 /// `--inbox` prints its own summary: asking for the feed's summary file with it is an error,
 /// not a flag silently ignored.
+/// Whether `out` is the summary file refused before the run, saying `says`: nothing fetched,
+/// no summary.
+fn refused_before_the_run(out: &Output, says: &str) -> bool {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    !out.status.success()
+        && stderr.contains("--summary-json")
+        && stderr.contains(says)
+        && !stderr.contains("events:")
+        && out.stdout.is_empty()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_refuses_a_summary_file_it_would_not_write() {
     let (relay, author) = relay_with_notes(1).await;
@@ -253,12 +237,7 @@ async fn a_summary_file_that_is_not_a_regular_file_is_refused_before_the_run() {
         );
         let out = run(cmd, format!("--summary-json {target}")).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let refused = !out.status.success()
-            && stderr.contains("--summary-json")
-            && stderr.contains("not a regular file")
-            // Before the run: nothing fetched, no summary.
-            && !stderr.contains("events:")
-            && out.stdout.is_empty();
+        let refused = refused_before_the_run(&out, "not a regular file");
         if !refused {
             wrong.push(format!("{target}: {:?}\n{stderr}", out.status));
         }
@@ -289,11 +268,7 @@ async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
         );
         let what = format!("--summary-json {} with stdout there", target.display());
         let out = tokio::task::spawn_blocking(move || {
-            let child = cmd
-                .stdout(Stdio::from(stdout))
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let child = cmd.stdout(Stdio::from(stdout)).spawn().unwrap();
             wait_or_kill(child, &what)
         })
         .await
@@ -314,27 +289,13 @@ async fn a_summary_file_that_is_stdout_is_refused_and_the_notes_are_kept() {
     }
 }
 
-/// Refuses every REQ with a `CLOSED` reason that would drive a terminal.
-#[derive(Debug)]
-struct Refuse;
-
-/// What [`Refuse`] says: C1 controls (CSI, a string terminator), a right-to-left override, and
-/// an escape, which serde_json escapes on its own.
+/// What a relay refusing every REQ says: C1 controls (CSI, a string terminator), a
+/// right-to-left override, and an escape, which serde_json escapes on its own.
 const HOSTILE_REASON: &str = "go\u{9b}2J away\u{202e}txt.exe\u{2066}\u{9c}\u{1b}[31m";
-
-impl rb::QueryPolicy for Refuse {
-    fn admit_query<'a>(
-        &'a self,
-        _query: &'a rb::Filter,
-        _addr: &'a SocketAddr,
-    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
-        Box::pin(async { rb::PolicyResult::Reject(HOSTILE_REASON.to_string()) })
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
-    let relay = RealRelay::start_with(|builder| builder.query_policy(Refuse)).await;
+    let relay = FaultServer::start(Fault::Refuse(HOSTILE_REASON), Vec::new()).await;
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     let path = summary.to_str().unwrap();
@@ -361,35 +322,11 @@ async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
     assert!(raw.is_empty(), "raw controls {raw:?} in {text}");
 }
 
-/// `kill -SIGNAL pid`.
-#[cfg(unix)]
-fn kill(signal: &str, pid: u32) {
-    let sent = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
-/// Reads what is left of a child's stdout on a thread of its own, so waiting for the child is
-/// never held up by the read.
-#[cfg(unix)]
-fn read_to_end(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = from.read_to_end(&mut rest);
-    })
-}
-
 /// Starts `cmd` with its output piped and waits until it printed its first note; the child
 /// and the rest of its stdout.
 #[cfg(unix)]
 fn first_note(mut cmd: Command) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.spawn().unwrap();
     let mut notes = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     notes.read_line(&mut first).unwrap();
@@ -448,12 +385,12 @@ async fn a_second_stop_signal_ends_the_process_while_it_is_still_saving() {
                 }
                 all
             });
-            kill(signal, child.id());
+            cli::signal(signal, child.id());
             heard
                 .recv_timeout(HUNG)
                 .expect("the first signal stops the feed");
-            kill(signal, child.id());
-            let rest = read_to_end(notes);
+            cli::signal(signal, child.id());
+            let rest = cli::read_to_end(notes);
             let out = wait_or_kill(child, signal);
             let _ = rest.join();
             (out.status, stderr.join().unwrap())
@@ -489,7 +426,7 @@ async fn a_summary_file_replaced_by_a_fifo_during_the_run_is_not_opened() {
             .status()
             .unwrap()
             .success());
-        let rest = read_to_end(notes);
+        let rest = cli::read_to_end(notes);
         let out = wait_or_kill(child, "a summary file swapped for a FIFO");
         let _ = rest.join();
         out
@@ -571,11 +508,7 @@ async fn a_summary_file_naming_a_file_the_run_keeps_is_refused_and_nothing_is_to
         let what = format!("{args:?} --summary-json {}", target.display());
         let out = run(cmd, what.clone()).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let refused = !out.status.success()
-            && stderr.contains("--summary-json")
-            && stderr.contains("give another file")
-            && !stderr.contains("events:")
-            && out.stdout.is_empty();
+        let refused = refused_before_the_run(&out, "give another file");
         if !refused {
             wrong.push(format!("{what}: {:?}\n{stderr}", out.status));
         }

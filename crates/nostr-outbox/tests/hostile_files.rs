@@ -1,12 +1,11 @@
 //! Files a careless or hostile user hands the CLI: never read without bound, never echoed raw.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use nostr_outbox_fleet::cli;
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the outbox binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 #[test]
@@ -77,15 +76,9 @@ fn a_plan_is_never_written_over_what_it_is_made_from() {
     );
     let spelled = |name: &str| dir.path().join(".").join(name);
     for target in [spelled("world.json"), spelled("greedy.toml")] {
-        let out = outbox(&[
-            "plan",
-            "--world",
-            world.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--out",
-            target.to_str().unwrap(),
-        ]);
+        let paths = [&world, &config, &target].map(|p| p.to_str().unwrap());
+        let [world, config, out] = paths;
+        let out = outbox(&["plan", "--world", world, "--config", config, "--out", out]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{}: {stderr}", target.display());
         assert!(stderr.contains("--out"), "{stderr}");

@@ -1,15 +1,12 @@
 //! What `outbox` writes to stderr when it is not a terminal: no colour codes, and no URL
 //! credentials in errors or logs.
 
-use std::process::Command;
+use nostr_outbox_fleet::cli;
 
 fn outbox(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env_remove("NO_COLOR")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs");
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(args).env_remove("NO_COLOR");
+    let out = cli::output(cmd);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

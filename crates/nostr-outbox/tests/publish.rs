@@ -4,18 +4,27 @@
 //! relay took it, and a relay requiring NIP-42 sign-in accepts with a key file.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, key, signed, texts, RealRelay};
+use nostr_outbox_fleet::{cli, dead_url, key, now, relay_list, signed, strings, texts, RealRelay};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
     let fixed = ["publish", "--allow-local", "--timeout", "5"];
     cli::run(env!("CARGO_BIN_EXE_outbox"), &fixed, args).await
+}
+
+/// [`publish`] of the event in the file `event` to `relay`, with `extra` arguments.
+async fn publish_to(event: &Path, relay: &str, extra: &[&str]) -> Output {
+    let event = event.display().to_string();
+    publish(strings(
+        &[&["--event", &event, "--to", relay], extra].concat(),
+    ))
+    .await
 }
 
 fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
@@ -27,34 +36,24 @@ fn write_event(dir: &Path, name: &str, event: &Event) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_reaches_every_relay_given_and_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, listed) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [a, b, listed] = RealRelay::several().await;
     let author = key(1);
-    let list = signed(
-        &author,
-        Kind::RelayList,
-        "",
-        vec![Tag::parse(["r", listed.url.as_str(), "write"]).unwrap()],
-        100,
-    );
+    let list = relay_list(&author, now() - 100, &[(&listed.url, Some("write"))]);
     let lists = dir.path().join("lists.json");
     std::fs::write(&lists, serde_json::to_string(&vec![list]).unwrap()).unwrap();
     let note = signed(&author, Kind::TextNote, "hello relays", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
 
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--lists".into(),
-        lists.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--relay".into(),
-        b.url.clone(),
-    ])
+    let out = publish(strings(&[
+        "--event",
+        &file.display().to_string(),
+        "--lists",
+        &lists.display().to_string(),
+        "--to",
+        &a.url,
+        "--relay",
+        &b.url,
+    ]))
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -69,14 +68,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
     }
 
     // Again, as JSON: every relay already has it.
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--json".into(),
-    ])
-    .await;
+    let out = publish_to(&file, &a.url, &["--json"]).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -94,13 +86,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
     value["content"] = "forged".into();
     let path = dir.path().join("forged.json");
     std::fs::write(&path, value.to_string()).unwrap();
-    let out = publish(vec![
-        "--event".into(),
-        path.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-    ])
-    .await;
+    let out = publish_to(&path, &relay.url, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("does not check out"), "{stderr}");
@@ -108,13 +94,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
 
     value.as_object_mut().unwrap().remove("sig");
     std::fs::write(&path, value.to_string()).unwrap();
-    let out = publish(vec![
-        "--event".into(),
-        path.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-    ])
-    .await;
+    let out = publish_to(&path, &relay.url, &[]).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("is not a signed event"), "{stderr}");
@@ -126,18 +106,12 @@ async fn no_relay_taking_it_is_exit_status_one() {
     let note = signed(&key(1), Kind::TextNote, "nobody listens", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let dead = dead_url().await;
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        dead,
-    ])
-    .await;
+    let out = publish_to(&file, &dead, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("connect-failed"), "{stdout}");
 
-    let out = publish(vec!["--event".into(), file.display().to_string()]).await;
+    let out = publish(strings(&["--event", &file.display().to_string()])).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("no relay to publish to"), "{stderr}");
@@ -186,30 +160,24 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (RealRelay::start().await, RealRelay::start().await);
+    let [a, b] = RealRelay::several().await;
     let note = signed(&key(1), Kind::TextNote, "once more", vec![], 10);
     let file = write_event(dir.path(), "note.json", &note);
     let stats = dir.path().join("stats.json");
-    let first = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-    ])
-    .await;
+    let first = publish_to(&file, &a.url, &[]).await;
     assert!(first.status.success(), "{:?}", texts(&first));
-    let again = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        a.url.clone(),
-        "--to".into(),
-        b.url.clone(),
-        "--rebroadcast".into(),
-        "--learn".into(),
-        "--stats".into(),
-        stats.display().to_string(),
-    ])
+    let again = publish_to(
+        &file,
+        &a.url,
+        &[
+            "--to",
+            &b.url,
+            "--rebroadcast",
+            "--learn",
+            "--stats",
+            &stats.display().to_string(),
+        ],
+    )
     .await;
     let (stdout, stderr) = texts(&again);
     assert!(again.status.success(), "{stdout}{stderr}");
@@ -255,14 +223,11 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
-        let out = publish(vec![
-            "--event".into(),
-            file.display().to_string(),
-            "--to".into(),
-            relay.url.clone(),
-            "--secret-key-file".into(),
-            key_path.display().to_string(),
-        ])
+        let out = publish_to(
+            &file,
+            &relay.url,
+            &["--secret-key-file", &key_path.display().to_string()],
+        )
         .await;
         let (stdout, stderr) = texts(&out);
         assert!(!out.status.success(), "{stdout}\n{stderr}");
@@ -283,18 +248,11 @@ async fn learn_writes_the_store_the_feed_reads() {
     let file = write_event(dir.path(), "note.json", &note);
     let data = dir.path().join("data");
     let event = file.display().to_string();
-    let (url, data_env) = (relay.url.clone(), data.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(["publish", "--allow-local", "--timeout", "5", "--learn"])
-            .args(["--event", &event, "--to", &url])
-            .env_remove("OUTBOX_SECRET_KEY")
-            .env("OUTBOX_DATA_DIR", &data_env)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(["publish", "--allow-local", "--timeout", "5", "--learn"])
+        .args(["--event", &event, "--to", &relay.url])
+        .env("OUTBOX_DATA_DIR", &data);
+    let out = cli::output_of(cmd).await;
     assert!(out.status.success(), "{:?}", texts(&out));
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.join("stats.json")).unwrap()).unwrap();
@@ -302,15 +260,11 @@ async fn learn_writes_the_store_the_feed_reads() {
     assert!(live.is_some_and(|l| l > 1.0), "{kept}");
 
     let db = dir.path().join("kept.sqlite");
-    let out = publish(vec![
-        "--event".into(),
-        file.display().to_string(),
-        "--to".into(),
-        relay.url.clone(),
-        "--learn".into(),
-        "--store".into(),
-        format!("sqlite:{}", db.display()),
-    ])
+    let out = publish_to(
+        &file,
+        &relay.url,
+        &["--learn", "--store", &format!("sqlite:{}", db.display())],
+    )
     .await;
     assert!(out.status.success(), "{:?}", texts(&out));
     assert!(db.exists(), "the --store database was not written");
@@ -334,13 +288,7 @@ async fn lists(args: Vec<String>) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_relays() {
     let dir = tempfile::tempdir().unwrap();
-    let (home, old_write, old_read, indexer, added) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, old_write, old_read, indexer, added] = RealRelay::several().await;
     let reader = key(7);
     let tag = |parts: &[&str]| Tag::parse(parts.iter().copied()).unwrap();
     let old = signed(
@@ -419,12 +367,12 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
     assert_eq!(doc["accepted"], 5, "{stdout}");
 
     // Shown as the newest list.
-    let out = lists(vec![
-        "--relays".into(),
-        home.url.clone(),
-        "--npub".into(),
-        reader.public_key().to_bech32().unwrap(),
-    ])
+    let out = lists(strings(&[
+        "--relays",
+        &home.url,
+        "--npub",
+        &reader.public_key().to_bech32().unwrap(),
+    ]))
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");

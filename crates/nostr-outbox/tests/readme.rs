@@ -9,12 +9,11 @@
 //! appear in the output, in order, where `…` stands for any text and runs of spaces are one.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use nostr::event::{Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 
-use nostr_outbox_fleet::{signed, RealRelay, RemoteSigner};
+use nostr_outbox_fleet::{cli, signed, RealRelay, RemoteSigner};
 
 /// A fenced block of the README: its language and its lines.
 struct Block {
@@ -315,11 +314,10 @@ async fn every_readme_command_runs_and_prints_what_the_readme_shows() {
         let mut output = String::new();
         for args in commands(block) {
             let local: Vec<String> = args.iter().map(|a| relays.to_local(a)).collect();
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+            let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
             cmd.args(&local)
                 .current_dir(dir.path())
                 .env("OUTBOX_DATA_DIR", dir.path().join("data"))
-                .env_remove("RUST_LOG")
                 .env("NO_COLOR", "1");
             if local != args
                 && matches!(
@@ -338,9 +336,7 @@ async fn every_readme_command_runs_and_prints_what_the_readme_shows() {
                 cmd.arg("--allow-local"); // the named relays are on 127.0.0.1 here
             }
             let started = std::time::Instant::now();
-            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-                .await
-                .unwrap();
+            let out = cli::output_of(cmd).await;
             let printed = relays.to_named(&format!(
                 "{}{}",
                 String::from_utf8_lossy(&out.stdout),

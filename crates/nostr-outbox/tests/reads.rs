@@ -2,7 +2,7 @@
 //! names lives (an author's write relay, a hint, a NIP-50 relay), learned live from relay lists.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
@@ -10,7 +10,7 @@ use nostr::nips::nip01::Coordinate;
 use nostr::nips::nip19::{Nip19Coordinate, Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
 
-use nostr_outbox_fleet::{key, signed, RealRelay};
+use nostr_outbox_fleet::{cli, key, signed, RealRelay};
 
 /// Runs `outbox` with `args` (loopback allowed, nothing kept).
 async fn outbox(mut args: Vec<String>) -> Output {
@@ -20,16 +20,19 @@ async fn outbox(mut args: Vec<String>) -> Output {
 
 /// Runs `outbox` with `args` (loopback allowed), keeping what `args` say.
 async fn outbox_keeping(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&args)
-            .arg("--allow-local")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    })
+    cli::run(
+        env!("CARGO_BIN_EXE_outbox"),
+        &[],
+        [args, vec!["--allow-local".into()]].concat(),
+    )
     .await
-    .unwrap()
+}
+
+/// [`outbox`] started and left running, for a test to stop.
+fn outbox_started(words: &[String]) -> std::process::Child {
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.args(words).args(["--allow-local", "--no-stats"]);
+    cmd.spawn().unwrap()
 }
 
 fn args(words: &[&str]) -> Vec<String> {
@@ -52,13 +55,41 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// How a run names `relay` asked for `reason` of `keys`' events.
+fn asked(relay: &RealRelay, reason: &str, keys: &Keys) -> String {
+    format!("{}  {reason} {}", relay.url, keys.public_key().to_hex())
+}
+
+/// Asserts that `out` succeeded and printed exactly `events`.
+#[track_caller]
+fn assert_found(out: &Output, events: &[&Event]) {
+    assert!(out.status.success(), "{}", stderr(out));
+    let want: BTreeSet<String> = events.iter().map(|e| e.id.to_hex()).collect();
+    assert_eq!(ids(out), want, "{}", stderr(out));
+}
+
+/// Asserts that `out`'s stderr says `what`.
+#[track_caller]
+fn assert_says(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert!(err.contains(what), "{err}");
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 fn write_list(keys: &Keys, write: &str) -> Event {
-    let r = Tag::parse(["r", write, "write"]).unwrap();
-    signed(keys, Kind::RelayList, "", vec![r], 1_000)
+    list_of(keys, &[(write, "write")])
+}
+
+/// `keys`'s kind:10002 naming each `(url, marker)`.
+fn list_of(keys: &Keys, relays: &[(&str, &str)]) -> Event {
+    let tags = relays
+        .iter()
+        .map(|(url, marker)| Tag::parse(["r", url, marker]).unwrap())
+        .collect();
+    signed(keys, Kind::RelayList, "", tags, 1_000)
 }
 
 fn npub(keys: &Keys) -> String {
@@ -67,7 +98,7 @@ fn npub(keys: &Keys) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_reads_an_author_on_the_write_relay_their_list_names() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa1);
     home.store(&write_list(&alice, &theirs.url)).await;
     let note = signed(&alice, Kind::TextNote, "only on my own relay", vec![], 60);
@@ -80,13 +111,7 @@ async fn req_reads_an_author_on_the_write_relay_their_list_names() {
         "req", "-a", &a, "-k", "1", "--json", "--relays", &home.url,
     ]))
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([note.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
+    assert_found(&out, &[&note]);
     // The plan (on stderr with --json) names the write relay and why.
     let err = stderr(&out);
     assert!(err.contains(&theirs.url), "{err}");
@@ -181,11 +206,7 @@ async fn no_error_echoes_a_secret_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
-    let (home, hinted, theirs) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, hinted, theirs] = RealRelay::several().await;
     let bob = key(0xb0);
     let note = signed(&bob, Kind::TextNote, "find me by my hint", vec![], 60);
     hinted.store(&note).await;
@@ -196,11 +217,7 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let out = outbox(args(&["get", &code, "--json", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(ids(&out), BTreeSet::from([note.id.to_hex()]));
-    assert!(
-        stderr(&out).contains(&format!("{}  hint", hinted.url)),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, &format!("{}  hint", hinted.url));
 
     // An address: its author's write relay, from their list on the reader's relay.
     home.store(&write_list(&bob, &theirs.url)).await;
@@ -226,30 +243,20 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let note1 = missing.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &note1, "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    assert_says(&out, "not found");
     // Not a pointer at all.
     let out = outbox(args(&["get", "nevent1zzzz", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("reading the pointer"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "reading the pointer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
-    let (home, author_relay, inbox) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, author_relay, inbox] = RealRelay::several().await;
     let (alice, bob, carol) = (key(0xa1), key(0xb0), key(0xc0));
     home.store(&write_list(&alice, &author_relay.url)).await;
     // Bob reads on `inbox`: replies tagging him are sent there.
-    let read = Tag::parse(["r", inbox.url.as_str(), "read"]).unwrap();
-    home.store(&signed(&bob, Kind::RelayList, "", vec![read], 1_000))
-        .await;
+    home.store(&list_of(&bob, &[(&inbox.url, "read")])).await;
     let p = Tag::parse(["p", bob.public_key().to_hex().as_str()]).unwrap();
     let root = signed(&alice, Kind::TextNote, "the root, for bob", vec![p], 300);
     author_relay.store(&root).await;
@@ -303,20 +310,15 @@ fn relations(out: &Output) -> std::collections::BTreeMap<String, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_relays() {
     let home = RealRelay::start().await;
-    let (alice_write, alice_read) = (RealRelay::start().await, RealRelay::start().await);
-    let (bob_write, carol_write) = (RealRelay::start().await, RealRelay::start().await);
-    let (dave_write, erin_write) = (RealRelay::start().await, RealRelay::start().await);
+    let [alice_write, alice_read] = RealRelay::several().await;
+    let [bob_write, carol_write] = RealRelay::several().await;
+    let [dave_write, erin_write] = RealRelay::several().await;
     let (alice, bob, carol, dave, erin) = (key(0xa1), key(0xb0), key(0xc0), key(0xd0), key(0xe0));
-    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
-    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
-    home.store(&signed(
-        &alice,
-        Kind::RelayList,
-        "",
-        vec![list, read],
-        1_000,
-    ))
-    .await;
+    let lists = [
+        (alice_write.url.as_str(), "write"),
+        (&alice_read.url, "read"),
+    ];
+    home.store(&list_of(&alice, &lists)).await;
     for (who, relay) in [
         (&bob, &bob_write),
         (&carol, &carol_write),
@@ -375,19 +377,11 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
     .map(|(id, r)| (id, r.to_string()));
     assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
     assert!(
-        err.contains(&format!(
-            "{}  author-read {}",
-            alice_read.url,
-            alice.public_key().to_hex()
-        )),
+        err.contains(&asked(&alice_read, "author-read", &alice)),
         "{err}"
     );
     assert!(
-        err.contains(&format!(
-            "{}  author-write {}",
-            carol_write.url,
-            carol.public_key().to_hex()
-        )),
+        err.contains(&asked(&carol_write, "author-write", &carol)),
         "the second pass asks Carol's write relay: {err}"
     );
     assert!(
@@ -413,22 +407,13 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_stream_prints_later_replies_once() {
-    let (home, alice_write, alice_read) = (
-        RealRelay::start().await,
-        RealRelay::start().await,
-        RealRelay::start().await,
-    );
+    let [home, alice_write, alice_read] = RealRelay::several().await;
     let (alice, bob, carol) = (key(0xa2), key(0xb2), key(0xc2));
-    let list = Tag::parse(["r", alice_write.url.as_str(), "write"]).unwrap();
-    let read = Tag::parse(["r", alice_read.url.as_str(), "read"]).unwrap();
-    home.store(&signed(
-        &alice,
-        Kind::RelayList,
-        "",
-        vec![list, read],
-        1_000,
-    ))
-    .await;
+    let lists = [
+        (alice_write.url.as_str(), "write"),
+        (&alice_read.url, "read"),
+    ];
+    home.store(&list_of(&alice, &lists)).await;
     let root = signed(&alice, Kind::TextNote, "the root", vec![], 500);
     alice_write.store(&root).await;
     let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
@@ -439,30 +424,16 @@ async fn thread_stream_prints_later_replies_once() {
         .to_bech32()
         .unwrap();
     let words = args(&["thread", &code, "--stream", "--json", "--relays", &home.url]);
-    let child = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&words)
-            .args(["--allow-local", "--no-stats"])
-            .env_remove("RUST_LOG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let child = tokio::task::spawn_blocking(move || outbox_started(&words))
+        .await
+        .unwrap();
     // Both passes end and the streaming subscriptions open well within this.
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     let late = signed(&carol, Kind::TextNote, "late", vec![e_root], 0);
     alice_read.publish(&late).await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let out = tokio::task::spawn_blocking(move || {
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success());
+        cli::signal("-INT", child.id());
         child.wait_with_output().unwrap()
     })
     .await
@@ -511,72 +482,38 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
         ])
     };
     let both = format!("{},{}", home.url, advertised.url);
+    // The hit alone, found where `said` says, with how often each relay was searched so far.
+    let found = |out: &Output, said: &str, searched| {
+        assert_eq!(
+            ids(out),
+            BTreeSet::from([hit.id.to_hex()]),
+            "{}",
+            stderr(out)
+        );
+        assert_says(out, said);
+        let asked = (
+            listed.searches(),
+            advertised.searches(),
+            configured.searches(),
+        );
+        assert_eq!(asked, searched);
+    };
 
     // 3. Neither a list nor a relay that says it searches: the configured relays.
     let out = outbox(search(home.url.clone())).await;
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("as --search-relays"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (0, 0, 1)
-    );
+    found(&out, "as --search-relays", (0, 0, 1));
 
     // 2. A known relay whose NIP-11 document lists NIP 50 comes before them.
     let out = outbox(search(both.clone())).await;
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("NIP-11 documents list NIP 50"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (0, 1, 1)
-    );
+    found(&out, "NIP-11 documents list NIP 50", (0, 1, 1));
 
     // 1. The reader's own search relays (kind:10007) come first of all.
     let tag = Tag::parse(["relay", listed.url.as_str()]).unwrap();
     home.store(&signed(&reader, Kind::SearchRelays, "", vec![tag], 500))
         .await;
     let out = outbox(search(both)).await;
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
-    assert!(stderr(&out).contains("kind:10007"), "{}", stderr(&out));
-    assert_eq!(
-        (
-            listed.searches(),
-            advertised.searches(),
-            configured.searches()
-        ),
-        (1, 1, 1)
-    );
+    found(&out, "kind:10007", (1, 1, 1));
 
     // A relay whose document does not list NIP-50 is not searched, and said; with no other,
     // the search fails.
@@ -608,32 +545,20 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
     ]))
     .await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("none of the chosen relays supports NIP-50"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "none of the chosen relays supports NIP-50");
     assert_eq!(says_no.searches(), 0);
 
     // Nothing to search with, or nothing to search for: clear errors.
     let out = outbox(args(&["search", "relays", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("no relay to search"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "no relay to search");
     let out = outbox(args(&["search", "  ", "--relays", &home.url])).await;
-    assert!(
-        stderr(&out).contains("nothing to search for"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "nothing to search for");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_asks_the_authors_write_relay_and_names_the_largest_count() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa3);
     home.store(&write_list(&alice, &theirs.url)).await;
     for i in 0..3 {
@@ -747,7 +672,7 @@ async fn a_named_person_s_public_key_is_refused_as_the_secret_key() {
 /// hint that does not answer, the event is found where its author writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_asks_a_nevent_author_s_write_relays() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     // A hint nobody answers at: nothing listens on port 1.
     let gone = "ws://127.0.0.1:1";
     let alice = key(0xab);
@@ -790,22 +715,10 @@ async fn req_stream_cuts_off_a_relay_replaying_its_events() {
         "req", "-a", &a, "-k", "1", "--stream", "--json", "--relays", &home.url,
     ]);
     let out = tokio::task::spawn_blocking(move || {
-        let child = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .args(&words)
-            .args(["--allow-local", "--no-stats"])
-            .env_remove("RUST_LOG")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = outbox_started(&words);
         // Long enough for the whole replay (300,000 frames) to be read when nothing stops it.
         std::thread::sleep(std::time::Duration::from_secs(6));
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success());
+        cli::signal("-INT", child.id());
         child.wait_with_output().unwrap()
     })
     .await
@@ -873,12 +786,8 @@ async fn count_remembers_relays_that_do_not_count() {
     let home = RealRelay::start().await;
     let silent = PlainRelay::documented(notes.clone(), None).await;
     let says_no = PlainRelay::documented(notes, Some(&[1, 11])).await;
-    let mut list = vec![];
-    for url in [&silent.url, &says_no.url] {
-        list.push(Tag::parse(["r", url.as_str(), "write"]).unwrap());
-    }
-    home.store(&signed(&alice, Kind::RelayList, "", list, 1_000))
-        .await;
+    let lists = [(silent.url.as_str(), "write"), (&says_no.url, "write")];
+    home.store(&list_of(&alice, &lists)).await;
     home.store(&signed(&alice, Kind::TextNote, "n0", vec![], 60))
         .await;
     let dir = tempfile::tempdir().unwrap();
@@ -973,11 +882,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     let bare = note.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &bare])).await;
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("--relays is required"),
-        "{}",
-        stderr(&out)
-    );
+    assert_says(&out, "--relays is required");
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
     let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
@@ -990,17 +895,11 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
         &searcher.url,
     ]))
     .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        ids(&out),
-        BTreeSet::from([hit.id.to_hex()]),
-        "{}",
-        stderr(&out)
-    );
+    assert_found(&out, &[&hit]);
     // Neither: the usage error names --relays.
     let out = outbox(args(&["search", "relays"])).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--relays"), "{}", stderr(&out));
+    assert_says(&out, "--relays");
 }
 
 /// The `nevent` of a text line: the word starting `nevent1`.
@@ -1020,7 +919,7 @@ fn nevent_of(line: &str) -> Nip19Event {
 /// came from as a hint, which `outbox get` takes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
-    let (home, theirs) = (RealRelay::start().await, RealRelay::start().await);
+    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa5);
     home.store(&write_list(&alice, &theirs.url)).await;
     let note = signed(&alice, Kind::TextNote, "find me again", vec![], 60);

@@ -1,12 +1,13 @@
 //! `outbox route`: the binary on a small world and relay-list events, without the network.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::{Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
+use nostr_outbox_fleet::cli;
 use serde_json::{json, Value};
 
 fn keys(n: u8) -> Keys {
@@ -18,10 +19,7 @@ fn hex(n: u8) -> String {
 }
 
 fn outbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .output()
-        .expect("the outbox binary runs")
+    cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
 }
 
 fn stdout(out: &Output) -> String {
@@ -95,6 +93,20 @@ fn write_event(dir: &Path, name: &str, event: Value) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// The JSON plan `outbox args --json` prints.
+fn plan_of(args: &[&str]) -> Value {
+    let out = outbox(&[args, &["--json"]].concat());
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+/// A relay of a plan with its reasons, as [`targets`] lists them.
+fn target(url: &str, reasons: &[&str]) -> (String, Vec<String>) {
+    (
+        url.to_string(),
+        reasons.iter().map(|r| r.to_string()).collect(),
+    )
+}
+
 fn targets(plan: &Value) -> Vec<(String, Vec<String>)> {
     plan["route"]["targets"]
         .as_array()
@@ -126,19 +138,16 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
         json!({"pubkey": hex(2), "kind": 1, "tags": [["p", hex(3)], ["p", hex(9)]], "content": "hi"}),
     );
     let world = f.world.to_str().unwrap();
-    let out = outbox(&[
-        "route", "publish", "--event", &event, "--world", world, "--json",
-    ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let plan = plan_of(&["route", "publish", "--event", &event, "--world", world]);
     let author = format!("author_write {}", hex(2));
     let tagged = format!("tagged_read {}", hex(3));
     assert_eq!(
         targets(&plan),
         [
-            ("wss://a.example".to_string(), vec![author.clone()]),
-            ("wss://b.example".to_string(), vec![author]),
-            ("wss://p1.example".to_string(), vec![tagged.clone()]),
-            ("wss://p2.example".to_string(), vec![tagged]),
+            target("wss://a.example", &[&author]),
+            target("wss://b.example", &[&author]),
+            target("wss://p1.example", &[&tagged]),
+            target("wss://p2.example", &[&tagged]),
         ]
     );
     assert_eq!(plan["route"]["unknown"], json!([hex(9)]));
@@ -162,18 +171,16 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
     );
 
     // A total budget of 2: the author and the tagged person get one relay each.
-    let out = outbox(&[
+    let plan = plan_of(&[
         "route",
         "publish",
         "--event",
         &event,
         "--world",
         world,
-        "--json",
         "--max-relays",
         "2",
     ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
     assert_eq!(urls, ["wss://a.example", "wss://p1.example"]);
 
@@ -213,7 +220,7 @@ fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
         "wrap.json",
         json!({"pubkey": hex(7), "kind": 1059, "tags": [["p", hex(4)], ["p", hex(3)]]}),
     );
-    let out = outbox(&[
+    let plan = plan_of(&[
         "route",
         "publish",
         "--event",
@@ -222,15 +229,13 @@ fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
         f.world.to_str().unwrap(),
         "--lists",
         f.lists.to_str().unwrap(),
-        "--json",
     ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     // Only 4's DM inbox; 3 has read relays but no (verified) DM list, so is reported.
     assert_eq!(
         targets(&plan),
-        [(
-            "wss://dm4.example".to_string(),
-            vec![format!("dm_inbox {}", hex(4))]
+        [target(
+            "wss://dm4.example",
+            &[&format!("dm_inbox {}", hex(4))]
         )]
     );
     assert_eq!(plan["route"]["unknown"], json!([hex(3)]));
@@ -239,40 +244,33 @@ fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
 #[test]
 fn the_inbox_is_read_from_the_readers_read_relays() {
     let f = fixture();
-    let out = outbox(&[
+    let plan = plan_of(&[
         "route",
         "inbox",
         "--world",
         f.world.to_str().unwrap(),
-        "--json",
         "--kind",
         "1",
     ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
         targets(&plan),
-        [(
-            "wss://in.example".to_string(),
-            vec!["reader_read".to_string()]
-        )]
+        [target("wss://in.example", &["reader_read"])]
     );
     let filter = &plan["route"]["targets"][0]["filters"][0];
     assert_eq!(filter["#p"], json!([hex(1)]));
     assert_eq!(filter["kinds"], json!([1]));
     // A reader with no read relay falls back to the configured relays (the world's belong to
     // the world's reader only).
-    let out = outbox(&[
+    let plan = plan_of(&[
         "route",
         "inbox",
         "--world",
         f.world.to_str().unwrap(),
-        "--json",
         "--reader",
         &hex(5),
         "--reader-relay",
         "wss://mine.example",
     ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
     assert_eq!(urls, ["wss://mine.example"]);
     assert_eq!(
@@ -290,26 +288,24 @@ fn a_thread_asks_hints_the_author_and_tagged_people() {
         .relays([RelayUrl::parse("wss://hint.example").unwrap()])
         .to_bech32()
         .unwrap();
-    let out = outbox(&[
+    let plan = plan_of(&[
         "route",
         "thread",
         "--event",
         &code,
         "--world",
         f.world.to_str().unwrap(),
-        "--json",
     ]);
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let author = format!("author_write {}", hex(2));
     // NIP-65: replies to the author are sent to their read relay.
     let reads = format!("author_read {}", hex(2));
     assert_eq!(
         targets(&plan),
         [
-            ("wss://a.example".to_string(), vec![author.clone()]),
-            ("wss://b.example".to_string(), vec![author]),
-            ("wss://hint.example".to_string(), vec!["hint".to_string()]),
-            ("wss://r2.example".to_string(), vec![reads]),
+            target("wss://a.example", &[&author]),
+            target("wss://b.example", &[&author]),
+            target("wss://hint.example", &["hint"]),
+            target("wss://r2.example", &[&reads]),
         ]
     );
     let filters = &plan["route"]["targets"][0]["filters"];

@@ -2,11 +2,12 @@
 //! command on both stores (JSON files and SQLite).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use nostr_outbox_client::StateStore;
 use nostr_outbox_core::{DeliveryStats, RelayStats};
+use nostr_outbox_fleet::cli;
 use nostr_outbox_runtime::store::{load_kept, save_kept};
 use nostr_outbox_runtime::{PenaltyBox, PenaltyPolicy};
 use nostr_outbox_stats::{FileStore, SqliteStore};
@@ -73,16 +74,9 @@ async fn learn(store: &dyn StateStore) {
 }
 
 async fn outbox(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .arg("stats")
-            .args(args)
-            .env_remove("OUTBOX_DATA_DIR")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+    cmd.arg("stats").args(args).env_remove("OUTBOX_DATA_DIR");
+    cli::output_of(cmd).await
 }
 
 fn args(store: &str, extra: &[&str]) -> Vec<String> {
@@ -257,12 +251,11 @@ async fn a_closed_stdout_ends_cleanly() {
     for extra in [&[][..], &["--json"], &[DEAD]] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = Command::new(env!("CARGO_BIN_EXE_outbox"))
-            .arg("stats")
+        let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
+        cmd.arg("stats")
             .args(args(&arg, extra))
-            .stdout(std::process::Stdio::from(writer))
-            .output()
-            .unwrap();
+            .stdout(std::process::Stdio::from(writer));
+        let out = cli::output(cmd);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success() && !stderr.contains("panicked"),

@@ -171,89 +171,69 @@ impl Scorer for FixedThompson {
     }
 }
 
-/// `[strategy.scorer] type = "thompson"`.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
-pub struct ThompsonConfig {
-    /// Multiply by `1 + ln popularity` (see [`ThompsonOptions::popularity_weight`]).
-    #[serde(default)]
-    pub popularity_weight: bool,
-    /// Multiply by `1 / (1 + latency_ms / 1000)` when a latency is known.
-    #[serde(default = "yes")]
-    pub latency_discount: bool,
-}
-
-impl ThompsonConfig {
-    /// The scorer options this config asks for.
-    pub fn options(&self) -> ThompsonOptions {
-        ThompsonOptions {
-            popularity_weight: self.popularity_weight,
-            latency_discount: self.latency_discount,
+/// A scorer config of the two Thompson options, registered as `$name` and building `$scorer`:
+/// one definition, so the fresh and the fixed scorer read their options alike.
+macro_rules! thompson_config {
+    ($(#[$doc:meta])* $config:ident, $name:literal, $summary:literal, $scorer:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+        #[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
+        pub struct $config {
+            /// Multiply by `1 + ln popularity` (see [`ThompsonOptions::popularity_weight`]).
+            #[serde(default)]
+            pub popularity_weight: bool,
+            /// Multiply by `1 / (1 + latency_ms / 1000)` when a latency is known.
+            #[serde(default = "yes")]
+            pub latency_discount: bool,
         }
-    }
-}
 
-impl Default for ThompsonConfig {
-    fn default() -> Self {
-        let o = ThompsonOptions::default();
-        Self {
-            popularity_weight: o.popularity_weight,
-            latency_discount: o.latency_discount,
+        impl $config {
+            /// The scorer options this config asks for.
+            pub fn options(&self) -> ThompsonOptions {
+                ThompsonOptions {
+                    popularity_weight: self.popularity_weight,
+                    latency_discount: self.latency_discount,
+                }
+            }
         }
-    }
-}
 
-nostr_outbox_core::register_scorer! {
-    name: "thompson",
-    summary: "coverage · Beta(α, β) draw from learned delivery priors, fresh per call",
-    impl ScorerConfig for ThompsonConfig {
-        fn build(&self) -> Box<dyn Scorer> {
-            Box::new(Thompson::new(self.options()))
+        impl Default for $config {
+            fn default() -> Self {
+                let o = ThompsonOptions::default();
+                Self {
+                    popularity_weight: o.popularity_weight,
+                    latency_discount: o.latency_discount,
+                }
+            }
         }
-    }
-}
 
-/// `[strategy.scorer] type = "fixed_thompson"`.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
-pub struct FixedThompsonConfig {
-    /// Multiply by `1 + ln popularity` (see [`ThompsonOptions::popularity_weight`]).
-    #[serde(default)]
-    pub popularity_weight: bool,
-    /// Multiply by `1 / (1 + latency_ms / 1000)` when a latency is known.
-    #[serde(default = "yes")]
-    pub latency_discount: bool,
-}
-
-impl FixedThompsonConfig {
-    /// The scorer options this config asks for.
-    pub fn options(&self) -> ThompsonOptions {
-        ThompsonOptions {
-            popularity_weight: self.popularity_weight,
-            latency_discount: self.latency_discount,
+        nostr_outbox_core::register_scorer! {
+            name: $name,
+            summary: $summary,
+            impl ScorerConfig for $config {
+                fn build(&self) -> Box<dyn Scorer> {
+                    Box::new($scorer::new(self.options()))
+                }
+            }
         }
-    }
+    };
 }
 
-impl Default for FixedThompsonConfig {
-    fn default() -> Self {
-        let o = ThompsonOptions::default();
-        Self {
-            popularity_weight: o.popularity_weight,
-            latency_discount: o.latency_discount,
-        }
-    }
-}
+thompson_config!(
+    /// `[strategy.scorer] type = "thompson"`.
+    ThompsonConfig,
+    "thompson",
+    "coverage · Beta(α, β) draw from learned delivery priors, fresh per call",
+    Thompson
+);
 
-nostr_outbox_core::register_scorer! {
-    name: "fixed_thompson",
-    summary: "coverage · one Beta(α, β) draw per relay per run (stable inside greedy)",
-    impl ScorerConfig for FixedThompsonConfig {
-        fn build(&self) -> Box<dyn Scorer> {
-            Box::new(FixedThompson::new(self.options()))
-        }
-    }
-}
+thompson_config!(
+    /// `[strategy.scorer] type = "fixed_thompson"`.
+    FixedThompsonConfig,
+    "fixed_thompson",
+    "coverage · one Beta(α, β) draw per relay per run (stable inside greedy)",
+    FixedThompson
+);
 
 fn yes() -> bool {
     true

@@ -77,23 +77,7 @@ impl FilterQuery {
 
     /// The plan, with each relay chosen only for authors asked about those authors alone.
     fn narrowed(&self, mut plan: RoutePlan) -> RoutePlan {
-        for target in &mut plan.targets {
-            let mut only: Vec<PublicKey> = Vec::new();
-            for reason in &target.reasons {
-                match reason {
-                    Reason::AuthorWrite(pk) => only.push(*pk),
-                    _ => {
-                        only.clear();
-                        break;
-                    }
-                }
-            }
-            if !only.is_empty() {
-                for filter in &mut target.filters {
-                    filter.authors = Some(only.iter().copied().collect());
-                }
-            }
-        }
+        plan.narrow_to_authors(|_| true);
         plan
     }
 }
@@ -159,6 +143,16 @@ mod tests {
     use nostr::key::Keys;
     use nostr_outbox_core::{DeliveryStats, RawRelayList, UrlPolicy};
 
+    /// Routing over `directory` with `stats` at time zero, within the default budget.
+    fn at_zero<'a>(directory: &'a RelayDirectory, stats: &'a DeliveryStats) -> RouteContext<'a> {
+        RouteContext {
+            directory,
+            stats,
+            now: 0,
+            budget: RouteBudget::default(),
+        }
+    }
+
     fn list(author: PublicKey, entries: &[(&str, &str)]) -> RawRelayList {
         RawRelayList {
             author,
@@ -195,12 +189,7 @@ mod tests {
             ],
         );
         let stats = DeliveryStats::new();
-        let ctx = RouteContext {
-            directory: &directory,
-            stats: &stats,
-            now: 0,
-            budget: RouteBudget::default(),
-        };
+        let ctx = at_zero(&directory, &stats);
         let q = FilterQuery::new(
             Filter::new().authors([alice, bob]).pubkey(carol),
             ["wss://reader.example"],
@@ -232,12 +221,7 @@ mod tests {
         let stranger = Keys::generate().public_key();
         let directory = RelayDirectory::from_relay_lists(UrlPolicy::default(), []);
         let stats = DeliveryStats::new();
-        let ctx = RouteContext {
-            directory: &directory,
-            stats: &stats,
-            now: 0,
-            budget: RouteBudget::default(),
-        };
+        let ctx = at_zero(&directory, &stats);
         let q = FilterQuery::new(
             Filter::new()
                 .author(stranger)

@@ -330,6 +330,28 @@ pub struct RoutePlan {
 }
 
 impl RoutePlan {
+    /// Narrows each relay chosen only for the write relays of authors `asked` holds to those
+    /// authors' filters: such a relay is asked about them alone, any other the whole filter.
+    pub fn narrow_to_authors(&mut self, asked: impl Fn(&PublicKey) -> bool) {
+        for target in &mut self.targets {
+            let mut only: Vec<PublicKey> = Vec::new();
+            for reason in &target.reasons {
+                match reason {
+                    Reason::AuthorWrite(pk) if asked(pk) => only.push(*pk),
+                    _ => {
+                        only.clear();
+                        break;
+                    }
+                }
+            }
+            if !only.is_empty() {
+                for filter in &mut target.filters {
+                    filter.authors = Some(only.iter().copied().collect());
+                }
+            }
+        }
+    }
+
     /// The chosen URLs, sorted.
     pub fn urls(&self) -> impl Iterator<Item = &str> {
         self.targets.iter().map(|t| t.url.as_str())

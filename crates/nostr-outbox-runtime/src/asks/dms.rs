@@ -439,8 +439,8 @@ mod tests {
     use super::*;
     use nostr::event::{EventBuilder, FinalizeEvent, FinalizeUnsignedEvent, Tag};
     use nostr::key::Keys;
-    use nostr::nips::nip44;
     use nostr::nips::nip59::GiftWrapBuilder;
+    use nostr_outbox_fleet::sealed_as;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
@@ -553,38 +553,15 @@ mod tests {
         assert!(matches!(open(&bob, &forged), Err(UnwrapError::Broken(_))));
     }
 
-    /// `rumor` sealed by `from` for `to` as an event of `kind` with `tags` (a NIP-59 seal is
-    /// kind 13 without tags), then wrapped for `to` by a fresh key.
-    fn wrapped(
-        from: &Keys,
-        to: PublicKey,
-        rumor: &nostr::event::UnsignedEvent,
-        kind: Kind,
-        tags: Vec<Tag>,
-    ) -> Event {
-        let version = nip44::Version::default();
-        let sealed = nip44::encrypt(from.secret_key(), &to, rumor.as_json(), version).unwrap();
-        let seal = EventBuilder::new(kind, sealed)
-            .tags(tags)
-            .finalize(from)
-            .unwrap();
-        let once = Keys::generate();
-        let content = nip44::encrypt(once.secret_key(), &to, seal.as_json(), version).unwrap();
-        EventBuilder::new(Kind::GiftWrap, content)
-            .tag(Tag::public_key(to))
-            .finalize(&once)
-            .unwrap()
-    }
-
     #[test]
     fn only_a_seal_of_kind_13_without_tags_opens() {
         let (alice, bob) = (Keys::generate(), Keys::generate());
         let rumor = chat(&alice, bob.public_key(), "hi");
-        let good = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]);
+        let good = sealed_as(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]);
         assert_eq!(open(&bob, &good).unwrap().content, "hi");
-        let note = wrapped(&alice, bob.public_key(), &rumor, Kind::TextNote, vec![]);
+        let note = sealed_as(&alice, bob.public_key(), &rumor, Kind::TextNote, vec![]);
         let tagged = vec![Tag::public_key(bob.public_key())];
-        let with_tags = wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, tagged);
+        let with_tags = sealed_as(&alice, bob.public_key(), &rumor, Kind::Seal, tagged);
         for bad in [note, with_tags] {
             assert!(
                 matches!(open(&bob, &bad), Err(UnwrapError::Broken(_))),
@@ -599,11 +576,11 @@ mod tests {
         let (alice, bob) = (Keys::generate(), Keys::generate());
         let rumor = chat(&alice, bob.public_key(), "once");
         let ids: Vec<EventId> = (0..3)
-            .map(|_| wrapped(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]))
+            .map(|_| sealed_as(&alice, bob.public_key(), &rumor, Kind::Seal, vec![]))
             .map(|wrap| open(&bob, &wrap).unwrap().rumor)
             .collect();
         assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
-        let other = wrapped(
+        let other = sealed_as(
             &alice,
             bob.public_key(),
             &chat(&alice, bob.public_key(), "twice"),

@@ -19,7 +19,7 @@ use nostr_outbox_client::routes::dms::MAX_DM_RELAYS;
 use nostr_outbox_client::routes::{DmQuery, DmSource, Route, RouteBudget, RouteContext};
 use nostr_outbox_runtime::Signer;
 use nostr_outbox_runtime::{
-    DmLists, DmRead, DmRelayOutcome, LookupOutcome, Refusal, RuntimeConfig, UnwrapError, Wrap,
+    DmLists, DmRead, DmRelayOutcome, LookupOutcome, Refusal, UnwrapError, Wrap,
 };
 
 use crate::reader::ReaderArgs;
@@ -99,29 +99,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn dms(args: ReadArgs) -> anyhow::Result<ExitCode> {
-    let runtime_config = RuntimeConfig {
-        connect_timeout: args.connect_timeout,
-        eose_timeout: args.eose_timeout,
-        once: true,
-        seed: rand::random(),
-        ..RuntimeConfig::default()
-    };
+    let runtime_config = crate::reader::one_pass(args.connect_timeout, args.eose_timeout);
     let reader = args.reader.open(runtime_config, &[]).await?;
     let client = &reader.client;
-    let keys = client.signer().cloned();
-    let pubkey = match (reader.pubkey, &keys) {
-        (Some(pubkey), _) => pubkey,
-        (None, Some(keys)) => keys.public_key(),
-        (None, None) => {
-            bail!("whose messages? give --npub, or the reader's --secret-key-file or --bunker")
-        }
-    };
-    if keys.as_ref().is_some_and(|k| k.public_key() != pubkey) {
-        bail!(
-            "the secret key is not the reader's (--npub): DM relays serve a reader's wraps \
-             only to the reader signed in, and only the reader's key opens them"
-        );
-    }
+    let (pubkey, keys) = reader.owner(
+        "messages",
+        "DM relays serve a reader's wraps only to the reader signed in, and only the reader's \
+         key opens them",
+    )?;
     if args.decrypt && keys.is_none() {
         bail!(
             "--decrypt needs the reader's secret key: give --secret-key-file (or \
@@ -274,7 +259,7 @@ async fn print_messages(
     let mut seen = std::collections::HashSet::new();
     for wrap in &read.wraps {
         let line = match signer {
-            None => wrap_line(wrap, json),
+            None => wrap_line(wrap, None, json),
             Some(signer) => match nostr_outbox_runtime::unwrap_dm(signer, &wrap.event).await {
                 Ok(dm) if !seen.insert(dm.rumor) => {
                     shown.repeated += 1;
@@ -287,7 +272,7 @@ async fn print_messages(
                 }
                 Err(e) => {
                     shown.unopened += 1;
-                    unopened_line(wrap, &e, json)
+                    wrap_line(wrap, Some(&e), json)
                 }
             },
         };
@@ -301,20 +286,26 @@ async fn print_messages(
     Ok(shown)
 }
 
-/// A wrap as it came: time, id, relay.
-fn wrap_line(wrap: &Wrap, json: bool) -> Line {
+/// A wrap as it came (time, id, relay) and, when it did not open, why.
+fn wrap_line(wrap: &Wrap, unopened: Option<&UnwrapError>, json: bool) -> Line {
     let e = &wrap.event;
     let at = e.created_at.as_secs();
     let text = if json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "wrap": e.id.to_hex(),
             "relay": wrap.relay,
             "created_at": at,
-            "event": e,
         });
+        match unopened {
+            Some(why) => doc["error"] = why.to_string().into(),
+            None => doc["event"] = serde_json::json!(e),
+        }
         json_safe(&doc.to_string())
     } else {
-        format!("{} wrap {} [{}]", when(at), e.id, escape(&wrap.relay))
+        let why = unopened
+            .map(|why| format!(" not opened: {}", escape(&why.to_string())))
+            .unwrap_or_default();
+        format!("{} wrap {} [{}]{why}", when(at), e.id, escape(&wrap.relay))
     };
     Line { at, text }
 }
@@ -346,30 +337,6 @@ fn message_line(wrap: &Wrap, dm: &nostr_outbox_runtime::DirectMessage, json: boo
             when(at),
             escape(&wrap.relay),
             escape(&dm.content)
-        )
-    };
-    Line { at, text }
-}
-
-/// A wrap that did not open, and why.
-fn unopened_line(wrap: &Wrap, why: &UnwrapError, json: bool) -> Line {
-    let e = &wrap.event;
-    let at = e.created_at.as_secs();
-    let text = if json {
-        let doc = serde_json::json!({
-            "wrap": e.id.to_hex(),
-            "relay": wrap.relay,
-            "created_at": at,
-            "error": why.to_string(),
-        });
-        json_safe(&doc.to_string())
-    } else {
-        format!(
-            "{} wrap {} [{}] not opened: {}",
-            when(at),
-            e.id,
-            escape(&wrap.relay),
-            escape(&why.to_string())
         )
     };
     Line { at, text }
@@ -434,11 +401,11 @@ mod tests {
             .await
             .unwrap_err();
         for json in [false, true] {
-            let line = unopened_line(&wrap, &why, json).text;
+            let line = wrap_line(&wrap, Some(&why), json).text;
             assert!(!line.contains('\n'), "{line}");
             assert!(!line.chars().any(char::is_control), "{line:?}");
         }
-        assert!(unopened_line(&wrap, &why, false)
+        assert!(wrap_line(&wrap, Some(&why), false)
             .text
             .contains("not opened:"));
         assert_eq!(when(u64::MAX), format!("unix time {}", u64::MAX));

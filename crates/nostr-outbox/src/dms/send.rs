@@ -18,7 +18,7 @@ use nostr_outbox_client::routes::dms::MAX_DM_RELAYS;
 use nostr_outbox_client::routes::{PublishQuery, Route, RouteBudget, RouteContext};
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
 use nostr_outbox_runtime::asks::dms::MAX_DM_RECIPIENTS;
-use nostr_outbox_runtime::{PublishConfig, PublishReport, RuntimeConfig};
+use nostr_outbox_runtime::{PublishConfig, PublishReport};
 use tokio::task::JoinSet;
 
 use crate::reader::{parse_key, ReaderArgs};
@@ -92,13 +92,7 @@ async fn send(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|raw| parse_key(raw))
         .collect::<anyhow::Result<_>>()?;
-    let runtime_config = RuntimeConfig {
-        connect_timeout: args.connect_timeout,
-        eose_timeout: args.eose_timeout,
-        once: true,
-        seed: rand::random(),
-        ..RuntimeConfig::default()
-    };
+    let runtime_config = crate::reader::one_pass(args.connect_timeout, args.eose_timeout);
     let mut reader = args
         .reader
         .open(runtime_config, &[("a recipient's", recipients.as_slice())])

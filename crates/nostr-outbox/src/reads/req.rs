@@ -299,23 +299,7 @@ impl Route for EventsQuery {
         // As `FilterQuery` narrows: a relay chosen only for some of the filter's authors is
         // asked about those alone; one chosen for an event's author, the whole filter.
         let asked = self.query.filter.authors.clone().unwrap_or_default();
-        for target in &mut plan.targets {
-            let mut only = Vec::new();
-            for reason in &target.reasons {
-                match reason {
-                    Reason::AuthorWrite(pk) if asked.contains(pk) => only.push(*pk),
-                    _ => {
-                        only.clear();
-                        break;
-                    }
-                }
-            }
-            if !only.is_empty() {
-                for filter in &mut target.filters {
-                    filter.authors = Some(only.iter().copied().collect());
-                }
-            }
-        }
+        plan.narrow_to_authors(|pk| asked.contains(pk));
         let violations = check_route(&plan, &candidates, &ctx.budget);
         (plan, violations)
     }

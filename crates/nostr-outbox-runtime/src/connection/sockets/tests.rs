@@ -1,79 +1,12 @@
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpListener;
 use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::Message;
 
+use nostr_outbox_fleet::{dead_url, Echo};
+
 use super::*;
 use crate::config::RuntimeConfig;
-
-/// A relay that answers every REQ with EOSE, every EVENT with OK, and counts its sockets and
-/// the CLOSEs it was sent.
-struct Echo {
-    url: String,
-    accepted: Arc<AtomicUsize>,
-    open: Arc<AtomicUsize>,
-    closes: Arc<AtomicUsize>,
-}
-
-impl Echo {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let open = Arc::new(AtomicUsize::new(0));
-        let closes = Arc::new(AtomicUsize::new(0));
-        let (a, o, c) = (accepted.clone(), open.clone(), closes.clone());
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                a.fetch_add(1, Ordering::SeqCst);
-                let (open, closes) = (o.clone(), c.clone());
-                open.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    if let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await {
-                        while let Some(Ok(Message::Text(text))) = ws.next().await {
-                            let v: serde_json::Value = match serde_json::from_str(text.as_str()) {
-                                Ok(v) => v,
-                                Err(_) => continue,
-                            };
-                            let reply = match v[0].as_str() {
-                                Some("REQ") => serde_json::json!(["EOSE", v[1]]),
-                                Some("EVENT") => serde_json::json!(["OK", v[1]["id"], true, ""]),
-                                Some("NOTICE") => serde_json::json!(["NOTICE", v[1]]),
-                                Some("CLOSE") => {
-                                    closes.fetch_add(1, Ordering::SeqCst);
-                                    continue;
-                                }
-                                _ => continue,
-                            };
-                            if ws.send(Message::text(reply.to_string())).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    open.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Self {
-            url,
-            accepted,
-            open,
-            closes,
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-
-    fn open(&self) -> usize {
-        self.open.load(Ordering::SeqCst)
-    }
-}
 
 /// Sockets under a budget, dialled with the tests' short timeouts.
 #[derive(Clone)]
@@ -85,6 +18,47 @@ impl Pool {
     fn dial(&self) -> Dial {
         RuntimeConfig::fast_for_tests().dial()
     }
+
+    /// A link to `url` for `role`, which must be made.
+    async fn link(&self, url: &str, role: Role) -> Link {
+        self.sockets.link(url, role, self.dial()).await.unwrap()
+    }
+
+    /// A link to `url` for `role` asked for on a task of its own: whether it was made.
+    fn link_later(&self, url: &str, role: Role) -> tokio::task::JoinHandle<bool> {
+        let (pool, url) = (self.clone(), url.to_string());
+        tokio::spawn(async move { pool.sockets.link(&url, role, pool.dial()).await.is_ok() })
+    }
+}
+
+async fn echoes<const N: usize>() -> [Echo; N] {
+    let mut relays = Vec::new();
+    for _ in 0..N {
+        relays.push(Echo::start().await);
+    }
+    relays.try_into().ok().unwrap()
+}
+
+/// Sends `text` on `link`, which must take it.
+async fn say(link: &mut Link, text: &str) {
+    link.send(Message::text(text)).await.unwrap();
+}
+
+/// At most `max_sockets`, `reserve` of them kept for short work, each closed after `idle`.
+fn capped(max_sockets: usize, reserve: usize, idle: Duration) -> Pool {
+    cfg(SocketBudget {
+        max_sockets: Some(max_sockets),
+        reserve,
+        idle,
+    })
+}
+
+/// No cap, each socket closed after `idle`.
+fn idle_after(idle: Duration) -> Pool {
+    cfg(SocketBudget {
+        idle,
+        ..SocketBudget::unbounded()
+    })
 }
 
 fn cfg(budget: SocketBudget) -> Pool {
@@ -114,42 +88,24 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
     let relay = Echo::start().await;
     let cfg = cfg(SocketBudget::unbounded());
-    let mut feed = cfg
-        .sockets
-        .link(&relay.url, Role::Feed, cfg.dial())
-        .await
-        .unwrap();
-    let mut lookup = cfg
-        .sockets
-        .link(&relay.url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
+    let mut feed = cfg.link(&relay.url, Role::Feed).await;
+    let mut lookup = cfg.link(&relay.url, Role::Lookup).await;
     // The same subscription id on both links: each gets its own EOSE, unchanged.
-    feed.send(Message::text(r#"["REQ","sub-1",{}]"#))
-        .await
-        .unwrap();
-    lookup
-        .send(Message::text(r#"["REQ","sub-1",{}]"#))
-        .await
-        .unwrap();
+    say(&mut feed, r#"["REQ","sub-1",{}]"#).await;
+    say(&mut lookup, r#"["REQ","sub-1",{}]"#).await;
     assert_eq!(text(&mut feed).await, r#"["EOSE","sub-1"]"#);
     assert_eq!(text(&mut lookup).await, r#"["EOSE","sub-1"]"#);
     assert!(timeout(Duration::from_millis(100), feed.recv())
         .await
         .is_err());
     // An OK goes to the link that sent the event.
-    lookup
-        .send(Message::text(r#"["EVENT",{"id":"abc","kind":1}]"#))
-        .await
-        .unwrap();
+    say(&mut lookup, r#"["EVENT",{"id":"abc","kind":1}]"#).await;
     assert_eq!(text(&mut lookup).await, r#"["OK","abc",true,""]"#);
     assert!(timeout(Duration::from_millis(100), feed.recv())
         .await
         .is_err());
     // A frame that names no link reaches every link.
-    feed.send(Message::text(r#"["NOTICE","hello"]"#))
-        .await
-        .unwrap();
+    say(&mut feed, r#"["NOTICE","hello"]"#).await;
     assert_eq!(text(&mut feed).await, r#"["NOTICE","hello"]"#);
     assert_eq!(text(&mut lookup).await, r#"["NOTICE","hello"]"#);
     assert_eq!(relay.accepted(), 1);
@@ -159,30 +115,11 @@ async fn links_to_one_relay_share_its_socket_and_see_only_their_own_answers() {
 
 #[tokio::test]
 async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
-    let relays = [
-        Echo::start().await,
-        Echo::start().await,
-        Echo::start().await,
-    ];
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 0,
-        idle: Duration::from_secs(60),
-    });
-    let a = cfg
-        .sockets
-        .link(&relays[0].url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
-    let b = cfg
-        .sockets
-        .link(&relays[1].url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
-    let sockets = cfg.sockets.clone();
-    let (url, c) = (relays[2].url.clone(), cfg.clone());
-    let third =
-        tokio::spawn(async move { sockets.link(&url, Role::Lookup, c.dial()).await.is_ok() });
+    let relays = echoes::<3>().await;
+    let cfg = capped(2, 0, Duration::from_secs(60));
+    let a = cfg.link(&relays[0].url, Role::Lookup).await;
+    let b = cfg.link(&relays[1].url, Role::Lookup).await;
+    let third = cfg.link_later(&relays[2].url, Role::Lookup);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(
         !third.is_finished(),
@@ -203,31 +140,19 @@ async fn the_budget_holds_and_a_waiting_link_takes_an_idle_socket_s_place() {
 
 #[tokio::test]
 async fn lasting_links_leave_the_reserve_to_short_work() {
-    let relays = [Echo::start().await, Echo::start().await];
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
-    let _feed = cfg
-        .sockets
-        .link(&relays[0].url, Role::Feed, cfg.dial())
-        .await
-        .unwrap();
-    let sockets = cfg.sockets.clone();
-    let (url, c) = (relays[1].url.clone(), cfg.clone());
-    let second_feed =
-        tokio::spawn(async move { sockets.link(&url, Role::Route, c.dial()).await.is_ok() });
+    let relays = echoes::<2>().await;
+    let cfg = capped(2, 1, Duration::from_secs(60));
+    let _feed = cfg.link(&relays[0].url, Role::Feed).await;
+    let second_feed = cfg.link_later(&relays[1].url, Role::Route);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!second_feed.is_finished(), "a feed took the reserve");
     // A lookup gets the reserved place at once.
     let lookup = timeout(
         Duration::from_secs(1),
-        cfg.sockets.link(&relays[1].url, Role::Lookup, cfg.dial()),
+        cfg.link(&relays[1].url, Role::Lookup),
     )
     .await
-    .expect("the reserve was free")
-    .unwrap();
+    .expect("the reserve was free");
     // The waiting feed link joins the lookup's socket instead of opening another.
     assert!(timeout(Duration::from_secs(1), second_feed)
         .await
@@ -239,37 +164,18 @@ async fn lasting_links_leave_the_reserve_to_short_work() {
 
 #[tokio::test]
 async fn a_kept_place_waits_for_its_relay_and_no_other_lasting_link_takes_it() {
-    let relays = [
-        Echo::start().await,
-        Echo::start().await,
-        Echo::start().await,
-    ];
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(3),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
+    let relays = echoes::<3>().await;
+    let cfg = capped(3, 1, Duration::from_secs(60));
     let kept = cfg.sockets.keep(&relays[0].url);
     // Two lasting places, one kept: another relay takes the other one.
-    let _routed = cfg
-        .sockets
-        .link(&relays[1].url, Role::Feed, cfg.dial())
-        .await
-        .unwrap();
-    let sockets = cfg.sockets.clone();
-    let (url, c) = (relays[2].url.clone(), cfg.clone());
-    let waiting =
-        tokio::spawn(async move { sockets.link(&url, Role::Feed, c.dial()).await.is_ok() });
+    let _routed = cfg.link(&relays[1].url, Role::Feed).await;
+    let waiting = cfg.link_later(&relays[2].url, Role::Feed);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!waiting.is_finished(), "a lasting link took the kept place");
     // The relay it is kept for gets it at once.
-    let reader = timeout(
-        Duration::from_secs(1),
-        cfg.sockets.link(&relays[0].url, Role::Feed, cfg.dial()),
-    )
-    .await
-    .expect("the kept place was free")
-    .unwrap();
+    let reader = timeout(Duration::from_secs(1), cfg.link(&relays[0].url, Role::Feed))
+        .await
+        .expect("the kept place was free");
     assert!(!waiting.is_finished(), "the place is the reader's now");
     // Its socket gone (and the place no longer kept), the waiting link takes the place.
     drop(reader);
@@ -282,17 +188,10 @@ async fn a_kept_place_waits_for_its_relay_and_no_other_lasting_link_takes_it() {
 
 #[tokio::test]
 async fn a_kept_place_let_go_is_free_for_anyone() {
-    let relays = [Echo::start().await, Echo::start().await];
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(2),
-        reserve: 1,
-        idle: Duration::from_secs(60),
-    });
+    let relays = echoes::<2>().await;
+    let cfg = capped(2, 1, Duration::from_secs(60));
     let kept = cfg.sockets.keep(&relays[0].url);
-    let sockets = cfg.sockets.clone();
-    let (url, c) = (relays[1].url.clone(), cfg.clone());
-    let waiting =
-        tokio::spawn(async move { sockets.link(&url, Role::Feed, c.dial()).await.is_ok() });
+    let waiting = cfg.link_later(&relays[1].url, Role::Feed);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!waiting.is_finished(), "a lasting link took the kept place");
     drop(kept);
@@ -306,16 +205,8 @@ async fn a_kept_place_let_go_is_free_for_anyone() {
 async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew() {
     let relay = Echo::start().await;
     let cfg = cfg(SocketBudget::unbounded());
-    let mut feed = cfg
-        .sockets
-        .link(&relay.url, Role::Feed, cfg.dial())
-        .await
-        .unwrap();
-    let mut lookup = cfg
-        .sockets
-        .link(&relay.url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
+    let mut feed = cfg.link(&relay.url, Role::Feed).await;
+    let mut lookup = cfg.link(&relay.url, Role::Lookup).await;
     feed.abandon("flooded".into());
     match timeout(Duration::from_secs(2), lookup.recv())
         .await
@@ -328,15 +219,8 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
         .send(Message::text(r#"["REQ","x",{}]"#))
         .await
         .is_err());
-    let mut again = cfg
-        .sockets
-        .link(&relay.url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
-    again
-        .send(Message::text(r#"["REQ","x",{}]"#))
-        .await
-        .unwrap();
+    let mut again = cfg.link(&relay.url, Role::Lookup).await;
+    say(&mut again, r#"["REQ","x",{}]"#).await;
     assert_eq!(text(&mut again).await, r#"["EOSE","x"]"#);
     assert_eq!(relay.accepted(), 2);
 }
@@ -344,24 +228,12 @@ async fn abandoning_ends_the_socket_for_every_link_and_the_next_link_dials_anew(
 #[tokio::test]
 async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_reported() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        idle: Duration::from_millis(100),
-        ..SocketBudget::unbounded()
-    });
-    let link = cfg
-        .sockets
-        .link(&relay.url, Role::Probe, cfg.dial())
-        .await
-        .unwrap();
+    let cfg = idle_after(Duration::from_millis(100));
+    let link = cfg.link(&relay.url, Role::Probe).await;
     drop(link);
     wait_until("the socket closed", || relay.open() == 0).await;
     wait_until("the socket was forgotten", || cfg.sockets.stats().open == 0).await;
-    let dead = {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        drop(listener);
-        url
-    };
+    let dead = dead_url().await;
     match cfg.sockets.link(&dead, Role::Lookup, cfg.dial()).await {
         Err(DialError::Failed(_)) => {}
         Err(e) => panic!("unexpected error {e}"),
@@ -373,28 +245,14 @@ async fn an_unused_socket_closes_after_the_idle_time_and_a_failed_dial_is_report
 #[tokio::test]
 async fn a_socket_never_idle_stays_open_for_the_next_link() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        idle: Duration::MAX,
-        ..SocketBudget::unbounded()
-    });
-    let link = cfg
-        .sockets
-        .link(&relay.url, Role::Probe, cfg.dial())
-        .await
-        .unwrap();
+    let cfg = idle_after(Duration::MAX);
+    let link = cfg.link(&relay.url, Role::Probe).await;
     drop(link);
     // A bound on a hang, far above what a loaded machine needs.
-    let mut again = timeout(
-        Duration::from_secs(60),
-        cfg.sockets.link(&relay.url, Role::Lookup, cfg.dial()),
-    )
-    .await
-    .expect("the next link gets the socket")
-    .unwrap();
-    again
-        .send(Message::text(r#"["REQ","x",{}]"#))
+    let mut again = timeout(Duration::from_secs(60), cfg.link(&relay.url, Role::Lookup))
         .await
-        .unwrap();
+        .expect("the next link gets the socket");
+    say(&mut again, r#"["REQ","x",{}]"#).await;
     assert_eq!(text(&mut again).await, r#"["EOSE","x"]"#);
     assert_eq!(relay.accepted(), 1, "the unused socket was kept");
 }
@@ -403,42 +261,22 @@ async fn a_socket_never_idle_stays_open_for_the_next_link() {
 async fn every_link_s_subscriptions_share_the_relay_s_limit() {
     let relay = Echo::start().await;
     let cfg = cfg(SocketBudget::unbounded());
-    let mut feed = cfg
-        .sockets
-        .link(&relay.url, Role::Feed, cfg.dial())
-        .await
-        .unwrap();
-    let mut lookup = cfg
-        .sockets
-        .link(&relay.url, Role::Lookup, cfg.dial())
-        .await
-        .unwrap();
+    let mut feed = cfg.link(&relay.url, Role::Feed).await;
+    let mut lookup = cfg.link(&relay.url, Role::Lookup).await;
     feed.limit_subscriptions(1);
-    feed.send(Message::text(r#"["REQ","page-1",{}]"#))
-        .await
-        .unwrap();
+    say(&mut feed, r#"["REQ","page-1",{}]"#).await;
     assert_eq!(text(&mut feed).await, r#"["EOSE","page-1"]"#);
     // The relay holds one subscription: the lookup's REQ waits for it to close.
-    lookup
-        .send(Message::text(r#"["REQ","look",{}]"#))
-        .await
-        .unwrap();
+    say(&mut lookup, r#"["REQ","look",{}]"#).await;
     assert!(timeout(Duration::from_millis(150), lookup.recv())
         .await
         .is_err());
-    feed.send(Message::text(r#"["CLOSE","page-1"]"#))
-        .await
-        .unwrap();
+    say(&mut feed, r#"["CLOSE","page-1"]"#).await;
     assert_eq!(text(&mut lookup).await, r#"["EOSE","look"]"#);
     // A link that leaves with a subscription open has it closed for it.
     drop(lookup);
-    wait_until("the lookup's subscription closed", || {
-        relay.closes.load(Ordering::SeqCst) == 2
-    })
-    .await;
-    feed.send(Message::text(r#"["REQ","page-2",{}]"#))
-        .await
-        .unwrap();
+    wait_until("the lookup's subscription closed", || relay.closes() == 2).await;
+    say(&mut feed, r#"["REQ","page-2",{}]"#).await;
     assert_eq!(text(&mut feed).await, r#"["EOSE","page-2"]"#);
 }
 
@@ -447,23 +285,12 @@ async fn every_link_s_subscriptions_share_the_relay_s_limit() {
 /// link. That close must still happen once the link's detach arrives, not after the idle time.
 #[tokio::test]
 async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_the_socket() {
-    let relays = [Echo::start().await, Echo::start().await];
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(1),
-        reserve: 0,
-        // Far beyond the test's bound: a socket left to its idle timer stalls the waiter.
-        idle: Duration::from_secs(3600),
-    });
-    let a = cfg
-        .sockets
-        .link(&relays[0].url, Role::Publish, cfg.dial())
-        .await
-        .unwrap();
+    let relays = echoes::<2>().await;
+    // Far beyond the test's bound: a socket left to its idle timer stalls the waiter.
+    let cfg = capped(1, 0, Duration::from_secs(3600));
+    let a = cfg.link(&relays[0].url, Role::Publish).await;
     let socket = cfg.sockets.inner.lock().sockets[&relays[0].url].socket;
-    let sockets = cfg.sockets.clone();
-    let (url, c) = (relays[1].url.clone(), cfg.clone());
-    let waiter =
-        tokio::spawn(async move { sockets.link(&url, Role::Publish, c.dial()).await.is_ok() });
+    let waiter = cfg.link_later(&relays[1].url, Role::Publish);
     // The waiter took its link number: it found no place and waits.
     wait_until("the waiter is waiting", || {
         cfg.sockets.inner.lock().next_link == 2
@@ -492,18 +319,13 @@ async fn a_close_asked_for_before_the_last_link_s_detach_arrives_still_closes_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_short_links_through_a_small_budget_never_wait_for_the_idle_timer() {
     let relay = Echo::start().await;
-    let cfg = cfg(SocketBudget {
-        max_sockets: Some(4),
-        reserve: 0,
-        idle: Duration::from_secs(3600),
-    });
+    let cfg = capped(4, 0, Duration::from_secs(3600));
     let mut tasks = Vec::new();
     for i in 0..300 {
         let (c, url) = (cfg.clone(), format!("{}/{i}", relay.url));
         tasks.push(tokio::spawn(async move {
-            let mut link = c.sockets.link(&url, Role::Publish, c.dial()).await.unwrap();
-            let event = format!(r#"["EVENT",{{"id":"e{i}","kind":1}}]"#);
-            link.send(Message::text(event)).await.unwrap();
+            let mut link = c.link(&url, Role::Publish).await;
+            say(&mut link, &format!(r#"["EVENT",{{"id":"e{i}","kind":1}}]"#)).await;
             match link.recv().await {
                 Some(Ok(Read::Frame(Message::Text(t)))) => t.to_string(),
                 other => panic!("no OK: {other:?}"),
