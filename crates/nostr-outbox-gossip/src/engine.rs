@@ -603,19 +603,6 @@ impl OutboxGossip {
             .end_round(reached.as_ref(), Self::now().as_secs())
     }
 
-    /// [`end_round`](Self::end_round), learning only which relays answered, not what they
-    /// returned: for a read whose window is shorter than the feed's, where a relay that keeps
-    /// the year but had nothing new would be learned as missing its follows' notes.
-    pub fn end_round_liveness(&self, reached: Option<&HashSet<RelayUrl>>) -> bool {
-        let reached: Option<HashSet<String>> = reached.map(|r| {
-            r.iter()
-                .filter_map(|u| self.policy.canonicalize(u.as_str()).ok())
-                .collect()
-        });
-        self.lock()
-            .end_round_learning(reached.as_ref(), Self::now().as_secs(), false)
-    }
-
     /// A copy of the learned stats.
     pub fn stats(&self) -> DeliveryStats {
         self.end_round_if_over(false);

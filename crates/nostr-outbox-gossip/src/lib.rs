@@ -8,7 +8,7 @@ mod state;
 pub use engine::{Error, OutboxGossip, OutboxGossipBuilder, PlanSummary, DEFAULT_CONFIG};
 #[cfg(feature = "sdk")]
 pub use read::{
-    Learn, ReadOptions, ReadReport, RelayOutcome, RelayRead, DEFAULT_READ_PROBES, MAX_READ_EVENTS,
+    ReadOptions, ReadReport, RelayOutcome, RelayRead, DEFAULT_READ_PROBES, MAX_READ_EVENTS,
 };
 pub use state::{
     DEFAULT_LIST_TTL, DEFAULT_ROUND_IDLE, MAX_KEPT_LISTS, MAX_PLANNED_KEYS, MAX_ROUND_EVENTS,

@@ -44,8 +44,6 @@ pub struct ReadOptions {
     /// ([`OutboxGossip::end_round`] with the reads' [`ReadReport::reached`]), so a short
     /// window's silence is not learned alone.
     pub end_round: bool,
-    /// What the round ended by the read learns (with [`end_round`](Self::end_round)).
-    pub learn: Learn,
     /// Relays outside the plan asked after the read, each about the follows who list it, for
     /// their newest notes ([`nostr_outbox_core::probe`]): what the engine learns about a relay
     /// its plan never asks (a follow's own relay holding its history) comes only from these.
@@ -55,18 +53,6 @@ pub struct ReadOptions {
     /// The wait for a probed relay's socket: most never-answered relays are dead, and a read
     /// should not wait on them (one that failed before gets `connect_timeout`).
     pub probe_connect_timeout: Duration,
-}
-
-/// What a read teaches the engine when it ends its round.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Learn {
-    /// Which relays answered, and what each returned of each follow: for a read of the window
-    /// the feed is planned for (or the widest of several).
-    #[default]
-    Everything,
-    /// Only which relays answered ([`OutboxGossip::end_round_liveness`]): for a shorter read
-    /// before a wider one, whose empty answers say nothing of a relay that keeps the year.
-    Liveness,
 }
 
 /// Relays probed after a read when the options name no other number: on the simulator's
@@ -81,7 +67,6 @@ impl Default for ReadOptions {
             connect_timeout: Duration::from_secs(10),
             page_timeout: Duration::from_secs(15),
             end_round: true,
-            learn: Learn::Everything,
             probes: DEFAULT_READ_PROBES,
             probe_connect_timeout: Duration::from_secs(2),
         }
@@ -203,10 +188,7 @@ impl OutboxGossip {
         self.probe(client, &filter, &options, &mut report, &mut reached)
             .await;
         if options.end_round {
-            match options.learn {
-                Learn::Everything => self.end_round(Some(&reached)),
-                Learn::Liveness => self.end_round_liveness(Some(&reached)),
-            };
+            self.end_round(Some(&reached));
         }
         report.reached = reached;
         report

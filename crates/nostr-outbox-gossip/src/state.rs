@@ -297,18 +297,6 @@ impl State {
     /// `reached` leaves out failed; without `reached`, a relay that delivered nothing is left
     /// out of the round. Learns the round at `now`; returns whether there was anything to learn.
     pub fn end_round(&mut self, reached: Option<&HashSet<String>>, now: u64) -> bool {
-        self.end_round_learning(reached, now, true)
-    }
-
-    /// [`end_round`](Self::end_round), learning what each relay returned only when `notes`;
-    /// otherwise only which relays answered (a short window's read says nothing of a relay
-    /// that keeps the year but had nothing new).
-    pub fn end_round_learning(
-        &mut self,
-        reached: Option<&HashSet<String>>,
-        now: u64,
-        notes: bool,
-    ) -> bool {
         let round = std::mem::take(&mut self.round);
         self.round_events = 0;
         self.noted_since_ask = false;
@@ -327,14 +315,9 @@ impl State {
                 self.recorder.closed(url);
             }
         }
-        let Some(mut report) = self.recorder.take_round() else {
+        let Some(report) = self.recorder.take_round() else {
             return false;
         };
-        if !notes {
-            for relay in &mut report.relays {
-                relay.authors.clear();
-            }
-        }
         self.stats.record_round(&report, now);
         self.stats.begin_session();
         self.version += 1;
@@ -469,34 +452,5 @@ mod tests {
             !state.end_round(None, 2_000_000_000),
             "nothing left to learn"
         );
-    }
-
-    #[test]
-    fn a_round_ended_for_liveness_learns_which_relays_answered_and_nothing_they_returned() {
-        let now = 2_000_000_000;
-        let (alice, bob) = (Keys::generate(), Keys::generate());
-        let note = |k: &Keys| EventBuilder::new(Kind::TextNote, "hi").finalize(k).unwrap();
-        for notes in [false, true] {
-            let mut state = State::default();
-            state.ask("wss://a.example", alice.public_key());
-            state.ask("wss://b.example", alice.public_key());
-            state.ask("wss://b.example", bob.public_key());
-            assert!(state.delivered("wss://a.example", &note(&alice)));
-            let reached: HashSet<String> = ["wss://a.example", "wss://b.example"]
-                .map(String::from)
-                .into();
-            assert!(state.end_round_learning(Some(&reached), now, notes));
-            let (a, b) = (
-                state.stats.get("wss://a.example"),
-                state.stats.get("wss://b.example"),
-            );
-            assert!(a.live_mean() > 0.5 && b.live_mean() > 0.5, "{a:?} {b:?}");
-            // b answered with nothing of alice's week: only a round that learns notes says so.
-            let learned = state.stats.author(&alice.public_key()).is_some();
-            assert_eq!(
-                learned, notes,
-                "what alice's relays returned is learned: {notes}"
-            );
-        }
     }
 }

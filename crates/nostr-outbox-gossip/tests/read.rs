@@ -195,7 +195,7 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
             .await
             .unwrap();
         let gossip = Arc::new(gossip);
-        let client = client(gossip.clone(), &reader.url).await;
+        let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
         let options = ReadOptions {
             probes,
             ..ReadOptions::default()

@@ -9,8 +9,9 @@
 //! Both engines are handed the follows' relay lists up front (as the bench hands the runtime
 //! its lists) and each list is marked as just fetched, so neither client looks lists up. A
 //! session is a fresh `Client` (no socket of an earlier session left open) reading the follows'
-//! kind:1 notes once per window; nothing calls `OutboxGossip::end_round`: its rounds end by
-//! themselves as the next read begins.
+//! kind:1 notes once per window. The unpaged engine's rounds end by themselves as the next
+//! read begins; the paged read keeps a session's reads in one round (`manual_rounds`), ended by
+//! its widest read.
 //!
 //! Linking this crate registers both rows ([`nostr_outbox_live::register_live_client!`]); the
 //! `outbox-sdk-bench` binary is the `outbox` command with it linked.
@@ -25,7 +26,7 @@ use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_gossip::{GossipAllowedRelays, GossipListKind, NostrGossip};
 use nostr_gossip_memory::prelude::NostrGossipMemory;
-use nostr_outbox_gossip::{Learn, OutboxGossip, ReadOptions, DEFAULT_READ_PROBES};
+use nostr_outbox_gossip::{OutboxGossip, ReadOptions, DEFAULT_READ_PROBES};
 use nostr_outbox_live::clients::{ClientRun, ClientSession, ClientSetup, LiveClient};
 use nostr_sdk::prelude::{Client, GossipConfig};
 use tokio::sync::OnceCell;
@@ -77,10 +78,14 @@ impl SdkClient {
                          [strategy]\ntype = \"recall\"\n",
                         self.setup.budget
                     );
-                    let builder = OutboxGossip::from_toml(&toml)
+                    let mut builder = OutboxGossip::from_toml(&toml)
                         .expect("the recall config is valid")
                         .reader_relays(reader_relays)
                         .seed(self.setup.seed);
+                    if self.engine == Engine::OutboxPaged {
+                        // A session's reads are one round, ended by its widest read.
+                        builder = builder.manual_rounds();
+                    }
                     let gossip = builder
                         .open()
                         .await
@@ -135,17 +140,13 @@ impl SdkClient {
             let notes: BTreeSet<Event> = if let Some(outbox) = &paged {
                 // The runtime's connect and page timeouts; the whole read, pages in turn, four
                 // times the read's bound.
-                // A round per read, so the week's read teaches which relays answer before the
-                // year is read; only the widest teaches what relays hold (a week's empty
-                // answer says nothing of a relay that keeps the year), and probes after it.
+                // One round a session, ended by the widest read, which then probes: what a
+                // week's read returns says nothing of a relay that keeps the year, and the
+                // runtime and the simulator learn from one read a session too (results.md).
                 let widest = Some(since) == widest;
                 let options = ReadOptions {
                     probes: if widest { DEFAULT_READ_PROBES } else { 0 },
-                    learn: if widest {
-                        Learn::Everything
-                    } else {
-                        Learn::Liveness
-                    },
+                    end_round: widest,
                     ..ReadOptions::default()
                 };
                 let read = outbox.read(&client, filter, options);
