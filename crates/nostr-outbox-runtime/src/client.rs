@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::config::RuntimeConfig;
-use crate::connection::extensions::Extensions;
+use crate::connection::extensions::{decide, Extension, Extensions, Outcome, Verdict, Wait};
 use crate::connection::nip11::Nip11Cache;
 use crate::connection::sockets::{SocketBudget, Sockets};
 use crate::signer::Signer;
@@ -108,5 +108,21 @@ impl Client {
     /// [`Extensions::restore`], keep it with [`Extensions::learned`]).
     pub fn extensions(&self) -> &Extensions {
         &self.shared.extensions
+    }
+
+    /// Whether to ask `relay` for `extension`, and how long to wait for its first answer.
+    /// Reads the relay's document (cached, else fetched within its own timeout) only when
+    /// what was learned does not settle it.
+    pub async fn verdict(&self, relay: &str, extension: Extension) -> Verdict {
+        let learned = self.extensions().known(relay, extension);
+        if learned.is_some_and(|s| s.outcome == Outcome::Answered) {
+            return Verdict::Ask(Wait::Full);
+        }
+        let cfg = &self.config().limits.nip11;
+        let nips = self
+            .documents()
+            .supported_nips(relay, cfg, self.sockets())
+            .await;
+        decide(extension, learned, nips.as_deref())
     }
 }

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::asks::lookup::LookupOutcome;
 use crate::client::Client;
 use crate::connection::exchange::{Answer, Ask, Counted, Exchange};
-use crate::connection::extensions::{outcome_of, Extension, Outcome, Verdict};
+use crate::connection::extensions::{Extension, Outcome, Verdict};
 use crate::connection::sockets::Role;
 
 /// What each relay counted.
@@ -115,7 +115,7 @@ async fn count_one(
                         break Ok(n);
                     }
                     Answer::Ended(ended) => {
-                        if let Some(outcome) = outcome_of(&ended) {
+                        if let Some(outcome) = ended.outcome() {
                             heard(outcome);
                         }
                         break Err(ended.into());

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::asks::lookup::{lookup, LookupOutcome};
 use crate::client::Client;
 use crate::connection::exchange::{Answer, Ask, Ended, Exchange};
-use crate::connection::extensions::{outcome_of, Extension, Outcome, Verdict};
+use crate::connection::extensions::{Extension, Outcome, Verdict};
 use crate::connection::sockets::Role;
 
 /// Kept events put into one reconciliation; more are left out (and then fetched again if the
@@ -235,7 +235,7 @@ pub(crate) async fn reconcile(
                     }
                     Answer::Ended(ended) => {
                         if rounds == 0 {
-                            if let Some(outcome) = outcome_of(&ended) {
+                            if let Some(outcome) = ended.outcome() {
                                 client
                                     .extensions()
                                     .heard(url, Extension::Reconcile, outcome);

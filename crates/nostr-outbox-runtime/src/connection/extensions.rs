@@ -25,10 +25,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::Client;
-use crate::connection::exchange::Ended;
-use crate::connection::refusal::Refusal;
-
 /// How long past its connect time a relay whose support is unknown has to answer an extension.
 pub const SHORT_WAIT: Duration = Duration::from_secs(1);
 
@@ -211,27 +207,6 @@ pub fn decide(extension: Extension, learned: Option<Seen>, nips: Option<&[u16]>)
     }
 }
 
-/// What an ask's end says about the relay's support of the extension: a refusal that is about
-/// the reader (sign-in, payment, rate, a ban) or a lost socket says nothing.
-pub(crate) fn outcome_of(ended: &Ended) -> Option<Outcome> {
-    match ended {
-        Ended::TimedOut(_) => Some(Outcome::Ignored),
-        Ended::Refused { refusal, .. } => match refusal {
-            Refusal::Unsupported | Refusal::Invalid | Refusal::Error | Refusal::Other => {
-                Some(Outcome::Ignored)
-            }
-            Refusal::SignIn
-            | Refusal::Payment
-            | Refusal::RateLimited
-            | Refusal::Restricted
-            | Refusal::Blocked
-            | Refusal::Pow
-            | Refusal::Duplicate => None,
-        },
-        Ended::Lost(_) | Ended::Flooded(_) => None,
-    }
-}
-
 /// The client's table of what relays speak (see the [module docs](self)), shared by every
 /// command and feed of one client.
 #[derive(Debug, Default)]
@@ -259,7 +234,8 @@ impl Extensions {
         tracing::debug!(%relay, %extension, ?outcome, "extension support learned");
     }
 
-    fn known(&self, relay: &str, extension: Extension) -> Option<Seen> {
+    /// What was learned of `relay` and `extension`, while it holds.
+    pub(crate) fn known(&self, relay: &str, extension: Extension) -> Option<Seen> {
         let now = now();
         self.lock().get(relay, extension, now)
     }
@@ -273,24 +249,6 @@ fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-impl Client {
-    /// Whether to ask `relay` for `extension`, and how long to wait for its first answer.
-    /// Reads the relay's document (cached, else fetched within its own timeout) only when
-    /// what was learned does not settle it.
-    pub async fn verdict(&self, relay: &str, extension: Extension) -> Verdict {
-        let learned = self.extensions().known(relay, extension);
-        if learned.is_some_and(|s| s.outcome == Outcome::Answered) {
-            return Verdict::Ask(Wait::Full);
-        }
-        let cfg = &self.config().limits.nip11;
-        let nips = self
-            .documents()
-            .supported_nips(relay, cfg, self.sockets())
-            .await;
-        decide(extension, learned, nips.as_deref())
-    }
 }
 
 #[cfg(test)]
@@ -374,24 +332,5 @@ mod tests {
         assert!(learned.get("wss://r0", Extension::Count, now).is_none());
         let last = format!("wss://r{}", MAX_LEARNED_RELAYS + 9);
         assert!(learned.get(&last, Extension::Count, now).is_some());
-    }
-
-    #[test]
-    fn only_what_is_about_the_extension_is_learned() {
-        let refused = |refusal| Ended::Refused {
-            refusal,
-            message: String::new(),
-        };
-        assert_eq!(
-            outcome_of(&Ended::TimedOut("x".into())),
-            Some(Outcome::Ignored)
-        );
-        assert_eq!(
-            outcome_of(&refused(Refusal::Unsupported)),
-            Some(Outcome::Ignored)
-        );
-        assert_eq!(outcome_of(&refused(Refusal::SignIn)), None);
-        assert_eq!(outcome_of(&refused(Refusal::RateLimited)), None);
-        assert_eq!(outcome_of(&Ended::Lost("x".into())), None);
     }
 }

@@ -50,6 +50,7 @@ use nostr::filter::Filter;
 use nostr::message::{ClientMessage, SubscriptionId};
 
 use crate::client::Client;
+use crate::connection::extensions::Outcome;
 use crate::connection::refusal::Refusal;
 #[cfg(doc)]
 use crate::connection::refusal::MAX_RATE_LIMITED_RESENDS;
@@ -176,6 +177,29 @@ pub(crate) enum Ended {
     Flooded(u64),
 }
 
+impl Ended {
+    /// What the end says about the relay's support of the extension asked for: a refusal
+    /// about the reader (sign-in, payment, rate, a ban) or a lost socket says nothing.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        match self {
+            Ended::TimedOut(_) => Some(Outcome::Ignored),
+            Ended::Refused { refusal, .. } => match refusal {
+                Refusal::Unsupported | Refusal::Invalid | Refusal::Error | Refusal::Other => {
+                    Some(Outcome::Ignored)
+                }
+                Refusal::SignIn
+                | Refusal::Payment
+                | Refusal::RateLimited
+                | Refusal::Restricted
+                | Refusal::Blocked
+                | Refusal::Pow
+                | Refusal::Duplicate => None,
+            },
+            Ended::Lost(_) | Ended::Flooded(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Ended {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -245,5 +269,29 @@ impl From<Broken> for Ended {
             Broken::Flooded(n) => Ended::Flooded(n),
             broken => Ended::Lost(broken.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_is_about_the_extension_is_learned() {
+        let refused = |refusal| Ended::Refused {
+            refusal,
+            message: String::new(),
+        };
+        assert_eq!(
+            Ended::TimedOut("x".into()).outcome(),
+            Some(Outcome::Ignored)
+        );
+        assert_eq!(
+            refused(Refusal::Unsupported).outcome(),
+            Some(Outcome::Ignored)
+        );
+        assert_eq!(refused(Refusal::SignIn).outcome(), None);
+        assert_eq!(refused(Refusal::RateLimited).outcome(), None);
+        assert_eq!(Ended::Lost("x".into()).outcome(), None);
     }
 }
