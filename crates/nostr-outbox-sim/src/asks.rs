@@ -68,19 +68,6 @@ impl Asks {
 
     /// The asks of a plan made from `sim.table`.
     pub fn from_plan(sim: &SimWorld, plan: &Plan) -> Self {
-        let entries = plan
-            .entries(&sim.table)
-            .into_iter()
-            .map(|e| Ask {
-                url: sim.table.url(e.relay).to_string(),
-                relay: sim.world_relay(e.relay),
-                authors: e.authors.iter().map(|a| a.0).collect(),
-            })
-            .collect();
-        Self {
-            entries,
-            orphans: Some(plan.residual().len()),
-            foreign_authors: 0,
-        }
+        Self::from_table_plan(sim, &sim.table, plan)
     }
 }

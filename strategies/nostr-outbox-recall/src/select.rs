@@ -267,6 +267,18 @@ impl Recall {
     }
 }
 
+/// Of `candidates` (value, relay, chance, reach), the one worth most among those worth
+/// anything; ties go to the better-ranked URL, so plans do not depend on iteration order.
+fn most_worth(
+    table: &RouteTable,
+    candidates: impl Iterator<Item = (f64, RelayId, f64, f64)>,
+) -> Option<(f64, RelayId, f64, f64)> {
+    candidates.filter(|x| x.0 > 0.0).max_by(|x, y| {
+        x.0.total_cmp(&y.0)
+            .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
+    })
+}
+
 /// A relay whose chance of returning a follow's notes was learned to be below this (dead, or
 /// seen holding none of them) adds nothing to the follow's other relays.
 const NOTHING_CHANCE: f64 = 0.05;
@@ -325,14 +337,12 @@ impl Recall {
                 continue;
             }
             let best = [Spare::Model, Spare::Chance].into_iter().find_map(|how| {
-                self.chances_of(table, a)
-                    .filter(|&(relay, _, _)| serving[relay.index()] > 0)
-                    .map(|(relay, q, u)| (self.spare_value(how, a, relay, q, u), relay, q, u))
-                    .filter(|x| x.0 > 0.0)
-                    .max_by(|x, y| {
-                        x.0.total_cmp(&y.0)
-                            .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
-                    })
+                most_worth(
+                    table,
+                    self.chances_of(table, a)
+                        .filter(|&(relay, _, _)| serving[relay.index()] > 0)
+                        .map(|(relay, q, u)| (self.spare_value(how, a, relay, q, u), relay, q, u)),
+                )
             });
             if let Some((_, relay, q, u)) = best {
                 held[a.index()].hold(q, u, relay, cap);
@@ -346,20 +356,17 @@ impl Recall {
             if h.slots.len() != 1 || self.config.per_author < 2 {
                 continue;
             }
-            let best = self
-                .chances_of(table, a)
-                .filter(|&(relay, _, _)| serving[relay.index()] > 0)
-                .filter(|&(relay, _, _)| h.slots[0].relay != relay)
-                .filter(|&(relay, q, u)| {
-                    let pair = [h.slots[0], Slot { q, u, relay }];
-                    !self.adds_nothing(table, a, &pair, 1)
-                })
-                .map(|(relay, q, u)| (h.gain(q, u, cap), relay, q, u))
-                .filter(|x| x.0 > 0.0)
-                .max_by(|x, y| {
-                    x.0.total_cmp(&y.0)
-                        .then(table.url_rank(y.1).cmp(&table.url_rank(x.1)))
-                });
+            let best = most_worth(
+                table,
+                self.chances_of(table, a)
+                    .filter(|&(relay, _, _)| serving[relay.index()] > 0)
+                    .filter(|&(relay, _, _)| h.slots[0].relay != relay)
+                    .filter(|&(relay, q, u)| {
+                        let pair = [h.slots[0], Slot { q, u, relay }];
+                        !self.adds_nothing(table, a, &pair, 1)
+                    })
+                    .map(|(relay, q, u)| (h.gain(q, u, cap), relay, q, u)),
+            );
             if let Some((_, relay, q, u)) = best {
                 held[a.index()].hold(q, u, relay, cap);
                 serving[relay.index()] += 1;
