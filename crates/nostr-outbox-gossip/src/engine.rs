@@ -413,11 +413,7 @@ impl OutboxGossip {
     /// not learn.
     #[cfg(feature = "sdk")]
     pub(crate) fn probe_plan(&self, count: usize) -> ProbePlan {
-        let (snapshot, asked) = {
-            let state = self.lock();
-            let asked: Vec<String> = state.round.keys().cloned().collect();
-            (self.snapshot(&state), asked)
-        };
+        // Checked before the snapshot, which copies every list and the stats.
         let (budget, hints) = {
             let router = self.router.lock().unwrap_or_else(|e| e.into_inner());
             (router.probe_budget(), router.hints())
@@ -425,6 +421,11 @@ impl OutboxGossip {
         if budget.connections == 0 || count == 0 {
             return ProbePlan::default();
         }
+        let (snapshot, asked) = {
+            let state = self.lock();
+            let asked: Vec<String> = state.round.keys().cloned().collect();
+            (self.snapshot(&state), asked)
+        };
         let now = Self::now().as_secs();
         let table = self.table(&snapshot, hints, now);
         let skip: HashSet<&str> = asked.iter().map(String::as_str).collect();

@@ -110,7 +110,8 @@ pub struct ReadReport {
     pub unrouted: usize,
     /// The relays that answered (for [`OutboxGossip::end_round`] when the caller ends it).
     pub reached: HashSet<RelayUrl>,
-    /// Per relay probed after the read, in URL order ([`ReadOptions::probes`]).
+    /// Per relay probed after the read, in URL order ([`ReadOptions::probes`]). A probed relay
+    /// the client's pool did not hold is removed from it after its probe.
     pub probed: Vec<RelayRead>,
     /// Notes only the probes returned, not in `events`: what a client may show as found.
     pub found: BTreeSet<Event>,
@@ -238,23 +239,31 @@ impl OutboxGossip {
                     events: 0,
                     outcome: RelayOutcome::Complete,
                 };
+                // A relay the pool did not hold leaves it after its probe: a client that
+                // reads for days would otherwise keep a socket to every relay it ever probed.
+                let known = matches!(client.relay(&url).await, Ok(Some(_)));
                 let _ = client.add_relay(&url).await;
-                if let Err(e) = client.try_connect_relay(&url, connect).await {
-                    relay.outcome = RelayOutcome::Failed(e.to_string());
-                    return (relay, Vec::new());
+                let events = match client.try_connect_relay(&url, connect).await {
+                    Err(e) => Err(e.to_string()),
+                    Ok(_) => {
+                        relay.pages = 1;
+                        client
+                            .fetch_events(ReqTarget::single(&url, filters))
+                            .timeout(page_timeout)
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                };
+                if !known {
+                    let _ = client.remove_relay(&url).await;
                 }
-                relay.pages = 1;
-                match client
-                    .fetch_events(ReqTarget::single(&url, filters))
-                    .timeout(page_timeout)
-                    .await
-                {
+                match events {
                     Ok(events) => {
                         relay.events = events.len();
                         (relay, events.into_iter().collect())
                     }
                     Err(e) => {
-                        relay.outcome = RelayOutcome::Failed(e.to_string());
+                        relay.outcome = RelayOutcome::Failed(e);
                         (relay, Vec::new())
                     }
                 }

@@ -203,6 +203,7 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
         let report = gossip
             .read(&client, filter(&[author.public_key()]), options)
             .await;
+        let pool = client.relays().all().await;
         client.shutdown().await;
         let asked: Vec<String> = report.relays.iter().map(|r| r.url.to_string()).collect();
         assert_eq!(asked.len(), 1, "one routed relay: {asked:?}");
@@ -219,6 +220,10 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
             continue;
         }
         assert_eq!(report.probed.len(), 1, "{:?}", report.probed);
+        assert!(
+            !pool.contains_key(&report.probed[0].url),
+            "a probed relay leaves the pool after its probe"
+        );
         assert_eq!(report.probed[0].outcome, RelayOutcome::Complete);
         assert_eq!(
             report.found.len(),

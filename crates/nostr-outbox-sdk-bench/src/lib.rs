@@ -129,6 +129,7 @@ impl SdkClient {
         }
         client.connect().await;
         let mut reads = Vec::with_capacity(s.reads.len());
+        let mut probed = Vec::new();
         // The paged read probes once a session, after its widest read, as the runtime probes
         // after its fetch.
         let widest = s.reads.iter().map(|&(_, since)| since).min();
@@ -151,7 +152,11 @@ impl SdkClient {
                 };
                 let read = outbox.read(&client, filter, options);
                 match tokio::time::timeout(s.read_timeout * 4, read).await {
-                    Ok(report) => report.events.into_iter().take(s.max_events).collect(),
+                    Ok(report) => {
+                        // Probed relays leave the pool after their probe; they were dialled.
+                        probed.extend(report.probed.iter().map(|r| r.url.clone()));
+                        report.events.into_iter().take(s.max_events).collect()
+                    }
                     Err(_) => {
                         tracing::warn!("paged read timed out");
                         BTreeSet::new()
@@ -173,7 +178,10 @@ impl SdkClient {
             };
             reads.push(notes.into_iter().collect());
         }
-        let dialled = client.relays().all().await.len();
+        let mut dialled_urls: std::collections::HashSet<nostr::types::RelayUrl> =
+            client.relays().all().await.into_keys().collect();
+        dialled_urls.extend(probed);
+        let dialled = dialled_urls.len();
         client.shutdown().await;
         ClientRun { reads, dialled }
     }
