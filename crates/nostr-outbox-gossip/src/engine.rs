@@ -242,6 +242,42 @@ struct Snapshot {
     stats: DeliveryStats,
 }
 
+/// One relay of a plan and the keys it is asked about.
+#[derive(Clone, Debug)]
+pub(crate) struct Route {
+    /// The relay as plans and rounds name it.
+    pub canonical: String,
+    /// The relay as nostr-sdk takes it.
+    pub url: RelayUrl,
+    /// The keys asked of it.
+    pub authors: Vec<PublicKey>,
+    /// One of the residual's carriers (the reader's relays): held by the client anyway.
+    pub carrier: bool,
+}
+
+/// Per relay of `plan`, those of `keys` it asks about, in URL order; a key the plan does not
+/// cover is asked of the residual's carriers, as `writes` does.
+fn routes_of(plan: &PlanView, keys: &[PublicKey]) -> Vec<Route> {
+    let mut by_relay: BTreeMap<&str, Route> = BTreeMap::new();
+    let unique: BTreeSet<&PublicKey> = keys.iter().collect();
+    for key in unique {
+        let urls = plan.asked.get(key).unwrap_or(&plan.carriers);
+        for (canonical, parsed) in urls {
+            by_relay
+                .entry(canonical)
+                .or_insert_with(|| Route {
+                    canonical: canonical.clone(),
+                    url: parsed.clone(),
+                    authors: Vec::new(),
+                    carrier: plan.carriers.iter().any(|(c, _)| c == canonical),
+                })
+                .authors
+                .push(*key);
+        }
+    }
+    by_relay.into_values().collect()
+}
+
 /// Relay URLs for nostr-sdk: allowed ones, in order, at most `limit`.
 fn take_allowed<'a>(
     urls: impl IntoIterator<Item = &'a RelayUrl>,
@@ -360,7 +396,7 @@ impl OutboxGossip {
                 }
                 self.snapshot(&state)
             };
-            let view = self.plan(&snapshot);
+            let view = self.plan(&snapshot, &HashSet::new());
             let mut state = self.lock();
             if let Some(view) = view {
                 if state.plan.as_ref().is_none_or(|p| p.version < view.version) {
@@ -374,9 +410,15 @@ impl OutboxGossip {
         self.lock().plan.clone()
     }
 
-    /// The route table of `snapshot` at `now`, with the relay hints learned stats saw notes
-    /// on when `hints`.
-    fn table(&self, snapshot: &Snapshot, hints: bool, now: u64) -> RouteTable {
+    /// The route table of `snapshot` at `now` without the relays of `left_out`, with the
+    /// relay hints learned stats saw notes on when `hints`.
+    fn table(
+        &self,
+        snapshot: &Snapshot,
+        left_out: &HashSet<&str>,
+        hints: bool,
+        now: u64,
+    ) -> RouteTable {
         let mut readers = self.settings.reader_relays.clone();
         if let Some(list) = snapshot.reader_list.clone() {
             let author = list.author;
@@ -396,13 +438,12 @@ impl OutboxGossip {
             lists: &list_refs,
             routed_carriers: ROUTED_CARRIERS,
         };
-        let none = HashSet::new();
         let stats = &snapshot.stats;
         let (table, _carriers) = if hints {
             let hints = nostr_outbox_core::seen_on_hints(stats, self.policy.max_write_relays);
-            network.table_with_hints(&none, stats, now, &hints)
+            network.table_with_hints(left_out, stats, now, &hints)
         } else {
-            network.table(&none, stats, now)
+            network.table(left_out, stats, now)
         };
         table
     }
@@ -427,7 +468,7 @@ impl OutboxGossip {
             (self.snapshot(&state), asked)
         };
         let now = Self::now().as_secs();
-        let table = self.table(&snapshot, hints, now);
+        let table = self.table(&snapshot, &HashSet::new(), hints, now);
         let skip: HashSet<&str> = asked.iter().map(String::as_str).collect();
         let budget = ProbeBudget {
             connections: count.min(budget.connections),
@@ -446,12 +487,13 @@ impl OutboxGossip {
         self.lock().probe(&canonical, authors, limit)
     }
 
-    /// One plan from a snapshot; takes only the router's lock.
-    fn plan(&self, snapshot: &Snapshot) -> Option<PlanView> {
+    /// One plan from a snapshot, without the relays of `left_out`; takes only the router's
+    /// lock.
+    fn plan(&self, snapshot: &Snapshot, left_out: &HashSet<&str>) -> Option<PlanView> {
         let now = Self::now().as_secs();
         let (version, stats) = (snapshot.version, &snapshot.stats);
         let mut router = self.router.lock().unwrap_or_else(|e| e.into_inner());
-        let table = self.table(snapshot, router.hints(), now);
+        let table = self.table(snapshot, left_out, router.hints(), now);
         let mut ctx = PlanContext::at(now).seed(session_seed(self.seed, stats.session()));
         if let Some(secs) = self.settings.window_secs {
             ctx = ctx.window(secs);
@@ -541,27 +583,64 @@ impl OutboxGossip {
     /// it, after several reads).
     pub(crate) fn routes_in_round(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
         self.follow(keys.iter().copied());
-        let Some(plan) = self.ensure_plan() else {
+        let set_aside = !self.lock().set_aside.is_empty();
+        let routes = if set_aside {
+            self.routes_around(keys, std::iter::empty())
+        } else {
+            let Some(plan) = self.ensure_plan() else {
+                return Vec::new();
+            };
+            routes_of(&plan, keys)
+        };
+        self.note_asks(&routes);
+        routes.into_iter().map(|r| (r.url, r.authors)).collect()
+    }
+
+    /// Per relay, those of `keys` a plan made without the relays of `left_out` (canonical
+    /// URLs) and the round's set-asides asks about: where the follows of relays that failed or
+    /// answered with nothing are asked instead. The plan is made for this call and not kept;
+    /// nothing is noted in the round ([`note_asks`](Self::note_asks) notes what is asked).
+    pub(crate) fn routes_around<'a>(
+        &self,
+        keys: &[PublicKey],
+        left_out: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<Route> {
+        let (snapshot, set_aside) = {
+            let state = self.lock();
+            (self.snapshot(&state), state.set_aside.clone())
+        };
+        let mut left_out: HashSet<&str> = left_out.into_iter().collect();
+        left_out.extend(set_aside.iter().map(String::as_str));
+        let Some(plan) = self.plan(&snapshot, &left_out) else {
             return Vec::new();
         };
-        let mut by_relay: BTreeMap<&str, (RelayUrl, Vec<PublicKey>)> = BTreeMap::new();
-        let unique: BTreeSet<&PublicKey> = keys.iter().collect();
+        routes_of(&plan, keys)
+    }
+
+    /// Notes in the open round that each relay of `routes` is asked about its authors (the
+    /// caller then asks them).
+    pub(crate) fn note_asks(&self, routes: &[Route]) {
         let mut state = self.lock();
-        for key in unique {
-            // Not planned for (past the plan's bound): the residual's carriers, as `writes`.
-            let urls = plan.asked.get(key).unwrap_or(&plan.carriers);
-            for (canonical, parsed) in urls {
-                // The round learns from what each relay was asked, as when nostr-sdk asks.
-                state.ask(canonical, *key);
-                by_relay
-                    .entry(canonical)
-                    .or_insert_with(|| (parsed.clone(), Vec::new()))
-                    .1
-                    .push(*key);
+        for route in routes {
+            for &author in &route.authors {
+                state.ask(&route.canonical, author);
             }
         }
-        drop(state);
-        by_relay.into_values().collect()
+    }
+
+    /// Sets `url` aside for the rest of the open round: it did not answer, so the round's
+    /// later reads ask its follows elsewhere ([`routes_around`](Self::routes_around)).
+    #[cfg(feature = "sdk")]
+    pub(crate) fn set_aside(&self, url: &RelayUrl) {
+        if let Ok(canonical) = self.policy.canonicalize(url.as_str()) {
+            self.lock().set_aside.insert(canonical);
+        }
+    }
+
+    /// `url` as the engine's plans and round name it; `None` for a URL the policy refuses.
+    #[cfg(feature = "sdk")]
+    pub(crate) fn canonical(&self, url: &RelayUrl) -> Option<String> {
+        self.policy.canonicalize(url.as_str()).ok()
     }
 
     /// Plans for `keys` too (e.g. the reader's follows, before the first fetch), as if

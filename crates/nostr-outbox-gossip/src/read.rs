@@ -13,7 +13,7 @@
 //!
 //! [`read`]: OutboxGossip::read
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use nostr::event::{Event, EventId, Kind};
@@ -24,6 +24,7 @@ use nostr_outbox_client::paging::{self, CapEstimate, Cursor, Next, Page, Paging,
 use nostr_sdk::prelude::{Client, ReqTarget};
 use tokio::task::JoinSet;
 
+use crate::engine::Route;
 use crate::OutboxGossip;
 
 /// Events one read keeps at most, over every relay: a bound on memory whatever the relays send.
@@ -50,6 +51,11 @@ pub struct ReadOptions {
     /// Each is one more relay dialled; 0 learns from the plan's relays alone. A caller reading
     /// several windows in a row probes after one of them.
     pub probes: usize,
+    /// Relays outside the plan a read may add, over its waves, to ask the follows of relays
+    /// that failed or answered with none of their notes where another relay had some (the
+    /// read re-plans around those, as the runtime does, at most [`MAX_READ_WAVES`] times).
+    /// Each is one more relay dialled; 0 asks no relay the plan left out.
+    pub fallback: usize,
     /// The wait for a probed relay's socket: most never-answered relays are dead, and a read
     /// should not wait on them (one that failed before gets `connect_timeout`).
     pub probe_connect_timeout: Duration,
@@ -60,6 +66,12 @@ pub struct ReadOptions {
 /// session, where none leave it there (docs/results.md).
 pub const DEFAULT_READ_PROBES: usize = 16;
 
+/// Relays a read may add to ask elsewhere when the options name no other number.
+pub const DEFAULT_READ_FALLBACK: usize = 8;
+
+/// Waves of asking elsewhere after a read's first, at most: a relay a re-plan adds may fail too.
+pub const MAX_READ_WAVES: usize = 2;
+
 impl Default for ReadOptions {
     fn default() -> Self {
         Self {
@@ -68,6 +80,7 @@ impl Default for ReadOptions {
             page_timeout: Duration::from_secs(15),
             end_round: true,
             probes: DEFAULT_READ_PROBES,
+            fallback: DEFAULT_READ_FALLBACK,
             probe_connect_timeout: Duration::from_secs(2),
         }
     }
@@ -104,7 +117,8 @@ pub enum RelayOutcome {
 pub struct ReadReport {
     /// Every event, once.
     pub events: BTreeSet<Event>,
-    /// Per relay asked, in URL order.
+    /// Per relay asked, in URL order: once per wave that asked it (see
+    /// [`ReadOptions::fallback`]).
     pub relays: Vec<RelayRead>,
     /// Authors of the filter with nowhere to be asked (no relay list and no reader relay).
     pub unrouted: usize,
@@ -118,9 +132,13 @@ pub struct ReadReport {
 }
 
 impl ReadReport {
-    /// Relays asked.
+    /// Relays asked (a relay asked again in a later wave counts once).
     pub fn asked(&self) -> usize {
-        self.relays.len()
+        self.relays
+            .iter()
+            .map(|r| &r.url)
+            .collect::<HashSet<_>>()
+            .len()
     }
 }
 
@@ -160,30 +178,52 @@ impl OutboxGossip {
         };
         let routed: HashSet<&PublicKey> = routes.iter().flat_map(|(_, a)| a).collect();
         let unrouted = authors.iter().filter(|a| !routed.contains(a)).count();
-        let mut tasks = JoinSet::new();
-        for (url, asked) in routes {
-            let (client, filter) = (client.clone(), filter.clone());
-            tasks.spawn(async move { read_relay(&client, url, asked, filter, options).await });
-        }
         let mut report = ReadReport {
             unrouted,
             ..ReadReport::default()
         };
         let mut reached = HashSet::new();
-        while let Some(joined) = tasks.join_next().await {
-            let Ok((relay, events)) = joined else {
-                continue;
-            };
-            if !matches!(relay.outcome, RelayOutcome::Failed(_)) || relay.pages > 0 {
-                reached.insert(relay.url.clone());
+        let mut asked: HashMap<RelayUrl, HashSet<PublicKey>> = HashMap::new();
+        // Relays left out of this read's re-plans: those that answered with nothing (a
+        // relay that failed is set aside for the whole round).
+        let mut empty: HashSet<String> = HashSet::new();
+        let mut added = 0usize;
+        let mut wave = routes;
+        for wave_no in 0..=MAX_READ_WAVES {
+            for (url, authors) in &wave {
+                asked.entry(url.clone()).or_default().extend(authors);
             }
-            for event in events {
-                if report.events.len() >= MAX_READ_EVENTS {
-                    break;
+            let answers = self
+                .ask_wave(client, &filter, &options, wave, &mut report)
+                .await;
+            let mut elsewhere: BTreeSet<PublicKey> = BTreeSet::new();
+            let with_notes: HashSet<PublicKey> = report.events.iter().map(|e| e.pubkey).collect();
+            for (relay, authors) in &answers {
+                let answered = !matches!(relay.outcome, RelayOutcome::Failed(_)) || relay.pages > 0;
+                if answered {
+                    reached.insert(relay.url.clone());
                 }
-                report.events.insert(event);
+                if !answered {
+                    self.set_aside(&relay.url);
+                    elsewhere.extend(authors);
+                } else if relay.events == 0 && authors.iter().any(|a| with_notes.contains(a)) {
+                    // Answered with none of its follows' notes where another relay had some:
+                    // what it holds of them is gone, or never came.
+                    if let Some(canonical) = self.canonical(&relay.url) {
+                        empty.insert(canonical);
+                    }
+                    elsewhere.extend(authors.iter().filter(|a| !with_notes.contains(a)));
+                }
             }
-            report.relays.push(relay);
+            if wave_no == MAX_READ_WAVES || elsewhere.is_empty() || options.fallback == 0 {
+                break;
+            }
+            let keys: Vec<PublicKey> = elsewhere.into_iter().collect();
+            let planned = self.routes_around(&keys, empty.iter().map(String::as_str));
+            wave = self.fallback_wave(planned, &asked, &options, &mut added);
+            if wave.is_empty() {
+                break;
+            }
         }
         report.relays.sort_by(|a, b| a.url.cmp(&b.url));
         self.probe(client, &filter, &options, &mut report, &mut reached)
@@ -197,6 +237,82 @@ impl OutboxGossip {
 }
 
 impl OutboxGossip {
+    /// Asks each relay of `wave` about its authors, all at once; their notes go to `report`
+    /// (and each relay's part to `report.relays`). Returns each relay's part with the authors
+    /// it was asked about.
+    async fn ask_wave(
+        &self,
+        client: &Client,
+        filter: &Filter,
+        options: &ReadOptions,
+        wave: Vec<(RelayUrl, Vec<PublicKey>)>,
+        report: &mut ReadReport,
+    ) -> Vec<(RelayRead, Vec<PublicKey>)> {
+        let mut tasks = JoinSet::new();
+        for (url, asked) in wave {
+            let (client, filter, options) = (client.clone(), filter.clone(), *options);
+            tasks.spawn(async move {
+                let (relay, events) =
+                    read_relay(&client, url, asked.clone(), filter, options).await;
+                (relay, events, asked)
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let Ok((relay, events, asked)) = joined else {
+                continue;
+            };
+            for event in events {
+                if report.events.len() >= MAX_READ_EVENTS {
+                    break;
+                }
+                report.events.insert(event);
+            }
+            report.relays.push(relay.clone());
+            answers.push((relay, asked));
+        }
+        answers
+    }
+
+    /// The asks of a wave after the first, from `planned` (a plan around the relays that did
+    /// not answer): the pairs this read has not asked yet, on relays it asked already or the
+    /// reader's, or on at most [`ReadOptions::fallback`] relays new to it over the whole read (`added` counts
+    /// them), those asked about the most follows first. The asks are noted in the round.
+    fn fallback_wave(
+        &self,
+        planned: Vec<Route>,
+        asked: &HashMap<RelayUrl, HashSet<PublicKey>>,
+        options: &ReadOptions,
+        added: &mut usize,
+    ) -> Vec<(RelayUrl, Vec<PublicKey>)> {
+        let mut fresh: Vec<Route> = planned
+            .into_iter()
+            .filter_map(|mut route| {
+                let before = asked.get(&route.url);
+                route
+                    .authors
+                    .retain(|a| before.is_none_or(|b| !b.contains(a)));
+                (!route.authors.is_empty()).then_some(route)
+            })
+            .collect();
+        // Relays the client holds anyway first, then new ones by how many follows they take.
+        let known = |r: &Route| r.carrier || asked.contains_key(&r.url);
+        fresh.sort_by_key(|r| (known(r), r.authors.len()));
+        fresh.reverse();
+        let mut wave = Vec::new();
+        for route in fresh {
+            if !known(&route) {
+                if *added >= options.fallback {
+                    continue;
+                }
+                *added += 1;
+            }
+            wave.push(route);
+        }
+        self.note_asks(&wave);
+        wave.into_iter().map(|r| (r.url, r.authors)).collect()
+    }
+
     /// Asks up to `options.probes` relays outside the round's asks about the follows who list
     /// them (newest notes of `filter`'s kinds and window), in the open round; relays that
     /// answer join `reached`, notes not read already go to `report.found`.

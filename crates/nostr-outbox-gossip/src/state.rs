@@ -90,6 +90,9 @@ pub(crate) struct State {
     pub recorder: RoundRecorder,
     /// The relays asked in the current round.
     pub round: HashMap<String, RoundRelay>,
+    /// Relays of the current round that did not answer a read: its later reads ask their
+    /// follows elsewhere (at most the relays the round asked).
+    pub set_aside: HashSet<String>,
     /// Notes counted in the current round.
     pub round_events: usize,
     /// A note was counted since the round's last ask: the read the asks were for is answering,
@@ -298,6 +301,7 @@ impl State {
     /// out of the round. Learns the round at `now`; returns whether there was anything to learn.
     pub fn end_round(&mut self, reached: Option<&HashSet<String>>, now: u64) -> bool {
         let round = std::mem::take(&mut self.round);
+        self.set_aside.clear();
         self.round_events = 0;
         self.noted_since_ask = false;
         self.last_activity = None;

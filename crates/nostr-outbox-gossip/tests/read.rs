@@ -237,3 +237,61 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
         );
     }
 }
+
+/// Two follows list a relay where nothing listens, one of them also a live relay holding its
+/// note, and the budget is one routed relay: the plan asks the dead relay (it covers both).
+/// The read sets it aside and asks the live one's follow there; without room to ask elsewhere
+/// (`fallback: 0`) the note is lost for the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
+    let reader = RealRelay::start().await;
+    let live = RealRelay::start().await;
+    let dead = nostr_outbox_fleet::dead_url().await;
+    let t = now();
+    let (moved, stays) = (keys(40), keys(41));
+    let kept = note(&moved, t - 600, "on the live relay");
+    live.store(&kept).await;
+    let lists = [
+        relay_list(&moved, t - DAY, &[(&dead, None), (&live.url, None)]),
+        relay_list(&stays, t - DAY, &[(&dead, None)]),
+    ];
+    let follows = [moved.public_key(), stays.public_key()];
+    let policy = nostr_outbox_core::UrlPolicy::allow_local();
+    for fallback in [1, 0] {
+        let gossip = OutboxGossip::from_toml(
+            "max_connections = 1\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"greedy\"\n",
+        )
+        .unwrap()
+        .reader_relays([reader.url.as_str()])
+        .open()
+        .await
+        .unwrap();
+        for list in &lists {
+            nostr_gossip::NostrGossip::process(&gossip, list, None)
+                .await
+                .unwrap();
+        }
+        let gossip = Arc::new(gossip);
+        let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
+        let options = ReadOptions {
+            probes: 0,
+            fallback,
+            ..ReadOptions::default()
+        };
+        let report = gossip.read(&client, filter(&follows), options).await;
+        client.shutdown().await;
+        let dead_stats = gossip.stats().get(&policy.canonicalize(&dead).unwrap());
+        assert!(
+            dead_stats.failures >= 1,
+            "the dead relay is learned as failing: {dead_stats:?}"
+        );
+        let got = report.events.iter().any(|e| e.id == kept.id);
+        if fallback == 0 {
+            assert!(!got, "nothing asked elsewhere: {:?}", report.relays);
+            continue;
+        }
+        assert!(got, "asked on the live relay: {:?}", report.relays);
+        // The dead relay, the live one, and the reader's for the follow with nowhere else.
+        assert_eq!(report.asked(), 3, "{:?}", report.relays);
+    }
+}
