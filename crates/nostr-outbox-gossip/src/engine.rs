@@ -583,15 +583,10 @@ impl OutboxGossip {
     /// it, after several reads).
     pub(crate) fn routes_in_round(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
         self.follow(keys.iter().copied());
-        let set_aside = !self.lock().set_aside.is_empty();
-        let routes = if set_aside {
-            self.routes_around(keys, std::iter::empty())
-        } else {
-            let Some(plan) = self.ensure_plan() else {
-                return Vec::new();
-            };
-            routes_of(&plan, keys)
+        let Some(plan) = self.ensure_plan() else {
+            return Vec::new();
         };
+        let routes = routes_of(&plan, keys);
         self.note_asks(&routes);
         routes.into_iter().map(|r| (r.url, r.authors)).collect()
     }
@@ -600,11 +595,13 @@ impl OutboxGossip {
     /// URLs) and the round's set-asides asks about: where the follows of relays that failed or
     /// answered with nothing are asked instead. The plan is made for this call and not kept;
     /// nothing is noted in the round ([`note_asks`](Self::note_asks) notes what is asked).
+    #[cfg(feature = "sdk")]
     pub(crate) fn routes_around<'a>(
         &self,
         keys: &[PublicKey],
         left_out: impl IntoIterator<Item = &'a str>,
     ) -> Vec<Route> {
+        self.follow(keys.iter().copied());
         let (snapshot, set_aside) = {
             let state = self.lock();
             (self.snapshot(&state), state.set_aside.clone())
@@ -626,6 +623,44 @@ impl OutboxGossip {
                 state.ask(&route.canonical, author);
             }
         }
+    }
+
+    /// Of `routes` (from [`routes_around`](Self::routes_around)), those the open round may
+    /// ask: on relays it asked already or the reader's, or on relays new to it while it has
+    /// added fewer than `cap` (those asked about the most keys first). Their asks are noted
+    /// in the round.
+    #[cfg(feature = "sdk")]
+    pub(crate) fn admit(&self, mut routes: Vec<Route>, cap: usize) -> Vec<Route> {
+        let mut state = self.lock();
+        let known = |state: &State, r: &Route| r.carrier || state.round.contains_key(&r.canonical);
+        routes.sort_by_key(|r| (known(&state, r), r.authors.len()));
+        routes.reverse();
+        let mut admitted = Vec::with_capacity(routes.len());
+        for route in routes {
+            if !known(&state, &route) {
+                if state.added >= cap {
+                    continue;
+                }
+                state.added += 1;
+            }
+            for &author in &route.authors {
+                state.ask(&route.canonical, author);
+            }
+            admitted.push(route);
+        }
+        admitted
+    }
+
+    /// Relays the open round added beyond its plans (see [`admit`](Self::admit)).
+    #[cfg(feature = "sdk")]
+    pub(crate) fn round_added(&self) -> usize {
+        self.lock().added
+    }
+
+    /// Whether the open round set a relay aside (see [`set_aside`](Self::set_aside)).
+    #[cfg(feature = "sdk")]
+    pub(crate) fn has_set_asides(&self) -> bool {
+        !self.lock().set_aside.is_empty()
     }
 
     /// Sets `url` aside for the rest of the open round: it did not answer, so the round's

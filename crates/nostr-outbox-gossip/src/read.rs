@@ -48,13 +48,16 @@ pub struct ReadOptions {
     /// Relays outside the plan asked after the read, each about the follows who list it, for
     /// their newest notes ([`nostr_outbox_core::probe`]): what the engine learns about a relay
     /// its plan never asks (a follow's own relay holding its history) comes only from these.
-    /// Each is one more relay dialled; 0 learns from the plan's relays alone. A caller reading
-    /// several windows in a row probes after one of them.
+    /// Each is one more relay dialled; 0 learns from the plan's relays alone. The relays the
+    /// round added to ask elsewhere ([`fallback`](Self::fallback)) count against it, so a
+    /// round dials at most `probes` relays beyond its plans. A caller reading several windows
+    /// in a row probes after one of them.
     pub probes: usize,
-    /// Relays outside the plan a read may add, over its waves, to ask the follows of relays
-    /// that failed or answered with none of their notes where another relay had some (the
-    /// read re-plans around those, as the runtime does, at most [`MAX_READ_WAVES`] times).
-    /// Each is one more relay dialled; 0 asks no relay the plan left out.
+    /// Relays beyond the plan a round may add to ask the follows of relays that failed or
+    /// answered with none of their notes where another relay had some: a read re-plans around
+    /// those, as the runtime does, at most [`MAX_READ_WAVES`] times, and later reads of the
+    /// round plan around the ones that failed from the start. Each is one more relay dialled;
+    /// 0 asks no relay the plan left out.
     pub fallback: usize,
     /// The wait for a probed relay's socket: most never-answered relays are dead, and a read
     /// should not wait on them (one that failed before gets `connect_timeout`).
@@ -173,6 +176,11 @@ impl OutboxGossip {
         }
         let routes = if options.end_round {
             self.routes(&authors)
+        } else if self.has_set_asides() {
+            // An earlier read of the round found relays that do not answer: plan around them.
+            let planned = self.routes_around(&authors, std::iter::empty());
+            let admitted = self.admit(planned, options.fallback);
+            admitted.into_iter().map(|r| (r.url, r.authors)).collect()
         } else {
             self.routes_in_round(&authors)
         };
@@ -187,7 +195,6 @@ impl OutboxGossip {
         // Relays left out of this read's re-plans: those that answered with nothing (a
         // relay that failed is set aside for the whole round).
         let mut empty: HashSet<String> = HashSet::new();
-        let mut added = 0usize;
         let mut wave = routes;
         for wave_no in 0..=MAX_READ_WAVES {
             for (url, authors) in &wave {
@@ -220,7 +227,7 @@ impl OutboxGossip {
             }
             let keys: Vec<PublicKey> = elsewhere.into_iter().collect();
             let planned = self.routes_around(&keys, empty.iter().map(String::as_str));
-            wave = self.fallback_wave(planned, &asked, &options, &mut added);
+            wave = self.fallback_wave(planned, &asked, &options);
             if wave.is_empty() {
                 break;
             }
@@ -275,17 +282,15 @@ impl OutboxGossip {
     }
 
     /// The asks of a wave after the first, from `planned` (a plan around the relays that did
-    /// not answer): the pairs this read has not asked yet, on relays it asked already or the
-    /// reader's, or on at most [`ReadOptions::fallback`] relays new to it over the whole read (`added` counts
-    /// them), those asked about the most follows first. The asks are noted in the round.
+    /// not answer): the pairs this read has not asked yet, as far as the round may add relays
+    /// ([`admit`](OutboxGossip::admit) with [`ReadOptions::fallback`]).
     fn fallback_wave(
         &self,
         planned: Vec<Route>,
         asked: &HashMap<RelayUrl, HashSet<PublicKey>>,
         options: &ReadOptions,
-        added: &mut usize,
     ) -> Vec<(RelayUrl, Vec<PublicKey>)> {
-        let mut fresh: Vec<Route> = planned
+        let fresh: Vec<Route> = planned
             .into_iter()
             .filter_map(|mut route| {
                 let before = asked.get(&route.url);
@@ -295,22 +300,8 @@ impl OutboxGossip {
                 (!route.authors.is_empty()).then_some(route)
             })
             .collect();
-        // Relays the client holds anyway first, then new ones by how many follows they take.
-        let known = |r: &Route| r.carrier || asked.contains_key(&r.url);
-        fresh.sort_by_key(|r| (known(r), r.authors.len()));
-        fresh.reverse();
-        let mut wave = Vec::new();
-        for route in fresh {
-            if !known(&route) {
-                if *added >= options.fallback {
-                    continue;
-                }
-                *added += 1;
-            }
-            wave.push(route);
-        }
-        self.note_asks(&wave);
-        wave.into_iter().map(|r| (r.url, r.authors)).collect()
+        let admitted = self.admit(fresh, options.fallback);
+        admitted.into_iter().map(|r| (r.url, r.authors)).collect()
     }
 
     /// Asks up to `options.probes` relays outside the round's asks about the follows who list
@@ -324,7 +315,8 @@ impl OutboxGossip {
         report: &mut ReadReport,
         reached: &mut HashSet<RelayUrl>,
     ) {
-        let plan = self.probe_plan(options.probes);
+        // The round's relays beyond its plans: those added to ask elsewhere, then the probes.
+        let plan = self.probe_plan(options.probes.saturating_sub(self.round_added()));
         let kinds: Vec<Kind> = filter
             .kinds
             .as_ref()

@@ -93,6 +93,8 @@ pub(crate) struct State {
     /// Relays of the current round that did not answer a read: its later reads ask their
     /// follows elsewhere (at most the relays the round asked).
     pub set_aside: HashSet<String>,
+    /// Relays the current round added beyond its plans to ask elsewhere.
+    pub added: usize,
     /// Notes counted in the current round.
     pub round_events: usize,
     /// A note was counted since the round's last ask: the read the asks were for is answering,
@@ -302,6 +304,7 @@ impl State {
     pub fn end_round(&mut self, reached: Option<&HashSet<String>>, now: u64) -> bool {
         let round = std::mem::take(&mut self.round);
         self.set_aside.clear();
+        self.added = 0;
         self.round_events = 0;
         self.noted_since_ask = false;
         self.last_activity = None;
