@@ -28,7 +28,25 @@ pub struct PlanInput<'a> {
     pub window_secs: Option<u64>,
 }
 
-impl PlanInput<'_> {
+impl<'a> PlanInput<'a> {
+    /// An input for `max_connections` routed relays at `now`, every reader relay carrying the
+    /// residual and no bound on the notes' age.
+    pub fn new(
+        table: &'a RouteTable,
+        max_connections: usize,
+        stats: &'a DeliveryStats,
+        now: u64,
+    ) -> Self {
+        Self {
+            table,
+            max_connections,
+            pool: None,
+            stats,
+            now,
+            window_secs: None,
+        }
+    }
+
     /// Whether `relay` is one of the reader's relays that carry the residual: connected anyway,
     /// so routing follows to it costs none of `max_connections`.
     pub fn in_pool(&self, relay: RelayId) -> bool {

@@ -139,6 +139,12 @@ pub fn texts(out: &Output) -> (String, String) {
     )
 }
 
+/// Asserts that `text` (what a run printed) says `expected`, showing all of `text` if not.
+#[track_caller]
+pub fn assert_says(text: &str, expected: &str) {
+    assert!(text.contains(expected), "{text}");
+}
+
 /// Owned arguments for [`run`].
 pub fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

@@ -74,6 +74,11 @@ pub struct FaultServer {
 }
 
 impl FaultServer {
+    /// A server holding nothing that refuses every REQ with a CLOSED giving `reason`.
+    pub async fn refusing(reason: &'static str) -> Self {
+        Self::start(Fault::Refuse(reason), Vec::new()).await
+    }
+
     /// A server misbehaving by `fault`, answering REQs with `events` (whatever they ask);
     /// stops when dropped.
     pub async fn start(fault: Fault, events: Vec<Event>) -> Self {

@@ -87,6 +87,33 @@ pub async fn run_once(
     summary
 }
 
+/// The tests' config for a feed whose relay lists the test gives: [`RuntimeConfig::fast_for_tests`]
+/// without list discovery, one-shot or continuing as `once` says.
+pub fn given_lists(once: bool) -> RuntimeConfig {
+    RuntimeConfig {
+        once,
+        discover_lists: false,
+        ..RuntimeConfig::fast_for_tests()
+    }
+}
+
+/// Starts a feed of `input` on a new [`Client`] with `config` and drains its channel.
+pub async fn start_drained(
+    input: FeedInput,
+    config: RuntimeConfig,
+) -> (FeedHandle, Arc<Mutex<Collected>>) {
+    let (handle, rx) = start(input, &Client::new(config)).await;
+    (handle, drain(rx))
+}
+
+/// Waits (bounded to ten seconds) until the note `id` was collected; whether it was.
+pub async fn wait_for_note(collected: &Arc<Mutex<Collected>>, id: &EventId) -> bool {
+    wait_for(collected, Duration::from_secs(10), |c| {
+        c.notes.contains_key(id)
+    })
+    .await
+}
+
 /// How long [`start_once`] lets a one-shot feed run: a guard against a hung feed, far beyond
 /// the test configs' timeouts and a loaded machine.
 pub const ONCE_WITHIN: Duration = Duration::from_secs(120);

@@ -48,7 +48,7 @@ pub mod world;
 
 pub use auth::{AuthRelay, AuthScript, AuthSeen};
 pub use capped::{CappedRelay, SeenMessage};
-pub use cli::{strings, texts, RUN_WITHIN};
+pub use cli::{assert_says, strings, texts, RUN_WITHIN};
 pub use echo::Echo;
 pub use events::{
     dm_list, follows_file, key, keys, note, now, raw, relay_list, sealed_as, signed, DAY,
@@ -57,8 +57,8 @@ pub use fault::{
     slow_oks, BlackHole, Fault, FaultServer, Redirect, DUPLICATES, FLOOD, RATE_LIMITED,
 };
 pub use feed::{
-    drain, run_once, start_once, start_once_on, start_settled, wait_for, wait_until, Collected,
-    ONCE_WITHIN, SETTLED_WITHIN,
+    drain, given_lists, run_once, start_drained, start_once, start_once_on, start_settled,
+    wait_for, wait_for_note, wait_until, Collected, ONCE_WITHIN, SETTLED_WITHIN,
 };
 pub use plain::PlainRelay;
 pub use proxy::{proxy, slow_to_accept, Gauge};

@@ -25,6 +25,14 @@ fn reader_keys() -> Keys {
     keys(200)
 }
 
+/// The test timeouts, one-shot.
+fn once() -> RuntimeConfig {
+    RuntimeConfig {
+        once: true,
+        ..RuntimeConfig::fast_for_tests()
+    }
+}
+
 /// A client with `config`'s knobs and the desktop budget, signing in with `signer`.
 fn client(config: RuntimeConfig, signer: Option<Keys>) -> Client {
     Client::with(config, SocketBudget::default(), signer.map(Into::into))
@@ -42,11 +50,7 @@ async fn run(
     for l in lists {
         assert!(input.add_relay_list_event(l));
     }
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
+    let config = given_lists(true);
     let (handle, rx) = start(input, &client(config, auth)).await;
     let out = drain(rx);
     let summary = run_once(handle, &out, Duration::from_secs(10)).await;
@@ -329,10 +333,7 @@ async fn lookups_and_route_feeds_sign_in_where_asked_and_nowhere_else() {
     for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
-        let config = RuntimeConfig {
-            once: true,
-            ..RuntimeConfig::fast_for_tests()
-        };
+        let config = once();
         let anonymous = client(config.clone(), None);
         let signed = client(config.clone(), Some(reader_keys()));
         let found = nostr_outbox_runtime::fetch_events(
@@ -385,13 +386,7 @@ async fn a_link_that_joins_a_socket_later_still_gets_its_challenge() {
     // sign in with it.
     let s = scene(AuthScript::ChallengeFirst).await;
     let filter = Filter::new().author(s.follows[0].public_key());
-    let signed = client(
-        RuntimeConfig {
-            once: true,
-            ..RuntimeConfig::fast_for_tests()
-        },
-        Some(reader_keys()),
-    );
+    let signed = client(once(), Some(reader_keys()));
     let first = PublishConfig {
         max_attempts: 1,
         ..PublishConfig::fast_for_tests()
@@ -429,13 +424,7 @@ async fn links_on_one_socket_sign_in_once() {
     for script in SIGN_IN_ASKED {
         let s = scene(script).await;
         let filter = Filter::new().author(s.follows[0].public_key());
-        let signed = client(
-            RuntimeConfig {
-                once: true,
-                ..RuntimeConfig::fast_for_tests()
-            },
-            Some(reader_keys()),
-        );
+        let signed = client(once(), Some(reader_keys()));
         let private = std::slice::from_ref(&s.private.url);
         let (one, two) = tokio::join!(
             nostr_outbox_runtime::fetch_events(private, &filter, &signed),

@@ -53,8 +53,6 @@ async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
     // One failed connect sets a relay aside, for a second: far shorter than the run, so a run
     // that planned from the penalty box alone would dial the first ones again.
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         connect_timeout: Duration::from_millis(300),
         penalty: PenaltyPolicy {
             strikes: 1,
@@ -70,7 +68,7 @@ async fn a_once_run_never_dials_again_a_relay_it_set_aside() {
             max: Duration::from_secs(5),
             factor: 1.0,
         },
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let started = Instant::now();
     let (summary, out) = start_once(input, config).await;
@@ -111,12 +109,10 @@ async fn a_once_run_ends_at_its_deadline_and_names_what_is_pending() {
     // Timeouts far longer than the deadline: only the deadline can end this run early.
     let deadline = Duration::from_secs(2);
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         connect_timeout: Duration::from_secs(60),
         eose_timeout: Duration::from_secs(60),
         deadline: Some(deadline),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let started = Instant::now();
     let client = Client::new(config);
@@ -286,8 +282,6 @@ async fn one_run_with_holes(
     // own retry waits far longer than the coordinator takes to close a slot it set aside, so
     // what is counted is the plan's dials, not a race with the retry on a loaded machine.
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         deadline: Some(Duration::from_secs(60)),
         backoff: nostr_outbox_runtime::Backoff {
             initial: Duration::from_secs(2),
@@ -295,7 +289,7 @@ async fn one_run_with_holes(
             factor: 1.0,
         },
         schedule,
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let (handle, rx) = nostr_outbox_runtime::start(input, &Client::new(config)).await;
     let out = drain(rx);
@@ -351,8 +345,6 @@ async fn a_replan_does_not_wait_for_a_silent_relay() {
     assert!(input.add_relay_list_event(&relay_list(&follows[1], now, &[(&silent.url, None)])));
     let run = |early_waves: bool| {
         let config = RuntimeConfig {
-            once: true,
-            discover_lists: false,
             // Far longer than the deadline: only an early wave moves the follow in time.
             eose_timeout: Duration::from_secs(120),
             deadline: Some(Duration::from_secs(6)),
@@ -360,7 +352,7 @@ async fn a_replan_does_not_wait_for_a_silent_relay() {
                 early_waves,
                 ..nostr_outbox_runtime::Schedule::default()
             },
-            ..RuntimeConfig::fast_for_tests()
+            ..given_lists(true)
         };
         Client::new(config)
     };

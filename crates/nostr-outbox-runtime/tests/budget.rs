@@ -7,6 +7,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use nostr::event::Event;
+use nostr::key::Keys;
 use nostr::types::Timestamp;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::{
@@ -307,6 +309,21 @@ async fn a_continuing_feed_with_no_place_beside_the_reader_relays_takes_turns() 
 /// hold it: each gives its place up once its dial is past the schedule's bound (its follows
 /// asked elsewhere), so the run ends long before their connect timeout with every note, and
 /// the reader's relay is never kept waiting behind them.
+/// Stores two notes of `author` on `on` and returns its relay list naming only `listed`.
+async fn two_notes_listing(
+    author: &Keys,
+    on: &RealRelay,
+    listed: &str,
+    label: &str,
+    now: u64,
+) -> Event {
+    for n in 0..2u64 {
+        on.store(&note(author, now - 100 - n, &format!("{label}.{n}")))
+            .await;
+    }
+    relay_list(author, now - 1000, &[(listed, None)])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_never_connects_gives_its_place_up_to_those_waiting() {
     const HOLES: u8 = 3;
@@ -322,42 +339,30 @@ async fn a_relay_that_never_connects_gives_its_place_up_to_those_waiting() {
     let now = now();
     let mut follows = Vec::new();
     let mut lists = Vec::new();
-    let mut expected = 0;
     for i in 0..FOLLOWS {
         let author = keys(i + 1);
         let relay = &writers[usize::from(i) % writers.len()];
-        for n in 0..2u64 {
-            relay
-                .store(&note(&author, now - 100 - n, &format!("note {i}.{n}")))
-                .await;
-            expected += 1;
-        }
-        lists.push(relay_list(&author, now - 1000, &[(&relay.url, None)]));
+        let label = format!("note {i}");
+        lists.push(two_notes_listing(&author, relay, &relay.url, &label, now).await);
         follows.push(author);
     }
     // Follows whose only listed relay never answers; their notes are on the reader's relay.
     for (i, hole) in holes.iter().enumerate() {
         let author = keys(100 + i as u8);
-        for n in 0..2u64 {
-            reader
-                .store(&note(&author, now - 100 - n, &format!("hole note {i}.{n}")))
-                .await;
-            expected += 1;
-        }
-        lists.push(relay_list(&author, now - 1000, &[(&hole.url, None)]));
+        let label = format!("hole note {i}");
+        lists.push(two_notes_listing(&author, &reader, &hole.url, &label, now).await);
         follows.push(author);
     }
+    let expected = 2 * follows.len();
     let mut limits = LimitsConfig::fast_for_tests();
     limits.nip11.enabled = false;
     let mut config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         since: Some(Timestamp::from(now - 7 * DAY)),
         // Far longer than the deadline: only giving the place up lets the others answer.
         connect_timeout: Duration::from_secs(120),
         deadline: Some(Duration::from_secs(60)),
         limits,
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     config.schedule.slow_dial = Duration::from_millis(500);
     let toml = "max_connections = 20\n[strategy]\ntype = \"greedy\"\n";

@@ -6,20 +6,32 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nostr::key::Keys;
 use nostr_outbox_client::MemoryStore;
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{
-    start, Carriers, Client, FeedInput, FeedSummary, RuntimeConfig, Status,
-};
+use nostr_outbox_runtime::{Carriers, FeedInput, FeedSummary, RuntimeConfig, Status};
 
 const GREEDY: &str = "max_connections = 10\n[strategy]\ntype = \"greedy\"\ncoverage_target = 1\n";
 
-fn config() -> RuntimeConfig {
-    RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    }
+/// Two follows listing one relay each: the first's note on `answering`, the second's on a relay
+/// that never sends EOSE (returned, to keep it up), with `reader` as the reader's relay.
+async fn one_straggler(
+    answering: &RealRelay,
+    reader: &str,
+    now: u64,
+) -> (FeedInput, FaultServer, Keys, Keys) {
+    let (a, b) = (keys(1), keys(2));
+    let mut world = World::default();
+    world.put(note(&a, now - 10, "a"), &[answering]).await;
+    let straggler = FaultServer::start(Fault::NeverEose, vec![note(&b, now - 10, "b")]).await;
+    let mut input = local_input(
+        router(GREEDY),
+        vec![a.public_key(), b.public_key()],
+        [reader],
+    );
+    assert!(input.add_relay_list_event(&relay_list(&a, now, &[(&answering.url, None)])));
+    assert!(input.add_relay_list_event(&relay_list(&b, now, &[(&straggler.url, None)])));
+    (input, straggler, a, b)
 }
 
 async fn run(input: FeedInput, config: RuntimeConfig) -> (FeedSummary, Vec<Status>, usize) {
@@ -44,7 +56,7 @@ async fn a_dead_reader_relay_hands_the_residual_to_the_fallback() {
     let input = local_input(router(GREEDY), follows, [&reader]);
     let config = RuntimeConfig {
         fallback_relays: vec![fallback.url.clone()],
-        ..config()
+        ..given_lists(true)
     };
     let (summary, statuses, notes) = run(input, config).await;
 
@@ -79,7 +91,7 @@ async fn with_no_reader_or_fallback_relay_a_list_relay_carries_the_residual() {
     let follows = vec![with_list.public_key(), without.public_key()];
     let mut input = local_input(router(GREEDY), follows, [&reader]);
     assert!(input.add_relay_list_event(&relay_list(&with_list, now, &[(&listed.url, None)])));
-    let (summary, _, notes) = run(input, config()).await;
+    let (summary, _, notes) = run(input, given_lists(true)).await;
 
     assert_eq!(summary.carriers, Carriers::Routed, "{summary:#?}");
     assert_eq!(
@@ -94,7 +106,7 @@ async fn with_nobody_to_ask_the_run_says_so_and_does_not_panic() {
     let reader = dead_url().await;
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
     let input = local_input(router(GREEDY), follows, [&reader]);
-    let (summary, statuses, notes) = run(input, config()).await;
+    let (summary, statuses, notes) = run(input, given_lists(true)).await;
 
     assert_eq!(notes, 0);
     assert_eq!(summary.carriers, Carriers::Nobody);
@@ -113,7 +125,7 @@ async fn each_run_plans_with_a_fresh_seed_from_the_stored_stats() {
     for _ in 0..3 {
         let mut input = local_input(router(GREEDY), vec![keys(1).public_key()], [&relay.url]);
         input.store = store.clone();
-        let (summary, _, _) = run(input, config()).await;
+        let (summary, _, _) = run(input, given_lists(true)).await;
         seeds.push(summary.seed);
     }
     assert_ne!(seeds[0], seeds[1], "{seeds:?}");
@@ -128,21 +140,11 @@ async fn each_run_plans_with_a_fresh_seed_from_the_stored_stats() {
 async fn the_eose_race_stops_waiting_for_stragglers() {
     let fast = RealRelay::start().await;
     let now = now();
-    let (a, b) = (keys(1), keys(2));
-    let mut world = World::default();
-    world.put(note(&a, now - 10, "fast"), &[&fast]).await;
-    let straggler = FaultServer::start(Fault::NeverEose, vec![note(&b, now - 10, "slow")]).await;
-    let mut input = local_input(
-        router(GREEDY),
-        vec![a.public_key(), b.public_key()],
-        [&fast.url],
-    );
-    assert!(input.add_relay_list_event(&relay_list(&a, now, &[(&fast.url, None)])));
-    assert!(input.add_relay_list_event(&relay_list(&b, now, &[(&straggler.url, None)])));
+    let (input, _straggler, _, _) = one_straggler(&fast, &fast.url, now).await;
     let config = RuntimeConfig {
         eose_timeout: Duration::from_secs(5),
         eose_race: Some(Duration::from_millis(200)),
-        ..config()
+        ..given_lists(true)
     };
     let started = Instant::now();
     let (summary, _, notes) = run(input, config).await;
@@ -162,26 +164,14 @@ async fn the_eose_race_stops_waiting_for_stragglers() {
 async fn an_answer_closed_by_a_re_plan_is_still_learned() {
     let [reader, answered] = RealRelay::several().await;
     let now = now();
-    let (x, y) = (keys(1), keys(2));
-    let mut world = World::default();
-    world.put(note(&x, now - 10, "x"), &[&answered]).await;
-    // Keeps the round open: it never finishes, so nothing is learned before the re-plan.
-    let straggler = FaultServer::start(Fault::NeverEose, vec![note(&y, now - 10, "y")]).await;
-    let mut input = local_input(
-        router(GREEDY),
-        vec![x.public_key(), y.public_key()],
-        [&reader.url],
-    );
-    assert!(input.add_relay_list_event(&relay_list(&x, now, &[(&answered.url, None)])));
-    assert!(input.add_relay_list_event(&relay_list(&y, now, &[(&straggler.url, None)])));
+    // The straggler keeps the round open: it never finishes, so nothing is learned before the
+    // re-plan.
+    let (input, _straggler, _x, y) = one_straggler(&answered, &reader.url, now).await;
     let config = RuntimeConfig {
-        once: false,
-        discover_lists: false,
         eose_timeout: Duration::from_secs(30),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(false)
     };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
+    let (handle, out) = start_drained(input, config).await;
     let url = answered.url.clone();
     assert!(
         wait_for(&out, Duration::from_secs(5), |c| c.statuses.iter().any(

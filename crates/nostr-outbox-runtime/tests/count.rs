@@ -40,9 +40,8 @@ async fn counts_are_kept_per_relay_and_the_largest_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_count_says_why() {
-    let private =
-        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
-    let no_counts = FaultServer::start(Fault::Refuse("unsupported: no counts"), Vec::new()).await;
+    let private = FaultServer::refusing("auth-required: members only").await;
+    let no_counts = FaultServer::refusing("unsupported: no counts").await;
     let relays = vec![private.url.clone(), no_counts.url.clone()];
     let filter = Filter::new().author(keys(3).public_key());
     let anonymous = Client::new(RuntimeConfig::fast_for_tests());

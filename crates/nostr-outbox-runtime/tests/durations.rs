@@ -78,6 +78,15 @@ fn client(cfg: RuntimeConfig) -> Client {
     Client::with(cfg, budget, None)
 }
 
+/// [`client`] of a [`longest`] feed over the last week that re-plans `replan_debounce` after a
+/// list arrives.
+fn week_feed(once: bool, replan_debounce: Duration) -> Client {
+    let mut cfg = longest(once);
+    cfg.since = Some(Timestamp::from(now() - 7 * DAY));
+    cfg.replan_debounce = replan_debounce;
+    client(cfg)
+}
+
 /// A reader relay and a routed one: one follow without a list writes to the reader's relay,
 /// one lists the routed relay. The input of a feed over them, and every note's id.
 async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
@@ -107,11 +116,9 @@ async fn two_relays() -> (RealRelay, RealRelay, FeedInput, BTreeSet<EventId>) {
 async fn a_once_feed_with_every_duration_at_its_largest_fetches_everything() {
     panicked();
     let (_reader, _routed, input, ids) = two_relays().await;
-    let mut cfg = longest(true);
-    cfg.since = Some(Timestamp::from(now() - 7 * DAY));
     // A `--once` run waits for its re-plans: this one stays short, so the run can end.
-    cfg.replan_debounce = Duration::from_millis(50);
-    let (handle, rx) = start(input, &client(cfg)).await;
+    let feed = week_feed(true, Duration::from_millis(50));
+    let (handle, rx) = start(input, &feed).await;
     let collected = drain(rx);
     let summary = run_once(handle, &collected, HUNG).await;
     let got: BTreeSet<EventId> = collected.lock().unwrap().notes.keys().copied().collect();
@@ -124,11 +131,8 @@ async fn a_once_feed_with_every_duration_at_its_largest_fetches_everything() {
 async fn a_live_feed_with_every_duration_at_its_largest_delivers_and_stops() {
     panicked();
     let (_reader, _routed, input, ids) = two_relays().await;
-    let mut cfg = longest(false);
-    cfg.since = Some(Timestamp::from(now() - 7 * DAY));
     // A list arriving never re-plans: the reader's relay is asked about everyone.
-    cfg.replan_debounce = Duration::MAX;
-    let (handle, rx) = start(input, &client(cfg)).await;
+    let (handle, rx) = start(input, &week_feed(false, Duration::MAX)).await;
     let collected = drain(rx);
     let home = ids.len() / 2;
     assert!(

@@ -10,7 +10,7 @@ use nostr::key::Keys;
 use nostr_outbox_fleet::*;
 use nostr_outbox_runtime::connection::extensions::Outcome;
 use nostr_outbox_runtime::{
-    count, sync, Client, Extension, LookupOutcome, RuntimeConfig, SyncOutcome,
+    count, sync, Client, Counts, Extension, LookupOutcome, RuntimeConfig, SyncOutcome,
 };
 
 /// A long answer timeout: an ask that waited it out would outlast the test's bound.
@@ -32,6 +32,13 @@ fn filter(author: &Keys) -> Filter {
     Filter::new().author(author.public_key())
 }
 
+/// Counts `author`'s notes on `relays`, which must end within [`BOUND`] (`what` says why).
+async fn count_within(relays: &[String], author: &Keys, client: &Client, what: &str) -> Counts {
+    tokio::time::timeout(BOUND, count(relays, &[filter(author)], client))
+        .await
+        .expect(what)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_whose_document_leaves_an_extension_out_is_not_asked_it() {
     let a = keys(1);
@@ -39,9 +46,8 @@ async fn a_relay_whose_document_leaves_an_extension_out_is_not_asked_it() {
     let relay = PlainRelay::documented(held.clone(), Some(&[1, 11])).await;
     let client = patient();
     let relays = vec![relay.url.clone()];
-    let counted = tokio::time::timeout(BOUND, count(&relays, &[filter(&a)], &client))
-        .await
-        .expect("no wait on a relay that does not count");
+    let why = "no wait on a relay that does not count";
+    let counted = count_within(&relays, &a, &client, why).await;
     assert!(
         matches!(&counted.relays[&relay.url], Err(LookupOutcome::Unsupported(why)) if why.contains("NIP-45")),
         "{counted:?}"
@@ -67,9 +73,8 @@ async fn silence_is_waited_on_briefly_once_then_remembered() {
     let relay = PlainRelay::documented(vec![note(&a, now() - 100, "a0")], None).await;
     let client = patient();
     let relays = vec![relay.url.clone()];
-    let first = tokio::time::timeout(BOUND, count(&relays, &[filter(&a)], &client))
-        .await
-        .expect("a relay with no document is waited on briefly");
+    let why = "a relay with no document is waited on briefly";
+    let first = count_within(&relays, &a, &client, why).await;
     assert!(
         matches!(&first.relays[&relay.url], Err(LookupOutcome::Unanswered(_))),
         "{first:?}"

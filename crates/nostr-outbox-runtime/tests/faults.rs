@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, FrameDrop, RuntimeConfig, Status};
+use nostr_outbox_runtime::{FrameDrop, RuntimeConfig, Status};
 use nostr_relay_builder::prelude as rb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,17 +52,14 @@ async fn failing_relays_are_set_aside_and_their_authors_stay_covered() {
         assert!(input.add_relay_list_event(l));
     }
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         eose_timeout: Duration::from_millis(400),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     // Worst case: three EOSE timeouts plus backoffs on the slowest relay, then one more round
     // on the reader's relay. Anything near the bound means something hung.
     let bound = Duration::from_secs(8);
     let started = Instant::now();
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
+    let (handle, out) = start_drained(input, config).await;
     let summary = run_once(handle, &out, bound).await;
     let took = started.elapsed();
 
@@ -174,12 +171,7 @@ async fn penalised_relays_from_the_last_run_are_left_out_of_the_plan() {
     input
         .penalties
         .penalise(&good.url, "auth-required: earlier", now, &policy);
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (summary, _) = start_once(input, config).await;
+    let (summary, _) = start_once(input, given_lists(true)).await;
     assert_eq!(
         good.counter.connections(),
         0,
@@ -225,13 +217,8 @@ async fn a_relay_lost_after_answering_is_learned_once_as_answered_and_once_as_do
     for l in &lists {
         assert!(input.add_relay_list_event(l));
     }
-    let config = RuntimeConfig {
-        once: false,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
+    let config = given_lists(false);
+    let (handle, out) = start_drained(input, config).await;
     let settled = |c: &Collected| {
         c.statuses
             .iter()
@@ -311,12 +298,7 @@ async fn a_rate_limited_relay_is_asked_again_after_a_wait_not_set_aside() {
         [&reader.url],
     );
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&limited.url, None)])));
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (summary, out) = start_once(input, config).await;
+    let (summary, out) = start_once(input, given_lists(true)).await;
     let notes: Vec<_> = out.notes.keys().copied().collect();
     assert_eq!(notes, [n.id], "{summary:#?}");
     assert!(summary.penalised.is_empty(), "{:?}", summary.penalised);

@@ -77,10 +77,8 @@ async fn once_fetches_exactly_what_the_plan_predicts() {
         assert!(input.add_relay_list_event(l));
     }
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         since: Some(Timestamp::from(since)),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let (summary, out) = start_once(input, config).await;
 

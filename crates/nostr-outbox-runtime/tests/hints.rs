@@ -3,7 +3,6 @@
 
 use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::RuntimeConfig;
 
 async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     let me = keys(50);
@@ -22,12 +21,7 @@ async fn run(hinted: &RealRelay, reader: &RealRelay, hints_on: bool) -> usize {
     );
     let mut input = local_input(router(&toml), vec![follow.public_key()], [&reader.url]);
     input.hints = nostr_outbox_core::contact_list_hints(&contacts);
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (summary, out) = start_once(input, config).await;
+    let (summary, out) = start_once(input, given_lists(true)).await;
     assert_eq!(
         summary.relays.contains_key(&hinted.url),
         hints_on,

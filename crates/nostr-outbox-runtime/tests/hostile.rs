@@ -211,15 +211,13 @@ async fn run_case(script: Vec<Frame>, end: End) {
     let follows = vec![keys(1).public_key(), keys(2).public_key()];
     let input = local_input(router(CONFIG), follows.clone(), [&honest.url, &hostile.url]);
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         connect_timeout: Duration::from_millis(500),
         eose_timeout: Duration::from_millis(300),
         penalty: PenaltyPolicy {
             strikes: 2,
             ..PenaltyPolicy::default()
         },
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let (summary, out) = start_once(input, config).await;
     let collected = out;

@@ -158,12 +158,10 @@ async fn a_bare_recorder_learns_what_the_runtime_learns_from_the_same_frames() {
         input.add_relay_list_event(l);
     }
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         since: Some(Timestamp::from(since)),
         // Both clients learn at the same present: notes' ages are part of what is learned.
         clock: Some(now),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let (summary, _) = start_once(input, config).await;
     // The runtime asked what the bare client asks: the same relays about the same authors.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use nostr_outbox_core::ConfigIssue;
 use nostr_outbox_core::{DeliveryStats, PlanInput, RelayView, Scorer, ScorerConfig};
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{start, Client, RuntimeConfig, Status};
+use nostr_outbox_runtime::{Client, Status};
 use nostr_outbox_stats::FileStore;
 use serde::{Deserialize, Serialize};
 
@@ -39,11 +39,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
     for l in &lists {
         input.add_relay_list_event(l);
     }
-    let config = RuntimeConfig {
-        once: false,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
+    let config = given_lists(false);
     let (handle, out) = start_settled(input, &Client::new(config)).await;
     assert!(!out.lock().unwrap().notes.contains_key(&only_on_b.id));
     let before: HashMap<String, (usize, usize)> = [&reader, &a, &b, &c]
@@ -67,10 +63,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
         &[(&a.url, None), (&b.url, None)],
     ))]);
     assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .notes
-            .contains_key(&only_on_b.id))
-        .await,
+        wait_for_note(&out, &only_on_b.id).await,
         "the replaced filter on b fetched f0's note"
     );
     let planned: Vec<Status> = out
@@ -234,13 +227,8 @@ async fn stats_learned_in_a_once_run_are_on_disk_and_change_the_next_plan() {
             for l in &lists {
                 input.add_relay_list_event(l);
             }
-            let config = RuntimeConfig {
-                once: true,
-                discover_lists: false,
-                ..RuntimeConfig::fast_for_tests()
-            };
-            let (handle, rx) = start(input, &Client::new(config)).await;
-            let out = drain(rx);
+            let config = given_lists(true);
+            let (handle, out) = start_drained(input, config).await;
             run_once(handle, &out, Duration::from_secs(10)).await
         }
     };
@@ -322,11 +310,7 @@ async fn a_relay_added_by_a_replan_is_compared_with_the_relays_that_answered_bef
     let mut input = local_input(router(toml), follows, [&reader.url]);
     input.add_relay_list_event(&relay_list(&f[0], now - 100, &[(&deep.url, None)]));
     input.add_relay_list_event(&relay_list(&f[1], now - 100, &[(&deep.url, None)]));
-    let config = RuntimeConfig {
-        once: false,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
+    let config = given_lists(false);
     let (handle, out) = start_settled(input, &Client::new(config)).await;
 
     // f0 now also writes to shallow: the re-plan dials it and leaves deep's filter alone, so

@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nostr_outbox_fleet::*;
-use nostr_outbox_runtime::{
-    start, Client, Failure, FeedHandle, FeedInput, FrameDrop, RuntimeConfig, Status,
-};
+use nostr_outbox_runtime::{Failure, FeedHandle, FeedInput, FrameDrop, RuntimeConfig, Status};
 
 /// How long a misbehaving relay may take to be set aside.
 const SET_ASIDE_WITHIN: Duration = Duration::from_secs(10);
@@ -26,8 +24,7 @@ async fn until_set_aside(
         ..RuntimeConfig::fast_for_tests()
     };
     let started = Instant::now();
-    let (handle, rx) = start(input, &Client::new(config)).await;
-    let out = drain(rx);
+    let (handle, out) = start_drained(input, config).await;
     let set_aside = wait_for(&out, SET_ASIDE_WITHIN, |c| {
         c.statuses.iter().any(|s| {
             matches!(s, Status::Penalised { relay: r, reason, .. }
@@ -67,12 +64,7 @@ async fn future_dated_events_are_dropped_and_count_against_the_relay() {
     let follows: Vec<_> = f.iter().map(|k| k.public_key()).collect();
     let mut input = local_input(router(CONFIG), follows, [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f[1], now, &[(&liar.url, None)])));
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (summary, out) = start_once(input, config).await;
+    let (summary, out) = start_once(input, given_lists(true)).await;
 
     let collected = out;
     let got: Vec<&str> = collected
@@ -222,11 +214,9 @@ async fn a_page_of_duplicates_is_cut_off_and_counts_against_the_relay() {
     let mut input = local_input(router(CONFIG), vec![f.public_key()], [&reader.url]);
     assert!(input.add_relay_list_event(&relay_list(&f, now, &[(&duplicator.url, None)])));
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         // Time enough to read every copy: only the duplicate bound ends the page early.
         eose_timeout: Duration::from_secs(60),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let started = Instant::now();
     let (summary, out) = start_once(input, config).await;

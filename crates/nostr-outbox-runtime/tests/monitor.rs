@@ -58,10 +58,8 @@ async fn run(
     input.store = store;
     input.monitor_relays = monitors;
     let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         since: Some(nostr::types::Timestamp::from_secs(now() - 7 * DAY)),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     let (handle, rx) = start(input, &Client::new(config)).await;
     let collected = drain(rx);
@@ -182,11 +180,9 @@ async fn a_relay_a_monitor_says_requires_payment_is_left_out_unless_paid_for() {
         input.relay_lists = vec![raw(&relay_list(&a, now() - DAY, &[(&paid.url, None)]))];
         input.monitor_relays = vec![monitor.url.clone()];
         let config = RuntimeConfig {
-            once: true,
-            discover_lists: false,
             since: Some(nostr::types::Timestamp::from_secs(now() - 7 * DAY)),
             paid_relays,
-            ..RuntimeConfig::fast_for_tests()
+            ..given_lists(true)
         };
         (input, config)
     };

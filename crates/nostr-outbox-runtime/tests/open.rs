@@ -26,14 +26,40 @@ const WITHIN: Duration = Duration::from_secs(20);
 /// A continuing feed with the test timeouts and a one-second first set-aside.
 fn open_config() -> RuntimeConfig {
     RuntimeConfig {
-        once: false,
-        discover_lists: false,
         penalty: PenaltyPolicy {
             initial: Duration::from_secs(1),
             ..PenaltyPolicy::default()
         },
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(false)
     }
+}
+
+/// `outbox feed --max-sockets 4`: the desktop reserve cut to half, two lasting places.
+fn four_sockets() -> SocketBudget {
+    SocketBudget {
+        max_sockets: Some(4),
+        reserve: 2,
+        idle: Duration::from_millis(200),
+    }
+}
+
+/// [`open_config`] discovering the follows' relay lists.
+fn discovering() -> RuntimeConfig {
+    RuntimeConfig {
+        discover_lists: true,
+        ..open_config()
+    }
+}
+
+/// `author` moves to `to`: its new list, naming only `to`, is published on `announced` and on
+/// `to`, then its first note there; returns that note.
+async fn moves(author: &nostr::key::Keys, announced: &RealRelay, to: &RealRelay) -> Event {
+    let list = relay_list(author, now_(), &[(&to.url, None)]);
+    announced.publish(&list).await;
+    to.publish(&list).await;
+    let moved = note(author, now_(), "on its new relay");
+    to.publish(&moved).await;
+    moved
 }
 
 /// The feed printed it, as a note or as one a probe found.
@@ -203,20 +229,12 @@ async fn a_follow_that_moves_to_a_relay_it_never_listed_is_heard_there() {
     let first = note(&f[0], now - 50, "f0 on its old relay");
     old.store(&first).await;
     other.store(&note(&f[1], now - 50, "f1")).await;
-    let config = RuntimeConfig {
-        discover_lists: true,
-        ..open_config()
-    };
-    let (handle, out) = open_feed(input, &Client::new(config)).await;
+    let (handle, out) = open_feed(input, &Client::new(discovering())).await;
     expect_all(&out, std::slice::from_ref(&first), "before the move").await;
 
     // The follow names only a relay it never listed, publishing the list where a NIP-65
     // client does (its old write relay and the new one), and writes there from now on.
-    let list = relay_list(&f[0], now_(), &[(&moved_to.url, None)]);
-    old.publish(&list).await;
-    moved_to.publish(&list).await;
-    let moved = note(&f[0], now_(), "f0 on its new relay");
-    moved_to.publish(&moved).await;
+    let moved = moves(&f[0], &old, &moved_to).await;
     let asked = wait_until(WITHIN, || moved_to.counter.feed_reqs() > 0).await;
     assert!(asked, "the feed asked the relay the follow moved to");
     let later = note(&f[0], now_(), "f0 later on its new relay");
@@ -252,17 +270,11 @@ async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay()
         writers[i % WRITE_RELAYS].store(&n).await;
         stored.push(n);
     }
-    // `outbox feed --max-sockets 4`: the desktop reserve cut to half, two lasting places.
-    let budget = SocketBudget {
-        max_sockets: Some(4),
-        reserve: 2,
-        idle: Duration::from_millis(200),
-    };
     let config = RuntimeConfig {
         since: Some(Timestamp::from(now - 7 * DAY)),
         ..open_config()
     };
-    let client = Client::with(config, budget, None);
+    let client = Client::with(config, four_sockets(), None);
     let (handle, rx) = start(input, &client).await;
     // The reader's follow list is watched too (`outbox feed --npub`): in turns it must not
     // hold the reader's relays' places for good.
@@ -307,11 +319,7 @@ async fn a_follow_the_reader_adds_while_the_feed_is_open_is_heard() {
     let follow = |k: &nostr::key::Keys| Tag::public_key(k.public_key());
     let first = signed(&me, Kind::ContactList, "", vec![follow(&f[0])], 50);
     reader_relay.store(&first).await;
-    let config = RuntimeConfig {
-        discover_lists: true,
-        ..open_config()
-    };
-    let (handle, out) = open_feed(input, &Client::new(config)).await;
+    let (handle, out) = open_feed(input, &Client::new(discovering())).await;
     handle
         .follow_contact_list(me.public_key(), first.created_at)
         .await
@@ -415,17 +423,11 @@ async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay()
             .store(&note(k, now - 100, &format!("f{i} stored")))
             .await;
     }
-    let budget = SocketBudget {
-        max_sockets: Some(4),
-        reserve: 2,
-        idle: Duration::from_millis(200),
-    };
     let config = RuntimeConfig {
         since: Some(Timestamp::from(now - 7 * DAY)),
-        discover_lists: true,
-        ..open_config()
+        ..discovering()
     };
-    let (handle, out) = open_feed(input, &Client::with(config, budget, None)).await;
+    let (handle, out) = open_feed(input, &Client::with(config, four_sockets(), None)).await;
 
     // f0 names only a relay it never listed, publishing the list where a NIP-65 client does
     // (its old write relay, the new one and the relays its readers read), and writes there.
@@ -462,20 +464,12 @@ async fn a_move_published_only_on_the_reader_relays_is_heard() {
     reader
         .store(&relay_list(&f[2], now - 50, &[(&old.url, None)]))
         .await;
-    let config = RuntimeConfig {
-        discover_lists: true,
-        ..open_config()
-    };
-    let (handle, out) = open_feed(input, &Client::new(config)).await;
+    let (handle, out) = open_feed(input, &Client::new(discovering())).await;
     let first = note(&f[0], now_(), "f0 on its old relay");
     old.publish(&first).await;
     expect_all(&out, std::slice::from_ref(&first), "before the move").await;
 
-    let list = relay_list(&f[0], now_(), &[(&moved_to.url, None)]);
-    reader.publish(&list).await;
-    moved_to.publish(&list).await;
-    let moved = note(&f[0], now_(), "f0 on its new relay");
-    moved_to.publish(&moved).await;
+    let moved = moves(&f[0], &reader, &moved_to).await;
     expect_all(&out, std::slice::from_ref(&moved), "after the move").await;
     handle.shutdown().await;
 }

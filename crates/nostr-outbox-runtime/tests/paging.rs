@@ -27,14 +27,21 @@ fn key(n: u32) -> Keys {
 
 fn config(since: u64, paging: Paging) -> RuntimeConfig {
     let mut cfg = RuntimeConfig {
-        once: true,
-        discover_lists: false,
         since: Some(Timestamp::from(since)),
         eose_timeout: Duration::from_secs(10),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(true)
     };
     cfg.limits.paging = paging;
     cfg
+}
+
+/// Relay documents read, each bounded to two seconds.
+fn quick_documents() -> Nip11Config {
+    Nip11Config {
+        timeout: Duration::from_secs(2),
+        wait: Duration::from_secs(2),
+        ..Nip11Config::default()
+    }
 }
 
 struct YearRun {
@@ -173,11 +180,7 @@ async fn published_limits_shape_every_req() {
     let input = local_input(router(toml), pubkeys, [&relay.url]);
     let mut cfg = config(now - YEAR, Paging::default());
     cfg.discover_lists = true;
-    cfg.limits.nip11 = Nip11Config {
-        timeout: Duration::from_secs(2),
-        wait: Duration::from_secs(2),
-        ..Nip11Config::default()
-    };
+    cfg.limits.nip11 = quick_documents();
     let (summary, out) = start_once(input, cfg).await;
     let fetched: HashSet<EventId> = out.notes.keys().copied().collect();
     let all: HashSet<EventId> = events.iter().map(|e| e.id).collect();
@@ -298,10 +301,7 @@ async fn a_continuing_feed_pages_its_history_then_keeps_live_notes_flowing() {
     let publish = format!(r#"["EVENT",{}]"#, fresh.as_json());
     ws.send(Message::text(publish)).await.unwrap();
     assert!(
-        wait_for(&out, Duration::from_secs(10), |c| c
-            .notes
-            .contains_key(&fresh.id))
-        .await,
+        wait_for_note(&out, &fresh.id).await,
         "a live note reaches the feed"
     );
     assert_eq!(
@@ -335,11 +335,7 @@ async fn a_relay_whose_document_requires_payment_is_left_out_unless_paid_for() {
         assert!(input.add_relay_list_event(&relay_list(&author, now, &[(&relay.url, None)])));
         let mut cfg = config(now - DAY, Paging::default());
         cfg.paid_relays = paid_relays;
-        cfg.limits.nip11 = Nip11Config {
-            timeout: Duration::from_secs(2),
-            wait: Duration::from_secs(2),
-            ..Nip11Config::default()
-        };
+        cfg.limits.nip11 = quick_documents();
         (input, cfg)
     };
     let (input, cfg) = run(Vec::new());

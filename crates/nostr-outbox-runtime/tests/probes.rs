@@ -29,11 +29,9 @@ fn config(max_connections: usize, probes: Option<usize>) -> String {
 
 fn runtime(now: u64, once: bool) -> RuntimeConfig {
     RuntimeConfig {
-        once,
-        discover_lists: false,
         since: Some(Timestamp::from(now - 30 * DAY)),
         clock: Some(now),
-        ..RuntimeConfig::fast_for_tests()
+        ..given_lists(once)
     }
 }
 
@@ -109,6 +107,15 @@ impl Scene {
         self.lonely_notes.iter().map(|e| e.id).collect()
     }
 
+    /// A one-shot run with one connection and `probes` probe connections, which asks the hub and
+    /// the reader, never the follow's own relays.
+    async fn run_once(&self, probes: Option<usize>) -> (FeedSummary, Collected) {
+        let (summary, out) =
+            start_once(self.input(&config(1, probes)), runtime(self.now, true)).await;
+        self.assert_plan_left_out_own(&summary);
+        (summary, out)
+    }
+
     /// The run asked the hub and the reader, never the follow's own relays.
     fn assert_plan_left_out_own(&self, summary: &FeedSummary) {
         let asked: BTreeSet<&str> = summary
@@ -130,9 +137,7 @@ impl Scene {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run() {
     let scene = Scene::new().await;
-    let (summary, out) =
-        start_once(scene.input(&config(1, Some(20))), runtime(scene.now, true)).await;
-    scene.assert_plan_left_out_own(&summary);
+    let (summary, out) = scene.run_once(Some(20)).await;
 
     // Both of the follow's relays were probed, each about that follow alone, and each relay's
     // own copy of the notes came back (nothing de-duplicated across relays).
@@ -200,9 +205,7 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_connections_zero_probes_nothing() {
     let scene = Scene::new().await;
-    let (summary, out) =
-        start_once(scene.input(&config(1, Some(0))), runtime(scene.now, true)).await;
-    scene.assert_plan_left_out_own(&summary);
+    let (summary, out) = scene.run_once(Some(0)).await;
     assert_eq!(summary.probes.probed(), 0, "{:#?}", summary.probes);
     assert!(scene.own.counter.reqs().is_empty());
     assert!(scene.own2.counter.reqs().is_empty());

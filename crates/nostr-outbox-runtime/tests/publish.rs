@@ -28,10 +28,14 @@ fn client() -> Client {
     Client::new(RuntimeConfig::fast_for_tests())
 }
 
+/// `event` published to `targets` by `client` with the test publishing config.
+async fn publish_fast(event: &Event, targets: &[String], client: &Client) -> PublishReport {
+    publish(event, targets, client, &PublishConfig::fast_for_tests()).await
+}
+
 /// [`event`] published to `server` alone by [`client`] with the test publishing config.
 async fn publish_once_to(server: &FaultServer) -> PublishReport {
-    let cfg = PublishConfig::fast_for_tests();
-    publish(&event(), std::slice::from_ref(&server.url), &client(), &cfg).await
+    publish_fast(&event(), std::slice::from_ref(&server.url), &client()).await
 }
 
 fn event() -> Event {
@@ -56,13 +60,7 @@ async fn a_published_event_reaches_every_target() {
     ];
     let targets: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
     let event = event();
-    let report = publish(
-        &event,
-        &targets,
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_fast(&event, &targets, &client()).await;
     assert_eq!(report.relays.len(), 3, "{report:?}");
     for (r, url) in report.relays.iter().zip(&targets) {
         assert_eq!(&r.url, url);
@@ -138,13 +136,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
     .await;
     let event = event();
     let targets = [relay.url.clone()];
-    let anonymous = publish(
-        &event,
-        &targets,
-        &client(),
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let anonymous = publish_fast(&event, &targets, &client()).await;
     assert_eq!(
         anonymous.relays[0].outcome,
         PublishOutcome::AuthRequired,
@@ -155,7 +147,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key() {
         SocketBudget::default(),
         Some(keys(1).into()),
     );
-    let signed = publish(&event, &targets, &signer, &PublishConfig::fast_for_tests()).await;
+    let signed = publish_fast(&event, &targets, &signer).await;
     assert_eq!(
         signed.relays[0].outcome,
         PublishOutcome::Accepted,
@@ -179,13 +171,7 @@ async fn sockets_open_at_once_are_capped() {
     for _ in 0..cap + 8 {
         targets.push(slow_oks(Duration::from_millis(150), waiting.clone()).await);
     }
-    let report = publish(
-        &event(),
-        &targets,
-        &client,
-        &PublishConfig::fast_for_tests(),
-    )
-    .await;
+    let report = publish_fast(&event(), &targets, &client).await;
     assert_eq!(report.successes(), targets.len(), "{report:?}");
     let peak = waiting.peak.load(Ordering::SeqCst);
     assert!(peak <= cap, "{peak} sockets at once");

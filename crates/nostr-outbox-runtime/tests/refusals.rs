@@ -83,8 +83,7 @@ async fn a_route_feed_waits_out_a_rate_limit_and_asks_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_feed_says_what_a_refusal_was() {
-    let members =
-        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let members = FaultServer::refusing("auth-required: members only").await;
     let dead = dead_url().await;
     let asked = Filter::new().author(keys(2).public_key());
     let target = |url: &str| reader_target(url, asked.clone());
@@ -114,14 +113,9 @@ async fn a_route_feed_says_what_a_refusal_was() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lookup_says_why_each_relay_gave_nothing() {
-    let members =
-        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
-    let spaced = FaultServer::start(
-        Fault::Refuse("  auth-required: with leading spaces"),
-        Vec::new(),
-    )
-    .await;
-    let blocked = FaultServer::start(Fault::Refuse("blocked: not you"), Vec::new()).await;
+    let members = FaultServer::refusing("auth-required: members only").await;
+    let spaced = FaultServer::refusing("  auth-required: with leading spaces").await;
+    let blocked = FaultServer::refusing("blocked: not you").await;
     let dead = dead_url().await;
     let relays = vec![
         members.url.clone(),
@@ -164,14 +158,9 @@ async fn a_lookup_says_why_each_relay_gave_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_kept_as_such_and_never_learned_as_down() {
     let reader = RealRelay::start().await;
-    let sign_in =
-        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
-    let payment = FaultServer::start(
-        Fault::Refuse("payment-required: 5000 sats a year"),
-        Vec::new(),
-    )
-    .await;
-    let slow = FaultServer::start(Fault::Refuse("rate-limited: slow down"), Vec::new()).await;
+    let sign_in = FaultServer::refusing("auth-required: members only").await;
+    let payment = FaultServer::refusing("payment-required: 5000 sats a year").await;
+    let slow = FaultServer::refusing("rate-limited: slow down").await;
     let now = now();
     let f = keys(4);
     let n = note(&f, now - 100, "on the reader's relay");
@@ -187,12 +176,7 @@ async fn refusals_are_kept_as_such_and_never_learned_as_down() {
         (slow.url.as_str(), None),
     ];
     assert!(input.add_relay_list_event(&relay_list(&f, now, &listed)));
-    let config = RuntimeConfig {
-        once: true,
-        discover_lists: false,
-        ..RuntimeConfig::fast_for_tests()
-    };
-    let (summary, out) = start_once(input, config).await;
+    let (summary, out) = start_once(input, given_lists(true)).await;
     assert!(
         out.notes.contains_key(&n.id),
         "the residual carried the note: {summary:#?}"

@@ -59,10 +59,8 @@ async fn feed_inbox_and_lookups_together_stay_within_the_socket_budget() {
 
     let client = Client::with(
         RuntimeConfig {
-            once: true,
-            discover_lists: false,
             since: Some(Timestamp::from(now - 7 * DAY)),
-            ..RuntimeConfig::fast_for_tests()
+            ..given_lists(true)
         },
         SocketBudget {
             max_sockets: Some(MAX_SOCKETS),

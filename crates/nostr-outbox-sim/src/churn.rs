@@ -283,14 +283,7 @@ pub fn run(
     };
     for (t, tick) in scenario.ticks.iter().enumerate() {
         let table = &tick.table;
-        let input = PlanInput {
-            table,
-            max_connections,
-            pool: None,
-            stats: &stats,
-            now: tick.now,
-            window_secs: None,
-        };
+        let input = PlanInput::new(table, max_connections, &stats, tick.now);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x2545_f491));
         let selection = selector.select(&input, &mut rng);
         let plan = Plan::from_selection(table, &name, selection);

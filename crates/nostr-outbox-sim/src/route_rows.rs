@@ -64,31 +64,47 @@ pub fn route_rows(records: &[RouteRecord], windows: &[Window]) -> Vec<RouteRow> 
         MeanSe::of(&last.iter().filter_map(|s| f(s)).collect::<Vec<_>>())
     };
     let per_note = |targets: u64, notes: u64| (notes > 0).then(|| targets as f64 / notes as f64);
-    let routes = RouteRow {
-        label: ROUTES_LABEL.to_string(),
+    // The route's row, or the naive client's: the same figures of the other side of each score.
+    let row = |label: &str, naive: bool| RouteRow {
+        label: label.to_string(),
         windows: windows
             .iter()
             .map(|&w| RouteRowWindow {
                 window: w,
-                inbox_recall: over(&|s| s.inbox(w).and_then(|x| x.recall())),
+                inbox_recall: over(&|s| {
+                    let inbox = s.inbox(w)?;
+                    if naive {
+                        inbox.naive_recall()
+                    } else {
+                        inbox.recall()
+                    }
+                }),
             })
             .collect(),
-        publish_reach: over(&|s| s.publish.reach()),
-        inbox_relays: over(&|s| Some(s.inbox_relays as f64)),
-        publish_relays: over(&|s| per_note(s.publish.routed_targets, s.publish.notes)),
+        publish_reach: over(&|s| {
+            if naive {
+                s.publish.naive_reach()
+            } else {
+                s.publish.reach()
+            }
+        }),
+        inbox_relays: over(&|s| {
+            let relays = if naive {
+                s.naive_inbox_relays
+            } else {
+                s.inbox_relays
+            };
+            Some(relays as f64)
+        }),
+        publish_relays: over(&|s| {
+            let p = &s.publish;
+            let targets = if naive {
+                p.naive_targets
+            } else {
+                p.routed_targets
+            };
+            per_note(targets, p.notes)
+        }),
     };
-    let naive = RouteRow {
-        label: NAIVE_LABEL.to_string(),
-        windows: windows
-            .iter()
-            .map(|&w| RouteRowWindow {
-                window: w,
-                inbox_recall: over(&|s| s.inbox(w).and_then(|x| x.naive_recall())),
-            })
-            .collect(),
-        publish_reach: over(&|s| s.publish.naive_reach()),
-        inbox_relays: over(&|s| Some(s.naive_inbox_relays as f64)),
-        publish_relays: over(&|s| per_note(s.publish.naive_targets, s.publish.notes)),
-    };
-    vec![routes, naive]
+    vec![row(ROUTES_LABEL, false), row(NAIVE_LABEL, true)]
 }

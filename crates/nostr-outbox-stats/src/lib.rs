@@ -371,10 +371,7 @@ impl FileStore {
     pub fn check_writable(&self) -> Result<(), StatsStoreError> {
         check_writable_file(&self.path)?;
         let lock = self.lock_path();
-        let io_err = |source| StatsStoreError::Io {
-            path: lock.clone(),
-            source,
-        };
+        let io_err = io_error(&lock);
         let started = std::time::Instant::now();
         loop {
             let meta = match fs::symlink_metadata(&lock) {
@@ -656,10 +653,7 @@ impl Drop for LockFile {
 /// [`LOCK_WAIT`] for another save; a lock older than [`STALE_LOCK`] is taken over. Anything
 /// but a regular file there is an error at once.
 pub(crate) fn lock_file(path: &Path) -> Result<LockFile, StatsStoreError> {
-    let io_err = |source| StatsStoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = io_error(path);
     let started = std::time::Instant::now();
     loop {
         match private_options().write(true).create_new(true).open(path) {
@@ -770,12 +764,17 @@ pub fn check_writable_file(path: &Path) -> Result<(), StatsStoreError> {
     check_dir_writable(&dir_of(path))
 }
 
+/// Makes an I/O error on `path` a store error naming it.
+fn io_error(path: &Path) -> impl Fn(io::Error) -> StatsStoreError + '_ {
+    move |source| StatsStoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Whether `dir` exists and takes a new file: one is created there and removed.
 pub(crate) fn check_dir_writable(dir: &Path) -> Result<(), StatsStoreError> {
-    let io_err = |source| StatsStoreError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
+    let io_err = io_error(dir);
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(io_err(io::Error::other("not a directory"))),
         Ok(_) => {}
@@ -848,10 +847,7 @@ fn finish(mut parsed: Parsed, mut warnings: Vec<LoadWarning>) -> Loaded {
 /// Anything but a regular file is an error, never opened: a FIFO would block the open, a
 /// device would never end.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StatsStoreError> {
-    let io_err = |source| StatsStoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = io_error(path);
     match fs::metadata(path) {
         Ok(meta) if !meta.is_file() => return Err(io_err(io::Error::other("not a regular file"))),
         Ok(_) => {}

@@ -1336,10 +1336,9 @@ mod tests {
         drop(conn);
         let loaded = store.load().unwrap();
         assert_eq!(loaded.stats.decay, Decay::default());
+        let sanitised = LoadWarning::Sanitised { count: 1 };
         assert!(
-            loaded
-                .warnings
-                .contains(&LoadWarning::Sanitised { count: 1 }),
+            loaded.warnings.contains(&sanitised),
             "{:?}",
             loaded.warnings
         );
@@ -1381,11 +1380,11 @@ mod tests {
         assert_eq!(s.author(&good_key).map(|a| a.volume), Some(4.0));
         assert_eq!(s.pair(&good_key, "wss://ok.example").hits, 2.5);
         assert_eq!(s.authors().count(), 1);
+        let sanitised = LoadWarning::Sanitised { count: 4 };
+        let why = "three relays and one author";
         assert!(
-            loaded
-                .warnings
-                .contains(&LoadWarning::Sanitised { count: 4 }),
-            "three relays and one author: {:?}",
+            loaded.warnings.contains(&sanitised),
+            "{why}: {:?}",
             loaded.warnings
         );
         assert!(loaded

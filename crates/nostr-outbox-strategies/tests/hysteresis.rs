@@ -120,14 +120,7 @@ fn tick(
     now: u64,
 ) -> (Plan, PlanDiff) {
     let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table,
-        max_connections: budget,
-        pool: None,
-        stats: &stats,
-        now,
-        window_secs: None,
-    };
+    let input = PlanInput::new(table, budget, &stats, now);
     let selection = selector.select(&input, &mut ChaCha8Rng::seed_from_u64(now));
     let plan = Plan::from_selection(table, "hysteresis+greedy", selection);
     let limits = nostr_outbox_core::Limits {

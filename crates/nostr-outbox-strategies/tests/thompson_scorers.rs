@@ -39,14 +39,7 @@ fn learned(t: &RouteTable) -> DeliveryStats {
 
 /// A planning input over `t` with `stats`, budget 5, at time 0.
 fn input<'a>(t: &'a RouteTable, stats: &'a DeliveryStats) -> PlanInput<'a> {
-    PlanInput {
-        table: t,
-        max_connections: 5,
-        pool: None,
-        stats,
-        now: 0,
-        window_secs: None,
-    }
+    PlanInput::new(t, 5, stats, 0)
 }
 
 /// A default fixed-Thompson scorer and the seeded draws it takes.

@@ -2,6 +2,19 @@
 
 use nostr_outbox_world::{generate, Profile, RelayTiming, World, WorldError};
 
+/// `w` read back from its JSON is `w`, and writes the same JSON.
+#[track_caller]
+fn assert_round_trips(w: &World) {
+    let back = World::from_json(&w.to_json()).unwrap();
+    assert_eq!(&back, w);
+    assert_eq!(back.to_json(), w.to_json());
+}
+
+/// A world with none of the optional parts.
+fn plain_world() -> World {
+    World::from_json(&world_json("[]", r#"{}"#, "")).unwrap()
+}
+
 #[test]
 fn generated_world_round_trips_through_json() {
     let world = generate(Profile::Small, 11);
@@ -315,10 +328,8 @@ fn monitor_data_round_trips_and_absent_means_none() {
         .map(|m| (m.url.as_str(), m.last_seen))
         .collect();
     assert_eq!(urls, [("wss://a.example", 990), ("wss://b.example", 900)]);
-    let back = World::from_json(&w.to_json()).unwrap();
-    assert_eq!(back, w);
-    assert_eq!(back.to_json(), w.to_json());
-    let plain = World::from_json(&world_json("[]", r#"{}"#, "")).unwrap();
+    assert_round_trips(&w);
+    let plain = plain_world();
     assert!(plain.monitor().is_empty());
     assert!(!plain.to_json().contains("monitor"));
 }
@@ -350,10 +361,8 @@ fn hints_round_trip_and_absent_means_none() {
     ];
     want.sort_by(|x, y| x.0.cmp(&y.0));
     assert_eq!(hints, want);
-    let back = World::from_json(&w.to_json()).unwrap();
-    assert_eq!(back, w);
-    assert_eq!(back.to_json(), w.to_json());
-    let plain = World::from_json(&world_json("[]", r#"{}"#, "")).unwrap();
+    assert_round_trips(&w);
+    let plain = plain_world();
     assert!(plain.hints().is_empty());
     assert!(!plain.to_json().contains("hints"));
 }

@@ -365,6 +365,36 @@ mod tests {
         }
     }
 
+    /// A report of a one-follow world of `events` events on one relay, with no results.
+    fn report(events: usize) -> LiveReport {
+        LiveReport {
+            world: "w".into(),
+            follows: 1,
+            events,
+            relays: 1,
+            urls: 1,
+            capped_relays: 0,
+            one_plan: false,
+            delay: false,
+            lookup_first: false,
+            window: Window::Y1,
+            prepare: Duration::ZERO,
+            strategies: Vec::new(),
+            clients: Vec::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// The cells of `table`'s first row.
+    fn first_row(table: &Table) -> Vec<String> {
+        table
+            .row(0)
+            .expect("one row")
+            .cell_iter()
+            .map(|c| c.content())
+            .collect()
+    }
+
     #[test]
     fn nothing_to_recall_prints_a_dash() {
         let session = SessionResult {
@@ -387,32 +417,14 @@ mod tests {
             time: None,
         };
         let report = LiveReport {
-            world: "w".into(),
-            follows: 1,
-            events: 0,
-            relays: 1,
-            urls: 1,
-            capped_relays: 0,
-            one_plan: false,
-            delay: false,
-            lookup_first: false,
-            window: Window::Y1,
-            prepare: Duration::ZERO,
             strategies: vec![StrategyResult {
                 label: "greedy".into(),
                 strategy: "greedy".into(),
                 sessions: vec![session],
             }],
-            clients: Vec::new(),
-            elapsed: Duration::ZERO,
+            ..report(0)
         };
-        let table = render(&report);
-        let row: Vec<String> = table
-            .row(0)
-            .expect("one row")
-            .cell_iter()
-            .map(|c| c.content())
-            .collect();
+        let row = first_row(&render(&report));
         // live, simulated, live plan, live − sim
         assert_eq!(row[2..6], ["-", "25.0", "-", "-"]);
     }
@@ -437,31 +449,13 @@ mod tests {
             elapsed: Duration::from_millis(1_500),
         };
         let report = LiveReport {
-            world: "w".into(),
-            follows: 1,
-            events: 4,
-            relays: 1,
-            urls: 1,
-            capped_relays: 0,
-            one_plan: false,
-            delay: false,
-            lookup_first: false,
-            window: Window::Y1,
-            prepare: Duration::ZERO,
-            strategies: Vec::new(),
             clients: vec![ClientResult {
                 label: "nostr-sdk".into(),
                 sessions: vec![session],
             }],
-            elapsed: Duration::ZERO,
+            ..report(4)
         };
-        let table = render_clients(&report);
-        let row: Vec<String> = table
-            .row(0)
-            .expect("one row")
-            .cell_iter()
-            .map(|c| c.content())
-            .collect();
+        let row = first_row(&render_clients(&report));
         // 3 years was not read: a dash, not 0.
         assert_eq!(
             row,

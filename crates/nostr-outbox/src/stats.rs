@@ -330,7 +330,7 @@ fn table(rows: &[Row]) -> std::io::Result<()> {
             Some(p) => (
                 until(r),
                 p.strikes.to_string(),
-                if p.needs_sign_in { "yes" } else { "no" }.to_string(),
+                yes_no(p.needs_sign_in).to_string(),
                 shown(&p.last_reason),
             ),
             None => ("-".into(), "-".into(), "-".into(), String::new()),
@@ -390,24 +390,21 @@ fn detail(r: &Row) -> std::io::Result<()> {
             out!("reason           {}", shown(&p.last_reason))?;
             out!("strikes          {}", p.strikes)?;
             out!("set-asides       {} in a row", p.times)?;
-            out!(
-                "misbehaved       {}",
-                if p.misbehaved { "yes" } else { "no" }
-            )?;
-            out!(
-                "needs sign-in    {}",
-                if p.needs_sign_in { "yes" } else { "no" }
-            )?;
-            out!(
-                "needs payment    {}",
-                if p.needs_payment { "yes" } else { "no" }
-            )?;
-            out!(
-                "rate limited     {}",
-                if p.rate_limited { "yes" } else { "no" }
-            )?;
+            out!("misbehaved       {}", yes_no(p.misbehaved))?;
+            out!("needs sign-in    {}", yes_no(p.needs_sign_in))?;
+            out!("needs payment    {}", yes_no(p.needs_payment))?;
+            out!("rate limited     {}", yes_no(p.rate_limited))?;
         }
         None => out!("set aside        no")?,
     }
     Ok(())
+}
+
+/// A flag as the table and the detail print it.
+fn yes_no(flag: bool) -> &'static str {
+    if flag {
+        "yes"
+    } else {
+        "no"
+    }
 }

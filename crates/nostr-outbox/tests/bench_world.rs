@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use nostr_outbox_fleet::cli;
+use nostr_outbox_fleet::{assert_says, cli};
 use nostr_outbox_sim::World;
 
 fn examples_dir() -> PathBuf {
@@ -67,7 +67,7 @@ fn sessions_override_the_world_file_up_to_its_own_count() {
         let out = bench_on(&world, &["--sessions", n]);
         assert!(!out.status.success(), "--sessions {n} ran");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("--sessions"), "{stderr}");
+        assert_says(&stderr, "--sessions");
     }
 }
 
@@ -94,7 +94,7 @@ fn world_names_reach_the_terminal_escaped() {
     );
     for out in [&stats, &bench] {
         let text = String::from_utf8(out.stdout.clone()).unwrap();
-        assert!(text.contains(escaped), "{text}");
+        assert_says(&text, escaped);
         assert!(
             !text.contains(['\u{1b}', '\u{202e}']),
             "raw control text printed: {text:?}"
@@ -381,7 +381,7 @@ fn the_world_bench_reports_plan_time_cold_and_warm() {
         .lines()
         .find(|l| l.starts_with("plan µs: cold "))
         .unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains(&format!("cold {cold:.0} ")), "{line}");
+    assert_says(line, &format!("cold {cold:.0} "));
 }
 
 /// Under the table: the best fixed set of the budget's relays, found exhaustively on a world
@@ -423,7 +423,7 @@ fn seed_is_for_a_world_file_or_the_live_bench() {
     let out = outbox(&["bench", "--seed", "3", "--profiles", "small"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--seed needs --world"), "{stderr}");
+    assert_says(&stderr, "--seed needs --world");
 }
 
 /// The routes' table is printed with `--routes` only; without it the run says it left them out.
@@ -452,7 +452,7 @@ fn routes_are_scored_with_the_routes_flag() {
     );
     assert!(!without.contains("publish reach"), "{without}");
     let with = stdout(&["--routes"]);
-    assert!(with.contains("publish reach"), "{with}");
+    assert_says(&with, "publish reach");
     assert!(!with.contains("not scored"), "{with}");
 }
 
@@ -471,15 +471,12 @@ fn the_live_bench_runs_a_config_file() {
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("│ ")).collect();
     assert!(rows.iter().any(|l| l.starts_with("│ greedy ")), "{stdout}");
     assert!(!rows.iter().any(|l| l.starts_with("│ recall ")), "{stdout}");
-    assert!(stdout.contains("budget 3,"), "{stdout}");
+    assert_says(&stdout, "budget 3,");
     args.extend_from_slice(&["--strategies", "greedy"]);
     let out = bench_on(&examples_dir().join("world.json"), &args);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("both --config's and a --strategies row"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "both --config's and a --strategies row");
 }
 
 /// `outbox plan` says how many routed relays count against the budget: on the example world at
@@ -492,8 +489,5 @@ fn the_plan_summary_counts_the_budget_beyond_the_readers_relays() {
     let run = plan_run(&recall, &dir.path().join("plan.json"), &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("(2 routed, 1 beyond the reader's relays of max 1)"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "(2 routed, 1 beyond the reader's relays of max 1)");
 }

@@ -9,7 +9,7 @@ use nostr::event::{Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{cli, key, signed, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, key, signed, RealRelay};
 
 const NOTES: u64 = 4;
 
@@ -115,11 +115,9 @@ async fn lists_only_on_an_indexer_are_routed_and_kept_for_the_next_run() {
     let (_, stdout, stderr) = run(with_indexer).await;
     let expected = (FOLLOWS as u64 * NOTES) as usize;
     assert_eq!(stdout.lines().count(), expected, "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "relay lists:         {FOLLOWS} ({FOLLOWS} first from indexers)"
-        )),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        &format!("relay lists:         {FOLLOWS} ({FOLLOWS} first from indexers)"),
     );
     assert_eq!(first_plan(&stderr).1, 0, "the first run starts unrouted");
 
@@ -177,10 +175,7 @@ async fn relays_denied_by_config_or_by_the_readers_blocked_list_are_never_asked(
         "{stderr}"
     );
     assert!(stdout.lines().all(|l| l.contains(&open.url)), "{stdout}");
-    assert!(
-        stderr.contains(&format!("connected {}", open.url)),
-        "{stderr}"
-    );
+    assert_says(&stderr, &format!("connected {}", open.url));
     for never in [&denied, &blocked] {
         assert!(
             !stderr.contains(&format!("connected {}", never.url)),

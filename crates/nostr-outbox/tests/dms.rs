@@ -12,7 +12,8 @@ use nostr::nips::nip19::ToBech32;
 use nostr::nips::nip59::GiftWrapBuilder;
 
 use nostr_outbox_fleet::{
-    cli, dead_url, dm_list, now, relay_list, sealed_as, signed, strings, texts, RealRelay,
+    assert_says, cli, dead_url, dm_list, now, relay_list, sealed_as, signed, strings, texts,
+    RealRelay,
 };
 
 fn fixed(n: u8) -> Keys {
@@ -33,6 +34,13 @@ fn wrap(from: &Keys, to: &Keys, text: &str) -> Event {
 /// relays do.
 async fn dm_relay() -> RealRelay {
     RealRelay::start_with(|builder| builder.auth_dm(true)).await
+}
+
+/// A [`dm_relay`] that `reader`'s DM relay list, stored on `listed_on`, names alone.
+async fn dm_relay_listed_on(listed_on: &RealRelay, reader: &Keys) -> RealRelay {
+    let dm = dm_relay().await;
+    listed_on.store(&dm_list(reader, &[&dm.url])).await;
+    dm
 }
 
 /// Writes a key file readable by its owner alone.
@@ -80,8 +88,7 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let dir = tempfile::tempdir().unwrap();
     let (reader, alice) = (fixed(0x21), fixed(0xa1));
     let home = RealRelay::start().await;
-    let dm = dm_relay().await;
-    home.store(&dm_list(&reader, &[&dm.url])).await;
+    let dm = dm_relay_listed_on(&home, &reader).await;
     dm.store(&wrap(&alice, &reader, "meet at \u{1b}[31mnoon\nok?"))
         .await;
     // A wrap tagging the reader that opens to nothing: reported, not fatal.
@@ -112,19 +119,16 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
         .iter()
         .find(|l| l.contains("not opened"))
         .expect(&stdout);
-    assert!(broken.contains(&junk.id.to_hex()), "{broken}");
-    assert!(
-        stderr.contains(&format!(
+    assert_says(broken, &junk.id.to_hex());
+    assert_says(
+        &stderr,
+        &format!(
             "dm relays:           {} (kind:10050, from the reader's relays)",
             dm.url
-        )),
-        "{stderr}"
+        ),
     );
-    assert!(stderr.contains("answered, 2 wraps"), "{stderr}");
-    assert!(
-        stderr.contains("messages:            2, 1 did not open"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "answered, 2 wraps");
+    assert_says(&stderr, "messages:            2, 1 did not open");
     // Only the DM relay was asked for wraps: the reader relay holds none and was not asked.
     assert!(!stdout.contains(&home.url));
 
@@ -170,14 +174,14 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("needs sign-in (NIP-42)"), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
+    assert_says(&stderr, "needs sign-in (NIP-42)");
+    assert_says(
+        &stderr,
+        &format!(
             "error: {} refused to serve direct messages without sign-in (NIP-42): give \
              --secret-key-file",
             dm.url
-        )),
-        "{stderr}"
+        ),
     );
 
     // --decrypt without a key, and someone else's key, are refused before anything is asked.
@@ -185,17 +189,14 @@ async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_op
     let out = dms_on(&home.url, None, &["--npub", &npub, "--decrypt"]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
-    assert!(
-        stderr.contains("--decrypt needs the reader's secret key"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "--decrypt needs the reader's secret key");
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let other = key_file(&other, &alice).display().to_string();
     let out = dms_on(&home.url, Some(&other), &["--npub", &npub]).await;
     let (_, stderr) = texts(&out);
     assert!(!out.status.success());
-    assert!(stderr.contains("not the reader's"), "{stderr}");
+    assert_says(&stderr, "not the reader's");
     assert_eq!(home.counter.reqs().len(), asked, "nothing asked");
 }
 
@@ -224,25 +225,22 @@ async fn without_a_dm_list_the_read_relays_are_asked_and_named() {
             )),
         "{stderr}"
     );
-    assert!(stdout.contains("no list? found you anyway"), "{stdout}");
-    assert!(
-        stdout.contains(&bob.public_key().to_bech32().unwrap()),
-        "{stdout}"
-    );
+    assert_says(&stdout, "no list? found you anyway");
+    assert_says(&stdout, &bob.public_key().to_bech32().unwrap());
 
     // No list at all: --relays are asked, and named.
     let bare = RealRelay::start().await;
     bare.store(&wrap(&bob, &reader, "on the home relay")).await;
     let (stdout, stderr) = read_dms(&bare.url, &key).await;
-    assert!(
-        stderr.contains(&format!(
+    assert_says(
+        &stderr,
+        &format!(
             "no DM relay list (kind:10050) or read relays for {}; asking --relays instead: {}",
             reader.public_key().to_bech32().unwrap(),
             bare.url
-        )),
-        "{stderr}"
+        ),
     );
-    assert!(stdout.contains("on the home relay"), "{stdout}");
+    assert_says(&stdout, "on the home relay");
 
     // Nobody to ask: an error that says why, not an empty success.
     let dead = dead_url().await;
@@ -260,8 +258,7 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, carol) = (fixed(0x23), fixed(0xc0));
     let [home, indexer] = RealRelay::several().await;
-    let dm = dm_relay().await;
-    indexer.store(&dm_list(&reader, &[&dm.url])).await;
+    let dm = dm_relay_listed_on(&indexer, &reader).await;
     dm.store(&wrap(&carol, &reader, "via the indexer")).await;
     let key = key_file(dir.path(), &reader).display().to_string();
     let out = dms_on(
@@ -272,11 +269,11 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains(&format!("{} (kind:10050, from the indexers)", dm.url)),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        &format!("{} (kind:10050, from the indexers)", dm.url),
     );
-    assert!(stdout.contains("via the indexer"), "{stdout}");
+    assert_says(&stdout, "via the indexer");
 }
 
 /// A "seal" that is not one (a kind:1 note, a seal with tags) does not open; one message
@@ -286,8 +283,7 @@ async fn only_real_seals_open_and_each_message_is_shown_once() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, alice) = (fixed(0x22), fixed(0xa2));
     let home = RealRelay::start().await;
-    let dm = dm_relay().await;
-    home.store(&dm_list(&reader, &[&dm.url])).await;
+    let dm = dm_relay_listed_on(&home, &reader).await;
     let rumor = |text: &str| {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
             .tag(Tag::public_key(reader.public_key()))
@@ -464,11 +460,11 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
         .lines()
         .find(|l| l.contains("lunch at one?"))
         .expect(&stdout);
-    assert!(line.contains(&npub(&a)), "{line}");
+    assert_says(line, &npub(&a));
     // A's copy opens for A.
     let out = dms_on(&home.url, Some(&key_a), &["--decrypt"]).await;
     let (stdout, _) = texts(&out);
-    assert!(stdout.contains("lunch at one?"), "{stdout}");
+    assert_says(&stdout, "lunch at one?");
 
     // Text: per recipient, which relays took it; nobody reachable is exit status 1.
     let out = send_from(
@@ -479,22 +475,16 @@ async fn a_sent_message_reaches_only_the_dm_relays_and_the_recipient_opens_it() 
     .await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains(&format!(
+    assert_says(
+        &stdout,
+        &format!(
             "to {}: not sent: no DM relay list (kind:10050) found",
             npub(&c)
-        )),
-        "{stdout}"
+        ),
     );
-    assert!(
-        stdout.contains(&format!(
-            "copy {} (yours): 1 of 1 DM relays accepted",
-            npub(&a)
-        )),
-        "{stdout}"
+    assert_says(
+        &stdout,
+        &format!("copy {} (yours): 1 of 1 DM relays accepted", npub(&a)),
     );
-    assert!(
-        stderr.contains("no recipient's DM relay took the message"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "no recipient's DM relay took the message");
 }

@@ -10,7 +10,7 @@ use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, follows_file, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, dead_url, follows_file, RealRelay};
 
 const NOTES: u64 = 5;
 
@@ -82,11 +82,11 @@ async fn a_secret_key_signs_in_to_a_relay_that_requires_it() {
     );
     assert!(out.status.success(), "stderr:\n{stderr}");
     assert_eq!(stdout.lines().count() as u64, NOTES, "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("sign-in (NIP-42):    1 relays required it, 1 signed in"),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        "sign-in (NIP-42):    1 relays required it, 1 signed in",
     );
-    assert!(stderr.contains(&format!("  {url}: signed in")), "{stderr}");
+    assert_says(&stderr, &format!("  {url}: signed in"));
     assert!(!stderr.contains(&nsec) && !stdout.contains(&nsec));
 
     // The same key from the environment, as hex.
@@ -124,11 +124,11 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     let out = feed_signed(&url, &follows, &bad).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(
-        stderr.contains("not a secret key: expected an nsec or 64 hex characters"),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        "not a secret key: expected an nsec or 64 hex characters",
     );
-    assert!(stderr.contains("bad.key"), "{stderr}");
+    assert_says(&stderr, "bad.key");
     assert!(!stderr.contains(secretish), "{stderr}");
     assert!(out.stdout.is_empty());
 
@@ -142,7 +142,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
         let out = feed_signed(&url, &follows, &open).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
-        assert!(stderr.contains("chmod 600"), "{stderr}");
+        assert_says(&stderr, "chmod 600");
         assert!(!stderr.contains(&good), "{stderr}");
     }
 
@@ -157,14 +157,14 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
     .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("both given"), "{stderr}");
+    assert_says(&stderr, "both given");
     assert!(!stderr.contains(&good), "{stderr}");
 
     // A bad variable: the same clear error, without its value.
     let out = feed(&url, &follows, Vec::new(), Some(secretish.to_string())).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("OUTBOX_SECRET_KEY"), "{stderr}");
+    assert_says(&stderr, "OUTBOX_SECRET_KEY");
     assert!(!stderr.contains(secretish), "{stderr}");
 
     // Help never shows the variable's value.
@@ -173,7 +173,7 @@ async fn bad_key_files_are_clear_errors_that_never_echo_the_key() {
         .env("OUTBOX_SECRET_KEY", &good);
     let help = cli::output_of(help).await;
     let text = String::from_utf8_lossy(&help.stdout);
-    assert!(text.contains("--secret-key-file"), "{text}");
+    assert_says(&text, "--secret-key-file");
     assert!(!text.contains(&good), "{text}");
 }
 
@@ -189,18 +189,15 @@ async fn a_relay_that_needed_sign_in_is_read_at_once_when_a_key_is_given() {
     let out = feed_with(&url, &follows, store.clone(), None).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.stdout.len(), 0, "{stderr}");
-    assert!(stderr.contains("needs sign-in: no key"), "{stderr}");
+    assert_says(&stderr, "needs sign-in: no key");
     let kept = std::fs::read_to_string(dir.path().join("stats.json.penalties.json")).unwrap();
-    assert!(kept.contains("\"needs_sign_in\": true"), "{kept}");
+    assert_says(&kept, "\"needs_sign_in\": true");
 
     // Again without a key: skipped, and the summary says why.
     let out = feed_with(&url, &follows, store.clone(), None).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.stdout.len(), 0, "{stderr}");
-    assert!(
-        stderr.contains("needs sign-in (NIP-42) and no key was given"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "needs sign-in (NIP-42) and no key was given");
 
     let reader = Keys::new(SecretKey::from_slice(&[0x52; 32]).unwrap());
     let file = key_file(
@@ -235,10 +232,7 @@ async fn a_key_file_holding_the_readers_public_key_is_refused() {
     let out = cli::output_of(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("the reader's public key, not a secret key"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "the reader's public key, not a secret key");
     assert!(
         !stderr.contains("no follow list"),
         "refused before fetching: {stderr}"
@@ -290,14 +284,8 @@ async fn a_refused_follow_list_lookup_says_why() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(!stderr.contains("no follow list"), "{stderr}");
-    assert!(stderr.contains("could not learn the follows"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("{url}: relay refused: auth-required")),
-        "{stderr}"
-    );
-    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("could not connect to {dead}")),
-        "{stderr}"
-    );
+    assert_says(&stderr, "could not learn the follows");
+    assert_says(&stderr, &format!("{url}: relay refused: auth-required"));
+    assert_says(&stderr, "give --secret-key-file");
+    assert_says(&stderr, &format!("could not connect to {dead}"));
 }

@@ -9,7 +9,7 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::key::Keys;
 use nostr::nips::nip19::ToBech32;
 
-use nostr_outbox_fleet::{cli, key, now, relay_list, signed, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, key, now, relay_list, signed, RealRelay};
 
 /// A note by `author` tagging `whom`.
 fn mention(author: &Keys, whom: &Keys, text: &str) -> Event {
@@ -68,12 +68,9 @@ async fn mentions_are_read_from_the_readers_read_relays_only() {
 
     let (ids, stderr) = inbox(&reader, &[&home]).await;
     assert_eq!(ids, BTreeSet::from([found.id.to_hex()]), "{stderr}");
-    assert!(stderr.contains("inbox: 1 relays"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("{} (reader-read)", inbox_relay.url)),
-        "{stderr}"
-    );
-    assert!(stderr.contains("mentions:            1"), "{stderr}");
+    assert_says(&stderr, "inbox: 1 relays");
+    assert_says(&stderr, &format!("{} (reader-read)", inbox_relay.url));
+    assert_says(&stderr, "mentions:            1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,9 +90,9 @@ async fn without_a_relay_list_the_given_relays_are_asked() {
         BTreeSet::from([a.id.to_hex(), b.id.to_hex()]),
         "{stderr}"
     );
-    assert!(stderr.contains("inbox: 2 relays"), "{stderr}");
-    assert!(stderr.contains("reader-relay"), "{stderr}");
-    assert!(stderr.contains("mentions:            2"), "{stderr}");
+    assert_says(&stderr, "inbox: 2 relays");
+    assert_says(&stderr, "reader-relay");
+    assert_says(&stderr, "mentions:            2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,26 +179,25 @@ async fn a_refused_relay_list_lookup_is_an_error_not_an_empty_inbox() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert_eq!(out.stdout.len(), 0, "{stderr}");
-    assert!(stderr.contains("could not learn where"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("{}: relay refused: auth-required", private.url)),
-        "{stderr}"
+    assert_says(&stderr, "could not learn where");
+    assert_says(
+        &stderr,
+        &format!("{}: relay refused: auth-required", private.url),
     );
-    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
+    assert_says(&stderr, "give --secret-key-file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_whose_relays_all_refuse_is_an_error_not_an_empty_inbox() {
-    use nostr_outbox_fleet::{Fault, FaultServer};
+    use nostr_outbox_fleet::FaultServer;
     let home = RealRelay::start().await;
-    let members =
-        FaultServer::start(Fault::Refuse("auth-required: members only"), Vec::new()).await;
+    let members = FaultServer::refusing("auth-required: members only").await;
     let reader = key(32);
     let list = relay_list(&reader, now() - 1_000, &[(&members.url, Some("read"))]);
     home.store(&list).await;
     let out = run_inbox(&reader, &home.url).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("no inbox relay answered"), "{stderr}");
-    assert!(stderr.contains("give --secret-key-file"), "{stderr}");
+    assert_says(&stderr, "no inbox relay answered");
+    assert_says(&stderr, "give --secret-key-file");
 }

@@ -10,7 +10,7 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr::types::Timestamp;
 
-use nostr_outbox_fleet::{cli, follows_file, key, BlackHole, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, follows_file, key, BlackHole, RealRelay};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_against_local_relays_prints_a_summary_and_saves_stats() {
@@ -251,7 +251,7 @@ async fn a_closed_stdout_ends_the_feed_cleanly_with_its_stats_saved() {
     let mut cmd = feed(&reader, &follows, &["--once"]);
     cmd.arg("--stats").arg(&stats);
     let out = after_first_line(cmd, |_, first, lines| {
-        assert!(first.contains("note"), "{first}");
+        assert_says(&first, "note");
         drop(lines); // like `| head -1`
     })
     .await;
@@ -281,7 +281,7 @@ async fn sigterm_ends_a_live_feed_like_ctrl_c() {
     .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
-    assert!(stderr.contains("events:"), "{stderr}");
+    assert_says(&stderr, "events:");
     assert!(stats.exists(), "stats saved on SIGTERM");
 }
 
@@ -337,7 +337,7 @@ async fn a_sqlite_store_keeps_the_state_and_refuses_a_newer_database() {
     let out = run(vec!["--store".into(), arg.clone()]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("newer"), "{stderr}");
+    assert_says(&stderr, "newer");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
@@ -390,12 +390,7 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(
-            "probes:              1 relays probed, 1 answered, 3 notes learned from, 3 new ones shown after the fetch"
-        ),
-        "{stderr}"
-    );
+    assert_says(&stderr, "probes:              1 relays probed, 1 answered, 3 notes learned from, 3 new ones shown after the fetch");
     // The hub's notes, then the follow's three the probe found on its own relay.
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 9, "{stdout}");
@@ -409,7 +404,7 @@ async fn feed_once_probes_a_relay_the_plan_left_out_unless_probes_is_zero() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("probes:              none"), "{stderr}");
+    assert_says(&stderr, "probes:              none");
     assert_eq!(stdout.lines().count(), 6, "{stdout}");
 }
 
@@ -540,7 +535,7 @@ async fn a_once_feed_ends_at_its_deadline_and_names_the_pending_relays() {
         .lines()
         .find(|l| l.starts_with("deadline reached:"))
         .unwrap_or_else(|| panic!("no deadline line:\n{stderr}"));
-    assert!(line.contains(&hole_url), "{line}");
+    assert_says(line, &hole_url);
     assert!(!line.contains(&reader.url), "{line}");
     assert_eq!(
         stdout.lines().count(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nostr::key::Keys;
 
-use nostr_outbox_fleet::{cli, key, BlackHole, Fault, FaultServer, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, key, BlackHole, FaultServer, RealRelay};
 
 /// How long a command may run before the test calls it hung and kills it: far beyond what any
 /// of them needs on a loaded machine (a guard against hanging forever, not a timing check).
@@ -205,7 +205,7 @@ async fn the_inbox_refuses_a_summary_file_it_would_not_write() {
     let out = run(cmd, "--inbox --summary-json".into()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("--summary-json"), "{stderr}");
+    assert_says(&stderr, "--summary-json");
     assert!(!summary.exists());
 }
 
@@ -295,7 +295,7 @@ const HOSTILE_REASON: &str = "go\u{9b}2J away\u{202e}txt.exe\u{2066}\u{9c}\u{1b}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_s_refusal_reaches_the_summary_file_escaped() {
-    let relay = FaultServer::start(Fault::Refuse(HOSTILE_REASON), Vec::new()).await;
+    let relay = FaultServer::refusing(HOSTILE_REASON).await;
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
     let path = summary.to_str().unwrap();
@@ -536,7 +536,7 @@ async fn a_stats_lock_that_looks_held_stops_the_feed_before_it_fetches() {
     let out = run(cmd, "a feed whose stats lock is held".into()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("stats.json.lock"), "{stderr}");
+    assert_says(&stderr, "stats.json.lock");
     assert!(out.stdout.is_empty(), "nothing fetched: {stderr}");
     assert!(!stderr.contains("events:"), "no run: {stderr}");
 }

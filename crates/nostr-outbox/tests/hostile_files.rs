@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-use nostr_outbox_fleet::cli;
+use nostr_outbox_fleet::{assert_says, cli};
 
 fn outbox(args: &[&str]) -> Output {
     cli::run_blocking(env!("CARGO_BIN_EXE_outbox"), args)
@@ -52,7 +52,7 @@ fn a_config_that_never_ends_is_refused_before_reading() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert_says(&stderr, "not a regular file");
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn a_plan_is_never_written_over_what_it_is_made_from() {
         let out = outbox(&["plan", "--world", world, "--config", config, "--out", out]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{}: {stderr}", target.display());
-        assert!(stderr.contains("--out"), "{stderr}");
+        assert_says(&stderr, "--out");
     }
     let after = (
         std::fs::read(&world).unwrap(),

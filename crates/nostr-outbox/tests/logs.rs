@@ -1,7 +1,7 @@
 //! What `outbox` writes to stderr when it is not a terminal: no colour codes, and no URL
 //! credentials in errors or logs.
 
-use nostr_outbox_fleet::cli;
+use nostr_outbox_fleet::{assert_says, cli};
 
 fn outbox(args: &[&str]) -> (bool, String) {
     let mut cmd = cli::command(env!("CARGO_BIN_EXE_outbox"));
@@ -51,5 +51,5 @@ fn errors_hide_url_credentials() {
     ]);
     assert!(!ok, "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
-    assert!(stderr.contains("wss://***@relay.example"), "{stderr}");
+    assert_says(&stderr, "wss://***@relay.example");
 }

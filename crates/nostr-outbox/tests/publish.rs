@@ -10,7 +10,9 @@ use nostr::event::{Event, Kind, Tag};
 use nostr::nips::nip19::ToBech32;
 use nostr_relay_builder::prelude as rb;
 
-use nostr_outbox_fleet::{cli, dead_url, key, now, relay_list, signed, strings, texts, RealRelay};
+use nostr_outbox_fleet::{
+    assert_says, cli, dead_url, key, now, relay_list, signed, strings, texts, RealRelay,
+};
 
 /// Runs `outbox publish --allow-local` with `args`.
 async fn publish(args: Vec<String>) -> Output {
@@ -63,7 +65,7 @@ async fn an_event_reaches_every_relay_given_and_listed() {
             .lines()
             .find(|l| l.starts_with(&relay.url))
             .unwrap_or_else(|| panic!("no line for {}: {stdout}", relay.url));
-        assert!(line.contains("accepted"), "{line}");
+        assert_says(line, "accepted");
         assert!(relay.has(&note.id.to_hex()).await, "{} lacks it", relay.url);
     }
 
@@ -89,7 +91,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
     let out = publish_to(&path, &relay.url, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("does not check out"), "{stderr}");
+    assert_says(&stderr, "does not check out");
     assert!(!relay.has(&note.id.to_hex()).await);
 
     value.as_object_mut().unwrap().remove("sig");
@@ -97,7 +99,7 @@ async fn a_tampered_event_is_refused_and_not_sent() {
     let out = publish_to(&path, &relay.url, &[]).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.contains("is not a signed event"), "{stderr}");
+    assert_says(&stderr, "is not a signed event");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,12 +111,12 @@ async fn no_relay_taking_it_is_exit_status_one() {
     let out = publish_to(&file, &dead, &[]).await;
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stdout.contains("connect-failed"), "{stdout}");
+    assert_says(&stdout, "connect-failed");
 
     let out = publish(strings(&["--event", &file.display().to_string()])).await;
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.contains("no relay to publish to"), "{stderr}");
+    assert_says(&stderr, "no relay to publish to");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +141,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     let out = publish(base.clone()).await;
     let (stdout, _) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("auth-required"), "{stdout}");
+    assert_says(&stdout, "auth-required");
 
     let key_path = dir.path().join("key.nsec");
     std::fs::write(&key_path, author.secret_key().to_bech32().unwrap()).unwrap();
@@ -153,7 +155,7 @@ async fn a_relay_requiring_sign_in_accepts_with_a_key_file() {
     let out = publish(args).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("accepted"), "{stdout}");
+    assert_says(&stdout, "accepted");
     assert!(relay.has(&note.id.to_hex()).await);
 }
 
@@ -181,11 +183,8 @@ async fn a_rebroadcast_skips_relays_that_have_it_and_learn_records_who_answered(
     .await;
     let (stdout, stderr) = texts(&again);
     assert!(again.status.success(), "{stdout}{stderr}");
-    assert!(
-        stdout.contains(&format!("{}  duplicate  already there", a.url)),
-        "{stdout}"
-    );
-    assert!(stdout.contains(&format!("{}  accepted", b.url)), "{stdout}");
+    assert_says(&stdout, &format!("{}  duplicate  already there", a.url));
+    assert_says(&stdout, &format!("{}  accepted", b.url));
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     for relay in [&a.url, &b.url] {
@@ -232,7 +231,7 @@ async fn a_key_file_holding_the_authors_public_key_is_refused() {
         let (stdout, stderr) = texts(&out);
         assert!(!out.status.success(), "{stdout}\n{stderr}");
         assert!(stderr.contains(whose) && stderr.contains(name), "{stderr}");
-        assert!(stderr.contains("not a secret key"), "{stderr}");
+        assert_says(&stderr, "not a secret key");
         assert!(!stderr.contains(&public.to_hex()), "{stderr}");
         assert!(!relay.has(&note.id.to_hex()).await, "sent anyway");
     }
@@ -333,12 +332,9 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
         "the new entry is shown: {stdout}"
     );
     assert_eq!(stdout.matches("not sent (dry run)").count(), 5, "{stdout}");
-    assert!(
-        stdout.contains(&format!(
-            "{}  not sent (dry run)  (in the old list)",
-            old_read.url
-        )),
-        "{stdout}"
+    assert_says(
+        &stdout,
+        &format!("{}  not sent (dry run)  (in the old list)", old_read.url),
     );
 
     let mut args = base;
@@ -376,12 +372,6 @@ async fn an_added_relay_reaches_the_write_relays_the_indexer_and_the_old_lists_r
     .await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("relay list (kind:10002): 4 relays"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("dm relays (kind:10050): none found"),
-        "{stdout}"
-    );
+    assert_says(&stdout, "relay list (kind:10002): 4 relays");
+    assert_says(&stdout, "dm relays (kind:10050): none found");
 }

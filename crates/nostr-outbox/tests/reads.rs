@@ -10,7 +10,7 @@ use nostr::nips::nip01::Coordinate;
 use nostr::nips::nip19::{Nip19Coordinate, Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
 
-use nostr_outbox_fleet::{cli, key, signed, RealRelay};
+use nostr_outbox_fleet::{assert_says, cli, key, signed, RealRelay};
 
 /// Runs `outbox` with `args` (loopback allowed, nothing kept).
 async fn outbox(mut args: Vec<String>) -> Output {
@@ -70,9 +70,8 @@ fn assert_found(out: &Output, events: &[&Event]) {
 
 /// Asserts that `out`'s stderr says `what`.
 #[track_caller]
-fn assert_says(out: &Output, what: &str) {
-    let err = stderr(out);
-    assert!(err.contains(what), "{err}");
+fn assert_stderr_says(out: &Output, what: &str) {
+    assert_says(&stderr(out), what);
 }
 
 fn stdout(out: &Output) -> String {
@@ -90,6 +89,22 @@ fn list_of(keys: &Keys, relays: &[(&str, &str)]) -> Event {
         .map(|(url, marker)| Tag::parse(["r", url, marker]).unwrap())
         .collect();
     signed(keys, Kind::RelayList, "", tags, 1_000)
+}
+
+/// `event`'s nevent naming its author, `author`.
+fn nevent_by(event: &Event, author: &Keys) -> String {
+    Nip19Event::new(event.id)
+        .author(author.public_key())
+        .to_bech32()
+        .unwrap()
+}
+
+/// `event`'s nevent with `relay` as its hint.
+fn nevent_on(event: &Event, relay: &str) -> String {
+    Nip19Event::new(event.id)
+        .relays([RelayUrl::parse(relay).unwrap()])
+        .to_bech32()
+        .unwrap()
 }
 
 fn npub(keys: &Keys) -> String {
@@ -114,16 +129,16 @@ async fn req_reads_an_author_on_the_write_relay_their_list_names() {
     assert_found(&out, &[&note]);
     // The plan (on stderr with --json) names the write relay and why.
     let err = stderr(&out);
-    assert!(err.contains(&theirs.url), "{err}");
-    assert!(
-        err.contains(&format!("author-write {}", alice.public_key().to_hex())),
-        "{err}"
+    assert_says(&err, &theirs.url);
+    assert_says(
+        &err,
+        &format!("author-write {}", alice.public_key().to_hex()),
     );
     // Text output: the plan, then the note, its content escaped.
     let out = outbox(args(&["req", "-a", &a, "--relays", &home.url])).await;
     let text = stdout(&out);
     assert!(text.starts_with("req: 2 relays"), "{text}");
-    assert!(text.contains("only on my own relay"), "{text}");
+    assert_says(&text, "only on my own relay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,14 +225,11 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let bob = key(0xb0);
     let note = signed(&bob, Kind::TextNote, "find me by my hint", vec![], 60);
     hinted.store(&note).await;
-    let code = Nip19Event::new(note.id)
-        .relays([RelayUrl::parse(&hinted.url).unwrap()])
-        .to_bech32()
-        .unwrap();
+    let code = nevent_on(&note, &hinted.url);
     let out = outbox(args(&["get", &code, "--json", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(ids(&out), BTreeSet::from([note.id.to_hex()]));
-    assert_says(&out, &format!("{}  hint", hinted.url));
+    assert_stderr_says(&out, &format!("{}  hint", hinted.url));
 
     // An address: its author's write relay, from their list on the reader's relay.
     home.store(&write_list(&bob, &theirs.url)).await;
@@ -243,11 +255,11 @@ async fn get_follows_a_nevent_hint_and_an_naddr_to_the_authors_relay() {
     let note1 = missing.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &note1, "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert_says(&out, "not found");
+    assert_stderr_says(&out, "not found");
     // Not a pointer at all.
     let out = outbox(args(&["get", "nevent1zzzz", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert_says(&out, "reading the pointer");
+    assert_stderr_says(&out, "reading the pointer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,10 +278,7 @@ async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
     inbox.store(&reply).await;
     author_relay.store(&reply_elsewhere).await;
 
-    let code = Nip19Event::new(root.id)
-        .author(alice.public_key())
-        .to_bech32()
-        .unwrap();
+    let code = nevent_by(&root, &alice);
     let out = outbox(args(&["thread", &code, "--json", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -283,10 +292,7 @@ async fn thread_reads_replies_where_the_author_and_the_tagged_people_are() {
         stderr(&out)
     );
     let err = stderr(&out);
-    assert!(
-        err.contains(&format!("tagged-read {}", bob.public_key().to_hex())),
-        "{err}"
-    );
+    assert_says(&err, &format!("tagged-read {}", bob.public_key().to_hex()));
 }
 
 /// The JSON lines on stdout, by id: each event's `relation` to the thread.
@@ -358,10 +364,7 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
         alice_read.store(event).await;
     }
 
-    let code = Nip19Event::new(root.id)
-        .author(alice.public_key())
-        .to_bech32()
-        .unwrap();
+    let code = nevent_by(&root, &alice);
     let out = outbox(args(&["thread", &code, "--json", "--relays", &home.url])).await;
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
@@ -376,17 +379,14 @@ async fn thread_finds_replies_on_the_authors_read_relays_and_the_repliers_write_
     ]
     .map(|(id, r)| (id, r.to_string()));
     assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
-    assert!(
-        err.contains(&asked(&alice_read, "author-read", &alice)),
-        "{err}"
-    );
+    assert_says(&err, &asked(&alice_read, "author-read", &alice));
     assert!(
         err.contains(&asked(&carol_write, "author-write", &carol)),
         "the second pass asks Carol's write relay: {err}"
     );
-    assert!(
-        err.contains("thread: 3 replies, 1 quote, 1 reaction, 0 reposts, 0 zaps, 0 mentions"),
-        "{err}"
+    assert_says(
+        &err,
+        "thread: 3 replies, 1 quote, 1 reaction, 0 reposts, 0 zaps, 0 mentions",
     );
 
     // As text: each line says what it is.
@@ -419,10 +419,7 @@ async fn thread_stream_prints_later_replies_once() {
     let e_root = Tag::parse(["e", root.id.to_hex().as_str(), "", "root"]).unwrap();
     let early = signed(&bob, Kind::TextNote, "early", vec![e_root.clone()], 400);
     alice_read.store(&early).await;
-    let code = Nip19Event::new(root.id)
-        .author(alice.public_key())
-        .to_bech32()
-        .unwrap();
+    let code = nevent_by(&root, &alice);
     let words = args(&["thread", &code, "--stream", "--json", "--relays", &home.url]);
     let child = tokio::task::spawn_blocking(move || outbox_started(&words))
         .await
@@ -446,7 +443,7 @@ async fn thread_stream_prints_later_replies_once() {
     ];
     assert_eq!(relations(&out), want.into_iter().collect(), "{err}");
     assert_eq!(stdout(&out).lines().count(), 3, "each event once: {err}");
-    assert!(err.contains("thread: 2 replies"), "{err}");
+    assert_says(&err, "thread: 2 replies");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -490,7 +487,7 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
             "{}",
             stderr(out)
         );
-        assert_says(out, said);
+        assert_stderr_says(out, said);
         let asked = (
             listed.searches(),
             advertised.searches(),
@@ -545,15 +542,15 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
     ]))
     .await;
     assert!(!out.status.success());
-    assert_says(&out, "none of the chosen relays supports NIP-50");
+    assert_stderr_says(&out, "none of the chosen relays supports NIP-50");
     assert_eq!(says_no.searches(), 0);
 
     // Nothing to search with, or nothing to search for: clear errors.
     let out = outbox(args(&["search", "relays", "--relays", &home.url])).await;
     assert!(!out.status.success());
-    assert_says(&out, "no relay to search");
+    assert_stderr_says(&out, "no relay to search");
     let out = outbox(args(&["search", "  ", "--relays", &home.url])).await;
-    assert_says(&out, "nothing to search for");
+    assert_stderr_says(&out, "nothing to search for");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -572,9 +569,9 @@ async fn count_asks_the_authors_write_relay_and_names_the_largest_count() {
     let out = outbox(args(&["count", "-a", &a, "-k", "1", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains(&format!("{}  3", theirs.url)), "{text}");
-    assert!(text.contains(&format!("{}  1", home.url)), "{text}");
-    assert!(text.contains("at least 3 events match"), "{text}");
+    assert_says(&text, &format!("{}  3", theirs.url));
+    assert_says(&text, &format!("{}  1", home.url));
+    assert_says(&text, "at least 3 events match");
 
     let out = outbox(args(&[
         "count", "-a", &a, "-k", "1", "--relays", &home.url, "--json",
@@ -643,10 +640,7 @@ async fn a_named_person_s_public_key_is_refused_as_the_secret_key() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let a = npub(&alice);
     let note = signed(&alice, Kind::TextNote, "hi", vec![], 60);
-    let nevent = Nip19Event::new(note.id)
-        .author(alice.public_key())
-        .to_bech32()
-        .unwrap();
+    let nevent = nevent_by(&note, &alice);
     let hex = alice.public_key().to_hex();
     let mut wrong = Vec::new();
     for case in [
@@ -754,7 +748,7 @@ async fn count_shows_an_approximate_count_as_approximate() {
         .find(|l| l.starts_with(&estimating.url))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("~4200 (approximate)"), "{text}");
-    assert!(text.contains("about 4200 events match"), "{text}");
+    assert_says(&text, "about 4200 events match");
     let mut words = args(&words);
     words.push("--json".into());
     let out = outbox(words).await;
@@ -801,16 +795,13 @@ async fn count_remembers_relays_that_do_not_count() {
     let first = run().await;
     let err = stderr(&first);
     assert!(first.status.success(), "{err}");
-    assert!(err.contains("does not list NIP-45"), "{err}");
+    assert_says(&err, "does not list NIP-45");
     assert_eq!(says_no.ignored(), 0, "{err}");
     assert_eq!(silent.ignored(), 1, "{err}");
     let second = run().await;
     let err = stderr(&second);
     assert!(second.status.success(), "{err}");
-    assert!(
-        err.contains("did not answer NIP-45 when last asked"),
-        "{err}"
-    );
+    assert_says(&err, "did not answer NIP-45 when last asked");
     assert_eq!(silent.ignored(), 1, "not asked again: {err}");
     assert!(
         stdout(&second).contains("at least 1 events match"),
@@ -865,10 +856,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     let bob = key(0xb3);
     let note = signed(&bob, Kind::TextNote, "hinted, no relays given", vec![], 60);
     hinted.store(&note).await;
-    let code = Nip19Event::new(note.id)
-        .relays([RelayUrl::parse(&hinted.url).unwrap()])
-        .to_bech32()
-        .unwrap();
+    let code = nevent_on(&note, &hinted.url);
     for command in ["get", "thread"] {
         let out = outbox(args(&[command, &code, "--json"])).await;
         assert!(out.status.success(), "{command}: {}", stderr(&out));
@@ -882,7 +870,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     let bare = note.id.to_bech32().unwrap();
     let out = outbox(args(&["get", &bare])).await;
     assert!(!out.status.success());
-    assert_says(&out, "--relays is required");
+    assert_stderr_says(&out, "--relays is required");
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
     let hit = signed(&bob, Kind::TextNote, "routing relays", vec![], 60);
@@ -899,7 +887,7 @@ async fn relays_are_needed_only_when_nothing_else_says_where_to_ask() {
     // Neither: the usage error names --relays.
     let out = outbox(args(&["search", "relays"])).await;
     assert!(!out.status.success());
-    assert_says(&out, "--relays");
+    assert_stderr_says(&out, "--relays");
 }
 
 /// The `nevent` of a text line: the word starting `nevent1`.

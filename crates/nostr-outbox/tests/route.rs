@@ -7,7 +7,7 @@ use nostr::event::{EventBuilder, FinalizeEvent, Kind, Tag};
 use nostr::key::{Keys, SecretKey};
 use nostr::nips::nip19::{Nip19Event, ToBech32};
 use nostr::types::RelayUrl;
-use nostr_outbox_fleet::cli;
+use nostr_outbox_fleet::{assert_says, cli};
 use serde_json::{json, Value};
 
 fn keys(n: u8) -> Keys {
@@ -158,17 +158,11 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
         "route", "publish", "--event", &event, "--world", world,
     ]));
     assert!(text.starts_with("publish route: 4 relays"), "{text}");
-    assert!(
-        text.contains(&format!(
-            "wss://p1.example  quality 0.25  tagged-read {}",
-            hex(3)
-        )),
-        "{text}"
+    assert_says(
+        &text,
+        &format!("wss://p1.example  quality 0.25  tagged-read {}", hex(3)),
     );
-    assert!(
-        text.contains(&format!("no relays known for: {}", hex(9))),
-        "{text}"
-    );
+    assert_says(&text, &format!("no relays known for: {}", hex(9)));
 
     // A total budget of 2: the author and the tagged person get one relay each.
     let plan = plan_of(&[
@@ -196,12 +190,9 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
         "0",
     ];
     let text = stdout(&outbox(&args));
-    assert!(
-        text.contains(&format!(
-            "left out by --per-person 0: tagged-read {}",
-            hex(3)
-        )),
-        "{text}"
+    assert_says(
+        &text,
+        &format!("left out by --per-person 0: tagged-read {}", hex(3)),
     );
     let plan: Value =
         serde_json::from_str(&stdout(&outbox(&[&args[..], &["--json"]].concat()))).unwrap();
@@ -330,11 +321,8 @@ fn a_thread_asks_hints_the_author_and_tagged_people() {
         f.world.to_str().unwrap(),
     ]);
     let text = stdout(&out);
-    assert!(text.contains(&format!("tagged-read {}", hex(3))), "{text}");
-    assert!(
-        text.contains("hints refused by the URL policy: 1"),
-        "{text}"
-    );
+    assert_says(&text, &format!("tagged-read {}", hex(3)));
+    assert_says(&text, "hints refused by the URL policy: 1");
     assert!(!text.contains('\u{1b}'), "{text:?}");
 }
 
@@ -346,7 +334,7 @@ fn bad_inputs_are_errors_not_panics() {
     let out = outbox(&["route", "thread", "--event", &secret, "--world", world]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("secret key"), "{stderr}");
+    assert_says(&stderr, "secret key");
     assert!(
         !stderr.contains(&secret),
         "the secret key was echoed: {stderr}"
@@ -391,13 +379,13 @@ fn a_config_without_a_strategy_is_read_for_its_url_policy() {
     let out = outbox(&[&args[..], &["--config", config_arg]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("max_connections"), "{stderr}");
+    assert_says(&stderr, "max_connections");
     assert!(!stderr.contains("strategy"), "{stderr}");
     std::fs::write(&config, "[strategy]\ntype = \"nope\"\n").unwrap();
     let out = outbox(&[&args[..], &["--config", config_arg]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("unknown strategy `nope`"), "{stderr}");
+    assert_says(&stderr, "unknown strategy `nope`");
 }
 
 #[test]
@@ -409,18 +397,18 @@ fn an_event_known_by_its_id_alone_says_why_no_relay_is_asked() {
     for given in [id.to_hex(), note] {
         let out = outbox(&["route", "thread", "--event", &given, "--world", world]);
         let text = stdout(&out);
-        assert!(text.contains("thread route: 0 relays"), "{text}");
+        assert_says(&text, "thread route: 0 relays");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains(&format!("event {} known by its id alone", id.to_hex())),
-            "{stderr}"
+        assert_says(
+            &stderr,
+            &format!("event {} known by its id alone", id.to_hex()),
         );
-        assert!(stderr.contains("no relay is asked"), "{stderr}");
+        assert_says(&stderr, "no relay is asked");
         assert!(stderr.contains("nevent"), "what to give instead: {stderr}");
     }
     let out = outbox(&["route", "pointer", &id.to_hex(), "--world", world]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("known by its id alone"), "{stderr}");
+    assert_says(&stderr, "known by its id alone");
 
     // An event with an author is routed without the note.
     let code = Nip19Event::new(id)
@@ -463,9 +451,9 @@ fn loopback_relays_need_allow_local_and_their_drop_is_explained() {
     let text = stdout(&out);
     assert!(text.starts_with("publish route: 0 relays"), "{text}");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        err.contains("2 entries dropped: localhost or loopback address (use --allow-local)"),
-        "{err}"
+    assert_says(
+        &err,
+        "2 entries dropped: localhost or loopback address (use --allow-local)",
     );
 
     let mut local = base.to_vec();
@@ -473,8 +461,8 @@ fn loopback_relays_need_allow_local_and_their_drop_is_explained() {
     let out = outbox(&local);
     let text = stdout(&out);
     assert!(text.starts_with("publish route: 2 relays"), "{text}");
-    assert!(text.contains("ws://127.0.0.1:7777"), "{text}");
-    assert!(text.contains("ws://localhost:7778"), "{text}");
+    assert_says(&text, "ws://127.0.0.1:7777");
+    assert_says(&text, "ws://localhost:7778");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!err.contains("dropped:"), "{err}");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use nostr_outbox_client::StateStore;
 use nostr_outbox_core::{DeliveryStats, RelayStats};
-use nostr_outbox_fleet::cli;
+use nostr_outbox_fleet::{assert_says, cli};
 use nostr_outbox_runtime::store::{load_kept, save_kept};
 use nostr_outbox_runtime::{PenaltyBox, PenaltyPolicy};
 use nostr_outbox_stats::{FileStore, SqliteStore};
@@ -30,6 +30,24 @@ fn stores(dir: &Path) -> Vec<(Arc<dyn StateStore>, String)> {
             format!("sqlite:{}", sqlite.display()),
         ),
     ]
+}
+
+/// [`stores`], each holding what [`learn`] saved.
+async fn learned(dir: &Path) -> Vec<(Arc<dyn StateStore>, String)> {
+    let stores = stores(dir);
+    for (store, _) in &stores {
+        learn(store.as_ref()).await;
+    }
+    stores
+}
+
+/// [`stores`], each holding what [`learn_with_pair`] saved.
+async fn learned_with_pair(dir: &Path) -> Vec<(Arc<dyn StateStore>, String)> {
+    let stores = stores(dir);
+    for (store, _) in &stores {
+        learn_with_pair(store.as_ref()).await;
+    }
+    stores
 }
 
 fn now() -> u64 {
@@ -98,8 +116,7 @@ fn stdout(out: &Output) -> String {
 #[tokio::test]
 async fn the_table_lists_every_relay_with_reasons_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (_, arg) in learned(dir.path()).await {
         let table = stdout(&outbox(args(&arg, &[])).await);
         for relay in [ALIVE, DEAD, LOCKED] {
             assert!(table.contains(relay), "{arg}: {table}");
@@ -140,8 +157,7 @@ async fn the_table_lists_every_relay_with_reasons_escaped() {
 #[tokio::test]
 async fn json_parses_and_keeps_the_reason_without_raw_controls() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (_, arg) in learned(dir.path()).await {
         let text = stdout(&outbox(args(&arg, &["--json"])).await);
         assert!(
             !text.contains('\u{1b}') && !text.contains('\u{9b}'),
@@ -166,8 +182,7 @@ async fn json_parses_and_keeps_the_reason_without_raw_controls() {
 #[tokio::test]
 async fn forget_drops_a_relays_stats_and_set_aside_and_saves() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (_, arg) in learned(dir.path()).await {
         stdout(&outbox(args(&arg, &["--forget", DEAD, "--forget", LOCKED])).await);
         let (fresh, _) = stores(dir.path())
             .into_iter()
@@ -189,8 +204,7 @@ async fn forget_drops_a_relays_stats_and_set_aside_and_saves() {
 #[tokio::test]
 async fn clear_set_asides_empties_the_box_and_keeps_the_stats() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (_, arg) in learned(dir.path()).await {
         stdout(&outbox(args(&arg, &["--clear-set-asides"])).await);
         let (fresh, _) = stores(dir.path())
             .into_iter()
@@ -301,7 +315,7 @@ async fn a_foreign_json_file_is_refused_untouched() {
         let out = outbox(args(&arg, extra)).await;
         assert!(!out.status.success(), "{extra:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("not an outbox stats file"), "{err}");
+        assert_says(&err, "not an outbox stats file");
     }
     let store = FileStore::new(&package);
     assert!(store.load().is_err());
@@ -356,8 +370,7 @@ async fn learn_with_pair(store: &dyn StateStore) {
 #[tokio::test]
 async fn forget_drops_the_follows_pairs_with_the_relay_too() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn_with_pair(store.as_ref()).await;
+    for (_, arg) in learned_with_pair(dir.path()).await {
         stdout(&outbox(args(&arg, &["--forget", DEAD])).await);
         let stats = reopen(dir.path(), &arg).load().await.unwrap().stats;
         let pairs = &stats.author(&follow()).unwrap().relays;
@@ -372,8 +385,7 @@ async fn forget_drops_the_follows_pairs_with_the_relay_too() {
 #[tokio::test]
 async fn a_forget_sticks_against_a_feed_that_loaded_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn_with_pair(store.as_ref()).await;
+    for (_, arg) in learned_with_pair(dir.path()).await {
         // A feed loads, the relay is forgotten, the feed saves what it learned before.
         let feed = reopen(dir.path(), &arg);
         let mut run = feed.load().await.unwrap().stats;
@@ -401,8 +413,7 @@ async fn a_forget_sticks_against_a_feed_that_loaded_before_it() {
 #[tokio::test]
 async fn a_clear_sticks_against_a_feed_that_loaded_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (_, arg) in learned(dir.path()).await {
         let feed = reopen(dir.path(), &arg);
         let kept = load_kept(feed.as_ref()).await.unwrap();
         stdout(&outbox(args(&arg, &["--clear-set-asides"])).await);
@@ -430,8 +441,7 @@ async fn a_clear_sticks_against_a_feed_that_loaded_before_it() {
 #[tokio::test]
 async fn set_asides_past_their_deadline_show_as_expired() {
     let dir = tempfile::tempdir().unwrap();
-    for (store, arg) in stores(dir.path()) {
-        learn(store.as_ref()).await;
+    for (store, arg) in learned(dir.path()).await {
         let mut kept = load_kept(store.as_ref()).await.unwrap();
         let policy = PenaltyPolicy::default();
         // Set aside seven hours ago: its six hours are over.

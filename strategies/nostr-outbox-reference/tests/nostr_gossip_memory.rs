@@ -125,14 +125,7 @@ fn strategy_asks(world: &World, table: &RouteTable, stats: &DeliveryStats) -> As
     std::hint::black_box(DEFAULT_NOSTR_SDK_WRITE);
     let config = NostrSdkConfig::default();
     let selector = NostrSdk::new(&config);
-    let input = PlanInput {
-        table,
-        max_connections: usize::MAX,
-        pool: None,
-        stats,
-        now: 1_700_000_100,
-        window_secs: None,
-    };
+    let input = PlanInput::new(table, usize::MAX, stats, 1_700_000_100);
     let mut asked = Asked::new();
     for (label, key) in world.labels.iter().zip(&world.keys) {
         let author = table.author_id(&key.public_key()).expect("a follow");

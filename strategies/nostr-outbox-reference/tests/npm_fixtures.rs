@@ -127,14 +127,7 @@ fn run(
     let config = RouterConfig::from_toml(toml).expect("config");
     let mut selector = config.strategy.build();
     let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table,
-        max_connections: budget,
-        pool: None,
-        stats: &stats,
-        now: 0,
-        window_secs: None,
-    };
+    let input = PlanInput::new(table, budget, &stats, 0);
     let selection: Selection = selector.select(&input, rng);
     let plan = Plan::from_selection(table, &config.strategy.label(), selection);
     let limits = Limits {

@@ -133,14 +133,7 @@ fn welshman_damps_popularity_with_a_log() {
         RouterConfig::from_toml("[strategy]\ntype = \"welshman\"\nrelays_per_chunk = 1\n").unwrap();
     let mut selector = config.strategy.build();
     let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table: &t,
-        max_connections: 10,
-        pool: None,
-        stats: &stats,
-        now: 0,
-        window_secs: None,
-    };
+    let input = PlanInput::new(&t, 10, &stats, 0);
     // Draws: one per relay for the filter (h, l, home), then the sort's first comparison
     // (l against h, l drawn first), then the rest. l goes first when 1 · u_l > (1 + ln 4) · u_h.
     let draws = |u_l: f64, u_h: f64| [vec![0.5; 3], vec![u_l, u_h], vec![0.5; 4]].concat();

@@ -90,14 +90,7 @@ fn filter_decomposition_with_a_scorer_ranks_by_its_draws_instead_of_list_order()
     ]);
     let mut fd = FilterDecomposition::new(2, Some(Box::new(scorer)));
     let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table: &t,
-        max_connections: 20,
-        pool: None,
-        stats: &stats,
-        now: 0,
-        window_secs: None,
-    };
+    let input = PlanInput::new(&t, 20, &stats, 0);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let selection = fd.select(&input, &mut rng);
     let picked = |author: u32| {
@@ -213,14 +206,7 @@ impl Scorer for Counting {
 /// One plan of `s` for `t` with 5 connections and no stats.
 fn select_once(s: &mut Stochastic, t: &RouteTable) {
     let stats = DeliveryStats::new();
-    let input = PlanInput {
-        table: t,
-        max_connections: 5,
-        pool: None,
-        stats: &stats,
-        now: 0,
-        window_secs: None,
-    };
+    let input = PlanInput::new(t, 5, &stats, 0);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     s.select(&input, &mut rng);
 }

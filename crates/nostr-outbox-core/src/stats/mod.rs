@@ -825,12 +825,18 @@ mod tests {
         assert!((later.alpha - (1.0 + 4.0 * 0.25)).abs() < 1e-9, "{later:?}");
     }
 
+    /// Stores `stats` for `wss://x.example` as they are, corrupt or not (unlike
+    /// [`DeliveryStats::set`]).
+    fn put_x(s: &mut DeliveryStats, stats: RelayStats) {
+        s.relays.insert("wss://x.example".into(), stats);
+    }
+
     #[test]
     fn corrupt_values_read_as_uniform() {
         let mut s = DeliveryStats::new();
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -3.0, 0.5, 1e300] {
-            s.relays.insert(
-                "wss://x.example".into(),
+            put_x(
+                &mut s,
                 RelayStats {
                     alpha: bad,
                     asked: 7,
@@ -885,13 +891,11 @@ mod tests {
     #[test]
     fn sanitize_resets_relays_and_decay_and_counts_them() {
         let mut s = DeliveryStats::with_decay(Decay::Hourly { factor: f64::NAN });
-        s.relays.insert(
-            "wss://x.example".into(),
-            RelayStats {
-                beta: f64::INFINITY,
-                ..RelayStats::default()
-            },
-        );
+        let corrupt = RelayStats {
+            beta: f64::INFINITY,
+            ..RelayStats::default()
+        };
+        put_x(&mut s, corrupt);
         s.record_delivery("wss://ok.example", 1.0, 2, 0);
         assert_eq!(s.sanitize(), 2);
         assert_eq!(s.decay, Decay::default());
@@ -903,13 +907,11 @@ mod tests {
     #[test]
     fn recording_on_corrupt_stats_relearns_from_uniform() {
         let mut s = DeliveryStats::new();
-        s.relays.insert(
-            "wss://x.example".into(),
-            RelayStats {
-                alpha: f64::NAN,
-                ..RelayStats::default()
-            },
-        );
+        let corrupt = RelayStats {
+            alpha: f64::NAN,
+            ..RelayStats::default()
+        };
+        put_x(&mut s, corrupt);
         s.record_delivery("wss://x.example", 1.0, 1, 10);
         let r = s.get("wss://x.example");
         assert!(r.is_sane());

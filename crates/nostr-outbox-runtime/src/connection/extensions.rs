@@ -299,19 +299,20 @@ mod tests {
             .is_none());
         // Dated far ahead of the clock: not believed.
         assert!(learned.get("wss://a", r, 0).is_none());
-        let mut other = Learned::default();
-        other.record("wss://a", r, Outcome::Answered, 2_000);
-        learned.merge(&other, 2_000);
+        // Merges one entry for `wss://a`, learned at `at`; what is then known of it at 2 000.
+        let merged = |learned: &mut Learned, outcome: Outcome, at: u64| {
+            let mut other = Learned::default();
+            other.record("wss://a", r, outcome, at);
+            learned.merge(&other, 2_000);
+            learned.get("wss://a", r, 2_000).map(|s| s.outcome)
+        };
         assert_eq!(
-            learned.get("wss://a", r, 2_000).map(|s| s.outcome),
+            merged(&mut learned, Outcome::Answered, 2_000),
             Some(Outcome::Answered)
         );
         // An older entry does not replace a newer one.
-        let mut old = Learned::default();
-        old.record("wss://a", r, Outcome::Ignored, 1_500);
-        learned.merge(&old, 2_000);
         assert_eq!(
-            learned.get("wss://a", r, 2_000).map(|s| s.outcome),
+            merged(&mut learned, Outcome::Ignored, 1_500),
             Some(Outcome::Answered)
         );
     }

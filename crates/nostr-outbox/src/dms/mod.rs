@@ -185,13 +185,7 @@ fn lookup_failures(lists: &DmLists, keys: bool) -> Vec<String> {
         .asked
         .iter()
         .filter(|(_, o)| **o != LookupOutcome::Answered)
-        .map(|(url, outcome)| match outcome {
-            LookupOutcome::Refused {
-                refusal: Refusal::SignIn,
-                message,
-            } if !keys => format!("{url}: relay refused: {message} — give --secret-key-file"),
-            other => format!("{url}: {other}"),
-        })
+        .map(|(url, outcome)| crate::feed::unanswered_why(url, outcome, keys))
         .collect()
 }
 

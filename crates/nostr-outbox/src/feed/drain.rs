@@ -225,16 +225,21 @@ pub(crate) fn stopped_status(signal: &str) -> u8 {
     }
 }
 
+/// `event` as one JSON line with `key` set to `value` beside its fields.
+fn json_with(event: &nostr::event::Event, key: &str, value: serde_json::Value) -> String {
+    let mut line = serde_json::to_value(event).unwrap_or_default();
+    if let Some(object) = line.as_object_mut() {
+        object.insert(key.into(), value);
+    }
+    json_safe(&line.to_string())
+}
+
 /// A note kept by an earlier run, printed at the start before the network answers: in JSON
 /// the event with `"kept": true`, in text `[kept]` where a relay is named (its code names no
 /// relay); escaped as every other note.
 pub(crate) fn kept_line(event: &nostr::event::Event, json: bool) -> String {
     if json {
-        let mut value = serde_json::to_value(event).unwrap_or_default();
-        if let Some(object) = value.as_object_mut() {
-            object.insert("kept".into(), serde_json::Value::Bool(true));
-        }
-        json_safe(&value.to_string())
+        json_with(event, "kept", serde_json::Value::Bool(true))
     } else {
         let content: String = event.content.chars().take(280).collect();
         format!(
@@ -269,11 +274,7 @@ fn note_line(event: &nostr::event::Event, relay: &str, label: Option<&str>, json
             // An event always serialises; an empty line is better than stopping the feed.
             return json_safe(&serde_json::to_string(event).unwrap_or_default());
         };
-        let mut value = serde_json::to_value(event).unwrap_or_default();
-        if let Some(object) = value.as_object_mut() {
-            object.insert("relation".into(), serde_json::Value::from(label));
-        }
-        json_safe(&value.to_string())
+        json_with(event, "relation", serde_json::Value::from(label))
     } else {
         let content: String = event.content.chars().take(280).collect();
         let label = label

@@ -185,25 +185,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     result
 }
 
-/// Ends the process at once after a stop signal that came while `what` was under way (see
-/// `drain`): says so, with the status a shell gives a process that signal ended.
 /// Why the relays of a lookup that did not answer gave nothing, one line each, with what
 /// would help (`keys`: a key to sign in with was given). Not escaped: errors are shown escaped.
 fn lookup_failures(lookup: &nostr_outbox_runtime::Lookup, keys: bool) -> Vec<String> {
-    use nostr_outbox_runtime::{LookupOutcome, Refusal};
+    use nostr_outbox_runtime::LookupOutcome;
     lookup
         .unanswered()
         .map(|(url, outcome)| match outcome {
             LookupOutcome::Unreachable(why) => format!("could not connect to {url} ({why})"),
-            LookupOutcome::Refused {
-                refusal: Refusal::SignIn,
-                message,
-            } if !keys => format!("{url}: relay refused: {message} — give --secret-key-file"),
-            other => format!("{url}: {other}"),
+            other => unanswered_why(url, other, keys),
         })
         .collect()
 }
 
+/// Why `url` gave nothing in a lookup, in one line, with what would help when it asked for a
+/// sign-in and `keys` (a key to sign in with was given) is false. Not escaped.
+pub(crate) fn unanswered_why(
+    url: &str,
+    outcome: &nostr_outbox_runtime::LookupOutcome,
+    keys: bool,
+) -> String {
+    use nostr_outbox_runtime::{LookupOutcome, Refusal};
+    match outcome {
+        LookupOutcome::Refused {
+            refusal: Refusal::SignIn,
+            message,
+        } if !keys => format!("{url}: relay refused: {message} — give --secret-key-file"),
+        other => format!("{url}: {other}"),
+    }
+}
+
+/// ` and N more` for the N of `total` beyond the [`MAX_PENDING_SHOWN`] shown; empty when all are.
+fn and_more(total: usize) -> String {
+    match total.saturating_sub(MAX_PENDING_SHOWN) {
+        0 => String::new(),
+        more => format!(" and {more} more"),
+    }
+}
+
+/// Ends the process at once after a stop signal that came while `what` was under way (see
+/// `drain`): says so, with the status a shell gives a process that signal ended.
 fn stopped(signal: &'static str, what: &str) -> ExitCode {
     let _ = writeln!(
         std::io::stderr(),
@@ -934,12 +955,7 @@ fn describe_unreadable(s: &FeedSummary) -> Option<String> {
         .take(MAX_PENDING_SHOWN)
         .map(|pk| pk.to_bech32().unwrap_or_else(|_| pk.to_hex()))
         .collect();
-    let more = s.unreadable.len().saturating_sub(MAX_PENDING_SHOWN);
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
+    let more = and_more(s.unreadable.len());
     Some(format!(
         "{:<21}{}{more}",
         "nowhere to be read:",
@@ -965,12 +981,7 @@ fn describe_pending(s: &FeedSummary) -> Option<String> {
         .take(MAX_PENDING_SHOWN)
         .map(|url| escape(url))
         .collect();
-    let more = s.pending.len().saturating_sub(MAX_PENDING_SHOWN);
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
+    let more = and_more(s.pending.len());
     Some(format!(
         "{:<21}{} relays pending: {}{more}",
         format!("{why}:"),
