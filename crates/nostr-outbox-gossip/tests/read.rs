@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr::event::{EventId, Kind};
+use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
@@ -25,7 +25,7 @@ struct Setup {
     writers: Vec<RealRelay>,
     follows: Vec<PublicKey>,
     notes: BTreeSet<EventId>,
-    lists: Vec<nostr::event::Event>,
+    lists: Vec<Event>,
 }
 
 /// Two follows, each writing to a capped relay of its own; the reader's relay holds nothing.
@@ -62,15 +62,23 @@ async fn setup() -> Setup {
 }
 
 async fn engine(s: &Setup) -> Arc<OutboxGossip> {
-    let gossip = OutboxGossip::from_toml(
-        "max_connections = 4\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"greedy\"\n",
-    )
+    routed(4, "greedy", &s.reader.url, &s.lists).await
+}
+
+/// An engine running `strategy` with `budget` routed relays, reading from `reader`, handed
+/// `lists`; its plans drawn from one seed, the same in every run.
+async fn routed(budget: usize, strategy: &str, reader: &str, lists: &[Event]) -> Arc<OutboxGossip> {
+    let gossip = OutboxGossip::from_toml(&format!(
+        "max_connections = {budget}\n[url_policy]\nallow_loopback = true\n\
+         [strategy]\ntype = \"{strategy}\"\n"
+    ))
     .unwrap()
-    .reader_relays([s.reader.url.as_str()])
+    .reader_relays([reader])
+    .seed(1)
     .open()
     .await
     .unwrap();
-    for list in &s.lists {
+    for list in lists {
         nostr_gossip::NostrGossip::process(&gossip, list, None)
             .await
             .unwrap();
@@ -183,18 +191,7 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
     let list = relay_list(&author, t - DAY, &[(&a.url, None), (&b.url, None)]);
     let policy = nostr_outbox_core::UrlPolicy::allow_local();
     for probes in [1, 0] {
-        let gossip = OutboxGossip::from_toml(
-            "max_connections = 1\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"recall\"\n",
-        )
-        .unwrap()
-        .reader_relays([reader.url.as_str()])
-        .open()
-        .await
-        .unwrap();
-        nostr_gossip::NostrGossip::process(&gossip, &list, None)
-            .await
-            .unwrap();
-        let gossip = Arc::new(gossip);
+        let gossip = routed(1, "recall", &reader.url, std::slice::from_ref(&list)).await;
         let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
         let options = ReadOptions {
             probes,
@@ -238,43 +235,37 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
     }
 }
 
-/// Two follows list a relay where nothing listens, one of them also a live relay holding its
-/// note, and the budget is one routed relay: the plan asks the dead relay (it covers both).
-/// The read sets it aside and asks the live one's follow there; without room to ask elsewhere
-/// (`fallback: 0`) the note is lost for the read.
+/// Two follows list a relay where nothing listens, one of them also two live relays holding
+/// its note, and the budget is one routed relay: the plan asks the dead relay (it covers both).
+/// The read sets it aside and asks the moved follow on one live relay; without room to ask
+/// elsewhere (`fallback: 0`) the note is lost for the read. The relay added counts against the
+/// probes: with one probe allowed, none is left for the other live relay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
     let reader = RealRelay::start().await;
-    let live = RealRelay::start().await;
+    let (live, spare) = (RealRelay::start().await, RealRelay::start().await);
     let dead = nostr_outbox_fleet::dead_url().await;
     let t = now();
     let (moved, stays) = (keys(40), keys(41));
-    let kept = note(&moved, t - 600, "on the live relay");
+    let kept = note(&moved, t - 600, "on the live relays");
     live.store(&kept).await;
+    spare.store(&kept).await;
     let lists = [
-        relay_list(&moved, t - DAY, &[(&dead, None), (&live.url, None)]),
+        relay_list(
+            &moved,
+            t - DAY,
+            &[(&dead, None), (&live.url, None), (&spare.url, None)],
+        ),
         relay_list(&stays, t - DAY, &[(&dead, None)]),
     ];
     let follows = [moved.public_key(), stays.public_key()];
     let policy = nostr_outbox_core::UrlPolicy::allow_local();
-    for fallback in [1, 0] {
-        let gossip = OutboxGossip::from_toml(
-            "max_connections = 1\n[url_policy]\nallow_loopback = true\n[strategy]\ntype = \"greedy\"\n",
-        )
-        .unwrap()
-        .reader_relays([reader.url.as_str()])
-        .open()
-        .await
-        .unwrap();
-        for list in &lists {
-            nostr_gossip::NostrGossip::process(&gossip, list, None)
-                .await
-                .unwrap();
-        }
-        let gossip = Arc::new(gossip);
+    // (fallback, probes, relays probed)
+    for (fallback, probes, probed) in [(1, 1, 0), (1, 2, 1), (0, 0, 0)] {
+        let gossip = routed(1, "recall", &reader.url, &lists).await;
         let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
         let options = ReadOptions {
-            probes: 0,
+            probes,
             fallback,
             ..ReadOptions::default()
         };
@@ -285,13 +276,14 @@ async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
             dead_stats.failures >= 1,
             "the dead relay is learned as failing: {dead_stats:?}"
         );
+        assert_eq!(report.probed.len(), probed, "{:?}", report.probed);
         let got = report.events.iter().any(|e| e.id == kept.id);
         if fallback == 0 {
             assert!(!got, "nothing asked elsewhere: {:?}", report.relays);
             continue;
         }
-        assert!(got, "asked on the live relay: {:?}", report.relays);
-        // The dead relay, the live one, and the reader's for the follow with nowhere else.
+        assert!(got, "asked on a live relay: {:?}", report.relays);
+        // The dead relay, one live one, and the reader's for the follow with nowhere else.
         assert_eq!(report.asked(), 3, "{:?}", report.relays);
     }
 }
