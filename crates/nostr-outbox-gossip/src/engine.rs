@@ -348,7 +348,7 @@ impl OutboxGossip {
     /// Ends the open round if it is over by the engine's own rules (see
     /// [`end_round`](Self::end_round)); `new_read`: nostr-sdk is starting a read. Called first
     /// by every entry point, so an idle round is learned before anything reads the state.
-    fn end_round_if_over(&self, new_read: bool) {
+    pub(crate) fn end_round_if_over(&self, new_read: bool) {
         if !self.settings.auto_rounds {
             return;
         }
@@ -582,13 +582,35 @@ impl OutboxGossip {
     /// [`routes`](Self::routes) within the open round: it is not ended first (the caller ends
     /// it, after several reads).
     pub(crate) fn routes_in_round(&self, keys: &[PublicKey]) -> Vec<(RelayUrl, Vec<PublicKey>)> {
+        let (routes, _) = self.plan_routes(keys);
+        routes
+    }
+
+    /// The current plan's routes for `keys` within the open round, without the relays the
+    /// round set aside; their asks are noted in the round. Also returns the keys the plan
+    /// asks only of set-aside relays (to be asked elsewhere).
+    pub(crate) fn plan_routes(
+        &self,
+        keys: &[PublicKey],
+    ) -> (Vec<(RelayUrl, Vec<PublicKey>)>, Vec<PublicKey>) {
         self.follow(keys.iter().copied());
         let Some(plan) = self.ensure_plan() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        let routes = routes_of(&plan, keys);
+        let (mut routes, set_aside) = (routes_of(&plan, keys), self.lock().set_aside.clone());
+        let mut displaced: BTreeSet<PublicKey> = BTreeSet::new();
+        routes.retain(|r| {
+            let kept = !set_aside.contains(&r.canonical);
+            if !kept {
+                displaced.extend(&r.authors);
+            }
+            kept
+        });
+        let asked: HashSet<&PublicKey> = routes.iter().flat_map(|r| &r.authors).collect();
+        displaced.retain(|k| !asked.contains(k));
         self.note_asks(&routes);
-        routes.into_iter().map(|r| (r.url, r.authors)).collect()
+        let routes = routes.into_iter().map(|r| (r.url, r.authors)).collect();
+        (routes, displaced.into_iter().collect())
     }
 
     /// Per relay, those of `keys` a plan made without the relays of `left_out` (canonical
@@ -655,12 +677,6 @@ impl OutboxGossip {
     #[cfg(feature = "sdk")]
     pub(crate) fn round_added(&self) -> usize {
         self.lock().added
-    }
-
-    /// Whether the open round set a relay aside (see [`set_aside`](Self::set_aside)).
-    #[cfg(feature = "sdk")]
-    pub(crate) fn has_set_asides(&self) -> bool {
-        !self.lock().set_aside.is_empty()
     }
 
     /// Sets `url` aside for the rest of the open round: it did not answer, so the round's

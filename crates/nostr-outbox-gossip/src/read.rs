@@ -174,16 +174,22 @@ impl OutboxGossip {
                 ..ReadReport::default()
             };
         }
-        let routes = if options.end_round {
-            self.routes(&authors)
-        } else if self.has_set_asides() {
-            // An earlier read of the round found relays that do not answer: plan around them.
-            let planned = self.routes_around(&authors, std::iter::empty());
-            let admitted = self.admit(planned, options.fallback);
-            admitted.into_iter().map(|r| (r.url, r.authors)).collect()
-        } else {
-            self.routes_in_round(&authors)
-        };
+        if options.end_round {
+            self.end_round_if_over(true);
+        }
+        // Follows an earlier read of the round found only on relays that do not answer are
+        // asked elsewhere at once, with the plan's other asks.
+        let (mut routes, displaced) = self.plan_routes(&authors);
+        if !displaced.is_empty() && options.fallback > 0 {
+            let asked = HashMap::new();
+            let planned = self.routes_around(&displaced, std::iter::empty());
+            for (url, keys) in self.fallback_wave(planned, &asked, &options) {
+                match routes.iter_mut().find(|(u, _)| *u == url) {
+                    Some((_, known)) => known.extend(keys),
+                    None => routes.push((url, keys)),
+                }
+            }
+        }
         let routed: HashSet<&PublicKey> = routes.iter().flat_map(|(_, a)| a).collect();
         let unrouted = authors.iter().filter(|a| !routed.contains(a)).count();
         let mut report = ReadReport {

@@ -287,3 +287,47 @@ async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
         assert_eq!(report.asked(), 3, "{:?}", report.relays);
     }
 }
+
+/// Within one round, a relay that did not answer the first read is not asked again: the next
+/// read asks its follows where the first one found them, from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_s_later_reads_ask_around_a_relay_that_failed() {
+    let (reader, live) = (RealRelay::start().await, RealRelay::start().await);
+    let dead = nostr_outbox_fleet::dead_url().await;
+    let t = now();
+    let (moved, stays) = (keys(42), keys(43));
+    let kept = note(&moved, t - 600, "on the live relay");
+    live.store(&kept).await;
+    let lists = [
+        relay_list(&moved, t - DAY, &[(&dead, None), (&live.url, None)]),
+        relay_list(&stays, t - DAY, &[(&dead, None)]),
+    ];
+    let follows = [moved.public_key(), stays.public_key()];
+    let gossip = routed(1, "recall", &reader.url, &lists).await;
+    let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
+    let options = ReadOptions {
+        probes: 0,
+        fallback: 1,
+        end_round: false,
+        ..ReadOptions::default()
+    };
+    let first = gossip.read(&client, filter(&follows), options).await;
+    let second = gossip.read(&client, filter(&follows), options).await;
+    client.shutdown().await;
+    let policy = nostr_outbox_core::UrlPolicy::allow_local();
+    let dead = policy.canonicalize(&dead).unwrap();
+    let asked = |r: &nostr_outbox_gossip::ReadReport| -> Vec<String> {
+        r.relays.iter().map(|r| r.url.to_string()).collect()
+    };
+    assert!(asked(&first).contains(&dead), "{:?}", first.relays);
+    assert!(!asked(&second).contains(&dead), "{:?}", second.relays);
+    for report in [&first, &second] {
+        assert!(
+            report.events.iter().any(|e| e.id == kept.id),
+            "{:?}",
+            report.relays
+        );
+    }
+    // Only the second read's first wave asked the live relay: one part per relay.
+    assert_eq!(second.relays.len(), second.asked(), "{:?}", second.relays);
+}
