@@ -249,11 +249,7 @@ pub async fn torn_write<M: Medium>(medium: &M) {
     assert!(set_aside(dir.path()).is_empty(), "nothing was corrupt");
     // The store is usable afterwards.
     let next = sample(5, 4, 1);
-    store
-        .save(&next)
-        .await
-        .expect("saves after the interruption");
-    assert_eq!(store.load().await.expect("loads").stats, next);
+    saves_whole(&store, &next, "saves after the interruption").await;
 }
 
 /// Two stores on one path saving at once: both succeed, the result is one whole save (stores
@@ -428,11 +424,7 @@ pub async fn versions<M: Medium>(medium: &M) {
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.stats, expected);
     let upgraded = sample(11, 3, 2);
-    store
-        .save(&upgraded)
-        .await
-        .expect("older data is saved over");
-    assert_eq!(store.load().await.expect("loads").stats, upgraded);
+    saves_whole(&store, &upgraded, "older data is saved over").await;
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     medium.write_newer(dir.path());
@@ -681,13 +673,7 @@ pub async fn kept_state_merges<M: Medium>(medium: &M) {
     b.save_penalties(&json!({"relays": {"wss://b.example": entry(now() + 900)}}))
         .await
         .expect("saves the box");
-    let doc = medium
-        .open(dir.path())
-        .load_penalties()
-        .await
-        .expect("loads")
-        .value
-        .expect("a box");
+    let doc = stored_box(medium, dir.path()).await;
     let mut set_aside: Vec<&String> = doc["relays"].as_object().expect("relays").keys().collect();
     set_aside.sort();
     assert_eq!(set_aside, ["wss://a.example", "wss://b.example"], "{doc}");
@@ -712,13 +698,7 @@ pub async fn kept_state_merges<M: Medium>(medium: &M) {
     }}))
     .await
     .expect("the run saves");
-    let doc = medium
-        .open(dir.path())
-        .load_penalties()
-        .await
-        .expect("loads")
-        .value
-        .expect("a box");
+    let doc = stored_box(medium, dir.path()).await;
     assert_eq!(doc["relays"], json!({}), "the clear sticks: {doc}");
     // A run that loaded after the clear sets relays aside as before.
     let later = medium.open(dir.path());
@@ -734,6 +714,19 @@ pub async fn kept_state_merges<M: Medium>(medium: &M) {
         .value
         .expect("a box");
     assert!(doc["relays"].get("wss://d.example").is_some(), "{doc}");
+}
+
+/// Saves `stats` with `store` (`why` it must succeed) and loads them back as they were.
+async fn saves_whole(store: &impl StatsStore, stats: &DeliveryStats, why: &str) {
+    store.save(stats).await.expect(why);
+    assert_eq!(&store.load().await.expect("loads").stats, stats);
+}
+
+/// The penalty box a store opened afresh on `dir` loads.
+async fn stored_box<M: Medium>(medium: &M, dir: &Path) -> Value {
+    let store = medium.open(dir);
+    let loaded = store.load_penalties().await.expect("loads");
+    loaded.value.expect("a box")
 }
 
 /// The base seed: a store returns the drawn one until a save keeps it, then the kept one

@@ -100,7 +100,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nostr_outbox_client::{LoadWarning, Loaded, StatsStoreError};
+use nostr_outbox_client::{LoadWarning, Loaded, Restored, StatsStoreError};
 use nostr_outbox_core::stats::{AuthorStats, Decay, PairStats};
 use nostr_outbox_core::{public_key_from_hex, DeliveryStats, RelayStats};
 use serde::Serialize;
@@ -136,22 +136,115 @@ pub const MAX_STATS_BYTES: u64 = 256 * 1024 * 1024;
 /// is the same store (it shares the save lock).
 #[derive(Clone, Debug)]
 pub struct FileStore {
-    path: PathBuf,
-    /// Set by the conformance suite: the next save stops halfway through writing.
-    interrupt: Arc<AtomicBool>,
+    core: StoreCore,
+}
+
+/// What every store here holds beside its path, the same for the file and the SQLite store. A
+/// clone shares all of it: it is the same store.
+#[derive(Clone, Debug)]
+pub(crate) struct StoreCore {
+    /// The stats file or the database.
+    pub(crate) path: PathBuf,
+    /// Set by the conformance suite: the next stats save stops halfway through writing.
+    pub(crate) interrupt: Arc<AtomicBool>,
     /// What this store last loaded or saved: a save adds the difference to what is stored
     /// then. A save holds it throughout, so threads sharing one store never race on the backup
-    /// step or add one difference twice. Never held while calling out of this crate.
-    base: Arc<Mutex<Option<DeliveryStats>>>,
+    /// step or add one difference twice. Never held while calling out of this crate; taken
+    /// before a database's lock, never the other way round.
+    pub(crate) base: Arc<Mutex<Option<DeliveryStats>>>,
     /// What this store last loaded or saved of the lists and the penalty box ([`kept`]). A save
     /// of either holds it throughout; never held with `base`.
     pub(crate) kept: Arc<Mutex<kept::KeptBase>>,
-    /// Opened only to be shown ([`FileStore::read_only`]): nothing is moved, written or created.
-    read_only: bool,
-    /// The base seed this store returned ([`FileStore::base_seed`]): kept by the next save
-    /// unless the file holds one already.
-    seed: Arc<Mutex<Option<u64>>>,
+    /// Opened only to be shown: nothing is moved, written or created.
+    pub(crate) read_only: bool,
+    /// The base seed this store returned (`base_seed`): kept by the next save unless the store
+    /// holds one already.
+    pub(crate) seed: Arc<Mutex<Option<u64>>>,
 }
+
+impl StoreCore {
+    /// The state of a store at `path` that has loaded nothing yet.
+    pub(crate) fn new(path: PathBuf, read_only: bool) -> Self {
+        Self {
+            path,
+            interrupt: Arc::new(AtomicBool::new(false)),
+            base: Arc::new(Mutex::new(None)),
+            kept: Arc::default(),
+            read_only,
+            seed: Arc::default(),
+        }
+    }
+
+    /// An error unless this store may write.
+    pub(crate) fn writable(&self) -> Result<(), StatsStoreError> {
+        if self.read_only {
+            return Err(StatsStoreError::Io {
+                path: self.path.clone(),
+                source: io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The seed this store drew or found, read before a save takes its base: one lock at a
+    /// time.
+    pub(crate) fn drawn_seed(&self) -> Option<u64> {
+        *self.seed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers the seed a save found kept (or kept itself).
+    pub(crate) fn saved_seed(&self, kept: Option<u64>) {
+        if kept.is_some() {
+            *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        }
+    }
+
+    /// What `base_seed` returns: the seed `kept` in the store, else the one this store
+    /// returned before, else `drawn`; remembered for the next save.
+    pub(crate) fn base_seed(&self, kept: Option<u64>, drawn: u64) -> u64 {
+        let mut held = self.seed.lock().unwrap_or_else(|e| e.into_inner());
+        let seed = kept.or(*held).unwrap_or(drawn);
+        *held = Some(seed);
+        seed
+    }
+
+    /// Takes the penalty document a load read as the base of the next `save_penalties`.
+    pub(crate) fn loaded_penalties(
+        &self,
+        loaded: Restored<Option<Value>>,
+    ) -> Restored<Option<Value>> {
+        state::lock(&self.kept).loaded_penalties(loaded.value.as_ref());
+        loaded
+    }
+}
+
+/// `new`, `read_only` and `path` of a store kept in a [`StoreCore`], given the docs of `path`
+/// and `read_only`: one definition, so the file and SQLite stores open alike.
+macro_rules! store_opening {
+    ($store:ident, $path_doc:literal, $read_only_doc:literal) => {
+        impl $store {
+            /// A store at `path` (created on the first save; its directory must exist).
+            pub fn new(path: impl Into<PathBuf>) -> Self {
+                Self {
+                    core: StoreCore::new(path.into(), false),
+                }
+            }
+
+            #[doc = $read_only_doc]
+            pub fn read_only(path: impl Into<PathBuf>) -> Self {
+                Self {
+                    core: StoreCore::new(path.into(), true),
+                }
+            }
+
+            #[doc = $path_doc]
+            pub fn path(&self) -> &Path {
+                &self.core.path
+            }
+        }
+    };
+}
+pub(crate) use store_opening;
 
 /// How the reason of a file that is not a stats file at all begins: such a file (another
 /// program's JSON) is refused untouched, never set aside or replaced.
@@ -228,61 +321,31 @@ impl<'a> From<&'a AuthorStats> for AuthorOut<'a> {
     }
 }
 
+store_opening!(
+    FileStore,
+    "The stats file.",
+    "A store at `path` opened only to be read (`outbox stats` showing what is kept): its loads \
+     move nothing aside (an unreadable file is reported and left where it is), and every save \
+     is an error."
+);
+
 impl FileStore {
-    /// A store at `path` (created on the first save; its directory must exist).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            interrupt: Arc::new(AtomicBool::new(false)),
-            base: Arc::new(Mutex::new(None)),
-            kept: Arc::default(),
-            read_only: false,
-            seed: Arc::default(),
-        }
-    }
-
-    /// A store at `path` opened only to be read (`outbox stats` showing what is kept): its
-    /// loads move nothing aside (an unreadable file is reported and left where it is), and
-    /// every save is an error.
-    pub fn read_only(path: impl Into<PathBuf>) -> Self {
-        Self {
-            read_only: true,
-            ..Self::new(path)
-        }
-    }
-
-    /// An error unless this store may write.
-    pub(crate) fn writable(&self) -> Result<(), StatsStoreError> {
-        if self.read_only {
-            return Err(StatsStoreError::Io {
-                path: self.path.clone(),
-                source: io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"),
-            });
-        }
-        Ok(())
-    }
-
-    /// The stats file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The lock file a save holds while it reads, merges and replaces the stats file
     /// (`<name>.lock`, created and removed by each save; the stats file itself is replaced by a
     /// rename, so it cannot be locked).
     pub fn lock_path(&self) -> PathBuf {
-        sibling(&self.path, ".lock")
+        sibling(self.path(), ".lock")
     }
 
     /// Where the last good file is kept.
     pub fn backup_path(&self) -> PathBuf {
-        sibling(&self.path, ".bak")
+        sibling(self.path(), ".bak")
     }
 
     /// Where this build saves while the main file belongs to a newer format version
     /// (`<name>.v2` for version 2), so that file is never overwritten.
     pub fn side_path(&self) -> PathBuf {
-        sibling(&self.path, &format!(".v{STATS_VERSION}"))
+        sibling(self.path(), &format!(".v{STATS_VERSION}"))
     }
 
     /// Every file this store reads or writes: the stats file, its backup, side file and lock
@@ -290,7 +353,7 @@ impl FileStore {
     /// their own). A command checks its output files against them, so none is overwritten.
     pub fn files(&self) -> Vec<PathBuf> {
         vec![
-            self.path.clone(),
+            self.path().to_path_buf(),
             self.backup_path(),
             self.side_path(),
             self.lock_path(),
@@ -300,37 +363,25 @@ impl FileStore {
     }
 
     fn dir(&self) -> PathBuf {
-        dir_of(&self.path)
+        dir_of(self.path())
     }
 
     /// Moves an unreadable file aside; returns where it went.
     fn move_aside(&self, path: &Path) -> Option<PathBuf> {
-        if self.read_only {
+        if self.core.read_only {
             return None;
         }
-        let secs = now_secs();
-        for n in 0..1000u32 {
-            let suffix = if n == 0 {
-                format!(".corrupt-{secs}")
-            } else {
-                format!(".corrupt-{secs}-{n}")
-            };
-            let target = sibling(path, &suffix);
-            if target.exists() {
-                continue;
+        let target = aside_name(path)?;
+        match fs::rename(path, &target) {
+            Ok(()) => {
+                tracing::warn!(from = %path.display(), to = %target.display(), "unreadable stats file moved aside");
+                Some(target)
             }
-            return match fs::rename(path, &target) {
-                Ok(()) => {
-                    tracing::warn!(from = %path.display(), to = %target.display(), "unreadable stats file moved aside");
-                    Some(target)
-                }
-                Err(err) => {
-                    tracing::warn!(path = %path.display(), %err, "could not move unreadable stats file aside");
-                    None
-                }
-            };
+            Err(err) => {
+                tracing::warn!(path = %path.display(), %err, "could not move unreadable stats file aside");
+                None
+            }
         }
-        None
     }
 
     /// Keeps the current file as the backup (it parsed), atomically.
@@ -342,8 +393,8 @@ impl FileStore {
             .into_temp_path();
         // The temp path exists; a hard link needs a free name.
         fs::remove_file(&tmp)?;
-        if fs::hard_link(&self.path, &tmp).is_err() {
-            fs::copy(&self.path, &tmp)?;
+        if fs::hard_link(self.path(), &tmp).is_err() {
+            fs::copy(self.path(), &tmp)?;
         }
         fs::rename(&tmp, &bak)?;
         // `tmp` no longer exists; dropping the TempPath ignores that.
@@ -356,7 +407,7 @@ impl FileStore {
     /// this store's base: its next save adds what was learned since to what is stored then.
     pub fn load(&self) -> Result<Loaded, StatsStoreError> {
         let loaded = self.load_unlocked()?;
-        set_base(&self.base, &loaded.stats);
+        set_base(&self.core.base, &loaded.stats);
         Ok(loaded)
     }
 
@@ -369,7 +420,7 @@ impl FileStore {
     /// within [`CHECK_LOCK_WAIT`] is an error too: a save would wait for it in vain, after the
     /// run did its work.
     pub fn check_writable(&self) -> Result<(), StatsStoreError> {
-        check_writable_file(&self.path)?;
+        check_writable_file(self.path())?;
         let lock = self.lock_path();
         let io_err = io_error(&lock);
         let started = std::time::Instant::now();
@@ -406,7 +457,7 @@ impl FileStore {
 
     fn load_unlocked(&self) -> Result<Loaded, StatsStoreError> {
         let mut warnings = Vec::new();
-        match read(&self.path)? {
+        match read(self.path())? {
             None => return Ok(Loaded::default()),
             Some(bytes) => match parse(&bytes) {
                 Ok(parsed) if parsed.newer => {
@@ -414,7 +465,7 @@ impl FileStore {
                     let side = self.side_path();
                     if let Some(own) = read(&side)?.and_then(|b| parse(&b).ok()) {
                         if !own.newer && own.saved_at > parsed.saved_at {
-                            tracing::warn!(path = %self.path.display(), side = %side.display(), "stats file is from a newer version; using this version's own later save");
+                            tracing::warn!(path = %self.path().display(), side = %side.display(), "stats file is from a newer version; using this version's own later save");
                             // Only the version matters of a file whose data is not used.
                             warnings.extend(
                                 parsed
@@ -431,12 +482,12 @@ impl FileStore {
                 Ok(parsed) => {
                     return Ok(finish(parsed, warnings));
                 }
-                Err(reason) if is_foreign(&reason) => return Err(foreign(&self.path, reason)),
+                Err(reason) if is_foreign(&reason) => return Err(foreign(self.path(), reason)),
                 Err(reason) => {
-                    tracing::warn!(path = %self.path.display(), %reason, "stats file is unreadable");
-                    let moved_to = self.move_aside(&self.path);
+                    tracing::warn!(path = %self.path().display(), %reason, "stats file is unreadable");
+                    let moved_to = self.move_aside(self.path());
                     warnings.push(LoadWarning::Unreadable {
-                        path: self.path.clone(),
+                        path: self.path().to_path_buf(),
                         reason,
                         moved_to,
                     });
@@ -472,13 +523,9 @@ impl FileStore {
     /// save) is added to it ([`DeliveryStats::merge_learning`]); with no base, `stats` replaces
     /// it. Concurrent runs on one file so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        // The seed this store drew, read before the base is taken: one lock at a time.
-        let drawn = {
-            let seed = self.seed.lock().unwrap_or_else(|e| e.into_inner());
-            *seed
-        };
-        let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
+        self.core.writable()?;
+        let drawn = self.core.drawn_seed();
+        let mut held = self.core.base.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = lock_file(&self.lock_path())?;
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -486,15 +533,15 @@ impl FileStore {
         };
         // Never replace unreadable data: keep a good file as the backup, set a bad one aside.
         // Never replace a newer version's file either: it holds fields this build would drop.
-        let mut target = self.path.clone();
+        let mut target = self.path().to_path_buf();
         let mut stored = None;
         // The seed kept wins over the one this store drew: another run may have kept its own.
         let mut seed = drawn;
-        if let Some(current) = read(&self.path)? {
+        if let Some(current) = read(self.path())? {
             match parse(&current) {
                 Ok(parsed) if parsed.newer => {
                     target = self.side_path();
-                    tracing::warn!(path = %self.path.display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
+                    tracing::warn!(path = %self.path().display(), side = %target.display(), "stats file is from a newer version; left untouched, saving beside it");
                     let own = read(&target)?
                         .and_then(|b| parse(&b).ok())
                         .filter(|own| !own.newer);
@@ -503,29 +550,18 @@ impl FileStore {
                 }
                 Ok(parsed) => {
                     if let Err(err) = self.backup() {
-                        tracing::warn!(path = %self.path.display(), %err, "could not keep a backup of the stats file");
+                        tracing::warn!(path = %self.path().display(), %err, "could not keep a backup of the stats file");
                     }
                     seed = parsed.seed.or(seed);
                     stored = Some(parsed.stats);
                 }
-                Err(reason) if is_foreign(&reason) => return Err(foreign(&self.path, reason)),
+                Err(reason) if is_foreign(&reason) => return Err(foreign(self.path(), reason)),
                 Err(_) => {
-                    self.move_aside(&self.path);
+                    self.move_aside(self.path());
                 }
             }
         }
-        let mut clean = match (held.as_ref(), stored) {
-            (Some(base), Some(mut stored)) => {
-                stored.sanitize();
-                stored.clamp_future(now_secs());
-                stored.merge_learning(base, stats);
-                stored
-            }
-            _ => stats.clone(),
-        };
-        clean.sanitize();
-        clean.clamp_future(now_secs());
-        clean.prune_at(now_secs());
+        let clean = to_save(stored, held.as_ref(), stats);
         let out = FileOut {
             format: STATS_FORMAT,
             version: STATS_VERSION,
@@ -549,7 +585,7 @@ impl FileStore {
             .prefix(".nostr-outbox-stats")
             .tempfile_in(&dir)
             .map_err(io_err(&dir))?;
-        if self.interrupt.swap(false, Ordering::SeqCst) {
+        if self.core.interrupt.swap(false, Ordering::SeqCst) {
             // A crash halfway through the write: the temporary file is dropped unrenamed.
             tmp.write_all(&bytes[..bytes.len() / 2])
                 .map_err(io_err(tmp.path()))?;
@@ -564,9 +600,7 @@ impl FileStore {
         sync_dir(&dir).map_err(io_err(&dir))?;
         *held = Some(stats.clone());
         drop(held);
-        if seed.is_some() {
-            *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = seed;
-        }
+        self.core.saved_seed(seed);
         Ok(())
     }
 
@@ -589,23 +623,76 @@ impl FileStore {
         // The file, else the side file of a newer version's, else the backup a load of an
         // unreadable file falls back to.
         let mut kept = None;
-        for path in [self.path.clone(), self.side_path(), self.backup_path()] {
+        for path in [
+            self.path().to_path_buf(),
+            self.side_path(),
+            self.backup_path(),
+        ] {
             kept = seed_in(&path)?;
             if kept.is_some() {
                 break;
             }
         }
-        let mut held = self.seed.lock().unwrap_or_else(|e| e.into_inner());
-        let seed = kept.or(*held).unwrap_or(drawn);
-        *held = Some(seed);
-        Ok(seed)
+        Ok(self.core.base_seed(kept, drawn))
     }
+}
+
+/// A free name to move the unreadable file at `path` aside to: `<name>.corrupt-<unix seconds>`,
+/// or with `-1`, `-2`, … after it when taken; `None` when a thousand are.
+fn aside_name(path: &Path) -> Option<PathBuf> {
+    let secs = now_secs();
+    (0..1000u32)
+        .map(|n| match n {
+            0 => sibling(path, &format!(".corrupt-{secs}")),
+            n => sibling(path, &format!(".corrupt-{secs}-{n}")),
+        })
+        .find(|target| !target.exists())
 }
 
 /// Records what a store last loaded or saved (its base for the next save).
 fn set_base(base: &Mutex<Option<DeliveryStats>>, stats: &DeliveryStats) {
     let copy = stats.clone();
     *base.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+}
+
+/// What a save writes: what is `stored` now (`None`: nothing readable) with what this run
+/// learned since its `base` added to it ([`DeliveryStats::merge_learning`]), or, with no base or
+/// nothing stored, `stats` itself; sanitised, stamps in the future brought back and pruned.
+fn to_save(
+    stored: Option<DeliveryStats>,
+    base: Option<&DeliveryStats>,
+    stats: &DeliveryStats,
+) -> DeliveryStats {
+    let mut clean = match (base, stored) {
+        (Some(base), Some(mut stored)) => {
+            stored.sanitize();
+            stored.clamp_future(now_secs());
+            stored.merge_learning(base, stats);
+            stored
+        }
+        _ => stats.clone(),
+    };
+    clean.sanitize();
+    clean.clamp_future(now_secs());
+    clean.prune_at(now_secs());
+    clean
+}
+
+/// A store of kind `S` opened at `name` in a fresh temporary directory, kept with it.
+#[cfg(test)]
+fn temp_store<S>(name: &str, open: fn(PathBuf) -> S) -> (tempfile::TempDir, S) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path().join(name));
+    (dir, store)
+}
+
+/// Makes a FIFO at `path`; false where that cannot be done (no `mkfifo`).
+#[cfg(all(test, unix))]
+fn made_fifo(path: &Path) -> bool {
+    std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// How long a save waits for another process's save to release the lock file.
@@ -979,22 +1066,8 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     if insane > 0 {
         warnings.push(LoadWarning::Sanitised { count: insane });
     }
-    if !dropped.is_empty() {
-        tracing::warn!(
-            count = dropped.len(),
-            "unreadable relay entries start fresh"
-        );
-        warnings.push(LoadWarning::DroppedEntries { urls: dropped });
-    }
-    if !dropped_authors.is_empty() {
-        tracing::warn!(
-            count = dropped_authors.len(),
-            "unreadable author entries start fresh"
-        );
-        warnings.push(LoadWarning::DroppedEntries {
-            urls: dropped_authors,
-        });
-    }
+    warn_dropped(&mut warnings, "relay", dropped);
+    warn_dropped(&mut warnings, "author", dropped_authors);
     Ok(Parsed {
         stats,
         warnings,
@@ -1002,6 +1075,18 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         saved_at,
         seed: top.get("seed").and_then(Value::as_u64),
     })
+}
+
+/// Says that the `dropped` entries of a load, of relays or authors (`what`), were unreadable
+/// and start fresh.
+fn warn_dropped(warnings: &mut Vec<LoadWarning>, what: &str, dropped: Vec<String>) {
+    if !dropped.is_empty() {
+        tracing::warn!(
+            count = dropped.len(),
+            "unreadable {what} entries start fresh"
+        );
+        warnings.push(LoadWarning::DroppedEntries { urls: dropped });
+    }
 }
 
 /// One relay's stats from its JSON fields: a missing field takes its default, a present field

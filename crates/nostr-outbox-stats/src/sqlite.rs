@@ -38,7 +38,6 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nostr_outbox_client::{
@@ -51,12 +50,12 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
 
-use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of, KeptBase};
+use crate::kept::{drop_future_lists, merge_lists, merge_penalties, with_lifts_of};
 use crate::state::lock;
 use crate::task::{blocking, off_thread_stores};
 use crate::{
-    check_dir_writable, finish, now_secs, private_options, set_base, sibling, Parsed,
-    MAX_STATS_BYTES,
+    aside_name, check_dir_writable, finish, now_secs, private_options, set_base, sibling,
+    store_opening, to_save, warn_dropped, Parsed, StoreCore, MAX_STATS_BYTES,
 };
 
 /// The SQLite binding used, for callers that inspect the database themselves.
@@ -128,21 +127,7 @@ CREATE TABLE IF NOT EXISTS documents (name TEXT PRIMARY KEY NOT NULL, body TEXT 
 /// shares the `base` and `kept` locks).
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    path: PathBuf,
-    /// Set by the conformance suite: the next stats save fails halfway through its rows.
-    interrupt: Arc<AtomicBool>,
-    /// What this store last loaded or saved: a save adds the difference to what is stored
-    /// then. A stats save holds it throughout, so two of them never add the same difference;
-    /// taken before the database's lock, never the other way round.
-    base: Arc<Mutex<Option<DeliveryStats>>>,
-    /// What this store last loaded or saved of the lists and the penalty box
-    /// ([`crate::kept`]); a save of either holds it throughout, never with `base`.
-    kept: Arc<Mutex<KeptBase>>,
-    /// Opened only to be shown ([`SqliteStore::read_only`]): nothing is set aside or saved.
-    read_only: bool,
-    /// The base seed this store returned ([`SqliteStore::base_seed`]): kept by the next stats
-    /// save unless the database holds one already.
-    seed: Arc<Mutex<Option<u64>>>,
+    core: StoreCore,
 }
 
 /// Why opening or reading failed: the content (set it aside) or the medium.
@@ -160,53 +145,20 @@ impl From<StatsStoreError> for Failure {
     }
 }
 
+store_opening!(
+    SqliteStore,
+    "The database file.",
+    "A store at `path` opened only to be read (`outbox stats` showing what is kept): a corrupt \
+     database is reported and left where it is, and every save is an error."
+);
+
 impl SqliteStore {
-    /// A store at `path` (created on the first save; its directory must exist).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            interrupt: Arc::new(AtomicBool::new(false)),
-            base: Arc::new(Mutex::new(None)),
-            kept: Arc::default(),
-            read_only: false,
-            seed: Arc::default(),
-        }
-    }
-
-    /// A store at `path` opened only to be read (`outbox stats` showing what is kept): a
-    /// corrupt database is reported and left where it is, and every save is an error.
-    pub fn read_only(path: impl Into<PathBuf>) -> Self {
-        Self {
-            read_only: true,
-            ..Self::new(path)
-        }
-    }
-
-    /// An error unless this store may write.
-    fn writable(&self) -> Result<(), StatsStoreError> {
-        if self.read_only {
-            return Err(StatsStoreError::Io {
-                path: self.path.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "opened read-only",
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Every file this store reads or writes: the database and SQLite's `-wal`, `-shm` and
     /// `-journal` beside it. A command checks its output files against them, so none is
     /// overwritten.
     pub fn files(&self) -> Vec<PathBuf> {
-        let mut files = vec![self.path.clone()];
-        files.extend(["-wal", "-shm", "-journal"].map(|side| sibling(&self.path, side)));
+        let mut files = vec![self.path().to_path_buf()];
+        files.extend(["-wal", "-shm", "-journal"].map(|side| sibling(self.path(), side)));
         files
     }
 
@@ -215,7 +167,7 @@ impl SqliteStore {
     #[cfg(feature = "conformance")]
     #[doc(hidden)]
     pub fn interrupt_next_save(&self) {
-        self.interrupt.store(true, Ordering::SeqCst);
+        self.core.interrupt.store(true, Ordering::SeqCst);
     }
 
     fn db_err(&self, e: rusqlite::Error) -> Failure {
@@ -227,12 +179,12 @@ impl SqliteStore {
             Failure::Corrupt(e.to_string())
         } else if busy {
             Failure::Busy(StatsStoreError::Database {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 message: e.to_string(),
             })
         } else {
             Failure::Store(StatsStoreError::Database {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 message: e.to_string(),
             })
         }
@@ -265,9 +217,9 @@ impl SqliteStore {
                 Err(Failure::Store(e)) => return Err(e),
                 Err(Failure::Busy(e)) if started.elapsed() >= BUSY_TIMEOUT => return Err(e),
                 Err(Failure::Busy(_)) => std::thread::sleep(Duration::from_millis(20)),
-                Err(Failure::Corrupt(reason)) if self.read_only => {
+                Err(Failure::Corrupt(reason)) if self.core.read_only => {
                     warnings.push(LoadWarning::Unreadable {
-                        path: self.path.clone(),
+                        path: self.path().to_path_buf(),
                         reason,
                         moved_to: None,
                     });
@@ -275,10 +227,10 @@ impl SqliteStore {
                 }
                 Err(Failure::Corrupt(reason)) => {
                     fresh += 1;
-                    tracing::warn!(path = %self.path.display(), %reason, "stats database is unreadable; setting it aside and starting fresh");
+                    tracing::warn!(path = %self.path().display(), %reason, "stats database is unreadable; setting it aside and starting fresh");
                     let moved_to = self.move_aside()?;
                     warnings.push(LoadWarning::Unreadable {
-                        path: self.path.clone(),
+                        path: self.path().to_path_buf(),
                         reason,
                         moved_to: Some(moved_to),
                     });
@@ -289,7 +241,7 @@ impl SqliteStore {
             }
         }
         Err(StatsStoreError::Database {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             message: "still unreadable after starting fresh".into(),
         })
     }
@@ -297,11 +249,11 @@ impl SqliteStore {
     /// A connection to a database of a known version (created and migrated when `create`).
     fn open(&self, create: bool) -> Result<Option<Connection>, Failure> {
         let io = |source| StatsStoreError::Io {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             source,
         };
         // Looked at before opening: a FIFO would block the open, a device never end.
-        let size = match fs::metadata(&self.path) {
+        let size = match fs::metadata(self.path()) {
             Ok(meta) if !meta.is_file() => {
                 return Err(io(std::io::Error::other("not a regular file")).into())
             }
@@ -312,7 +264,7 @@ impl SqliteStore {
                 match private_options()
                     .write(true)
                     .create_new(true)
-                    .open(&self.path)
+                    .open(self.path())
                 {
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -323,9 +275,9 @@ impl SqliteStore {
             Err(e) => return Err(io(e).into()),
         };
         if create {
-            make_private(&self.path);
+            make_private(self.path());
         }
-        let wal = fs::metadata(sibling(&self.path, "-wal")).map_or(0, |m| m.len());
+        let wal = fs::metadata(sibling(self.path(), "-wal")).map_or(0, |m| m.len());
         if size.saturating_add(wal) > MAX_STATS_BYTES {
             return Err(Failure::Corrupt(format!(
                 "larger than {MAX_STATS_BYTES} bytes"
@@ -336,7 +288,7 @@ impl SqliteStore {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let mut conn =
-            Connection::open_with_flags(&self.path, flags).map_err(|e| self.db_err(e))?;
+            Connection::open_with_flags(self.path(), flags).map_err(|e| self.db_err(e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| self.db_err(e))?;
         // Read before anything is written: a newer or foreign database stays as it is.
@@ -363,7 +315,7 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| self.db_err(e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            tracing::warn!(path = %self.path.display(), %mode, "stats database could not switch to WAL");
+            tracing::warn!(path = %self.path().display(), %mode, "stats database could not switch to WAL");
         }
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| self.db_err(e))?;
@@ -392,7 +344,7 @@ impl SqliteStore {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| self.db_err(e))?;
         if self.version(&tx)? == Some(1) {
-            tracing::info!(path = %self.path.display(), "stats database migrated from schema 1 to 2");
+            tracing::info!(path = %self.path().display(), "stats database migrated from schema 1 to 2");
             tx.execute_batch(MIGRATE_1_TO_2)
                 .map_err(|e| self.db_err(e))?;
         }
@@ -405,7 +357,7 @@ impl SqliteStore {
     fn version(&self, conn: &Connection) -> Result<Option<u32>, Failure> {
         let foreign = |why: String| {
             Failure::Store(StatsStoreError::Database {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 message: format!("not an outbox store ({why}); left untouched"),
             })
         };
@@ -447,9 +399,9 @@ impl SqliteStore {
             ));
         };
         if found > SQLITE_SCHEMA_VERSION {
-            tracing::warn!(path = %self.path.display(), found, "stats database is from a newer version; refused");
+            tracing::warn!(path = %self.path().display(), found, "stats database is from a newer version; refused");
             return Err(Failure::Store(StatsStoreError::Newer {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 found,
                 supported: SQLITE_SCHEMA_VERSION,
             }));
@@ -459,35 +411,25 @@ impl SqliteStore {
 
     /// Renames the database (and its WAL and shared memory) to `<name>.corrupt-<secs>`.
     fn move_aside(&self) -> Result<PathBuf, StatsStoreError> {
-        let secs = now_secs();
-        for n in 0..1000u32 {
-            let suffix = if n == 0 {
-                format!(".corrupt-{secs}")
-            } else {
-                format!(".corrupt-{secs}-{n}")
-            };
-            let target = sibling(&self.path, &suffix);
-            if target.exists() {
-                continue;
+        let io = |source| StatsStoreError::Io {
+            path: self.path().to_path_buf(),
+            source,
+        };
+        let Some(target) = aside_name(self.path()) else {
+            return Err(io(std::io::Error::other(
+                "no free name to move the database aside",
+            )));
+        };
+        fs::rename(self.path(), &target).map_err(io)?;
+        // A stale WAL left at the path would be replayed into the fresh database.
+        for side in ["-wal", "-shm"] {
+            let from = sibling(self.path(), side);
+            if from.exists() {
+                let _ = fs::rename(&from, sibling(&target, side));
             }
-            fs::rename(&self.path, &target).map_err(|source| StatsStoreError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-            // A stale WAL left at the path would be replayed into the fresh database.
-            for side in ["-wal", "-shm"] {
-                let from = sibling(&self.path, side);
-                if from.exists() {
-                    let _ = fs::rename(&from, sibling(&target, side));
-                }
-            }
-            tracing::warn!(from = %self.path.display(), to = %target.display(), "unreadable stats database moved aside");
-            return Ok(target);
         }
-        Err(StatsStoreError::Io {
-            path: self.path.clone(),
-            source: std::io::Error::other("no free name to move the database aside"),
-        })
+        tracing::warn!(from = %self.path().display(), to = %target.display(), "unreadable stats database moved aside");
+        Ok(target)
     }
 
     /// The stored stats (blocking).
@@ -510,7 +452,7 @@ impl SqliteStore {
                 warnings,
             },
         };
-        set_base(&self.base, &loaded.stats);
+        set_base(&self.core.base, &loaded.stats);
         Ok(loaded)
     }
 
@@ -518,22 +460,22 @@ impl SqliteStore {
     /// new file; an existing one is ours, of a version this build writes, not read-only, and
     /// its write lock can be taken within [`CHECK_TIMEOUT`] (it is released at once).
     pub fn check_writable(&self) -> Result<(), StatsStoreError> {
-        let dir = match self.path.parent() {
+        let dir = match self.path().parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
         check_dir_writable(&dir)?;
-        match fs::metadata(&self.path) {
+        match fs::metadata(self.path()) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(source) => {
                 return Err(StatsStoreError::Io {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     source,
                 })
             }
             Ok(meta) if !meta.is_file() => {
                 return Err(StatsStoreError::Io {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     source: std::io::Error::other("not a regular file"),
                 })
             }
@@ -542,13 +484,13 @@ impl SqliteStore {
         let check = || -> Result<(), Failure> {
             let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
             let mut conn =
-                Connection::open_with_flags(&self.path, flags).map_err(|e| self.db_err(e))?;
+                Connection::open_with_flags(self.path(), flags).map_err(|e| self.db_err(e))?;
             conn.busy_timeout(CHECK_TIMEOUT)
                 .map_err(|e| self.db_err(e))?;
             self.version(&conn)?;
             if conn.is_readonly(c"main").map_err(|e| self.db_err(e))? {
                 return Err(Failure::Store(StatsStoreError::Database {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     message: "opened read-only".into(),
                 }));
             }
@@ -571,33 +513,22 @@ impl SqliteStore {
     /// ([`DeliveryStats::merge_learning`]) and the result written; with no base, `stats`
     /// replaces it. Concurrent runs on one database so keep every run's learning.
     pub fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        // The seed this store drew, read before the base is taken: one lock at a time.
-        let drawn = {
-            let seed = self.seed.lock().unwrap_or_else(|e| e.into_inner());
-            *seed
-        };
-        let mut held = self.base.lock().unwrap_or_else(|e| e.into_inner());
+        self.core.writable()?;
+        let drawn = self.core.drawn_seed();
+        let mut held = self.core.base.lock().unwrap_or_else(|e| e.into_inner());
         let base = held.as_ref();
         let mut warnings = Vec::new();
         let kept = self.with_db(true, &mut warnings, |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| self.db_err(e))?;
-            let mut clean = match base {
-                Some(base) => {
-                    let mut stored = read_stats(&tx).map_err(|e| self.db_err(e))?.stats;
-                    stored.sanitize();
-                    stored.clamp_future(now_secs());
-                    stored.merge_learning(base, stats);
-                    stored
-                }
-                None => stats.clone(),
+            // What is stored matters only to merge into.
+            let stored = match base {
+                Some(_) => Some(read_stats(&tx).map_err(|e| self.db_err(e))?.stats),
+                None => None,
             };
-            clean.sanitize();
-            clean.clamp_future(now_secs());
-            clean.prune_at(now_secs());
-            write_stats(&tx, &clean, &self.interrupt).map_err(|e| self.db_err(e))?;
+            let clean = to_save(stored, base, stats);
+            write_stats(&tx, &clean, &self.core.interrupt).map_err(|e| self.db_err(e))?;
             // The seed kept wins over the one this store drew: another run may have kept its
             // own.
             if let Some(seed) = drawn {
@@ -613,9 +544,7 @@ impl SqliteStore {
         })?;
         *held = Some(stats.clone());
         drop(held);
-        if let Some(kept) = kept.flatten() {
-            *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
-        }
+        self.core.saved_seed(kept.flatten());
         Ok(())
     }
 
@@ -630,10 +559,7 @@ impl SqliteStore {
                 read_seed(&tx).map_err(|e| self.db_err(e))
             })?
             .flatten();
-        let mut held = self.seed.lock().unwrap_or_else(|e| e.into_inner());
-        let seed = kept.or(*held).unwrap_or(drawn);
-        *held = Some(seed);
-        Ok(seed)
+        Ok(self.core.base_seed(kept, drawn))
     }
 
     /// The stored relay lists (blocking).
@@ -645,18 +571,18 @@ impl SqliteStore {
         let (mut value, mut dropped) = read.unwrap_or_default();
         dropped.extend(drop_future_lists(&mut value, now_secs()));
         if !dropped.is_empty() {
-            tracing::warn!(path = %self.path.display(), count = dropped.len(), "unreadable relay lists dropped");
+            tracing::warn!(path = %self.path().display(), count = dropped.len(), "unreadable relay lists dropped");
             warnings.push(LoadWarning::DroppedEntries { urls: dropped });
         }
-        lock(&self.kept).lists = Some(value.clone());
+        lock(&self.core.kept).lists = Some(value.clone());
         Ok(Restored { value, warnings })
     }
 
     /// Stores the relay lists in one transaction (blocking): what is stored is read and the
     /// lists merged three-way against this store's base ([`crate::kept`]).
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        let mut held = lock(&self.kept);
+        self.core.writable()?;
+        let mut held = lock(&self.core.kept);
         let base = held.lists.as_deref();
         let mut warnings = Vec::new();
         self.with_db(true, &mut warnings, |conn| {
@@ -693,9 +619,7 @@ impl SqliteStore {
     /// The stored penalty document (blocking); this store's base for its next
     /// [`save_penalties`](Self::save_penalties).
     pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
-        let loaded = self.read_penalties()?;
-        lock(&self.kept).loaded_penalties(loaded.value.as_ref());
-        Ok(loaded)
+        Ok(self.core.loaded_penalties(self.read_penalties()?))
     }
 
     fn read_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
@@ -715,7 +639,7 @@ impl SqliteStore {
             Some((_, Some(body))) => match serde_json::from_str::<Value>(&body) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    tracing::warn!(path = %self.path.display(), error = %e, "unreadable penalty box; starting fresh");
+                    tracing::warn!(path = %self.path().display(), error = %e, "unreadable penalty box; starting fresh");
                     warnings.push(LoadWarning::DroppedEntries {
                         urls: vec!["penalties".into()],
                     });
@@ -723,7 +647,7 @@ impl SqliteStore {
                 }
             },
             Some((len, None)) => {
-                tracing::warn!(path = %self.path.display(), ?len, "penalty box too large or not text; starting fresh");
+                tracing::warn!(path = %self.path().display(), ?len, "penalty box too large or not text; starting fresh");
                 warnings.push(LoadWarning::DroppedEntries {
                     urls: vec!["penalties".into()],
                 });
@@ -736,8 +660,8 @@ impl SqliteStore {
     /// Stores the penalty document (blocking), in one transaction: what is stored is read and
     /// the box merged three-way against this store's base, lifts honoured ([`crate::kept`]).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        let mut held = lock(&self.kept);
+        self.core.writable()?;
+        let mut held = lock(&self.core.kept);
         let base = held.penalties.as_ref();
         let mut warnings = Vec::new();
         let merged = self.with_db(true, &mut warnings, |conn| {
@@ -1044,14 +968,8 @@ fn read_stats(tx: &Transaction<'_>) -> rusqlite::Result<Parsed> {
     if insane > 0 {
         warnings.push(LoadWarning::Sanitised { count: insane });
     }
-    if !dropped.is_empty() {
-        tracing::warn!(
-            count = dropped.len(),
-            "unreadable author entries start fresh"
-        );
-        dropped.sort();
-        warnings.push(LoadWarning::DroppedEntries { urls: dropped });
-    }
+    dropped.sort();
+    warn_dropped(&mut warnings, "author", dropped);
     Ok(Parsed {
         stats,
         warnings,
@@ -1101,9 +1019,7 @@ mod tests {
     use super::*;
 
     fn store() -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::new(dir.path().join("outbox.sqlite"));
-        (dir, store)
+        crate::temp_store("outbox.sqlite", SqliteStore::new)
     }
 
     fn key_hex(n: u8) -> String {
@@ -1471,10 +1387,7 @@ mod tests {
     #[test]
     fn a_fifo_is_refused_without_opening_it() {
         let (_dir, store) = store();
-        let made = std::process::Command::new("mkfifo")
-            .arg(store.path())
-            .status();
-        if made.is_ok_and(|s| s.success()) {
+        if crate::made_fifo(store.path()) {
             assert!(store.load().is_err());
             assert!(store.save(&DeliveryStats::new()).is_err());
         }

@@ -39,12 +39,12 @@ pub(crate) fn lock(kept: &std::sync::Mutex<KeptBase>) -> std::sync::MutexGuard<'
 impl FileStore {
     /// Where the relay lists are kept: `<name>.lists.json`.
     pub fn lists_path(&self) -> PathBuf {
-        sibling(&self.path, ".lists.json")
+        sibling(self.path(), ".lists.json")
     }
 
     /// Where the penalty box is kept: `<name>.penalties.json`.
     pub fn penalties_path(&self) -> PathBuf {
-        sibling(&self.path, ".penalties.json")
+        sibling(self.path(), ".penalties.json")
     }
 
     /// Makes the next save stop halfway through writing its temporary file, as a crash would
@@ -52,7 +52,8 @@ impl FileStore {
     #[cfg(feature = "conformance")]
     #[doc(hidden)]
     pub fn interrupt_next_save(&self) {
-        self.interrupt
+        self.core
+            .interrupt
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
@@ -60,7 +61,7 @@ impl FileStore {
     /// [`save_lists`](Self::save_lists).
     pub fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
         let loaded = self.read_lists()?;
-        lock(&self.kept).lists = Some(loaded.value.clone());
+        lock(&self.core.kept).lists = Some(loaded.value.clone());
         Ok(loaded)
     }
 
@@ -90,8 +91,8 @@ impl FileStore {
     /// read and the lists merged three-way against this store's base ([`crate::kept`]), so a
     /// run keeps what others saved since it loaded.
     pub fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        let mut held = lock(&self.kept);
+        self.core.writable()?;
+        let mut held = lock(&self.core.kept);
         let _lock = lock_file(&self.lock_path())?;
         let path = self.lists_path();
         let mut stored = match read(&path)? {
@@ -110,9 +111,7 @@ impl FileStore {
     /// The stored penalty document (blocking). It is this store's base for its next
     /// [`save_penalties`](Self::save_penalties).
     pub fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
-        let loaded = self.read_penalties()?;
-        lock(&self.kept).loaded_penalties(loaded.value.as_ref());
-        Ok(loaded)
+        Ok(self.core.loaded_penalties(self.read_penalties()?))
     }
 
     fn read_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
@@ -141,8 +140,8 @@ impl FileStore {
     /// is read and the box merged three-way against this store's base, lifts honoured
     /// ([`crate::kept`]).
     pub fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
-        self.writable()?;
-        let mut held = lock(&self.kept);
+        self.core.writable()?;
+        let mut held = lock(&self.core.kept);
         let _lock = lock_file(&self.lock_path())?;
         let path = self.penalties_path();
         let stored = match read(&path)? {
@@ -229,9 +228,7 @@ mod tests {
     use super::*;
 
     fn store() -> (tempfile::TempDir, FileStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::new(dir.path().join("stats.json"));
-        (dir, store)
+        crate::temp_store("stats.json", FileStore::new)
     }
 
     #[test]
@@ -290,10 +287,7 @@ mod tests {
     #[test]
     fn a_fifo_is_refused_without_opening_it() {
         let (_dir, store) = store();
-        let made = std::process::Command::new("mkfifo")
-            .arg(store.penalties_path())
-            .status();
-        if made.is_ok_and(|s| s.success()) {
+        if crate::made_fifo(&store.penalties_path()) {
             assert!(store.load_penalties().is_err());
         }
     }

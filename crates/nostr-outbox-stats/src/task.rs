@@ -32,17 +32,17 @@ macro_rules! off_thread_stores {
         impl StatsStore for $store {
             async fn load(&self) -> Result<Loaded, StatsStoreError> {
                 let me = self.clone();
-                blocking(&self.path, move || $store::load(&me)).await
+                blocking(self.path(), move || $store::load(&me)).await
             }
 
             async fn save(&self, stats: &DeliveryStats) -> Result<(), StatsStoreError> {
                 let (me, stats) = (self.clone(), stats.clone());
-                blocking(&self.path, move || $store::save(&me, &stats)).await
+                blocking(self.path(), move || $store::save(&me, &stats)).await
             }
 
             async fn check_writable(&self) -> Result<(), StatsStoreError> {
                 let me = self.clone();
-                blocking(&self.path, move || $store::check_writable(&me)).await
+                blocking(self.path(), move || $store::check_writable(&me)).await
             }
         }
 
@@ -50,27 +50,27 @@ macro_rules! off_thread_stores {
         impl StateStore for $store {
             async fn load_lists(&self) -> Result<Restored<Vec<RawRelayList>>, StatsStoreError> {
                 let me = self.clone();
-                blocking(&self.path, move || $store::load_lists(&me)).await
+                blocking(self.path(), move || $store::load_lists(&me)).await
             }
 
             async fn save_lists(&self, lists: &[RawRelayList]) -> Result<(), StatsStoreError> {
                 let (me, lists) = (self.clone(), lists.to_vec());
-                blocking(&self.path, move || $store::save_lists(&me, &lists)).await
+                blocking(self.path(), move || $store::save_lists(&me, &lists)).await
             }
 
             async fn load_penalties(&self) -> Result<Restored<Option<Value>>, StatsStoreError> {
                 let me = self.clone();
-                blocking(&self.path, move || $store::load_penalties(&me)).await
+                blocking(self.path(), move || $store::load_penalties(&me)).await
             }
 
             async fn save_penalties(&self, penalties: &Value) -> Result<(), StatsStoreError> {
                 let (me, penalties) = (self.clone(), penalties.clone());
-                blocking(&self.path, move || $store::save_penalties(&me, &penalties)).await
+                blocking(self.path(), move || $store::save_penalties(&me, &penalties)).await
             }
 
             async fn base_seed(&self, drawn: u64) -> Result<u64, StatsStoreError> {
                 let me = self.clone();
-                blocking(&self.path, move || $store::base_seed(&me, drawn)).await
+                blocking(self.path(), move || $store::base_seed(&me, drawn)).await
             }
         }
     };
