@@ -495,6 +495,22 @@ mod tests {
         EventId::from_byte_array([n; 32])
     }
 
+    /// A recorder whose round asked each of `relays` about follow 1 (filter 1).
+    fn asking(relays: &[&str]) -> RoundRecorder {
+        let mut r = RoundRecorder::new();
+        for relay in relays {
+            r.asked(relay, [key(1)], 1);
+        }
+        r
+    }
+
+    /// `relay` returns note `n` of follow 1, then ends its answer to filter 1 (`whole`: not cut
+    /// off).
+    fn answers(r: &mut RoundRecorder, relay: &str, n: u8, whole: bool) {
+        r.returned(relay, key(1), id(n), 1_700_000_000);
+        r.eose(relay, 1, whole);
+    }
+
     /// One relay of a round: (url, answered, compare_only, events per author sorted by author).
     type Seen = (String, bool, bool, Vec<(PublicKey, u32)>);
 
@@ -513,9 +529,16 @@ mod tests {
         out
     }
 
-    /// What one relay of a round saw, as [`summary`] lists it.
+    /// What one relay of a round saw, as [`summary`] lists it (authors in any order).
     fn seen(url: &str, answered: bool, compare_only: bool, authors: &[(PublicKey, u32)]) -> Seen {
-        (url.to_string(), answered, compare_only, authors.to_vec())
+        let mut authors = authors.to_vec();
+        authors.sort();
+        (url.to_string(), answered, compare_only, authors)
+    }
+
+    /// What one relay of a round saw when asked about follow 1 alone, as [`summary`] lists it.
+    fn seen_one(url: &str, answered: bool, compare_only: bool, events: u32) -> Seen {
+        seen(url, answered, compare_only, &[(key(1), events)])
     }
 
     /// The round `r` closes now, summarised.
@@ -523,16 +546,14 @@ mod tests {
         summary(&r.take_round().unwrap())
     }
 
-    fn counts(mut authors: Vec<(PublicKey, u32)>) -> Vec<(PublicKey, u32)> {
-        authors.sort();
-        authors
+    /// The round `r` closes now is `want`.
+    fn assert_next_round(r: &mut RoundRecorder, want: &[Seen]) {
+        assert_eq!(next_round(r), want);
     }
 
     #[test]
     fn each_relay_is_told_what_the_others_returned_that_it_did_not() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
-        r.asked(B, [key(1)], 1);
+        let mut r = asking(&[A, B]);
         // A has notes 1 and 2, B notes 2 and 3: each lacks one the other returned.
         for (relay, n) in [(A, 1), (A, 2), (B, 2), (B, 3)] {
             r.returned(relay, key(1), id(n), 1_700_000_000);
@@ -561,16 +582,7 @@ mod tests {
         // The same id under another author is that author's.
         assert!(r.returned(A, key(2), id(1), 1_700_000_000));
         assert!(r.eose(A, 1, true));
-        let round = r.take_round().unwrap();
-        assert_eq!(
-            summary(&round),
-            vec![(
-                A.to_string(),
-                true,
-                false,
-                counts(vec![(key(1), 2), (key(2), 1)])
-            )]
-        );
+        assert_next_round(&mut r, &[seen(A, true, false, &[(key(1), 2), (key(2), 1)])]);
         assert!(r.take_round().is_none(), "nothing new");
     }
 
@@ -619,8 +631,7 @@ mod tests {
 
     #[test]
     fn events_after_eose_for_unasked_authors_or_unasked_relays_do_not_count() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
+        let mut r = asking(&[A]);
         assert!(
             !r.returned(A, key(9), id(1), 1_700_000_000),
             "not asked about this author"
@@ -636,19 +647,16 @@ mod tests {
             "a live note after EOSE"
         );
         let round = r.take_round().unwrap();
-        assert_eq!(summary(&round), vec![seen(A, true, false, &[(key(1), 1)])]);
+        assert_eq!(summary(&round), vec![seen_one(A, true, false, 1)]);
     }
 
     #[test]
     fn a_failure_is_not_an_answer_until_the_relay_answers() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
-        r.asked(B, [key(1)], 1);
+        let mut r = asking(&[A, B]);
         r.returned(B, key(1), id(1), 1_700_000_000);
         r.failed(B, "reset");
         assert!(!r.is_answering(B));
-        r.returned(A, key(1), id(1), 1_700_000_000);
-        r.eose(A, 1, true);
+        answers(&mut r, A, 1, true);
         // Still waiting for a reconnect: not in the round yet.
         let first = r.take_round().unwrap();
         assert_eq!(summary(&first).len(), 1);
@@ -657,46 +665,33 @@ mod tests {
         let second = r.take_round().unwrap();
         assert_eq!(
             summary(&second),
-            vec![
-                seen(A, true, true, &[(key(1), 1)]),
-                seen(B, false, false, &[(key(1), 0)]),
-            ]
+            vec![seen_one(A, true, true, 1), seen_one(B, false, false, 0),]
         );
 
         // A failure then an answer after a reconnect counts as answered, from the new answer.
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
+        let mut r = asking(&[A]);
         r.returned(A, key(1), id(1), 1_700_000_000);
         r.failed(A, "reset");
         r.returned(A, key(1), id(2), 1_700_000_000);
-        r.returned(A, key(1), id(3), 1_700_000_000);
-        r.eose(A, 1, true);
-        assert_eq!(
-            next_round(&mut r),
-            vec![seen(A, true, false, &[(key(1), 2)])]
-        );
+        answers(&mut r, A, 3, true);
+        assert_next_round(&mut r, &[seen_one(A, true, false, 2)]);
         // Failing after its answer was learned is news; the same answer again is not.
         r.failed(A, "reset");
-        r.returned(A, key(1), id(2), 1_700_000_000);
-        r.eose(A, 1, true);
-        assert_eq!(
-            next_round(&mut r),
-            vec![
-                seen(A, false, false, &[(key(1), 0)]),
-                seen(A, true, true, &[(key(1), 1)]),
-            ]
+        answers(&mut r, A, 2, true);
+        assert_next_round(
+            &mut r,
+            &[seen_one(A, false, false, 0), seen_one(A, true, true, 1)],
         );
     }
 
     #[test]
     fn the_final_round_counts_failed_waiting_relays_only() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
+        let mut r = asking(&[A]);
         r.asked(B, [key(2)], 1);
         r.failed(A, "timeout");
         assert!(r.take_round().is_none(), "both may still answer");
         let last = r.take_final_round().unwrap();
-        assert_eq!(summary(&last), vec![seen(A, false, false, &[(key(1), 0)])]);
+        assert_eq!(summary(&last), vec![seen_one(A, false, false, 0)]);
         // A relay that fails while asked nothing learns liveness only.
         r.failed("wss://lists.example", "refused");
         let lookups = r.take_round().unwrap();
@@ -708,18 +703,12 @@ mod tests {
 
     #[test]
     fn a_cut_off_fetch_is_compare_only() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
-        r.asked(B, [key(1)], 1);
-        r.returned(A, key(1), id(1), 1_700_000_000);
-        r.eose(A, 1, false);
+        let mut r = asking(&[A, B]);
+        answers(&mut r, A, 1, false);
         r.eose(B, 1, true);
-        assert_eq!(
-            next_round(&mut r),
-            vec![
-                seen(A, true, true, &[(key(1), 1)]),
-                seen(B, true, false, &[(key(1), 0)]),
-            ]
+        assert_next_round(
+            &mut r,
+            &[seen_one(A, true, true, 1), seen_one(B, true, false, 0)],
         );
     }
 
@@ -737,55 +726,36 @@ mod tests {
         r.returned(A, key(2), id(4), 1_700_000_000);
         r.returned(A, key(1), id(5), 1_700_000_000);
         assert!(r.eose(A, 2, true));
-        let round = r.take_round().unwrap();
         // One entry: the newest answer for key 2 and 3, the older one for key 1.
-        assert_eq!(
-            summary(&round),
-            vec![(
-                A.to_string(),
-                true,
-                false,
-                counts(vec![(key(1), 1), (key(2), 2), (key(3), 0)])
-            )]
-        );
+        let authors = [(key(1), 1), (key(2), 2), (key(3), 0)];
+        assert_next_round(&mut r, &[seen(A, true, false, &authors)]);
 
         // A filter replaced before it answered leaves nothing behind.
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
+        let mut r = asking(&[A]);
         r.returned(A, key(1), id(1), 1_700_000_000);
         r.asked(A, [key(2)], 2);
         r.eose(A, 2, true);
-        assert_eq!(
-            next_round(&mut r),
-            vec![seen(A, true, false, &[(key(2), 0)])]
-        );
+        assert_next_round(&mut r, &[seen(A, true, false, &[(key(2), 0)])]);
     }
 
     #[test]
     fn a_closed_answer_is_still_learned_and_a_set_aside_relay_is_not_answered() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
-        r.asked(B, [key(1)], 1);
-        r.returned(A, key(1), id(1), 1_700_000_000);
-        r.eose(A, 1, true);
+        let mut r = asking(&[A, B]);
+        answers(&mut r, A, 1, true);
         r.eose(B, 1, true);
         assert!(r.closed(A));
         r.set_aside(B);
         assert!(!r.is_asked(A) && !r.is_asked(B));
-        assert_eq!(
-            next_round(&mut r),
-            vec![
-                seen(A, true, false, &[(key(1), 1)]),
-                seen(B, false, false, &[(key(1), 0)]),
-            ]
+        assert_next_round(
+            &mut r,
+            &[seen_one(A, true, false, 1), seen_one(B, false, false, 0)],
         );
         assert!(r.take_round().is_none());
     }
 
     #[test]
     fn a_probe_page_that_reaches_its_limit_is_capped() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
+        let mut r = asking(&[A]);
         assert!(r.returned(A, key(1), id(1), 1_700_000_000));
         assert!(r.eose(A, 1, true));
         r.take_round().unwrap();
@@ -812,18 +782,13 @@ mod tests {
 
     #[test]
     fn a_refusal_is_neither_an_answer_nor_a_failure() {
-        let mut r = RoundRecorder::new();
-        r.asked(A, [key(1)], 1);
-        r.asked(B, [key(1)], 1);
+        let mut r = asking(&[A, B]);
         assert!(r.returned(A, key(1), id(1), 1_700_000_000));
         assert!(r.eose(A, 1, true));
         r.failed(B, "connection lost");
         r.refused(B);
         assert!(!r.is_asked(B));
-        assert_eq!(
-            next_round(&mut r),
-            vec![seen(A, true, false, &[(key(1), 1)])]
-        );
+        assert_next_round(&mut r, &[seen_one(A, true, false, 1)]);
         // An answer given before the refusal is still learned.
         r.asked(B, [key(2)], 2);
         assert!(r.returned(B, key(2), id(2), 1_700_000_000));
