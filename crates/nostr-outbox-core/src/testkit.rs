@@ -82,6 +82,25 @@ impl WorldShape {
     }
 }
 
+/// The worlds property tests plan over, with the seed of each: up to 80 follows over up to 40
+/// relays, any share of them with lists of up to 6 write relays, one reader relay. The table is
+/// [`random_table`] of the two.
+pub fn random_worlds() -> impl proptest::strategy::Strategy<Value = (WorldShape, u64)> {
+    use proptest::strategy::Strategy;
+    (0u64..10_000, 1usize..80, 1usize..40, 0.0f64..1.0).prop_map(
+        |(seed, follows, relays, list_share)| {
+            let shape = WorldShape {
+                follows,
+                relays,
+                list_share,
+                max_write_relays: 6,
+                reader_relays: 1,
+            };
+            (shape, seed)
+        },
+    )
+}
+
 /// A random route table of `shape`, deterministic for `seed`. Relay popularity is skewed
 /// (low-numbered relays are picked far more often) as on the real network; some reader relays
 /// also appear in lists.

@@ -60,9 +60,10 @@ pub use feed::{
     drain, given_lists, run_once, start_drained, start_once, start_once_on, start_settled,
     wait_for, wait_for_note, wait_until, Collected, ONCE_WITHIN, SETTLED_WITHIN,
 };
+pub use nostr_outbox_live::fleet::SeenFilter;
 pub use plain::PlainRelay;
 pub use proxy::{proxy, slow_to_accept, Gauge};
-pub use relay::{dead_url, Counter, RealRelay, SeenReq};
+pub use relay::{dead_url, Counter, RealRelay};
 pub use scripted::{End, Scripted};
 pub use signer::{silent_bunker, RemoteSigner};
 pub use world::{inbox_plan, local_input, plan_over, reader_target, router, table, World};

@@ -2,38 +2,22 @@
 //! tests seed, and a query hook counting what it was asked.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use nostr::event::Event;
+use nostr_outbox_live::fleet::{memory_database, ReqLog, SeenFilter};
 use nostr_relay_builder::prelude as rb;
-
-/// One REQ filter as the relay's query hook saw it.
-#[derive(Clone, Debug)]
-pub struct SeenReq {
-    /// The client's address: one per connection.
-    pub peer: SocketAddr,
-    /// How many authors the filter names.
-    pub authors: usize,
-    /// The kinds the filter names.
-    pub kinds: Vec<u16>,
-    /// Its `since`, in unix seconds.
-    pub since: Option<u64>,
-    /// The public keys its `#p` names, as hex.
-    pub tagged: Vec<String>,
-}
 
 /// Counts what a real relay was asked, from its own query-policy hook.
 #[derive(Clone, Debug, Default)]
 pub struct Counter {
-    // Test-only shared log; the lock is taken briefly and never across an await.
-    reqs: Arc<Mutex<Vec<SeenReq>>>,
+    log: ReqLog,
 }
 
 impl Counter {
     /// Every REQ filter seen so far, in order.
-    pub fn reqs(&self) -> Vec<SeenReq> {
-        self.reqs.lock().unwrap().clone()
+    pub fn reqs(&self) -> Vec<SeenFilter> {
+        self.log.seen()
     }
 
     /// How many REQ filters asked for notes (kind 1) alone: the feed's.
@@ -48,33 +32,6 @@ impl Counter {
             .map(|r| r.peer)
             .collect::<HashSet<_>>()
             .len()
-    }
-}
-
-impl rb::QueryPolicy for Counter {
-    fn admit_query<'a>(
-        &'a self,
-        query: &'a rb::Filter,
-        addr: &'a SocketAddr,
-    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
-        let seen = SeenReq {
-            peer: *addr,
-            authors: query.authors.as_ref().map_or(0, |a| a.len()),
-            kinds: query
-                .kinds
-                .as_ref()
-                .map(|k| k.iter().map(|k| k.as_u16()).collect())
-                .unwrap_or_default(),
-            since: query.since.map(|t| t.as_secs()),
-            tagged: query
-                .generic_tags
-                .iter()
-                .filter(|(tag, _)| tag.to_string() == "p")
-                .flat_map(|(_, values)| values.iter().cloned())
-                .collect(),
-        };
-        self.reqs.lock().unwrap().push(seen);
-        Box::pin(async { rb::PolicyResult::Accept })
     }
 }
 
@@ -97,22 +54,12 @@ impl RealRelay {
     /// A relay built with extra options (e.g. NIP-42 sign-in required). Its database, query
     /// hook and a rate limit no test reaches are set before `configure` runs.
     pub async fn start_with(configure: impl Fn(rb::RelayBuilder) -> rb::RelayBuilder) -> Self {
-        let db = Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
-            events: true,
-            max_events: None,
-        }));
+        let db = memory_database();
         let counter = Counter::default();
         // The relay picks its own port; another test process may take it first: try again.
         let mut attempts = 0;
         let relay = loop {
-            let builder = rb::RelayBuilder::default()
-                .database(db.clone())
-                .query_policy(counter.clone())
-                .rate_limit(rb::RateLimit {
-                    max_reqs: 100,
-                    notes_per_minute: 100_000,
-                });
-            let relay = rb::LocalRelay::new(configure(builder));
+            let relay = rb::LocalRelay::new(configure(builder(&db, &counter)));
             match relay.run().await {
                 Ok(()) => break relay,
                 Err(e) if attempts < 5 => {
@@ -196,15 +143,7 @@ impl RealRelay {
             .expect("a loopback URL with a port");
         // The old listener closes a moment after `stop`: try the port again until it is free.
         for attempt in 0.. {
-            let builder = rb::RelayBuilder::default()
-                .port(port)
-                .database(self.db.clone())
-                .query_policy(self.counter.clone())
-                .rate_limit(rb::RateLimit {
-                    max_reqs: 100,
-                    notes_per_minute: 100_000,
-                });
-            let relay = rb::LocalRelay::new(builder);
+            let relay = rb::LocalRelay::new(builder(&self.db, &self.counter).port(port));
             match relay.run().await {
                 Ok(()) => {
                     self.relay = relay;
@@ -220,6 +159,17 @@ impl RealRelay {
             }
         }
     }
+}
+
+/// A relay on `db` whose query hook records into `counter`, with a rate limit no test reaches.
+fn builder(db: &Arc<rb::MemoryDatabase>, counter: &Counter) -> rb::RelayBuilder {
+    rb::RelayBuilder::default()
+        .database(db.clone())
+        .query_policy(counter.log.clone())
+        .rate_limit(rb::RateLimit {
+            max_reqs: 100,
+            notes_per_minute: 100_000,
+        })
 }
 
 /// A URL on 127.0.0.1 where nothing listens.

@@ -12,13 +12,17 @@ use std::time::Duration;
 
 use nostr_relay_builder::prelude as rb;
 
-/// One filter a relay was asked.
+/// One filter a relay was asked, as its query hook saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeenFilter {
+    /// The client's address: one per connection.
+    pub peer: SocketAddr,
     /// Authors (x-only keys).
     pub authors: Vec<[u8; 32]>,
     /// Kinds.
     pub kinds: Vec<u16>,
+    /// The public keys its `#p` names, as hex.
+    pub tagged: Vec<String>,
     /// `since`, unix seconds.
     pub since: Option<u64>,
     /// `until`, unix seconds.
@@ -27,30 +31,11 @@ pub struct SeenFilter {
     pub limit: Option<usize>,
 }
 
-/// What a relay was asked, recorded by its query hook.
-#[derive(Clone, Debug, Default)]
-pub struct ReqLog {
-    // Taken briefly in the hook and by `take`; never held across an await.
-    seen: Arc<Mutex<Vec<SeenFilter>>>,
-}
-
-impl ReqLog {
-    /// Everything recorded since the last call.
-    pub fn take(&self) -> Vec<SeenFilter> {
-        match self.seen.lock() {
-            Ok(mut seen) => std::mem::take(&mut *seen),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        }
-    }
-}
-
-impl rb::QueryPolicy for ReqLog {
-    fn admit_query<'a>(
-        &'a self,
-        query: &'a rb::Filter,
-        _addr: &'a SocketAddr,
-    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
-        let seen = SeenFilter {
+impl SeenFilter {
+    /// What `query`, sent by the client at `peer`, asks.
+    pub fn of(query: &rb::Filter, peer: SocketAddr) -> Self {
+        Self {
+            peer,
             authors: query
                 .authors
                 .as_ref()
@@ -61,15 +46,61 @@ impl rb::QueryPolicy for ReqLog {
                 .as_ref()
                 .map(|k| k.iter().map(|k| k.as_u16()).collect())
                 .unwrap_or_default(),
+            tagged: query
+                .generic_tags
+                .iter()
+                .filter(|(tag, _)| tag.to_string() == "p")
+                .flat_map(|(_, values)| values.iter().cloned())
+                .collect(),
             since: query.since.map(|t| t.as_secs()),
             until: query.until.map(|t| t.as_secs()),
             limit: query.limit,
-        };
-        if let Ok(mut log) = self.seen.lock() {
-            log.push(seen);
         }
+    }
+}
+
+/// What a relay was asked, recorded by its query hook. A clone shares the record.
+#[derive(Clone, Debug, Default)]
+pub struct ReqLog {
+    // Taken briefly in the hook, by `take` and by `seen`; never held across an await.
+    seen: Arc<Mutex<Vec<SeenFilter>>>,
+}
+
+impl ReqLog {
+    /// Everything recorded since the last call.
+    pub fn take(&self) -> Vec<SeenFilter> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Everything recorded since the last [`take`](Self::take), in order, kept.
+    pub fn seen(&self) -> Vec<SeenFilter> {
+        self.lock().clone()
+    }
+
+    /// The record; a poisoned lock only means a hook panicked holding plain data.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SeenFilter>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl rb::QueryPolicy for ReqLog {
+    fn admit_query<'a>(
+        &'a self,
+        query: &'a rb::Filter,
+        addr: &'a SocketAddr,
+    ) -> rb::BoxedFuture<'a, rb::PolicyResult> {
+        let seen = SeenFilter::of(query, *addr);
+        self.lock().push(seen);
         Box::pin(async { rb::PolicyResult::Accept })
     }
+}
+
+/// An in-memory relay database that keeps every event it is given.
+pub fn memory_database() -> Arc<rb::MemoryDatabase> {
+    Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
+        events: true,
+        max_events: None,
+    }))
 }
 
 /// One relay of the fleet.
@@ -110,10 +141,7 @@ impl FleetRelay {
             port,
             cap,
             log: ReqLog::default(),
-            db: Arc::new(rb::MemoryDatabase::with_opts(rb::MemoryDatabaseOptions {
-                events: true,
-                max_events: None,
-            })),
+            db: memory_database(),
             running: None,
         }
     }

@@ -633,13 +633,7 @@ pub async fn run_soak(
                 }
             }
             if now >= next_tick {
-                let (expected, delivered) = tally(&stored_at, &printed);
-                progress(SoakProgress::Tick {
-                    elapsed: started.elapsed(),
-                    expected,
-                    delivered,
-                    rss_kib: rss_peak,
-                });
+                progress(tick(started, &stored_at, &printed, rss_peak));
                 next_tick = now + Duration::from_secs(10);
             }
             if now >= due {
@@ -738,13 +732,7 @@ pub async fn run_soak(
         rss_peak = rss_peak.max(kib);
         rss_early = rss_early.or(kib);
         if Instant::now() >= next_tick {
-            let (expected, delivered) = tally(&stored_at, &printed);
-            progress(SoakProgress::Tick {
-                elapsed: started.elapsed(),
-                expected,
-                delivered,
-                rss_kib: rss_peak,
-            });
+            progress(tick(started, &stored_at, &printed, rss_peak));
             next_tick = Instant::now() + Duration::from_secs(10);
         }
         tokio::time::sleep(
@@ -849,16 +837,27 @@ fn secs(since: Instant) -> f64 {
     since.elapsed().as_secs_f64()
 }
 
-/// Notes expected so far and how many of them were printed.
-fn tally(stored: &HashMap<String, Stored>, printed: &Mutex<Printed>) -> (usize, usize) {
-    let Ok(printed) = printed.lock() else {
-        return (stored.len(), 0);
+/// Where the run stands: since `started`, the notes expected so far (`stored`) and how many of
+/// them were printed, and the feed's peak memory.
+fn tick(
+    started: Instant,
+    stored: &HashMap<String, Stored>,
+    printed: &Mutex<Printed>,
+    rss_kib: Option<u64>,
+) -> SoakProgress {
+    let delivered = match printed.lock() {
+        Ok(printed) => stored
+            .keys()
+            .filter(|id| printed.first.contains_key(*id))
+            .count(),
+        Err(_) => 0,
     };
-    let delivered = stored
-        .keys()
-        .filter(|id| printed.first.contains_key(*id))
-        .count();
-    (stored.len(), delivered)
+    SoakProgress::Tick {
+        elapsed: started.elapsed(),
+        expected: stored.len(),
+        delivered,
+        rss_kib,
+    }
 }
 
 /// A reader that copies what it reads into a file (a failed write is dropped: the log is an

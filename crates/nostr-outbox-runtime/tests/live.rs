@@ -110,7 +110,7 @@ async fn a_changed_list_replaces_one_filter_in_place_and_touches_nothing_else() 
     }
     // The replaced REQ names the new author.
     let reqs = b.counter.reqs();
-    assert_eq!(reqs.last().unwrap().authors, 3);
+    assert_eq!(reqs.last().unwrap().authors.len(), 3);
     assert_eq!(reqs[0].peer, reqs.last().unwrap().peer);
     let eoses: Vec<u64> = out
         .lock()

@@ -157,7 +157,7 @@ async fn a_follows_own_relays_left_out_of_the_plan_are_probed_after_a_once_run()
         };
         assert_eq!(reqs.len(), 1, "{reqs:?}");
         assert_eq!(
-            (reqs[0].authors, reqs[0].kinds.as_slice()),
+            (reqs[0].authors.len(), reqs[0].kinds.as_slice()),
             (1, &[1u16][..])
         );
     }

@@ -1,6 +1,8 @@
 //! Greedy plans: residual, per-author cap, determinism, invariants over random tables.
 
-use nostr_outbox_core::testkit::{check_strategy, random_table, test_key, WorldShape};
+use nostr_outbox_core::testkit::{
+    check_strategy, random_table, random_worlds, test_key, WorldShape,
+};
 use nostr_outbox_core::{check_plan, AuthorId, RouteTable, Router, UrlPolicy};
 use nostr_outbox_greedy::GreedyConfig;
 use proptest::prelude::*;
@@ -191,14 +193,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn greedy_plans_never_violate_invariants(
-        seed in 0u64..10_000,
-        follows in 1usize..80,
-        relays in 1usize..40,
+        (shape, seed) in random_worlds(),
         budget in 0usize..25,
         k in 1usize..4,
-        list_share in 0.0f64..1.0,
     ) {
-        let shape = WorldShape { follows, relays, list_share, max_write_relays: 6, reader_relays: 1 };
         let t = random_table(shape, seed);
         let mut router = Router::from_toml(&format!(
             "max_connections = {budget}\n[strategy]\ntype = \"greedy\"\ncoverage_target = {k}\n"

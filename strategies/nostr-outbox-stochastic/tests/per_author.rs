@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use nostr_outbox_core::testkit::{check_config_toml, check_strategy, random_table, WorldShape};
+use nostr_outbox_core::testkit::{
+    check_config_toml, check_strategy, random_table, random_worlds, WorldShape,
+};
 use nostr_outbox_core::{
     check_plan, AuthorId, DeliveryStats, PlanInput, RelayView, RouteTable, Router, Scorer, Selector,
 };
@@ -315,19 +317,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn per_author_plans_never_violate_invariants(
-        seed in 0u64..10_000,
-        follows in 1usize..80,
-        relays in 1usize..40,
+        (shape, seed) in random_worlds(),
         budget in 0usize..25,
         n in 1usize..5,
-        list_share in 0.0f64..1.0,
         kind in prop::sample::select(vec![
             "type = \"stochastic\"",
             "type = \"filter_decomposition\"",
             "type = \"filter_decomposition\"\nscorer = { type = \"uniform\" }",
         ]),
     ) {
-        let shape = WorldShape { follows, relays, list_share, max_write_relays: 6, reader_relays: 1 };
         let t = random_table(shape, seed);
         let mut r = router(budget, &format!("per_author = {n}\n{kind}\n"));
         let plan = r.plan(&t, seed);

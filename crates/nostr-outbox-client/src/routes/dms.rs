@@ -88,17 +88,10 @@ impl Route for DmQuery {
                 directory.read_relays(&self.reader).iter().cloned(),
                 cap,
             ),
+            // `source` names a list only when it holds a relay: only here may none be found.
             DmSource::ReaderRelays => {
-                let policy = directory.policy();
-                let configured = self
-                    .reader_relays
-                    .iter()
-                    .filter_map(|raw| policy.canonicalize(raw).ok());
-                candidates.push(Reason::ReaderRelay, configured, cap);
+                candidates.push_reader_relays(directory, self.reader, &self.reader_relays, cap)
             }
-        }
-        if candidates.groups.is_empty() {
-            candidates.unknown.push(self.reader);
         }
         candidates
     }

@@ -51,15 +51,7 @@ impl Route for InboxQuery {
             candidates.push(Reason::ReaderRead, read.iter().cloned(), cap);
             return candidates;
         }
-        let policy = ctx.directory.policy();
-        let configured = self
-            .reader_relays
-            .iter()
-            .filter_map(|raw| policy.canonicalize(raw).ok());
-        candidates.push(Reason::ReaderRelay, configured, cap);
-        if candidates.groups.is_empty() {
-            candidates.unknown.push(self.reader);
-        }
+        candidates.push_reader_relays(ctx.directory, self.reader, &self.reader_relays, cap);
         candidates
     }
 

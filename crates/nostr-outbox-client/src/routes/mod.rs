@@ -252,6 +252,24 @@ impl Candidates {
         }
     }
 
+    /// Adds a reader's configured relays (`raw`, canonicalised by the directory's policy; one
+    /// that does not parse is dropped) as [`Reason::ReaderRelay`]: what is asked when its lists
+    /// name no relay. With no candidate at all after them, the reader is unknown.
+    pub fn push_reader_relays(
+        &mut self,
+        directory: &RelayDirectory,
+        reader: PublicKey,
+        raw: &[String],
+        cap: usize,
+    ) {
+        let policy = directory.policy();
+        let configured = raw.iter().filter_map(|raw| policy.canonicalize(raw).ok());
+        self.push(Reason::ReaderRelay, configured, cap);
+        if self.groups.is_empty() {
+            self.unknown.push(reader);
+        }
+    }
+
     /// Adds each person's read relays as [`Reason::TaggedRead`] (capped at `cap` each): where
     /// what mentions them is sent and found.
     pub fn push_read_relays(
