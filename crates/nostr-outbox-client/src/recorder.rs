@@ -454,15 +454,10 @@ impl RoundRecorder {
             }
         }
         for (url, authors) in std::mem::take(&mut self.down) {
-            report.relays.push(RelayRound {
-                url,
-                answered: false,
-                authors: authors
-                    .into_iter()
-                    .map(|author| AuthorRound::counted(author, 0))
-                    .collect(),
-                compare_only: false,
-            });
+            let asked = authors.into_iter().map(|a| AuthorRound::counted(a, 0));
+            report
+                .relays
+                .push(RelayRound::new(url, false, asked.collect()));
         }
         if report.relays.is_empty() {
             return None;

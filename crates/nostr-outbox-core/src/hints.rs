@@ -270,11 +270,12 @@ mod tests {
     #[test]
     fn seen_on_hints_are_the_relays_that_returned_an_authors_notes() {
         let (a, b) = (Keys::generate().public_key(), Keys::generate().public_key());
-        let round = |url: &str, events: u32| RelayRound {
-            url: url.into(),
-            answered: true,
-            authors: vec![AuthorRound::counted(a, events), AuthorRound::counted(b, 0)],
-            compare_only: false,
+        let round = |url: &str, events: u32| {
+            RelayRound::new(
+                url,
+                true,
+                vec![AuthorRound::counted(a, events), AuthorRound::counted(b, 0)],
+            )
         };
         let mut stats = DeliveryStats::new();
         stats.record_round(

@@ -398,12 +398,11 @@ mod tests {
         let t = table();
         let mut stats = DeliveryStats::new();
         let round = |url: &str, answered: bool| RoundReport {
-            relays: vec![RelayRound {
-                url: url.into(),
+            relays: vec![RelayRound::new(
+                url,
                 answered,
-                authors: vec![AuthorRound::counted(key(1), 0)],
-                compare_only: false,
-            }],
+                vec![AuthorRound::counted(key(1), 0)],
+            )],
         };
         stats.record_round(&round("wss://own.example", true), 10);
         for _ in 0..MAX_PROBE_FAILURES {
@@ -430,12 +429,11 @@ mod tests {
         let t = table();
         let mut stats = DeliveryStats::new();
         let failed = RoundReport {
-            relays: vec![RelayRound {
-                url: "wss://own2.example".into(),
-                answered: false,
-                authors: vec![AuthorRound::counted(key(2), 0)],
-                compare_only: false,
-            }],
+            relays: vec![RelayRound::new(
+                "wss://own2.example",
+                false,
+                vec![AuthorRound::counted(key(2), 0)],
+            )],
         };
         stats.record_round(&failed, 10);
         let plan = plan_probes(&t, &stats, &HashSet::new(), &ProbeBudget::new(10), 10);
@@ -456,10 +454,10 @@ mod tests {
 
     /// `author` returned by `url` with `events` notes over the last 100 days.
     fn seen(url: &str, author: u8, events: u32) -> RelayRound {
-        RelayRound {
-            url: url.into(),
-            answered: true,
-            authors: vec![AuthorRound {
+        RelayRound::new(
+            url,
+            true,
+            vec![AuthorRound {
                 author: key(author),
                 events,
                 oldest: NOW - 100 * DAY,
@@ -467,8 +465,7 @@ mod tests {
                 capped: false,
                 missed: 0,
             }],
-            compare_only: false,
-        }
+        )
     }
 
     const DAY: u64 = 86_400;
@@ -504,12 +501,11 @@ mod tests {
         let t = table();
         let mut stats = DeliveryStats::new();
         let failed = RoundReport {
-            relays: vec![RelayRound {
-                url: "wss://own.example".into(),
-                answered: false,
-                authors: vec![AuthorRound::counted(key(1), 0)],
-                compare_only: false,
-            }],
+            relays: vec![RelayRound::new(
+                "wss://own.example",
+                false,
+                vec![AuthorRound::counted(key(1), 0)],
+            )],
         };
         stats.record_round(&failed, 10);
         // own.example (1's only relay) and own2.example (2's relay besides the asked hub; 2 was

@@ -128,18 +128,8 @@ async fn a_report_never_overrides_the_readers_own_evidence() {
     for _ in 0..6 {
         let round = RoundReport {
             relays: vec![
-                RelayRound {
-                    url: dead.clone(),
-                    answered: false,
-                    compare_only: false,
-                    authors: Vec::new(),
-                },
-                RelayRound {
-                    url: live.url.clone(),
-                    answered: true,
-                    compare_only: false,
-                    authors: Vec::new(),
-                },
+                RelayRound::new(dead.clone(), false, Vec::new()),
+                RelayRound::new(live.url.clone(), true, Vec::new()),
             ],
         };
         stats.record_round(&round, now() - 120);

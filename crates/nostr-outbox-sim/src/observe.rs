@@ -91,27 +91,27 @@ impl Observation {
             relays: self
                 .relays
                 .iter()
-                .map(|r| RelayRound {
-                    url: r.url.clone(),
-                    answered: r.up,
-                    authors: r
-                        .asked
-                        .iter()
-                        .map(|&a| {
-                            let got = r.returned.iter().find(|x| x.author == a);
-                            let events = got.map_or(0, |x| x.events);
-                            let all = self.together.get(&a).copied().unwrap_or(0);
-                            AuthorRound {
-                                author: sim.world.follows[a as usize],
-                                events,
-                                oldest: got.map_or(0, |x| x.oldest),
-                                newest: got.map_or(0, |x| x.newest),
-                                capped: false,
-                                missed: all.saturating_sub(events),
-                            }
-                        })
-                        .collect(),
-                    compare_only: false,
+                .map(|r| {
+                    RelayRound::new(
+                        r.url.clone(),
+                        r.up,
+                        r.asked
+                            .iter()
+                            .map(|&a| {
+                                let got = r.returned.iter().find(|x| x.author == a);
+                                let events = got.map_or(0, |x| x.events);
+                                let all = self.together.get(&a).copied().unwrap_or(0);
+                                AuthorRound {
+                                    author: sim.world.follows[a as usize],
+                                    events,
+                                    oldest: got.map_or(0, |x| x.oldest),
+                                    newest: got.map_or(0, |x| x.newest),
+                                    capped: false,
+                                    missed: all.saturating_sub(events),
+                                }
+                            })
+                            .collect(),
+                    )
                 })
                 .collect(),
         }

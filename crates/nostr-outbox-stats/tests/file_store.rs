@@ -21,14 +21,11 @@ fn key(n: u8) -> PublicKey {
 /// and per-relay pairs.
 fn learned() -> DeliveryStats {
     let mut s = sample(3);
-    let relay = |url: &str, answered, authors: &[(u8, u32)]| RelayRound {
-        url: url.into(),
-        answered,
-        authors: authors
+    let relay = |url: &str, answered, authors: &[(u8, u32)]| {
+        let counted = authors
             .iter()
-            .map(|&(k, events)| AuthorRound::counted(key(k), events))
-            .collect(),
-        compare_only: false,
+            .map(|&(k, n)| AuthorRound::counted(key(k), n));
+        RelayRound::new(url, answered, counted.collect())
     };
     for t in 0..3 {
         s.record_round(
@@ -55,12 +52,7 @@ fn sample(n: u32) -> DeliveryStats {
             .map(|k| AuthorRound::counted(key(k + 1), u32::from(u32::from(k) < i % 4) * 2))
             .collect();
         let rounds = vec![
-            RelayRound {
-                url: url.clone(),
-                answered: true,
-                authors,
-                compare_only: false,
-            },
+            RelayRound::new(url.clone(), true, authors),
             RelayRound {
                 url: "wss://yardstick.example".into(),
                 answered: true,
@@ -83,12 +75,7 @@ fn sample(n: u32) -> DeliveryStats {
 
 /// One round in which `url` answered and returned a note of one follow.
 fn one_answer(stats: &mut DeliveryStats, url: &str, now: u64) {
-    let relay = RelayRound {
-        url: url.into(),
-        answered: true,
-        authors: vec![AuthorRound::counted(key(9), 1)],
-        compare_only: false,
-    };
+    let relay = RelayRound::new(url, true, vec![AuthorRound::counted(key(9), 1)]);
     stats.record_round(
         &RoundReport {
             relays: vec![relay],

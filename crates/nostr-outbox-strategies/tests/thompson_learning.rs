@@ -74,16 +74,14 @@ fn observe(plan: &Plan, t: &RouteTable, up_z: &[bool; 8], stats: &mut DeliverySt
         .map(|e| {
             let url = t.url(e.relay);
             let answer = returns(url, up_z);
-            RelayRound {
-                url: url.to_string(),
-                answered: answer.is_some(),
-                authors: e
-                    .authors
+            RelayRound::new(
+                url.to_string(),
+                answer.is_some(),
+                e.authors
                     .iter()
                     .map(|&a| AuthorRound::counted(*t.pubkey(a), u32::from(answer == Some(true))))
                     .collect(),
-                compare_only: false,
-            }
+            )
         })
         .collect();
     stats.record_round(&RoundReport { relays }, now);

@@ -143,13 +143,14 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
         let report = RoundReport {
             relays: [(shallow, 2), (deep, 20)]
                 .iter()
-                .map(|&(url, events)| RelayRound {
-                    url: url.into(),
-                    answered: true,
-                    authors: (0..4)
-                        .map(|i| AuthorRound::counted(test_key(i), events))
-                        .collect(),
-                    compare_only: false,
+                .map(|&(url, events)| {
+                    RelayRound::new(
+                        url,
+                        true,
+                        (0..4)
+                            .map(|i| AuthorRound::counted(test_key(i), events))
+                            .collect(),
+                    )
                 })
                 .collect(),
         };
@@ -176,13 +177,14 @@ fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget
     let report = RoundReport {
         relays: relays
             .iter()
-            .map(|url| RelayRound {
-                url: url.to_string(),
-                answered: true,
-                authors: (0..6)
-                    .map(|i| AuthorRound::counted(test_key(i), if i == 0 { 50 } else { 0 }))
-                    .collect(),
-                compare_only: false,
+            .map(|url| {
+                RelayRound::new(
+                    url.to_string(),
+                    true,
+                    (0..6)
+                        .map(|i| AuthorRound::counted(test_key(i), if i == 0 { 50 } else { 0 }))
+                        .collect(),
+                )
             })
             .collect(),
     };
@@ -233,10 +235,10 @@ const NOW: u64 = 1_800_000_000;
 /// What `url` did for follows `test_key(0..4)`: if it answered, `events` notes each, the
 /// oldest `days` old and the newest a day old.
 fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound {
-    RelayRound {
-        url: url.into(),
+    RelayRound::new(
+        url,
         answered,
-        authors: (0..4)
+        (0..4)
             .map(|i| AuthorRound {
                 author: test_key(i),
                 events: if answered { events } else { 0 },
@@ -246,8 +248,7 @@ fn relay_round(url: &str, answered: bool, events: u32, days: u64) -> RelayRound 
                 missed: 0,
             })
             .collect(),
-        compare_only: false,
-    }
+    )
 }
 
 /// The relays a plan with `budget` connections and `config` routes to at `now`, sorted.
@@ -443,21 +444,22 @@ fn one_answer_is_judged_from_how_relays_that_answered_did() {
             150
         }
     };
-    let answer = |url: &str, follows: &[u64]| RelayRound {
-        url: url.into(),
-        answered: true,
-        authors: follows
-            .iter()
-            .map(|&i| AuthorRound {
-                author: test_key(i),
-                events: notes(i),
-                oldest: NOW - 360 * DAY,
-                newest: NOW - DAY,
-                capped: false,
-                missed: 0,
-            })
-            .collect(),
-        compare_only: false,
+    let answer = |url: &str, follows: &[u64]| {
+        RelayRound::new(
+            url,
+            true,
+            follows
+                .iter()
+                .map(|&i| AuthorRound {
+                    author: test_key(i),
+                    events: notes(i),
+                    oldest: NOW - 360 * DAY,
+                    newest: NOW - DAY,
+                    capped: false,
+                    missed: 0,
+                })
+                .collect(),
+        )
     };
     let mut stats = DeliveryStats::new();
     let report = RoundReport {

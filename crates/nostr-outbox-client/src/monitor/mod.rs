@@ -244,11 +244,12 @@ mod tests {
         let round = |answered: bool| RoundReport {
             relays: ["wss://failed.example", "wss://answered.example"]
                 .iter()
-                .map(|url| RelayRound {
-                    url: (*url).to_string(),
-                    answered: answered == (*url == "wss://answered.example"),
-                    compare_only: false,
-                    authors: Vec::new(),
+                .map(|url| {
+                    RelayRound::new(
+                        (*url).to_string(),
+                        answered == (*url == "wss://answered.example"),
+                        Vec::new(),
+                    )
                 })
                 .collect(),
         };
@@ -279,12 +280,7 @@ mod tests {
             NOW,
         );
         let report = RoundReport {
-            relays: vec![RelayRound {
-                url: "wss://a.example".into(),
-                answered: false,
-                compare_only: false,
-                authors: Vec::new(),
-            }],
+            relays: vec![RelayRound::new("wss://a.example", false, Vec::new())],
         };
         stats.record_round(&report, NOW);
         let a = stats.get("wss://a.example");

@@ -134,6 +134,17 @@ impl Seen {
 }
 
 impl RelayRound {
+    /// A relay of a round that is learned from (not [`compare_only`](Self::compare_only)):
+    /// whether it `answered`, and what it returned for each author it was asked about.
+    pub fn new(url: impl Into<String>, answered: bool, authors: Vec<AuthorRound>) -> Self {
+        Self {
+            url: url.into(),
+            answered,
+            authors,
+            compare_only: false,
+        }
+    }
+
     /// Whether some page of the answer was a capped sample ([`AuthorRound::capped`]).
     fn sampled(&self) -> bool {
         self.authors.iter().any(|a| a.capped && a.events > 0)
@@ -380,15 +391,10 @@ mod tests {
     }
 
     fn relay(url: &str, answered: bool, authors: &[(u8, u32)]) -> RelayRound {
-        RelayRound {
-            url: url.into(),
-            answered,
-            authors: authors
-                .iter()
-                .map(|&(k, events)| AuthorRound::counted(key(k), events))
-                .collect(),
-            compare_only: false,
-        }
+        let counted = authors
+            .iter()
+            .map(|&(k, n)| AuthorRound::counted(key(k), n));
+        RelayRound::new(url, answered, counted.collect())
     }
 
     fn compare_only(url: &str, authors: &[(u8, u32)]) -> RelayRound {
@@ -524,12 +530,7 @@ mod tests {
     }
 
     fn answered(url: &str, authors: Vec<AuthorRound>) -> RelayRound {
-        RelayRound {
-            url: url.into(),
-            answered: true,
-            authors,
-            compare_only: false,
-        }
+        RelayRound::new(url, true, authors)
     }
 
     #[test]
