@@ -121,19 +121,22 @@ pub(super) fn hoarder_writes(
     }
 }
 
-/// A hoarder's relay list: exactly their one relay, dated some time in the history.
+/// When a hoarder published their relay list: some time in the history before `now`.
+pub(super) fn hoarder_list_date(model: &WorldModel, now: u64, rng: &mut ChaCha8Rng) -> u64 {
+    let history = (model.history_days * DAY).max(DAY);
+    now - rng.random_range(DAY..=history)
+}
+
+/// A hoarder's relay list, published at `created_at`: exactly their one relay.
 pub(super) fn hoarder_list(
-    model: &WorldModel,
     author: PublicKey,
     writes: &Writes,
     net: &Network,
-    now: u64,
-    rng: &mut ChaCha8Rng,
+    created_at: u64,
 ) -> WorldRelayList {
-    let history = (model.history_days * DAY).max(DAY);
     WorldRelayList {
         author,
-        created_at: now - rng.random_range(DAY..=history),
+        created_at,
         tags: writes
             .current
             .iter()

@@ -36,6 +36,34 @@ pub(super) struct Voice {
     broadcast_share: f64,
 }
 
+/// One follow's notes being drawn: whose, where they write, the relays, the random stream they
+/// are drawn from and the notes drawn so far, appended to.
+pub(super) struct Drawing<'a> {
+    author: u32,
+    writes: &'a Writes,
+    net: &'a Network,
+    rng: &'a mut ChaCha8Rng,
+    events: &'a mut Vec<PartEvent>,
+}
+
+impl<'a> Drawing<'a> {
+    pub(super) fn new(
+        author: u32,
+        writes: &'a Writes,
+        net: &'a Network,
+        rng: &'a mut ChaCha8Rng,
+        events: &'a mut Vec<PartEvent>,
+    ) -> Self {
+        Self {
+            author,
+            writes,
+            net,
+            rng,
+            events,
+        }
+    }
+}
+
 /// What every author's posting shares: the rate distribution and the simulated history.
 pub(super) struct Posting {
     rate: LogNormal<f64>,
@@ -94,17 +122,11 @@ impl Posting {
 
     /// Appends the notes of follow `author` to `events`; returns how they post, so that more
     /// notes can be drawn alike.
-    pub(super) fn post(
-        &self,
-        model: &WorldModel,
-        author: u32,
-        writes: &Writes,
-        net: &Network,
-        rng: &mut ChaCha8Rng,
-        events: &mut Vec<PartEvent>,
-    ) -> Voice {
+    pub(super) fn post(&self, model: &WorldModel, drawing: Drawing<'_>) -> Voice {
         let (now, history) = (self.now, self.history);
-        let relays = &net.relays;
+        let (author, writes) = (drawing.author, drawing.writes);
+        let relays = &drawing.net.relays;
+        let rng = &mut *drawing.rng;
         // A rate, an active period, Poisson arrivals.
         let per_day = self.rate.sample(rng).min(model.rate_cap_per_day);
         let active_from = self.start_of_history + rng.random_range(0..history - 7 * DAY);
@@ -149,22 +171,15 @@ impl Posting {
             drop_share: model.event_drop_share,
             broadcast_share: model.broadcast_share,
         };
-        self.arrivals(&voice, voice.per_day, author, writes, net, rng, events);
+        self.arrivals(&voice, voice.per_day, drawing);
         voice
     }
 
     /// Appends the notes of a hoarder ([`WorldModel::hoarder_share`]): a rate from
     /// [`WorldModel::hoarder_rate_per_day`], posting from some time at least a year back until
     /// now, every note kept on their relays and nowhere else.
-    pub(super) fn post_hoarder(
-        &self,
-        model: &WorldModel,
-        author: u32,
-        writes: &Writes,
-        net: &Network,
-        rng: &mut ChaCha8Rng,
-        events: &mut Vec<PartEvent>,
-    ) -> Voice {
+    pub(super) fn post_hoarder(&self, model: &WorldModel, drawing: Drawing<'_>) -> Voice {
+        let rng = &mut *drawing.rng;
         let span = self.history.saturating_sub(365 * DAY).max(1);
         let voice = Voice {
             per_day: model.hoarder_rate_per_day.draw(rng).max(0.0),
@@ -177,7 +192,7 @@ impl Posting {
             drop_share: 0.0,
             broadcast_share: 0.0,
         };
-        self.arrivals(&voice, voice.per_day, author, writes, net, rng, events);
+        self.arrivals(&voice, voice.per_day, drawing);
         voice
     }
 
@@ -221,23 +236,21 @@ impl Posting {
         for &a in &order {
             let voice = &voices[a];
             let extra = voice.per_day * (factor - 1.0);
-            self.arrivals(voice, extra, a as u32, &writes[a], net, &mut rng, events);
+            let drawing = Drawing::new(a as u32, &writes[a], net, &mut rng, events);
+            self.arrivals(voice, extra, drawing);
         }
     }
 
     /// Poisson arrivals at `per_day` over the voice's active period, each note placed on the
     /// relays that serve it.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn arrivals(
-        &self,
-        voice: &Voice,
-        per_day: f64,
-        author: u32,
-        writes: &Writes,
-        net: &Network,
-        rng: &mut ChaCha8Rng,
-        events: &mut Vec<PartEvent>,
-    ) {
+    pub(super) fn arrivals(&self, voice: &Voice, per_day: f64, drawing: Drawing<'_>) {
+        let Drawing {
+            author,
+            writes,
+            net,
+            rng,
+            events,
+        } = drawing;
         let now = self.now;
         let relays = &net.relays;
         let mut t = voice.active_from as f64;

@@ -106,15 +106,18 @@ pub fn generate_with(model: &WorldModel, name: &str, seed: u64) -> Result<World,
         let (writes, voice) = if hoarders.contains(&author_index) {
             let r = &mut hoard_rng;
             let writes = authors::hoarder_writes(model, &mut net, r);
-            relay_lists.push(authors::hoarder_list(model, *author, &writes, &net, now, r));
-            let voice = posting.post_hoarder(model, index, &writes, &net, r, &mut events);
+            let listed_at = authors::hoarder_list_date(model, now, r);
+            relay_lists.push(authors::hoarder_list(*author, &writes, &net, listed_at));
+            let drawing = events::Drawing::new(index, &writes, &net, r, &mut events);
+            let voice = posting.post_hoarder(model, drawing);
             (writes, voice)
         } else {
             let writes = authors::draw_writes(model, &mut net, no_list_share, now, &mut rng);
             if let Some(list) = authors::relay_list(model, *author, &writes, &net, now, &mut rng) {
                 relay_lists.push(list);
             }
-            let voice = posting.post(model, index, &writes, &net, &mut rng, &mut events);
+            let drawing = events::Drawing::new(index, &writes, &net, &mut rng, &mut events);
+            let voice = posting.post(model, drawing);
             (writes, voice)
         };
         all_writes.push(writes);
