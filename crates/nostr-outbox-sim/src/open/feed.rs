@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 use nostr::event::EventId;
 use nostr_outbox_client::RoundRecorder;
-use nostr_outbox_core::{DeliveryStats, Router};
+use nostr_outbox_core::Router;
 
 use super::{Feed, Segment, Session};
 use crate::asks::Asks;
@@ -127,14 +127,8 @@ struct Runner<'s, 'a> {
     generation: u64,
 }
 
-/// Runs the open feed of this library's strategies on `s`, starting from `asks`.
-pub(super) fn run(
-    s: &Session<'_>,
-    asks: &Asks,
-    router: &mut Router,
-    stats: &DeliveryStats,
-    recorder: &mut RoundRecorder,
-) -> Feed {
+/// Runs the open feed of this library's strategies on `s`, starting from what its fetch asked.
+pub(super) fn run(s: &Session<'_>, router: &mut Router, recorder: &mut RoundRecorder) -> Feed {
     let mut r = Runner {
         s,
         feed: Feed::default(),
@@ -147,7 +141,7 @@ pub(super) fn run(
         generation: 0,
     };
     // Relays up at the start hold the subscription the fetch opened; the others are dialled.
-    r.apply(&s.followed_only(asks, 0.0), 0.0, recorder, true);
+    r.apply(&s.followed_only(s.asks, 0.0), 0.0, recorder, true);
     // Once the window is fetched, the subscriptions are planned again for the notes to come
     // (a strategy that reads the window plans for the newest; the others plan as before).
     if router.reads_window() {
@@ -176,7 +170,7 @@ pub(super) fn run(
                     .map(|(url, _)| url.as_str())
                     .collect();
                 r.feed.plans += 1;
-                let plan = s.plan(router, stats, s.moves_seen(t), &aside, t);
+                let plan = s.plan(router, s.moves_seen(t), &aside, t);
                 // Nobody left to ask: the last plan stays, as the runtime keeps its last good one.
                 if let Some(plan) = plan {
                     r.apply(&plan, t, recorder, false);

@@ -136,6 +136,10 @@ pub(crate) struct Session<'a> {
     pub ctx: PlanContext,
     pub timing: &'a ClientTiming,
     pub cfg: &'a OpenConfig,
+    /// What the session's fetch asked: where the feed starts.
+    pub asks: &'a Asks,
+    /// What the client knows when it plans again.
+    pub stats: &'a DeliveryStats,
 }
 
 impl Session<'_> {
@@ -199,7 +203,6 @@ impl Session<'_> {
     fn plan(
         &self,
         router: &mut Router,
-        stats: &DeliveryStats,
         moves_seen: usize,
         aside: &std::collections::HashSet<&str>,
         t: f64,
@@ -222,17 +225,17 @@ impl Session<'_> {
             routed_carriers: 2,
         };
         let hints = if router.hints() {
-            self.sim.client_hints(stats)
+            self.sim.client_hints(self.stats)
         } else {
             Vec::new()
         };
         let at = self.now + t as u64;
-        let (table, _) = network.table_with_hints(aside, stats, at, &hints);
+        let (table, _) = network.table_with_hints(aside, self.stats, at, &hints);
         let ctx = PlanContext {
             now: at,
             ..self.ctx
         };
-        let plan = router.try_plan_with(&table, stats, ctx).ok()?;
+        let plan = router.try_plan_with(&table, self.stats, ctx).ok()?;
         let mut asks = Asks::from_table_plan(self.sim, &table, &plan);
         for ask in &mut asks.entries {
             for a in &mut ask.authors {
@@ -299,13 +302,15 @@ pub fn keep_open(
         ctx: ctx.window(LIVE_WINDOW_SECS),
         timing,
         cfg,
+        asks,
+        stats,
     };
     let mut recorder = RoundRecorder::new();
     let peer = is_peer(router.strategy());
     let feed = if peer {
-        peer::run(&s, asks, router, stats, &mut recorder)
+        peer::run(&s, router, &mut recorder)
     } else {
-        feed::run(&s, asks, router, stats, &mut recorder)
+        feed::run(&s, router, &mut recorder)
     };
     if let Some(round) = recorder.take_final_round() {
         stats.record_round(&round, learn_at);

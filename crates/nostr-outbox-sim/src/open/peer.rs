@@ -6,19 +6,13 @@
 use std::collections::{BTreeMap, HashSet};
 
 use nostr_outbox_client::RoundRecorder;
-use nostr_outbox_core::{DeliveryStats, Router};
+use nostr_outbox_core::Router;
 
 use super::{Feed, Segment, Session};
-use crate::asks::Asks;
+use crate::asks::Ask;
 
-/// Runs the peers' open feed on `s`, starting from `asks`.
-pub(super) fn run(
-    s: &Session<'_>,
-    asks: &Asks,
-    router: &mut Router,
-    stats: &DeliveryStats,
-    recorder: &mut RoundRecorder,
-) -> Feed {
+/// Runs the peers' open feed on `s`, starting from what its fetch asked.
+pub(super) fn run(s: &Session<'_>, router: &mut Router, recorder: &mut RoundRecorder) -> Feed {
     let mut feed = Feed::default();
     let mut draws = 0u64;
     // Per relay of the selection: its authors and its open segment.
@@ -27,13 +21,12 @@ pub(super) fn run(
     let mut generation = 0u64;
     let mut subscribe = |feed: &mut Feed,
                          recorder: &mut RoundRecorder,
-                         url: &str,
-                         relay: Option<u32>,
-                         authors: &[u32],
+                         ask: &Ask,
                          t: f64,
                          connect: bool|
      -> Option<usize> {
-        let r = relay?;
+        let (url, authors) = (ask.url.as_str(), &ask.authors);
+        let r = ask.relay?;
         draws += 1;
         feed.dials += u64::from(connect);
         let c = if connect { s.connect(r, draws) } else { 0.0 };
@@ -64,21 +57,13 @@ pub(super) fn run(
         });
         Some(feed.segments.len() - 1)
     };
-    for ask in &s.followed_only(asks, 0.0).entries {
-        let seg = subscribe(
-            &mut feed,
-            recorder,
-            &ask.url,
-            ask.relay,
-            &ask.authors,
-            0.0,
-            false,
-        );
+    for ask in &s.followed_only(s.asks, 0.0).entries {
+        let seg = subscribe(&mut feed, recorder, ask, 0.0, false);
         open.insert(ask.url.clone(), (ask.authors.clone(), seg));
     }
     for t in s.list_changes() {
         feed.plans += 1;
-        let Some(plan) = s.plan(router, stats, s.moves_seen(t), &HashSet::new(), t) else {
+        let Some(plan) = s.plan(router, s.moves_seen(t), &HashSet::new(), t) else {
             continue;
         };
         let live = |feed: &Feed, seg: Option<usize>| seg.is_some_and(|i| feed.segments[i].end > t);
@@ -104,15 +89,7 @@ pub(super) fn run(
                 seg.end = seg.end.min(t);
             }
             // Selecting again dials every relay of the selection, those that dropped too.
-            let seg = subscribe(
-                &mut feed,
-                recorder,
-                &ask.url,
-                ask.relay,
-                &ask.authors,
-                t,
-                true,
-            );
+            let seg = subscribe(&mut feed, recorder, ask, t, true);
             open.insert(ask.url.clone(), (ask.authors.clone(), seg));
         }
     }
