@@ -20,6 +20,17 @@ pub const QUICK: &[&str] = &[
     "8",
 ];
 
+/// A one-shot feed that may ask local relays, keeps no stats and plans with seed 1: how the
+/// feed runs of the tests begin.
+pub const FEED_ONCE: &[&str] = &[
+    "feed",
+    "--once",
+    "--allow-local",
+    "--no-stats",
+    "--seed",
+    "1",
+];
+
 /// The binary at `bin` (a test's `env!("CARGO_BIN_EXE_…")`) without `OUTBOX_SECRET_KEY`,
 /// `OUTBOX_BUNKER` or `RUST_LOG`, stdin empty and stdout and stderr captured: what every run
 /// starts from, so a developer's shell never changes a test. A test may set any of them again.

@@ -5,10 +5,9 @@
 //! and toward Y, using only what the plan's own REQs returned (no oracle).
 
 use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use nostr_outbox_core::testkit::test_key;
+use nostr_outbox_core::testkit::{relay_list, test_key};
 use nostr_outbox_core::{
-    AuthorId, DeliveryStats, Plan, PlanContext, RawRelayList, RouteTable, RouteTableBuilder,
-    Router, UrlPolicy,
+    AuthorId, DeliveryStats, Plan, PlanContext, RouteTable, RouteTableBuilder, Router, UrlPolicy,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -41,14 +40,7 @@ fn world() -> RouteTable {
         // Rotate list order so no relay is favoured by position (a repeated Z is dropped as a
         // duplicate by the route table).
         relays.rotate_left((a % 5) as usize);
-        b.add_list(RawRelayList {
-            author: test_key(a),
-            created_at: 1,
-            tags: relays
-                .iter()
-                .map(|r| vec!["r".into(), r.to_string()])
-                .collect(),
-        });
+        b.add_list(relay_list(a, &relays));
     }
     b.build()
 }

@@ -45,25 +45,20 @@ async fn a_feed_a_publish_and_a_dm_read_sign_with_the_remote_signer_alone() {
     let author = fixed(0x62);
     private.store_notes(&author, 3, "private ").await;
     let follows = follows_file(dir.path(), &[author.public_key()]);
-    let out = outbox(strings(&[
-        "feed",
-        "--once",
-        "--allow-local",
-        "--no-stats",
-        "--seed",
-        "1",
+    let follows = follows.display().to_string();
+    let asked = [
         "--relays",
         &private.url,
         "--follows",
-        &follows.display().to_string(),
+        &follows,
         "--connect-timeout",
         "2s",
         "--eose-timeout",
         "5s",
         "--bunker",
         &remote.url,
-    ]))
-    .await;
+    ];
+    let out = outbox(strings(&[cli::FEED_ONCE, &asked].concat())).await;
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.lines().count(), 3, "{stdout}\n{stderr}");

@@ -270,16 +270,13 @@ async fn a_refused_follow_list_lookup_says_why() {
     let reader = Keys::new(SecretKey::from_slice(&[0x53; 32]).unwrap());
     let npub = reader.public_key().to_bech32().unwrap();
     let relays = format!("{url},{dead}");
-    let fixed = [
-        "feed",
-        "--once",
-        "--allow-local",
-        "--no-stats",
-        "--seed",
-        "1",
-    ];
     let waits = ["--connect-timeout", "2s", "--eose-timeout", "2s"];
-    let args = [&fixed[..], &["--relays", &relays, "--npub", &npub], &waits].concat();
+    let args = [
+        cli::FEED_ONCE,
+        &["--relays", &relays, "--npub", &npub],
+        &waits,
+    ]
+    .concat();
     let out = cli::run(env!("CARGO_BIN_EXE_outbox"), &args, Vec::new()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
