@@ -53,26 +53,34 @@ pub enum PlanFileError {
     },
 }
 
+impl PlanFileEntry {
+    /// A connection to `url` asking about `authors` (hex public keys).
+    pub fn new(url: impl Into<String>, authors: impl IntoIterator<Item: Into<String>>) -> Self {
+        Self {
+            url: url.into(),
+            authors: authors.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 impl PlanFile {
-    /// `plan` (made from `table`) as a file for `session`.
-    pub fn from_plan(plan: &Plan, table: &RouteTable, session: u32) -> Self {
+    /// The plan of `strategy` for `session` that asks `relays`.
+    pub fn new(strategy: impl Into<String>, session: u32, relays: Vec<PlanFileEntry>) -> Self {
         PlanFile {
             format: PLAN_FORMAT.to_string(),
-            strategy: plan.strategy().to_string(),
+            strategy: strategy.into(),
             session,
-            relays: plan
-                .entries(table)
-                .into_iter()
-                .map(|e| PlanFileEntry {
-                    url: table.url(e.relay).to_string(),
-                    authors: e
-                        .authors
-                        .iter()
-                        .map(|&a| table.pubkey(a).to_hex())
-                        .collect(),
-                })
-                .collect(),
+            relays,
         }
+    }
+
+    /// `plan` (made from `table`) as a file for `session`.
+    pub fn from_plan(plan: &Plan, table: &RouteTable, session: u32) -> Self {
+        let relays = plan.entries(table).into_iter().map(|e| {
+            let authors = e.authors.iter().map(|&a| table.pubkey(a).to_hex());
+            PlanFileEntry::new(table.url(e.relay), authors)
+        });
+        PlanFile::new(plan.strategy(), session, relays.collect())
     }
 
     /// Reads and validates a plan file (unknown fields are ignored).
@@ -135,20 +143,13 @@ impl PlanFile {
     /// failures merged in), as a file: one entry per relay asked, in the order first asked.
     pub fn from_asks(asks: &Asks, sim: &SimWorld, strategy: &str, session: u32) -> Self {
         let follows = &sim.world.follows;
-        PlanFile {
-            format: PLAN_FORMAT.to_string(),
-            strategy: strategy.to_string(),
-            session,
-            relays: (asks.entries.iter())
-                .map(|a| PlanFileEntry {
-                    url: a.url.clone(),
-                    authors: (a.authors.iter())
-                        .filter_map(|&f| follows.get(f as usize))
-                        .map(|pk| pk.to_hex())
-                        .collect(),
-                })
-                .collect(),
-        }
+        let relays = asks.entries.iter().map(|a| {
+            let authors = (a.authors.iter())
+                .filter_map(|&f| follows.get(f as usize))
+                .map(|pk| pk.to_hex());
+            PlanFileEntry::new(a.url.clone(), authors)
+        });
+        PlanFile::new(strategy, session, relays.collect())
     }
 }
 

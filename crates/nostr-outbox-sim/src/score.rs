@@ -373,7 +373,7 @@ fn score_fetched(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{PlanFile, PlanFileEntry, PLAN_FORMAT};
+    use crate::{PlanFile, PlanFileEntry};
     use nostr_outbox_world::World;
 
     const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -408,15 +408,11 @@ mod tests {
     fn found_counts_what_only_the_probes_returned_within_each_window() {
         let sim = sim();
         // The plan asks b about Alice: her newest note (on a and b) and the old one come back.
-        let file = PlanFile {
-            format: PLAN_FORMAT.into(),
-            strategy: "hand".into(),
-            session: 0,
-            relays: vec![PlanFileEntry {
-                url: "wss://b.example".into(),
-                authors: vec![ALICE.into()],
-            }],
-        };
+        let file = PlanFile::new(
+            "hand",
+            0,
+            vec![PlanFileEntry::new("wss://b.example", [ALICE])],
+        );
         let asks = Asks::from_plan_file(&sim, &file).unwrap();
         let windows = [Window::D7, Window::Y3];
         let mut score = score(&sim, &asks, 0, &windows);

@@ -5,7 +5,7 @@ use nostr_outbox_core::Probe;
 use nostr_outbox_sim::clock::{
     fastest, replay, screen_wait, time_score, ClientTiming, Policy, RunShape, Timeline, Wait,
 };
-use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld, PLAN_FORMAT};
+use nostr_outbox_sim::{Asks, PlanFile, PlanFileEntry, SimWorld};
 use nostr_outbox_world::World;
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -70,18 +70,10 @@ fn world_sharing(shared: &[u8]) -> SimWorld {
 }
 
 fn asks(sim: &SimWorld, entries: &[(&str, &[&str])]) -> Asks {
-    let file = PlanFile {
-        format: PLAN_FORMAT.into(),
-        strategy: "hand".into(),
-        session: 0,
-        relays: entries
-            .iter()
-            .map(|(url, authors)| PlanFileEntry {
-                url: format!("wss://{url}.example"),
-                authors: authors.iter().map(|a| (*a).to_string()).collect(),
-            })
-            .collect(),
-    };
+    let relays = entries
+        .iter()
+        .map(|(url, authors)| PlanFileEntry::new(format!("wss://{url}.example"), authors.to_vec()));
+    let file = PlanFile::new("hand", 0, relays.collect());
     Asks::from_plan_file(sim, &file).expect("a valid plan")
 }
 

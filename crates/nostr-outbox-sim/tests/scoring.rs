@@ -2,9 +2,7 @@
 
 use nostr_outbox_core::stats::Decay;
 use nostr_outbox_core::DeliveryStats;
-use nostr_outbox_sim::{
-    observe, score, Asks, PlanFile, PlanFileEntry, SimWorld, Window, PLAN_FORMAT,
-};
+use nostr_outbox_sim::{observe, score, Asks, PlanFile, PlanFileEntry, SimWorld, Window};
 use nostr_outbox_world::World;
 
 const READER: &str = "c6047f9441ed7d6d3045406e95c07cd85c778e4b8cef3ca7abac09b95c709ee5";
@@ -63,18 +61,10 @@ fn world() -> World {
 }
 
 fn plan(entries: &[(&str, &[&str])]) -> PlanFile {
-    PlanFile {
-        format: PLAN_FORMAT.into(),
-        strategy: "hand".into(),
-        session: 0,
-        relays: entries
-            .iter()
-            .map(|(url, authors)| PlanFileEntry {
-                url: (*url).into(),
-                authors: authors.iter().map(|a| (*a).to_string()).collect(),
-            })
-            .collect(),
-    }
+    let relays = entries
+        .iter()
+        .map(|(url, authors)| PlanFileEntry::new(*url, authors.to_vec()));
+    PlanFile::new("hand", 0, relays.collect())
 }
 
 #[test]
