@@ -151,13 +151,19 @@ fn differences(engine: &Asked, strategy: &Asked) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn cold_the_strategy_asks_what_the_engine_answers() {
-    let world = world();
+/// The engine, with every relay list of `world` processed.
+async fn engine_of(world: &World) -> NostrGossipMemory {
     let engine = NostrGossipMemory::unbounded();
     for event in &world.lists {
         engine.process(event, None).await.unwrap();
     }
+    engine
+}
+
+#[tokio::test]
+async fn cold_the_strategy_asks_what_the_engine_answers() {
+    let world = world();
+    let engine = engine_of(&world).await;
     let t = table(&world);
     let got = strategy_asks(&world, &t, &DeliveryStats::new());
     let want = engine_asks(&engine, &world).await;
@@ -170,10 +176,7 @@ async fn cold_the_strategy_asks_what_the_engine_answers() {
 #[tokio::test]
 async fn after_delivery_both_rank_the_relays_that_delivered_first() {
     let world = world();
-    let engine = NostrGossipMemory::unbounded();
-    for event in &world.lists {
-        engine.process(event, None).await.unwrap();
-    }
+    let engine = engine_of(&world).await;
     let t = table(&world);
     let mut stats = DeliveryStats::new();
     let now = 1_700_000_100;
