@@ -124,16 +124,21 @@ fn undocumented_bounds(root: &Path, limits: &str) -> Vec<String> {
     missing
 }
 
-#[test]
-fn every_max_bound_is_named_in_the_limits_page() {
+/// Runs `check` on the workspace and docs/limits.md; fails saying `what` is wrong, then every
+/// problem it found.
+fn check_limits_page(check: fn(&Path, &str) -> Vec<String>, what: &str) {
     let root = root();
     let limits = read(&root.join("docs/limits.md"));
-    let missing = undocumented_bounds(&root, &limits);
-    assert!(
-        missing.is_empty(),
+    let problems = check(&root, &limits);
+    assert!(problems.is_empty(), "{what}:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_max_bound_is_named_in_the_limits_page() {
+    check_limits_page(
+        undocumented_bounds,
         "bounds not named in docs/limits.md (add a row saying what is bounded, the value, \
-         where, and what happens beyond it):\n{}",
-        missing.join("\n")
+         where, and what happens beyond it)",
     );
 }
 
@@ -464,14 +469,10 @@ fn where_problems(root: &Path, limits: &str) -> Vec<String> {
 
 #[test]
 fn every_where_of_the_limits_page_exists() {
-    let root = root();
-    let limits = read(&root.join("docs/limits.md"));
-    let problems = where_problems(&root, &limits);
-    assert!(
-        problems.is_empty(),
+    check_limits_page(
+        where_problems,
         "docs/limits.md names places that do not hold the code (the Where column: a crate, \
-         then modules, files or `(names)` found in it):\n{}",
-        problems.join("\n")
+         then modules, files or `(names)` found in it)",
     );
 }
 
