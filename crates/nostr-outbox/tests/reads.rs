@@ -107,15 +107,21 @@ fn nevent_on(event: &Event, relay: &str) -> String {
         .unwrap()
 }
 
+/// A home relay and the relay `author` writes to, as the author's list on the home relay says.
+async fn home_and_outbox(author: &Keys) -> [RealRelay; 2] {
+    let [home, theirs] = RealRelay::several().await;
+    home.store(&write_list(author, &theirs.url)).await;
+    [home, theirs]
+}
+
 fn npub(keys: &Keys) -> String {
     keys.public_key().to_bech32().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_reads_an_author_on_the_write_relay_their_list_names() {
-    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa1);
-    home.store(&write_list(&alice, &theirs.url)).await;
+    let [home, theirs] = home_and_outbox(&alice).await;
     let note = signed(&alice, Kind::TextNote, "only on my own relay", vec![], 60);
     let elsewhere = signed(&key(7), Kind::TextNote, "someone else", vec![], 60);
     theirs.store(&note).await;
@@ -514,15 +520,17 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
 
     // A relay whose document does not list NIP-50 is not searched, and said; with no other,
     // the search fails.
-    let out = outbox(args(&[
-        "search",
-        "relays",
-        "--relays",
-        &home.url,
-        "--search-relays",
-        &format!("{},{}", says_no.url, configured.url),
-    ]))
-    .await;
+    let search_only = |searched: &str| {
+        args(&[
+            "search",
+            "relays",
+            "--relays",
+            &home.url,
+            "--search-relays",
+            searched,
+        ])
+    };
+    let out = outbox(search_only(&format!("{},{}", says_no.url, configured.url))).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(&format!(
@@ -532,15 +540,7 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
         "{}",
         stdout(&out)
     );
-    let out = outbox(args(&[
-        "search",
-        "relays",
-        "--relays",
-        &home.url,
-        "--search-relays",
-        &says_no.url,
-    ]))
-    .await;
+    let out = outbox(search_only(&says_no.url)).await;
     assert!(!out.status.success());
     assert_stderr_says(&out, "none of the chosen relays supports NIP-50");
     assert_eq!(says_no.searches(), 0);
@@ -555,9 +555,8 @@ async fn search_asks_the_search_list_then_nip11_relays_then_the_configured_ones(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_asks_the_authors_write_relay_and_names_the_largest_count() {
-    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa3);
-    home.store(&write_list(&alice, &theirs.url)).await;
+    let [home, theirs] = home_and_outbox(&alice).await;
     for i in 0..3 {
         let note = signed(&alice, Kind::TextNote, &format!("note {i}"), vec![], 60 + i);
         theirs.store(&note).await;
@@ -666,11 +665,10 @@ async fn a_named_person_s_public_key_is_refused_as_the_secret_key() {
 /// hint that does not answer, the event is found where its author writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req_asks_a_nevent_author_s_write_relays() {
-    let [home, theirs] = RealRelay::several().await;
+    let alice = key(0xab);
+    let [home, theirs] = home_and_outbox(&alice).await;
     // A hint nobody answers at: nothing listens on port 1.
     let gone = "ws://127.0.0.1:1";
-    let alice = key(0xab);
-    home.store(&write_list(&alice, &theirs.url)).await;
     let note = signed(&alice, Kind::TextNote, "where I write", vec![], 60);
     theirs.store(&note).await;
     for hints in [vec![], vec![RelayUrl::parse(gone).unwrap()]] {
@@ -897,6 +895,11 @@ fn nevent_word(line: &str) -> &str {
         .unwrap_or_else(|| panic!("no nevent on {line:?}"))
 }
 
+/// The first line of `text` that ends with `end`.
+fn line_ending<'a>(text: &'a str, end: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.ends_with(end))
+}
+
 /// The `nevent` of a text line, decoded.
 fn nevent_of(line: &str) -> Nip19Event {
     use nostr::nips::nip19::FromBech32;
@@ -907,19 +910,15 @@ fn nevent_of(line: &str) -> Nip19Event {
 /// came from as a hint, which `outbox get` takes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
-    let [home, theirs] = RealRelay::several().await;
     let alice = key(0xa5);
-    home.store(&write_list(&alice, &theirs.url)).await;
+    let [home, theirs] = home_and_outbox(&alice).await;
     let note = signed(&alice, Kind::TextNote, "find me again", vec![], 60);
     theirs.store(&note).await;
     let a = npub(&alice);
     let out = outbox(args(&["req", "-a", &a, "-k", "1", "--relays", &home.url])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.ends_with("find me again"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = line_ending(&text, "find me again").unwrap_or_else(|| panic!("{text}"));
     let code = nevent_of(line);
     assert_eq!(code.event_id, note.id, "{line}");
     assert_eq!(code.author, Some(alice.public_key()), "{line}");
@@ -932,10 +931,8 @@ async fn text_output_names_each_event_by_a_nevent_with_its_relay() {
         let out = outbox(args(&[command, &printed, "--relays", &home.url])).await;
         assert!(out.status.success(), "{command}: {}", stderr(&out));
         let text = stdout(&out);
-        let line = text
-            .lines()
-            .find(|l| l.ends_with("find me again"))
-            .unwrap_or_else(|| panic!("{command}: {text}"));
+        let line =
+            line_ending(&text, "find me again").unwrap_or_else(|| panic!("{command}: {text}"));
         assert_eq!(nevent_of(line).event_id, note.id, "{command}: {line}");
     }
 }

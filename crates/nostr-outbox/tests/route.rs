@@ -87,6 +87,13 @@ fn fixture() -> Fixture {
     }
 }
 
+impl Fixture {
+    /// `route`, then `args`, then this world: what a test asks `outbox`.
+    fn route<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        [&["route"], args, &["--world", self.world.to_str().unwrap()]].concat()
+    }
+}
+
 fn write_event(dir: &Path, name: &str, event: Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, event.to_string()).unwrap();
@@ -105,6 +112,15 @@ fn target(url: &str, reasons: &[&str]) -> (String, Vec<String>) {
         url.to_string(),
         reasons.iter().map(|r| r.to_string()).collect(),
     )
+}
+
+/// Author 2's write relays, as [`targets`] lists them ahead of the rest.
+fn authors_outbox() -> Vec<(String, Vec<String>)> {
+    let author = format!("author_write {}", hex(2));
+    vec![
+        target("wss://a.example", &[&author]),
+        target("wss://b.example", &[&author]),
+    ]
 }
 
 fn targets(plan: &Value) -> Vec<(String, Vec<String>)> {
@@ -137,26 +153,18 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
         "note.json",
         json!({"pubkey": hex(2), "kind": 1, "tags": [["p", hex(3)], ["p", hex(9)]], "content": "hi"}),
     );
-    let world = f.world.to_str().unwrap();
-    let plan = plan_of(&["route", "publish", "--event", &event, "--world", world]);
-    let author = format!("author_write {}", hex(2));
+    let plan = plan_of(&f.route(&["publish", "--event", &event]));
     let tagged = format!("tagged_read {}", hex(3));
-    assert_eq!(
-        targets(&plan),
-        [
-            target("wss://a.example", &[&author]),
-            target("wss://b.example", &[&author]),
-            target("wss://p1.example", &[&tagged]),
-            target("wss://p2.example", &[&tagged]),
-        ]
-    );
+    let inbox = [
+        target("wss://p1.example", &[&tagged]),
+        target("wss://p2.example", &[&tagged]),
+    ];
+    assert_eq!(targets(&plan), [authors_outbox(), inbox.to_vec()].concat());
     assert_eq!(plan["route"]["unknown"], json!([hex(9)]));
     assert_eq!(plan["violations"], json!([]));
 
     // The text form says the same, one relay per line with its reasons.
-    let text = stdout(&outbox(&[
-        "route", "publish", "--event", &event, "--world", world,
-    ]));
+    let text = stdout(&outbox(&f.route(&["publish", "--event", &event])));
     assert!(text.starts_with("publish route: 4 relays"), "{text}");
     assert_says(
         &text,
@@ -165,30 +173,12 @@ fn publish_names_the_authors_outbox_and_the_tagged_persons_inbox() {
     assert_says(&text, &format!("no relays known for: {}", hex(9)));
 
     // A total budget of 2: the author and the tagged person get one relay each.
-    let plan = plan_of(&[
-        "route",
-        "publish",
-        "--event",
-        &event,
-        "--world",
-        world,
-        "--max-relays",
-        "2",
-    ]);
+    let plan = plan_of(&f.route(&["publish", "--event", &event, "--max-relays", "2"]));
     let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
     assert_eq!(urls, ["wss://a.example", "wss://p1.example"]);
 
     // `--per-person 0` drops the tagged person, and says so.
-    let args = [
-        "route",
-        "publish",
-        "--event",
-        &event,
-        "--world",
-        world,
-        "--per-person",
-        "0",
-    ];
+    let args = f.route(&["publish", "--event", &event, "--per-person", "0"]);
     let text = stdout(&outbox(&args));
     assert_says(
         &text,
@@ -211,16 +201,13 @@ fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
         "wrap.json",
         json!({"pubkey": hex(7), "kind": 1059, "tags": [["p", hex(4)], ["p", hex(3)]]}),
     );
-    let plan = plan_of(&[
-        "route",
+    let plan = plan_of(&f.route(&[
         "publish",
         "--event",
         &wrap,
-        "--world",
-        f.world.to_str().unwrap(),
         "--lists",
         f.lists.to_str().unwrap(),
-    ]);
+    ]));
     // Only 4's DM inbox; 3 has read relays but no (verified) DM list, so is reported.
     assert_eq!(
         targets(&plan),
@@ -235,14 +222,7 @@ fn private_messages_go_to_dm_inboxes_from_the_lists_file() {
 #[test]
 fn the_inbox_is_read_from_the_readers_read_relays() {
     let f = fixture();
-    let plan = plan_of(&[
-        "route",
-        "inbox",
-        "--world",
-        f.world.to_str().unwrap(),
-        "--kind",
-        "1",
-    ]);
+    let plan = plan_of(&f.route(&["inbox", "--kind", "1"]));
     assert_eq!(
         targets(&plan),
         [target("wss://in.example", &["reader_read"])]
@@ -252,16 +232,13 @@ fn the_inbox_is_read_from_the_readers_read_relays() {
     assert_eq!(filter["kinds"], json!([1]));
     // A reader with no read relay falls back to the configured relays (the world's belong to
     // the world's reader only).
-    let plan = plan_of(&[
-        "route",
+    let plan = plan_of(&f.route(&[
         "inbox",
-        "--world",
-        f.world.to_str().unwrap(),
         "--reader",
         &hex(5),
         "--reader-relay",
         "wss://mine.example",
-    ]);
+    ]));
     let urls: Vec<String> = targets(&plan).into_iter().map(|(u, _)| u).collect();
     assert_eq!(urls, ["wss://mine.example"]);
     assert_eq!(
@@ -279,26 +256,14 @@ fn a_thread_asks_hints_the_author_and_tagged_people() {
         .relays([RelayUrl::parse("wss://hint.example").unwrap()])
         .to_bech32()
         .unwrap();
-    let plan = plan_of(&[
-        "route",
-        "thread",
-        "--event",
-        &code,
-        "--world",
-        f.world.to_str().unwrap(),
-    ]);
-    let author = format!("author_write {}", hex(2));
+    let plan = plan_of(&f.route(&["thread", "--event", &code]));
     // NIP-65: replies to the author are sent to their read relay.
     let reads = format!("author_read {}", hex(2));
-    assert_eq!(
-        targets(&plan),
-        [
-            target("wss://a.example", &[&author]),
-            target("wss://b.example", &[&author]),
-            target("wss://hint.example", &["hint"]),
-            target("wss://r2.example", &[&reads]),
-        ]
-    );
+    let more = [
+        target("wss://hint.example", &["hint"]),
+        target("wss://r2.example", &[&reads]),
+    ];
+    assert_eq!(targets(&plan), [authors_outbox(), more.to_vec()].concat());
     let filters = &plan["route"]["targets"][0]["filters"];
     assert_eq!(filters[0]["#e"], json!([id.to_hex()]));
     assert_eq!(filters[0]["kinds"], json!([1, 6, 7, 16, 1111, 9735]));
@@ -312,14 +277,7 @@ fn a_thread_asks_hints_the_author_and_tagged_people() {
         json!({"id": id.to_hex(), "pubkey": hex(2), "kind": 1,
                "tags": [["p", hex(3)], ["e", id.to_hex(), "wss://x.example/\u{1b}[2J"]]}),
     );
-    let out = outbox(&[
-        "route",
-        "thread",
-        "--event",
-        &event,
-        "--world",
-        f.world.to_str().unwrap(),
-    ]);
+    let out = outbox(&f.route(&["thread", "--event", &event]));
     let text = stdout(&out);
     assert_says(&text, &format!("tagged-read {}", hex(3)));
     assert_says(&text, "hints refused by the URL policy: 1");
