@@ -18,6 +18,37 @@ pub use per_author::{
     PerAuthorKind, PerAuthorSelector, Rules, DEFAULT_PER_AUTHOR, MAX_PER_AUTHOR,
 };
 
+#[doc(hidden)]
+pub use nostr_outbox_core as __core;
+
+/// The methods every per-author strategy's config (fields `per_author` and `scorer`) has alike,
+/// for the body of its `impl StrategyConfig` in
+/// [`register_strategy!`](nostr_outbox_core::register_strategy): `label` of [`PerAuthorKind`]
+/// `$kind` ([`per_author_label`]) and `validate` ([`validate_config`]); given a `$selector` with
+/// `from_config(per_author, scorer)`, `build` too.
+#[macro_export]
+macro_rules! per_author_config {
+    ($kind:ty) => {
+        fn label(&self) -> String {
+            $crate::per_author_label::<$kind>(self.name(), self.scorer.as_deref())
+        }
+
+        fn validate(&self) -> Vec<$crate::__core::ConfigIssue> {
+            $crate::validate_config(self.per_author, self.scorer.as_deref())
+        }
+    };
+    ($kind:ty, $selector:ty) => {
+        $crate::per_author_config!($kind);
+
+        fn build(&self) -> Box<dyn $crate::__core::Selector> {
+            Box::new(<$selector>::from_config(
+                self.per_author,
+                self.scorer.as_deref(),
+            ))
+        }
+    };
+}
+
 /// Welshman's popularity weight `1 + ln popularity` (0 for a relay nobody writes to).
 pub fn popularity_weight(popularity: u32) -> f64 {
     if popularity == 0 {

@@ -2,12 +2,9 @@
 //! with a scorer, the top N by the scorer's per-relay draw.
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
-use nostr_outbox_core::ConfigIssue;
-use nostr_outbox_core::{Scorer, ScorerConfig, Selector};
+use nostr_outbox_core::{Scorer, ScorerConfig};
 
-use nostr_outbox_kit::{
-    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
-};
+use nostr_outbox_kit::{default_per_author, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR};
 
 /// `[strategy] type = "filter_decomposition"`.
 ///
@@ -40,20 +37,7 @@ nostr_outbox_core::register_strategy! {
     name: "filter_decomposition",
     summary: "per follow, the first N write relays in list order (rust-nostr), or top N by an optional scorer",
     impl StrategyConfig for FilterDecompositionConfig {
-        fn label(&self) -> String {
-            nostr_outbox_kit::per_author_label::<FilterDecompositionKind>(self.name(), self.scorer.as_deref())
-        }
-
-        fn validate(&self) -> Vec<ConfigIssue> {
-            validate_config(self.per_author, self.scorer.as_deref())
-        }
-
-        fn build(&self) -> Box<dyn Selector> {
-            Box::new(FilterDecomposition::from_config(
-                self.per_author,
-                self.scorer.as_deref(),
-            ))
-        }
+        nostr_outbox_kit::per_author_config!(FilterDecompositionKind, FilterDecomposition);
     }
 }
 

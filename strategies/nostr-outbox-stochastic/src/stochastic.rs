@@ -1,13 +1,11 @@
 //! `stochastic`: per follow, the top N write relays by `(1 + ln popularity) · scorer`.
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
-use nostr_outbox_core::ConfigIssue;
 use nostr_outbox_core::{Scorer, ScorerConfig, Selector};
 
 use crate::uniform::UniformScorer;
 use nostr_outbox_kit::{
-    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, Rules,
-    DEFAULT_PER_AUTHOR,
+    default_per_author, PerAuthorKind, PerAuthorSelector, Rules, DEFAULT_PER_AUTHOR,
 };
 
 /// `[strategy] type = "stochastic"`.
@@ -40,13 +38,7 @@ nostr_outbox_core::register_strategy! {
     name: "stochastic",
     summary: "per follow, top N write relays by (1 + ln popularity) · random factor (welshman)",
     impl StrategyConfig for StochasticConfig {
-        fn label(&self) -> String {
-            nostr_outbox_kit::per_author_label::<StochasticKind>(self.name(), self.scorer.as_deref())
-        }
-
-        fn validate(&self) -> Vec<ConfigIssue> {
-            validate_config(self.per_author, self.scorer.as_deref())
-        }
+        nostr_outbox_kit::per_author_config!(StochasticKind);
 
         fn build(&self) -> Box<dyn Selector> {
             Box::new(

@@ -1,11 +1,8 @@
 //! `per_author`: per follow, the top N relays by score, for bounded lookups.
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
-use nostr_outbox_core::ConfigIssue;
-use nostr_outbox_core::{Scorer, ScorerConfig, Selector};
-use nostr_outbox_kit::{
-    default_per_author, validate_config, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR,
-};
+use nostr_outbox_core::{Scorer, ScorerConfig};
+use nostr_outbox_kit::{default_per_author, PerAuthorKind, PerAuthorSelector, DEFAULT_PER_AUTHOR};
 
 use crate::scorer::{Thompson, ThompsonConfig, ThompsonOptions};
 
@@ -48,20 +45,7 @@ nostr_outbox_core::register_strategy! {
         })),
     }),
     impl StrategyConfig for PerAuthorConfig {
-        fn label(&self) -> String {
-            nostr_outbox_kit::per_author_label::<PerAuthorThompsonKind>(self.name(), self.scorer.as_deref())
-        }
-
-        fn validate(&self) -> Vec<ConfigIssue> {
-            validate_config(self.per_author, self.scorer.as_deref())
-        }
-
-        fn build(&self) -> Box<dyn Selector> {
-            Box::new(PerAuthor::from_config(
-                self.per_author,
-                self.scorer.as_deref(),
-            ))
-        }
+        nostr_outbox_kit::per_author_config!(PerAuthorThompsonKind, PerAuthor);
     }
 }
 
