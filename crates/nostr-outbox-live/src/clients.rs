@@ -64,11 +64,11 @@ pub trait LiveClient: Send + Sync {
     fn label(&self) -> String;
 
     /// Runs one session's reads.
-    fn run<'a>(
-        &'a self,
-        session: ClientSession<'a>,
-    ) -> Pin<Box<dyn Future<Output = ClientRun> + Send + 'a>>;
+    fn run<'a>(&'a self, session: ClientSession<'a>) -> ClientFuture<'a>;
 }
+
+/// What [`LiveClient::run`] returns: the session's reads, to be awaited.
+pub type ClientFuture<'a> = Pin<Box<dyn Future<Output = ClientRun> + Send + 'a>>;
 
 /// A registered client; submitted by [`register_live_client!`](crate::register_live_client).
 pub struct LiveClientEntry {

@@ -3,14 +3,11 @@
 //! the relays it asked from the relays' own logs. Two stand-in clients: one that asks every
 //! relay the lists name, one that asks nothing.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use nostr::event::Kind;
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
 use nostr_outbox_core::UrlPolicy;
-use nostr_outbox_live::clients::{ClientRun, ClientSession, LiveClient};
+use nostr_outbox_live::clients::{ClientFuture, ClientRun, ClientSession, LiveClient};
 use nostr_outbox_live::{run_live_with_clients, LiveConfig, LiveStrategy};
 use nostr_outbox_runtime::{fetch_events, Client, RuntimeConfig};
 use nostr_outbox_sim::{generate, Profile, Window};
@@ -23,10 +20,7 @@ impl LiveClient for EveryRelay {
         "every relay".into()
     }
 
-    fn run<'a>(
-        &'a self,
-        session: ClientSession<'a>,
-    ) -> Pin<Box<dyn Future<Output = ClientRun> + Send + 'a>> {
+    fn run<'a>(&'a self, session: ClientSession<'a>) -> ClientFuture<'a> {
         Box::pin(async move {
             let policy = UrlPolicy::allow_local();
             let mut relays: Vec<String> = session.reader_relays.to_vec();
@@ -74,16 +68,10 @@ impl LiveClient for Idle {
         "idle".into()
     }
 
-    fn run<'a>(
-        &'a self,
-        session: ClientSession<'a>,
-    ) -> Pin<Box<dyn Future<Output = ClientRun> + Send + 'a>> {
-        Box::pin(async move {
-            ClientRun {
-                reads: session.reads.iter().map(|_| Vec::new()).collect(),
-                dialled: 0,
-            }
-        })
+    fn run<'a>(&'a self, session: ClientSession<'a>) -> ClientFuture<'a> {
+        // Nothing to wait for: the run is over at once.
+        let reads = session.reads.iter().map(|_| Vec::new()).collect();
+        Box::pin(std::future::ready(ClientRun { reads, dialled: 0 }))
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod parity_common;
 
-use parity_common::{assert_close, assert_probes_agree, bench};
+use parity_common::bench_agreeing;
 
 /// As `outbox feed --once` runs, live recall against the simulator's session loop with
 /// in-session re-planning (`LoopConfig::replan_on_failure`). A `--once` run re-plans in waves
@@ -14,9 +14,5 @@ use parity_common::{assert_close, assert_probes_agree, bench};
 /// by session (to the tenth of a point in every measured run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_once_matches_the_simulator() {
-    let report = bench(false, 26_000).await;
-    assert_close(&report, "simulated", |r| {
-        (r.live.declared_recall, r.simulated.declared_recall)
-    });
-    assert_probes_agree(&report);
+    bench_agreeing(false, 26_000).await;
 }

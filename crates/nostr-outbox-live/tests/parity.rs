@@ -5,18 +5,14 @@
 
 mod parity_common;
 
-use parity_common::{assert_close, assert_probes_agree, bench};
+use parity_common::bench_agreeing;
 
 /// With one plan per session (the simulator's model of a session), the runtime sends exactly
 /// the simulator's plans, probes the same relays after each fetch, learns the same from both,
 /// and its recall is the simulator's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_plan_sessions_match_the_simulator() {
-    let report = bench(true, 21_000).await;
-    assert_close(&report, "simulated", |r| {
-        (r.live.declared_recall, r.simulated.declared_recall)
-    });
-    assert_probes_agree(&report);
+    let report = bench_agreeing(true, 21_000).await;
     for st in &report.strategies {
         for r in &st.sessions {
             assert!(

@@ -80,6 +80,17 @@ pub fn assert_close(
     );
 }
 
+/// [`bench`], checked: live recall close to the simulator's ([`assert_close`]) and the probes
+/// agreeing ([`assert_probes_agree`]).
+pub async fn bench_agreeing(one_plan: bool, port_hint: u16) -> LiveReport {
+    let report = bench(one_plan, port_hint).await;
+    assert_close(&report, "simulated", |r| {
+        (r.live.declared_recall, r.simulated.declared_recall)
+    });
+    assert_probes_agree(&report);
+    report
+}
+
 /// `recall` probed, within its budget, and in every session the runtime's probes are the
 /// simulator's: as many relays, as many answering, as many notes returned. Both leave out every
 /// relay a plan of the session asked (re-plans included) and the same relays answer, so this
