@@ -42,12 +42,18 @@ pub fn relay_list(author: u64, relays: &[&str]) -> RawRelayList {
     }
 }
 
+/// A route table builder following `test_key(0..follows)`, with the reader relay
+/// `wss://home.example`: lists and hints are added to it, then it is built.
+pub fn table_builder(follows: u64) -> RouteTableBuilder {
+    RouteTableBuilder::new(UrlPolicy::default())
+        .follows((0..follows).map(test_key))
+        .reader_relays(["wss://home.example"])
+}
+
 /// A route table following `test_key(0..follows)`, with the reader relay `wss://home.example`
 /// and `lists`.
 pub fn table_with_lists(follows: u64, lists: impl IntoIterator<Item = RawRelayList>) -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..follows).map(test_key))
-        .reader_relays(["wss://home.example"]);
+    let mut b = table_builder(follows);
     for list in lists {
         b.add_list(list);
     }

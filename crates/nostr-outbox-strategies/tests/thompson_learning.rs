@@ -5,10 +5,8 @@
 //! and toward Y, using only what the plan's own REQs returned (no oracle).
 
 use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use nostr_outbox_core::testkit::{relay_list, test_key};
-use nostr_outbox_core::{
-    AuthorId, DeliveryStats, Plan, PlanContext, RouteTable, RouteTableBuilder, Router, UrlPolicy,
-};
+use nostr_outbox_core::testkit::{relay_list, table_builder};
+use nostr_outbox_core::{AuthorId, DeliveryStats, Plan, PlanContext, RouteTable, Router};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -31,9 +29,7 @@ const ZS: [&str; 8] = [
 ];
 
 fn world() -> RouteTable {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..FOLLOWS).map(test_key))
-        .reader_relays(["wss://home.example"]);
+    let mut b = table_builder(FOLLOWS);
     for a in 0..FOLLOWS {
         let z = |k: u64| ZS[((a * 3 + k * (1 + a % 5)) % 8) as usize];
         let mut relays = [X, Y, z(0), z(1), z(2)];

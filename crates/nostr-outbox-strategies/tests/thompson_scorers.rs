@@ -1,9 +1,11 @@
 //! Thompson scorers and the `per_author` strategy: stability, seeds, laziness, config combinations.
 
-use nostr_outbox_core::testkit::{check_config_toml, random_table, test_key, WorldShape};
+use nostr_outbox_core::testkit::{
+    check_config_toml, random_table, relay_list, table_builder, WorldShape,
+};
 use nostr_outbox_core::{
-    DeliveryStats, PlanContext, PlanInput, RawRelayList, RelayId, RelayStats, RelayView,
-    RouteTable, RouteTableBuilder, Router, RouterConfig, Scorer, UrlPolicy,
+    DeliveryStats, PlanContext, PlanInput, RelayId, RelayStats, RelayView, RouteTable, Router,
+    RouterConfig, Scorer,
 };
 use nostr_outbox_thompson::{FixedThompson, Thompson, ThompsonOptions};
 use rand::SeedableRng;
@@ -127,15 +129,9 @@ fn fixed_thompson_draws_lazily_and_caches_relays_first_seen_mid_run() {
 
 #[test]
 fn options_popularity_weight_and_latency_discount() {
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..3).map(test_key))
-        .reader_relays(["wss://home.example"]);
+    let mut b = table_builder(3);
     for a in 0..3 {
-        b.add_list(RawRelayList {
-            author: test_key(a),
-            created_at: 1,
-            tags: vec![vec!["r".into(), "wss://a.example".into()]],
-        });
+        b.add_list(relay_list(a, &["wss://a.example"]));
     }
     let t = b.build();
     let relay = t.relay_id("wss://a.example").unwrap();

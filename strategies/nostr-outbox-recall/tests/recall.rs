@@ -1,7 +1,9 @@
 //! The recall strategy: conformance, config errors, and that what it learns moves its plans.
 
 use nostr_outbox_core::stats::{AuthorRound, RelayRound, RoundReport};
-use nostr_outbox_core::testkit::{check_strategy, relay_list, table_with_lists, test_key};
+use nostr_outbox_core::testkit::{
+    check_strategy, relay_list, table_builder, table_with_lists, test_key,
+};
 use nostr_outbox_core::{check_plan, DeliveryStats, PlanContext, RouteTable, Router};
 use nostr_outbox_recall::RecallConfig;
 
@@ -362,11 +364,9 @@ fn a_weeks_plan_and_a_years_plan_ask_different_relays() {
 /// A follow without a list is routed where it was hinted; without the hint it is residual.
 #[test]
 fn a_follow_without_a_list_is_asked_where_it_was_hinted() {
-    use nostr_outbox_core::{HintSource, RouteTableBuilder, UrlPolicy};
+    use nostr_outbox_core::HintSource;
     let build = |hinted: bool| {
-        let mut b = RouteTableBuilder::new(UrlPolicy::default())
-            .follows((0..4).map(test_key))
-            .reader_relays(["wss://home.example"]);
+        let mut b = table_builder(4);
         for k in 0..3 {
             b.add_list(relay_list(k, &["wss://a.example"]));
         }
@@ -397,10 +397,8 @@ fn a_follow_without_a_list_is_asked_where_it_was_hinted() {
 /// spends a connection: the residual asks the reader's relays about the follow anyway.
 #[test]
 fn a_hint_at_a_reader_relay_leaves_the_follow_to_the_residual() {
-    use nostr_outbox_core::{HintSource, RouteTableBuilder, UrlPolicy};
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..3).map(test_key))
-        .reader_relays(["wss://home.example"]);
+    use nostr_outbox_core::HintSource;
+    let mut b = table_builder(3);
     for k in 0..2 {
         b.add_list(relay_list(k, &["wss://a.example"]));
     }
@@ -485,10 +483,7 @@ fn one_answer_is_judged_from_how_relays_that_answered_did() {
 /// 0–2 and still has its connection for `a.example`.
 #[test]
 fn a_reader_relay_in_the_pool_costs_none_of_the_budget() {
-    use nostr_outbox_core::{RouteTableBuilder, UrlPolicy};
-    let mut b = RouteTableBuilder::new(UrlPolicy::default())
-        .follows((0..4).map(test_key))
-        .reader_relays(["wss://home.example"]);
+    let mut b = table_builder(4);
     for k in 0..3 {
         b.add_list(relay_list(k, &["wss://home.example"]));
     }
