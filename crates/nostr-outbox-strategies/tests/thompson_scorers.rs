@@ -24,6 +24,13 @@ fn view(t: &RouteTable, relay: RelayId, coverage: u32) -> RelayView<'_> {
     }
 }
 
+/// The small world of seed 4, with stats [`learned`] on it: what the fixed Thompson tests score.
+fn learned_world() -> (RouteTable, DeliveryStats) {
+    let t = random_table(WorldShape::small(), 4);
+    let stats = learned(&t);
+    (t, stats)
+}
+
 fn learned(t: &RouteTable) -> DeliveryStats {
     let mut stats = DeliveryStats::new();
     for (i, r) in t.relays().enumerate() {
@@ -52,8 +59,7 @@ fn fixed_thompson() -> (ChaCha8Rng, FixedThompson) {
 
 #[test]
 fn fixed_thompson_supports_lazy_greedy_and_scales_with_coverage() {
-    let t = random_table(WorldShape::small(), 4);
-    let stats = learned(&t);
+    let (t, stats) = learned_world();
     let input = input(&t, &stats);
     let (mut rng, mut s) = fixed_thompson();
     assert!(s.supports_lazy_greedy());
@@ -79,8 +85,7 @@ fn fixed_thompson_supports_lazy_greedy_and_scales_with_coverage() {
 
 #[test]
 fn fixed_thompson_differs_across_seeds_and_repeats_for_a_seed() {
-    let t = random_table(WorldShape::small(), 4);
-    let stats = learned(&t);
+    let (t, stats) = learned_world();
     let input = input(&t, &stats);
     let run = |seed: u64| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -96,8 +101,7 @@ fn fixed_thompson_differs_across_seeds_and_repeats_for_a_seed() {
 
 #[test]
 fn fixed_thompson_draws_lazily_and_caches_relays_first_seen_mid_run() {
-    let t = random_table(WorldShape::small(), 4);
-    let stats = learned(&t);
+    let (t, stats) = learned_world();
     let input = input(&t, &stats);
     let (mut rng, mut s) = fixed_thompson();
     s.prepare(&input, &mut rng);

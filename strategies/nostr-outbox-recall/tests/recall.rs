@@ -15,6 +15,11 @@ fn table(lists: &[(u64, &[&str])]) -> RouteTable {
     )
 }
 
+/// `follows` follows, each listing every one of `relays`.
+fn all_on(follows: u64, relays: &[&str]) -> RouteTable {
+    table_with_lists(follows, (0..follows).map(|k| relay_list(k, relays)))
+}
+
 fn router(budget: usize, extra: &str) -> Router {
     Router::from_toml(&format!(
         "max_connections = {budget}\n[strategy]\ntype = \"recall\"\n{extra}"
@@ -137,9 +142,7 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
     // when both were asked. The URL order favours the shallow one on a tie.
     let shallow = "wss://a-shallow.example";
     let deep = "wss://z-deep.example";
-    let both = [shallow, deep];
-    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &both[..])).collect();
-    let t = table(&lists);
+    let t = all_on(4, &[shallow, deep]);
     let mut stats = DeliveryStats::new();
     for run in 0..5 {
         let report = RoundReport {
@@ -173,8 +176,7 @@ fn learned_completeness_picks_the_relay_that_keeps_history() {
 fn prolific_follows_get_more_relays_than_silent_ones_under_the_disclosure_budget() {
     // Six follows, each on three relays; follow 0 is prolific, the others were seen silent.
     let relays = ["wss://a.example", "wss://b.example", "wss://c.example"];
-    let lists: Vec<(u64, &[&str])> = (0..6).map(|i| (i, &relays[..])).collect();
-    let t = table(&lists);
+    let t = all_on(6, &relays);
     let mut stats = DeliveryStats::new();
     let report = RoundReport {
         relays: relays
@@ -281,8 +283,7 @@ fn relays_that_keep_the_same_month_do_not_add_up() {
         "wss://month-b.example",
         "wss://year.example",
     ];
-    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &relays[..])).collect();
-    let t = table(&lists);
+    let t = all_on(4, &relays);
     let mut stats = DeliveryStats::new();
     let answer = |url: &str, events: u32, days: u64| relay_round(url, true, events, days);
     for run in 0..3 {
@@ -332,9 +333,7 @@ fn a_weeks_plan_and_a_years_plan_ask_different_relays() {
     let now = NOW;
     // One relay answers most runs but keeps a month; the other keeps a year but is often down.
     let (month, year) = ("wss://month.example", "wss://year.example");
-    let both = [month, year];
-    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &both[..])).collect();
-    let t = table(&lists);
+    let t = all_on(4, &[month, year]);
     let mut stats = DeliveryStats::new();
     for run in 0..3 {
         let report = RoundReport {
@@ -501,8 +500,7 @@ fn a_reader_relay_in_the_pool_costs_none_of_the_budget() {
 /// follow allows six of the eight (follow, relay) pairs.
 fn pairs_asked(rounds: &[RoundReport]) -> usize {
     let relays = ["wss://a.example", "wss://b.example"];
-    let lists: Vec<(u64, &[&str])> = (0..4).map(|i| (i, &relays[..])).collect();
-    let t = table(&lists);
+    let t = all_on(4, &relays);
     let mut stats = DeliveryStats::new();
     for (i, round) in rounds.iter().enumerate() {
         stats.record_round(round, NOW + i as u64);
