@@ -248,11 +248,8 @@ const WRITE_RELAYS: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_sockets_filled_by_the_reader_relays_still_hear_every_write_relay() {
-    let readers = [RealRelay::start().await, RealRelay::start().await];
-    let mut writers = Vec::new();
-    for _ in 0..WRITE_RELAYS {
-        writers.push(RealRelay::start().await);
-    }
+    let readers: [RealRelay; 2] = RealRelay::several().await;
+    let writers: [RealRelay; WRITE_RELAYS] = RealRelay::several().await;
     let gauge = Gauge::default();
     let mut urls = Vec::new();
     for relay in readers.iter().chain(&writers) {
@@ -406,11 +403,8 @@ async fn a_feed_given_the_marks_a_run_ended_with_asks_each_relay_only_since_them
 /// holds it, and the new relay takes its turns like the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_that_moves_while_relays_take_turns_is_heard_on_its_new_relay() {
-    let readers = [RealRelay::start().await, RealRelay::start().await];
-    let mut writers = Vec::new();
-    for _ in 0..WRITE_RELAYS {
-        writers.push(RealRelay::start().await);
-    }
+    let readers: [RealRelay; 2] = RealRelay::several().await;
+    let writers: [RealRelay; WRITE_RELAYS] = RealRelay::several().await;
     let moved_to = RealRelay::start().await;
     let now = now();
     let f: Vec<_> = (1..=6).map(keys).collect();
