@@ -43,6 +43,13 @@ async fn dm_relay_listed_on(listed_on: &RealRelay, reader: &Keys) -> RealRelay {
     dm
 }
 
+/// The reader's home relay, holding its DM relay list, and the [`dm_relay`] the list names.
+async fn home_and_dm_relay(reader: &Keys) -> (RealRelay, RealRelay) {
+    let home = RealRelay::start().await;
+    let dm = dm_relay_listed_on(&home, reader).await;
+    (home, dm)
+}
+
 /// Writes a key file readable by its owner alone.
 fn key_file(dir: &Path, keys: &Keys) -> PathBuf {
     let path = dir.join("reader.nsec");
@@ -87,8 +94,7 @@ fn on(relays: &str, key: Option<&str>, extra: &[&str]) -> Vec<String> {
 async fn a_wrap_on_a_signed_in_dm_relay_named_only_in_the_dm_list_is_read_and_opened() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, alice) = (fixed(0x21), fixed(0xa1));
-    let home = RealRelay::start().await;
-    let dm = dm_relay_listed_on(&home, &reader).await;
+    let (home, dm) = home_and_dm_relay(&reader).await;
     dm.store(&wrap(&alice, &reader, "meet at \u{1b}[31mnoon\nok?"))
         .await;
     // A wrap tagging the reader that opens to nothing: reported, not fatal.
@@ -282,8 +288,7 @@ async fn a_dm_list_only_an_indexer_has_is_found_there() {
 async fn only_real_seals_open_and_each_message_is_shown_once() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, alice) = (fixed(0x22), fixed(0xa2));
-    let home = RealRelay::start().await;
-    let dm = dm_relay_listed_on(&home, &reader).await;
+    let (home, dm) = home_and_dm_relay(&reader).await;
     let rumor = |text: &str| {
         EventBuilder::new(Kind::PrivateDirectMessage, text)
             .tag(Tag::public_key(reader.public_key()))
