@@ -352,10 +352,8 @@ impl RouteTableBuilder {
             let mut targets = Vec::with_capacity(write_targets.len() + hint_targets.len());
             offsets.push(0u32);
             for a in 0..follows.len() {
-                let w = write_offsets[a] as usize..write_offsets[a + 1] as usize;
-                let h = hint_offsets[a] as usize..hint_offsets[a + 1] as usize;
-                targets.extend_from_slice(&write_targets[w]);
-                targets.extend_from_slice(&hint_targets[h]);
+                targets.extend_from_slice(row(&write_targets, &write_offsets, a));
+                targets.extend_from_slice(row(&hint_targets, &hint_offsets, a));
                 offsets.push(targets.len() as u32);
             }
             let (by_relay_offsets, by_relay) = invert(&offsets, &targets, relay_count);
@@ -437,9 +435,10 @@ fn keep_hints(
         let url = hints[i].1.as_str();
         let counts = report.hints.entry(source).or_default();
         let a = author.index();
-        let declared = relays.index.get(url).is_some_and(|r| {
-            write_targets[write_offsets[a] as usize..write_offsets[a + 1] as usize].contains(r)
-        });
+        let declared = relays
+            .index
+            .get(url)
+            .is_some_and(|r| row(write_targets, write_offsets, a).contains(r));
         if declared {
             counts.declared += 1;
         } else if mine.contains(&url) {
@@ -568,6 +567,12 @@ impl RelayInterner {
     }
 }
 
+/// Row `i` of an adjacency kept as CSR: the `targets` from `offsets[i]` up to `offsets[i + 1]`.
+#[inline]
+fn row<'a, T>(targets: &'a [T], offsets: &[u32], i: usize) -> &'a [T] {
+    &targets[offsets[i] as usize..offsets[i + 1] as usize]
+}
+
 /// Turns author→relays adjacency (CSR) into relay→authors adjacency (CSR).
 fn invert(offsets: &[u32], targets: &[RelayId], relay_count: usize) -> (Vec<u32>, Vec<AuthorId>) {
     let mut counts = vec![0u32; relay_count + 1];
@@ -580,7 +585,7 @@ fn invert(offsets: &[u32], targets: &[RelayId], relay_count: usize) -> (Vec<u32>
     let mut fill = counts.clone();
     let mut out = vec![AuthorId(0); targets.len()];
     for author in 0..offsets.len().saturating_sub(1) {
-        for r in &targets[offsets[author] as usize..offsets[author + 1] as usize] {
+        for r in row(targets, offsets, author) {
             let slot = &mut fill[r.index()];
             out[*slot as usize] = AuthorId(author as u32);
             *slot += 1;
@@ -732,15 +737,13 @@ impl RouteTable {
     /// The follow's usable write relays, in list order.
     #[inline]
     pub fn write_relays(&self, author: AuthorId) -> &[RelayId] {
-        let i = author.index();
-        &self.write_targets[self.write_offsets[i] as usize..self.write_offsets[i + 1] as usize]
+        row(&self.write_targets, &self.write_offsets, author.index())
     }
 
     /// The follows who write to `relay`, in id order.
     #[inline]
     pub fn writers(&self, relay: RelayId) -> &[AuthorId] {
-        let i = relay.index();
-        &self.relay_targets[self.relay_offsets[i] as usize..self.relay_offsets[i + 1] as usize]
+        row(&self.relay_targets, &self.relay_offsets, relay.index())
     }
 
     /// How many follows write to `relay`.
@@ -803,10 +806,7 @@ impl RouteTable {
     pub fn candidates(&self, author: AuthorId) -> &[RelayId] {
         match &self.candidates {
             None => self.write_relays(author),
-            Some(c) => {
-                let i = author.index();
-                &c.targets[c.offsets[i] as usize..c.offsets[i + 1] as usize]
-            }
+            Some(c) => row(&c.targets, &c.offsets, author.index()),
         }
     }
 
@@ -815,10 +815,7 @@ impl RouteTable {
     pub fn candidate_writers(&self, relay: RelayId) -> &[AuthorId] {
         match &self.candidates {
             None => self.writers(relay),
-            Some(c) => {
-                let i = relay.index();
-                &c.by_relay[c.by_relay_offsets[i] as usize..c.by_relay_offsets[i + 1] as usize]
-            }
+            Some(c) => row(&c.by_relay, &c.by_relay_offsets, relay.index()),
         }
     }
 
