@@ -82,16 +82,23 @@ impl MonitorReport {
     }
 }
 
+/// Whether `event` is of `kind` and its signature holds.
+fn signed_of_kind(event: &Event, kind: Kind) -> Result<(), NotAMonitorEvent> {
+    if event.kind != kind {
+        return Err(NotAMonitorEvent::WrongKind {
+            expected: kind.as_u16(),
+        });
+    }
+    event.verify().map_err(|_| NotAMonitorEvent::Unverified)
+}
+
 impl TryFrom<&Event> for MonitorReport {
     type Error = NotAMonitorEvent;
 
     /// A signed kind:30166 event's report: kind and signature checked. For an event already
     /// verified, [`MonitorReport::from_verified`] skips the signature.
     fn try_from(event: &Event) -> Result<Self, Self::Error> {
-        if event.kind != Kind::RelayDiscovery {
-            return Err(NotAMonitorEvent::WrongKind { expected: 30166 });
-        }
-        event.verify().map_err(|_| NotAMonitorEvent::Unverified)?;
+        signed_of_kind(event, Kind::RelayDiscovery)?;
         Self::from_verified(event)
     }
 }
@@ -113,10 +120,7 @@ impl TryFrom<&Event> for MonitorAnnouncement {
     /// A signed kind:10166 event's announcement: kind and signature checked, unknown tags
     /// skipped.
     fn try_from(event: &Event) -> Result<Self, Self::Error> {
-        if event.kind != Kind::RelayMonitor {
-            return Err(NotAMonitorEvent::WrongKind { expected: 10166 });
-        }
-        event.verify().map_err(|_| NotAMonitorEvent::Unverified)?;
+        signed_of_kind(event, Kind::RelayMonitor)?;
         let mut out = MonitorAnnouncement {
             monitor: event.pubkey,
             frequency_secs: None,
