@@ -14,15 +14,10 @@ pub const DEFAULT_NDK_PER_AUTHOR: usize = 2;
 
 /// `[strategy] type = "ndk_priority"`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
+#[serde(crate = "nostr_outbox_core::serde", default, deny_unknown_fields)]
 pub struct NdkPriorityConfig {
     /// Relays per follow (also the per-author cap).
-    #[serde(default = "default_ndk_per_author")]
     pub per_author: usize,
-}
-
-fn default_ndk_per_author() -> usize {
-    DEFAULT_NDK_PER_AUTHOR
 }
 
 impl Default for NdkPriorityConfig {

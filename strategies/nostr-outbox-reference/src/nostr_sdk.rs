@@ -55,29 +55,14 @@ const MAX_LIMIT: usize = 255;
 
 /// `[strategy] type = "nostr_sdk"`: nostr-sdk's per-author limits.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
+#[serde(crate = "nostr_outbox_core::serde", default, deny_unknown_fields)]
 pub struct NostrSdkConfig {
     /// Write relays per follow (`write_relays_per_user`).
-    #[serde(default = "default_write")]
     pub write: usize,
     /// Hinted relays per follow (`hint_relays_per_user`).
-    #[serde(default = "default_hints")]
     pub hints: usize,
     /// Relays that delivered most per follow (`most_used_relays_per_user`).
-    #[serde(default = "default_most_received")]
     pub most_received: usize,
-}
-
-fn default_write() -> usize {
-    DEFAULT_NOSTR_SDK_WRITE
-}
-
-fn default_hints() -> usize {
-    DEFAULT_NOSTR_SDK_HINTS
-}
-
-fn default_most_received() -> usize {
-    DEFAULT_NOSTR_SDK_MOST_RECEIVED
 }
 
 impl Default for NostrSdkConfig {

@@ -41,29 +41,14 @@ const MAX_SETTING: usize = 10_000;
 
 /// `[strategy] type = "welshman"`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-#[serde(crate = "nostr_outbox_core::serde", deny_unknown_fields)]
+#[serde(crate = "nostr_outbox_core::serde", default, deny_unknown_fields)]
 pub struct WelshmanConfig {
     /// Target follows per chunk: `round(follows / authors_per_chunk)` chunks.
-    #[serde(default = "default_authors_per_chunk")]
     pub authors_per_chunk: usize,
     /// The most chunks.
-    #[serde(default = "default_max_chunks")]
     pub max_chunks: usize,
     /// Relays chosen per chunk (also the per-author cap).
-    #[serde(default = "default_relays_per_chunk")]
     pub relays_per_chunk: usize,
-}
-
-fn default_authors_per_chunk() -> usize {
-    DEFAULT_WELSHMAN_AUTHORS_PER_CHUNK
-}
-
-fn default_max_chunks() -> usize {
-    DEFAULT_WELSHMAN_MAX_CHUNKS
-}
-
-fn default_relays_per_chunk() -> usize {
-    DEFAULT_WELSHMAN_RELAYS_PER_CHUNK
 }
 
 impl Default for WelshmanConfig {
