@@ -21,6 +21,12 @@ impl ConfigIssue {
         }
     }
 
+    /// An issue about the setting `key` unless its `value` lies between 1 and `max`.
+    pub fn unless_within(key: &str, value: usize, max: usize) -> Option<Self> {
+        (!(1..=max).contains(&value))
+            .then(|| Self::new(key, format!("must be between 1 and {max}, got {value}")))
+    }
+
     /// The same issue with `prefix.` prepended to its key.
     pub fn under(mut self, prefix: &str) -> Self {
         self.key = if self.key.is_empty() {

@@ -63,13 +63,10 @@ nostr_outbox_core::register_strategy! {
         }
 
         fn validate(&self) -> Vec<ConfigIssue> {
-            let mut issues = Vec::new();
-            if !(1..=64).contains(&self.coverage_target) {
-                issues.push(ConfigIssue::new(
-                    "coverage_target",
-                    format!("must be between 1 and 64, got {}", self.coverage_target),
-                ));
-            }
+            let mut issues: Vec<ConfigIssue> =
+                ConfigIssue::unless_within("coverage_target", self.coverage_target, 64)
+                    .into_iter()
+                    .collect();
             if let Some(scorer) = &self.scorer {
                 let own = scorer.validate();
                 if own.is_empty() {

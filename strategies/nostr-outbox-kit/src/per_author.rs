@@ -31,12 +31,7 @@ pub fn default_per_author() -> usize {
 
 /// Checks a `per_author` value, naming the key.
 pub fn validate_per_author(n: usize) -> Option<ConfigIssue> {
-    (!(1..=MAX_PER_AUTHOR).contains(&n)).then(|| {
-        ConfigIssue::new(
-            "per_author",
-            format!("must be between 1 and {MAX_PER_AUTHOR}, got {n}"),
-        )
-    })
+    ConfigIssue::unless_within("per_author", n, MAX_PER_AUTHOR)
 }
 
 /// Checks the two keys every per-author config has: `per_author` and the optional

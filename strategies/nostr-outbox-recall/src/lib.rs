@@ -148,13 +148,10 @@ nostr_outbox_core::register_strategy! {
     summary: "learned coverage: how far back each relay keeps notes, liveness, completeness and volume from past runs; probes where history is missing",
     impl StrategyConfig for RecallConfig {
         fn validate(&self) -> Vec<ConfigIssue> {
-            let mut issues = Vec::new();
-            if !(1..=16).contains(&self.per_author) {
-                issues.push(ConfigIssue::new(
-                    "per_author",
-                    format!("must be between 1 and 16, got {}", self.per_author),
-                ));
-            }
+            let mut issues: Vec<ConfigIssue> =
+                ConfigIssue::unless_within("per_author", self.per_author, 16)
+                    .into_iter()
+                    .collect();
             // Each bounded number: its key, value, range, and whether the top is included.
             let bounded = [
                 ("disclosure", self.disclosure, 0.5, 16.0, true),

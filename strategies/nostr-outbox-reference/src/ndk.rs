@@ -33,14 +33,9 @@ nostr_outbox_core::register_strategy! {
     summary: "per follow up to N relays (NDK): already chosen relays first, then the most popular",
     impl StrategyConfig for NdkPriorityConfig {
         fn validate(&self) -> Vec<ConfigIssue> {
-            if (1..=64).contains(&self.per_author) {
-                Vec::new()
-            } else {
-                vec![ConfigIssue::new(
-                    "per_author",
-                    format!("must be between 1 and 64, got {}", self.per_author),
-                )]
-            }
+            ConfigIssue::unless_within("per_author", self.per_author, 64)
+                .into_iter()
+                .collect()
         }
 
         fn build(&self) -> Box<dyn Selector> {

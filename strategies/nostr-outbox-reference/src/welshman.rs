@@ -72,10 +72,7 @@ nostr_outbox_core::register_strategy! {
                 ("relays_per_chunk", self.relays_per_chunk),
             ]
             .into_iter()
-            .filter(|(_, value)| !(1..=MAX_SETTING).contains(value))
-            .map(|(key, value)| {
-                ConfigIssue::new(key, format!("must be between 1 and {MAX_SETTING}, got {value}"))
-            })
+            .filter_map(|(key, value)| ConfigIssue::unless_within(key, value, MAX_SETTING))
             .collect()
         }
 
