@@ -72,6 +72,37 @@ pub struct Selection {
     pub assignments: Vec<Assignment>,
 }
 
+impl Selection {
+    /// The selection of the follows `given` each relay of `table` (indexed by relay id): the
+    /// relays given the most follows first (ties by URL), at most `budget` of them, each asked
+    /// about the follows given it.
+    pub fn busiest_first(
+        table: &RouteTable,
+        mut given: Vec<Vec<AuthorId>>,
+        budget: usize,
+    ) -> Selection {
+        let mut relays: Vec<RelayId> = table
+            .relays()
+            .filter(|r| !given[r.index()].is_empty())
+            .collect();
+        relays.sort_by(|&a, &b| {
+            given[b.index()]
+                .len()
+                .cmp(&given[a.index()].len())
+                .then_with(|| table.url(a).cmp(table.url(b)))
+        });
+        relays.truncate(budget);
+        let assignments = relays
+            .into_iter()
+            .map(|relay| Assignment {
+                relay,
+                authors: std::mem::take(&mut given[relay.index()]),
+            })
+            .collect();
+        Selection { assignments }
+    }
+}
+
 /// Turns a route table, a budget and (usually) a scorer into a [`Selection`]: what a strategy's
 /// config builds ([`StrategyConfig::build`]), one per router.
 ///

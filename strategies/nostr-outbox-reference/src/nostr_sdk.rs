@@ -36,9 +36,7 @@
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
 use nostr_outbox_core::ConfigIssue;
-use nostr_outbox_core::{
-    Assignment, AuthorId, PlanInput, RelayId, RouteTable, Selection, Selector,
-};
+use nostr_outbox_core::{AuthorId, PlanInput, RelayId, Selection, Selector};
 use rand::RngCore;
 
 /// nostr-sdk's default write relays per author (`GossipRelayLimits::write_relays_per_user`).
@@ -192,31 +190,6 @@ impl Selector for NostrSdk {
                 given[relay.index()].push(author);
             }
         }
-        let kept = within_budget(table, &given, input.max_connections);
-        let assignments = kept
-            .into_iter()
-            .map(|relay| Assignment {
-                relay,
-                authors: std::mem::take(&mut given[relay.index()]),
-            })
-            .collect();
-        Selection { assignments }
+        Selection::busiest_first(table, given, input.max_connections)
     }
-}
-
-/// The relays given to anyone, those given to the most follows first (ties by URL), at most
-/// `budget`.
-fn within_budget(table: &RouteTable, given: &[Vec<AuthorId>], budget: usize) -> Vec<RelayId> {
-    let mut relays: Vec<RelayId> = table
-        .relays()
-        .filter(|r| !given[r.index()].is_empty())
-        .collect();
-    relays.sort_by(|&a, &b| {
-        given[b.index()]
-            .len()
-            .cmp(&given[a.index()].len())
-            .then_with(|| table.url(a).cmp(table.url(b)))
-    });
-    relays.truncate(budget);
-    relays
 }

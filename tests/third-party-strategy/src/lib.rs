@@ -7,7 +7,7 @@
 
 use nostr_outbox_core::serde::{Deserialize, Serialize};
 use nostr_outbox_core::ConfigIssue;
-use nostr_outbox_core::{Assignment, PlanInput, RelayId, Selection, Selector};
+use nostr_outbox_core::{PlanInput, Selection, Selector};
 
 /// `[strategy] type = "most_popular_first"`.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -73,25 +73,6 @@ impl Selector for MostPopularFirst {
                 per_relay[relay.index()].push(author);
             }
         }
-        let mut relays: Vec<RelayId> = table
-            .relays()
-            .filter(|r| !per_relay[r.index()].is_empty())
-            .collect();
-        relays.sort_by(|&a, &b| {
-            per_relay[b.index()]
-                .len()
-                .cmp(&per_relay[a.index()].len())
-                .then_with(|| table.url(a).cmp(table.url(b)))
-        });
-        relays.truncate(input.max_connections);
-        Selection {
-            assignments: relays
-                .into_iter()
-                .map(|relay| Assignment {
-                    relay,
-                    authors: std::mem::take(&mut per_relay[relay.index()]),
-                })
-                .collect(),
-        }
+        Selection::busiest_first(table, per_relay, input.max_connections)
     }
 }
