@@ -487,6 +487,18 @@ fn single_budget(budgets: &[usize]) -> anyhow::Result<Option<usize>> {
 
 /// A mean recall as a percentage with its standard error; `-` when no world had anything to
 /// recall (0 of 0 is not 100%).
+/// An empty table in the style of every table the commands print.
+pub(crate) fn styled_table() -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table
+}
+
+/// A cell aligned right: a number.
+pub(crate) fn right(text: impl std::fmt::Display) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
 fn pct(m: &MeanSe) -> String {
     if m.n == 0 {
         "-".to_string()
@@ -500,8 +512,7 @@ fn pct(m: &MeanSe) -> String {
 /// The side-by-side table: strategies as rows (sorted by 1-year recall), then the learnable
 /// ceiling and the oracle.
 pub fn render_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let windows = &report.config.windows;
     let mut header = vec!["strategy".to_string()];
     for w in windows {
@@ -540,25 +551,17 @@ pub fn render_table(report: &BenchReport) -> Table {
         for w in windows {
             let Some(rw) = row.window(*w) else { continue };
             if *w == Window::Y1 {
-                cells.push(Cell::new(pct(&rw.first)).set_alignment(CellAlignment::Right));
+                cells.push(right(pct(&rw.first)));
             }
-            cells.push(Cell::new(pct(&rw.last)).set_alignment(CellAlignment::Right));
+            cells.push(right(pct(&rw.last)));
         }
         if let Some(rw) = row.window(Window::Y1) {
-            cells.push(Cell::new(pct(&rw.total_last)).set_alignment(CellAlignment::Right));
+            cells.push(right(pct(&rw.total_last)));
         }
         if let Some(rw) = cost_window.and_then(|w| row.window(w)) {
-            cells.push(
-                Cell::new(format!("{:.0}", rw.round_trips.mean))
-                    .set_alignment(CellAlignment::Right),
-            );
-            cells.push(
-                Cell::new(format!("{:.0}", rw.events.mean)).set_alignment(CellAlignment::Right),
-            );
-            cells.push(
-                Cell::new(format!("{:.2}", rw.events_per_note.mean))
-                    .set_alignment(CellAlignment::Right),
-            );
+            cells.push(right(format!("{:.0}", rw.round_trips.mean)));
+            cells.push(right(format!("{:.0}", rw.events.mean)));
+            cells.push(right(format!("{:.2}", rw.events_per_note.mean)));
         }
         for text in [
             format!("{:.1}", row.connections.mean),
@@ -570,7 +573,7 @@ pub fn render_table(report: &BenchReport) -> Table {
             format!("{:.0}", row.plan_us_cold),
             format!("{:.0}", row.plan_us_warm),
         ] {
-            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+            cells.push(right(text));
         }
         table.add_row(cells);
     }
@@ -579,8 +582,7 @@ pub fn render_table(report: &BenchReport) -> Table {
 
 /// The open feed: per row, live completeness, delay, catch-up and cost; the live ceiling last.
 pub fn render_open_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         "strategy",
         "live",
@@ -638,7 +640,7 @@ pub fn render_open_table(report: &BenchReport) -> Table {
             format!("{:.1}", row.plans.mean),
             format!("{:.0}", row.notes.mean),
         ] {
-            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+            cells.push(right(text));
         }
         table.add_row(cells);
     }
@@ -648,8 +650,7 @@ pub fn render_open_table(report: &BenchReport) -> Table {
 /// Per strategy and window: recall as a share of the learnable ceiling, world by world (mean,
 /// and the worst world), and the sessions that fell below the one before.
 pub fn render_share_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let windows = &report.config.windows;
     let mut header = vec!["strategy".to_string()];
     header.extend(windows.iter().map(|w| format!("{w} × ceiling (worst)")));
@@ -667,13 +668,10 @@ pub fn render_share_table(report: &BenchReport) -> Table {
                 ),
                 _ => "—".to_string(),
             };
-            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+            cells.push(right(text));
         }
         for w in &row.windows {
-            cells.push(
-                Cell::new(format!("{}/{} ({})", w.falls, w.steps, w.own_falls))
-                    .set_alignment(CellAlignment::Right),
-            );
+            cells.push(right(format!("{}/{} ({})", w.falls, w.steps, w.own_falls)));
         }
         table.add_row(cells);
     }
@@ -683,8 +681,7 @@ pub fn render_share_table(report: &BenchReport) -> Table {
 /// What probing cost, per strategy that probed: connections, REQs, follows named and events
 /// per session.
 pub fn render_probe_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let windows = &report.config.windows;
     let last = report.config.sessions;
     let mut header: Vec<String> = ["strategy", "probe conns", "probe REQs", "follows named"]
@@ -712,7 +709,7 @@ pub fn render_probe_table(report: &BenchReport) -> Table {
         let p = &row.probes;
         let mut cells = vec![Cell::new(&row.label)];
         for m in [&p.connections, &p.reqs, &p.filters, &p.events] {
-            cells.push(Cell::new(format!("{:.1}", m.mean)).set_alignment(CellAlignment::Right));
+            cells.push(right(format!("{:.1}", m.mean)));
         }
         for w in windows {
             let (first, last) = row.window(*w).map_or(("-".into(), "-".into()), |x| {
@@ -721,8 +718,8 @@ pub fn render_probe_table(report: &BenchReport) -> Table {
                     with(&x.last, &x.last_with_found),
                 )
             });
-            cells.push(Cell::new(first).set_alignment(CellAlignment::Right));
-            cells.push(Cell::new(last).set_alignment(CellAlignment::Right));
+            cells.push(right(first));
+            cells.push(right(last));
         }
         table.add_row(cells);
     }
@@ -732,8 +729,7 @@ pub fn render_probe_table(report: &BenchReport) -> Table {
 /// With `--monitors`: per strategy, declared recall in the first and the last session without
 /// and with the monitor prior, and the difference.
 pub fn render_monitor_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let Some(first) = report.monitors.first() else {
         return table;
     };
@@ -764,11 +760,7 @@ pub fn render_monitor_table(report: &BenchReport) -> Table {
             delta(&row.last_gain),
         ];
         let mut out = vec![Cell::new(&row.label)];
-        out.extend(
-            cells
-                .into_iter()
-                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
-        );
+        out.extend(cells.into_iter().map(right));
         table.add_row(out);
     }
     table
@@ -777,8 +769,7 @@ pub fn render_monitor_table(report: &BenchReport) -> Table {
 /// The route table: inbox recall per window and publish reach, for the routes library and for
 /// a client that ignores NIP-65's read markers.
 pub fn render_route_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let Some(first) = report.routes.first() else {
         return table;
     };
@@ -797,11 +788,7 @@ pub fn render_route_table(report: &BenchReport) -> Table {
                 format!("{:.1}", m.mean)
             });
         }
-        cells.extend(
-            values
-                .into_iter()
-                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
-        );
+        cells.extend(values.into_iter().map(right));
         table.add_row(cells);
     }
     table
@@ -857,8 +844,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
     if let Some(e) = write_error {
         return Err(e);
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let mut header = vec!["session".to_string()];
     header.extend(cfg.windows.iter().map(|w| format!("{w} declared")));
     header.extend(cfg.windows.iter().map(|w| format!("{w} total")));
@@ -907,8 +893,7 @@ fn run_one(args: &Args, world_path: &Path, config_path: &Path) -> anyhow::Result
 /// seconds (`None` when the run was not timed).
 fn render_session_times(run: &StrategyRun, cfg: &LoopConfig) -> Option<Table> {
     let window = cfg.clock?;
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         format!("{window} on the clock"),
         "first".to_string(),
@@ -941,11 +926,7 @@ fn render_session_times(run: &StrategyRun, cfg: &LoopConfig) -> Option<Table> {
                 .iter()
                 .map(|c| format!("{:.0}%", c.own * 100.0)),
         );
-        table.add_row(
-            cells
-                .into_iter()
-                .map(|c| Cell::new(c).set_alignment(CellAlignment::Right)),
-        );
+        table.add_row(cells.into_iter().map(right));
     }
     Some(table)
 }
@@ -1052,8 +1033,7 @@ fn write_session(args: &Args, sim: &SimWorld, v: &SessionView<'_>) -> anyhow::Re
 /// first note, the first screen, 90% and the end of the run, and how much of the run's own
 /// fetch and of the reachable notes was in after two seconds.
 pub fn render_time_table(report: &BenchReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     let last = report.config.sessions;
     let mut header = vec!["strategy".to_string()];
     for s in [1, last] {
@@ -1108,7 +1088,7 @@ pub fn render_time_table(report: &BenchReport) -> Table {
                 at_2s(&f.own),
                 at_2s(&f.reachable),
             ] {
-                cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+                cells.push(right(text));
             }
         }
         table.add_row(cells);

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
+
 use nostr_outbox_core::RouterConfig;
 use nostr_outbox_live::clients::{registered_clients, ClientSetup};
 use nostr_outbox_live::{
@@ -15,6 +16,8 @@ use nostr_outbox_live::{
 };
 use nostr_outbox_sim::bench::resolve;
 use nostr_outbox_sim::{default_suite, generate, BenchConfig, Profile, Window, World};
+
+use crate::bench::{right, styled_table};
 
 /// Suite rows run when `--strategies` is not given.
 const DEFAULT_STRATEGIES: [&str; 2] = ["greedy", "recall"];
@@ -227,8 +230,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
 
 /// One row per other client and session.
 fn render_clients(report: &LiveReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         "client", "session", "7d %", "1yr %", "3yr %", "notes", "dialled", "asked", "s",
     ]);
@@ -249,10 +251,6 @@ fn render_clients(report: &LiveReport) -> Table {
         }
     }
     table
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
 /// A recall as a percentage; `-` for 0 of 0 (nothing to recall is no evidence of 100%).
@@ -282,8 +280,7 @@ fn agreement(time: &SessionTime) -> String {
 
 /// One row per strategy and session.
 fn render(report: &LiveReport) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         "strategy",
         "session",

@@ -6,11 +6,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
+
 use nostr_outbox_live::load::{
     run_point, LoadConfig, LoadPoint, LoadProgress, LoadResult, MAX_FOLLOWS, MAX_RELAYS,
 };
 
+use crate::bench::{right, styled_table};
 use crate::text::escape;
 
 /// Most load points of one run (each generates and loads a world).
@@ -187,14 +189,9 @@ fn secs(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".to_string(), |d| format!("{:.2}", d.as_secs_f64()))
 }
 
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
-
 /// One row per load point.
 fn render(results: &[LoadResult]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         "relays",
         "follows",

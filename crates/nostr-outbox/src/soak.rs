@@ -7,11 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Table;
+
 use nostr_outbox_live::soak::{
     run_soak, SoakConfig, SoakProgress, SoakReport, MAX_FOLLOWS, MAX_RELAYS,
 };
 
+use crate::bench::{right, styled_table};
 use crate::text::escape;
 
 /// Most seeds of one run.
@@ -235,10 +237,6 @@ fn mib(kib: Option<u64>) -> String {
     )
 }
 
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
-
 fn pct(a: usize, b: usize) -> String {
     if b == 0 {
         "-".into()
@@ -249,8 +247,7 @@ fn pct(a: usize, b: usize) -> String {
 
 /// One row per seed.
 fn render(reports: &[SoakReport]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = styled_table();
     table.set_header(vec![
         "seed",
         "window",
