@@ -585,13 +585,18 @@ fn summary_path(dir: &Path) -> PathBuf {
 /// The summary the child wrote (`outbox feed --summary-json`); `None` if it wrote none or
 /// not one this build reads.
 pub fn read_summary(path: &Path) -> Option<FeedReport> {
-    let mut text = Vec::new();
+    parse_summary(&read_at_most(path, SUMMARY_READ_LIMIT)?)
+}
+
+/// The first `limit` bytes of the file at `path`; `None` when it cannot be read.
+fn read_at_most(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
     std::fs::File::open(path)
         .ok()?
-        .take(SUMMARY_READ_LIMIT)
-        .read_to_end(&mut text)
+        .take(limit)
+        .read_to_end(&mut bytes)
         .ok()?;
-    parse_summary(&text)
+    Some(bytes)
 }
 
 /// Parses a `--summary-json` document: `{"format": "outbox-feed-summary/1", "summary": {...}}`.
@@ -618,13 +623,7 @@ struct ProcStat {
 
 /// Reads at most [`PROC_READ_LIMIT`] bytes of a `/proc` file.
 pub(crate) fn read_proc(path: &Path) -> Option<String> {
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(PROC_READ_LIMIT)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text)
+    String::from_utf8(read_at_most(path, PROC_READ_LIMIT)?).ok()
 }
 
 /// Parses `/proc/<pid>/stat`: the fields after the command name, whose parentheses may hold
