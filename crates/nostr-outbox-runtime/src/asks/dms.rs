@@ -23,7 +23,7 @@ use nostr_outbox_client::routes::RoutePlan;
 use nostr_outbox_client::{RelayDirectory, RelayDirectoryBuilder};
 use nostr_outbox_core::UrlPolicy;
 
-use crate::asks::lookup::{lookup, LookupOutcome};
+use crate::asks::lookup::{answered_of, lookup, LookupOutcome};
 use crate::asks::route_feed::{start_route, RouteEvent};
 use crate::client::Client;
 use crate::config::RuntimeConfig;
@@ -45,10 +45,7 @@ pub struct DmLists {
 impl DmLists {
     /// Relays asked that answered.
     pub fn answered(&self) -> usize {
-        self.asked
-            .values()
-            .filter(|o| **o == LookupOutcome::Answered)
-            .count()
+        answered_of(&self.asked)
     }
 }
 

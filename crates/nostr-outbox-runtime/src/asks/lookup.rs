@@ -78,13 +78,18 @@ pub struct Lookup {
     pub relays: BTreeMap<String, LookupOutcome>,
 }
 
+/// How many of the relays asked, with what each did, answered every chunk.
+pub(crate) fn answered_of(outcomes: &BTreeMap<String, LookupOutcome>) -> usize {
+    outcomes
+        .values()
+        .filter(|o| **o == LookupOutcome::Answered)
+        .count()
+}
+
 impl Lookup {
     /// Relays that answered every chunk.
     pub fn answered(&self) -> usize {
-        self.relays
-            .values()
-            .filter(|o| **o == LookupOutcome::Answered)
-            .count()
+        answered_of(&self.relays)
     }
 
     /// Relays that did not answer, with why.
