@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::task::Task;
@@ -52,8 +51,7 @@ pub struct AuthRelay {
 impl AuthRelay {
     /// A relay following `script` serving `events`; stops when dropped.
     pub async fn start(script: AuthScript, events: Vec<Event>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let seen = Arc::new(Mutex::new(AuthSeen::default()));
         let log = seen.clone();
         let _task = Task::spawn(async move {

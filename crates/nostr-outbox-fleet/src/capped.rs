@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::plain::{arrive, Arrival};
@@ -56,8 +56,7 @@ impl CappedRelay {
     /// A relay serving `document` (NIP-11 JSON, or a 404), at most `cap` events per REQ,
     /// refusing messages over `refuse_over` bytes; stops when dropped.
     pub async fn start(document: Option<String>, cap: usize, refuse_over: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let log = Arc::new(ServerLog::default());
         let shared = (Arc::new(document), log.clone());
         let _task = Task::spawn(async move {

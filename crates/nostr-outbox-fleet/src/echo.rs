@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::task::Task;
@@ -25,8 +24,7 @@ pub struct Echo {
 impl Echo {
     /// Starts one on a free port.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
         let closes = Arc::new(AtomicUsize::new(0));

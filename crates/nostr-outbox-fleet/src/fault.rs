@@ -82,8 +82,7 @@ impl FaultServer {
     /// A server misbehaving by `fault`, answering REQs with `events` (whatever they ask);
     /// stops when dropped.
     pub async fn start(fault: Fault, events: Vec<Event>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let connections = Arc::new(AtomicUsize::new(0));
         let received = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
@@ -291,8 +290,7 @@ pub struct BlackHole {
 impl BlackHole {
     /// Listens on a free port of 127.0.0.1.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let accepts = Arc::new(AtomicUsize::new(0));
         let count = accepts.clone();
         let _task = Task::spawn(async move {
@@ -314,8 +312,7 @@ impl BlackHole {
 /// waiting for their OK (open now, the most at once) over every server sharing it, which is
 /// how many sockets a publisher holds at once. Returns its URL.
 pub async fn slow_oks(delay: Duration, waiting: Gauge) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (listener, url) = crate::task::listen_locally().await;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let waiting = waiting.clone();

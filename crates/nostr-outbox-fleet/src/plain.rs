@@ -11,7 +11,7 @@ use futures_util::SinkExt;
 use nostr::event::Event;
 use nostr::filter::{Filter, MatchEventOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
@@ -51,8 +51,7 @@ impl PlainRelay {
     /// A relay holding `events` that serves `document` as its NIP-11 document (`None`: a 404).
     pub async fn with_document(events: Vec<Event>, document: Option<serde_json::Value>) -> Self {
         let document: Option<Arc<str>> = document.map(|d| Arc::from(d.to_string()));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let searches = Arc::new(AtomicUsize::new(0));
         let reqs = Arc::new(AtomicUsize::new(0));
         let ignored = Arc::new(AtomicUsize::new(0));

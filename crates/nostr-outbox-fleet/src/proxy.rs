@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Connections open now and the most at once, over every proxy that shares it.
 #[derive(Clone, Default)]
@@ -49,8 +49,7 @@ pub async fn slow_to_accept(upstream: &str, delay: Duration) -> String {
 /// [`proxy`], each connection reaching `upstream` only after `delay`.
 async fn delayed_proxy(upstream: &str, gauge: Gauge, delay: Duration) -> String {
     let target = upstream.trim_start_matches("ws://").to_string();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (listener, url) = crate::task::listen_locally().await;
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             gauge.opened();

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures_util::SinkExt;
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::task::Task;
@@ -37,8 +36,7 @@ pub struct Scripted {
 impl Scripted {
     /// A server sending `frames` then `end` to every REQ; stops when dropped.
     pub async fn start(frames: Vec<Message>, end: End) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (listener, url) = crate::task::listen_locally().await;
         let reqs = Arc::new(AtomicUsize::new(0));
         let asked = reqs.clone();
         let _task = Task::spawn(async move {

@@ -1,5 +1,5 @@
 //! A server's accept loop that stops with the value owning it, so a test's servers end with
-//! the test.
+//! the test, and where such a server listens.
 
 use std::future::Future;
 
@@ -17,4 +17,11 @@ impl Drop for Task {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A listener on a free port of 127.0.0.1, and its `ws://127.0.0.1:port` URL.
+pub(crate) async fn listen_locally() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    (listener, url)
 }
