@@ -673,12 +673,6 @@ impl OutboxGossip {
         admitted
     }
 
-    /// Relays the open round added beyond its plans (see [`admit`](Self::admit)).
-    #[cfg(feature = "sdk")]
-    pub(crate) fn round_added(&self) -> usize {
-        self.lock().added
-    }
-
     /// Sets `url` aside for the rest of the open round: it did not answer, so the round's
     /// later reads ask its follows elsewhere ([`routes_around`](Self::routes_around)).
     #[cfg(feature = "sdk")]

@@ -11,6 +11,14 @@
 //! as they arrive (nostr-sdk hands every event to the client's gossip engine), and the read
 //! ends the engine's round with the relays that answered, so failures are learned too.
 //!
+//! A relay of the plan that does not answer, or answers with none of its follows' notes where
+//! another relay had some, has its follows asked elsewhere in the same read, from a plan made
+//! without it, as the runtime re-plans around a relay it sets aside; later reads of the round
+//! leave a relay that did not answer out from the start. A round dials at most its plan's
+//! relays, [`ReadOptions::fallback`] more to ask elsewhere and [`ReadOptions::probes`] more to
+//! learn (probes that ask around a failure instead of learning set the next sessions back:
+//! docs/results.md).
+//!
 //! [`read`]: OutboxGossip::read
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -48,10 +56,8 @@ pub struct ReadOptions {
     /// Relays outside the plan asked after the read, each about the follows who list it, for
     /// their newest notes ([`nostr_outbox_core::probe`]): what the engine learns about a relay
     /// its plan never asks (a follow's own relay holding its history) comes only from these.
-    /// Each is one more relay dialled; 0 learns from the plan's relays alone. The relays the
-    /// round added to ask elsewhere ([`fallback`](Self::fallback)) count against it, so a
-    /// round dials at most `probes` relays beyond its plans. A caller reading several windows
-    /// in a row probes after one of them.
+    /// Each is one more relay dialled; 0 learns from the plan's relays alone. A caller reading
+    /// several windows in a row probes after one of them.
     pub probes: usize,
     /// Relays beyond the plan a round may add to ask the follows of relays that failed or
     /// answered with none of their notes where another relay had some: a read re-plans around
@@ -69,8 +75,10 @@ pub struct ReadOptions {
 /// session, where none leave it there (docs/results.md).
 pub const DEFAULT_READ_PROBES: usize = 16;
 
-/// Relays a read may add to ask elsewhere when the options name no other number.
-pub const DEFAULT_READ_FALLBACK: usize = 8;
+/// Relays a round may add to ask elsewhere when the options name no other number: with the
+/// default probes and a budget of 20, a session dials under a quarter of the relays nostr-sdk's
+/// default engine dials on the live bench's held-out world (docs/results.md).
+pub const DEFAULT_READ_FALLBACK: usize = 4;
 
 /// Waves of asking elsewhere after a read's first, at most: a relay a re-plan adds may fail too.
 pub const MAX_READ_WAVES: usize = 2;
@@ -321,8 +329,7 @@ impl OutboxGossip {
         report: &mut ReadReport,
         reached: &mut HashSet<RelayUrl>,
     ) {
-        // The round's relays beyond its plans: those added to ask elsewhere, then the probes.
-        let plan = self.probe_plan(options.probes.saturating_sub(self.round_added()));
+        let plan = self.probe_plan(options.probes);
         let kinds: Vec<Kind> = filter
             .kinds
             .as_ref()
