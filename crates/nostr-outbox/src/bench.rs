@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
+
+use crate::table::{right, styled_table};
 use indicatif::{ProgressBar, ProgressStyle};
 use nostr_outbox_core::{Router, RouterConfig};
 use nostr_outbox_sim::probe::ProbeCost;
@@ -487,18 +489,6 @@ fn single_budget(budgets: &[usize]) -> anyhow::Result<Option<usize>> {
 
 /// A mean recall as a percentage with its standard error; `-` when no world had anything to
 /// recall (0 of 0 is not 100%).
-/// An empty table in the style of every table the commands print.
-pub(crate) fn styled_table() -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table
-}
-
-/// A cell aligned right: a number.
-pub(crate) fn right(text: impl std::fmt::Display) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
-
 fn pct(m: &MeanSe) -> String {
     if m.n == 0 {
         "-".to_string()

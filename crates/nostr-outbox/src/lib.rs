@@ -56,6 +56,7 @@ mod soak;
 mod stats;
 mod store;
 mod strategies;
+mod table;
 mod text;
 mod world;
 

@@ -17,7 +17,7 @@ use nostr_outbox_live::{
 use nostr_outbox_sim::bench::resolve;
 use nostr_outbox_sim::{default_suite, generate, BenchConfig, Profile, Window, World};
 
-use crate::bench::{right, styled_table};
+use crate::table::{right, styled_table};
 
 /// Suite rows run when `--strategies` is not given.
 const DEFAULT_STRATEGIES: [&str; 2] = ["greedy", "recall"];

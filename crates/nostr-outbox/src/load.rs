@@ -12,7 +12,7 @@ use nostr_outbox_live::load::{
     run_point, LoadConfig, LoadPoint, LoadProgress, LoadResult, MAX_FOLLOWS, MAX_RELAYS,
 };
 
-use crate::bench::{right, styled_table};
+use crate::table::{right, styled_table};
 use crate::text::escape;
 
 /// Most load points of one run (each generates and loads a world).

@@ -13,7 +13,7 @@ use nostr_outbox_live::soak::{
     run_soak, SoakConfig, SoakProgress, SoakReport, MAX_FOLLOWS, MAX_RELAYS,
 };
 
-use crate::bench::{right, styled_table};
+use crate::table::{right, styled_table};
 use crate::text::escape;
 
 /// Most seeds of one run.
