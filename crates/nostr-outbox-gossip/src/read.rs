@@ -72,13 +72,14 @@ pub struct ReadOptions {
 
 /// Relays probed after a read when the options name no other number: on the simulator's
 /// held-out worlds, 16 a session lift the year from a plateau near 66% to 85–91% by the third
-/// session, where none leave it there (docs/results.md).
-pub const DEFAULT_READ_PROBES: usize = 16;
+/// session, where none leave it there; with the read asking around relays that fail, 12–16 do
+/// alike (docs/results.md).
+pub const DEFAULT_READ_PROBES: usize = 14;
 
-/// Relays a round may add to ask elsewhere when the options name no other number: with the
-/// default probes and a budget of 20, a session dials under a quarter of the relays nostr-sdk's
-/// default engine dials on the live bench's held-out world (docs/results.md).
-pub const DEFAULT_READ_FALLBACK: usize = 4;
+/// Relays a round may add to ask elsewhere when the options name no other number. With the
+/// default probes, a round dials at most 16 relays beyond its plan: at a budget of 20, under a
+/// quarter of what nostr-sdk's default engine dials on the live bench's worlds (docs/results.md).
+pub const DEFAULT_READ_FALLBACK: usize = 2;
 
 /// Waves of asking elsewhere after a read's first, at most: a relay a re-plan adds may fail too.
 pub const MAX_READ_WAVES: usize = 2;
