@@ -677,7 +677,7 @@ impl OutboxGossip {
     /// later reads ask its follows elsewhere ([`routes_around`](Self::routes_around)).
     #[cfg(feature = "sdk")]
     pub(crate) fn set_aside(&self, url: &RelayUrl) {
-        if let Ok(canonical) = self.policy.canonicalize(url.as_str()) {
+        if let Some(canonical) = self.canonical(url) {
             self.lock().set_aside.insert(canonical);
         }
     }

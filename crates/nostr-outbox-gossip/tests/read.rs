@@ -235,6 +235,48 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
     }
 }
 
+/// Two follows who list a relay where nothing listens: `moved` also lists `live` relays, each
+/// holding its note `kept`; `stays` lists nothing else. With one routed relay, a plan asks the
+/// dead relay (it covers both).
+struct DeadRelay {
+    reader: RealRelay,
+    /// Held so the live relays stay up.
+    _live: Vec<RealRelay>,
+    dead: String,
+    kept: Event,
+    lists: [Event; 2],
+    follows: [PublicKey; 2],
+}
+
+async fn dead_relay(live: usize, first_key: u8) -> DeadRelay {
+    let reader = RealRelay::start().await;
+    let mut relays = Vec::new();
+    for _ in 0..live {
+        relays.push(RealRelay::start().await);
+    }
+    let dead = nostr_outbox_fleet::dead_url().await;
+    let t = now();
+    let (moved, stays) = (keys(first_key), keys(first_key + 1));
+    let kept = note(&moved, t - 600, "on the live relays");
+    let mut listed = vec![(dead.as_str(), None)];
+    for relay in &relays {
+        relay.store(&kept).await;
+        listed.push((relay.url.as_str(), None));
+    }
+    let lists = [
+        relay_list(&moved, t - DAY, &listed),
+        relay_list(&stays, t - DAY, &[(&dead, None)]),
+    ];
+    DeadRelay {
+        reader,
+        _live: relays,
+        dead,
+        kept,
+        lists,
+        follows: [moved.public_key(), stays.public_key()],
+    }
+}
+
 /// Two follows list a relay where nothing listens, one of them also two live relays holding
 /// its note, and the budget is one routed relay: the plan asks the dead relay (it covers both).
 /// The read sets it aside and asks the moved follow on one live relay; without room to ask
@@ -242,42 +284,26 @@ async fn a_relay_the_plan_leaves_out_is_probed_and_learned() {
 /// relay, beside the one added.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
-    let reader = RealRelay::start().await;
-    let (live, spare) = (RealRelay::start().await, RealRelay::start().await);
-    let dead = nostr_outbox_fleet::dead_url().await;
-    let t = now();
-    let (moved, stays) = (keys(40), keys(41));
-    let kept = note(&moved, t - 600, "on the live relays");
-    live.store(&kept).await;
-    spare.store(&kept).await;
-    let lists = [
-        relay_list(
-            &moved,
-            t - DAY,
-            &[(&dead, None), (&live.url, None), (&spare.url, None)],
-        ),
-        relay_list(&stays, t - DAY, &[(&dead, None)]),
-    ];
-    let follows = [moved.public_key(), stays.public_key()];
+    let s = dead_relay(2, 40).await;
     let policy = nostr_outbox_core::UrlPolicy::allow_local();
     // (fallback, probes, relays probed)
     for (fallback, probes, probed) in [(1, 0, 0), (1, 1, 1), (0, 0, 0)] {
-        let gossip = routed(1, "recall", &reader.url, &lists).await;
-        let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
+        let gossip = routed(1, "recall", &s.reader.url, &s.lists).await;
+        let client = common::client(gossip.clone(), common::local_config(), &s.reader.url).await;
         let options = ReadOptions {
             probes,
             fallback,
             ..ReadOptions::default()
         };
-        let report = gossip.read(&client, filter(&follows), options).await;
+        let report = gossip.read(&client, filter(&s.follows), options).await;
         client.shutdown().await;
-        let dead_stats = gossip.stats().get(&policy.canonicalize(&dead).unwrap());
+        let dead_stats = gossip.stats().get(&policy.canonicalize(&s.dead).unwrap());
         assert!(
             dead_stats.failures >= 1,
             "the dead relay is learned as failing: {dead_stats:?}"
         );
         assert_eq!(report.probed.len(), probed, "{:?}", report.probed);
-        let got = report.events.iter().any(|e| e.id == kept.id);
+        let got = report.events.iter().any(|e| e.id == s.kept.id);
         if fallback == 0 {
             assert!(!got, "nothing asked elsewhere: {:?}", report.relays);
             continue;
@@ -292,30 +318,20 @@ async fn the_follows_of_a_relay_that_fails_are_asked_elsewhere() {
 /// read asks its follows where the first one found them, from the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_s_later_reads_ask_around_a_relay_that_failed() {
-    let (reader, live) = (RealRelay::start().await, RealRelay::start().await);
-    let dead = nostr_outbox_fleet::dead_url().await;
-    let t = now();
-    let (moved, stays) = (keys(42), keys(43));
-    let kept = note(&moved, t - 600, "on the live relay");
-    live.store(&kept).await;
-    let lists = [
-        relay_list(&moved, t - DAY, &[(&dead, None), (&live.url, None)]),
-        relay_list(&stays, t - DAY, &[(&dead, None)]),
-    ];
-    let follows = [moved.public_key(), stays.public_key()];
-    let gossip = routed(1, "recall", &reader.url, &lists).await;
-    let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
+    let s = dead_relay(1, 42).await;
+    let gossip = routed(1, "recall", &s.reader.url, &s.lists).await;
+    let client = common::client(gossip.clone(), common::local_config(), &s.reader.url).await;
     let options = ReadOptions {
         probes: 0,
         fallback: 1,
         end_round: false,
         ..ReadOptions::default()
     };
-    let first = gossip.read(&client, filter(&follows), options).await;
-    let second = gossip.read(&client, filter(&follows), options).await;
+    let first = gossip.read(&client, filter(&s.follows), options).await;
+    let second = gossip.read(&client, filter(&s.follows), options).await;
     client.shutdown().await;
     let policy = nostr_outbox_core::UrlPolicy::allow_local();
-    let dead = policy.canonicalize(&dead).unwrap();
+    let dead = policy.canonicalize(&s.dead).unwrap();
     let asked = |r: &nostr_outbox_gossip::ReadReport| -> Vec<String> {
         r.relays.iter().map(|r| r.url.to_string()).collect()
     };
@@ -323,7 +339,7 @@ async fn a_round_s_later_reads_ask_around_a_relay_that_failed() {
     assert!(!asked(&second).contains(&dead), "{:?}", second.relays);
     for report in [&first, &second] {
         assert!(
-            report.events.iter().any(|e| e.id == kept.id),
+            report.events.iter().any(|e| e.id == s.kept.id),
             "{:?}",
             report.relays
         );
