@@ -278,6 +278,44 @@ fn routes_of(plan: &PlanView, keys: &[PublicKey]) -> Vec<Route> {
     by_relay.into_values().collect()
 }
 
+/// Adds to `routes` the round's `hits` (relays a probe found holding notes of follows the
+/// round's reads missed) for those of `keys` they name, in URL order.
+fn add_hits(
+    routes: &mut Vec<Route>,
+    hits: &HashMap<String, BTreeSet<PublicKey>>,
+    keys: &[PublicKey],
+) {
+    let wanted: HashSet<&PublicKey> = keys.iter().collect();
+    let mut hits: Vec<(&String, &BTreeSet<PublicKey>)> = hits.iter().collect();
+    hits.sort_by(|a, b| a.0.cmp(b.0));
+    for (canonical, authors) in hits {
+        let authors = authors.iter().filter(|a| wanted.contains(a));
+        match routes.iter_mut().find(|r| r.canonical == *canonical) {
+            Some(route) => {
+                for &author in authors {
+                    if !route.authors.contains(&author) {
+                        route.authors.push(author);
+                    }
+                }
+            }
+            None => {
+                let authors: Vec<PublicKey> = authors.copied().collect();
+                let Ok(url) = RelayUrl::parse(canonical) else {
+                    continue;
+                };
+                if !authors.is_empty() {
+                    routes.push(Route {
+                        canonical: canonical.clone(),
+                        url,
+                        authors,
+                        carrier: false,
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// Relay URLs for nostr-sdk: allowed ones, in order, at most `limit`.
 fn take_allowed<'a>(
     urls: impl IntoIterator<Item = &'a RelayUrl>,
@@ -597,7 +635,11 @@ impl OutboxGossip {
         let Some(plan) = self.ensure_plan() else {
             return (Vec::new(), Vec::new());
         };
-        let (mut routes, set_aside) = (routes_of(&plan, keys), self.lock().set_aside.clone());
+        let (set_aside, hits) = {
+            let state = self.lock();
+            (state.set_aside.clone(), state.hits.clone())
+        };
+        let mut routes = routes_of(&plan, keys);
         let mut displaced: BTreeSet<PublicKey> = BTreeSet::new();
         routes.retain(|r| {
             let kept = !set_aside.contains(&r.canonical);
@@ -606,6 +648,7 @@ impl OutboxGossip {
             }
             kept
         });
+        add_hits(&mut routes, &hits, keys);
         let asked: HashSet<&PublicKey> = routes.iter().flat_map(|r| &r.authors).collect();
         displaced.retain(|k| !asked.contains(k));
         self.note_asks(&routes);
@@ -671,6 +714,17 @@ impl OutboxGossip {
             admitted.push(route);
         }
         admitted
+    }
+
+    /// Notes in the open round that a probe found `authors` on `url` with notes its reads
+    /// had missed: the round's later reads ask them there too ([`plan_routes`](Self::plan_routes)).
+    #[cfg(feature = "sdk")]
+    pub(crate) fn note_hits(&self, url: &RelayUrl, authors: &[PublicKey]) {
+        let Some(canonical) = self.canonical(url) else {
+            return;
+        };
+        let mut state = self.lock();
+        state.hits.entry(canonical).or_default().extend(authors);
     }
 
     /// Sets `url` aside for the rest of the open round: it did not answer, so the round's

@@ -19,9 +19,15 @@
 //! learn (probes that ask around a failure instead of learning set the next sessions back:
 //! docs/results.md).
 //!
+//! A probe whose page for a follow is full and holds notes the read lacks has found where that
+//! follow's notes are (a prolific follow whose plan relay was down or never had them): the
+//! follow is paged back to the window's start on that relay, on the probe's connection, and its
+//! notes join the read's. The round's later reads ask it there too. No relay is dialled for it.
+//!
 //! [`read`]: OutboxGossip::read
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nostr::event::{Event, EventId, Kind};
@@ -49,15 +55,17 @@ pub struct ReadOptions {
     pub page_timeout: Duration,
     /// End the engine's round when the read is done (learning from it at once), and end the
     /// open one before it starts. A caller that reads several windows of one feed in a row may
-    /// keep them in one round and end it itself after the widest
+    /// keep them in one round and end it itself after the last
     /// ([`OutboxGossip::end_round`] with the reads' [`ReadReport::reached`]), so a short
-    /// window's silence is not learned alone.
+    /// window's silence is not learned alone; reading the widest first lets the others ask
+    /// where its probes found follows (see [`probes`](Self::probes)).
     pub end_round: bool,
     /// Relays outside the plan asked after the read, each about the follows who list it, for
     /// their newest notes ([`nostr_outbox_core::probe`]): what the engine learns about a relay
     /// its plan never asks (a follow's own relay holding its history) comes only from these.
-    /// Each is one more relay dialled; 0 learns from the plan's relays alone. A caller reading
-    /// several windows in a row probes after one of them.
+    /// Each is one more relay dialled; 0 learns from the plan's relays alone. A follow whose
+    /// probe page is full and holds notes the read lacks is read whole there (see the module
+    /// doc). A caller reading several windows in a row probes in the widest, read first.
     pub probes: usize,
     /// Relays beyond the plan a round may add to ask the follows of relays that failed or
     /// answered with none of their notes where another relay had some: a read re-plans around
@@ -139,7 +147,9 @@ pub struct ReadReport {
     /// Per relay probed after the read, in URL order ([`ReadOptions::probes`]). A probed relay
     /// the client's pool did not hold is removed from it after its probe.
     pub probed: Vec<RelayRead>,
-    /// Notes only the probes returned, not in `events`: what a client may show as found.
+    /// Notes only the probes' pages returned, not in `events`: what a client may show as
+    /// found. (What a probe's relay returned when a follow was read whole there is in
+    /// `events`.)
     pub found: BTreeSet<Event>,
 }
 
@@ -337,6 +347,8 @@ impl OutboxGossip {
             .map(|k| k.iter().copied().collect())
             .unwrap_or_default();
         let since = filter.since.map(|t| t.as_secs());
+        // What the read has: a probe's page with notes outside it is read whole on the spot.
+        let had: Arc<HashSet<EventId>> = Arc::new(report.events.iter().map(|e| e.id).collect());
         let mut tasks = JoinSet::new();
         for probe in &plan.probes {
             let Ok(url) = RelayUrl::parse(&probe.url) else {
@@ -351,8 +363,9 @@ impl OutboxGossip {
             } else {
                 options.probe_connect_timeout
             };
-            let (client, page_timeout, authors) =
-                (client.clone(), options.page_timeout, probe.authors.len());
+            let (client, filter, options, had) =
+                (client.clone(), filter.clone(), *options, had.clone());
+            let (authors, limit) = (probe.authors.len(), plan.limit as usize);
             tasks.spawn(async move {
                 let mut relay = RelayRead {
                     url: url.clone(),
@@ -365,40 +378,59 @@ impl OutboxGossip {
                 // reads for days would otherwise keep a socket to every relay it ever probed.
                 let known = matches!(client.relay(&url).await, Ok(Some(_)));
                 let _ = client.add_relay(&url).await;
-                let events = match client.try_connect_relay(&url, connect).await {
+                let answer = match client.try_connect_relay(&url, connect).await {
                     Err(e) => Err(e.to_string()),
                     Ok(_) => {
                         relay.pages = 1;
                         client
                             .fetch_events(ReqTarget::single(&url, filters))
-                            .timeout(page_timeout)
+                            .timeout(options.page_timeout)
                             .await
                             .map_err(|e| e.to_string())
                     }
                 };
+                let mut probe = Probed::default();
+                match answer {
+                    Ok(events) => {
+                        probe.answered = true;
+                        probe.sample = events.into_iter().collect();
+                        relay.events = probe.sample.len();
+                        probe.hits = hits(&probe.sample, limit, &had);
+                    }
+                    Err(e) => relay.outcome = RelayOutcome::Failed(e),
+                }
+                if !probe.hits.is_empty() {
+                    let mut pages = relay.clone();
+                    probe.read =
+                        page_all(&client, &url, &probe.hits, &filter, &options, &mut pages).await;
+                    relay.pages += pages.pages;
+                    relay.events += pages.events;
+                    relay.outcome = pages.outcome;
+                }
                 if !known {
                     let _ = client.remove_relay(&url).await;
                 }
-                match events {
-                    Ok(events) => {
-                        relay.events = events.len();
-                        (relay, events.into_iter().collect())
-                    }
-                    Err(e) => {
-                        relay.outcome = RelayOutcome::Failed(e);
-                        (relay, Vec::new())
-                    }
-                }
+                (relay, probe)
             });
         }
         while let Some(joined) = tasks.join_next().await {
-            let Ok((relay, events)) = joined else {
+            let Ok((relay, probe)) = joined else {
                 continue;
             };
-            if !matches!(relay.outcome, RelayOutcome::Failed(_)) {
+            if probe.answered {
                 reached.insert(relay.url.clone());
             }
-            for event in events {
+            if !probe.hits.is_empty() {
+                self.note_hits(&relay.url, &probe.hits);
+            }
+            for event in probe.read {
+                if report.events.len() + report.found.len() >= MAX_READ_EVENTS {
+                    break;
+                }
+                report.found.remove(&event);
+                report.events.insert(event);
+            }
+            for event in probe.sample {
                 if report.events.len() + report.found.len() >= MAX_READ_EVENTS {
                     break;
                 }
@@ -410,6 +442,36 @@ impl OutboxGossip {
         }
         report.probed.sort_by(|a, b| a.url.cmp(&b.url));
     }
+}
+
+/// What one probe brought.
+#[derive(Default)]
+struct Probed {
+    /// The relay answered the probe.
+    answered: bool,
+    /// Its page: each asked follow's newest notes.
+    sample: Vec<Event>,
+    /// Follows whose page was full and held notes the read lacked: read whole on the relay.
+    hits: Vec<PublicKey>,
+    /// Their notes, paged back to the window's start.
+    read: Vec<Event>,
+}
+
+/// The follows of a probe's page whose notes filled it (`limit` or more: the relay holds more)
+/// and include some the read lacks (`had`): the relay holds notes of theirs the plan's relays
+/// did not return, more than the probe asked for.
+fn hits(page: &[Event], limit: usize, had: &HashSet<EventId>) -> Vec<PublicKey> {
+    let mut per_author: BTreeMap<PublicKey, (usize, bool)> = BTreeMap::new();
+    for event in page {
+        let (count, new) = per_author.entry(event.pubkey).or_default();
+        *count += 1;
+        *new |= !had.contains(&event.id);
+    }
+    per_author
+        .into_iter()
+        .filter(|&(_, (count, new))| count >= limit.max(1) && new)
+        .map(|(author, _)| author)
+        .collect()
 }
 
 /// One relay's part: its authors in chunks, each paged back to the window's start.
@@ -427,7 +489,6 @@ async fn read_relay(
         events: 0,
         outcome: RelayOutcome::Complete,
     };
-    let mut events = Vec::new();
     // Already in the pool (a reader relay, an earlier read): added again is an error to ignore.
     let _ = client.add_relay(&url).await;
     if let Err(e) = client
@@ -435,14 +496,29 @@ async fn read_relay(
         .await
     {
         relay.outcome = RelayOutcome::Failed(e.to_string());
-        return (relay, events);
+        return (relay, Vec::new());
     }
+    let events = page_all(client, &url, &authors, &filter, &options, &mut relay).await;
+    (relay, events)
+}
+
+/// Asks `url` (connected) about `authors` in chunks, each paged back to the window's start;
+/// the pages and how they ended go to `relay`. Returns the events, each once per chunk.
+async fn page_all(
+    client: &Client,
+    url: &RelayUrl,
+    authors: &[PublicKey],
+    filter: &Filter,
+    options: &ReadOptions,
+    relay: &mut RelayRead,
+) -> Vec<Event> {
+    let mut events = Vec::new();
     // nostr-sdk does not read relay documents: the cap is learned from the pages.
     let limits = RelayLimits::default();
     let paging = options.paging;
     let mut cap = CapEstimate::new(&limits);
     let since = filter.since.map(|t| t.as_secs());
-    for chunk in paging::chunk(&authors, &limits, &paging) {
+    for chunk in paging::chunk(authors, &limits, &paging) {
         let mut cursor = Cursor::new(paging.limit_for(&limits), since);
         let mut seen: HashSet<EventId> = HashSet::new();
         loop {
@@ -453,14 +529,14 @@ async fn read_relay(
             }
             relay.pages += 1;
             let page = match client
-                .fetch_events(ReqTarget::single(&url, [page_filter]))
+                .fetch_events(ReqTarget::single(url, [page_filter]))
                 .timeout(options.page_timeout)
                 .await
             {
                 Ok(page) => page,
                 Err(e) => {
                     relay.outcome = RelayOutcome::Failed(e.to_string());
-                    return (relay, events);
+                    return events;
                 }
             };
             let returned = page.len();
@@ -491,5 +567,5 @@ async fn read_relay(
             }
         }
     }
-    (relay, events)
+    events
 }

@@ -95,6 +95,10 @@ pub(crate) struct State {
     pub set_aside: HashSet<String>,
     /// Relays the current round added beyond its plans to ask elsewhere.
     pub added: usize,
+    /// Per relay (canonical), follows a probe of the current round found there with notes the
+    /// round's reads had missed: its later reads ask them there too (at most the relays and
+    /// follows the round probed).
+    pub hits: HashMap<String, BTreeSet<PublicKey>>,
     /// Notes counted in the current round.
     pub round_events: usize,
     /// A note was counted since the round's last ask: the read the asks were for is answering,
@@ -304,6 +308,7 @@ impl State {
     pub fn end_round(&mut self, reached: Option<&HashSet<String>>, now: u64) -> bool {
         let round = std::mem::take(&mut self.round);
         self.set_aside.clear();
+        self.hits.clear();
         self.added = 0;
         self.round_events = 0;
         self.noted_since_ask = false;

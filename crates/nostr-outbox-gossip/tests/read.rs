@@ -347,3 +347,83 @@ async fn a_round_s_later_reads_ask_around_a_relay_that_failed() {
     // Only the second read's first wave asked the live relay: one part per relay.
     assert_eq!(second.relays.len(), second.asked(), "{:?}", second.relays);
 }
+
+/// A prolific follow lists two relays: `a`, which also covers another follow and so is the
+/// plan's one routed relay, holds none of its notes; `b` holds 300, capped at 120 a REQ. The
+/// read's probe of `b` comes back full and holding notes the read lacks, so the follow is paged
+/// there on the spot: all 300 are in the read, none left as merely found. The round's next read
+/// asks `b` about it from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_that_finds_a_follow_s_notes_reads_them_whole() {
+    let reader = RealRelay::start().await;
+    let a = RealRelay::start().await;
+    let b = RealRelay::start_with(|b| b.max_filter_limit(CAP).default_filter_limit(CAP)).await;
+    let t = now();
+    let (prolific, other) = (keys(50), keys(51));
+    let mut notes = BTreeSet::new();
+    for n in 0..NOTES {
+        let event = note(&prolific, t - 600 * (n + 1), &format!("note {n}"));
+        b.store(&event).await;
+        notes.insert(event.id);
+    }
+    a.store(&note(&other, t - 300, "the other follow's note"))
+        .await;
+    let lists = [
+        relay_list(&prolific, t - DAY, &[(&a.url, None), (&b.url, None)]),
+        relay_list(&other, t - DAY, &[(&a.url, None)]),
+    ];
+    let follows = [prolific.public_key(), other.public_key()];
+    let gossip = routed(1, "recall", &reader.url, &lists).await;
+    let client = common::client(gossip.clone(), common::local_config(), &reader.url).await;
+    let options = ReadOptions {
+        probes: 1,
+        fallback: 0,
+        end_round: false,
+        ..ReadOptions::default()
+    };
+    let first = gossip.read(&client, filter(&follows), options).await;
+    let second = gossip
+        .read(
+            &client,
+            filter(&follows),
+            ReadOptions {
+                probes: 0,
+                ..options
+            },
+        )
+        .await;
+    client.shutdown().await;
+    let on_b = |url: &nostr::types::RelayUrl| {
+        url.as_str().trim_end_matches('/') == b.url.trim_end_matches('/')
+    };
+    assert!(
+        !first.relays.iter().any(|r| on_b(&r.url)),
+        "the plan asks `a`: {:?}",
+        first.relays
+    );
+    assert_eq!(first.probed.len(), 1, "{:?}", first.probed);
+    assert!(
+        first.probed[0].pages > 1,
+        "paged past the cap: {:?}",
+        first.probed
+    );
+    for (name, report) in [("first", &first), ("second", &second)] {
+        let got: BTreeSet<EventId> = report.events.iter().map(|e| e.id).collect();
+        let missing = notes.difference(&got).count();
+        assert_eq!(
+            missing, 0,
+            "{name} read: {missing} of {NOTES} missing: {:?}",
+            report.relays
+        );
+    }
+    assert!(
+        first.found.is_empty(),
+        "read whole, not found: {}",
+        first.found.len()
+    );
+    assert!(
+        second.relays.iter().any(|r| on_b(&r.url)),
+        "the round's next read asks `b`: {:?}",
+        second.relays
+    );
+}

@@ -2,16 +2,16 @@
 //! engine (`nostr-gossip-memory`, as `Client::builder().gossip(NostrGossipMemory::unbounded())`
 //! sets it up), with `nostr_outbox_gossip::OutboxGossip` (the `outbox feed` default, `recall`,
 //! at the bench's budget) answering nostr-sdk's own fetch, and with the same engine reading
-//! through its routed, paged read (`OutboxGossip::read`, probing once a session after its
-//! widest read) on the same `Client`. Each reads the bench's world from the same local relays as the
+//! through its routed, paged read (`OutboxGossip::read`, probing once a session, in its widest
+//! read) on the same `Client`. Each reads the bench's world from the same local relays as the
 //! runtime, one engine kept from session to session as an application keeps it between runs.
 //!
 //! Both engines are handed the follows' relay lists up front (as the bench hands the runtime
 //! its lists) and each list is marked as just fetched, so neither client looks lists up. A
 //! session is a fresh `Client` (no socket of an earlier session left open) reading the follows'
 //! kind:1 notes once per window. The unpaged engine's rounds end by themselves as the next
-//! read begins; the paged read keeps a session's reads in one round (`manual_rounds`), ended by
-//! its widest read.
+//! read begins; the paged read keeps a session's reads in one round (`manual_rounds`): the
+//! widest first, which probes, ended after the last.
 //!
 //! Linking this crate registers both rows ([`nostr_outbox_live::register_live_client!`]); the
 //! `outbox-sdk-bench` binary is the `outbox` command with it linked.
@@ -128,12 +128,19 @@ impl SdkClient {
             }
         }
         client.connect().await;
-        let mut reads = Vec::with_capacity(s.reads.len());
+        let mut reads = vec![Vec::new(); s.reads.len()];
         let mut probed = Vec::new();
-        // The paged read probes once a session, after its widest read, as the runtime probes
-        // after its fetch.
-        let widest = s.reads.iter().map(|&(_, since)| since).min();
-        for &(_, since) in s.reads {
+        // The paged read reads the widest window first and probes there, as the runtime probes
+        // after its fetch: the session's narrower reads then ask where its probes found
+        // follows. All are one round, ended after the last with every relay that answered:
+        // what a week's read returns says nothing of a relay that keeps the year (results.md).
+        let mut order: Vec<usize> = (0..s.reads.len()).collect();
+        if paged.is_some() {
+            order.sort_by_key(|&i| s.reads[i].1);
+        }
+        let mut reached = std::collections::HashSet::new();
+        for (n, &i) in order.iter().enumerate() {
+            let since = s.reads[i].1;
             let filter = Filter::new()
                 .authors(s.follows.iter().copied())
                 .kind(Kind::TextNote)
@@ -141,13 +148,9 @@ impl SdkClient {
             let notes: BTreeSet<Event> = if let Some(outbox) = &paged {
                 // The runtime's connect and page timeouts; the whole read, pages in turn, four
                 // times the read's bound.
-                // One round a session, ended by the widest read, which then probes: what a
-                // week's read returns says nothing of a relay that keeps the year, and the
-                // runtime and the simulator learn from one read a session too (results.md).
-                let widest = Some(since) == widest;
                 let options = ReadOptions {
-                    probes: if widest { DEFAULT_READ_PROBES } else { 0 },
-                    end_round: widest,
+                    probes: if n == 0 { DEFAULT_READ_PROBES } else { 0 },
+                    end_round: false,
                     ..ReadOptions::default()
                 };
                 let read = outbox.read(&client, filter, options);
@@ -155,6 +158,7 @@ impl SdkClient {
                     Ok(report) => {
                         // Probed relays leave the pool after their probe; they were dialled.
                         probed.extend(report.probed.iter().map(|r| r.url.clone()));
+                        reached.extend(report.reached);
                         report.events.into_iter().take(s.max_events).collect()
                     }
                     Err(_) => {
@@ -176,7 +180,10 @@ impl SdkClient {
                     }
                 }
             };
-            reads.push(notes.into_iter().collect());
+            reads[i] = notes.into_iter().collect();
+        }
+        if let Some(outbox) = &paged {
+            outbox.end_round(Some(&reached));
         }
         let mut dialled_urls: std::collections::HashSet<nostr::types::RelayUrl> =
             client.relays().all().await.into_keys().collect();
