@@ -340,7 +340,8 @@ impl OutboxGossip {
         report: &mut ReadReport,
         reached: &mut HashSet<RelayUrl>,
     ) {
-        let plan = self.probe_plan(options.probes);
+        let read: HashSet<PublicKey> = report.events.iter().map(|e| e.pubkey).collect();
+        let plan = self.probe_plan(options.probes, &read);
         let kinds: Vec<Kind> = filter
             .kinds
             .as_ref()
@@ -421,6 +422,13 @@ impl OutboxGossip {
                 reached.insert(relay.url.clone());
             }
             if !probe.hits.is_empty() {
+                tracing::debug!(
+                    relay = %relay.url,
+                    follows = probe.hits.len(),
+                    pages = relay.pages,
+                    notes = probe.read.len(),
+                    "a probe found notes the read lacked: read those follows whole there"
+                );
                 self.note_hits(&relay.url, &probe.hits);
             }
             for event in probe.read {
@@ -438,6 +446,7 @@ impl OutboxGossip {
                     report.found.insert(event);
                 }
             }
+            tracing::debug!(relay = %relay.url, answered = probe.answered, notes = relay.events, "probed");
             report.probed.push(relay);
         }
         report.probed.sort_by(|a, b| a.url.cmp(&b.url));
