@@ -47,9 +47,7 @@ pub use invariants::{check_plan, Limits, Violation};
 pub use issue::{ConfigError, ConfigIssue};
 pub use keys::{follows_from_contact_list, parse_public_key, public_key_from_hex, KeyError};
 pub use plan::{Disclosure, Plan, PlanEntry};
-pub use probe::{
-    default_probes, plan_probes, plan_probes_after, probes_at_once, Probe, ProbeBudget, ProbePlan,
-};
+pub use probe::{default_probes, plan_probes, probes_at_once, Probe, ProbeBudget, ProbePlan};
 pub use registry::{ScorerDescriptor, StrategyDescriptor};
 pub use route_table::{
     keep_newest_list, DropReport, NotARelayList, RawRelayList, RouteTable, RouteTableBuilder,

@@ -228,24 +228,6 @@ pub fn plan_probes(
     budget: &ProbeBudget,
     now: u64,
 ) -> ProbePlan {
-    plan_probes_after(table, stats, skip, budget, now, &HashSet::new())
-}
-
-/// What is unknown of a follow whose notes the fetch being probed after returned: as of a
-/// follow seen where it lists ([`need`]).
-const READ_NEED: f64 = 0.1;
-
-/// [`plan_probes`] after a fetch not learned yet: the follows of `read` had notes returned by
-/// it, so little of them is unknown ([`READ_NEED`]), and the probes go first to the relays of
-/// follows it returned nothing of, where a probe that finds notes finds what the fetch missed.
-pub fn plan_probes_after(
-    table: &RouteTable,
-    stats: &DeliveryStats,
-    skip: &HashSet<&str>,
-    budget: &ProbeBudget,
-    now: u64,
-    read: &HashSet<PublicKey>,
-) -> ProbePlan {
     let mut plan = ProbePlan {
         probes: Vec::new(),
         limit: budget.limit,
@@ -264,14 +246,7 @@ pub fn plan_probes_after(
         .collect();
     let needs: Vec<f64> = table
         .authors()
-        .map(|a| {
-            let need = need(table, stats, a, now);
-            if read.contains(table.pubkey(a)) {
-                need.min(READ_NEED)
-            } else {
-                need
-            }
-        })
+        .map(|a| need(table, stats, a, now))
         .collect();
     for (open, patience) in [(&unexplored, true), (&written_off, false)] {
         let left = budget.connections.saturating_sub(plan.probes.len());
@@ -416,21 +391,6 @@ mod tests {
         assert_eq!(urls, ["wss://own.example", "wss://own2.example"]);
         assert_eq!(all.disclosure(), 2);
         assert!(plan_probes(&t, &stats, &skip, &ProbeBudget::new(0), 0).is_empty());
-    }
-
-    #[test]
-    fn after_a_fetch_the_relays_of_follows_it_returned_nothing_of_come_first() {
-        let t = table();
-        let stats = DeliveryStats::new();
-        let skip: HashSet<&str> = ["wss://hub.example"].into_iter().collect();
-        // Alone, follow 1's only relay goes first; once the fetch returned follow 1's notes
-        // (from a relay the table does not know) and nothing of follow 2, follow 2's goes first.
-        let read: HashSet<PublicKey> = [key(1)].into_iter().collect();
-        let plan = plan_probes_after(&t, &stats, &skip, &ProbeBudget::new(1), 0, &read);
-        assert_eq!(plan.probes.len(), 1);
-        assert_eq!(plan.probes[0].url, "wss://own2.example");
-        let both = plan_probes_after(&t, &stats, &skip, &ProbeBudget::new(10), 0, &read);
-        assert_eq!(both.probes.len(), 2, "a read follow's relay is still probed with room");
     }
 
     #[test]

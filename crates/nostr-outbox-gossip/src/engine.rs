@@ -19,8 +19,8 @@ use nostr_outbox_client::directory::RelayDirectory;
 use nostr_outbox_client::store::{StateStore, StatsStoreError};
 use nostr_outbox_client::Network;
 use nostr_outbox_core::{
-    plan_probes_after, session_seed, ConfigError, DeliveryStats, PlanContext, ProbeBudget,
-    ProbePlan, RawRelayList, RouteTable, Router, RouterConfig, UrlPolicy,
+    plan_probes, session_seed, ConfigError, DeliveryStats, PlanContext, ProbeBudget, ProbePlan,
+    RawRelayList, RouteTable, Router, RouterConfig, UrlPolicy,
 };
 
 use crate::state::{PlanView, State, DEFAULT_LIST_TTL, DEFAULT_ROUND_IDLE, MAX_KEPT_LISTS};
@@ -487,12 +487,11 @@ impl OutboxGossip {
     }
 
     /// The relays to probe after a read, at most `count`: relays the follows list that the
-    /// open round did not ask and that never answered, most worth learning first, the relays
-    /// of follows the read returned nothing of (`read`: those it did) before the others
-    /// ([`plan_probes_after`]), each with the follows to ask it about. None when the strategy
-    /// does not learn.
+    /// open round did not ask and that never answered, most worth learning first
+    /// ([`plan_probes`]), each with the follows to ask it about. None when the strategy does
+    /// not learn.
     #[cfg(feature = "sdk")]
-    pub(crate) fn probe_plan(&self, count: usize, read: &HashSet<PublicKey>) -> ProbePlan {
+    pub(crate) fn probe_plan(&self, count: usize) -> ProbePlan {
         // Checked before the snapshot, which copies every list and the stats.
         let (budget, hints) = {
             let router = self.router.lock().unwrap_or_else(|e| e.into_inner());
@@ -513,7 +512,7 @@ impl OutboxGossip {
             connections: count.min(budget.connections),
             ..budget
         };
-        plan_probes_after(&table, &snapshot.stats, &skip, &budget, now, read)
+        plan_probes(&table, &snapshot.stats, &skip, &budget, now)
     }
 
     /// Notes in the open round that `url` is probed about `authors` (see [`State::probe`]);

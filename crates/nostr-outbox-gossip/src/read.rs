@@ -340,8 +340,7 @@ impl OutboxGossip {
         report: &mut ReadReport,
         reached: &mut HashSet<RelayUrl>,
     ) {
-        let read: HashSet<PublicKey> = report.events.iter().map(|e| e.pubkey).collect();
-        let plan = self.probe_plan(options.probes, &read);
+        let plan = self.probe_plan(options.probes);
         let kinds: Vec<Kind> = filter
             .kinds
             .as_ref()
