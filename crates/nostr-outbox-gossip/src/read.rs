@@ -400,7 +400,11 @@ impl OutboxGossip {
                     Err(e) => relay.outcome = RelayOutcome::Failed(e),
                 }
                 if !probe.hits.is_empty() {
-                    let mut pages = relay.clone();
+                    let mut pages = RelayRead {
+                        pages: 0,
+                        events: 0,
+                        ..relay.clone()
+                    };
                     probe.read =
                         page_all(&client, &url, &probe.hits, &filter, &options, &mut pages).await;
                     relay.pages += pages.pages;
