@@ -282,12 +282,10 @@ fn routes_of(plan: &PlanView, keys: &[PublicKey]) -> Vec<Route> {
 /// round's reads missed) for those of `keys` they name, in URL order.
 fn add_hits(
     routes: &mut Vec<Route>,
-    hits: &HashMap<String, BTreeSet<PublicKey>>,
+    hits: &BTreeMap<String, BTreeSet<PublicKey>>,
     keys: &[PublicKey],
 ) {
     let wanted: HashSet<&PublicKey> = keys.iter().collect();
-    let mut hits: Vec<(&String, &BTreeSet<PublicKey>)> = hits.iter().collect();
-    hits.sort_by(|a, b| a.0.cmp(b.0));
     for (canonical, authors) in hits {
         let authors = authors.iter().filter(|a| wanted.contains(a));
         match routes.iter_mut().find(|r| r.canonical == *canonical) {
@@ -640,6 +638,8 @@ impl OutboxGossip {
             (state.set_aside.clone(), state.hits.clone())
         };
         let mut routes = routes_of(&plan, keys);
+        // Before the set-asides go: a relay a probe found that failed since is left out too.
+        add_hits(&mut routes, &hits, keys);
         let mut displaced: BTreeSet<PublicKey> = BTreeSet::new();
         routes.retain(|r| {
             let kept = !set_aside.contains(&r.canonical);
@@ -648,7 +648,6 @@ impl OutboxGossip {
             }
             kept
         });
-        add_hits(&mut routes, &hits, keys);
         let asked: HashSet<&PublicKey> = routes.iter().flat_map(|r| &r.authors).collect();
         displaced.retain(|k| !asked.contains(k));
         self.note_asks(&routes);

@@ -400,16 +400,8 @@ impl OutboxGossip {
                     Err(e) => relay.outcome = RelayOutcome::Failed(e),
                 }
                 if !probe.hits.is_empty() {
-                    let mut pages = RelayRead {
-                        pages: 0,
-                        events: 0,
-                        ..relay.clone()
-                    };
                     probe.read =
-                        page_all(&client, &url, &probe.hits, &filter, &options, &mut pages).await;
-                    relay.pages += pages.pages;
-                    relay.events += pages.events;
-                    relay.outcome = pages.outcome;
+                        page_all(&client, &url, &probe.hits, &filter, &options, &mut relay).await;
                 }
                 if !known {
                     let _ = client.remove_relay(&url).await;
@@ -515,7 +507,7 @@ async fn read_relay(
 }
 
 /// Asks `url` (connected) about `authors` in chunks, each paged back to the window's start;
-/// the pages and how they ended go to `relay`. Returns the events, each once per chunk.
+/// the pages and events are added to `relay`'s, and how they ended is set there. Returns the events, each once per chunk.
 async fn page_all(
     client: &Client,
     url: &RelayUrl,

@@ -2,7 +2,7 @@
 //! attempts, learned stats and the round being recorded. Plain data behind one lock, taken for
 //! short synchronous work only (never across an `.await`, never while planning).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,7 +98,7 @@ pub(crate) struct State {
     /// Per relay (canonical), follows a probe of the current round found there with notes the
     /// round's reads had missed: its later reads ask them there too (at most the relays and
     /// follows the round probed).
-    pub hits: HashMap<String, BTreeSet<PublicKey>>,
+    pub hits: BTreeMap<String, BTreeSet<PublicKey>>,
     /// Notes counted in the current round.
     pub round_events: usize,
     /// A note was counted since the round's last ask: the read the asks were for is answering,
